@@ -1,0 +1,57 @@
+"""repeval_ref: the reference package of the repeval course.
+
+Every formula of the book lives once, here, in the module named after the concept it
+belongs to; the book calls these functions to compute its numbers and the autograder
+compares students' functions with them.
+
+Public functions are importable from the top level (``from repeval_ref import
+knn_classify``). The import is lazy: a submodule (and heavy dependencies such as
+PyTorch or scikit-learn) is loaded the first time one of its names is used.
+"""
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+# public name -> submodule that defines it
+_EXPORTS = {
+    # protocols with labels
+    "knn_classify": "knn",
+    "linear_probe_done_right": "linear_probe",
+    "ridge_probe": "ridge",
+    "ridge_loo": "ridge",
+    "attentive_probe": "attentive",
+    "low_shot_eval": "lowshot",
+    "transfer": "finetune",
+    # BatchNorm folding and the rank bound
+    "fold_batchnorm": "batchnorm",
+    "rank_bound": "rank",
+    # honest error bars
+    "wilson_interval": "noise",
+    "mcnemar_exact": "noise",
+    "paired_bootstrap_ci": "noise",
+    # label-free metrics, retrieval, similarity
+    "rankme": "labelfree",
+    "two_nn_id": "labelfree",
+    "retrieval_metrics": "retrieval",
+    "linear_cka": "similarity",
+}
+
+__all__ = sorted(_EXPORTS) + ["datasets"]
+
+
+def __getattr__(name):
+    if name == "datasets":
+        return importlib.import_module(".datasets", __name__)
+    try:
+        module = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module 'repeval_ref' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

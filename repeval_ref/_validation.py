@@ -1,0 +1,216 @@
+"""Argument checks shared by every public function of :mod:`repeval_ref`.
+
+Each helper raises ``ValueError`` (or ``TypeError`` for a wrong kind of object)
+with a message that names the argument and the problem, so that a student or a
+user sees at once which input is wrong. None of them modifies its input: they
+return a (possibly new) NumPy array of the requested dtype.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+__all__ = [
+    "as_float_array",
+    "as_labels",
+    "check_same_length",
+    "check_int",
+    "check_positive",
+    "check_probability_level",
+    "check_rng",
+    "check_bool_vector",
+    "unit_rows",
+]
+
+
+def as_float_array(x, name, *, ndim=2, min_rows=1, min_cols=1, allow_nonfinite=False):
+    """Return ``x`` as a float64 array after checking its shape and values.
+
+    Parameters
+    ----------
+    x : array_like
+        The input.
+    name : str
+        Argument name used in error messages.
+    ndim : int or tuple of int
+        Allowed number(s) of dimensions.
+    min_rows : int
+        Minimum length of the first axis.
+    min_cols : int
+        Minimum length of the second axis (only checked when ``ndim >= 2``).
+    allow_nonfinite : bool
+        If False (default), NaN and infinite entries raise ``ValueError``.
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        A view or copy of ``x``; never the caller's array modified in place.
+    """
+    if isinstance(x, (str, bytes)) or x is None:
+        raise TypeError(f"{name} must be a numeric array, got {type(x).__name__}")
+    try:
+        arr = np.asarray(x)
+    except Exception as exc:  # pragma: no cover - exotic objects
+        raise TypeError(f"{name} must be a numeric array: {exc}") from exc
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+        raise TypeError(f"{name} must hold numbers, got dtype {arr.dtype}")
+    if np.iscomplexobj(arr):
+        raise TypeError(f"{name} must be real-valued, got complex dtype {arr.dtype}")
+    arr = arr.astype(np.float64, copy=False)
+    allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
+    if arr.ndim not in allowed:
+        want = " or ".join(str(a) for a in allowed)
+        raise ValueError(f"{name} must be {want}-dimensional, got shape {arr.shape}")
+    if arr.ndim >= 1 and arr.shape[0] < min_rows:
+        raise ValueError(f"{name} needs at least {min_rows} row(s), got shape {arr.shape}")
+    if arr.ndim >= 2 and arr.shape[1] < min_cols:
+        raise ValueError(f"{name} needs at least {min_cols} column(s), got shape {arr.shape}")
+    if arr.ndim >= 2 and any(s == 0 for s in arr.shape[1:]):
+        raise ValueError(f"{name} has an empty axis, got shape {arr.shape}")
+    if not allow_nonfinite and not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return arr
+
+
+def as_labels(y, name, *, n=None, n_classes=None, min_len=1):
+    """Return integer class labels as an int64 vector.
+
+    Parameters
+    ----------
+    y : array_like of shape (n,)
+        Labels; floats are accepted only when they hold whole numbers.
+    name : str
+        Argument name used in error messages.
+    n : int, optional
+        Required length.
+    n_classes : int, optional
+        If given, every label must lie in ``0 .. n_classes - 1``.
+    min_len : int
+        Minimum length.
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (n,)
+    """
+    if isinstance(y, (str, bytes)) or y is None:
+        raise TypeError(f"{name} must be an array of integer labels, got {type(y).__name__}")
+    arr = np.asarray(y)
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+        raise TypeError(f"{name} must hold integer labels, got dtype {arr.dtype}")
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-dimensional, got shape {arr.shape}")
+    if arr.shape[0] < min_len:
+        raise ValueError(f"{name} needs at least {min_len} label(s), got {arr.shape[0]}")
+    if n is not None and arr.shape[0] != n:
+        raise ValueError(f"{name} has {arr.shape[0]} entries but {n} were expected")
+    if not np.issubdtype(arr.dtype, np.integer) and arr.dtype != bool:
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"{name} contains NaN or infinite values")
+        if not np.all(arr == np.round(arr)):
+            raise ValueError(f"{name} must hold whole-number class labels")
+    arr = arr.astype(np.int64)
+    if arr.size and arr.min() < 0:
+        raise ValueError(f"{name} contains negative labels (smallest {arr.min()})")
+    if n_classes is not None and arr.size and arr.max() >= n_classes:
+        raise ValueError(
+            f"{name} contains label {arr.max()}, outside 0..{n_classes - 1} for n_classes={n_classes}"
+        )
+    return arr
+
+
+def check_same_length(**arrays):
+    """Raise ``ValueError`` unless all given arrays have the same first dimension."""
+    lengths = {k: np.shape(v)[0] for k, v in arrays.items()}
+    if len(set(lengths.values())) > 1:
+        desc = ", ".join(f"{k} has {v}" for k, v in lengths.items())
+        raise ValueError(f"mismatched lengths: {desc}")
+
+
+def check_int(value, name, *, minimum=None, maximum=None):
+    """Return ``value`` as a Python int, checking its type and range."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if isinstance(value, numbers.Real) and float(value).is_integer():
+            value = int(value)
+        else:
+            raise TypeError(f"{name} must be an integer, got {value!r}")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
+    return value
+
+
+def check_positive(value, name, *, allow_zero=False):
+    """Return ``value`` as a finite float, checking that it is > 0 (or >= 0)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
+    value = float(value)
+    if not np.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    if allow_zero:
+        if value < 0:
+            raise ValueError(f"{name} must be >= 0, got {value}")
+    elif value <= 0:
+        raise ValueError(f"{name} must be > 0, got {value}")
+    return value
+
+
+def check_probability_level(level, name="level"):
+    """Return a confidence level, checking that it lies strictly inside (0, 1)."""
+    if isinstance(level, bool) or not isinstance(level, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {level!r}")
+    level = float(level)
+    if not (0.0 < level < 1.0):
+        raise ValueError(f"{name} must lie strictly between 0 and 1, got {level}")
+    return level
+
+
+def check_rng(rng, name="rng"):
+    """Return a ``numpy.random.Generator``; an int seed or None is turned into one."""
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if rng is None or (isinstance(rng, numbers.Integral) and not isinstance(rng, bool)):
+        return np.random.default_rng(rng)
+    raise TypeError(f"{name} must be a numpy.random.Generator or an integer seed, got {type(rng).__name__}")
+
+
+def check_bool_vector(x, name, *, n=None):
+    """Return a 0/1 correctness vector as a bool array, rejecting other values."""
+    arr = np.asarray(x)
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+        raise TypeError(f"{name} must hold 0/1 or booleans, got dtype {arr.dtype}")
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-dimensional, got shape {arr.shape}")
+    if arr.shape[0] == 0:
+        raise ValueError(f"{name} is empty")
+    if n is not None and arr.shape[0] != n:
+        raise ValueError(f"{name} has {arr.shape[0]} entries but {n} were expected")
+    if arr.dtype != bool:
+        if not np.all(np.isin(arr, (0, 1))):
+            raise ValueError(f"{name} must hold only 0 and 1 (or booleans)")
+        arr = arr.astype(bool)
+    return arr
+
+
+def unit_rows(X, name):
+    """Divide each row by its Euclidean norm; a zero row raises ``ValueError``.
+
+    Parameters
+    ----------
+    X : numpy.ndarray of shape (n, d)
+        Already validated float array.
+    name : str
+        Argument name used in error messages.
+
+    Returns
+    -------
+    numpy.ndarray of shape (n, d)
+        A new array with unit-length rows.
+    """
+    norms = np.linalg.norm(X, axis=1, keepdims=True)
+    bad = np.flatnonzero(norms[:, 0] == 0)
+    if bad.size:
+        raise ValueError(f"{name} has a zero vector at row {bad[0]}; it cannot be unit-normalised")
+    return X / norms
