@@ -14,13 +14,21 @@ $(STAMP): pyproject.toml constraints.txt
 
 venv: $(STAMP)
 
-test: $(STAMP)
+# The suite includes the browser test of the built book, so the book is built first.
+test: $(STAMP) book
 	$(PY) -m pytest -q
 
+# Executes every chapter (cached in _build/.jupyter_cache: an unchanged rebuild only
+# re-renders) and writes _build/html. Any cell error or Sphinx warning fails the build;
+# a failed build drops Sphinx's saved environment so the next run re-reads every page
+# (otherwise the warnings of unchanged pages would not be reported again).
 book: $(STAMP)
-	$(VENV)/bin/jupyter-book build . --warningiserror --nitpick --keep-going
+	$(VENV)/bin/jupyter-book build . --warningiserror --nitpick --keep-going \
+	  || { rm -rf _build/.doctrees; exit 1; }
 
+# Benchmarks compare with libraries the course itself does not need (faiss-cpu, psutil).
 bench: $(STAMP)
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[bench]"
 	$(PY) -m benchmarks.run
 
 clean:

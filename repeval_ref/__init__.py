@@ -19,18 +19,28 @@ _EXPORTS = {
     # protocols with labels
     "knn_classify": "knn",
     "linear_probe_done_right": "linear_probe",
+    "probe_accuracy_grid": "linear_probe",
     "ridge_probe": "ridge",
     "ridge_loo": "ridge",
+    "loo_scores": "ridge",
     "attentive_probe": "attentive",
     "low_shot_eval": "lowshot",
     "transfer": "finetune",
+    "prediction_error": "finetune",
+    "layerwise_lr": "finetune",
     # BatchNorm folding and the rank bound
     "fold_batchnorm": "batchnorm",
+    "unfold_batchnorm": "batchnorm",
+    # PyTorch reference loop (repeval_ref.torch)
+    "frozen_features": "torch",
     "rank_bound": "rank",
     # honest error bars
     "wilson_interval": "noise",
     "mcnemar_exact": "noise",
     "paired_bootstrap_ci": "noise",
+    "binomial_standard_error": "noise",
+    "paired_standard_error": "noise",
+    "expected_max_of_normals": "noise",
     # label-free metrics, retrieval, similarity
     "rankme": "labelfree",
     "two_nn_id": "labelfree",

@@ -24,8 +24,9 @@ __all__ = [
 ]
 
 
-def as_float_array(x, name, *, ndim=2, min_rows=1, min_cols=1, allow_nonfinite=False):
-    """Return ``x`` as a float64 array after checking its shape and values.
+def as_float_array(x, name, *, ndim=2, min_rows=1, min_cols=1, allow_nonfinite=False,
+                   dtype=np.float64):
+    """Return ``x`` as a floating array after checking its shape and values.
 
     Parameters
     ----------
@@ -41,10 +42,12 @@ def as_float_array(x, name, *, ndim=2, min_rows=1, min_cols=1, allow_nonfinite=F
         Minimum length of the second axis (only checked when ``ndim >= 2``).
     allow_nonfinite : bool
         If False (default), NaN and infinite entries raise ``ValueError``.
+    dtype : numpy floating dtype
+        The dtype returned (float64 by default; float32 lets large banks stay small).
 
     Returns
     -------
-    numpy.ndarray of float64
+    numpy.ndarray of ``dtype``
         A view or copy of ``x``; never the caller's array modified in place.
     """
     if isinstance(x, (str, bytes)) or x is None:
@@ -57,7 +60,7 @@ def as_float_array(x, name, *, ndim=2, min_rows=1, min_cols=1, allow_nonfinite=F
         raise TypeError(f"{name} must hold numbers, got dtype {arr.dtype}")
     if np.iscomplexobj(arr):
         raise TypeError(f"{name} must be real-valued, got complex dtype {arr.dtype}")
-    arr = arr.astype(np.float64, copy=False)
+    arr = arr.astype(dtype, copy=False)
     allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
     if arr.ndim not in allowed:
         want = " or ".join(str(a) for a in allowed)

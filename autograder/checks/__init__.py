@@ -1,0 +1,157 @@
+"""Hidden checks of the repeval exercises (see ``autograder/README.md``).
+
+Entry points
+------------
+``run_check(name, student_fn, seed)``
+    Run one registered check in this process; returns a list of :class:`Finding`.
+``grade(name, fn_or_name)``
+    What a hidden test cell calls: runs the check with the grading run's seed, prints
+    the findings and returns the score as a plain float, which nbgrader records as
+    partial credit. It never raises, so no hidden test line ever appears in a traceback.
+``run_check_isolated(name, source, func_name, seed)``
+    Run a check in a fresh Python process on the student's source code and receive only
+    plain numbers and strings back (:mod:`autograder.checks.worker`).
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+
+from ._framework import (  # noqa: F401  (re-exported)
+    SEED_ENV,
+    Finding,
+    StudentError,
+    call_student,
+    check_points,
+    checks_for,
+    finding,
+    grading_seed,
+    register,
+    registry,
+    rng_for,
+    run_check,
+)
+
+__all__ = [
+    "Finding", "StudentError", "register", "registry", "check_points", "checks_for",
+    "run_check", "run_check_isolated", "grade", "format_findings", "grading_seed",
+    "rng_for", "call_student", "finding", "SEED_ENV", "CHECK_MODULES",
+]
+
+#: Modules holding checks, one per exercise (or group of exercises). Add yours here.
+CHECK_MODULES = [
+    "knn_classify",
+    "linear_probe_done_right",
+    "ridge_loo",
+    "fold_batchnorm",
+    "frozen_features",
+    "rank_bound",
+]
+
+_loaded = False
+
+
+def _load_check_modules():
+    global _loaded
+    if _loaded:
+        return
+    for mod in CHECK_MODULES:
+        importlib.import_module(f"{__name__}.{mod}")
+    _loaded = True
+
+
+def format_findings(name, findings, seed):
+    """Human-readable report of one check's findings (what the feedback page shows)."""
+    got = sum(f.points for f in findings)
+    total = sum(f.max_points for f in findings)
+    lines = [f"{name}: {got:g} / {total:g} points (grading seed {seed})"]
+    for f in findings:
+        mark = "PASS" if f.passed else "FAIL"
+        msg = f.message.replace("\n", "\n      ")
+        lines.append(f"  [{mark}] {f.name} ({f.points:g}/{f.max_points:g}): {msg}")
+    return "\n".join(lines)
+
+
+def _resolve(fn_or_name):
+    if callable(fn_or_name):
+        return fn_or_name
+    # look the function up in the notebook's namespace (the caller's globals)
+    frame = sys._getframe(2)
+    ns = frame.f_globals
+    try:  # inside IPython the user namespace is the authority
+        ip = get_ipython()  # type: ignore[name-defined]  # noqa: F821
+        ns = ip.user_ns
+    except NameError:
+        pass
+    return ns.get(fn_or_name)
+
+
+def grade(name, fn_or_name, seed=None):
+    """Run check ``name`` on the student's function, print the findings, return the score.
+
+    Parameters
+    ----------
+    name : str
+        Registered check name, ``"<exercise>/<aspect>"``.
+    fn_or_name : callable or str
+        The student's function, or its name looked up in the notebook's namespace (so a
+        deleted definition is reported instead of raising ``NameError``).
+    seed : int, optional
+        Grading seed; default ``$AUTOGRADER_SEED`` or a fresh random seed (printed).
+
+    Returns
+    -------
+    float
+        Points earned; nbgrader reads it as the cell's partial credit.
+    """
+    fn = _resolve(fn_or_name)
+    if seed is None:
+        seed = grading_seed()
+    findings = run_check(name, fn, seed)
+    print(format_findings(name, findings, seed))
+    return float(sum(f.points for f in findings))
+
+
+def run_check_isolated(name, source, func_name, seed, timeout=120, python=None):
+    """Run check ``name`` in a separate Python process on the student's source code.
+
+    The child process executes ``source`` (the student's code, e.g. the solution cell),
+    looks up ``func_name``, runs the check and sends back JSON with plain numbers. The
+    grader's process never executes student code.
+
+    Returns
+    -------
+    list of Finding
+        A crash, a timeout or garbage output of the child becomes one failed finding
+        worth the check's points.
+    """
+    points = check_points(name)
+    payload = json.dumps({"name": name, "source": source, "func_name": func_name,
+                          "seed": int(seed)})
+    env = dict(os.environ)
+    env.pop(SEED_ENV, None)
+    try:
+        proc = subprocess.run(
+            [python or sys.executable, "-m", "autograder.checks.worker"],
+            input=payload, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return [Finding(name, 0.0, points, False,
+                        f"your code did not finish within {timeout} s (an infinite loop?)")]
+    marker = "AUTOGRADER-FINDINGS:"
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(marker):
+            try:
+                data = json.loads(line[len(marker):])
+                findings = [Finding.from_dict(d) for d in data]
+            except (ValueError, KeyError, TypeError):
+                break
+            if abs(sum(f.max_points for f in findings) - points) < 1e-9:
+                return findings
+            break
+    tail = (proc.stderr or proc.stdout or "").strip().splitlines()[-3:]
+    return [Finding(name, 0.0, points, False,
+                    f"the grading process ended without a result (exit code "
+                    f"{proc.returncode}); last output: {' | '.join(tail) or 'none'}")]

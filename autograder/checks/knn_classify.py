@@ -1,0 +1,184 @@
+"""Hidden checks of the exercise "Weighted k-NN classifier" (book/knn.md).
+
+Contract: ``knn_classify(train_h, train_y, test_h, k, tau, n_classes)`` returns an int
+array (n_test,): unit-normalised banks, cosine similarities, the k largest (all if k >
+n_train), votes ``exp(s / tau)`` summed per class, argmax with ties to the smaller label,
+no overflow at small tau. Reference: :func:`repeval_ref.knn_classify`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._framework import StudentError, call_student, finding, register
+from ._helpers import as_array, count_mismatches, frozen_copies, mutated
+
+EX = "knn_classify"
+
+
+def _ref(*args):
+    from repeval_ref import knn_classify
+
+    return knn_classify(*args)
+
+
+def _clusters(rng, n, d, K, spread=0.8):
+    centres = rng.normal(size=(K, d))
+    y = rng.integers(0, K, size=n)
+    h = centres[y] + spread * rng.normal(size=(n, d))
+    return h, y
+
+
+def _predict(fn, *args):
+    out, warns = call_student(fn, *args, what="knn_classify")
+    return as_array(out, "knn_classify's result", ndim=1), warns
+
+
+@register(f"{EX}/matches_reference", points=3,
+          summary="same predictions as the weighted k-NN on features of mixed norms")
+def matches_reference(fn, rng):
+    K, d = 4, 8
+    train_h, train_y = _clusters(rng, 90, d, K)
+    test_h, _ = _clusters(rng, 40, d, K)
+    # rows of very different lengths: only the cosine (unit rows) ignores them
+    train_h *= np.exp(rng.uniform(-2.5, 2.5, size=(len(train_h), 1)))
+    test_h *= np.exp(rng.uniform(-2.5, 2.5, size=(len(test_h), 1)))
+    bad = []
+    for k, tau in ((7, 0.07), (15, 0.5)):
+        want = _ref(train_h, train_y, test_h, k, tau, K)
+        got, _ = _predict(fn, train_h.copy(), train_y.copy(), test_h.copy(), k, tau, K)
+        miss = count_mismatches(got, want)
+        if miss is None:
+            raise StudentError(f"knn_classify returned shape {got.shape}, expected "
+                               f"({len(test_h)},): one label per test row")
+        if miss:
+            bad.append((k, tau, miss))
+    if not bad:
+        return [finding("matches the reference", True, 3, "")]
+    k, tau, miss = bad[0]
+    msg = (f"{miss} of 40 predictions differ from the weighted k-NN (k = {k}, tau = {tau}) "
+           "on features whose rows have very different lengths.")
+    # diagnose: does the student agree once we normalise the rows for them?
+    unit = lambda a: a / np.linalg.norm(a, axis=1, keepdims=True)  # noqa: E731
+    try:
+        got_u, _ = _predict(fn, unit(train_h), train_y.copy(), unit(test_h), k, tau, K)
+        if count_mismatches(got_u, _ref(train_h, train_y, test_h, k, tau, K)) == 0:
+            msg += (" With rows already of unit length your predictions are right, so "
+                    "normalise both banks (h / ||h||) before the dot product: the "
+                    "protocol compares directions (cosine similarity), not lengths.")
+    except StudentError:
+        pass
+    return [finding("matches the reference", False, 3, msg)]
+
+
+@register(f"{EX}/small_tau", points=2,
+          summary="no overflow at tau = 1e-3 and 1e-4")
+def small_tau(fn, rng):
+    d, K, n_test, near = 16, 5, 30, 6
+    q = rng.normal(size=(n_test, d))
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    # each query has `near` very similar training rows with random labels ...
+    close = np.repeat(q, near, axis=0) + 0.08 * rng.normal(size=(n_test * near, d))
+    close_y = rng.integers(0, K, size=n_test * near)
+    # ... and the rest of the bank points elsewhere
+    far = rng.normal(size=(60, d))
+    train_h = np.vstack([close, far])
+    train_y = np.concatenate([close_y, rng.integers(0, K, size=60)])
+    train_h /= np.linalg.norm(train_h, axis=1, keepdims=True)
+    out = []
+    for tau, pts in ((1e-3, 1.0), (1e-4, 1.0)):
+        want = _ref(train_h, train_y, q, near, tau, K)
+        got, warns = _predict(fn, train_h.copy(), train_y.copy(), q.copy(), near, tau, K)
+        miss = count_mismatches(got, want)
+        overflow = any("overflow" in w or "invalid value" in w for w in warns)
+        ok = miss == 0 and not overflow
+        if overflow:
+            msg = (f"votes overflow at tau = {tau:g}: exp(s / tau) is far beyond the largest "
+                   "float. Subtract each row's largest similarity before exponentiating "
+                   "(this rescales all votes of a row by the same factor, so the argmax is "
+                   "unchanged).")
+        elif miss is None:
+            msg = f"returned shape {got.shape} at tau = {tau:g}, expected ({n_test},)"
+        else:
+            msg = (f"{miss} of {n_test} predictions differ at tau = {tau:g}, where the rule "
+                   "is almost 1-NN: the most similar neighbour should decide. Are the votes "
+                   "finite? Subtract each row's largest similarity before exponentiating.")
+        out.append(finding(f"tau = {tau:g}", ok, pts, msg))
+    return out
+
+
+@register(f"{EX}/k_larger_than_bank", points=1,
+          summary="k larger than the bank uses every stored feature")
+def k_larger_than_bank(fn, rng):
+    K, d = 3, 5
+    train_h, train_y = _clusters(rng, 12, d, K, spread=1.5)
+    test_h, _ = _clusters(rng, 10, d, K, spread=1.5)
+    for k in (12, 20):
+        want = _ref(train_h, train_y, test_h, k, 0.3, K)
+        try:
+            got, _ = _predict(fn, train_h.copy(), train_y.copy(), test_h.copy(), k, 0.3, K)
+        except StudentError as exc:
+            return [finding("k > n_train", False, 1,
+                            f"with k = {k} and a bank of 12 rows your function failed "
+                            f"({exc}). When k exceeds the bank, every stored feature votes: "
+                            "use min(k, n_train) neighbours.")]
+        if count_mismatches(got, want) != 0:
+            return [finding("k > n_train", False, 1,
+                            f"with k = {k} and a bank of 12 rows the predictions differ: "
+                            "every stored feature should vote (k = min(k, n_train)).")]
+    return [finding("k > n_train", True, 1, "")]
+
+
+@register(f"{EX}/ties", points=1, summary="ties go to the smaller label")
+def ties(fn, rng):
+    d, K = 6, 5
+    pairs = [(3, 1), (4, 0), (2, 1), (1, 4), (0, 3)]
+    q = rng.normal(size=(len(pairs), d))
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    rows, labels = [], []
+    for i, (a, b) in enumerate(pairs):
+        rows += [q[i], q[i]]          # two identical neighbours: identical votes
+        labels += [a, b]
+    far = -q + 0.01 * rng.normal(size=q.shape)  # dissimilar filler rows
+    train_h = np.vstack([np.array(rows), far])
+    train_y = np.array(labels + list(rng.integers(0, K, size=len(far))))
+    # k = 2 for each query: its own two tied rows are the nearest (cosine 1)
+    want = _ref(train_h, train_y, q, 2, 0.1, K)
+    got, _ = _predict(fn, train_h.copy(), train_y.copy(), q.copy(), 2, 0.1, K)
+    miss = count_mismatches(got, want)
+    ok = miss == 0
+    detail = ""
+    if miss:
+        i = int(np.flatnonzero(np.asarray(got) != want)[0])
+        detail = (f" For example, two identical neighbours labelled {pairs[i][0]} and "
+                  f"{pairs[i][1]} give equal votes; you predicted {got[i]}, the rule "
+                  f"says {want[i]}.")
+    return [finding("ties", ok, 1,
+                    "equal vote totals must go to the smaller label (np.argmax returns the "
+                    "first maximum, so apply it to votes indexed by class in increasing "
+                    "order)." + detail)]
+
+
+@register(f"{EX}/properties", points=1,
+          summary="integer array of shape (n_test,), inputs left untouched")
+def properties(fn, rng):
+    K, d = 3, 4
+    train_h, train_y = _clusters(rng, 20, d, K)
+    test_h, _ = _clusters(rng, 7, d, K)
+    args = [train_h, train_y, test_h]
+    before = frozen_copies(*args)
+    out, _ = call_student(fn, *args, 5, 0.07, K, what="knn_classify")
+    problems = []
+    changed = mutated(before, args, ["train_h", "train_y", "test_h"])
+    if changed:
+        problems.append(f"your function modified its input {', '.join(changed)} in place "
+                        "(normalise into a new array instead of with /=)")
+    if not isinstance(out, np.ndarray):
+        problems.append(f"it returned a {type(out).__name__}, expected a NumPy array")
+    else:
+        if not np.issubdtype(out.dtype, np.integer):
+            problems.append(f"the labels have dtype {out.dtype}, expected an integer dtype")
+        if out.shape != (7,):
+            problems.append(f"the result has shape {out.shape}, expected (7,)")
+        elif np.issubdtype(out.dtype, np.number) and (out.min() < 0 or out.max() >= K):
+            problems.append("some predicted labels are outside 0 .. n_classes - 1")
+    return [finding("properties", not problems, 1, "; ".join(problems))]

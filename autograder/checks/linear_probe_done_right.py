@@ -1,0 +1,164 @@
+"""Hidden checks of the exercise "A linear probe done right" (book/protocols.md).
+
+Contract: ``linear_probe_done_right(train_h, train_y, test_h, test_y, Cs, seed=0)`` returns
+``(best_C, test_accuracy)`` as Python floats: validation ``perm[:n // 5]`` of
+``default_rng(seed).permutation(n)``, both parts standardised with the fitting part's
+statistics, first C of best validation accuracy, refit on the whole training set
+standardised with its own statistics, test scored with those same training statistics.
+Reference: :func:`repeval_ref.linear_probe_done_right`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._framework import StudentError, call_student, finding, register
+from ._helpers import frozen_copies, is_plain_float, mutated, unpack
+
+EX = "linear_probe_done_right"
+CS = [0.001, 0.01, 0.03, 0.1, 1.0, 10.0]
+
+
+def _ref(*args, **kw):
+    from repeval_ref import linear_probe_done_right
+
+    return linear_probe_done_right(*args, **kw)
+
+
+def _grid(*args, **kw):
+    from repeval_ref.linear_probe import probe_accuracy_grid
+
+    return probe_accuracy_grid(*args, **kw)
+
+
+def _setup(rng, n_train=150, n_test=120, d=10, K=3, shift=1.0):
+    """Features on very different scales; the test set comes from a shifted 'camera'."""
+    means = rng.normal(size=(K, d)) * 0.9
+    scales = np.exp(rng.uniform(-3.0, 3.0, size=d))
+    ytr = rng.integers(0, K, size=n_train)
+    yte = rng.integers(0, K, size=n_test)
+    htr = (means[ytr] + rng.normal(size=(n_train, d))) * scales
+    camera = shift * rng.normal(size=d)
+    hte = (means[yte] + rng.normal(size=(n_test, d)) + camera) * scales * \
+        np.exp(0.2 * rng.normal(size=d))
+    return htr, ytr, hte, yte
+
+
+def _restandardised(htr, hte):
+    """Test features that, standardised with the training statistics, equal the test set
+    standardised with its *own* statistics (what the common mistake computes)."""
+    return htr.mean(0) + htr.std(0) * (hte - hte.mean(0)) / hte.std(0)
+
+
+def _call(fn, *args, **kw):
+    out, _ = call_student(fn, *args, what="linear_probe_done_right", **kw)
+    C, acc = unpack(out, 2, "linear_probe_done_right")
+    try:
+        return float(C), float(acc), out
+    except (TypeError, ValueError):
+        raise StudentError("linear_probe_done_right should return two numbers "
+                           f"(best_C, test_accuracy), got {out!r}") from None
+
+
+@register(f"{EX}/recipe", points=3,
+          summary="best C and test accuracy equal the honest recipe's")
+def recipe(fn, rng):
+    for _ in range(12):  # draw until both common mistakes would show
+        htr, ytr, hte, yte = _setup(rng, shift=1.2)
+        seed = int(rng.integers(0, 1000))
+        val_acc, test_acc = _grid(htr, ytr, hte, yte, CS, seed=seed)
+        best = int(np.argmax(val_acc))
+        _, test_own = _grid(htr, ytr, _restandardised(htr, hte), yte, [CS[best]], seed=seed)
+        if int(np.argmax(test_acc)) != best and abs(test_own[0] - test_acc[best]) > 1e-9:
+            break
+    want_C, want_acc = _ref(htr, ytr, hte, yte, CS, seed=seed)
+    C, acc, _ = _call(fn, htr.copy(), ytr.copy(), hte.copy(), yte.copy(), list(CS), seed=seed)
+    if C == want_C and abs(acc - want_acc) < 1e-9:
+        return [finding("recipe", True, 3, "")]
+    if C != want_C:
+        msg = (f"you chose C = {C:g}; the honest recipe chooses C = {want_C:g} (first C with "
+               f"the best accuracy on the validation split perm[:n // 5] of "
+               f"default_rng({seed}).permutation(n)).")
+        if C == CS[int(np.argmax(test_acc))]:
+            msg += (" Your C is the one with the best TEST accuracy: choosing C by looking "
+                    "at the test set reports an optimistic number. Choose it on the "
+                    "validation split carved from the training set.")
+    else:
+        msg = (f"your test accuracy is {acc:.4f}, the recipe gives {want_acc:.4f} with the "
+               "same C.")
+        if abs(acc - test_own[0]) < 1e-9:
+            msg += (" That is the accuracy obtained by standardising the test set with its "
+                    "own mean and std: standardise it with the TRAINING set's statistics, "
+                    "the only ones a deployed probe knows.")
+        else:
+            msg += (" Refit on the whole training set standardised with its own mean and "
+                    "std (ddof=0) and apply those same statistics to the test set.")
+    return [finding("recipe", False, 3, msg)]
+
+
+@register(f"{EX}/selection_ignores_test_set", points=2,
+          summary="the chosen C does not depend on the test set")
+def selection_ignores_test_set(fn, rng):
+    htr, ytr, hte, yte = _setup(rng, shift=0.0)
+    seed = int(rng.integers(0, 1000))
+    val_acc, _ = _grid(htr, ytr, hte, yte, CS, seed=seed)
+    best = int(np.argmax(val_acc))
+    # random test labels for which the test-best C differs from the validation-best C
+    for _ in range(30):
+        y_fake = rng.integers(0, 3, size=len(yte))
+        _, test_acc = _grid(htr, ytr, hte, y_fake, CS, seed=seed)
+        if int(np.argmax(test_acc)) != best:
+            break
+    C, _, _ = _call(fn, htr.copy(), ytr.copy(), hte.copy(), y_fake, list(CS), seed=seed)
+    ok = C == CS[best]
+    msg = (f"with the test labels replaced by random ones you chose C = {C:g} instead of "
+           f"C = {CS[best]:g}. The test set may only be scored once, after C is fixed: "
+           "pick C by validation accuracy on perm[:n // 5] of the training set.")
+    return [finding("selection ignores the test set", ok, 2, msg)]
+
+
+@register(f"{EX}/test_uses_training_statistics", points=2,
+          summary="the test set is standardised with the training statistics")
+def test_uses_training_statistics(fn, rng):
+    htr, ytr, hte, yte = _setup(rng, shift=0.0)
+    shift = 2.5 * htr.std(0) * rng.choice([-1.0, 1.0], size=htr.shape[1])
+    hte_shifted = hte + shift
+    seed = int(rng.integers(0, 1000))
+    Cs = [0.1]  # one candidate: only the standardisation can change the accuracy
+    _, want = _ref(htr, ytr, hte_shifted, yte, Cs, seed=seed)
+    _, got, _ = _call(fn, htr.copy(), ytr.copy(), hte_shifted.copy(), yte.copy(), list(Cs),
+                      seed=seed)
+    ok = abs(got - want) < 1e-9
+    msg = (f"after shifting every test feature by 2.5 training standard deviations your "
+           f"accuracy is {got:.4f}, the recipe gives {want:.4f}.")
+    _, unshifted, _ = _call(fn, htr.copy(), ytr.copy(), hte.copy(), yte.copy(), list(Cs),
+                            seed=seed)
+    if abs(unshifted - got) < 1e-12:
+        msg += (" Your accuracy did not react to the shift at all, so you standardise the "
+                "test set with its own mean and std. Use the whole training set's mean and "
+                "std for the test set, the way a deployed probe would see a new camera.")
+    return [finding("test standardised with training statistics", ok, 2, msg)]
+
+
+@register(f"{EX}/properties", points=1,
+          summary="returns two Python floats, C from the grid, inputs untouched")
+def properties(fn, rng):
+    htr, ytr, hte, yte = _setup(rng, n_train=60, n_test=30, shift=0.3)
+    args = [htr, ytr, hte, yte]
+    before = frozen_copies(*args)
+    out, _ = call_student(fn, *args, [0.1, 1.0], what="linear_probe_done_right")
+    C, acc = unpack(out, 2, "linear_probe_done_right")
+    problems = []
+    changed = mutated(before, args, ["train_h", "train_y", "test_h", "test_y"])
+    if changed:
+        problems.append(f"your function modified {', '.join(changed)} in place")
+    if not (is_plain_float(C) and is_plain_float(acc)):
+        problems.append(f"return Python floats (float(...)), got {type(C).__name__} and "
+                        f"{type(acc).__name__}")
+    if C not in (0.1, 1.0):
+        problems.append(f"best_C = {C!r} is not one of the candidates")
+    try:
+        if not 0.0 <= float(acc) <= 1.0:
+            problems.append(f"test_accuracy = {acc!r} should be a fraction in [0, 1]")
+    except (TypeError, ValueError):
+        problems.append(f"test_accuracy = {acc!r} is not a number")
+    return [finding("properties", not problems, 1, "; ".join(problems))]

@@ -1,0 +1,91 @@
+"""Forward pass of a multi-head attentive probe with one learned query.
+
+Book: chapter "Attentive probes"; seed 000, box "Attentive probe" and the interview
+exercise "An attentive probe forward pass".
+
+For the patch tokens ``H`` (T x d) of one image, after dropping the first ``n_prefix``
+tokens (class token, registers), with ``h`` heads of width ``d_k = d / h`` and head
+``j`` (counted from 0) owning columns ``j d_k .. (j + 1) d_k - 1``::
+
+    K = H W_K,   V = H W_V,
+    a^(j) = softmax_over_tokens( K^(j) q^(j) / sqrt(d_k) ),
+    o = [V^(0)T a^(0); ...; V^(h-1)T a^(h-1)]   (length d),
+    logits = W_cls^T W_O^T o       (i.e. o @ W_O @ W_cls for a row vector o).
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import softmax
+
+from ._validation import as_float_array, check_int
+
+__all__ = ["attentive_probe"]
+
+
+def _square(W, name, d):
+    W = as_float_array(W, name, ndim=2)
+    if W.shape != (d, d):
+        raise ValueError(f"{name} must have shape ({d}, {d}) to match H, got {W.shape}")
+    return W
+
+
+def attentive_probe(H, q, Wk, Wv, Wo, W_cls, n_heads, n_prefix=0):
+    """Logits and attention weights of an attentive probe, for a batch of images.
+
+    Parameters
+    ----------
+    H : array_like of shape (B, T, d)
+        Frozen tokens of ``B`` images.
+    q : array_like of shape (d,)
+        Learned query, split into ``n_heads`` pieces of length ``d / n_heads``.
+    Wk, Wv, Wo : array_like of shape (d, d)
+        Key, value and output matrices.
+    W_cls : array_like of shape (d, K)
+        Classifier.
+    n_heads : int
+        Number of heads; must divide ``d``.
+    n_prefix : int, default 0
+        Number of leading tokens (class token, registers) to drop; ``0 <= n_prefix < T``.
+
+    Returns
+    -------
+    logits : numpy.ndarray of float64, shape (B, K)
+        ``o @ Wo @ W_cls`` for every image.
+    A : numpy.ndarray of float64, shape (B, n_heads, T - n_prefix)
+        Attention weights; each row is non-negative and sums to 1.
+
+    Notes
+    -----
+    The softmax subtracts the largest score of each row before exponentiating
+    (``scipy.special.softmax``), so very large scores do not overflow. There is no
+    Python loop over images or heads.
+    """
+    H = as_float_array(H, "H", ndim=3)
+    B, T, d = H.shape
+    if T == 0 or d == 0:
+        raise ValueError(f"H has an empty axis, got shape {H.shape}")
+    q = as_float_array(q, "q", ndim=1)
+    if q.shape != (d,):
+        raise ValueError(f"q must have shape ({d},) to match H, got {q.shape}")
+    Wk = _square(Wk, "Wk", d)
+    Wv = _square(Wv, "Wv", d)
+    Wo = _square(Wo, "Wo", d)
+    W_cls = as_float_array(W_cls, "W_cls", ndim=2)
+    if W_cls.shape[0] != d:
+        raise ValueError(f"W_cls must have {d} rows to match H, got shape {W_cls.shape}")
+    n_heads = check_int(n_heads, "n_heads", minimum=1)
+    if d % n_heads:
+        raise ValueError(f"n_heads={n_heads} does not divide the feature dimension d={d}")
+    n_prefix = check_int(n_prefix, "n_prefix", minimum=0)
+    if n_prefix >= T:
+        raise ValueError(f"n_prefix={n_prefix} would drop all T={T} tokens; need n_prefix < T")
+
+    dk = d // n_heads
+    tokens = H[:, n_prefix:, :]                                   # (B, T', d)
+    keys = (tokens @ Wk).reshape(B, T - n_prefix, n_heads, dk)    # (B, T', h, dk)
+    values = (tokens @ Wv).reshape(B, T - n_prefix, n_heads, dk)
+    scores = np.einsum("bthk,hk->bht", keys, q.reshape(n_heads, dk)) / np.sqrt(dk)
+    A = softmax(scores, axis=-1)                                  # (B, h, T')
+    o = np.einsum("bht,bthk->bhk", A, values).reshape(B, d)
+    logits = o @ Wo @ W_cls
+    return logits, A

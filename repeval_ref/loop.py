@@ -1,0 +1,223 @@
+"""``python -m repeval_ref.loop``: the PyTorch reference loop of the course, end to end.
+
+Book: chapter "Linear probes", the PyTorch reference loop; seed 000, "Frozen means
+evaluation mode" and "In PyTorch". The loop
+
+1. builds an encoder: by default the built-in :class:`~repeval_ref.torch.models.SmallCNN`,
+   briefly trained here on the ``sklearn.datasets.load_digits`` images (8x8, offline);
+   or a torchvision / timm backbone with weights from a local file;
+2. extracts the features frozen (evaluation mode and ``torch.no_grad()``), optionally
+   through the disk cache;
+3. trains a probe made of a non-affine BatchNorm and a linear layer, prints its test
+   accuracy;
+4. checks that the encoder's entire state, running statistics included, is bit-for-bit
+   unchanged;
+5. folds the BatchNorm into the linear layer and prints the largest logit difference;
+6. shows the pitfall: one forward pass in training mode moves a running mean (the
+   encoder is restored afterwards).
+
+With ``--grid`` it also trains the DINOv2-style grid of probes (learning rates x last
+1 or 4 blocks x poolings) at once and reports the configuration chosen on validation.
+
+Examples::
+
+    python -m repeval_ref.loop
+    python -m repeval_ref.loop --grid --cache-dir /tmp/feats
+    python -m repeval_ref.loop --backbone torchvision:resnet50 --weights resnet50.pth --data /data/pets
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+
+def _parse(argv):
+    p = argparse.ArgumentParser(prog="python -m repeval_ref.loop", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--backbone", default="small-cnn",
+                   help="small-cnn (default), torchvision:ARCH or timm:ARCH")
+    p.add_argument("--weights", default=None, help="local weights file for a torchvision/timm backbone")
+    p.add_argument("--hub", action="store_true", help="let torchvision/timm download weights (needs internet)")
+    p.add_argument("--data", default="digits",
+                   help="'digits' (default) or an image folder: DIR/train and DIR/test (or DIR/val) "
+                        "with class subfolders, or DIR with class subfolders (split 75/25)")
+    p.add_argument("--image-size", type=int, default=224, help="center-crop size for image folders")
+    p.add_argument("--pretrain-epochs", type=int, default=3,
+                   help="epochs of supervised training of the small CNN (0: random initialisation)")
+    p.add_argument("--probe-epochs", type=int, default=30)
+    p.add_argument("--lr", type=float, default=0.1, help="probe learning rate (SGD, cosine schedule)")
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--grid", action="store_true", help="also train a DINOv2-style probe grid at once")
+    p.add_argument("--cache-dir", default=None, help="cache extracted features here (memory-mapped .npy)")
+    p.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--progress", action="store_true", help="progress bars (needs tqdm)")
+    return p.parse_args(argv)
+
+
+def _load_data(args):
+    import torch
+    from torch.utils.data import Subset
+
+    from repeval_ref.torch.models import digits_images
+
+    if args.data == "digits":
+        xtr, xte, ytr, yte = digits_images(seed=args.seed)
+        return (xtr, torch.from_numpy(ytr)), (xte, torch.from_numpy(yte)), 10, "digits"
+    import os
+
+    from sklearn.model_selection import train_test_split
+
+    from repeval_ref.torch.data import ImageFolder
+
+    root = args.data
+    test_dir = next((os.path.join(root, s) for s in ("test", "val") if os.path.isdir(os.path.join(root, s))), None)
+    if os.path.isdir(os.path.join(root, "train")) and test_dir:
+        train = ImageFolder(os.path.join(root, "train"), crop=args.image_size)
+        test = ImageFolder(test_dir, crop=args.image_size)
+        if test.classes != train.classes:
+            raise SystemExit(f"error: {test_dir} and the training folder have different classes")
+        return train, test, len(train.classes), os.path.basename(os.path.abspath(root))
+    full = ImageFolder(root, crop=args.image_size)
+    idx = np.arange(len(full))
+    tr, te = train_test_split(idx, test_size=0.25, random_state=args.seed, stratify=full.targets)
+    return Subset(full, np.sort(tr)), Subset(full, np.sort(te)), len(full.classes), os.path.basename(os.path.abspath(root))
+
+
+def _build_encoder(args, train, n_classes, log):
+    import torch
+
+    from repeval_ref.torch.models import BackboneUnavailable, SmallCNN, load_backbone, pretrain_encoder
+
+    if args.backbone == "small-cnn":
+        if args.data != "digits":
+            raise SystemExit("error: the built-in small CNN is for --data digits; choose a backbone for images")
+        torch.manual_seed(args.seed)
+        enc = SmallCNN(in_channels=1, width=16)
+        if args.pretrain_epochs > 0:
+            log(f"training the small CNN for {args.pretrain_epochs} epoch(s) on the digits training split")
+            pretrain_encoder(enc, train[0], train[1].numpy(), n_classes, epochs=args.pretrain_epochs, seed=args.seed)
+        else:
+            log("small CNN at random initialisation (its BatchNorm statistics are the initial ones)")
+        return enc.eval()
+    library, _, arch = args.backbone.partition(":")
+    if library not in ("torchvision", "timm") or not arch:
+        raise SystemExit(f"error: --backbone must be small-cnn, torchvision:ARCH or timm:ARCH, got {args.backbone!r}")
+    try:
+        return load_backbone(arch, args.weights, library=library, hub=args.hub)
+    except (BackboneUnavailable, FileNotFoundError) as exc:
+        raise SystemExit(f"error: {exc}") from None
+
+
+def _batches(data, batch_size):
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    if isinstance(data, tuple):
+        data = TensorDataset(*data)
+    return DataLoader(data, batch_size=batch_size, shuffle=False)
+
+
+def _labels(data):
+    import torch
+
+    if isinstance(data, tuple):
+        return data[1].numpy()
+    return np.array([int(data[i][1]) if not hasattr(data, "dataset") else int(data.dataset.targets[data.indices[i]])
+                     for i in range(len(data))], dtype=np.int64)
+
+
+def main(argv=None):
+    args = _parse(argv)
+    import torch
+
+    from repeval_ref.torch.extract import extract_features
+    from repeval_ref.torch.freeze import frozen_features, state_diff, state_snapshot
+    from repeval_ref.torch.probe import fold_probe, probe_accuracy, running_mean_shift, train_probe
+
+    def log(msg):
+        print(msg, file=sys.stderr)
+
+    torch.manual_seed(args.seed)
+    train, test, n_classes, data_name = _load_data(args)
+    encoder = _build_encoder(args, train, n_classes, log)
+    device = torch.device(args.device) if args.device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    encoder.to(device)
+    snapshot = state_snapshot(encoder)
+
+    # Frozen extraction: evaluation mode and no gradients.
+    if args.cache_dir is None:
+        h_train = frozen_features(encoder, _batches(train, args.batch_size))
+        h_test = frozen_features(encoder, _batches(test, args.batch_size))
+        y_train, y_test = _labels(train), _labels(test)
+    else:
+        kw = dict(layers=[""], poolings=("flat",), batch_size=args.batch_size, device=device,
+                  cache_dir=args.cache_dir, model_name=args.backbone, progress=args.progress)
+        f_train = extract_features(encoder, train, data_name=f"{data_name}-train", **kw)
+        f_test = extract_features(encoder, test, data_name=f"{data_name}-test", **kw)
+        log(f"features: train {'read from' if f_train.from_cache else 'written to'} the cache, "
+            f"test {'read from' if f_test.from_cache else 'written to'} the cache")
+        h_train, h_test = torch.from_numpy(f_train.view(1, "flat")), torch.from_numpy(f_test.view(1, "flat"))
+        y_train, y_test = f_train.labels, f_test.labels
+    log(f"features: train {tuple(h_train.shape)}, test {tuple(h_test.shape)}")
+
+    probe = train_probe(h_train, y_train, n_classes, epochs=args.probe_epochs, lr=args.lr,
+                        batch_size=args.batch_size, seed=args.seed)
+    print(f"probe accuracy: {probe_accuracy(probe, h_test, y_test):.3f}")
+
+    changed = state_diff(encoder, snapshot)
+    if changed:
+        print(f"encoder state CHANGED: {', '.join(changed[:5])}")
+        return 1
+    print("encoder state unchanged: True (parameters and buffers bit-for-bit equal)")
+
+    folded = fold_probe(probe)
+    with torch.no_grad():
+        diff = (folded(h_test) - probe(h_test)).abs().max().item()
+    print(f"BatchNorm folded into the linear layer: max |logit difference| = {diff:.2e}")
+
+    if args.grid:
+        _run_grid(args, encoder, train, test, n_classes, data_name, device)
+        if state_diff(encoder, snapshot):
+            print("encoder state CHANGED during the grid extraction")
+            return 1
+
+    batch = next(iter(_batches(train, 64)))[0]
+    shift = running_mean_shift(encoder, batch)
+    print(f"one training-mode forward pass moved a running mean by {shift:.3f}")
+    restored = not state_diff(encoder, snapshot)
+    log(f"(the encoder was restored after that demonstration: {restored})")
+    return 0 if restored else 1
+
+
+def _run_grid(args, encoder, train, test, n_classes, data_name, device):
+    import torch
+
+    from repeval_ref.torch.extract import BlockTaps, extract_features
+    from repeval_ref.torch.grid import grid_views, probe_grid_search
+    from repeval_ref.torch.models import default_blocks
+
+    layers = default_blocks(encoder)
+    x0 = next(iter(_batches(train, 2)))[0].to(device)
+    from repeval_ref.torch.freeze import evaluation_mode
+
+    with evaluation_mode(encoder), torch.no_grad(), BlockTaps(encoder, layers[-1:]) as taps:
+        encoder(x0)
+        tokens = taps.outputs[layers[-1]].ndim == 3
+    poolings = ("cls", "mean") if tokens else ("mean",)
+    kw = dict(layers=layers, poolings=poolings, batch_size=args.batch_size, device=device,
+              cache_dir=args.cache_dir, model_name=args.backbone, progress=args.progress)
+    f_train = extract_features(encoder, train, data_name=f"{data_name}-train-blocks", **kw)
+    f_test = extract_features(encoder, test, data_name=f"{data_name}-test-blocks", **kw)
+    views = ("cls", "cls+mean") if tokens else ("mean",)
+    lrs = [0.01, 0.03, 0.1, 0.3, 1.0]
+    result = probe_grid_search(grid_views(f_train, (1, 4), views), f_train.labels,
+                               grid_views(f_test, (1, 4), views), f_test.labels, n_classes, lrs,
+                               epochs=args.probe_epochs, batch_size=args.batch_size, seed=args.seed)
+    print(result.report())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

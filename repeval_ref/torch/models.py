@@ -1,0 +1,351 @@
+"""Encoders for the reference loop: a built-in small CNN, a tiny ViT, and real backbones.
+
+Book: chapter "Linear probes", the PyTorch reference loop; seed 000, "In PyTorch"
+("for a real backbone, the same loop wraps a model loaded from a hub").
+
+* :class:`SmallCNN` is the offline default: a three-block convolutional network with
+  BatchNorm (so that evaluation mode matters) for 8x8 ``load_digits`` images. It is
+  trained for a few epochs by :func:`pretrain_encoder`, or used at random
+  initialisation.
+* :class:`TinyViT` is a ViT-shaped module (patch embedding, class token, ``blocks``
+  that return token sequences). It stands in for a real ViT in tests of hooks,
+  pooling and layer choice, since neither torchvision nor timm is required.
+* :func:`load_backbone` builds a torchvision or timm architecture and loads its
+  weights from a *local* file. Both libraries are imported only when asked for; a
+  download that cannot happen offline is reported with a message that says what to do.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import urllib.error
+
+import numpy as np
+import torch
+from torch import nn
+
+from .._validation import as_labels, check_int, check_positive
+
+__all__ = [
+    "SmallCNN",
+    "TinyViT",
+    "pretrain_encoder",
+    "load_backbone",
+    "default_blocks",
+    "BackboneUnavailable",
+    "digits_images",
+]
+
+
+class BackboneUnavailable(RuntimeError):
+    """A requested backbone library or its weights are not available on this machine."""
+
+
+class SmallCNN(nn.Module):
+    """A small convolutional encoder with BatchNorm, returning pooled features.
+
+    Three blocks ``conv3x3 -> BatchNorm2d -> ReLU`` (the second and third also halve
+    the resolution), then a global average pool. For an input of shape
+    ``(b, in_channels, H, W)`` the output has shape ``(b, 4 * width)``. The blocks are
+    ``self.blocks[0..2]``, so hooks can read every block's feature map.
+
+    Parameters
+    ----------
+    in_channels : int
+        Input channels (1 for ``load_digits``).
+    width : int
+        Channels of the first block; later blocks have ``2 * width`` and ``4 * width``.
+    """
+
+    def __init__(self, in_channels=1, width=16):
+        super().__init__()
+        in_channels = check_int(in_channels, "in_channels", minimum=1)
+        width = check_int(width, "width", minimum=1)
+        chans = [in_channels, width, 2 * width, 4 * width]
+        blocks = []
+        for i in range(3):
+            blocks.append(
+                nn.Sequential(
+                    nn.Conv2d(chans[i], chans[i + 1], 3, stride=1 if i == 0 else 2, padding=1, bias=False),
+                    nn.BatchNorm2d(chans[i + 1]),
+                    nn.ReLU(inplace=False),
+                )
+            )
+        self.blocks = nn.ModuleList(blocks)
+        self.out_dim = chans[-1]
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x.mean(dim=(2, 3))
+
+
+class _Block(nn.Module):
+    """Pre-norm transformer block: tokens (b, t, d) -> tokens (b, t, d)."""
+
+    def __init__(self, dim, heads, mlp_ratio):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim)
+        self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, mlp_ratio * dim), nn.GELU(), nn.Linear(mlp_ratio * dim, dim))
+
+    def forward(self, x):
+        y = self.norm1(x)
+        x = x + self.attn(y, y, y, need_weights=False)[0]
+        return x + self.mlp(self.norm2(x))
+
+
+class TinyViT(nn.Module):
+    """A ViT-shaped encoder: patch embedding, class token, ``blocks`` returning tokens.
+
+    Each element of ``self.blocks`` maps tokens of shape ``(b, 1 + p, dim)`` to the
+    same shape (token 0 is the class token, the other ``p`` are patch tokens), which
+    is the layout a timm/torchvision ViT block has. ``forward`` returns the final
+    normalised class token, shape ``(b, dim)``.
+
+    Parameters
+    ----------
+    image_size, patch_size, in_channels, dim, depth, heads, mlp_ratio : int
+        Usual ViT sizes; ``image_size`` must be divisible by ``patch_size``.
+    """
+
+    def __init__(self, image_size=8, patch_size=2, in_channels=1, dim=32, depth=4, heads=4, mlp_ratio=2):
+        super().__init__()
+        image_size = check_int(image_size, "image_size", minimum=1)
+        patch_size = check_int(patch_size, "patch_size", minimum=1)
+        dim = check_int(dim, "dim", minimum=1)
+        depth = check_int(depth, "depth", minimum=1)
+        heads = check_int(heads, "heads", minimum=1)
+        if image_size % patch_size:
+            raise ValueError(f"image_size={image_size} is not divisible by patch_size={patch_size}")
+        if dim % heads:
+            raise ValueError(f"dim={dim} is not divisible by heads={heads}")
+        n_patches = (image_size // patch_size) ** 2
+        self.patch_embed = nn.Conv2d(in_channels, dim, patch_size, stride=patch_size)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos_embed = nn.Parameter(0.02 * torch.randn(1, 1 + n_patches, dim))
+        self.blocks = nn.ModuleList(_Block(dim, heads, mlp_ratio) for _ in range(depth))
+        self.norm = nn.LayerNorm(dim)
+        self.out_dim = dim
+
+    def tokens(self, x):
+        """Patch-embed ``x`` (b, c, H, W) and prepend the class token: (b, 1 + p, dim)."""
+        p = self.patch_embed(x).flatten(2).transpose(1, 2)
+        cls = self.cls_token.expand(p.shape[0], -1, -1)
+        return torch.cat([cls, p], dim=1) + self.pos_embed
+
+    def forward(self, x):
+        t = self.tokens(x)
+        for block in self.blocks:
+            t = block(t)
+        return self.norm(t)[:, 0]
+
+
+def pretrain_encoder(encoder, images, labels, n_classes, *, epochs=3, lr=3e-3, batch_size=64, seed=0):
+    """Train ``encoder`` plus a throw-away linear head by cross-entropy (supervised pre-training).
+
+    The head is discarded, as the projection head of a pre-trained model is before
+    evaluation; the encoder is returned in evaluation mode. This only exists so that
+    the offline demo has an encoder whose features mean something.
+
+    Parameters
+    ----------
+    encoder : torch.nn.Module with attribute ``out_dim``
+    images : torch.Tensor of shape (n, ...)
+    labels : array_like of int, shape (n,)
+    n_classes : int
+    epochs, batch_size : int
+    lr : float
+        Adam learning rate.
+    seed : int
+        Seed of the shuffling and of the head's initialisation.
+
+    Returns
+    -------
+    torch.nn.Module
+        ``encoder`` itself (trained in place), in evaluation mode.
+    """
+    if not isinstance(encoder, nn.Module):
+        raise TypeError(f"encoder must be a torch.nn.Module, got {type(encoder).__name__}")
+    if not isinstance(images, torch.Tensor):
+        raise TypeError(f"images must be a torch.Tensor, got {type(images).__name__}")
+    n_classes = check_int(n_classes, "n_classes", minimum=2)
+    y = torch.from_numpy(as_labels(labels, "labels", n=images.shape[0], n_classes=n_classes))
+    epochs = check_int(epochs, "epochs", minimum=1)
+    batch_size = check_int(batch_size, "batch_size", minimum=1)
+    lr = check_positive(lr, "lr")
+    out_dim = getattr(encoder, "out_dim", None)
+    if out_dim is None:
+        raise ValueError("encoder needs an integer attribute out_dim (its feature dimension)")
+    gen = torch.Generator().manual_seed(int(seed))
+    head = nn.Linear(out_dim, n_classes)
+    with torch.no_grad():
+        head.weight.normal_(0, 0.01, generator=gen)
+        head.bias.zero_()
+    opt = torch.optim.Adam(list(encoder.parameters()) + list(head.parameters()), lr=lr)
+    encoder.train()
+    for _ in range(epochs):
+        order = torch.randperm(images.shape[0], generator=gen)
+        for start in range(0, images.shape[0], batch_size):
+            idx = order[start:start + batch_size]
+            if idx.numel() < 2:  # a batch of one has no BatchNorm statistics
+                continue
+            loss = nn.functional.cross_entropy(head(encoder(images[idx])), y[idx])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+    return encoder.eval()
+
+
+# ----------------------------------------------------------------------------------
+# Real backbones (torchvision / timm), loaded from local weights only.
+
+def _import_library(library):
+    if library not in ("torchvision", "timm"):
+        raise ValueError(f"library must be 'torchvision' or 'timm', got {library!r}")
+    try:
+        return importlib.import_module(library)
+    except ImportError as exc:
+        raise BackboneUnavailable(
+            f"{library} is not installed, so a {library} backbone cannot be built. Install a "
+            f"{library} build that matches this torch ({torch.__version__}), or use the "
+            "built-in SmallCNN (the default of `python -m repeval_ref.loop`)."
+        ) from exc
+
+
+def _offline_message(library, arch):
+    return (
+        f"could not download pretrained weights for {library} model {arch!r}: this machine "
+        "cannot reach the model hub. Download the weights elsewhere, copy the file here, "
+        "and pass its path as weights=... (or --weights PATH)."
+    )
+
+
+def _load_state(path):
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    if isinstance(state, dict):
+        for key in ("state_dict", "model", "module"):  # common checkpoint wrappers
+            if key in state and isinstance(state[key], dict):
+                state = state[key]
+                break
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise ValueError(f"weights file {path!r} does not hold a state dict of tensors")
+    return state
+
+
+def _strip_classifier(model):
+    """Replace the classification head by the identity so ``forward`` returns features."""
+    if hasattr(model, "reset_classifier"):  # timm
+        model.reset_classifier(0)
+        return model
+    for attr in ("fc", "head", "heads", "classifier"):
+        if isinstance(getattr(model, attr, None), nn.Module):
+            setattr(model, attr, nn.Identity())
+            return model
+    return model
+
+
+def load_backbone(arch, weights=None, *, library="torchvision", hub=False, keep_head=False):
+    """Build a torchvision or timm backbone and load its weights from a local file.
+
+    Parameters
+    ----------
+    arch : str
+        Architecture name, e.g. ``"resnet50"`` or ``"vit_b_16"`` (torchvision), or
+        ``"vit_base_patch14_dinov2"`` (timm).
+    weights : str or os.PathLike, optional
+        Path to a local state dict (``torch.save(model.state_dict(), path)``, or a
+        checkpoint dict with a ``"state_dict"``/``"model"`` entry). Loaded with
+        ``weights_only=True``. Without it the model is randomly initialised unless
+        ``hub=True``.
+    library : {"torchvision", "timm"}
+        Which library builds the architecture; imported only now.
+    hub : bool
+        Ask the library to download pretrained weights. Offline this fails, and the
+        failure is re-raised as :class:`BackboneUnavailable` with instructions.
+    keep_head : bool
+        Keep the classification head (default: replaced by the identity, so the
+        model returns its pooled features).
+
+    Returns
+    -------
+    torch.nn.Module
+        The model in evaluation mode.
+    """
+    if not isinstance(arch, str) or not arch:
+        raise TypeError(f"arch must be a non-empty string, got {arch!r}")
+    if weights is not None and hub:
+        raise ValueError("pass either weights (a local path) or hub=True, not both")
+    if weights is not None:
+        weights = os.fspath(weights)
+        if not os.path.isfile(weights):
+            raise FileNotFoundError(f"weights file not found: {weights!r}")
+    lib = _import_library(library)
+    try:
+        if library == "torchvision":
+            model = lib.models.get_model(arch, weights="DEFAULT" if hub else None)
+        else:
+            model = lib.create_model(arch, pretrained=bool(hub))
+    except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+        raise BackboneUnavailable(_offline_message(library, arch)) from exc
+    except (OSError, RuntimeError) as exc:
+        if hub and any(w in str(exc).lower() for w in ("connect", "resolve", "network", "offline", "download", "urlopen")):
+            raise BackboneUnavailable(_offline_message(library, arch)) from exc
+        raise
+    if weights is not None:
+        state = _load_state(weights)
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        head_names = ("fc.", "head.", "heads.", "classifier.")
+        missing = [k for k in missing if not k.startswith(head_names)]
+        if missing or unexpected:
+            raise ValueError(
+                f"weights file {weights!r} does not fit {library} {arch!r}: "
+                f"missing {missing[:5]}, unexpected {list(unexpected)[:5]}"
+            )
+    if not keep_head:
+        model = _strip_classifier(model)
+    return model.eval()
+
+
+def default_blocks(model):
+    """Names of the submodules whose outputs are the model's "blocks", in depth order.
+
+    Recognised layouts: a ``blocks`` ModuleList (timm ViTs, :class:`TinyViT`,
+    :class:`SmallCNN`), torchvision's ``encoder.layers`` (ViT), and ``layer1..layer4``
+    (ResNets). Returns names usable with ``model.get_submodule``.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    for path in ("blocks", "encoder.layers", "layers"):
+        try:
+            seq = model.get_submodule(path)
+        except AttributeError:
+            continue
+        if isinstance(seq, (nn.ModuleList, nn.Sequential)) and len(seq) > 0:
+            return [f"{path}.{i}" for i in range(len(seq))]
+    names = [f"layer{i}" for i in range(1, 5) if isinstance(getattr(model, f"layer{i}", None), nn.Module)]
+    if names:
+        return names
+    raise ValueError(
+        f"cannot find the blocks of {type(model).__name__}; pass the layer names explicitly"
+    )
+
+
+def digits_images(seed=0, test_size=0.25):
+    """``load_digits`` as image tensors with a stratified train/test split.
+
+    Returns
+    -------
+    x_train, x_test : torch.Tensor of shape (n, 1, 8, 8), float32 in [0, 1]
+    y_train, y_test : numpy.ndarray of int64
+    """
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    d = load_digits()
+    x = (d.images / 16.0).astype(np.float32)[:, None]
+    xtr, xte, ytr, yte = train_test_split(
+        x, d.target.astype(np.int64), test_size=test_size, stratify=d.target, random_state=seed
+    )
+    return torch.from_numpy(xtr), torch.from_numpy(xte), ytr, yte

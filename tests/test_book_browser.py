@@ -1,0 +1,328 @@
+"""The built book, opened in a real browser.
+
+`make test` builds the book first (`test: book` in the Makefile); this module serves
+`_build/html` on 127.0.0.1, drives a headless Chromium over the Chrome DevTools Protocol
+(through `websocket-client`, which Jupyter already installs) and, for every page of
+`_toc.yml`, checks what a reader would see:
+
+* the equations were typeset by MathJax (``mjx-container`` elements, no ``mjx-merror``) and
+  no raw ``$$`` / ``\\(`` / ``\\[`` delimiter is left in the prose;
+* every ``<img>`` loaded (``complete`` and ``naturalWidth > 0``);
+* no page shows a Python traceback;
+* no request left 127.0.0.1 (the maths renders offline: MathJax comes from ``_static``).
+
+A screenshot of the Protocols chapter is kept as ``_build/screenshots/protocols.png``
+(a CI artefact).
+
+Without Chromium or without a built book the tests skip, unless the environment variable
+``REPEVAL_REQUIRE_BROWSER=1`` is set (``.ci/run`` sets it, after installing Debian's
+``chromium``), in which case they fail instead: in CI nothing is skipped.
+"""
+from __future__ import annotations
+
+import base64
+import functools
+import http.server
+import json
+import os
+import re
+import shutil
+import socketserver
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HTML = Path(os.environ.get("REPEVAL_BOOK_HTML", ROOT / "_build" / "html"))  # override: another build
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+SCREENSHOT_PAGE = "book/protocols"
+REQUIRE = os.environ.get("REPEVAL_REQUIRE_BROWSER", "") not in ("", "0")
+
+CHROMIUM_FLAGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+    "--mute-audio",
+    "--window-size=1280,1600",
+]
+
+
+def _missing(reason: str):
+    if REQUIRE:
+        pytest.fail(reason + " (REPEVAL_REQUIRE_BROWSER is set, so this is an error)")
+    pytest.skip(reason)
+
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
+
+
+def toc_pages() -> list[str]:
+    """Every document of _toc.yml, in reading order (root first)."""
+    import yaml
+
+    toc = yaml.safe_load(Path(os.environ.get("REPEVAL_BOOK_TOC", ROOT / "_toc.yml")).read_text())
+    pages = [toc["root"]]
+
+    def walk(entries):
+        for entry in entries or []:
+            if "file" in entry:
+                pages.append(str(Path(entry["file"]).with_suffix("")))
+            walk(entry.get("sections"))
+
+    for part in toc.get("parts", []):
+        walk(part.get("chapters"))
+    walk(toc.get("chapters"))
+    return pages
+
+
+# --------------------------------------------------------------------------- fixtures
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # keep pytest output clean
+        pass
+
+
+@pytest.fixture(scope="module")
+def site():
+    if not (HTML / "index.html").exists():
+        _missing(f"the book is not built ({HTML} missing); run `make book`")
+    handler = functools.partial(_QuietHandler, directory=str(HTML))
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class DevTools:
+    """A minimal Chrome DevTools Protocol client over one page target."""
+
+    def __init__(self, ws_url: str):
+        import websocket
+
+        self.ws = websocket.create_connection(ws_url, timeout=60, suppress_origin=True)
+        self.next_id = 0
+        self.events: list[dict] = []
+
+    def call(self, method: str, **params):
+        self.next_id += 1
+        msg_id = self.next_id
+        self.ws.send(json.dumps({"id": msg_id, "method": method, "params": params}))
+        while True:
+            msg = json.loads(self.ws.recv())
+            if msg.get("id") == msg_id:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return msg.get("result", {})
+            self.events.append(msg)
+
+    def wait_event(self, method: str, timeout: float = 60.0) -> dict:
+        deadline = time.monotonic() + timeout
+        for i, ev in enumerate(self.events):
+            if ev.get("method") == method:
+                return self.events.pop(i)
+        while time.monotonic() < deadline:
+            self.ws.settimeout(max(0.1, deadline - time.monotonic()))
+            msg = json.loads(self.ws.recv())
+            if msg.get("method") == method:
+                return msg
+            self.events.append(msg)
+        raise TimeoutError(f"no {method} within {timeout} s")
+
+    def evaluate(self, expression: str, await_promise: bool = False):
+        res = self.call("Runtime.evaluate", expression=expression, returnByValue=True,
+                        awaitPromise=await_promise, timeout=60000)
+        if "exceptionDetails" in res:
+            raise RuntimeError(f"JavaScript error: {res['exceptionDetails']}")
+        return res["result"].get("value")
+
+    def close(self):
+        self.ws.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    exe = _chromium()
+    if exe is None:
+        _missing("chromium is not installed (`apt-get install -y chromium`)")
+    pytest.importorskip("websocket", reason="websocket-client is needed to drive chromium")
+    profile = tempfile.mkdtemp(prefix="repeval-chromium-")
+    proc = subprocess.Popen(
+        [exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
+         "--remote-allow-origins=*", "about:blank"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        port_file = Path(profile) / "DevToolsActivePort"
+        deadline = time.monotonic() + 60
+        while not (port_file.exists() and port_file.read_text().strip()):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"chromium did not start (exit code {proc.poll()})")
+            time.sleep(0.1)
+        port = int(port_file.read_text().split()[0])
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=30) as r:
+            targets = json.load(r)
+        page = next(t for t in targets if t.get("type") == "page")
+        tools = DevTools(page["webSocketDebuggerUrl"])
+        tools.call("Page.enable")
+        tools.call("Runtime.enable")
+        tools.call("Network.enable")
+        tools.call("Emulation.setDeviceMetricsOverride", width=1280, height=1600,
+                   deviceScaleFactor=1, mobile=False)
+        yield tools
+        tools.close()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+# JavaScript run in each page once it has loaded and MathJax has finished.
+_WAIT_MATHJAX = """
+new Promise((resolve) => {
+  const t0 = Date.now();
+  if (!document.querySelector('script[src*="mathjax"]')) { resolve(null); return; }
+  (function poll() {
+    const mj = window.MathJax;
+    if (mj && mj.startup && mj.startup.promise) {
+      mj.startup.promise.then(() => resolve(true), () => resolve(false));
+    } else if (Date.now() - t0 > 30000) {
+      resolve(false);
+    } else {
+      setTimeout(poll, 100);
+    }
+  })();
+})
+"""
+
+_WAIT_IMAGES = """
+Promise.all(Array.from(document.images).map((img) => img.complete ? null :
+  new Promise((r) => { img.addEventListener('load', r); img.addEventListener('error', r);
+                       setTimeout(r, 20000); }))).then(() => true)
+"""
+
+_INSPECT = """
+(() => {
+  const main = document.querySelector('main') || document.body;
+  const prose = main.cloneNode(true);
+  prose.querySelectorAll('pre, code, .highlight, mjx-container, script, style')
+       .forEach((el) => el.remove());
+  const text = prose.innerText;
+  const all = main.innerText;
+  return {
+    title: document.title,
+    mathjax_loaded: !!(window.MathJax && window.MathJax.version),
+    mathjax_version: window.MathJax ? String(window.MathJax.version) : null,
+    mjx: document.querySelectorAll('mjx-container').length,
+    mjx_errors: document.querySelectorAll('mjx-merror').length,
+    math_nodes: document.querySelectorAll('.math, span.math, div.math').length,
+    raw_dollars: (text.match(/\\$\\$/g) || []).length,
+    raw_paren: (text.match(/\\\\\\(|\\\\\\[/g) || []).length,
+    images: Array.from(document.images).map((img) => ({
+      src: img.currentSrc || img.src, complete: img.complete, w: img.naturalWidth})),
+    traceback: /Traceback \\(most recent call last\\)/.test(all)
+               || document.querySelectorAll('.traceback, .output.error, .cell_output .ansi-red-fg').length > 0
+               || /\\b[A-Z][A-Za-z]*Error\\b\\s*Traceback/.test(all),
+    length: all.length,
+    code_cells: document.querySelectorAll('div.cell').length,
+    executed_images: Array.from(document.images).filter(
+        (img) => /\\/_images\\//.test(img.currentSrc || img.src)).length,
+  };
+})()
+"""
+
+
+def _load(browser: DevTools, url: str) -> dict:
+    browser.events.clear()
+    nav = browser.call("Page.navigate", url=url)
+    assert "errorText" not in nav, f"{url}: {nav.get('errorText')}"
+    browser.wait_event("Page.loadEventFired", timeout=60)
+    typeset = browser.evaluate(_WAIT_MATHJAX, await_promise=True)
+    browser.evaluate(_WAIT_IMAGES, await_promise=True)
+    info = browser.evaluate(_INSPECT)
+    info["typeset"] = typeset
+    requests = [ev["params"]["request"]["url"] for ev in browser.events
+                if ev.get("method") == "Network.requestWillBeSent"]
+    info["external_requests"] = [u for u in requests
+                                 if re.match(r"https?://", u) and not u.startswith("http://127.0.0.1")]
+    statuses = [(ev["params"]["response"]["url"], ev["params"]["response"]["status"])
+                for ev in browser.events if ev.get("method") == "Network.responseReceived"]
+    info["bad_responses"] = [(u, s) for u, s in statuses if s >= 400]
+    return info
+
+
+# --------------------------------------------------------------------------- tests
+def test_toc_pages_were_built():
+    if not (HTML / "index.html").exists():
+        _missing(f"the book is not built ({HTML} missing); run `make book`")
+    missing = [p for p in toc_pages() if not (HTML / f"{p}.html").exists()]
+    assert not missing, f"pages of _toc.yml missing from {HTML}: {missing}"
+
+
+def test_no_page_references_an_external_mathjax():
+    if not (HTML / "index.html").exists():
+        _missing(f"the book is not built ({HTML} missing); run `make book`")
+    assert (HTML / "_static" / "mathjax" / "tex-chtml.js").exists(), \
+        "MathJax was not copied into _static (sphinx-mathjax-offline)"
+    offenders = []
+    for page in HTML.rglob("*.html"):
+        text = page.read_text(errors="replace")
+        for src in re.findall(r'<script[^>]*\bsrc="([^"]+)"', text):
+            if "mathjax" in src.lower() and re.match(r"(https?:)?//", src):
+                offenders.append((page.relative_to(HTML).as_posix(), src))
+    assert not offenders, f"pages load MathJax from the network: {offenders[:5]}"
+
+
+@pytest.mark.parametrize("page", toc_pages())
+def test_page_renders_in_chromium(site, browser, page):
+    if not (HTML / f"{page}.html").exists():
+        pytest.fail(f"{page}.html was not built")
+    info = _load(browser, f"{site}/{page}.html")
+    assert info["length"] > 200, f"{page}: the page is (nearly) empty"
+    assert not info["bad_responses"], f"{page}: failed requests {info['bad_responses']}"
+    assert not info["external_requests"], \
+        f"{page}: requests left 127.0.0.1 (not offline): {info['external_requests'][:5]}"
+    assert not info["traceback"], f"{page}: a Python traceback is shown on the page"
+    # maths: MathJax loaded from _static and typeset every formula of the page
+    if info["math_nodes"]:
+        assert info["mathjax_loaded"], f"{page}: the page has formulas but MathJax did not load"
+        assert info["typeset"], f"{page}: MathJax did not finish typesetting"
+        assert info["mjx"] >= 1, f"{page}: formulas present but no mjx-container rendered"
+    assert info["mjx_errors"] == 0, f"{page}: {info['mjx_errors']} MathJax errors"
+    assert info["raw_dollars"] == 0, f"{page}: raw $$ left in the rendered text"
+    assert info["raw_paren"] == 0, f"{page}: raw \\( or \\[ left in the rendered text"
+    # figures
+    broken = [img["src"] for img in info["images"] if not img["complete"] or img["w"] == 0]
+    assert not broken, f"{page}: images that did not load: {broken}"
+    # a chapter (a page with executed code cells) shows at least one figure drawn by its code
+    if info["code_cells"]:
+        assert info["executed_images"] >= 1, f"{page}: no figure produced by executed code"
+    if page == SCREENSHOT_PAGE:
+        shot = browser.call("Page.captureScreenshot", format="png")
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        out = SCREENSHOTS / f"{Path(page).name}.png"
+        out.write_bytes(base64.b64decode(shot["data"]))
+        assert out.stat().st_size > 10_000, "the screenshot is suspiciously small"

@@ -1,0 +1,148 @@
+"""Tests of repeval_ref.rank.rank_bound (book/rank.md; seed 000, what a linear probe can read)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LinearRegression
+
+from repeval_ref import rank_bound
+
+
+def one_hot(y, n_classes):
+    Y = np.zeros((len(y), n_classes))
+    Y[np.arange(len(y)), y] = 1.0
+    return Y
+
+
+def eckart_young_floor(y, n_classes, r):
+    """Energy of Y beyond its r + 1 largest singular values (numpy SVD)."""
+    sv = np.linalg.svd(one_hot(y, n_classes), compute_uv=False)
+    return float(np.sum(sv[r + 1:] ** 2))
+
+
+def noisy_clusters(rng, counts, d=12, spread=0.8):
+    centres = rng.normal(size=(len(counts), d)) * 3
+    y = rng.permutation(np.repeat(np.arange(len(counts)), counts))
+    return centres[y] + spread * rng.normal(size=(len(y), d)), y
+
+
+def test_seed_opening_example_rank_one_four_classes():
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(4), 25)
+    H = rng.normal(size=(100, 1)) * rng.normal(size=(1, 5))  # rank 1 in 5 dimensions
+    residual, floor = rank_bound(H, y, 4)
+    assert floor == 50  # (4 - 1 - 1) / 4 = 0.5 per image, 100 images
+    assert isinstance(floor, int) and isinstance(residual, float)
+    assert residual >= 50
+
+
+def test_floor_is_attained():
+    # h = +1 on class 0, -1 on class 1, 0 on classes 2 and 3. span{1, h} is the column
+    # space of the best rank-2 approximation Y (v v^T + w w^T) with v = (1,1,1,1)/2 and
+    # w = (1,-1,0,0)/sqrt(2), so the least-squares fit leaves exactly the floor:
+    # columns 0 and 1 leave 6.25 each, columns 2 and 3 leave 18.75 each.
+    y = np.repeat(np.arange(4), 25)
+    h = np.select([y == 0, y == 1], [1.0, -1.0], 0.0)
+    residual, floor = rank_bound(h[:, None], y, 4)
+    assert floor == 50
+    assert residual == pytest.approx(50.0, rel=1e-12)
+
+
+@pytest.mark.parametrize("r", range(1, 10))
+def test_residual_above_floor_for_random_rank_r_projections(r):
+    rng = np.random.default_rng(r)
+    counts = np.array([30, 25, 40, 22, 35, 28, 31, 26, 33, 20])
+    X, y = noisy_clusters(rng, counts)
+    H = X @ rng.normal(size=(12, r)) @ rng.normal(size=(r, 12))
+    assert np.linalg.matrix_rank(H) == r
+    residual, floor = rank_bound(H, y, 10)
+    expected_floor = int(np.sort(counts)[: 10 - r - 1].sum()) if r < 9 else 0
+    assert floor == expected_floor
+    assert floor == pytest.approx(eckart_young_floor(y, 10, r), abs=1e-8)
+    assert residual >= floor - 1e-9 * len(y)
+    if r < 9:
+        assert floor > 0
+
+
+def test_residual_equals_sklearn_linear_regression():
+    rng = np.random.default_rng(5)
+    for r in (2, 6, 12):
+        X, y = noisy_clusters(rng, [15, 20, 25, 18, 22])
+        H = X @ rng.normal(size=(12, r)) @ rng.normal(size=(r, 12))
+        Y = one_hot(y, 6)  # class 5 is absent
+        pred = LinearRegression().fit(H, Y).predict(H)
+        residual, _ = rank_bound(H, y, 6)
+        assert residual == pytest.approx(np.sum((Y - pred) ** 2), rel=1e-9, abs=1e-9)
+
+
+def test_gram_of_one_hot_is_diagonal_counts_and_floor_is_eckart_young_tail():
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 7, size=90)
+    y[y == 6] = 5  # class 6 empty
+    Y = one_hot(y, 7)
+    counts = np.bincount(y, minlength=7)
+    np.testing.assert_array_equal(Y.T @ Y, np.diag(counts))
+    for r in range(0, 8):
+        H = rng.normal(size=(90, r)) if r else np.zeros((90, 1))
+        residual, floor = rank_bound(H, y, 7)
+        assert floor == pytest.approx(eckart_young_floor(y, 7, r), abs=1e-9)
+        assert residual >= floor - 1e-9
+
+
+def test_absent_classes_count_zero_and_high_rank_gives_zero_floor():
+    y = np.array([0] * 10 + [1] * 6 + [2] * 8)
+    H = np.linspace(1, 2, 24)[:, None]  # rank 1
+    # K = 5: K - r - 1 = 3 smallest counts are 0, 0, 6
+    assert rank_bound(H, y, 5)[1] == 6
+    assert rank_bound(H, y, 3)[1] == 6  # K - r - 1 = 1: the smallest count
+    assert rank_bound(np.column_stack([H, H**2]), y, 3)[1] == 0  # r + 1 = K
+
+
+def test_single_class_fits_with_bias():
+    residual, floor = rank_bound(np.random.default_rng(0).normal(size=(8, 3)), np.zeros(8, int), 1)
+    assert floor == 0
+    assert residual == pytest.approx(0.0, abs=1e-20)
+
+
+def test_zero_representation_has_rank_zero():
+    y = np.array([0, 0, 1, 2, 2, 2])
+    residual, floor = rank_bound(np.zeros((6, 4)), y, 3)
+    assert floor == 1 + 2  # K - 0 - 1 = 2 smallest counts
+    # only the bias is left: each column is predicted by its mean
+    Y = one_hot(y, 3)
+    assert residual == pytest.approx(np.sum((Y - Y.mean(axis=0)) ** 2), rel=1e-12)
+
+
+def test_inputs_not_mutated():
+    rng = np.random.default_rng(0)
+    H = rng.normal(size=(20, 3))
+    y = rng.integers(0, 4, size=20)
+    H0, y0 = H.copy(), y.copy()
+    rank_bound(H, y, 4)
+    np.testing.assert_array_equal(H, H0)
+    np.testing.assert_array_equal(y, y0)
+
+
+GOOD_H = np.arange(12.0).reshape(6, 2) ** 1.5
+GOOD_Y = np.array([0, 1, 2, 0, 1, 2])
+
+
+@pytest.mark.parametrize(
+    "H, y, n_classes, exc, word",
+    [
+        (np.zeros((0, 2)), [], 3, ValueError, "H"),
+        (np.ones(6), GOOD_Y, 3, ValueError, "H"),
+        (np.where(np.eye(6, 2) > 0, np.nan, GOOD_H), GOOD_Y, 3, ValueError, "H"),
+        (np.full((6, 2), np.inf), GOOD_Y, 3, ValueError, "H"),
+        ("H", GOOD_Y, 3, TypeError, "H"),
+        (GOOD_H, GOOD_Y[:-1], 3, ValueError, "y"),
+        (GOOD_H, GOOD_Y, 2, ValueError, "y"),
+        (GOOD_H, GOOD_Y - 1, 3, ValueError, "y"),
+        (GOOD_H, GOOD_Y + 0.5, 3, ValueError, "y"),
+        (GOOD_H, GOOD_Y, 0, ValueError, "n_classes"),
+        (GOOD_H, GOOD_Y, 2.5, TypeError, "n_classes"),
+    ],
+)
+def test_bad_inputs(H, y, n_classes, exc, word):
+    with pytest.raises(exc, match=word):
+        rank_bound(H, y, n_classes)
