@@ -20,7 +20,7 @@ from sklearn.neighbors import NearestNeighbors
 
 from ._validation import as_float_array, check_positive
 
-__all__ = ["rankme", "two_nn_id"]
+__all__ = ["rankme", "rankme_normalized", "two_nn_id"]
 
 
 def _singular_values(Z, *, center=False):
@@ -82,8 +82,9 @@ def rankme(Z, center=False, eps=1e-7):
 
     Parameters
     ----------
-    Z : array_like of shape (n, d)
-        Features, one row per sample.
+    Z : array_like of shape (n, d), numpy.memmap, or iterator of (n_b, d) arrays
+        Features, one row per sample. A memory map or an iterator of row batches is
+        streamed through the d x d Gram matrix (memory independent of ``n``).
     center : bool, default False
         Subtract the column means before the SVD. Makes the value invariant to a
         translation of all features.
@@ -103,10 +104,14 @@ def rankme(Z, center=False, eps=1e-7):
         values are zero (an all-zero matrix, or constant columns with
         ``center=True``).
     """
-    Z = as_float_array(Z, "Z", ndim=2)
     center = _check_center(center)
     eps = check_positive(eps, "eps", allow_zero=True)
-    sigma = _singular_values(Z, center=center)
+    sigma, _ = _spectrum_any(Z, center)
+    return _rankme_from_sigma(sigma, center, eps)
+
+
+def _rankme_from_sigma(sigma, center, eps):
+    """Exponential of the entropy of the shares ``sigma / sum(sigma) + eps``."""
     total = float(sigma.sum())
     if not total > 0:
         raise ValueError(
@@ -119,6 +124,43 @@ def rankme(Z, center=False, eps=1e-7):
     with np.errstate(divide="ignore", invalid="ignore"):
         terms = np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0)
     return float(np.exp(-terms.sum()))
+
+
+def _spectrum_any(Z, center):
+    """Singular values of ``Z`` (largest first) and its number of columns ``d``.
+
+    An in-memory array goes through an SVD of the matrix; a ``numpy.memmap`` or an
+    iterator of row batches through the eigenvalues of the streamed float64 d x d
+    Gram matrix (:mod:`repeval_ref._streaming`), so ``N`` may exceed the memory. The
+    two agree up to rounding (the Gram route resolves singular values down to about
+    ``sqrt(d * eps)`` times the largest).
+    """
+    from ._streaming import accumulate_moments, gram_eigenvalues, is_batch_iterator
+
+    if is_batch_iterator(Z) or isinstance(Z, np.memmap):
+        mom = accumulate_moments(Z, "Z")
+        return np.sqrt(gram_eigenvalues(mom.gram(center))), mom.d
+    Z = as_float_array(Z, "Z", ndim=2)
+    return _singular_values(Z, center=center), Z.shape[1]
+
+
+def rankme_normalized(Z, center=False, eps=1e-7):
+    """RankMe divided by the feature dimension, :math:`\\text{RankMe}^\\star = \\text{RankMe}/d`.
+
+    Seed 002, section 4.1 divides RankMe (and NE-sum, kappa) by the representation
+    dimension ``d`` (the number of columns, not ``min(N, d)``) to compare encoders of
+    different widths. Lies in (0, 1]; see :func:`rankme` for the parameters, the
+    centring convention and the streamed inputs (``numpy.memmap`` or an iterator of
+    batches).
+
+    Returns
+    -------
+    float
+    """
+    center = _check_center(center)
+    eps = check_positive(eps, "eps", allow_zero=True)
+    sigma, d = _spectrum_any(Z, center)
+    return _rankme_from_sigma(sigma, center, eps) / d
 
 
 def _two_nearest_distances(X):

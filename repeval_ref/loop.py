@@ -92,8 +92,6 @@ def _build_encoder(args, train, n_classes, log):
     from repeval_ref.torch.models import BackboneUnavailable, SmallCNN, load_backbone, pretrain_encoder
 
     if args.backbone == "small-cnn":
-        if args.data != "digits":
-            raise SystemExit("error: the built-in small CNN is for --data digits; choose a backbone for images")
         torch.manual_seed(args.seed)
         enc = SmallCNN(in_channels=1, width=16)
         if args.pretrain_epochs > 0:
@@ -120,15 +118,6 @@ def _batches(data, batch_size):
     return DataLoader(data, batch_size=batch_size, shuffle=False)
 
 
-def _labels(data):
-    import torch
-
-    if isinstance(data, tuple):
-        return data[1].numpy()
-    return np.array([int(data[i][1]) if not hasattr(data, "dataset") else int(data.dataset.targets[data.indices[i]])
-                     for i in range(len(data))], dtype=np.int64)
-
-
 def main(argv=None):
     args = _parse(argv)
     import torch
@@ -141,24 +130,31 @@ def main(argv=None):
         print(msg, file=sys.stderr)
 
     torch.manual_seed(args.seed)
+    if args.backbone == "small-cnn" and args.data != "digits":
+        raise SystemExit("error: the built-in small CNN is for --data digits; choose a backbone for images")
+    encoder = None
+    if args.backbone != "small-cnn":  # fail fast, before reading any image
+        encoder = _build_encoder(args, None, None, log)
     train, test, n_classes, data_name = _load_data(args)
-    encoder = _build_encoder(args, train, n_classes, log)
+    if encoder is None:
+        encoder = _build_encoder(args, train, n_classes, log)
     device = torch.device(args.device) if args.device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
     encoder.to(device)
     snapshot = state_snapshot(encoder)
 
     # Frozen extraction: evaluation mode and no gradients.
-    if args.cache_dir is None:
+    if args.cache_dir is None and isinstance(train, tuple):
         h_train = frozen_features(encoder, _batches(train, args.batch_size))
         h_test = frozen_features(encoder, _batches(test, args.batch_size))
-        y_train, y_test = _labels(train), _labels(test)
+        y_train, y_test = train[1].numpy(), test[1].numpy()
     else:
         kw = dict(layers=[""], poolings=("flat",), batch_size=args.batch_size, device=device,
                   cache_dir=args.cache_dir, model_name=args.backbone, progress=args.progress)
         f_train = extract_features(encoder, train, data_name=f"{data_name}-train", **kw)
         f_test = extract_features(encoder, test, data_name=f"{data_name}-test", **kw)
-        log(f"features: train {'read from' if f_train.from_cache else 'written to'} the cache, "
-            f"test {'read from' if f_test.from_cache else 'written to'} the cache")
+        if args.cache_dir is not None:
+            log(f"features: train {'read from' if f_train.from_cache else 'written to'} the cache, "
+                f"test {'read from' if f_test.from_cache else 'written to'} the cache")
         h_train, h_test = torch.from_numpy(f_train.view(1, "flat")), torch.from_numpy(f_test.view(1, "flat"))
         y_train, y_test = f_train.labels, f_test.labels
     log(f"features: train {tuple(h_train.shape)}, test {tuple(h_test.shape)}")

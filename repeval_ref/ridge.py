@@ -124,7 +124,13 @@ def ridge_probe(train_h, train_y, test_h, lam, bias=True):
         # scikit-learn's LinearRegression and in the leave-one-out code below)
         W = scipy.linalg.lstsq(A, R, cond=max(A.shape) * np.finfo(float).eps)[0]
     else:
-        W = scipy.linalg.solve(A.T @ A + lam * np.eye(d), A.T @ R, assume_a="pos")
+        try:
+            W = scipy.linalg.solve(A.T @ A + lam * np.eye(d), A.T @ R, assume_a="pos")
+        except np.linalg.LinAlgError:
+            # a penalty so small that A^T A + lam I is singular in floating point:
+            # solve the equivalent augmented least-squares problem instead
+            aug = np.vstack([A, np.sqrt(lam) * np.eye(d)])
+            W = scipy.linalg.lstsq(aug, np.vstack([R, np.zeros((d, R.shape[1]))]))[0]
     if bias:
         return (Ht - h_mean) @ W + t_mean
     return Ht @ W
@@ -141,11 +147,11 @@ def _centred_svd(H):
     return U[:, keep], s[keep]
 
 
-def _loo_residuals(U, s, Tc, UtT, lam, n, lam_name="lams"):
+def _loo_residuals(U, U2, s, Tc, UtT, lam, n, lam_name="lams"):
     """Leave-one-out residuals e_(i) (n, K) of the ridge probe with bias at one lam."""
     s2 = s * s
     f = s2 / (s2 + lam) if lam > 0 else np.ones_like(s2)
-    leverage = 1.0 / n + (U * U) @ f
+    leverage = 1.0 / n + U2 @ f
     one_minus = 1.0 - leverage
     bad = np.flatnonzero(one_minus <= _LEVERAGE_TOL)
     if bad.size:
@@ -163,7 +169,7 @@ def _prepare_loo(train_h, train_y):
     T = _targets(y, int(y.max()) + 1)
     Tc = T - T.mean(axis=0)
     U, s = _centred_svd(H)
-    return T, Tc, U, s, U.T @ Tc
+    return T, Tc, U, U * U, s, U.T @ Tc
 
 
 def ridge_loo(train_h, train_y, lams):
@@ -204,11 +210,11 @@ def ridge_loo(train_h, train_y, lams):
     grid = as_float_array(lams, "lams", ndim=1)
     if np.any(grid < 0):
         raise ValueError(f"lams must all be >= 0, got smallest {grid.min()}")
-    T, Tc, U, s, UtT = _prepare_loo(train_h, train_y)
+    T, Tc, U, U2, s, UtT = _prepare_loo(train_h, train_y)
     n, K = T.shape
     press = np.empty(grid.shape[0])
     for j, lam in enumerate(grid):
-        E = _loo_residuals(U, s, Tc, UtT, float(lam), n)
+        E = _loo_residuals(U, U2, s, Tc, UtT, float(lam), n)
         press[j] = np.einsum("ij,ij->", E, E) / (n * K)
     best = int(np.argmin(press))
     return float(grid[best]), press
@@ -242,6 +248,6 @@ def loo_scores(train_h, train_y, lam):
     what the hat-matrix identity describes.
     """
     lam = _check_lam(lam)
-    T, Tc, U, s, UtT = _prepare_loo(train_h, train_y)
-    E = _loo_residuals(U, s, Tc, UtT, lam, T.shape[0], lam_name="lam")
+    T, Tc, U, U2, s, UtT = _prepare_loo(train_h, train_y)
+    E = _loo_residuals(U, U2, s, Tc, UtT, lam, T.shape[0], lam_name="lam")
     return T - E

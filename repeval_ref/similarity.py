@@ -1,4 +1,4 @@
-"""Similarity of two representations of the same samples: linear CKA.
+"""Similarity of two representations of the same samples: linear, RBF and minibatch CKA.
 
 Linear centred kernel alignment (Kornblith et al. 2019) compares two feature matrices
 ``X`` (n, p) and ``Y`` (n, q) computed on the same n samples, for example two layers
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import as_float_array, check_same_length
+from ._validation import as_float_array, check_int, check_positive, check_same_length
 
-__all__ = ["linear_cka"]
+__all__ = ["linear_cka", "rbf_cka", "hsic_unbiased", "minibatch_cka", "MinibatchCKA"]
 
 
 def _center_columns(X, name):
@@ -53,7 +53,7 @@ def _hsic_linear(Xc, Yc):
     return float(np.sum(cross * cross)) / (n - 1) ** 2
 
 
-def linear_cka(X, Y):
+def linear_cka(X, Y, debiased=False):
     """Linear centred kernel alignment between two representations of the same samples.
 
     .. math:: \\mathrm{CKA}(X, Y) =
@@ -75,11 +75,20 @@ def linear_cka(X, Y):
         First representation, one row per sample; ``n >= 2``.
     Y : array_like of shape (n, q)
         Second representation of the same ``n`` samples, in the same order.
+    debiased : bool, default False
+        Replace each biased HSIC by the unbiased estimator of Song et al. (2012)
+        (:func:`hsic_unbiased`), as in Kornblith et al.'s code. The biased CKA is
+        pulled up for ``n`` not much larger than the dimensions (two independent
+        random representations score far above 0); the debiased one is close to 0
+        there. Needs ``n >= 4``; the value may then fall slightly below 0 and is not
+        clipped. Computed from the features in :math:`O(n(p+q) + n p q)`, no n x n
+        matrix.
 
     Returns
     -------
     float
-        CKA in [0, 1] (rounding excess beyond the bounds is clipped).
+        CKA in [0, 1] (rounding excess beyond the bounds is clipped), or the
+        debiased value (at most 1, possibly slightly negative).
 
     Raises
     ------
@@ -87,11 +96,15 @@ def linear_cka(X, Y):
         Non-2-D input, fewer than 2 rows, different numbers of rows, NaN/inf, or an
         input whose every column is constant (zero after centring).
     """
-    X = as_float_array(X, "X", ndim=2, min_rows=2)
-    Y = as_float_array(Y, "Y", ndim=2, min_rows=2)
+    if not isinstance(debiased, (bool, np.bool_)):
+        raise TypeError(f"debiased must be True or False, got {debiased!r}")
+    X = as_float_array(X, "X", ndim=2, min_rows=4 if debiased else 2)
+    Y = as_float_array(Y, "Y", ndim=2, min_rows=4 if debiased else 2)
     check_same_length(X=X, Y=Y)
     Xc = _center_columns(X, "X")
     Yc = _center_columns(Y, "Y")
+    if debiased:
+        return _debiased_linear_cka(Xc, Yc)
     hsic_xy = _hsic_linear(Xc, Yc)
     norm_x = np.sqrt(_hsic_linear(Xc, Xc))
     norm_y = np.sqrt(_hsic_linear(Yc, Yc))
@@ -100,3 +113,285 @@ def linear_cka(X, Y):
     if norm_y == 0:  # pragma: no cover
         raise ValueError("Y is zero after centring; CKA is undefined")
     return float(min(1.0, max(0.0, hsic_xy / (norm_x * norm_y))))
+
+
+# ---------------------------------------------------------------------------
+# unbiased HSIC, debiased and RBF CKA, minibatch CKA (seed 003, section 6)
+# ---------------------------------------------------------------------------
+
+
+def _hsic_u_parts(tr_kl, sum_k, sum_l, row_kl, n):
+    """Song et al. (2012) unbiased HSIC from the sums it needs (zero-diagonal Grams).
+
+    ``tr_kl = tr(K~ L~)``, ``sum_k = 1' K~ 1``, ``sum_l = 1' L~ 1``,
+    ``row_kl = 1' K~ L~ 1``.
+    """
+    return (tr_kl + sum_k * sum_l / ((n - 1) * (n - 2)) - 2.0 * row_kl / (n - 2)) / (n * (n - 3))
+
+
+def hsic_unbiased(K, L):
+    """Unbiased HSIC estimator of Song et al. (2012) from two n x n Gram matrices.
+
+    With :math:`\\tilde K, \\tilde L` the Gram matrices with their diagonals set to 0,
+
+    .. math:: \\mathrm{HSIC}_1(K, L) = \\frac{1}{n(n-3)} \\Bigl[
+       \\operatorname{tr}(\\tilde K \\tilde L)
+       + \\frac{\\mathbf 1^\\top \\tilde K \\mathbf 1 \\; \\mathbf 1^\\top \\tilde L \\mathbf 1}{(n-1)(n-2)}
+       - \\frac{2}{n-2} \\mathbf 1^\\top \\tilde K \\tilde L \\mathbf 1 \\Bigr].
+
+    Its expectation is the population HSIC (the biased estimator
+    :math:`\\operatorname{tr}(KHLH)/(n-1)^2` is off by :math:`O(1/n)`). It is the
+    building block of the debiased CKA (Kornblith et al. 2019) and of minibatch CKA
+    (Nguyen et al. 2021). Seed 003, section 6.
+
+    Parameters
+    ----------
+    K, L : array_like of shape (n, n)
+        Symmetric Gram (kernel) matrices of the same ``n >= 4`` samples.
+
+    Returns
+    -------
+    float
+    """
+    K = as_float_array(K, "K", ndim=2, min_rows=4)
+    L = as_float_array(L, "L", ndim=2, min_rows=4)
+    for M, name in ((K, "K"), (L, "L")):
+        if M.shape[0] != M.shape[1]:
+            raise ValueError(f"{name} must be square, got shape {M.shape}")
+    if K.shape != L.shape:
+        raise ValueError(f"K has shape {K.shape} but L has shape {L.shape}")
+    return float(_hsic_u_gram(K, L))
+
+
+def _zero_diag(K):
+    K = K.copy()
+    np.fill_diagonal(K, 0.0)
+    return K
+
+
+def _hsic_u_gram(K, L):
+    n = K.shape[0]
+    Kt, Lt = _zero_diag(K), _zero_diag(L)
+    return _hsic_u_parts(
+        float(np.sum(Kt * Lt)), float(Kt.sum()), float(Lt.sum()),
+        float(Kt.sum(axis=1) @ Lt.sum(axis=1)), n,
+    )
+
+
+def _hsic_u_linear(Xc, Yc):
+    """Unbiased HSIC of the linear kernels of ``Xc`` and ``Yc`` without n x n matrices."""
+    n = Xc.shape[0]
+    a = np.einsum("ij,ij->i", Xc, Xc)  # diagonal of K
+    b = np.einsum("ij,ij->i", Yc, Yc)
+    sx, sy = Xc.sum(axis=0), Yc.sum(axis=0)
+    cross = Xc.T @ Yc
+    tr_kl = float(np.sum(cross * cross) - a @ b)
+    sum_k = float(sx @ sx - a.sum())
+    sum_l = float(sy @ sy - b.sum())
+    row_kl = float((Xc @ sx - a) @ (Yc @ sy - b))
+    return _hsic_u_parts(tr_kl, sum_k, sum_l, row_kl, n)
+
+
+def _ratio(h_xy, h_xx, h_yy):
+    if not h_xx > 0:
+        raise ValueError("the unbiased HSIC of X with itself is not positive; debiased CKA is undefined "
+                         "(too few samples or a degenerate X)")
+    if not h_yy > 0:
+        raise ValueError("the unbiased HSIC of Y with itself is not positive; debiased CKA is undefined "
+                         "(too few samples or a degenerate Y)")
+    return float(min(1.0, h_xy / np.sqrt(h_xx * h_yy)))
+
+
+def _debiased_linear_cka(Xc, Yc):
+    return _ratio(_hsic_u_linear(Xc, Yc), _hsic_u_linear(Xc, Xc), _hsic_u_linear(Yc, Yc))
+
+
+def _rbf_gram(X, sigma_frac, name):
+    from scipy.spatial.distance import pdist, squareform
+
+    sq = pdist(X, "sqeuclidean")
+    median = float(np.sqrt(np.median(sq)))
+    if not median > 0:
+        raise ValueError(
+            f"{name}: the median distance between distinct samples is 0 (mostly duplicate "
+            "rows), so the RBF bandwidth is 0"
+        )
+    sigma = sigma_frac * median
+    return np.exp(-squareform(sq) / (2.0 * sigma * sigma))
+
+
+def rbf_cka(X, Y, sigma_frac=0.5, debiased=False):
+    """CKA with Gaussian (RBF) kernels, bandwidth a fraction of the median distance.
+
+    :math:`K_{ij} = \\exp(-\\lVert x_i - x_j \\rVert^2 / (2\\sigma_X^2))` with
+    :math:`\\sigma_X = \\text{sigma\\_frac} \\times \\operatorname{median}_{i<j}
+    \\lVert x_i - x_j \\rVert` (Kornblith et al. 2019 select the bandwidth as a
+    fraction of the median distance; ``0.5`` is one of their settings), the same for
+    ``L`` on ``Y``, and
+
+    .. math:: \\mathrm{CKA} = \\frac{\\operatorname{tr}(KHLH)}
+       {\\sqrt{\\operatorname{tr}(KHKH)\\operatorname{tr}(LHLH)}}.
+
+    The median is taken over distinct pairs ``i < j``; Kornblith et al.'s public code
+    takes the median of squared distances over the full n x n matrix, diagonal zeros
+    included, which gives a slightly smaller bandwidth for small ``n``. With
+    ``debiased=True`` the unbiased HSIC (:func:`hsic_unbiased`) replaces the biased
+    one. Forms n x n matrices: memory :math:`O(n^2)`, subsample large sets. Invariant
+    to orthogonal transforms, translation and isotropic scaling of either input (the
+    bandwidth scales along). Seed 003, section 6.
+
+    Parameters
+    ----------
+    X : array_like of shape (n, p)
+    Y : array_like of shape (n, q)
+        Representations of the same ``n >= 2`` samples (``>= 4`` when debiased).
+    sigma_frac : float, default 0.5
+        Bandwidth as a fraction of the median pairwise distance, ``> 0``.
+    debiased : bool, default False
+
+    Returns
+    -------
+    float
+        In [0, 1] (biased); at most 1 and possibly slightly negative (debiased).
+    """
+    if not isinstance(debiased, (bool, np.bool_)):
+        raise TypeError(f"debiased must be True or False, got {debiased!r}")
+    sigma_frac = check_positive(sigma_frac, "sigma_frac")
+    m = 4 if debiased else 2
+    X = as_float_array(X, "X", ndim=2, min_rows=m)
+    Y = as_float_array(Y, "Y", ndim=2, min_rows=m)
+    check_same_length(X=X, Y=Y)
+    K = _rbf_gram(X, sigma_frac, "X")
+    L = _rbf_gram(Y, sigma_frac, "Y")
+    if debiased:
+        return _ratio(_hsic_u_gram(K, L), _hsic_u_gram(K, K), _hsic_u_gram(L, L))
+    Kc = K - K.mean(axis=0) - K.mean(axis=1)[:, None] + K.mean()
+    Lc = L - L.mean(axis=0) - L.mean(axis=1)[:, None] + L.mean()
+    h_xy = float(np.sum(Kc * Lc))
+    h_xx = float(np.sum(Kc * Kc))
+    h_yy = float(np.sum(Lc * Lc))
+    if not (h_xx > 0 and h_yy > 0):  # pragma: no cover - excluded by the median check
+        raise ValueError("a centred RBF Gram matrix is zero; CKA is undefined")
+    return float(min(1.0, max(0.0, h_xy / np.sqrt(h_xx * h_yy))))
+
+
+class MinibatchCKA:
+    """Accumulator of minibatch linear CKA between several layers (Nguyen et al. 2021).
+
+    For minibatches :math:`b = 1..B` of the same samples seen by layers
+    :math:`\\ell = 1..m`, with linear Gram matrices :math:`K^{(\\ell)}_b`,
+
+    .. math:: \\mathrm{CKA}_{\\text{mb}}(\\ell, \\ell') =
+       \\frac{\\sum_b \\mathrm{HSIC}_1(K^{(\\ell)}_b, K^{(\\ell')}_b)}
+       {\\sqrt{\\sum_b \\mathrm{HSIC}_1(K^{(\\ell)}_b, K^{(\\ell)}_b)\\,
+               \\sum_b \\mathrm{HSIC}_1(K^{(\\ell')}_b, K^{(\\ell')}_b)}},
+
+    with the unbiased :math:`\\mathrm{HSIC}_1` (:func:`hsic_unbiased`), so the value
+    does not drift with the minibatch size the way averaged biased CKA would. Memory is
+    :math:`O(m^2)` plus one minibatch: feed it minibatches from a forward loop with
+    :meth:`update` and read the m x m matrix with :meth:`result`. Seed 003, section 6.
+
+    Parameters
+    ----------
+    n_layers : int
+        Number of representations compared, ``>= 1``.
+    """
+
+    def __init__(self, n_layers):
+        self.n_layers = check_int(n_layers, "n_layers", minimum=1)
+        self._sums = np.zeros((self.n_layers, self.n_layers))
+        self.n_batches = 0
+
+    def update(self, features):
+        """Add one minibatch: a sequence of ``n_layers`` arrays of shape (b, p_l), ``b >= 4``."""
+        if isinstance(features, np.ndarray) or not isinstance(features, (list, tuple)):
+            raise TypeError("features must be a list or tuple of per-layer arrays")
+        if len(features) != self.n_layers:
+            raise ValueError(f"features has {len(features)} layers but {self.n_layers} were declared")
+        tilde = []
+        b = None
+        for i, F in enumerate(features):
+            F = as_float_array(np.asarray(F).reshape(np.shape(F)[0], -1) if np.ndim(F) > 2 else F,
+                               f"features[{i}]", ndim=2, min_rows=4)
+            if b is None:
+                b = F.shape[0]
+            elif F.shape[0] != b:
+                raise ValueError(f"features[{i}] has {F.shape[0]} rows but features[0] has {b}")
+            K = F @ F.T
+            np.fill_diagonal(K, 0.0)
+            tilde.append(K)
+        rows = np.stack([K.sum(axis=1) for K in tilde])  # (m, b)
+        totals = rows.sum(axis=1)
+        flat = np.stack([K.ravel() for K in tilde])  # (m, b*b)
+        tr = flat @ flat.T
+        row_kl = rows @ rows.T
+        self._sums += _hsic_u_parts(tr, np.outer(totals, np.ones_like(totals)),
+                                    np.outer(np.ones_like(totals), totals), row_kl, b)
+        self.n_batches += 1
+        return self
+
+    def result(self):
+        """The m x m matrix of minibatch CKA values (diagonal 1)."""
+        if self.n_batches == 0:
+            raise ValueError("no minibatch has been added; call update() first")
+        diag = np.diag(self._sums).copy()
+        bad = np.flatnonzero(~(diag > 0))
+        if bad.size:
+            raise ValueError(
+                f"layer {bad[0]} has a non-positive summed unbiased HSIC with itself "
+                "(constant features or too few samples); CKA is undefined"
+            )
+        out = self._sums / np.sqrt(np.outer(diag, diag))
+        np.fill_diagonal(out, 1.0)
+        return np.minimum(out, 1.0)
+
+
+def minibatch_cka(layers, batch_size=256, rng=None):
+    """Minibatch linear CKA between all pairs of layers, for layer-by-layer heat maps.
+
+    Shuffles the ``n`` samples with ``rng``, cuts them into
+    :math:`\\max(1, \\lfloor n / b \\rfloor)` disjoint minibatches of at least
+    ``batch_size`` rows and accumulates :class:`MinibatchCKA` over them (Nguyen et al.
+    2021). With a single minibatch the result equals ``linear_cka(..., debiased=True)``
+    for every pair. Arrays of more than two dimensions (conv feature maps) are
+    flattened after the first axis. Memory: one minibatch of every layer. Seed 003,
+    section 6.
+
+    Parameters
+    ----------
+    layers : sequence of array_like, each of shape (n, p_l) (numpy.memmap allowed)
+        Representations of the same ``n`` samples, in the same order.
+    batch_size : int, default 256
+        Minibatch size ``b >= 4``.
+    rng : numpy.random.Generator or int, optional
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (m, m)
+        Symmetric, unit diagonal; entry ``(i, j)`` compares ``layers[i]`` and ``layers[j]``.
+    """
+    from ._validation import check_rng
+
+    if isinstance(layers, np.ndarray) or not isinstance(layers, (list, tuple)) or not layers:
+        raise TypeError("layers must be a non-empty list or tuple of arrays")
+    batch_size = check_int(batch_size, "batch_size", minimum=4)
+    rng = check_rng(rng)
+    arrays = []
+    for i, A in enumerate(layers):
+        if not isinstance(A, np.ndarray):
+            A = as_float_array(A, f"layers[{i}]", ndim=(2, 3, 4, 5))
+        if A.ndim < 2:
+            raise ValueError(f"layers[{i}] must be at least 2-dimensional, got shape {A.shape}")
+        arrays.append(A)
+    n = arrays[0].shape[0]
+    for i, A in enumerate(arrays):
+        if A.shape[0] != n:
+            raise ValueError(f"layers[{i}] has {A.shape[0]} rows but layers[0] has {n}")
+    if n < 4:
+        raise ValueError(f"layers need at least 4 samples, got {n}")
+    acc = MinibatchCKA(len(arrays))
+    perm = rng.permutation(n)
+    for part in np.array_split(perm, max(1, n // batch_size)):
+        idx = np.sort(part)
+        acc.update([np.asarray(A[idx]).reshape(len(idx), -1) for A in arrays])
+    return acc.result()

@@ -167,7 +167,8 @@ WRONG = {
                                        "fold_batchnorm/logits_identity"}),
     },
     "rank_bound": {
-        "balanced_floor": (RANK_BALANCED_FLOOR, {"rank_bound/unbalanced_floor"}),
+        "balanced_floor": (RANK_BALANCED_FLOOR, {"rank_bound/matches_reference",
+                                                "rank_bound/unbalanced_floor"}),
     },
     "ridge_loo": {
         "penalised_bias": (RIDGE_PENALISED_BIAS, {"ridge_loo/matches_reference",

@@ -270,7 +270,8 @@ def _load(browser: DevTools, url: str) -> dict:
                                  if re.match(r"https?://", u) and not u.startswith("http://127.0.0.1")]
     statuses = [(ev["params"]["response"]["url"], ev["params"]["response"]["status"])
                 for ev in browser.events if ev.get("method") == "Network.responseReceived"]
-    info["bad_responses"] = [(u, s) for u, s in statuses if s >= 400]
+    info["bad_responses"] = [(u, s) for u, s in statuses
+                             if s >= 400 and not u.endswith("/favicon.ico")]  # browser's own probe
     return info
 
 

@@ -49,6 +49,9 @@ CHECK_MODULES = [
     "fold_batchnorm",
     "frozen_features",
     "rank_bound",
+    "attentive_probe",
+    "transfer",
+    "low_shot_eval",
 ]
 
 _loaded = False

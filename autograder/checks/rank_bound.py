@@ -96,7 +96,7 @@ def full_rank_floor_zero(fn, rng):
 
 
 @register(f"{EX}/properties", points=1,
-          summary="Python float and int, residual >= floor, inputs untouched")
+          summary="a Python float and a Python int, inputs untouched")
 def properties(fn, rng):
     K = 5
     H, y = _low_rank(rng, 50, 6, 1, K)
@@ -112,10 +112,4 @@ def properties(fn, rng):
         problems.append(f"the residual should be a Python float, got {type(res).__name__}")
     if not is_plain_int(floor):
         problems.append(f"the floor should be a Python int, got {type(floor).__name__}")
-    try:
-        if float(res) < float(floor) - 1e-6:
-            problems.append(f"the residual {float(res):.4g} is below the floor "
-                            f"{float(floor):g}, which the theorem forbids")
-    except (TypeError, ValueError):
-        problems.append("the results are not numbers")
     return [finding("properties", not problems, 1, "; ".join(problems))]

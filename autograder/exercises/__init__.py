@@ -30,6 +30,9 @@ EXERCISES = [
     "frozen_features",
     "rank_bound",
     "knn_classify",
+    "attentive_probe",
+    "transfer",
+    "low_shot_eval",
 ]
 
 LEVELS = ("warm-up", "core", "interview", "research")

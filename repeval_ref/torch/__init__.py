@@ -11,6 +11,9 @@ Modules
 ``grid``     many probes trained at once (DINOv2-style grid), selected on validation data
 ``knn``      exact weighted k-NN with blocked similarities and a running top-k (also sharded)
 ``models``   the built-in small CNN, a tiny ViT stand-in, and torchvision/timm backbones
+``data``     an image-folder dataset read with Pillow (no torchvision needed)
+
+The command ``python -m repeval_ref.loop`` (:mod:`repeval_ref.loop`) runs the whole loop.
 """
 from .freeze import (
     evaluation_mode,
@@ -22,6 +25,17 @@ from .freeze import (
     state_unchanged,
     training_flags,
 )
+from .extract import (
+    POOLINGS,
+    BlockTaps,
+    Features,
+    StaleCacheError,
+    dataset_fingerprint,
+    extract_features,
+    model_fingerprint,
+    pool_output,
+)
+from .grid import GridResult, grid_accuracies, grid_views, probe_grid_search, train_probe_grid
 from .knn import knn_classify_sharded, knn_classify_torch, shard_range, topk_neighbors, weighted_vote
 from .models import (
     BackboneUnavailable,
@@ -32,26 +46,47 @@ from .models import (
     load_backbone,
     pretrain_encoder,
 )
+from .probe import LinearProbe, fold_probe, probe_accuracy, running_mean_shift, train_probe
+from .data import ImageFolder
 
 __all__ = [
     "BackboneUnavailable",
+    "BlockTaps",
+    "Features",
+    "GridResult",
+    "ImageFolder",
+    "LinearProbe",
+    "POOLINGS",
     "SmallCNN",
+    "StaleCacheError",
     "TinyViT",
+    "dataset_fingerprint",
     "default_blocks",
     "digits_images",
     "evaluation_mode",
+    "extract_features",
+    "fold_probe",
     "frozen_features",
+    "grid_accuracies",
+    "grid_views",
     "knn_classify_sharded",
     "knn_classify_torch",
     "load_backbone",
+    "model_fingerprint",
     "module_device",
+    "pool_output",
     "pretrain_encoder",
+    "probe_accuracy",
+    "probe_grid_search",
     "restore_training_flags",
+    "running_mean_shift",
     "shard_range",
     "state_diff",
     "state_snapshot",
     "state_unchanged",
     "topk_neighbors",
+    "train_probe",
+    "train_probe_grid",
     "training_flags",
     "weighted_vote",
 ]

@@ -1,0 +1,239 @@
+"""Hidden checks of the notebook "Error bars for top-1 accuracy" (book/noise.md).
+
+One notebook, three functions:
+
+* ``wilson_interval(k, n, z=1.959963984540054)`` -> ``(lo, hi)``: the Wilson score
+  interval, inside [0, 1], with ``lo = 0`` at ``k = 0`` and ``hi = 1`` at ``k = n``.
+* ``mcnemar_exact(a_correct, b_correct)`` -> p-value
+  ``min(1, 2 P(X <= min(n01, n10)))``, ``X ~ Binomial(n01 + n10, 1/2)``; 1.0 without
+  discordant pairs.
+* ``paired_bootstrap_ci(a_correct, b_correct, n_boot, rng, level=0.95)`` ->
+  ``(gain, lo, hi)`` with ONE call ``rng.multinomial(n, cell_counts / n, size=n_boot)``
+  over the cells ``2 a + b`` and ``np.percentile`` of the replicate gains.
+
+References: :func:`repeval_ref.wilson_interval`, :func:`repeval_ref.mcnemar_exact`,
+:func:`repeval_ref.paired_bootstrap_ci`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._framework import StudentError, call_student, finding, register
+from ._helpers import frozen_copies, is_plain_float, mutated, unpack
+
+Z95 = 1.959963984540054
+
+
+def _floats(out, n, what):
+    items = unpack(out, n, what)
+    try:
+        return [float(x) for x in items]
+    except (TypeError, ValueError):
+        raise StudentError(f"{what} should return {n} numbers, got {out!r}") from None
+
+
+def _float(out, what):
+    try:
+        return float(out)
+    except (TypeError, ValueError):
+        raise StudentError(f"{what} should return a number, got {out!r}") from None
+
+
+# ----------------------------------------------------------------------------- Wilson
+
+
+def _wilson(k, n, z=Z95):
+    from repeval_ref import wilson_interval
+
+    return wilson_interval(k, n, z)
+
+
+def _wald(k, n, z):
+    p = k / n
+    half = z * np.sqrt(p * (1 - p) / n)
+    return p - half, p + half
+
+
+@register("wilson_interval/matches_reference", points=2,
+          summary="the Wilson interval for random k, n and z")
+def wilson_matches_reference(fn, rng):
+    cases = [(int(rng.integers(1, 49)), 50, Z95), (int(rng.integers(100, 900)), 1000, Z95),
+             (int(rng.integers(1, 9)), 10, float(rng.uniform(1.0, 3.0)))]
+    for k, n, z in cases:
+        want = _wilson(k, n, z)
+        out, _ = call_student(fn, k, n, z, what="wilson_interval")
+        lo, hi = _floats(out, 2, "wilson_interval")
+        if abs(lo - want[0]) > 1e-10 or abs(hi - want[1]) > 1e-10:
+            msg = (f"wilson_interval({k}, {n}, z={z:.4f}) returned ({lo:.6f}, {hi:.6f}); the "
+                   f"Wilson interval is ({want[0]:.6f}, {want[1]:.6f}).")
+            wald = _wald(k, n, z)
+            if abs(lo - wald[0]) < 1e-10 and abs(hi - wald[1]) < 1e-10:
+                msg += (" You computed the normal (Wald) interval p +- z sqrt(p(1-p)/n); "
+                        "Wilson's centre is (p + z^2/(2n)) / (1 + z^2/n) and its half-width "
+                        "z sqrt(p(1-p)/n + z^2/(4n^2)) / (1 + z^2/n).")
+            return [finding("Wilson interval", False, 2, msg)]
+    return [finding("Wilson interval", True, 2, "")]
+
+
+@register("wilson_interval/extremes", points=2,
+          summary="k = 0 and k = n give lo = 0 and hi = 1 and an interval of positive width")
+def wilson_extremes(fn, rng):
+    n = int(rng.integers(5, 400))
+    for k in (0, n):
+        want = _wilson(k, n)
+        out, _ = call_student(fn, k, n, what="wilson_interval")
+        lo, hi = _floats(out, 2, "wilson_interval")
+        if not (np.isfinite(lo) and np.isfinite(hi)):
+            return [finding("k = 0 and k = n", False, 2,
+                            f"wilson_interval({k}, {n}) returned ({lo}, {hi}): no NaN or inf "
+                            "at the extremes.")]
+        ok = (0.0 <= lo <= hi <= 1.0 and abs(lo - want[0]) < 1e-12
+              and abs(hi - want[1]) < 1e-12)
+        if not ok:
+            msg = (f"wilson_interval({k}, {n}) returned ({lo:.6g}, {hi:.6g}); expected "
+                   f"({want[0]:.6g}, {want[1]:.6g}).")
+            if hi - lo < 1e-12:
+                msg += (" An interval of zero width claims certainty after finitely many "
+                        "trials: that is the Wald interval's failure at k = 0 and k = n, "
+                        "which the Wilson interval avoids.")
+            elif lo < 0 or hi > 1:
+                msg += " Clip the rounding so that the interval stays inside [0, 1]."
+            return [finding("k = 0 and k = n", False, 2, msg)]
+    return [finding("k = 0 and k = n", True, 2, "")]
+
+
+# ---------------------------------------------------------------------------- McNemar
+
+
+def _mcnemar(a, b):
+    from repeval_ref import mcnemar_exact
+
+    return mcnemar_exact(a, b)
+
+
+def _pairs(rng, n, p_a=0.7, p_b=0.75, rho=0.6):
+    a = rng.random(n) < p_a
+    b = np.where(rng.random(n) < rho, a, rng.random(n) < p_b)
+    return a.astype(int), b.astype(int)
+
+
+@register("mcnemar_exact/matches_reference", points=2,
+          summary="the exact two-sided p-value on random paired outcomes")
+def mcnemar_matches_reference(fn, rng):
+    for n in (40, 300):
+        a, b = _pairs(rng, n)
+        want = _mcnemar(a, b)
+        out, _ = call_student(fn, a.copy(), b.copy(), what="mcnemar_exact")
+        p = _float(out, "mcnemar_exact")
+        if not abs(p - want) <= 1e-9 * max(1.0, want):
+            n01 = int(np.sum((a == 0) & (b == 1)))
+            n10 = int(np.sum((a == 1) & (b == 0)))
+            msg = (f"with n01 = {n01} images only B gets right and n10 = {n10} only A gets "
+                   f"right you returned p = {p:.6g}; the exact test gives {want:.6g} = "
+                   f"min(1, 2 P(X <= {min(n01, n10)})) with X ~ Binomial({n01 + n10}, 1/2).")
+            if p > 1:
+                msg += " A p-value cannot exceed 1: take min(1, ...)."
+            return [finding("exact McNemar", False, 2, msg)]
+    return [finding("exact McNemar", True, 2, "")]
+
+
+@register("mcnemar_exact/no_discordant_pairs", points=1,
+          summary="p = 1 when the two models agree on every image; p <= 1 for n01 = n10")
+def mcnemar_no_discordant(fn, rng):
+    a = (rng.random(30) < 0.6).astype(int)
+    out, _ = call_student(fn, a.copy(), a.copy(), what="mcnemar_exact")
+    p = _float(out, "mcnemar_exact")
+    if p != 1.0:
+        return [finding("no discordant pairs", False, 1,
+                        f"when A and B are right on exactly the same images you returned "
+                        f"{p}; nothing distinguishes them, so p = 1.0 (handle n01 + n10 = 0 "
+                        "before calling a binomial test, which needs at least one trial).")]
+    b = a.copy()
+    i, j = np.flatnonzero(a == 1)[0], np.flatnonzero(a == 0)[0]
+    b[i], b[j] = 0, 1                     # one discordant pair each way
+    out, _ = call_student(fn, a.copy(), b, what="mcnemar_exact")
+    p = _float(out, "mcnemar_exact")
+    return [finding("no discordant pairs", p == 1.0, 1,
+                    f"with n01 = n10 = 1 you returned {p}; 2 P(X <= 1) = 1.5 for "
+                    "X ~ Binomial(2, 1/2), and the p-value is capped at 1.0.")]
+
+
+# -------------------------------------------------------------------- paired bootstrap
+
+
+def _bootstrap(*args, **kw):
+    from repeval_ref import paired_bootstrap_ci
+
+    return paired_bootstrap_ci(*args, **kw)
+
+
+def _boot_call(fn, a, b, n_boot, gen, **kw):
+    out, _ = call_student(fn, a.copy(), b.copy(), n_boot, gen, what="paired_bootstrap_ci",
+                          **kw)
+    return _floats(out, 3, "paired_bootstrap_ci")
+
+
+@register("paired_bootstrap_ci/matches_reference", points=3,
+          summary="gain and percentile interval equal the reference for the same generator")
+def bootstrap_matches_reference(fn, rng):
+    for n, n_boot, level in ((200, 500, 0.95), (57, 301, 0.8)):
+        a, b = _pairs(rng, n)
+        seed = int(rng.integers(0, 2**31))
+        want = _bootstrap(a, b, n_boot, np.random.default_rng(seed), level=level)
+        got = _boot_call(fn, a, b, n_boot, np.random.default_rng(seed), level=level)
+        if all(abs(g - w) < 1e-12 for g, w in zip(got, want)):
+            continue
+        msg = (f"with n = {n}, n_boot = {n_boot}, level = {level} and "
+               f"np.random.default_rng({seed}) you returned ({got[0]:.4f}, {got[1]:.4f}, "
+               f"{got[2]:.4f}); expected ({want[0]:.4f}, {want[1]:.4f}, {want[2]:.4f}).")
+        if abs(got[0] - want[0]) > 1e-12:
+            msg += " The gain is mean(b) - mean(a): B's accuracy minus A's."
+        else:
+            msg += (" Count the four cells 2a + b, draw all replicates with the single call "
+                    "rng.multinomial(n, cell_counts / n, size=n_boot), take each replicate's "
+                    "gain (count[1] - count[2]) / n, and the interval np.percentile(gains, "
+                    "[100 (1 - level) / 2, 100 (1 + level) / 2]).")
+        return [finding("paired bootstrap", False, 3, msg)]
+    return [finding("paired bootstrap", True, 3, "")]
+
+
+@register("paired_bootstrap_ci/single_multinomial_call", points=1,
+          summary="the generator is used by exactly one multinomial call")
+def bootstrap_single_call(fn, rng):
+    a, b = _pairs(rng, 120)
+    seed = int(rng.integers(0, 2**31))
+    want = np.random.default_rng(seed)
+    want.multinomial(120, np.full(4, 0.25), size=400)
+    gen = np.random.default_rng(seed)
+    _boot_call(fn, a, b, 400, gen)
+    ok = gen.bit_generator.state == want.bit_generator.state
+    return [finding("one multinomial call", ok, 1,
+                    "after your function the generator is not where one call "
+                    "rng.multinomial(n, cell_fractions, size=n_boot) leaves it. Resampling "
+                    "n images with replacement only changes the four cell counts, so one "
+                    "multinomial draw of shape (n_boot, 4) gives every replicate at once; "
+                    "do not loop over replicates with rng.integers or rng.choice.")]
+
+
+@register("paired_bootstrap_ci/properties", points=1,
+          summary="three Python floats, boolean inputs accepted, inputs untouched")
+def bootstrap_properties(fn, rng):
+    a, b = _pairs(rng, 80)
+    a_bool, b_bool = a.astype(bool), b.astype(bool)
+    arrays = [a_bool, b_bool]
+    before = frozen_copies(*arrays)
+    out, _ = call_student(fn, *arrays, 200, np.random.default_rng(1),
+                          what="paired_bootstrap_ci")
+    problems = []
+    changed = mutated(before, arrays, ["a_correct", "b_correct"])
+    if changed:
+        problems.append(f"your function modified {', '.join(changed)} in place")
+    items = unpack(out, 3, "paired_bootstrap_ci")
+    if not all(is_plain_float(x) for x in items):
+        problems.append("return three Python floats (float(x)), got "
+                        + ", ".join(type(x).__name__ for x in items))
+    ints = _boot_call(fn, a, b, 200, np.random.default_rng(1))
+    if any(abs(float(x) - w) > 1e-12 for x, w in zip(items, ints)):
+        problems.append("boolean inputs (True = correct) must give the same result as 0/1 "
+                        "inputs")
+    return [finding("properties", not problems, 1, "; ".join(problems))]

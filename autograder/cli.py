@@ -1,0 +1,220 @@
+"""The ``autograder`` command (also ``python -m autograder``).
+
+Student::
+
+    autograder check exercises/knn/knn_classify.ipynb   # visible tests + nbgrader validate
+
+Author of exercises::
+
+    autograder build          # specs (autograder/exercises/*.py) -> solutions/*.ipynb
+    autograder release        # solutions/ -> exercises/ (nbgrader generate_assignment)
+    autograder checks         # list the registered hidden checks and their points
+
+Instructor (course directory: --course, default ./course)::
+
+    autograder setup                         # course dir + gradebook with every assignment
+    autograder roster students.csv           # bulk import (id,first_name,last_name,email)
+    autograder collect submissions/          # <student>/ folders or <student>.zip files
+    autograder autograde [--seed N]          # whole class, per-cell timeout, seed logged
+    autograder feedback                      # HTML, hidden tests removed, maths offline
+    autograder export grades.csv             # + grades_by_notebook.csv
+    autograder grade-all submissions/ grades.csv   # setup+collect+autograde+feedback+export
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from . import NBGRADER_CONFIG, REPO_ROOT
+
+
+def _course(args):
+    from .course import Course
+
+    return Course(args.course, repo=args.repo, timeout=args.timeout)
+
+
+def cmd_build(args):
+    from .build import build_all
+
+    for p in build_all(args.repo, args.names or None):
+        print(p)
+    return 0
+
+
+def cmd_release(args):
+    from .course import release
+
+    for p in release(args.repo, args.dest):
+        print(p)
+    return 0
+
+
+def cmd_checks(args):
+    from .checks import registry
+
+    for name, (points, summary) in registry().items():
+        print(f"{name:55s} {points:4g}  {summary}")
+    return 0
+
+
+def cmd_setup(args):
+    course = _course(args)
+    print("assignments:", ", ".join(course.setup()))
+    return 0
+
+
+def cmd_roster(args):
+    course = _course(args)
+    if not (course.root / "gradebook.db").exists():
+        course.setup()
+    proc = course.import_roster(args.csv)
+    print(proc.stdout.strip() or "roster imported")
+    return 0
+
+
+def cmd_collect(args):
+    course = _course(args)
+    if not (course.root / "exercises").exists():
+        course.setup()
+    got = course.collect(args.folder)
+    for student, assignments in got.items():
+        print(f"{student}: {', '.join(assignments) or 'nothing recognised'}")
+    return 0
+
+
+def cmd_autograde(args):
+    course = _course(args)
+    t0 = time.time()
+    seed = course.autograde(seed=args.seed)
+    print(f"autograded {len(course.submissions())} submission(s) in {time.time() - t0:.1f} s "
+          f"(seed {seed}); problems, if any: {course.root / 'grading_issues.csv'}")
+    return 0
+
+
+def cmd_feedback(args):
+    course = _course(args)
+    pages = course.feedback()
+    print(f"{len(pages)} feedback page(s) under {course.root / 'feedback'}")
+    return 0
+
+
+def cmd_export(args):
+    course = _course(args)
+    for p in course.export(args.csv):
+        print(p)
+    return 0
+
+
+def cmd_grade_all(args):
+    course = _course(args)
+    course.setup()
+    if args.roster:
+        course.import_roster(args.roster)
+    course.collect(args.folder)
+    seed = course.autograde(seed=args.seed)
+    course.feedback()
+    out = course.export(args.csv)
+    print(f"seed {seed}; grades: {out[0]}; per notebook: {out[1]}")
+    return 0
+
+
+def cmd_check(args):
+    """Student command: run the notebook's visible tests through nbgrader's validator."""
+    import nbformat
+    from nbgrader.validator import Validator
+    from traitlets.config.loader import PyFileConfigLoader
+
+    path = Path(args.notebook)
+    if not path.is_file():
+        print(f"{path}: no such notebook")
+        return 2
+    try:
+        nbformat.read(str(path), as_version=4)
+    except Exception as exc:
+        print(f"{path} is not a valid notebook ({type(exc).__name__}: {exc}). Restore it "
+              "from the release (exercises/) and paste your code back in.")
+        return 1
+    cfg = PyFileConfigLoader(NBGRADER_CONFIG.name, path=str(NBGRADER_CONFIG.parent)).load_config()
+    cfg.Execute.timeout = args.timeout
+    validator = Validator(config=cfg)
+    results = validator.validate(str(path.resolve()))
+    status = 0
+    if results.get("type_changed"):
+        print("Some cells changed type (code <-> markdown); restore them from the release.")
+        status = 1
+    if results.get("changed"):
+        print(f"{len(results['changed'])} read-only cell(s) were edited; graders restore them, "
+              "so your edits there are lost. Undo them (copy the cell from the release).")
+        status = 1
+    for failed in results.get("failed", []):
+        status = 1
+        first = failed["source"].splitlines()[0] if failed["source"] else "(solution cell)"
+        print("FAILED:", first)
+        print("  " + failed["raw_error"].strip().replace("\n", "\n  "))
+    if status == 0:
+        print(f"{path}: visible tests pass and nbgrader validate is happy. The hidden tests "
+              "run when your notebook is graded.")
+    return status
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="autograder", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--repo", default=str(REPO_ROOT),
+                   help="repository holding solutions/ and exercises/ (default: %(default)s)")
+    p.add_argument("--course", default="course",
+                   help="grading course directory (default: ./course)")
+    p.add_argument("--timeout", type=int, default=60,
+                   help="per-cell execution limit in seconds (default: 60)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("build", help="write solutions/*.ipynb from the exercise specs")
+    s.add_argument("names", nargs="*", help="only these exercises")
+    s.set_defaults(func=cmd_build)
+    s = sub.add_parser("release", help="generate exercises/ from solutions/")
+    s.add_argument("--dest", default=None, help="write the release here instead of exercises/")
+    s.set_defaults(func=cmd_release)
+    s = sub.add_parser("checks", help="list the hidden checks")
+    s.set_defaults(func=cmd_checks)
+    s = sub.add_parser("setup", help="create the course directory and its gradebook")
+    s.set_defaults(func=cmd_setup)
+    s = sub.add_parser("roster", help="import students from a CSV in one command")
+    s.add_argument("csv")
+    s.set_defaults(func=cmd_roster)
+    s = sub.add_parser("collect", help="collect a folder of student folders or zip files")
+    s.add_argument("folder")
+    s.set_defaults(func=cmd_collect)
+    s = sub.add_parser("autograde", help="autograde every collected submission")
+    s.add_argument("--seed", type=int, default=None, help="grading seed (default: random, logged)")
+    s.set_defaults(func=cmd_autograde)
+    s = sub.add_parser("feedback", help="generate feedback HTML")
+    s.set_defaults(func=cmd_feedback)
+    s = sub.add_parser("export", help="export grades as CSV")
+    s.add_argument("csv")
+    s.set_defaults(func=cmd_export)
+    s = sub.add_parser("grade-all", help="setup, collect, autograde, feedback, export")
+    s.add_argument("folder")
+    s.add_argument("csv")
+    s.add_argument("--roster", default=None)
+    s.add_argument("--seed", type=int, default=None)
+    s.set_defaults(func=cmd_grade_all)
+    s = sub.add_parser("check", help="student: run a notebook's visible tests and validate it")
+    s.add_argument("notebook")
+    s.set_defaults(func=cmd_check)
+    return p
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except RuntimeError as exc:
+        print(f"autograder {args.command}: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

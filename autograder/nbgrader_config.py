@@ -1,0 +1,49 @@
+# nbgrader configuration of the repeval course (nbgrader 0.9.x).
+#
+# Every `autograder` command passes this file to nbgrader (`--config`) together with
+# `--CourseDirectory.root=<course dir>`; instructors who call nbgrader by hand can do the
+# same. The course directory is the repository root for `autograder release` (which writes
+# exercises/) and a separate folder (default ./course) for grading a class.
+import os
+
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+
+from autograder import REPO_ROOT
+from autograder.feedback import ScrubTestTracebacks
+
+c = get_config()  # noqa: F821  (provided by traitlets when nbgrader loads this file)
+
+# Layout: nbgrader's "source" is solutions/, its "release" is exercises/.
+c.CourseDirectory.root = os.environ.get("AUTOGRADER_COURSE_ROOT", str(REPO_ROOT))
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "exercises"
+c.CourseDirectory.submitted_directory = "submitted"
+c.CourseDirectory.autograded_directory = "autograded"
+c.CourseDirectory.feedback_directory = "feedback"
+c.CourseDirectory.course_id = "repeval"
+
+# Release: the stub every solution region becomes.
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+
+# Execution while grading and validating: a per-cell limit, so an infinite loop costs
+# one cell (CellTimeoutError, zero for what depends on it), not the grading run.
+c.Execute.timeout = int(os.environ.get("AUTOGRADER_CELL_TIMEOUT", "60"))
+c.Execute.interrupt_on_timeout = True
+c.Execute.allow_errors = True
+c.Execute.raise_on_iopub_timeout = False
+
+# Output limits keep a runaway print loop from bloating the gradebook and the feedback.
+c.LimitOutput.max_lines = 200
+c.LimitOutput.max_traceback = 40
+
+# Feedback: remove hidden test regions (nbgrader shows them by default) and reduce any
+# error in a test cell to its last line. MathJax is made offline after generation by
+# autograder.feedback.make_feedback_offline (nbgrader's template loads it from a CDN).
+c.GenerateFeedback.preprocessors = [
+    GetGrades,
+    CSSHTMLHeaderPreprocessor,
+    ClearHiddenTests,
+    ScrubTestTracebacks,
+]

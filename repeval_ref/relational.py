@@ -1,0 +1,181 @@
+"""Relational label-free metrics: Self-Cluster and diffusion spectral entropy (DSE).
+
+Seed 002, section 3.2 ("Relational metrics"); book chapter on label-free checks. Both
+start from pairwise relations between samples, an N x N object; here
+
+* :func:`self_cluster` never forms it: it uses
+  :math:`\\lVert \\tilde X \\tilde X^\\top \\rVert_F = \\lVert \\tilde X^\\top \\tilde X \\rVert_F`
+  and accumulates the d x d matrix :math:`\\tilde X^\\top \\tilde X` over row batches
+  (002's reformulation), so ``X`` may be a ``numpy.memmap`` or an iterator of batches;
+* :func:`diffusion_spectral_entropy` forms an ``n_sub x n_sub`` kernel on a uniform
+  random subsample of the rows (002 uses ``n_sub = 10000``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._streaming import accumulate_moments, is_batch_iterator, iter_batches
+from ._validation import as_float_array, check_int, check_positive, check_rng
+
+__all__ = ["self_cluster", "diffusion_spectral_entropy"]
+
+
+def _unit_batch(name):
+    def transform(batch, start):
+        norms = np.linalg.norm(batch, axis=1, keepdims=True)
+        bad = np.flatnonzero(norms[:, 0] == 0)
+        if bad.size:
+            raise ValueError(
+                f"{name} has a zero vector at row {start + bad[0]}; it cannot be unit-normalised"
+            )
+        return batch / norms
+
+    return transform
+
+
+def self_cluster(X):
+    """Self-Cluster score (Tsitsulin et al. 2023) in 002's normalisation, without N x N.
+
+    With the rows of ``X`` scaled to unit length (:math:`\\tilde X`, N x d) and
+    :math:`F = \\lVert \\tilde X \\tilde X^\\top \\rVert_F^2 = \\lVert \\tilde X^\\top \\tilde X \\rVert_F^2`,
+
+    .. math:: \\text{Self-Cluster} = \\frac{F - \\mathbb E[F]}{\\max F - \\mathbb E[F]}
+       = \\frac{d\\,F - N(d + N - 1)}{(d - 1)(N - 1) N},
+
+    where :math:`\\max F = N^2` (all rows equal: collapse to one point) and
+    :math:`\\mathbb E[F] = N + N(N-1)/d` for rows drawn uniformly on the sphere
+    (:math:`\\mathbb E[(u^\\top v)^2] = 1/d`). So the score is 1 for a collapse and
+    fluctuates around 0 (it can be slightly negative) for uniform points; orthogonal
+    rows give :math:`-1/(d-1)`, its minimum when ``N <= d``.
+
+    002 writes the Frobenius norm without the square, but its normalising constants
+    :math:`N^2` and :math:`N + N(N-1)/d` are those of the *squared* norm; the squared
+    norm is used here, which makes the two stated end points (1 and 0) exact.
+
+    No centring (rows are only normalised). Memory :math:`O(d^2)`: the d x d matrix
+    :math:`\\tilde X^\\top \\tilde X` is accumulated over row batches. Seed 002,
+    section 3.2.
+
+    Parameters
+    ----------
+    X : array_like of shape (n, d), numpy.memmap, or iterator of (n_b, d) arrays
+        Features; ``n >= 2``, ``d >= 2``, no zero row.
+
+    Returns
+    -------
+    float
+    """
+    mom = accumulate_moments(X, "X", transform=_unit_batch("X"))
+    n, d = mom.n, mom.d
+    if n < 2:
+        raise ValueError(f"X needs at least 2 rows, got {n}")
+    if d < 2:
+        raise ValueError("X needs at least 2 columns (with d = 1 every unit row is +-1)")
+    G = mom.gram(False)
+    F = float(np.sum(G * G))
+    return float((d * F - n * (d + n - 1)) / ((d - 1) * (n - 1) * n))
+
+
+def _subsample(X, n_sub, rng, name="X"):
+    """A uniform sample of ``min(N, n_sub)`` rows without replacement, in row order.
+
+    Arrays and memory maps are indexed directly (only the chosen rows are read). An
+    iterator is read once: every row receives an independent uniform key and the
+    ``n_sub`` smallest keys are kept, which is a uniform sample without replacement
+    in memory ``O(n_sub * d)``.
+    """
+    if not is_batch_iterator(X):
+        if not isinstance(X, np.ndarray):
+            X = as_float_array(X, name, ndim=2)
+        if X.ndim != 2:
+            raise ValueError(f"{name} must be 2-dimensional, got shape {X.shape}")
+        n = X.shape[0]
+        if n <= n_sub:
+            return as_float_array(np.asarray(X), name, ndim=2, min_rows=2)
+        idx = np.sort(rng.choice(n, size=n_sub, replace=False))
+        return as_float_array(np.asarray(X[idx]), name, ndim=2)
+    kept = None
+    keys = None
+    for batch in iter_batches(X, name):
+        k = rng.random(batch.shape[0])
+        if kept is None:
+            kept, keys = batch, k
+        else:
+            kept = np.concatenate([kept, batch])
+            keys = np.concatenate([keys, k])
+        if keys.shape[0] > n_sub:
+            sel = np.argpartition(keys, n_sub - 1)[:n_sub]
+            sel.sort()
+            kept, keys = kept[sel], keys[sel]
+    return kept
+
+
+def diffusion_spectral_entropy(X, sigma, t=1, n_sub=10000, rng=None, base=2.0):
+    """Diffusion spectral entropy (DSE) of Liao et al. (2024), on a row subsample.
+
+    Definition implemented (that of Liao et al.'s reference code, which 002 uses):
+
+    1. If ``X`` has more than ``n_sub`` rows, keep a uniform random subset of
+       ``n_sub`` rows without replacement (002: ``n_sub = 10000``).
+    2. Gaussian kernel :math:`G_{ij} = \\exp(-\\lVert x_i - x_j \\rVert^2 / (2\\sigma^2))`
+       (the factor :math:`1/(\\sigma\\sqrt{2\\pi})` of 002 cancels in step 3).
+    3. Diffusion operator :math:`P = D^{-1} G`, :math:`D = \\operatorname{diag}(G\\mathbf 1)`;
+       its eigenvalues are those of the symmetric
+       :math:`D^{-1/2} G D^{-1/2}`, which are computed (they lie in [-1, 1], the
+       largest is 1).
+    4. :math:`p_i = |\\mu_i|^t / \\sum_j |\\mu_j|^t` over the eigenvalues
+       :math:`\\mu_i`, and :math:`\\text{DSE} = -\\sum_i p_i \\log_{b} p_i`
+       (``0 log 0 = 0``; base ``b = 2`` by default, bits, as in Liao et al.).
+
+    DSE lies between 0 and :math:`\\log_b n`. Large ``sigma`` (all points within one
+    bandwidth) makes :math:`G \\approx \\mathbf 1\\mathbf 1^\\top` and the entropy small;
+    small ``sigma`` makes :math:`P \\approx I` and the entropy close to
+    :math:`\\log_b n`. Larger ``t`` damps small eigenvalues (noise). Expanding the
+    kernel for unit-norm rows links DSE to Self-Cluster (002, section 3.2). Time
+    :math:`O(n_{sub}^2 d + n_{sub}^3)`, memory :math:`O(n_{sub}^2)`.
+
+    Not centred (distances are translation invariant anyway). Seed 002, section 3.2.
+
+    Parameters
+    ----------
+    X : array_like of shape (n, d), numpy.memmap, or iterator of (n_b, d) arrays
+        Features; ``n >= 2``.
+    sigma : float
+        Kernel bandwidth, ``> 0``, in the units of ``X`` (Liao et al. use 10 for their
+        embeddings; a common data-driven choice is the median pairwise distance).
+    t : int, default 1
+        Diffusion time, ``>= 1``.
+    n_sub : int, default 10000
+        Largest number of rows used, ``>= 2``.
+    rng : numpy.random.Generator or int, optional
+        Source of the subsample (only used when ``n > n_sub``).
+    base : float, default 2.0
+        Base of the logarithm, ``> 0`` and not 1.
+
+    Returns
+    -------
+    float
+    """
+    from scipy.spatial.distance import pdist, squareform
+
+    sigma = check_positive(sigma, "sigma")
+    t = check_int(t, "t", minimum=1)
+    n_sub = check_int(n_sub, "n_sub", minimum=2)
+    rng = check_rng(rng)
+    base = check_positive(base, "base")
+    if base == 1.0:
+        raise ValueError("base must not be 1")
+    Xs = _subsample(X, n_sub, rng)
+    if Xs.shape[0] < 2:
+        raise ValueError(f"X needs at least 2 rows, got {Xs.shape[0]}")
+    sq = squareform(pdist(Xs, "sqeuclidean"))
+    G = np.exp(-sq / (2.0 * sigma * sigma))
+    del sq
+    inv_root = 1.0 / np.sqrt(G.sum(axis=1))  # row sums >= 1 (diagonal is 1)
+    G *= inv_root[:, None]
+    G *= inv_root[None, :]
+    mu = np.abs(np.linalg.eigvalsh(G))
+    w = mu**t
+    p = w / w.sum()
+    p = p[p > 0]
+    return float(-(p * np.log(p)).sum() / np.log(base))
