@@ -31,7 +31,6 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # one cell (CellTimeoutError, zero for what depends on it), not the grading run.
 c.Execute.timeout = int(os.environ.get("AUTOGRADER_CELL_TIMEOUT", "60"))
 c.Execute.interrupt_on_timeout = True
-c.Execute.allow_errors = True
 c.Execute.raise_on_iopub_timeout = False
 
 # Output limits keep a runaway print loop from bloating the gradebook and the feedback.

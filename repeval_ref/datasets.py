@@ -773,7 +773,8 @@ def circle_clusters(n_per_class, rng, n_classes=10, d=2, radius=1.0, spread=0.02
     Centre ``c`` sits at angle ``2 pi c / n_classes`` on a circle of ``radius``; each
     point adds isotropic 2-D noise of standard deviation ``spread``. With ``d > 2``
     the plane is embedded in ``R^d`` through a random ``d x 2`` matrix with
-    orthonormal columns, so the features still have rank 2. The affine scores
+    orthonormal columns, so the features still have rank 2 (with two classes and
+    ``spread=0`` the two centres are antipodal and the rank is 1). The affine scores
     ``h^T mu_c - ||mu_c||^2 / 2`` pick the nearest centre, which is the right one
     whenever ``spread`` is small against the gap ``radius * sin(pi / n_classes)``.
 
@@ -843,6 +844,12 @@ def gaussian_clusters(n_per_class, n_classes, d, rng, spread=1.0, return_centres
         Grouped by class.
     centres : numpy.ndarray of float64, shape (n_classes, d)
         Only when ``return_centres`` is true.
+
+    Notes
+    -----
+    A generic stand-in for labelled features where a chapter needs one: the
+    weighted k-NN and label-free sections of seed 000, the retrieval metrics and
+    CKA of seed 003.
     """
     n_per_class = check_int(n_per_class, "n_per_class", minimum=1)
     n_classes = check_int(n_classes, "n_classes", minimum=1)

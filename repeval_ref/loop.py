@@ -8,10 +8,10 @@ evaluation mode" and "In PyTorch". The loop
    or a torchvision / timm backbone with weights from a local file;
 2. extracts the features frozen (evaluation mode and ``torch.no_grad()``), optionally
    through the disk cache;
-3. trains a probe made of a non-affine BatchNorm and a linear layer, prints its test
-   accuracy;
-4. checks that the encoder's entire state, running statistics included, is bit-for-bit
-   unchanged;
+3. fits a linear classifier behind a BatchNorm without scale or shift, and prints
+   its test accuracy;
+4. compares every parameter and buffer of the encoder (BatchNorm statistics too) with
+   a snapshot taken before extraction, bit by bit;
 5. folds the BatchNorm into the linear layer and prints the largest logit difference;
 6. shows the pitfall: one forward pass in training mode moves a running mean (the
    encoder is restored afterwards).
@@ -110,7 +110,6 @@ def _build_encoder(args, train, n_classes, log):
 
 
 def _batches(data, batch_size):
-    import torch
     from torch.utils.data import DataLoader, TensorDataset
 
     if isinstance(data, tuple):

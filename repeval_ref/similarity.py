@@ -210,7 +210,7 @@ def _rbf_gram(X, sigma_frac, name):
     from scipy.spatial.distance import pdist, squareform
 
     sq = pdist(X, "sqeuclidean")
-    median = float(np.sqrt(np.median(sq)))
+    median = float(np.median(np.sqrt(sq)))
     if not median > 0:
         raise ValueError(
             f"{name}: the median distance between distinct samples is 0 (mostly duplicate "

@@ -383,6 +383,9 @@ def test_feature_transforms_reject_wrong_width():
 
 
 # ----------------------------------------------------------------- exercise setups
+LINEAR_PROBE_CS_EXPECTED = 10.0 ** (np.arange(13) / 2 - 4)
+
+
 def test_linear_probe_setup_shapes_scales_and_camera():
     tr, ytr, te, yte = ds.linear_probe_setup(0)
     assert tr.shape == (800, 20) and te.shape == (600, 20)
@@ -393,9 +396,6 @@ def test_linear_probe_setup_shapes_scales_and_camera():
     assert np.allclose(ratio[8:], 1, atol=0.15)  # pure-noise channels unchanged
     assert np.all(ratio[4:8] > 2.0)  # sensor channels read with a different gain
     assert np.all(np.abs(LINEAR_PROBE_CS_EXPECTED - ds.LINEAR_PROBE_CS) < 1e-12 * ds.LINEAR_PROBE_CS)
-
-
-LINEAR_PROBE_CS_EXPECTED = 10.0 ** (np.arange(13) / 2 - 4)
 
 
 def test_linear_probe_setup_rewards_tuning_on_the_test_set():
@@ -506,7 +506,7 @@ def test_circle_clusters_rank_two_and_perfect_nearest_centre():
 
 @settings(max_examples=25, deadline=None)
 @given(
-    n_classes=st.integers(2, 24), d=st.integers(2, 12), seed=st.integers(0, 2**32 - 1),
+    n_classes=st.integers(3, 24), d=st.integers(2, 12), seed=st.integers(0, 2**32 - 1),
     radius=st.floats(0.1, 100.0),
 )
 def test_circle_clusters_always_rank_two_and_separable(n_classes, d, seed, radius):

@@ -41,6 +41,13 @@ def _worker(rank, init_file, out_dir):
             pred = knn_classify_sharded(bank[start:stop], y[start:stop], queries, k, tau, 3,
                                         shard_offset=start, n_train=N_BANK, query_block=4, bank_block=5)
             np.save(os.path.join(out_dir, f"knn_{k}_{rank}.npy"), pred)
+        # Uneven shards, one of them empty: rank 0 holds the whole bank.
+        if rank == 0:
+            shard_h, shard_y = torch.from_numpy(bank), y
+        else:
+            shard_h, shard_y = torch.zeros(0, bank.shape[1], dtype=torch.float64), y[:0]
+        pred = knn_classify_sharded(shard_h, shard_y, queries, 5, 0.07, 3, shard_offset=0 if rank == 0 else N_BANK)
+        np.save(os.path.join(out_dir, f"knn_empty_{rank}.npy"), pred)
         feats = extract_features(_model(), (images, labels), poolings=("cls", "mean"), batch_size=4,
                                  device="cpu", distributed=True)
         np.save(os.path.join(out_dir, f"feat_{rank}.npy"), feats.view(2, "cls+mean"))
@@ -61,6 +68,9 @@ def test_two_ranks_equal_one_process(tmp_path):
         np.testing.assert_array_equal(single, knn_classify(bank, y, queries, k, tau, 3))
         for rank in range(WORLD):
             np.testing.assert_array_equal(np.load(tmp_path / f"knn_{k}_{rank}.npy"), single)
+    for rank in range(WORLD):
+        np.testing.assert_array_equal(np.load(tmp_path / f"knn_empty_{rank}.npy"),
+                                      knn_classify(bank, y, queries, 5, 0.07, 3))
     one = extract_features(_model(), (images, labels), poolings=("cls", "mean"), batch_size=4, device="cpu")
     for rank in range(WORLD):
         got = np.load(tmp_path / f"feat_{rank}.npy")

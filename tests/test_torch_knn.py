@@ -2,6 +2,8 @@
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from repeval_ref import knn_classify
 from repeval_ref.torch import knn_classify_torch, shard_range, topk_neighbors, weighted_vote
@@ -139,3 +141,28 @@ def test_bad_inputs():
     with pytest.raises(RuntimeError, match="torch.distributed"):
         from repeval_ref.torch import knn_classify_sharded
         knn_classify_sharded(tr, y, te, 3, 0.1, 2, shard_offset=0)
+
+
+def _exact_rows(rng, n, d):
+    """Rows with 1 or 4 entries of +-1: unit-normalised entries are +-1 or +-0.5, so every
+    norm and cosine is exact in any summation order and exact ties are common."""
+    out = np.zeros((n, d))
+    for row in out:
+        m = rng.choice([1, 4])
+        cols = rng.choice(d, size=m, replace=False)
+        row[cols] = rng.choice([-1.0, 1.0], size=m)
+    return out
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    n_train=st.integers(1, 40), n_test=st.integers(1, 12), d=st.integers(4, 6), k=st.integers(1, 45),
+    log_tau=st.floats(-4, 2), qb=st.integers(1, 8), bb=st.integers(1, 16), seed=st.integers(0, 2**16),
+)
+def test_property_any_tiling_equals_reference(n_train, n_test, d, k, log_tau, qb, bb, seed):
+    rng = np.random.default_rng(seed)
+    train, test = _exact_rows(rng, n_train, d), _exact_rows(rng, n_test, d)
+    y = rng.integers(0, 3, n_train)
+    tau = 10.0**log_tau
+    got = knn_classify_torch(train, y, test, k, tau, 3, query_block=qb, bank_block=bb)
+    np.testing.assert_array_equal(got, _brute(train, y, test, min(k, n_train), tau, 3))

@@ -52,6 +52,9 @@ CHECK_MODULES = [
     "attentive_probe",
     "transfer",
     "low_shot_eval",
+    "wilson_interval",
+    "rankme",
+    "two_nn_id",
 ]
 
 _loaded = False

@@ -33,6 +33,9 @@ EXERCISES = [
     "attentive_probe",
     "transfer",
     "low_shot_eval",
+    "wilson_interval",
+    "rankme",
+    "two_nn_id",
 ]
 
 LEVELS = ("warm-up", "core", "interview", "research")

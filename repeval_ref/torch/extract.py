@@ -46,7 +46,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from .._validation import check_int
-from .freeze import evaluation_mode, module_device
+from .freeze import evaluation_mode
 from .models import default_blocks
 
 __all__ = [

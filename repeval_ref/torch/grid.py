@@ -1,7 +1,7 @@
 """A grid of linear probes trained at once, selected on a validation split (DINOv2 style).
 
-Book: chapter "Linear probes" ("Which grid", and "choose hyperparameters on a
-validation split carved from the training set, never on the test set"); seed 000,
+Book: chapter "Linear probes" ("Which grid", and hyperparameters are picked on
+held-out training data, the test set is only reported); seed 000,
 "Which grid": DINOv2 searches 13 learning rates x {last block, last 4 blocks} x {with,
 without the pooled patch tokens}, 52 configurations trained together on the features of
 a single forward pass.

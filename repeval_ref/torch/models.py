@@ -1,7 +1,7 @@
 """Encoders for the reference loop: a built-in small CNN, a tiny ViT, and real backbones.
 
 Book: chapter "Linear probes", the PyTorch reference loop; seed 000, "In PyTorch"
-("for a real backbone, the same loop wraps a model loaded from a hub").
+(a real backbone replaces the small encoder, the rest of the loop is unchanged).
 
 * :class:`SmallCNN` is the offline default: a three-block convolutional network with
   BatchNorm (so that evaluation mode matters) for 8x8 ``load_digits`` images. It is
