@@ -33,3 +33,53 @@ bench: $(STAMP)
 
 clean:
 	rm -rf _build
+
+# ---------------------------------------------------------------------------------------
+# Exercises and grading (autograder/; nbgrader 0.9). See book/instructors.md.
+#   make check NB=exercises/knn/knn_classify.ipynb          student: visible tests + validate
+#   make exercises                                          specs -> solutions/ -> exercises/
+#   make roster ROSTER=students.csv                         bulk-import the class
+#   make grade SUBMISSIONS=submissions/ GRADES=grades.csv   collect, autograde, feedback, export
+# COURSE is the grading course directory (default: course/, never committed).
+# ---------------------------------------------------------------------------------------
+AUTOGRADER  = $(PY) -m autograder --course $(COURSE) --timeout $(CELL_TIMEOUT)
+COURSE      ?= course
+CELL_TIMEOUT ?= 60
+SUBMISSIONS ?= submissions
+GRADES      ?= grades.csv
+ROSTER      ?= roster.csv
+NB          ?=
+
+.PHONY: check exercises release-exercises course roster collect autograde feedback grades grade
+
+check: $(STAMP)
+	@test -n "$(NB)" || { echo "usage: make check NB=exercises/<chapter>/<name>.ipynb"; exit 2; }
+	$(AUTOGRADER) check $(NB)
+
+exercises: $(STAMP)
+	$(AUTOGRADER) build
+	$(AUTOGRADER) release
+
+release-exercises: $(STAMP)
+	$(AUTOGRADER) release
+
+course: $(STAMP)
+	$(AUTOGRADER) setup
+
+roster: $(STAMP)
+	$(AUTOGRADER) roster $(ROSTER)
+
+collect: $(STAMP)
+	$(AUTOGRADER) collect $(SUBMISSIONS)
+
+autograde: $(STAMP)
+	$(AUTOGRADER) autograde
+
+feedback: $(STAMP)
+	$(AUTOGRADER) feedback
+
+grades: $(STAMP)
+	$(AUTOGRADER) export $(GRADES)
+
+grade: $(STAMP)
+	$(AUTOGRADER) grade-all $(SUBMISSIONS) $(GRADES)

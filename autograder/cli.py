@@ -151,9 +151,16 @@ def cmd_check(args):
         status = 1
     for failed in results.get("failed", []):
         status = 1
+        error = failed["raw_error"].strip()
+        if not sys.stdout.isatty():
+            from nbconvert.filters import strip_ansi
+
+            error = strip_ansi(error)
         first = failed["source"].splitlines()[0] if failed["source"] else "(solution cell)"
-        print("FAILED:", first)
-        print("  " + failed["raw_error"].strip().replace("\n", "\n  "))
+        print("FAILED: the test cell starting with", repr(first))
+        print("  " + error.replace("\n", "\n  "))
+        if "NotImplementedError" in error:
+            print("  -> your function is still the stub: replace raise NotImplementedError()")
     if status == 0:
         print(f"{path}: visible tests pass and nbgrader validate is happy. The hidden tests "
               "run when your notebook is graded.")

@@ -179,15 +179,50 @@ class Course:
         return proc
 
     # -- collect
+    @staticmethod
+    def _add_note(nb, text):
+        """Insert a Markdown note at the top of a notebook (shown in the feedback)."""
+        note = nbformat.v4.new_markdown_cell("**Grading note.** " + text)
+        note["id"] = "autograder-grading-note"
+        nb.cells = [c for c in nb.cells if c.get("id") != "autograder-grading-note"]
+        nb.cells.insert(0, note)
+
     def _blank(self, assignment, notebook, reason):
         nb = nbformat.read(str(self.root / "exercises" / assignment / f"{notebook}.ipynb"),
                            as_version=4)
-        note = nbformat.v4.new_markdown_cell(
-            "**Grading note.** " + reason + " This notebook was therefore graded as the "
-            "blank exercise (zero points). Ask your instructor if you think this is wrong.")
-        note["id"] = "autograder-grading-note"
-        nb.cells.insert(0, note)
+        self._add_note(nb, reason + " This notebook was therefore graded as the blank "
+                       "exercise (zero points). Ask your instructor if you think this is wrong.")
         return nb
+
+    def _restore_deleted_cells(self, nb, assignment, notebook):
+        """Put back read-only cells (statement, tests) that a student deleted.
+
+        nbgrader restores the *contents* of read-only cells but not deleted cells, which
+        would then simply be missing from the grade. Tests belong to the instructor, so a
+        deleted one is re-inserted after the cell that precedes it in the release; the
+        student's own code still decides whether it passes. Returns the restored grade ids.
+        """
+        release = nbformat.read(str(self.root / "exercises" / assignment / f"{notebook}.ipynb"),
+                                as_version=4)
+        gid = lambda c: c.get("metadata", {}).get("nbgrader", {}).get("grade_id")  # noqa: E731
+        present = {gid(c) for c in nb.cells}
+        restored = []
+        for i, cell in enumerate(release.cells):
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if not meta.get("locked") or gid(cell) in present:
+                continue
+            pos = len(nb.cells)
+            for prev in reversed(release.cells[:i]):
+                ids = [gid(c) for c in nb.cells]
+                if gid(prev) in ids:
+                    pos = ids.index(gid(prev)) + 1
+                    break
+            else:
+                pos = 0
+            nb.cells.insert(pos, cell)
+            present.add(gid(cell))
+            restored.append(gid(cell))
+        return restored
 
     @staticmethod
     def _identify(nb, index):
@@ -260,12 +295,25 @@ class Course:
                     self.record_issue(student, "?", fname,
                                       "not recognised as any exercise notebook; ignored")
                     continue
+                notes = []
                 if fname != f"{ex}.ipynb":
                     self.record_issue(student, index[ex], ex,
                                       f"submitted as {fname}; graded as {ex}.ipynb")
+                    notes.append(f"Your file {fname} was recognised as {ex}.ipynb and "
+                                 "graded as such.")
                 if ex in found:
                     self.record_issue(student, index[ex], ex,
                                       f"several files for this exercise; used {fname}")
+                restored = self._restore_deleted_cells(nb, index[ex], ex)
+                if restored:
+                    self.record_issue(student, index[ex], ex,
+                                      "deleted read-only cell(s) restored from the release: "
+                                      + ", ".join(restored))
+                    notes.append("Read-only cells were missing from your notebook and were "
+                                 "put back from the release before grading: "
+                                 + ", ".join(restored) + ".")
+                if notes:
+                    self._add_note(nb, " ".join(notes))
                 found[ex] = nb
                 problems.pop(ex, None)
             assignments = sorted({index[e] for e in list(found) + list(problems)})

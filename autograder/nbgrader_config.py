@@ -29,8 +29,15 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
 # Execution while grading and validating: a per-cell limit, so an infinite loop costs
 # one cell (CellTimeoutError, zero for what depends on it), not the grading run.
-c.Execute.timeout = int(os.environ.get("AUTOGRADER_CELL_TIMEOUT", "60"))
+_timeout = int(os.environ.get("AUTOGRADER_CELL_TIMEOUT", "60"))
+c.Execute.timeout = _timeout
 c.Execute.interrupt_on_timeout = True
+c.Execute.error_on_timeout = {
+    "ename": "CellTimeoutError",
+    "evalue": f"this cell ran longer than {_timeout} s and was stopped (an infinite loop?)",
+    "traceback": [f"CellTimeoutError: this cell ran longer than {_timeout} s and was "
+                  "stopped: check your code for an infinite loop"],
+}
 c.Execute.raise_on_iopub_timeout = False
 
 # Output limits keep a runaway print loop from bloating the gradebook and the feedback.

@@ -246,10 +246,13 @@ def _check_classes(y, arg, *, min_per_class=2, why="the probe's model selection 
 
 
 def _acc_entry(correct):
+    correct = np.asarray(correct, dtype=bool)
+    return _acc_from_counts(int(correct.sum()), int(correct.size))
+
+
+def _acc_from_counts(k, n):
     from .noise import wilson_interval
 
-    correct = np.asarray(correct, dtype=bool)
-    k, n = int(correct.sum()), int(correct.size)
     lo, hi = wilson_interval(k, n)
     return {"accuracy": k / n, "correct": k, "n": n, "wilson95": [lo, hi]}
 
@@ -275,17 +278,16 @@ def _probe_columns(train_x, seed):
     return keep
 
 
-def _probe(train_x, train_y, test_x, test_y, seed, predictions=False):
+def _probe(train_x, train_y, test_x, test_y, seed, Cs, predictions=False):
     from .linear_probe import linear_probe_done_right
 
     keep = _probe_columns(train_x, seed)
     best_C, acc = linear_probe_done_right(train_x[:, keep], train_y, test_x[:, keep], test_y,
-                                          PROBE_CS, seed=seed)
+                                          Cs, seed=seed)
     out = {"best_C": best_C, "dropped_constant_features": int((~keep).sum())}
     if not predictions:
-        correct = np.zeros(test_y.shape[0], dtype=bool)
-        correct[: int(round(acc * test_y.shape[0]))] = True
-        return out, correct
+        n_test = test_y.shape[0]
+        return out, _acc_from_counts(int(round(acc * n_test)), n_test)
     from sklearn.linear_model import LogisticRegression
 
     tr, te = train_x[:, keep], test_x[:, keep]
@@ -498,7 +500,6 @@ def cmd_report(args):
     from .spectral import gram_spectrum
 
     progress = Progress(8 + len(KNN_CURVE_KS) + len(SHOTS), enabled=not args.quiet)
-    progress.step("loading features")
     train_x, train_y = load_features(args.train, "TRAIN")
     test_x, test_y = load_features(args.test, "TEST")
     if train_x.shape[1] != test_x.shape[1]:
@@ -509,6 +510,7 @@ def cmd_report(args):
         raise InputError(f"TEST has label {unseen[0]} that never occurs in TRAIN")
     if test_x.shape[0] < 1:
         raise InputError("TEST has no rows")
+    progress.step("features loaded and checked")
     ytr = np.searchsorted(classes, train_y)
     yte = np.searchsorted(classes, test_y)
     K = classes.size
@@ -534,8 +536,8 @@ def cmd_report(args):
     rep["knn"] = {"tau": KNN_TAU, "curve": curve,
                   "headline": [e for e in curve if e["k"] in KNN_HEADLINE_KS]}
     progress.step("linear probe")
-    info, correct = _probe(train_x, ytr, test_x, yte, args.seed)
-    rep["linear_probe"] = {**_acc_entry(correct), **info, "C_grid": list(PROBE_CS),
+    info, acc_entry = _probe(train_x, ytr, test_x, yte, args.seed, args.probe_c)
+    rep["linear_probe"] = {**acc_entry, **info, "C_grid": list(args.probe_c),
                            "selection": "validation split of TRAIN (1/5), never TEST"}
     progress.step("ridge probe (exact leave-one-out)")
     info, correct = _ridge(train_x, ytr, test_x, yte)
@@ -582,7 +584,6 @@ def cmd_compare(args):
     from .similarity import linear_cka, rbf_cka
 
     progress = Progress(6, enabled=not args.quiet)
-    progress.step("loading features")
     xa, ya = load_features(args.a, "A", need_labels=False)
     xb, yb = load_features(args.b, "B", need_labels=False)
     if xa.shape[0] != xb.shape[0]:
@@ -594,6 +595,7 @@ def cmd_compare(args):
         raise InputError("A and B have different labels; compare needs the same images in the same order")
     y = ya if ya is not None else yb
     n = xa.shape[0]
+    progress.step("features loaded and checked")
     rng = np.random.default_rng(args.seed)
     res = {"inputs": {"a": str(args.a), "b": str(args.b), "n": int(n),
                       "dim_a": int(xa.shape[1]), "dim_b": int(xb.shape[1]), "seed": args.seed}}
@@ -640,7 +642,8 @@ def cmd_compare(args):
                     pred = _knn_predictions(X[tr], yi[tr], X[te], args.k, K)
                     correct[name] = pred == yi[te]
                 else:
-                    _, correct[name] = _probe(X[tr], yi[tr], X[te], yi[te], args.seed, predictions=True)
+                    _, correct[name] = _probe(X[tr], yi[tr], X[te], yi[te], args.seed, args.probe_c,
+                                              predictions=True)
             gain, lo, hi = paired_bootstrap_ci(correct["A"], correct["B"], args.boot, args.seed)
             p = mcnemar_exact(correct["A"], correct["B"])
             label = f"k-NN (k={args.k}, tau={KNN_TAU})" if proto == "knn" else "linear probe"
@@ -712,12 +715,33 @@ Bad input (missing file or key, length mismatch, NaN/inf, non-numeric data, a si
 class, a class too small to split) ends with a one-line message and exit status 2."""
 
 
+def _c_grid(text):
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive numbers, got {text!r}") from None
+    if not values or any(not (np.isfinite(v) and v > 0) for v in values):
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive numbers, got {text!r}")
+    return tuple(values)
+
+
+def _wrap(text):
+    import textwrap
+
+    return textwrap.fill(text, width=88)
+
+
+PROBE_C_HELP = ("candidate inverse regularisation strengths C of the logistic-regression probe, "
+                "comma separated, tried in order on a validation split of the training part "
+                "(default: 1e-4,1e-3,...,100)")
+
+
 def build_parser():
     parser = _Parser(
         prog="repeval",
-        description="Evaluate learned representations on your own features: labelled "
+        description=_wrap("Evaluate learned representations on your own features: labelled "
                     "protocols with honest error bars, label-free metrics, and "
-                    "comparisons of two encoders (the repeval course's reference package).",
+                    "comparisons of two encoders (the repeval course's reference package)."),
         epilog=FILES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -726,12 +750,12 @@ def build_parser():
 
     rp = sub.add_parser(
         "report", help="evaluate one representation (train and test features)",
-        description="Weighted k-NN (k = 20 and 200, tau = 0.07, plus a curve over k), the "
+        description=_wrap("Weighted k-NN (k = 20 and 200, tau = 0.07, plus a curve over k), the "
                     "linear probe with C chosen on a validation split of TRAIN (never TEST), "
                     "the ridge probe with lambda chosen by exact leave-one-out, low-shot "
-                    "nearest-class-mean accuracy at 1, 5 and 20 shots, 95%% Wilson intervals "
+                    "nearest-class-mean accuracy at 1, 5 and 20 shots, 95% Wilson intervals "
                     "on every accuracy, and every label-free metric on the TRAIN features. "
-                    "Writes report.md, report.json and PNG plots to --out.",
+                    "Writes report.md, report.json and PNG plots to --out."),
         epilog=FILES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     rp.add_argument("train", metavar="TRAIN", help="training features and labels (.npz, .npy or .pt)")
@@ -750,17 +774,18 @@ def build_parser():
                     help="rows used by the all-pairs uniformity (default: %(default)s)")
     rp.add_argument("--id-batch", type=_positive_int, default=1000, metavar="N",
                     help="batch size of the batched TwoNN dimension (default: %(default)s)")
+    rp.add_argument("--probe-c", type=_c_grid, default=PROBE_CS, metavar="C1,C2,...", help=PROBE_C_HELP)
     rp.add_argument("--quiet", action="store_true", help="no progress bar")
     rp.set_defaults(func=cmd_report)
 
     cp = sub.add_parser(
         "compare", help="compare two representations of the same images",
-        description="Linear CKA (biased and debiased) and RBF CKA between A and B (same "
+        description=_wrap("Linear CKA (biased and debiased) and RBF CKA between A and B (same "
                     "images, same order: two encoders or two layers). With labels, the "
                     "images are split once (stratified) into train and test, and the k-NN "
                     "and linear-probe predictions of A and B on the same test images are "
-                    "compared: accuracy with 95%% Wilson intervals, the gain of B over A "
-                    "with a paired bootstrap interval, and the exact McNemar p-value.",
+                    "compared: accuracy with 95% Wilson intervals, the gain of B over A "
+                    "with a paired bootstrap interval, and the exact McNemar p-value."),
         epilog=FILES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     cp.add_argument("a", metavar="A", help="features of encoder/layer A (labels optional)")
@@ -774,6 +799,7 @@ def build_parser():
                     help="rows used by RBF CKA, which forms N x N kernels (default: %(default)s)")
     cp.add_argument("--seed", type=int, default=0, help="seed of the split, bootstrap and subsample")
     cp.add_argument("--out", metavar="DIR", default=None, help="also write compare.json to DIR")
+    cp.add_argument("--probe-c", type=_c_grid, default=PROBE_CS, metavar="C1,C2,...", help=PROBE_C_HELP)
     cp.add_argument("--quiet", action="store_true", help="no progress bar")
     cp.set_defaults(func=cmd_compare)
     return parser
@@ -816,7 +842,7 @@ def main(argv=None):
 
 
 def _fail(message, status):
-    sys.stderr.write(f"\nrepeval: error: {message}\n" if False else f"repeval: error: {message}\n")
+    sys.stderr.write(f"repeval: error: {message}\n")
     return status
 
 

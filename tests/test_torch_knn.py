@@ -26,7 +26,7 @@ def _brute(train_h, train_y, test_h, k, tau, n_classes):
         s = a @ row
         order = sorted(range(len(s)), key=lambda i: (-s[i], i))[:k]
         votes = np.zeros(n_classes)
-        for i in order:
+        for i in sorted(order):  # votes added in increasing training index
             votes[train_y[i]] += np.exp((s[i] - s[order[0]]) / tau)
         pred.append(int(np.argmax(votes)))
     return np.array(pred)

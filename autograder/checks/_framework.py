@@ -42,6 +42,7 @@ __all__ = [
     "call_student",
     "finding",
     "SEED_ENV",
+    "CheckTimeout",
 ]
 
 #: Environment variable holding the grading run's seed (set by ``autograder autograde``).
@@ -99,6 +100,11 @@ class StudentError(Exception):
     """The student's function failed in a way the check explains (raised by call_student)."""
 
 
+class CheckTimeout(BaseException):
+    """The time limit of a check ran out (raised by an interval timer; BaseException so
+    that a student's ``except Exception`` cannot swallow it)."""
+
+
 @dataclasses.dataclass
 class _Registered:
     name: str
@@ -126,6 +132,18 @@ def register(name, *, points, summary):
     return deco
 
 
+def _load_exercise(exercise):
+    """Import only the check module of one exercise (cheap inside a grading kernel)."""
+    import importlib
+
+    from . import CHECK_MODULES
+
+    if exercise in CHECK_MODULES:
+        importlib.import_module(f"{__package__}.{exercise}")
+    else:
+        _load_all()
+
+
 def _load_all():
     # importing the package imports every check module (see checks/__init__.py)
     from . import _load_check_modules
@@ -141,7 +159,6 @@ def registry():
 
 def check_points(name):
     """Total points of the registered check ``name``."""
-    _load_all()
     return _lookup(name).points
 
 
@@ -152,6 +169,8 @@ def checks_for(exercise):
 
 
 def _lookup(name):
+    if name not in _REGISTRY:
+        _load_exercise(name.split("/", 1)[0])
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -206,7 +225,7 @@ def call_student(fn, *args, what=None, **kwargs):
                 raise StudentError(
                     f"{label} raised NotImplementedError: replace the stub with your "
                     "implementation") from None
-            except (KeyboardInterrupt, SystemExit):
+            except (KeyboardInterrupt, SystemExit, CheckTimeout):
                 raise
             except BaseException as exc:  # the student's code may raise anything
                 where = _student_frames(exc.__traceback__)
@@ -226,17 +245,41 @@ def _quiet_call(func, *args):
         return func(*args)
 
 
-def run_check(name, student_fn, seed=None):
+@contextlib.contextmanager
+def _time_limit(seconds):
+    """Raise CheckTimeout after ``seconds`` of wall time (Unix main thread; else no limit)."""
+    import signal
+    import threading
+
+    usable = (seconds and hasattr(signal, "setitimer")
+              and threading.current_thread() is threading.main_thread())
+    if not usable:
+        yield
+        return
+
+    def _alarm(signum, frame):
+        raise CheckTimeout()
+
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, float(seconds))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def run_check(name, student_fn, seed=None, time_limit=None):
     """Run the registered check ``name`` on ``student_fn`` with grading seed ``seed``.
 
-    Never raises because of the student's code: a crash becomes one failed finding.
-    The findings' ``max_points`` always sum to the check's registered points.
+    Never raises because of the student's code: a crash becomes one failed finding, and
+    so does running past ``time_limit`` seconds (an infinite loop). The findings'
+    ``max_points`` always sum to the check's registered points.
 
     Returns
     -------
     list of Finding
     """
-    _load_all()
     reg = _lookup(name)
     if seed is None:
         seed = grading_seed()
@@ -247,7 +290,12 @@ def run_check(name, student_fn, seed=None):
                         "defines it, and do not rename or delete it")]
     rng = rng_for(name, seed)
     try:
-        findings = list(_quiet_call(reg.func, student_fn, rng))
+        with _time_limit(time_limit):
+            findings = list(_quiet_call(reg.func, student_fn, rng))
+    except CheckTimeout:
+        return [Finding(reg.summary, 0.0, reg.points, False,
+                        f"stopped after {time_limit:g} s: your function did not return in "
+                        "time (an infinite loop, or far too slow for these small inputs)")]
     except StudentError as exc:
         return [Finding(reg.summary, 0.0, reg.points, False, str(exc))]
     except Exception as exc:  # a bug in the check must not stop grading

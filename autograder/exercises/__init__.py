@@ -36,6 +36,7 @@ EXERCISES = [
     "wilson_interval",
     "rankme",
     "two_nn_id",
+    "retrieval_metrics",
 ]
 
 LEVELS = ("warm-up", "core", "interview", "research")
