@@ -57,6 +57,7 @@ CHECK_MODULES = [
     "rankme",
     "two_nn_id",
     "retrieval_metrics",
+    "linear_cka",
 ]
 
 _loaded = False

@@ -37,6 +37,7 @@ EXERCISES = [
     "rankme",
     "two_nn_id",
     "retrieval_metrics",
+    "linear_cka",
 ]
 
 LEVELS = ("warm-up", "core", "interview", "research")

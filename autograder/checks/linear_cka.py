@@ -1,0 +1,134 @@
+"""Hidden checks of the exercise "Linear CKA" (book/cka.md).
+
+Contract: ``linear_cka(X, Y)`` with X (n, p), Y (n, q) returns the Python float
+``||Xc^T Yc||_F^2 / (||Xc^T Xc||_F ||Yc^T Yc||_F)`` with column-centred Xc, Yc, without
+n x n matrices and without a fudge constant in the denominator.
+Reference: :func:`repeval_ref.linear_cka`.
+"""
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+
+from ._framework import StudentError, call_student, finding, register
+from ._helpers import frozen_copies, is_plain_float, mutated
+
+EX = "linear_cka"
+#: allowed allocation peak for n = 4000 samples (an n x n float64 Gram matrix is 128 MB)
+PEAK_LIMIT = 16 * 2**20
+
+
+def _ref(X, Y):
+    from repeval_ref import linear_cka
+
+    return linear_cka(X, Y)
+
+
+def _pair(rng, n, p, q, noise=1.0):
+    """Two related representations with column means far from zero."""
+    X = rng.normal(size=(n, p)) * np.exp(rng.uniform(-1, 1, size=p))
+    Y = X @ rng.normal(size=(p, q)) + noise * rng.normal(size=(n, q))
+    return X + 4.0 * rng.normal(size=p), Y + 4.0 * rng.normal(size=q)
+
+
+def _call(fn, X, Y):
+    out, _ = call_student(fn, X.copy(), Y.copy(), what="linear_cka")
+    try:
+        return float(out), out
+    except (TypeError, ValueError):
+        raise StudentError(f"linear_cka should return a number, got {out!r}") from None
+
+
+def _uncentred(X, Y):
+    return (np.linalg.norm(X.T @ Y) ** 2
+            / (np.linalg.norm(X.T @ X) * np.linalg.norm(Y.T @ Y)))
+
+
+def _close(a, b, rtol=1e-9):
+    return abs(a - b) <= rtol * max(1e-12, abs(b))
+
+
+@register(f"{EX}/matches_reference", points=2,
+          summary="CKA of column-centred representations of different widths")
+def matches_reference(fn, rng):
+    for n, p, q in ((100, 5, 8), (60, 12, 3)):
+        X, Y = _pair(rng, n, p, q)
+        want = _ref(X, Y)
+        got, _ = _call(fn, X, Y)
+        if _close(got, want):
+            continue
+        msg = f"for X of shape ({n}, {p}) and Y of shape ({n}, {q}) you returned {got:.8g}; CKA is {want:.8g}."
+        if _close(got, _uncentred(X, Y), 1e-7):
+            msg += (" You did not centre the columns: subtract each column's mean from X and "
+                    "from Y first (CKA compares centred Gram matrices).")
+        return [finding("matches the reference", False, 2, msg)]
+    return [finding("matches the reference", True, 2, "")]
+
+
+@register(f"{EX}/translation_invariance", points=1,
+          summary="adding a constant vector to every row changes nothing")
+def translation_invariance(fn, rng):
+    X, Y = _pair(rng, 80, 6, 4)
+    base, _ = _call(fn, X, Y)
+    moved, _ = _call(fn, X + 25.0 * rng.normal(size=6), Y - 25.0 * rng.normal(size=4))
+    return [finding("translation invariance", _close(moved, base, 1e-8), 1,
+                    f"shifting every row of X and Y by a constant vector changed your CKA "
+                    f"from {base:.6g} to {moved:.6g}. Two representations that differ by "
+                    "an offset organise the samples identically: centre the columns.")]
+
+
+@register(f"{EX}/scale_invariance", points=1,
+          summary="tiny features (scale 1e-6) give the same CKA: no fudge constant")
+def scale_invariance(fn, rng):
+    X, Y = _pair(rng, 50, 4, 4)
+    base, _ = _call(fn, X, Y)
+    small, _ = _call(fn, 1e-6 * X, 1e-5 * Y)
+    return [finding("scale invariance", _close(small, base, 1e-8), 1,
+                    f"multiplying X by 1e-6 and Y by 1e-5 changed your CKA from {base:.6g} "
+                    f"to {small:.6g}. CKA ignores the scale of each representation; a small "
+                    "constant added to the denominator (the common '+ 1e-10') dominates "
+                    "when the features are small. Do not add one.")]
+
+
+@register(f"{EX}/properties", points=1,
+          summary="a Python float in [0, 1]; 1 for rotated copies; inputs untouched")
+def properties(fn, rng):
+    X, Y = _pair(rng, 40, 5, 5)
+    before = frozen_copies(X, Y)
+    out, _ = call_student(fn, X, Y, what="linear_cka")
+    problems = []
+    changed = mutated(before, [X, Y], ["X", "Y"])
+    if changed:
+        problems.append(f"your function modified {', '.join(changed)} in place (centre into "
+                        "new arrays)")
+    if not is_plain_float(out):
+        problems.append(f"return a Python float (float(x)), got {type(out).__name__}")
+    elif not 0.0 <= out <= 1.0 + 1e-12:
+        problems.append(f"CKA lies in [0, 1], got {out}")
+    Q, _ = np.linalg.qr(rng.normal(size=(5, 5)))
+    same, _ = _call(fn, before[0], 3.0 * before[0] @ Q)
+    if not abs(same - 1.0) < 1e-9:
+        problems.append(f"CKA of X and a rotated, rescaled copy of X must be 1, got {same:.8g}")
+    return [finding("properties", not problems, 1, "; ".join(problems))]
+
+
+@register(f"{EX}/no_gram_matrix", points=1,
+          summary="4000 samples without n x n Gram matrices")
+def no_gram_matrix(fn, rng):
+    X, Y = _pair(rng, 4000, 3, 2)
+    want = _ref(X, Y)
+    tracemalloc.start()
+    try:
+        got, _ = _call(fn, X, Y)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    if not _close(got, want, 1e-7):
+        return [finding("no Gram matrix", False, 1,
+                        f"on 4000 samples you returned {got:.6g}, expected {want:.6g}.")]
+    return [finding("no Gram matrix", peak <= PEAK_LIMIT, 1,
+                    f"for 4000 samples your function allocated {peak / 2**20:.0f} MB at once: "
+                    "it forms n x n Gram matrices (XX^T). Use the feature-space form "
+                    "||Xc^T Yc||_F^2 / (||Xc^T Xc||_F ||Yc^T Yc||_F), which needs only "
+                    "p x q, p x p and q x q products.")]
