@@ -15,6 +15,7 @@ deterministic and a test can compare the committed notebooks with a fresh build.
 from __future__ import annotations
 
 import re
+import zlib
 from pathlib import Path
 
 import nbformat
@@ -32,6 +33,14 @@ def _meta(grade_id, *, grade=False, solution=False, locked=False, points=None):
     if points is not None:
         meta["points"] = points
     return {"nbgrader": meta}
+
+
+def _cell_id(text):
+    """A valid nbformat cell id (at most 64 characters) derived from ``text``."""
+    cid = re.sub(r"[^A-Za-z0-9-]+", "-", text)
+    if len(cid) > 64:
+        cid = f"{cid[:55]}-{zlib.crc32(cid.encode()):08x}"
+    return cid
 
 
 def _cell(kind, source, cid, meta):
@@ -100,9 +109,10 @@ def build_notebook(spec):
               f"{name}-hidden-title", _meta(f"{name}_hidden_title", locked=True)),
     ]
     for check in spec.HIDDEN:
-        aspect = re.sub(r"[^A-Za-z0-9_]+", "_", check.split("/", 1)[1])
-        cells.append(_cell("code", hidden_cell_source(check), f"{name}-hidden-{aspect}"
-                           .replace("_", "-"),
+        func, rest = check.split("/", 1)
+        # the check's own aspect; prefixed by the function when a notebook has several
+        aspect = re.sub(r"[^A-Za-z0-9_]+", "_", rest if func == name else f"{func}_{rest}")
+        cells.append(_cell("code", hidden_cell_source(check), _cell_id(f"{name}-hidden-{aspect}"),
                            _meta(f"{name}_hidden_{aspect}", grade=True, locked=True,
                                  points=reg[check][0])))
     nb = nbformat.v4.new_notebook(cells=cells)

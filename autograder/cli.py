@@ -3,6 +3,7 @@
 Student::
 
     autograder check exercises/knn/knn_classify.ipynb   # visible tests + nbgrader validate
+    autograder check --hidden exercises/knn/knn_classify.ipynb   # + hidden checks, isolated
 
 Author of exercises::
 
@@ -161,9 +162,38 @@ def cmd_check(args):
         print("  " + error.replace("\n", "\n  "))
         if "NotImplementedError" in error:
             print("  -> your function is still the stub: replace raise NotImplementedError()")
+    if args.hidden:
+        status = max(status, _run_hidden_isolated(path, args.timeout))
     if status == 0:
-        print(f"{path}: visible tests pass and nbgrader validate is happy. The hidden tests "
-              "run when your notebook is graded.")
+        print(f"{path}: visible tests pass and nbgrader validate is happy."
+              + ("" if args.hidden else " The hidden tests run when your notebook is graded."))
+    return status
+
+
+def _run_hidden_isolated(path, timeout):
+    """Run the exercise's hidden checks on the notebook's solution cells, each in a
+    separate process that sees only the student's code (``run_check_isolated``)."""
+    import nbformat
+
+    from .checks import format_findings, grading_seed, run_check_isolated
+    from .exercises import all_specs
+
+    nb = nbformat.read(str(path), as_version=4)
+    ids = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id", "") for c in nb.cells}
+    spec = next((s for s in all_specs() if f"{s.NAME}_solution" in ids), None)
+    if spec is None:
+        print("hidden checks: this notebook is not one of the course's exercises")
+        return 1
+    source = "\n\n".join(c.source for c in nb.cells if c.cell_type == "code"
+                          and c.get("metadata", {}).get("nbgrader", {}).get("solution"))
+    seed = grading_seed()
+    status = 0
+    for check in spec.HIDDEN:
+        findings = run_check_isolated(check, source, check.split("/", 1)[0], seed,
+                                      timeout=timeout)
+        print(format_findings(check, findings, seed))
+        if not all(f.passed for f in findings):
+            status = 1
     return status
 
 
@@ -210,6 +240,8 @@ def build_parser():
     s.set_defaults(func=cmd_grade_all)
     s = sub.add_parser("check", help="student: run a notebook's visible tests and validate it")
     s.add_argument("notebook")
+    s.add_argument("--hidden", action="store_true",
+                   help="also run the hidden checks on your code (in a separate process)")
     s.set_defaults(func=cmd_check)
     return p
 

@@ -410,8 +410,8 @@ class Course:
         proc = self.nbgrader("generate_feedback", "*", "--force")
         if proc.returncode != 0:
             self.log(proc.stdout + proc.stderr)
-        pages = make_feedback_offline(self.root / "feedback")
-        return sorted((self.root / "feedback").glob("*/*/*.html")) if pages is not None else []
+        make_feedback_offline(self.root / "feedback")
+        return sorted((self.root / "feedback").glob("*/*/*.html"))
 
     # -- export
     def export(self, path):

@@ -73,9 +73,13 @@ def summarise(results):
     return {
         "repetitions": len(results),
         "seconds_median": statistics.median(secs),
-        "seconds_all": [round(s, 4) for s in secs],
+        "seconds_all": secs,
         "peak_rss_mb_median": statistics.median(peak),
         "beyond_inputs_mb_median": statistics.median(beyond),
+        "anon_beyond_inputs_mb_median": statistics.median(
+            [r["peak_anon_beyond_inputs_mb"] for r in results]),
+        "peak_rss_grandchildren_mb_median": statistics.median(
+            [r["peak_rss_grandchildren_mb"] for r in results]),
     }
 
 

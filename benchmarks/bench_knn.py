@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 
 
-def make_data(tmp, n_bank, n_query, d, n_classes, seed=0):
-    """Clustered float32 features (class centre + noise), written to ``tmp``."""
+def make_data(tmp, n_bank, n_query, d, n_classes, noise=1.5, seed=0):
+    """Clustered float32 features (class centre + ``noise`` x Gaussian), written to ``tmp``."""
     rng = np.random.default_rng(seed)
     centres = rng.standard_normal((n_classes, d), dtype=np.float32)
     paths = {}
@@ -22,7 +22,7 @@ def make_data(tmp, n_bank, n_query, d, n_classes, seed=0):
         for lo in range(0, n, 20000):
             hi = min(n, lo + 20000)
             X[lo:hi] = rng.standard_normal((hi - lo, d), dtype=np.float32)
-            X[lo:hi] *= 1.5
+            X[lo:hi] *= noise
             X[lo:hi] += centres[y[lo:hi]]
         np.save(Path(tmp) / f"{name}_x.npy", X)
         np.save(Path(tmp) / f"{name}_y.npy", y)

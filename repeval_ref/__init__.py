@@ -67,6 +67,7 @@ _EXPORTS = {
     "mean_pairwise_cosine": "geometry",
     "alignment": "geometry",
     "uniformity": "geometry",
+    "label_free_summary": "summary",
 }
 
 __all__ = sorted(_EXPORTS) + ["datasets"]

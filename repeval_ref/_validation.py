@@ -212,8 +212,22 @@ def unit_rows(X, name):
     numpy.ndarray of shape (n, d)
         A new array with unit-length rows.
     """
-    norms = np.linalg.norm(X, axis=1, keepdims=True)
-    bad = np.flatnonzero(norms[:, 0] == 0)
+    with np.errstate(over="ignore", under="ignore"):
+        norms = np.linalg.norm(X, axis=1)
+    # ``sum x^2`` underflows for rows of tiny entries (below about 1e-154 in float64)
+    # and overflows for huge ones (above about 1e154): such rows are first divided by
+    # their largest absolute entry, which leaves the direction unchanged. Other rows
+    # take the plain ``x / ||x||``.
+    info = np.finfo(X.dtype)
+    ok = np.isfinite(norms) & (norms >= np.sqrt(info.tiny) / info.eps)
+    if np.all(ok):
+        return X / norms[:, None]
+    scale = np.max(np.abs(X), axis=1)
+    bad = np.flatnonzero(scale == 0)
     if bad.size:
         raise ValueError(f"{name} has a zero vector at row {bad[0]}; it cannot be unit-normalised")
-    return X / norms
+    out = np.empty_like(X)
+    out[ok] = X[ok] / norms[ok, None]
+    scaled = X[~ok] / scale[~ok, None]
+    out[~ok] = scaled / np.linalg.norm(scaled, axis=1, keepdims=True)
+    return out

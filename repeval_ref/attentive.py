@@ -1,7 +1,7 @@
 """Forward pass of a multi-head attentive probe with one learned query.
 
-Book: chapter "Attentive probes"; seed 000, box "Attentive probe" and the interview
-exercise "An attentive probe forward pass".
+Book: chapter ``book/attentive.md`` ("Attentive probes"); seed 000, box "Attentive
+probe" and the interview exercise "An attentive probe forward pass".
 
 For the patch tokens ``H`` (T x d) of one image, after dropping the first ``n_prefix``
 tokens (class token, registers), with ``h`` heads of width ``d_k = d / h`` and head
@@ -54,9 +54,19 @@ def attentive_probe(H, q, Wk, Wv, Wo, W_cls, n_heads, n_prefix=0):
     A : numpy.ndarray of float64, shape (B, n_heads, T - n_prefix)
         Attention weights; each row is non-negative and sums to 1.
 
+    Raises
+    ------
+    ValueError
+        ``H`` not 3-D or with an empty axis, shapes of ``q``, ``Wk``, ``Wv``, ``Wo``,
+        ``W_cls`` that do not match ``d``, NaN/inf, ``n_heads < 1`` or not dividing ``d``,
+        ``n_prefix < 0`` or ``n_prefix >= T``.
+    TypeError
+        Non-numeric arrays or non-integer ``n_heads``/``n_prefix``.
+
     Notes
     -----
-    The softmax subtracts the largest score of each row before exponentiating
+    Book ``book/attentive.md``; seed 000, "Attentive probe" and the exercise "An
+    attentive probe forward pass". The softmax subtracts the largest score of each row before exponentiating
     (``scipy.special.softmax``), so very large scores do not overflow. There is no
     Python loop over images or heads.
     """

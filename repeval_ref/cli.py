@@ -15,6 +15,10 @@ feature files whose labels sit next to them (see ``--help``); PyTorch ``.pt``/``
 files holding a dict with ``features`` and ``labels`` tensors or a pair
 ``(features, labels)``. Bad input ends with a one-line message on stderr and exit
 status 2; no traceback is shown unless ``REPEVAL_TRACEBACK=1`` is set.
+
+The command holds the features in memory (as float64). For sets larger than memory,
+call the streamed functions on a ``numpy.memmap`` instead
+(:func:`repeval_ref.label_free_summary`, :func:`repeval_ref.rankme`, ...).
 """
 from __future__ import annotations
 
@@ -281,20 +285,28 @@ def _probe_columns(train_x, seed):
 def _probe(train_x, train_y, test_x, test_y, seed, Cs, predictions=False):
     from .linear_probe import linear_probe_done_right
 
-    keep = _probe_columns(train_x, seed)
-    best_C, acc = linear_probe_done_right(train_x[:, keep], train_y, test_x[:, keep], test_y,
-                                          Cs, seed=seed)
-    out = {"best_C": best_C, "dropped_constant_features": int((~keep).sum())}
-    if not predictions:
-        n_test = test_y.shape[0]
-        return out, _acc_from_counts(int(round(acc * n_test)), n_test)
-    from sklearn.linear_model import LogisticRegression
+    import warnings
 
-    tr, te = train_x[:, keep], test_x[:, keep]
-    mean, std = tr.mean(axis=0), tr.std(axis=0)
-    clf = LogisticRegression(C=best_C, max_iter=2000).fit((tr - mean) / std, train_y)
-    pred = clf.predict((te - mean) / std)
-    return out, pred == test_y
+    from sklearn.exceptions import ConvergenceWarning
+
+    keep = _probe_columns(train_x, seed)
+    with warnings.catch_warnings(record=True) as probe_warnings:
+        warnings.filterwarnings("always", category=ConvergenceWarning)
+        best_C, acc = linear_probe_done_right(train_x[:, keep], train_y, test_x[:, keep], test_y,
+                                              Cs, seed=seed)
+        out = {"best_C": best_C, "dropped_constant_features": int((~keep).sum())}
+        if predictions:
+            from sklearn.linear_model import LogisticRegression
+
+            tr, te = train_x[:, keep], test_x[:, keep]
+            mean, std = tr.mean(axis=0), tr.std(axis=0)
+            clf = LogisticRegression(C=best_C, max_iter=2000).fit((tr - mean) / std, train_y)
+            result = clf.predict((te - mean) / std) == test_y
+        else:
+            n_test = test_y.shape[0]
+            result = _acc_from_counts(int(round(acc * n_test)), n_test)
+    out["convergence_warnings"] = sum(issubclass(w.category, ConvergenceWarning) for w in probe_warnings)
+    return out, result
 
 
 def _ridge(train_x, train_y, test_x, test_y):
@@ -379,9 +391,12 @@ def _label_free(X, args, progress):
     except ValueError as exc:
         out["two_nn_id_batched"] = {"value": None, "note": _short(exc)}
     else:
+        spread = ("std across batches" if res.std is not None
+                  else "a single batch, so no spread: lower --id-batch")
         out["two_nn_id_batched"] = {
             "value": res.mean, "std": res.std, "n_batches": int(res.estimates.size),
-            "note": f"batches of >= {args.id_batch} rows; std across batches" + dup_note,
+            "note": f"{res.estimates.size} batch(es) of >= {min(args.id_batch, unique.shape[0])} rows; "
+                    + spread + dup_note,
         }
     return out
 
@@ -397,9 +412,14 @@ def _plots(outdir, spectrum, knn_curve, lowshot):
 
     files = {}
     s = np.sqrt(spectrum)
-    s = s[s > 0]
+    d = s.size
+    s = s[s > np.sqrt(d * np.finfo(float).eps) * s[0]]  # drop rounding residues of zero values
     fig, ax = plt.subplots(figsize=(5, 3.6))
     ax.loglog(np.arange(1, s.size + 1), s, marker=".", lw=1)
+    hi = int(np.floor(0.9 * d))
+    if hi > 10:
+        ax.axvspan(10, hi, color="0.9", zorder=0, label="alpha-ReQ fit range")
+        ax.legend(loc="lower left", fontsize=8)
     ax.set_xlabel("index i")
     ax.set_ylabel(r"singular value $\sigma_i$ (centred)")
     ax.set_title("Singular-value spectrum of TRAIN")
@@ -474,7 +494,10 @@ def _report_rows(rep):
     for e in rep["knn"]["headline"]:
         acc_rows.append([f"weighted k-NN (k={e['k']}, tau={KNN_TAU})", _acc_text(e)])
     p = rep["linear_probe"]
-    acc_rows.append([f"linear probe (C={_fmt(p['best_C'], 3)}, chosen on a split of TRAIN)", _acc_text(p)])
+    dropped = p["dropped_constant_features"]
+    extra = f"; {dropped} constant features dropped" if dropped else ""
+    acc_rows.append([f"linear probe (C={_fmt(p['best_C'], 3)}, chosen on a split of TRAIN{extra})",
+                     _acc_text(p)])
     r = rep["ridge_probe"]
     acc_rows.append([f"ridge probe (lambda={_fmt(r['best_lambda'], 3)}, exact LOO)", _acc_text(r)])
     for e in rep["low_shot"]:
@@ -564,6 +587,8 @@ def cmd_report(args):
         f"TRAIN `{args.train}` ({train_x.shape[0]} x {train_x.shape[1]}), TEST `{args.test}` "
         f"({test_x.shape[0]} rows), {K} classes, seed {args.seed}.", "",
         "## Accuracy (95 % Wilson interval)", "", _md_table(acc_rows, ["protocol", "test accuracy"]), "",
+        "k-NN accuracy against k: "
+        + ", ".join(f"k={e['k']}: {100 * e['accuracy']:.2f}%" for e in curve) + ".", "",
         "## Label-free metrics (TRAIN features)", "", _md_table(lf_rows, ["metric", "value", "convention"]),
         "", "## Plots", "",
     ]

@@ -1,6 +1,6 @@
 """Linear probing, fine-tuning and LP-FT in a two-layer linear network.
 
-Book: chapter "Fine-tuning and LP-FT"; seed 000, boxes "Fine-tuning protocols",
+Book: chapter ``book/lpft.md`` (fine-tuning and LP-FT); seed 000, boxes "Fine-tuning protocols",
 "Feature distortion in two dimensions, by hand" and the research exercise
 "Feature distortion and LP-FT" (after Kumar et al. 2022).
 
@@ -132,6 +132,10 @@ def transfer(X, y, B0, v0, lr, steps):
     ------
     ValueError
         On bad shapes or values, or if the iteration diverges (``lr`` too large).
+
+    Notes
+    -----
+    Book ``book/lpft.md``; seed 000, "Feature distortion and LP-FT" (Kumar et al. 2022).
     """
     X, y = _check_data(X, y)
     v0, B0 = _check_model(v0, B0, X.shape[1], vname="v0", bname="B0")
@@ -147,7 +151,8 @@ def prediction_error(v, B, X, v_star, B_star):
     """Mean squared difference between the model and the true function on ``X``.
 
     ``(1/m) sum_i (v^T B x_i - v_*^T B_* x_i)^2`` over the rows of ``X``: the ID
-    error on in-distribution inputs, the OOD error on shifted ones (seed 000,
+    error on in-distribution inputs, the OOD error on shifted ones (book
+    ``book/lpft.md``; seed 000,
     "Feature distortion and LP-FT").
 
     Parameters
@@ -174,7 +179,7 @@ def layerwise_lr(base_lr, decay, n_blocks):
 
     Layer ``i`` trains at ``base_lr * decay ** (L + 1 - i)`` with ``L = n_blocks``;
     layer 0 is the embeddings, layer ``l`` is block ``l`` and layer ``L + 1`` the
-    head (seed 000, "Fine-tuning protocols").
+    head (book ``book/lpft.md``; seed 000, "Fine-tuning protocols").
 
     Parameters
     ----------

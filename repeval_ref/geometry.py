@@ -59,6 +59,10 @@ def participation_ratio(X):
         In [1, d].
     """
     lam, _ = _cov_eigenvalues(X)
+    return _pr_from_spectrum(lam)
+
+
+def _pr_from_spectrum(lam):
     s = lam / lam[0]  # scale-free; avoids overflow of the squares
     return float(s.sum() ** 2 / np.sum(s * s))
 
@@ -85,9 +89,12 @@ def explained_variance_dimension(X, threshold=0.9):
     if threshold > 1:
         raise ValueError(f"threshold must be <= 1, got {threshold}")
     lam, _ = _cov_eigenvalues(X)
+    return _evd_from_spectrum(lam, threshold)
+
+
+def _evd_from_spectrum(lam, threshold):
     share = np.cumsum(lam) / lam.sum()
-    k = int(np.argmax(share >= threshold - 1e-12)) + 1
-    return k
+    return int(np.argmax(share >= threshold - 1e-12)) + 1
 
 
 def isotropy_ratio(X):
@@ -107,6 +114,10 @@ def isotropy_ratio(X):
         In [0, 1].
     """
     lam, _ = _cov_eigenvalues(X)
+    return _isotropy_from_spectrum(lam)
+
+
+def _isotropy_from_spectrum(lam):
     d = lam.shape[0]
     smallest = lam[-1] if lam[-1] > d * np.finfo(float).eps * lam[0] else 0.0
     return float(smallest / lam[0])

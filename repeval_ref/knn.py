@@ -18,15 +18,29 @@ Implementation notes
   unchanged (all votes of a row are scaled by the same positive number). The nearest
   neighbour always gets weight exactly 1, so even ``tau = 1e-4`` is safe.
 * **Blocks.** The test set is processed in blocks of rows so that the similarity
-  matrix of one block takes about 64 MB (its temporaries, partition indices, tie
-  counts and masks, a small multiple of that); the full ``n_test x n_train`` matrix
-  never exists. For ImageNet's 1.28M-image bank a block holds 6 test rows. ``block_size``
-  overrides the automatic choice. The block size never changes the predictions.
+  matrix of one block takes about 128 MB in the chosen precision (its temporaries, a
+  partitioned copy and a boolean mask, about as much again); the full
+  ``n_test x n_train`` matrix never exists. For ImageNet's 1.28M-image bank a float64
+  block holds 13 test rows (float32: 26). ``block_size`` overrides the automatic
+  choice. The block size never changes the predictions.
+* **No copy of the bank.** The queries are scaled to unit length; the bank is not:
+  each block of products ``hat h^T h_i`` is divided by the norms ``||h_i||`` (computed
+  in chunks), which gives the same cosines without a normalised copy of a bank that
+  may take gigabytes. Together with the larger blocks this lets the matrix products
+  run on more query rows at a time (``benchmarks/``, row 1).
+* **Selection.** ``np.partition`` finds the ``k``-th largest similarity ``s_k`` of each
+  row; the entries ``>= s_k`` are the ``k`` neighbours unless several entries tie at
+  ``s_k``. Only those rows (rare with real features) go through the slower exact
+  tie-breaking mask. This is several times faster than building the tie-breaking
+  mask for every row (``benchmarks/``, row 1).
 * **Ties.** When several training features share the ``k``-th largest similarity, the
   ones with the smaller training index are kept, so that exactly ``min(k, n_train)``
   neighbours vote and the result does not depend on the sorting algorithm. When two
   classes receive the same total vote, the smaller label wins (``argmax`` returns
-  the first maximum). Votes of one class are added in increasing training index.
+  the first maximum). Votes of one class are added in increasing training index,
+  except in rows whose two best totals lie within ``1e-12`` (relative): there each
+  class's votes are re-added in decreasing weight, so that classes whose neighbours
+  have exactly the same similarities (duplicated features) tie exactly.
 * If ``k`` exceeds the number of training features, all of them vote.
 """
 from __future__ import annotations
@@ -37,15 +51,15 @@ from ._validation import as_float_array, as_labels, check_int, check_positive, u
 
 __all__ = ["knn_classify"]
 
-# Memory for one block's similarity matrix (counted as float64 entries). The
-# temporaries of a block (partition indices, tie counts, masks) take a small multiple
-# of it, so the peak stays a few hundred MB whatever the size of the test set.
-_BLOCK_BUDGET_BYTES = 64 * 2**20
+# Memory for one block's similarity matrix (in the precision of the computation). The
+# temporaries of a block (a partitioned copy, a boolean mask) take about as much again,
+# so the peak stays a few hundred MB whatever the size of the test set.
+_BLOCK_BUDGET_BYTES = 128 * 2**20
 
 
-def _auto_block_size(n_train):
-    """Rows of the test set per block so that one block's similarities take ~64 MB."""
-    return max(1, _BLOCK_BUDGET_BYTES // (8 * n_train))
+def _auto_block_size(n_train, itemsize=8):
+    """Rows of the test set per block so that one block's similarities take ~128 MB."""
+    return max(1, _BLOCK_BUDGET_BYTES // (itemsize * n_train))
 
 
 def _keep_mask(sims, k):
@@ -74,6 +88,97 @@ def _keep_mask(sims, k):
     return above | (at & (np.cumsum(at, axis=1) <= need))
 
 
+def _row_norms(X, name):
+    """Euclidean norms of the rows of ``X``, in chunks of ~16 MB (no full-size temporary).
+
+    Raises the same ``ValueError`` as :func:`repeval_ref._validation.unit_rows` for a
+    zero row.
+    """
+    norms = np.empty(X.shape[0], dtype=X.dtype)
+    step = max(1, (16 * 2**20) // (X.itemsize * X.shape[1]))
+    for lo in range(0, X.shape[0], step):
+        norms[lo:lo + step] = np.linalg.norm(X[lo:lo + step], axis=1)
+    bad = np.flatnonzero(norms == 0)
+    if bad.size:
+        raise ValueError(f"{name} has a zero vector at row {bad[0]}; it cannot be unit-normalised")
+    return norms
+
+
+def _top_k(sims, k):
+    """Positions of the ``k`` largest entries of each row, ties toward the smaller column.
+
+    Same selection as :func:`_keep_mask`, much faster on wide rows. The columns are cut
+    into ``G >= k`` groups and ``t`` is the ``k``-th largest of the ``G`` group maxima:
+    those ``k`` maxima are distinct entries ``>= t``, so ``t <= s_k`` (the ``k``-th
+    largest entry) and the entries ``>= t`` contain the ``k`` neighbours and every
+    entry tied with ``s_k``. Only these few candidates are sorted (value descending,
+    then column ascending) and the first ``k`` of each row kept. If the candidates are
+    many (massive ties), :func:`_top_k_partition` is used instead.
+
+    Parameters
+    ----------
+    sims : numpy.ndarray of shape (m, n)
+        Similarities of one block, ``k < n``.
+    k : int
+
+    Returns
+    -------
+    rows, cols : numpy.ndarray of intp, shape (m * k,)
+        Row-major: the rows in order, within a row increasing column index.
+    """
+    m, n = sims.shape
+    n_groups = min(n, max(256, 4 * k))
+    starts = np.linspace(0, n, n_groups, endpoint=False).astype(np.intp)
+    group_max = np.maximum.reduceat(sims, starts, axis=1)
+    g = group_max.shape[1]
+    t = np.partition(group_max, g - k, axis=1)[:, g - k:g - k + 1]
+    flat = np.flatnonzero(sims >= t)
+    if flat.size > 16 * m * k:
+        return _top_k_partition(sims, k)
+    rows = flat // n
+    cols = flat - rows * n
+    order = np.lexsort((cols, -sims.ravel()[flat], rows))
+    rows, cols = rows[order], cols[order]
+    counts = np.bincount(rows, minlength=m)
+    first = np.cumsum(counts) - counts
+    keep = (np.arange(rows.size) - first[rows]) < k
+    flat = np.sort(rows[keep] * n + cols[keep])  # back to row-major, increasing column
+    rows = flat // n
+    return rows, flat - rows * n
+
+
+def _top_k_partition(sims, k):
+    """Positions of the ``k`` largest entries of each row, ties toward the smaller column.
+
+    Same selection as :func:`_keep_mask`, faster: the ``k``-th largest value ``s_k``
+    of each row comes from ``np.partition`` (values only); the entries ``>= s_k`` are
+    exactly the ``k`` largest unless several entries equal ``s_k``, and only such
+    rows are passed through :func:`_keep_mask`.
+
+    Parameters
+    ----------
+    sims : numpy.ndarray of shape (m, n)
+        Similarities of one block, ``k < n``.
+    k : int
+
+    Returns
+    -------
+    rows, cols : numpy.ndarray of intp, shape (m * k,)
+        Row-major: the rows in order, within a row increasing column index.
+    """
+    m, n = sims.shape
+    kth = np.partition(sims, n - k, axis=1)[:, n - k:n - k + 1]
+    keep = sims >= kth
+    # flat positions (one pass over the mask, much faster than a 2-D np.nonzero)
+    flat = np.flatnonzero(keep)
+    if flat.size > m * k:  # some row has more than k entries >= s_k: ties at s_k
+        tied = np.flatnonzero(np.bincount(flat // n, minlength=m) > k)
+        keep[tied] = _keep_mask(sims[tied], k)
+        flat = np.flatnonzero(keep)
+    rows = flat // n
+    return rows, flat - rows * n
+
+
 def knn_classify(train_h, train_y, test_h, k, tau, n_classes, *, block_size=None,
                  dtype=np.float64):
     """Predict labels by the temperature-weighted vote of the ``k`` nearest neighbours.
@@ -96,7 +201,7 @@ def knn_classify(train_h, train_y, test_h, k, tau, n_classes, *, block_size=None
         Number of classes ``K >= 1``; predictions lie in ``0 .. K - 1``.
     block_size : int, optional
         Test rows per block. By default it is chosen so that one block's similarities
-        take about 64 MB. Any value gives the same predictions.
+        take about 128 MB. Any value gives the same predictions.
     dtype : {numpy.float64, numpy.float32}
         Precision of the unit features and similarities (default float64).
 
@@ -140,30 +245,69 @@ def knn_classify(train_h, train_y, test_h, k, tau, n_classes, *, block_size=None
     if block_size is not None:
         block_size = check_int(block_size, "block_size", minimum=1)
 
-    bank = unit_rows(train_h, "train_h")
+    bank_norms = _row_norms(train_h, "train_h")
     queries = unit_rows(test_h, "test_h")
-    n_train, n_test = bank.shape[0], queries.shape[0]
+    n_train, n_test = train_h.shape[0], queries.shape[0]
     if block_size is None:
-        block_size = _auto_block_size(n_train)
+        block_size = _auto_block_size(n_train, dtype.itemsize)
 
     pred = np.empty(n_test, dtype=np.int64)
     for start in range(0, n_test, block_size):
         stop = min(start + block_size, n_test)
-        sims = queries[start:stop] @ bank.T  # (m, n_train) cosine similarities
+        sims = queries[start:stop] @ train_h.T  # (m, n_train): hat h^T h_i
+        np.divide(sims, bank_norms, out=sims)  # cosine similarities hat h^T hat h_i
         m = stop - start
         if k < n_train:
-            keep = _keep_mask(sims, k)
-            rows, cols = np.nonzero(keep)  # row-major: increasing training index
+            rows, cols = _top_k(sims, k)  # row-major: increasing training index
         else:
             rows = np.repeat(np.arange(m), n_train)
             cols = np.tile(np.arange(n_train), m)
         kept = sims[rows, cols]
-        # The row maximum is always among the kept neighbours.
-        row_max = sims.max(axis=1)
+        # The row maximum is always among the kept neighbours, exactly
+        # min(k, n_train) of them per row.
+        row_max = kept.reshape(m, -1).max(axis=1)
         with np.errstate(under="ignore"):  # far neighbours' weights may flush to 0
             weights = np.exp((kept - row_max[rows]) / tau)
+        labels = train_y[cols]
         votes = np.bincount(
-            rows * n_classes + train_y[cols], weights=weights, minlength=m * n_classes
+            rows * n_classes + labels, weights=weights, minlength=m * n_classes
         ).reshape(m, n_classes)
+        if n_classes > 1:
+            _settle_near_ties(votes, labels, weights, n_classes)
         pred[start:stop] = np.argmax(votes, axis=1)
     return pred
+
+
+def _settle_near_ties(votes, labels, weights, n_classes):
+    """Re-add, in place, the votes of rows whose two best classes (nearly) tie.
+
+    ``np.bincount`` adds in input order (training index), so two classes whose
+    neighbours have exactly the same similarities (duplicated training features) can
+    end one rounding apart and the larger label would win. For rows whose two largest
+    totals lie within ``1e-12`` (relative) of each other, each class's weights are
+    re-added in decreasing order: equal sets of weights then give bitwise equal
+    totals, and the exact tie goes to the smaller label. Other rows are untouched.
+
+    Parameters
+    ----------
+    votes : numpy.ndarray of shape (m, n_classes)
+        Totals of one block, modified in place.
+    labels, weights : numpy.ndarray of shape (m * per_row,)
+        Row-major label and weight of every kept neighbour.
+    n_classes : int
+    """
+    m = votes.shape[0]
+    top2 = np.partition(votes, n_classes - 2, axis=1)[:, n_classes - 2:]
+    near = np.flatnonzero(top2[:, 1] - top2[:, 0] <= 1e-12 * top2[:, 1])
+    if near.size == 0:
+        return
+    per_row = weights.size // m
+    w = weights.reshape(m, per_row)[near]
+    lab = labels.reshape(m, per_row)[near]
+    order = np.argsort(-w, axis=1, kind="stable")
+    w = np.take_along_axis(w, order, axis=1)
+    lab = np.take_along_axis(lab, order, axis=1)
+    slot = np.arange(near.size)[:, None] * n_classes + lab
+    votes[near] = np.bincount(
+        slot.ravel(), weights=w.ravel(), minlength=near.size * n_classes
+    ).reshape(near.size, n_classes)

@@ -75,8 +75,8 @@ def rankme(Z, center=False, eps=1e-7):
     Equal non-zero singular values in ``r`` directions give ``r`` (up to the tiny
     :math:`\\epsilon`); one dominant direction gives a value near 1.
 
-    Book: chapter on label-free checks (seed 000, "Measuring a representation
-    without labels"; seed 002, section 3.1). Garrido et al. take the embeddings as
+    Book ``book/rankme.md`` (seed 000, "Measuring a representation without
+    labels"; seed 002, section 3.1). Garrido et al. take the embeddings as
     they are (``center=False``, the default); the course's simulation centres them
     first (``center=True``). State the convention when you compare numbers.
 
@@ -151,11 +151,21 @@ def rankme_normalized(Z, center=False, eps=1e-7):
     dimension ``d`` (the number of columns, not ``min(N, d)``) to compare encoders of
     different widths. Lies in (0, 1]; see :func:`rankme` for the parameters, the
     centring convention and the streamed inputs (``numpy.memmap`` or an iterator of
-    batches).
+    batches). Book ``book/rankme.md``.
+
+    Parameters
+    ----------
+    Z : array_like of shape (n, d), numpy.memmap, or iterator of (n_b, d) arrays
+        Features, one row per sample.
+    center : bool, default False
+        Subtract the column means first.
+    eps : float, default 1e-7
+        Added to every share, ``>= 0``.
 
     Returns
     -------
     float
+        ``rankme(Z, center, eps) / d``.
     """
     center = _check_center(center)
     eps = check_positive(eps, "eps", allow_zero=True)
@@ -170,13 +180,38 @@ def _two_nearest_distances(X):
     n x n distance matrix is held in memory. A row is not its own neighbour, but an
     exact copy of it is (at distance 0).
 
+    The brute-force search computes squared distances as ``|x|^2 - 2 x.y + |y|^2``,
+    which loses most digits for close points far from the origin (features with a
+    large common offset), and can even round a small distance to 0. So the points are
+    centred and divided by their largest entry first (no ratio of distances changes),
+    the two distances of the neighbours it finds are recomputed from the coordinate
+    differences, and when the rounding of the expansion (about ``eps * max |x|^2``)
+    exceeds ``1e-8`` times the smallest squared distance found, the search is redone
+    with a ball tree, which works with coordinate differences throughout (exact, but
+    slower in high dimension).
+
     Returns
     -------
     r1, r2 : numpy.ndarray of shape (n,)
     """
-    nn = NearestNeighbors(n_neighbors=2).fit(X)
-    dist, _ = nn.kneighbors()  # X=None: each fitted point, excluding itself
-    return dist[:, 0], dist[:, 1]
+    Xc = X - X.mean(axis=0)
+    top = float(np.max(np.abs(Xc)))
+    if top > 0:  # the ratios r2 / r1 do not change; squares neither under- nor overflow
+        Xc /= top
+
+    def search(**kw):
+        nn = NearestNeighbors(n_neighbors=2, **kw).fit(Xc)
+        _, idx = nn.kneighbors()  # X=None: each fitted point, excluding itself
+        d1 = np.linalg.norm(Xc - Xc[idx[:, 0]], axis=1)
+        d2 = np.linalg.norm(Xc - Xc[idx[:, 1]], axis=1)
+        return np.minimum(d1, d2), np.maximum(d1, d2)
+
+    r1, r2 = search()
+    big = float(np.max(np.einsum("ij,ij->i", Xc, Xc)))
+    closest = float(np.min(r1))  # recomputed exactly: 0 only for a true duplicate
+    if closest > 0 and np.finfo(np.float64).eps * big > 1e-8 * closest**2:
+        r1, r2 = search(algorithm="ball_tree")
+    return r1, r2
 
 
 def two_nn_id(X):
@@ -193,7 +228,8 @@ def two_nn_id(X):
     All points are used (no discarded fraction). The unbiased variant
     :math:`(N-1)/\\sum_i \\log \\mu_i` differs by the factor :math:`(N-1)/N`.
 
-    Book: chapter on label-free checks (seed 002, section 3.3, manifold metrics).
+    Book ``book/rankme.md`` (label-free checks; seed 002, section 3.3, manifold
+    metrics).
 
     Parameters
     ----------

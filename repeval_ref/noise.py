@@ -1,7 +1,7 @@
 """How much a top-1 number moves by chance: intervals and paired tests.
 
-Book: chapter "Honest error bars"; seed 000, "How much a top-1 number moves by
-chance" and the warning "Tuning on the test set".
+Book: chapter ``book/noise.md`` (honest error bars); seed 000, "How much a top-1
+number moves by chance" and the warning "Tuning on the test set".
 
 Two models A and B are scored on the same ``n`` test images; ``a_i, b_i`` are 1 when
 the model gets image ``i`` right. The four cells of the paired outcome are indexed
@@ -63,15 +63,26 @@ def wilson_interval(k, n, z=_Z95):
     -------
     (float, float)
         ``(lo, hi)``.
+
+    Notes
+    -----
+    Book ``book/noise.md``; seed 000, "How much a top-1 number moves by chance".
     """
     n = check_int(n, "n", minimum=1)
     k = check_int(k, "k", minimum=0, maximum=n)
     z = check_positive(z, "z")
     p = k / n
     z2 = z * z
-    denom = 1.0 + z2 / n
-    centre = (p + z2 / (2 * n)) / denom
-    half = z * np.sqrt(p * (1.0 - p) / n + z2 / (4.0 * n * n)) / denom
+    if z2 / n <= 1.0:
+        denom = 1.0 + z2 / n
+        centre = (p + z2 / (2 * n)) / denom
+        half = z * np.sqrt(p * (1.0 - p) / n + z2 / (4.0 * n * n)) / denom
+    else:
+        # the same formulas multiplied through by n / z^2 = r2, so that a huge z
+        # (z^2 overflowing to inf) gives the limit (0, 1) instead of inf / inf = NaN
+        r2 = n / z / z
+        centre = (p * r2 + 0.5) / (r2 + 1.0)
+        half = np.sqrt(p * (1.0 - p) * r2 + 0.25) / (r2 + 1.0)
     lo = 0.0 if k == 0 else min(max(centre - half, 0.0), 1.0)
     hi = 1.0 if k == n else min(max(centre + half, 0.0), 1.0)
     return float(lo), float(hi)
@@ -90,6 +101,10 @@ def binomial_standard_error(p, n):
     Returns
     -------
     float
+
+    Notes
+    -----
+    Book ``book/noise.md``; seed 000, "How much a top-1 number moves by chance".
     """
     p = check_positive(p, "p", allow_zero=True)
     if p > 1.0:
@@ -114,6 +129,10 @@ def paired_standard_error(a_correct, b_correct):
     Returns
     -------
     float
+
+    Notes
+    -----
+    Book ``book/noise.md``; seed 000, "How much a top-1 number moves by chance".
     """
     a, b = _pair(a_correct, b_correct)
     n = a.shape[0]
@@ -140,6 +159,10 @@ def mcnemar_exact(a_correct, b_correct):
     -------
     float
         The p-value.
+
+    Notes
+    -----
+    Book ``book/noise.md``; seed 000, "How much a top-1 number moves by chance".
     """
     a, b = _pair(a_correct, b_correct)
     n01 = int(np.count_nonzero(~a & b))
@@ -177,6 +200,10 @@ def paired_bootstrap_ci(a_correct, b_correct, n_boot, rng, level=0.95):
     -------
     (float, float, float)
         ``(gain, lo, hi)`` with ``gain = mean(b) - mean(a)``.
+
+    Notes
+    -----
+    Book ``book/noise.md``; seed 000, "How much a top-1 number moves by chance".
     """
     a, b = _pair(a_correct, b_correct)
     n_boot = check_int(n_boot, "n_boot", minimum=1)
@@ -208,6 +235,10 @@ def expected_max_of_normals(m):
     Returns
     -------
     float
+
+    Notes
+    -----
+    Book ``book/protocols.md`` ("Tuning on the test set"); seed 000, same section.
     """
     m = check_int(m, "m", minimum=1)
     if m == 1:

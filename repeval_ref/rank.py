@@ -42,7 +42,9 @@ def rank_bound(H, y, n_classes):
     -------
     residual : float
         ``min_{W, b} ||Y - H W - 1 b^T||_F^2``, solved by ``scipy.linalg.lstsq`` on the
-        design ``[1, H]`` (minimum-norm solution when it is rank-deficient).
+        column-centred ``H`` and ``Y`` (equivalent to the design ``[1, H]`` with an
+        unpenalised bias), singular values below ``max(n, d) * eps`` times the
+        largest counting as zero (as in scikit-learn's ``LinearRegression``).
     floor : int
         Sum of the ``K - r - 1`` smallest class counts, ``r = numpy.linalg.matrix_rank(H)``
         (default tolerance); 0 when ``r + 1 >= K``. In exact arithmetic
@@ -67,9 +69,23 @@ def rank_bound(H, y, n_classes):
 
     Y = np.zeros((n, n_classes))
     Y[np.arange(n), y] = 1.0
-    design = np.column_stack([np.ones(n), H])
-    coef, *_ = scipy.linalg.lstsq(design, Y)
-    residual = float(np.sum((Y - design @ coef) ** 2))
+    # The best unpenalised bias centres both sides, so the residual is that of the
+    # least-squares fit of the centred Y by the centred H. Solving it on the design
+    # [1, H] instead makes lstsq's rank cut-off compare H with the column of ones:
+    # features of scale 1e-20 then count as zero, and at 1e20 the ones column is lost
+    # (a residual above the bias-only fit). Exactly constant columns are set to exactly
+    # zero, and the centred H is divided by its largest entry (no residual changes).
+    Yc = Y - Y.mean(axis=0)
+    Hc = H - H.mean(axis=0)
+    Hc[:, np.ptp(H, axis=0) == 0] = 0.0
+    top = float(np.max(np.abs(Hc)))
+    if top > 0:
+        Hc /= top
+        # singular values below max(n, d) * eps * s_max count as zero, as in
+        # scikit-learn's LinearRegression and in ridge_probe
+        coef, *_ = scipy.linalg.lstsq(Hc, Yc, cond=max(Hc.shape) * np.finfo(float).eps)
+        Yc = Yc - Hc @ coef
+    residual = float(np.sum(Yc**2))
 
     r = int(np.linalg.matrix_rank(H))
     counts = np.bincount(y, minlength=n_classes)

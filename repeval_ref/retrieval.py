@@ -118,7 +118,7 @@ def retrieval_metrics(query_h, query_y, corpus_h, corpus_y, ks=(1, 5, 10)):
     ``success_k``, ``ndcg_cut_k``, ``recip_rank`` and ``map`` for binary relevance
     when no scores tie.
 
-    Book: retrieval chapter (seed 003, section 4). The seed's "Recall@k" is hit@k;
+    Book ``book/retrieval.md`` (seed 003, section 4). The seed's "Recall@k" is hit@k;
     both are returned here under their own names.
 
     Parameters

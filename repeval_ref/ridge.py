@@ -1,6 +1,6 @@
 """Least-squares (ridge) probe and its exact leave-one-out error.
 
-Book: chapter "Linear probes" (least-squares probe, exact leave-one-out); seed 001,
+Book: chapter ``book/protocols.md`` (least-squares probe, exact leave-one-out); seed 001,
 sections "Least-squares probe" and "Exact leave-one-out for closed-form probes".
 
 The probe maps frozen features ``h`` to one-vs-rest targets ``t`` in ``{-1, 1}^K``
@@ -19,7 +19,8 @@ the equivalent centred form (``hbar``, ``tbar`` are the training column means,
     W  = (H_c^T H_c + lam I)^{-1} H_c^T T_c,     b0 = tbar - W^T hbar,
     scores(h) = b0 + W^T h,
 
-which is what is computed (it is better conditioned than forming ``Z^T Z``). At
+which is what is computed, through the thin SVD of ``H_c`` (better conditioned
+than forming ``Z^T Z``). At
 ``lam = 0`` the inverse becomes the minimum-norm least-squares solution of
 ``H_c W = T_c`` (``scipy.linalg.lstsq``), the limit of the ridge solution as
 ``lam -> 0`` and the solution scikit-learn's ``LinearRegression`` returns, so that
@@ -53,8 +54,9 @@ from ._validation import as_float_array, as_labels, check_positive
 
 __all__ = ["ridge_probe", "ridge_loo", "loo_scores"]
 
-# 1 - leverage below this is treated as a training point of leverage 1. Rounding
-# error in a computed leverage is of order rank * 1e-16, far below it.
+# A missing leverage at lam = 0 (1 - 1/n - sum_k U_ik^2) below this is treated as 0:
+# the point is interpolated (leverage 1). Rounding error in it is of order
+# rank * 1e-16, far below.
 _LEVERAGE_TOL = 1e-10
 
 
@@ -102,6 +104,18 @@ def ridge_probe(train_h, train_y, test_h, lam, bias=True):
     -------
     numpy.ndarray of float64, shape (m, K)
         Class scores; the predicted class is the argmax of each row.
+
+    Raises
+    ------
+    ValueError
+        Wrong ndim, empty arrays, mismatched lengths or feature dimensions, NaN/inf,
+        negative labels, or ``lam < 0`` (or not finite).
+    TypeError
+        Non-numeric arrays or a ``bias`` that is not a bool.
+
+    Notes
+    -----
+    Book ``book/protocols.md`` (least-squares probe); seed 001, "Least-squares probe".
     """
     H, y = _check_train(train_h, train_y)
     Ht = as_float_array(test_h, "test_h", ndim=2)
@@ -118,19 +132,16 @@ def ridge_probe(train_h, train_y, test_h, lam, bias=True):
         A, R = H - h_mean, T - t_mean
     else:
         A, R = H, T
-    d = A.shape[1]
     if lam == 0.0:
         # singular values below max(n, d) * eps * s_max count as zero (as in
         # scikit-learn's LinearRegression and in the leave-one-out code below)
         W = scipy.linalg.lstsq(A, R, cond=max(A.shape) * np.finfo(float).eps)[0]
     else:
-        try:
-            W = scipy.linalg.solve(A.T @ A + lam * np.eye(d), A.T @ R, assume_a="pos")
-        except np.linalg.LinAlgError:
-            # a penalty so small that A^T A + lam I is singular in floating point:
-            # solve the equivalent augmented least-squares problem instead
-            aug = np.vstack([A, np.sqrt(lam) * np.eye(d)])
-            W = scipy.linalg.lstsq(aug, np.vstack([R, np.zeros((d, R.shape[1]))]))[0]
+        # W = V diag(s / (s^2 + lam)) U^T R from the thin SVD A = U S V^T. Solving the
+        # normal equations (A^T A + lam I) W = A^T R instead squares the condition
+        # number: for n <= d and lam = 1e-12 its scores were off by 0.5.
+        U, sv, Vt = scipy.linalg.svd(A, full_matrices=False, check_finite=False)
+        W = Vt.T @ ((sv / (sv * sv + lam))[:, None] * (U.T @ R))
     if bias:
         return (Ht - h_mean) @ W + t_mean
     return Ht @ W
@@ -147,29 +158,52 @@ def _centred_svd(H):
     return U[:, keep], s[keep]
 
 
-def _loo_residuals(U, U2, s, Tc, UtT, lam, n, lam_name="lams"):
-    """Leave-one-out residuals e_(i) (n, K) of the ridge probe with bias at one lam."""
+def _loo_residuals(loo, lam, lam_name="lams"):
+    """Leave-one-out residuals e_(i) (n, K) of the ridge probe with bias at one lam.
+
+    With ``g_k = lam / (s_k^2 + lam)`` (``1 - f_k``), both parts of
+    ``e_(i) = (t_i - (𝓗 T)_i) / (1 - 𝓗_ii)`` are sums without cancellation::
+
+        1 - 𝓗_ii        = gap_i + sum_k U_ik^2 g_k,
+        t_i - (𝓗 T)_i   = r0_i  + (U diag(g) U^T T_c)_i,
+
+    where ``gap_i = 1 - 1/n - sum_k U_ik^2`` and ``r0 = T_c - U U^T T_c`` are the
+    missing leverage and the residual of the unpenalised fit (both exactly 0 for a
+    point the features interpolate, e.g. every point when ``n <= d + 1``). Writing
+    ``1 - (1/n + sum_k U_ik^2 f_k)`` instead would lose every digit when ``lam`` is
+    small against ``s_k^2``: a leverage of ``1 - 1e-12`` would count as 1.
+    """
+    U, U2, s, UtT, gap, r0 = loo
     s2 = s * s
-    f = s2 / (s2 + lam) if lam > 0 else np.ones_like(s2)
-    leverage = 1.0 / n + U2 @ f
-    one_minus = 1.0 - leverage
-    bad = np.flatnonzero(one_minus <= _LEVERAGE_TOL)
+    g = lam / (s2 + lam) if lam > 0 else np.zeros_like(s2)
+    one_minus = gap + U2 @ g
+    bad = np.flatnonzero(one_minus <= 0)
     if bad.size:
         raise ValueError(
             f"training point {bad[0]} of train_h has leverage 1 at {lam_name} value {lam!r}: "
-            "its leave-one-out residual divides by zero (use a larger lambda or more "
+            "its leave-one-out residual divides by zero (use a positive lambda or more "
             "training points than features + 1)"
         )
-    resid = Tc - U @ (f[:, None] * UtT)
+    resid = r0 + U @ (g[:, None] * UtT)
     return resid / one_minus[:, None]
 
 
 def _prepare_loo(train_h, train_y):
+    """Targets and the lam-independent parts of the leave-one-out residuals."""
     H, y = _check_train(train_h, train_y)
     T = _targets(y, int(y.max()) + 1)
     Tc = T - T.mean(axis=0)
     U, s = _centred_svd(H)
-    return T, Tc, U, U * U, s, U.T @ Tc
+    U2 = U * U
+    UtT = U.T @ Tc
+    n = T.shape[0]
+    gap = 1.0 - 1.0 / n - U2.sum(axis=1)
+    r0 = Tc - U @ UtT
+    # a point whose leverage at lam = 0 is 1 up to rounding is interpolated exactly
+    interpolated = gap <= _LEVERAGE_TOL
+    gap[interpolated] = 0.0
+    r0[interpolated] = 0.0
+    return T, (U, U2, s, UtT, gap, r0)
 
 
 def ridge_loo(train_h, train_y, lams):
@@ -205,16 +239,23 @@ def ridge_loo(train_h, train_y, lams):
     ------
     ValueError
         If a training point has leverage 1 for some ``lam`` (e.g. ``lam = 0`` with
-        ``n <= d + 1``), since its leave-one-out residual would divide by zero.
+        ``n <= d + 1``), since its leave-one-out residual would divide by zero; an
+        empty or negative (or non-finite) ``lams``; bad ``train_h``/``train_y`` as in
+        :func:`ridge_probe`.
+
+    Notes
+    -----
+    Book ``book/protocols.md`` (exact leave-one-out); seed 001, "Exact leave-one-out
+    for closed-form probes".
     """
     grid = as_float_array(lams, "lams", ndim=1)
     if np.any(grid < 0):
         raise ValueError(f"lams must all be >= 0, got smallest {grid.min()}")
-    T, Tc, U, U2, s, UtT = _prepare_loo(train_h, train_y)
+    T, loo = _prepare_loo(train_h, train_y)
     n, K = T.shape
     press = np.empty(grid.shape[0])
     for j, lam in enumerate(grid):
-        E = _loo_residuals(U, U2, s, Tc, UtT, float(lam), n)
+        E = _loo_residuals(loo, float(lam))
         press[j] = np.einsum("ij,ij->", E, E) / (n * K)
     best = int(np.argmin(press))
     return float(grid[best]), press
@@ -243,11 +284,12 @@ def loo_scores(train_h, train_y, lam):
 
     Notes
     -----
+    Book ``book/protocols.md`` (exact leave-one-out); seed 001.
     ``K`` is taken from the full training set: if a class has a single training point,
     the refit without it still has ``K`` columns (a column of -1 targets), which is
     what the hat-matrix identity describes.
     """
     lam = _check_lam(lam)
-    T, Tc, U, U2, s, UtT = _prepare_loo(train_h, train_y)
-    E = _loo_residuals(U, U2, s, Tc, UtT, lam, T.shape[0], lam_name="lam")
+    T, loo = _prepare_loo(train_h, train_y)
+    E = _loo_residuals(loo, lam, lam_name="lam")
     return T - E

@@ -67,7 +67,7 @@ def linear_cka(X, Y, debiased=False):
     linear maps. No small constant is added to the denominator: a zero denominator
     (an input that is constant) is an error, not a silent near-zero score.
 
-    Book: representation similarity chapter (seed 003, section 6).
+    Book ``book/cka.md`` (seed 003, section 6).
 
     Parameters
     ----------
@@ -142,7 +142,7 @@ def hsic_unbiased(K, L):
     Its expectation is the population HSIC (the biased estimator
     :math:`\\operatorname{tr}(KHLH)/(n-1)^2` is off by :math:`O(1/n)`). It is the
     building block of the debiased CKA (Kornblith et al. 2019) and of minibatch CKA
-    (Nguyen et al. 2021). Seed 003, section 6.
+    (Nguyen et al. 2021). Book ``book/cka.md``; seed 003, section 6.
 
     Parameters
     ----------
@@ -238,7 +238,7 @@ def rbf_cka(X, Y, sigma_frac=0.5, debiased=False):
     ``debiased=True`` the unbiased HSIC (:func:`hsic_unbiased`) replaces the biased
     one. Forms n x n matrices: memory :math:`O(n^2)`, subsample large sets. Invariant
     to orthogonal transforms, translation and isotropic scaling of either input (the
-    bandwidth scales along). Seed 003, section 6.
+    bandwidth scales along). Book ``book/cka.md``; seed 003, section 6.
 
     Parameters
     ----------
@@ -289,7 +289,8 @@ class MinibatchCKA:
     with the unbiased :math:`\\mathrm{HSIC}_1` (:func:`hsic_unbiased`), so the value
     does not drift with the minibatch size the way averaged biased CKA would. Memory is
     :math:`O(m^2)` plus one minibatch: feed it minibatches from a forward loop with
-    :meth:`update` and read the m x m matrix with :meth:`result`. Seed 003, section 6.
+    :meth:`update` and read the m x m matrix with :meth:`result`. Book
+    ``book/cka.md``; seed 003, section 6.
 
     Parameters
     ----------
@@ -354,8 +355,8 @@ def minibatch_cka(layers, batch_size=256, rng=None):
     ``batch_size`` rows and accumulates :class:`MinibatchCKA` over them (Nguyen et al.
     2021). With a single minibatch the result equals ``linear_cka(..., debiased=True)``
     for every pair. Arrays of more than two dimensions (conv feature maps) are
-    flattened after the first axis. Memory: one minibatch of every layer. Seed 003,
-    section 6.
+    flattened after the first axis. Memory: one minibatch of every layer. Book
+    ``book/cka.md``; seed 003, section 6.
 
     Parameters
     ----------

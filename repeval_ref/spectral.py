@@ -143,9 +143,18 @@ def alpha_req(X, fit_range=(10, 0.9), center=True):
         when ``N <= d`` the covariance is rank deficient; narrow the range.
     """
     center = _check_center(center)
+    _check_fit_range(fit_range)
+    lam, _ = _spectrum(X, center)
+    return _alpha_from_spectrum(lam, fit_range, "the covariance of X" if center else "X")
+
+
+def _check_fit_range(fit_range):
     if not isinstance(fit_range, (tuple, list)) or len(fit_range) != 2:
         raise TypeError(f"fit_range must be a pair (lo, hi), got {fit_range!r}")
-    lam, _ = _spectrum(X, center)
+
+
+def _alpha_from_spectrum(lam, fit_range, what):
+    """alpha-ReQ from eigenvalues sorted decreasingly (see :func:`alpha_req`)."""
     d = lam.shape[0]
     lo = _index_bound(fit_range[0], d, "lower")
     hi = _index_bound(fit_range[1], d, "upper")
@@ -156,7 +165,7 @@ def alpha_req(X, fit_range=(10, 0.9), center=True):
             f"fit_range gives indices {lo}..{hi} for d={d}; at least 2 eigenvalues are "
             "needed to fit a line"
         )
-    _nonzero_spectrum(lam, "the covariance of X" if center else "X")
+    _nonzero_spectrum(lam, what)
     sel = lam[lo - 1:hi]
     tol = d * np.finfo(float).eps * lam[0]
     if np.any(sel <= tol):
@@ -173,9 +182,10 @@ def alpha_req(X, fit_range=(10, 0.9), center=True):
 def ne_sum(X, center=True):
     """NE-sum: trace of the covariance over its largest eigenvalue (He and Ozay 2022).
 
-    .. math:: \\text{NE-sum} = \\frac{\\sum_{i=1}^d \\lambda_i}{\\max_i \\lambda_i}
+    .. math:: \\text{NE-sum} = \\operatorname{tr}(C) / \\lambda_{\\max}(C)
        = \\frac{\\lVert \\tilde X \\rVert_F^2}{\\lVert \\tilde X \\rVert_2^2},
 
+    with :math:`C` the covariance (or the scatter; the ratio is the same), lying
     between 1 (one direction) and ``d`` (whitened features). With ``center=True``
     (default, the covariance as in 002) it equals :func:`stable_rank` of the centred
     matrix (002, section 3.1). Seed 002, section 3.1.
@@ -250,15 +260,18 @@ def condition_number(X, center=False, rtol=None):
         ``>= 1``.
     """
     center = _check_center(center)
-    lam, _ = _spectrum(X, center)
-    d = lam.shape[0]
-    if rtol is None:
-        rtol = float(np.sqrt(d * np.finfo(float).eps))
-    else:
+    if rtol is not None:
         rtol = check_positive(rtol, "rtol")
         if rtol >= 1:
             raise ValueError(f"rtol must be < 1, got {rtol}")
-    _nonzero_spectrum(lam, "the centred X" if center else "X")
+    lam, _ = _spectrum(X, center)
+    return _kappa_from_spectrum(lam, rtol, "the centred X" if center else "X")
+
+
+def _kappa_from_spectrum(lam, rtol, what):
+    if rtol is None:
+        rtol = float(np.sqrt(lam.shape[0] * np.finfo(float).eps))
+    _nonzero_spectrum(lam, what)
     sigma = np.sqrt(lam)
     kept = sigma[sigma > rtol * sigma[0]]
     return float(sigma[0] / kept[-1])

@@ -8,40 +8,40 @@ must lose (all their points), every other check must pass in full.
 KNN_NO_NORMALISATION = '''
 import numpy as np
 
-def knn_classify(train_h, train_y, test_h, k, tau, n_classes):
-    sims = np.asarray(test_h, float) @ np.asarray(train_h, float).T   # raw dot products
+def knn_classify(bank, bank_y, queries, k, tau, n_classes):
+    sims = np.asarray(queries, float) @ np.asarray(bank, float).T   # raw dot products
     kk = min(k, sims.shape[1])
     nbr = np.argsort(-sims, axis=1, kind="stable")[:, :kk]
     s = np.take_along_axis(sims, nbr, axis=1)
     w = np.exp((s - s.max(axis=1, keepdims=True)) / tau)
     votes = np.zeros((len(sims), n_classes))
     for i in range(len(sims)):
-        np.add.at(votes[i], np.asarray(train_y)[nbr[i]], w[i])
+        np.add.at(votes[i], np.asarray(bank_y)[nbr[i]], w[i])
     return np.argmax(votes, axis=1)
 '''
 
 KNN_OVERFLOW = '''
 import numpy as np
 
-def knn_classify(train_h, train_y, test_h, k, tau, n_classes):
-    a = np.asarray(train_h, float); a = a / np.linalg.norm(a, axis=1, keepdims=True)
-    q = np.asarray(test_h, float); q = q / np.linalg.norm(q, axis=1, keepdims=True)
+def knn_classify(bank, bank_y, queries, k, tau, n_classes):
+    a = np.asarray(bank, float); a = a / np.linalg.norm(a, axis=1, keepdims=True)
+    q = np.asarray(queries, float); q = q / np.linalg.norm(q, axis=1, keepdims=True)
     sims = q @ a.T
     kk = min(k, sims.shape[1])
     nbr = np.argsort(-sims, axis=1, kind="stable")[:, :kk]
     w = np.exp(np.take_along_axis(sims, nbr, axis=1) / tau)   # overflows for small tau
     votes = np.zeros((len(sims), n_classes))
     for i in range(len(sims)):
-        np.add.at(votes[i], np.asarray(train_y)[nbr[i]], w[i])
+        np.add.at(votes[i], np.asarray(bank_y)[nbr[i]], w[i])
     return np.argmax(votes, axis=1)
 '''
 
 KNN_TIES_TO_LARGER = '''
 import numpy as np
 
-def knn_classify(train_h, train_y, test_h, k, tau, n_classes):
-    a = np.asarray(train_h, float); a = a / np.linalg.norm(a, axis=1, keepdims=True)
-    q = np.asarray(test_h, float); q = q / np.linalg.norm(q, axis=1, keepdims=True)
+def knn_classify(bank, bank_y, queries, k, tau, n_classes):
+    a = np.asarray(bank, float); a = a / np.linalg.norm(a, axis=1, keepdims=True)
+    q = np.asarray(queries, float); q = q / np.linalg.norm(q, axis=1, keepdims=True)
     sims = q @ a.T
     kk = min(k, sims.shape[1])
     nbr = np.argsort(-sims, axis=1, kind="stable")[:, :kk]
@@ -49,30 +49,30 @@ def knn_classify(train_h, train_y, test_h, k, tau, n_classes):
     w = np.exp((s - s.max(axis=1, keepdims=True)) / tau)
     votes = np.zeros((len(sims), n_classes))
     for i in range(len(sims)):
-        np.add.at(votes[i], np.asarray(train_y)[nbr[i]], w[i])
+        np.add.at(votes[i], np.asarray(bank_y)[nbr[i]], w[i])
     # last maximum instead of the first: ties go to the larger label
     return n_classes - 1 - np.argmax(votes[:, ::-1], axis=1)
 '''
 
 PROBE_TUNED_ON_TEST = '''
-import numpy as np
 from sklearn.linear_model import LogisticRegression
+import numpy as np
 
-def linear_probe_done_right(train_h, train_y, test_h, test_y, Cs, seed=0):
-    X, Xt = np.asarray(train_h, float), np.asarray(test_h, float)
+def linear_probe_done_right(h_train, y_train, h_test, y_test, Cs, seed=0):
+    X, Xt = np.asarray(h_train, float), np.asarray(h_test, float)
     m, s = X.mean(0), X.std(0)
-    accs = [LogisticRegression(C=C, max_iter=2000).fit((X - m) / s, train_y)
-            .score((Xt - m) / s, test_y) for C in Cs]
+    accs = [LogisticRegression(C=C, max_iter=2000).fit((X - m) / s, y_train)
+            .score((Xt - m) / s, y_test) for C in Cs]
     best = int(np.argmax(accs))
     return float(Cs[best]), float(accs[best])
 '''
 
 PROBE_TEST_STATISTICS = '''
-import numpy as np
 from sklearn.linear_model import LogisticRegression
+import numpy as np
 
-def linear_probe_done_right(train_h, train_y, test_h, test_y, Cs, seed=0):
-    X, y = np.asarray(train_h, float), np.asarray(train_y)
+def linear_probe_done_right(h_train, y_train, h_test, y_test, Cs, seed=0):
+    X, y = np.asarray(h_train, float), np.asarray(y_train)
     n = len(X)
     perm = np.random.default_rng(seed).permutation(n)
     va, fi = perm[: n // 5], perm[n // 5:]
@@ -80,9 +80,9 @@ def linear_probe_done_right(train_h, train_y, test_h, test_y, Cs, seed=0):
     accs = [LogisticRegression(C=C, max_iter=2000).fit((X[fi] - m) / s, y[fi])
             .score((X[va] - m) / s, y[va]) for C in Cs]
     C = Cs[int(np.argmax(accs))]
-    Xt = np.asarray(test_h, float)
+    Xt = np.asarray(h_test, float)
     clf = LogisticRegression(C=C, max_iter=2000).fit((X - X.mean(0)) / X.std(0), y)
-    return float(C), float(clf.score((Xt - Xt.mean(0)) / Xt.std(0), test_y))  # test stats
+    return float(C), float(clf.score((Xt - Xt.mean(0)) / Xt.std(0), y_test))  # test stats
 '''
 
 FROZEN_LEFT_IN_EVAL = '''

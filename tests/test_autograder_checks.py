@@ -37,12 +37,23 @@ def _function(source, name):
     return namespace[name]
 
 
+def _functions(source):
+    namespace = {}
+    exec(compile(source, "<solution>", "exec"), namespace)
+    return namespace
+
+
+def _target(check):
+    """The function a check grades (a notebook may define several)."""
+    return check.split("/", 1)[0]
+
+
 @pytest.mark.parametrize("name", EXERCISES)
 def test_solution_passes_every_hidden_check(name):
     spec = load(name)
-    fn = _function(solution_source(spec), name)
+    namespace = _functions(solution_source(spec))
     for check in spec.HIDDEN:
-        findings = run_check(check, fn, SEED)
+        findings = run_check(check, namespace[_target(check)], SEED)
         assert all(f.passed for f in findings), format_findings(check, findings, SEED)
         assert sum(f.points for f in findings) == check_points(check)
 
@@ -62,8 +73,8 @@ def test_stub_scores_zero_and_says_so(name):
     def stub(*args, **kwargs):
         raise NotImplementedError()
 
-    stub.__name__ = name
     for check in spec.HIDDEN:
+        stub.__name__ = _target(check)
         findings = run_check(check, stub, SEED)
         assert sum(f.points for f in findings) == 0
         assert "NotImplementedError" in findings[0].message
@@ -76,10 +87,12 @@ CASES = [(ex, var) for ex, variants in WRONG.items() for var in variants]
 def test_wrong_solution_loses_exactly_its_checks(exercise, variant):
     source, failing = WRONG[exercise][variant]
     spec = load(exercise)
-    fn = _function(source, exercise)
+    # the wrong function replaces its namesake; the notebook's other functions stay right
+    namespace = _functions(solution_source(spec))
+    namespace.update(_functions(source))
     messages = []
     for check in spec.HIDDEN:
-        findings = run_check(check, fn, SEED)
+        findings = run_check(check, namespace[_target(check)], SEED)
         got = sum(f.points for f in findings)
         if check in failing:
             assert got == 0, format_findings(check, findings, SEED)
@@ -96,8 +109,9 @@ def test_registry_points_and_specs_agree():
     reg = registry()
     for spec in all_specs():
         assert spec.HIDDEN, spec.NAME
+        defined = _functions(solution_source(spec))
         for check in spec.HIDDEN:
-            assert check in reg and check.startswith(spec.NAME + "/")
+            assert check in reg and callable(defined.get(_target(check))), check
         hidden = sum(reg[c][0] for c in spec.HIDDEN)
         assert hidden > spec.VISIBLE_POINTS, f"{spec.NAME}: hidden tests must weigh most"
 
@@ -206,4 +220,43 @@ def test_hidden_cells_call_the_framework_only():
             assert cell.metadata.nbgrader["points"] == check_points(check)
             body = cell.source.split("### BEGIN HIDDEN TESTS")[1]
             assert f"grade({check!r}" in body
-        assert textwrap.dedent(spec.SOLUTION).count("### BEGIN SOLUTION") == 1
+        begins = textwrap.dedent(spec.SOLUTION).count("### BEGIN SOLUTION")
+        assert begins >= 1 and begins == spec.SOLUTION.count("### END SOLUTION")
+
+
+# ----------------------------------------------------------------- feedback helpers
+def test_feedback_page_loses_its_cdn_mathjax(tmp_path):
+    from autograder.feedback import MATHJAX_FILE, make_maths_offline, mathjax_source
+
+    page = tmp_path / "nb.html"
+    page.write_text('<head>\n<!-- Load mathjax -->\n<script src="https://cdnjs.cloudflare.com/'
+                    'ajax/libs/mathjax/2.7.7/latest.js?config=TeX-AMS_CHTML-full,Safe"> '
+                    '</script>\n<script type="text/x-mathjax-config">MathJax.Hub.Config({});'
+                    '</script>\n<!-- End of mathjax configuration -->\n</head><body>$x^2$</body>')
+    assert make_maths_offline(page)
+    html = page.read_text()
+    assert "cdnjs" not in html and f'src="{MATHJAX_FILE}"' in html and "$x^2$" in html
+    assert mathjax_source() is not None
+    assert (tmp_path / MATHJAX_FILE).read_bytes() == mathjax_source().read_bytes()
+    assert not make_maths_offline(page)  # idempotent
+
+
+def test_scrub_keeps_only_the_last_line_of_test_errors():
+    import nbformat
+
+    from autograder.feedback import ScrubTestTracebacks
+
+    test = nbformat.v4.new_code_cell("x")
+    test.metadata = {"nbgrader": {"grade": True, "solution": False, "grade_id": "t",
+                                  "points": 1, "schema_version": 3}}
+    test.outputs = [nbformat.v4.new_output("error", ename="AssertionError", evalue="boom",
+                                           traceback=["line with hidden source", "more"])]
+    mine = nbformat.v4.new_code_cell("y")
+    mine.metadata = {"nbgrader": {"grade": False, "solution": True, "grade_id": "s",
+                                  "schema_version": 3}}
+    mine.outputs = [nbformat.v4.new_output("error", ename="ValueError", evalue="v",
+                                           traceback=["student frame", "last"])]
+    nb = nbformat.v4.new_notebook(cells=[test, mine])
+    nb, _ = ScrubTestTracebacks().preprocess(nb, {})
+    assert nb.cells[0].outputs[0].traceback == ["AssertionError: boom"]
+    assert nb.cells[1].outputs[0].traceback == ["student frame", "last"]

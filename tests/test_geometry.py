@@ -231,6 +231,7 @@ def test_two_nn_batched_iterator_and_memmap(tmp_path):
     np.testing.assert_allclose(a.estimates, b.estimates)
 
 
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # skdim's unused line fit
 def test_two_nn_matches_scikit_dimension():
     skdim = pytest.importorskip("skdim")
     X = np.random.default_rng(18).normal(size=(500, 4))

@@ -294,3 +294,35 @@ def test_good_arguments_work():
 def test_bad_inputs(overrides, exc, word):
     with pytest.raises(exc, match=word):
         call(**overrides)
+
+
+def test_exact_vote_tie_from_duplicated_features_goes_to_smaller_label():
+    # Regression (audit): votes were summed in training-index order, so two classes
+    # whose neighbours had exactly the same similarities (duplicated features) could
+    # differ by one rounding and the larger label won (here class 2, by one ulp).
+    # Classes 0 and 2 each own one copy of directions 2 and 3 and two of direction 1.
+    directions = np.array([[1.0, 0.0], [0.8, 0.6], [0.6, 0.8], [0.28, 0.96]])
+    train_h = directions[[1, 2, 3, 1, 1, 1, 0, 2, 3]]
+    train_y = np.array([2, 0, 2, 0, 2, 0, 1, 2, 0])
+    test_h = directions[:1]
+    for tau in (0.3, 1.0, 3.0):
+        assert knn_classify(train_h, train_y, test_h, k=9, tau=tau, n_classes=3).tolist() == [0]
+        assert knn_classify(train_h, train_y, test_h, k=20, tau=tau, n_classes=3).tolist() == [0]
+
+
+@pytest.mark.parametrize("levels", [3, 50, 10**6])
+def test_fast_selection_equals_the_tie_breaking_mask(levels):
+    # _top_k (group-maxima threshold, or its partition fallback under massive ties) must
+    # select exactly the entries of _keep_mask: the k largest, ties to the smaller column
+    from repeval_ref.knn import _keep_mask, _top_k, _top_k_partition
+
+    rng = np.random.default_rng(levels)
+    for _ in range(60):
+        m, n = int(rng.integers(1, 6)), int(rng.integers(2, 700))
+        k = int(rng.integers(1, n))
+        sims = rng.integers(0, levels, size=(m, n)).astype(np.float32)
+        expected = np.nonzero(_keep_mask(sims, k))
+        for select in (_top_k, _top_k_partition):
+            rows, cols = select(sims, k)
+            np.testing.assert_array_equal(rows, expected[0])
+            np.testing.assert_array_equal(cols, expected[1])

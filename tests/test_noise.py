@@ -50,6 +50,24 @@ def test_wilson_endpoints_exact_and_default_z():
     assert lo2 < lo1 < 0.3 < hi1 < hi2
 
 
+@pytest.mark.parametrize("z", [0.5, 2.0, 30.0, 1e3, 1e160, 1e300])
+def test_wilson_large_z_is_finite_and_continuous(z):
+    # Regression (audit): z * z overflowed for z > 1.3e154 and the interval came back
+    # as (0.0, nan); the formulas are now multiplied through by n / z^2 when
+    # z^2 > n, which must agree with statsmodels where both are finite.
+    for n, k in [(1, 0), (1, 1), (10, 3), (600, 599)]:
+        lo, hi = wilson_interval(k, n, z)
+        assert np.isfinite(lo) and np.isfinite(hi) and 0.0 <= lo <= k / n <= hi <= 1.0
+        if z < 1e100:
+            alpha = 2 * stats.norm.sf(z)
+            if alpha > 0:
+                ref_lo, ref_hi = proportion_confint(k, n, alpha=alpha, method="wilson")
+                assert lo == pytest.approx(ref_lo, abs=1e-12)
+                assert hi == pytest.approx(ref_hi, abs=1e-12)
+        else:
+            assert lo == pytest.approx(0.0, abs=1e-12) and hi == pytest.approx(1.0, abs=1e-12)
+
+
 def test_wilson_bad_inputs():
     with pytest.raises(ValueError, match="k"):
         wilson_interval(11, 10)

@@ -146,3 +146,29 @@ GOOD_Y = np.array([0, 1, 2, 0, 1, 2])
 def test_bad_inputs(H, y, n_classes, exc, word):
     with pytest.raises(exc, match=word):
         rank_bound(H, y, n_classes)
+
+
+@pytest.mark.parametrize("scale", [1e-170, 1e-20, 1e-8, 1e8, 1e20, 1e200])
+def test_residual_does_not_depend_on_the_scale_of_the_features(scale):
+    # Regression (audit): solving on the design [1, H] made lstsq's rank cut-off
+    # compare H with the column of ones, so at scale 1e-20 the features counted as
+    # zero (the bias-only residual) and at 1e20 the bias was lost (a residual above
+    # the bias-only fit). The unpenalised bias is now eliminated by centring.
+    rng = np.random.default_rng(0)
+    H = rng.normal(size=(20, 3))
+    y = np.arange(20) % 2
+    Y = one_hot(y, 2)
+    pred = LinearRegression().fit(H, Y).predict(H)
+    expected = np.sum((Y - pred) ** 2)
+    residual, floor = rank_bound(H * scale, y, 2)
+    assert residual == pytest.approx(expected, rel=1e-9)
+    assert residual <= np.sum((Y - Y.mean(axis=0)) ** 2)  # never worse than the bias alone
+    assert floor == 0
+
+
+def test_constant_features_fit_like_the_bias_alone():
+    y = np.array([0, 1, 0, 1, 0, 2])
+    residual, floor = rank_bound(np.full((6, 2), 0.1), y, 3)
+    Y = one_hot(y, 3)
+    assert residual == pytest.approx(np.sum((Y - Y.mean(axis=0)) ** 2), rel=1e-12)
+    assert floor == 1  # r = 1, K = 3: the smallest count

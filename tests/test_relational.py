@@ -167,3 +167,31 @@ def test_dse_bad_input():
     before = X.copy()
     diffusion_spectral_entropy(X, sigma=1.0)
     np.testing.assert_array_equal(X, before)
+
+
+# ------------------------------------------------------------------- property tests
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.extra.numpy import arrays  # noqa: E402
+
+
+@st.composite
+def _features(draw):
+    n = draw(st.integers(2, 12))
+    d = draw(st.integers(2, 6))
+    X = draw(arrays(np.float64, (n, d), elements=st.floats(-100, 100, allow_nan=False, width=64)))
+    norms = np.linalg.norm(X, axis=1)
+    X[norms < 1e-3] += 1.0  # keep rows away from zero (unit-normalisation needs a direction)
+    return X
+
+
+@settings(max_examples=60, deadline=None)
+@given(_features())
+def test_self_cluster_property_d_by_d_equals_n_by_n(X):
+    assert self_cluster(X) == pytest.approx(_self_cluster_nxn(X), rel=1e-9, abs=1e-9)
+    n, d = X.shape
+    # frame-potential bound: F >= max(N, N^2 / d), so the score is >= -1 / (max(N, d) - 1)
+    assert -1.0 / (max(n, d) - 1) - 1e-9 <= self_cluster(X) <= 1.0 + 1e-9
+    # batching does not change the value
+    assert self_cluster(iter([X[:1], X[1:]])) == pytest.approx(self_cluster(X), rel=1e-9, abs=1e-12)

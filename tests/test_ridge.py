@@ -304,3 +304,43 @@ def test_bad_inputs():
         loo_scores(H, y, -2.0)
     with pytest.raises(ValueError, match="train_h"):
         loo_scores(np.zeros((0, 3)), [], 1.0)
+
+
+def test_loo_small_lambda_in_the_low_shot_regime():
+    # Regression (audit): 1 - leverage was computed as 1 - (1/n + sum_k U_ik^2 f_k),
+    # which cancels to rounding noise when lam << s_k^2 and n <= d + 1, so ridge_loo
+    # raised "leverage 1" for the whole grid, e.g. on 10 points in 20 dimensions of
+    # scale 10 with the seed's grid 1e-8 .. 1e4. The true leverage is 1 - O(lam), and
+    # PRESS(lam) tends, as lam -> 0, to the PRESS of explicit least-squares refits.
+    from repeval_ref import ridge_loo, ridge_probe
+
+    rng = np.random.default_rng(0)
+    H = 10 * rng.normal(size=(10, 20))
+    y = np.arange(10) % 3
+    grid = 10.0 ** np.arange(-8, 5)
+    best, press = ridge_loo(H, y, grid)
+    best_1, press_1 = ridge_loo(H / 10, y, grid / 100)  # PRESS(a h, a^2 lam) = PRESS(h, lam)
+    np.testing.assert_allclose(press, press_1, rtol=1e-10)
+    assert best == 100 * best_1
+    T = 2 * np.eye(3)[y] - 1
+    refits = [T[i] - ridge_probe(np.delete(H, i, 0), np.delete(y, i), H[i:i + 1], 0.0)[0]
+              for i in range(10)]
+    limit = np.mean(np.square(refits))
+    assert ridge_loo(H, y, [1e-12])[1][0] == pytest.approx(limit, rel=1e-8)
+    assert press[0] == pytest.approx(limit, rel=1e-6)
+    with pytest.raises(ValueError, match="leverage"):
+        ridge_loo(H, y, [0.0])  # exactly 0 / 0
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_probe_small_lambda_with_more_features_than_points(bias):
+    # Regression (audit): the normal equations (A^T A + lam I) W = A^T R square the
+    # condition number; with n <= d and lam = 1e-12 the scores were 0.5 away from
+    # scikit-learn's SVD-based Ridge. The SVD form is accurate for every lam.
+    rng = np.random.default_rng(0)
+    H, test_h = 10 * rng.normal(size=(10, 20)), 10 * rng.normal(size=(4, 20))
+    y = np.arange(10) % 3
+    T = 2 * np.eye(3)[y] - 1
+    for lam in (1e-12, 1e-8, 1e-4, 1.0):
+        ref = Ridge(alpha=lam, solver="svd", fit_intercept=bias).fit(H, T).predict(test_h)
+        np.testing.assert_allclose(ridge_probe(H, y, test_h, lam, bias), ref, atol=1e-10)

@@ -348,3 +348,41 @@ def test_condition_number_rtol_validation():
         condition_number(X, rtol=0.0)
     with pytest.raises(ValueError):
         condition_number(X, rtol=1.5)
+
+
+# ------------------------------------------------------------------ two-pass summary
+
+
+def test_label_free_summary_equals_the_single_metrics(tmp_path):
+    import repeval_ref as r
+
+    X = _data(300, 15, seed=8)
+    mm = _memmap(tmp_path, X, dtype=np.float64)
+    got = r.label_free_summary(mm, fit_range=(2, 0.9))
+    expected = {
+        "rankme": r.rankme(X), "rankme_normalized": r.rankme_normalized(X),
+        "alpha_req": r.alpha_req(X, fit_range=(2, 0.9)), "ne_sum": r.ne_sum(X),
+        "stable_rank": r.stable_rank(X), "condition_number": r.condition_number(X),
+        "participation_ratio": r.participation_ratio(X),
+        "explained_variance_dim": r.explained_variance_dimension(X),
+        "isotropy_ratio": r.isotropy_ratio(X), "self_cluster": r.self_cluster(X),
+        "mean_pairwise_cosine": r.mean_pairwise_cosine(X),
+    }
+    for name, value in expected.items():
+        assert got[name] == pytest.approx(value, rel=1e-8), name
+    assert got["n"] == 300 and got["d"] == 15 and got["notes"] == {}
+
+
+def test_label_free_summary_reports_undefined_metrics_as_none():
+    import repeval_ref as r
+
+    X = _data(40, 12)
+    X[3] = 0.0
+    got = r.label_free_summary(X)  # d = 12: the default alpha range has one index
+    assert got["alpha_req"] is None and "at least 2" in got["notes"]["alpha_req"]
+    assert got["self_cluster"] is None and "zero vector at row 3" in got["notes"]["self_cluster"]
+    assert got["ne_sum"] == pytest.approx(r.ne_sum(X))
+    with pytest.raises(TypeError, match="iterator"):
+        r.label_free_summary(iter([X]))
+    with pytest.raises(ValueError, match="NaN"):
+        r.label_free_summary(np.full((3, 3), np.nan))

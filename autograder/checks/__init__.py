@@ -91,7 +91,7 @@ def _resolve(fn_or_name):
         return fn_or_name
     # look the function up in the notebook's namespace (the caller's globals)
     frame = sys._getframe(2)
-    ns = frame.f_globals
+    ns = {**frame.f_globals, **frame.f_locals}
     try:  # inside IPython the user namespace is the authority
         ip = get_ipython()  # type: ignore[name-defined]  # noqa: F821
         ns = ip.user_ns

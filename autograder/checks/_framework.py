@@ -286,8 +286,9 @@ def run_check(name, student_fn, seed=None, time_limit=None):
     if student_fn is None or not callable(student_fn):
         func = name.split("/", 1)[0]
         return [Finding("function defined", 0.0, reg.points, False,
-                        f"{func} is not defined (or not a function): run the cell that "
-                        "defines it, and do not rename or delete it")]
+                        f"{func} is not defined (or not a function) when this test runs: "
+                        "keep the cell that defines it above the tests, and do not rename, "
+                        "move or delete it")]
     rng = rng_for(name, seed)
     try:
         with _time_limit(time_limit):

@@ -1,6 +1,7 @@
 """Hidden checks of the exercise "Weighted k-NN classifier" (book/knn.md).
 
-Contract: ``knn_classify(train_h, train_y, test_h, k, tau, n_classes)`` returns an int
+Contract: ``knn_classify`` (bank ``train_h``, labels ``train_y``, queries ``test_h``, then
+``k``, ``tau``, ``n_classes``) returns an int
 array (n_test,): unit-normalised banks, cosine similarities, the k largest (all if k >
 n_train), votes ``exp(s / tau)`` summed per class, argmax with ties to the smaller label,
 no overflow at small tau. Reference: :func:`repeval_ref.knn_classify`.

@@ -15,7 +15,7 @@ from ._framework import StudentError, call_student, finding, register
 from ._helpers import frozen_copies, is_plain_float, mutated
 
 EX = "linear_cka"
-#: allowed allocation peak for n = 4000 samples (an n x n float64 Gram matrix is 128 MB)
+#: allowed allocation peak for n = 3000 samples (an n x n float64 Gram matrix is 72 MB)
 PEAK_LIMIT = 16 * 2**20
 
 
@@ -43,6 +43,26 @@ def _call(fn, X, Y):
 def _uncentred(X, Y):
     return (np.linalg.norm(X.T @ Y) ** 2
             / (np.linalg.norm(X.T @ X) * np.linalg.norm(Y.T @ Y)))
+
+
+def _peak_during(func):
+    """Run ``func()``; return its result and the largest memory it held at once (bytes).
+
+    Uses :mod:`tracemalloc` (NumPy reports its buffers to it); a trace that was already
+    running is left running.
+    """
+    running = tracemalloc.is_tracing()
+    if not running:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    try:
+        result = func()
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        if not running:
+            tracemalloc.stop()
+    return result, peak
 
 
 def _close(a, b, rtol=1e-9):
@@ -114,21 +134,15 @@ def properties(fn, rng):
 
 
 @register(f"{EX}/no_gram_matrix", points=1,
-          summary="4000 samples without n x n Gram matrices")
+          summary="3000 samples without n x n Gram matrices")
 def no_gram_matrix(fn, rng):
-    X, Y = _pair(rng, 4000, 3, 2)
-    want = _ref(X, Y)
-    tracemalloc.start()
-    try:
-        got, _ = _call(fn, X, Y)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    if not _close(got, want, 1e-7):
+    X, Y = _pair(rng, 3000, 3, 2)
+    (got, _), peak = _peak_during(lambda: _call(fn, X, Y))
+    if not np.isfinite(got):
         return [finding("no Gram matrix", False, 1,
-                        f"on 4000 samples you returned {got:.6g}, expected {want:.6g}.")]
+                        f"on 3000 samples you returned {got}, not a finite number.")]
     return [finding("no Gram matrix", peak <= PEAK_LIMIT, 1,
-                    f"for 4000 samples your function allocated {peak / 2**20:.0f} MB at once: "
+                    f"for 3000 samples your function allocated {peak / 2**20:.0f} MB at once: "
                     "it forms n x n Gram matrices (XX^T). Use the feature-space form "
                     "||Xc^T Yc||_F^2 / (||Xc^T Xc||_F ||Yc^T Yc||_F), which needs only "
                     "p x q, p x p and q x q products.")]

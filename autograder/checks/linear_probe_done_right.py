@@ -1,6 +1,7 @@
 """Hidden checks of the exercise "A linear probe done right" (book/protocols.md).
 
-Contract: ``linear_probe_done_right(train_h, train_y, test_h, test_y, Cs, seed=0)`` returns
+Contract: ``linear_probe_done_right`` (training features and labels, test features and
+labels, the grid ``Cs``, keyword ``seed=0``) returns
 ``(best_C, test_accuracy)`` as Python floats: validation ``perm[:n // 5]`` of
 ``default_rng(seed).permutation(n)``, both parts standardised with the fitting part's
 statistics, first C of best validation accuracy, refit on the whole training set

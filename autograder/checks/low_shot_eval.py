@@ -1,10 +1,11 @@
 """Hidden checks of the exercise "Low-shot evaluation with honest error bars" (book/noise.md).
 
-Contract: ``low_shot_eval(train_h, train_y, test_h, test_y, n_per_class, n_draws, rng)``
-returns ``(mean, std)`` as Python floats: unit features; for each draw and for each class
-``c`` of ``np.unique(train_y)`` in increasing order exactly one call
-``rng.choice(np.flatnonzero(train_y == c), size=n_per_class, replace=False)`` and no other
-random call; nearest class mean by cosine with the renormalised means; mean and sample
+Contract: ``low_shot_eval(train_h, train_y, test_h, test_y, ...)`` with a support size
+``n_per_class``, a number of draws ``n_draws`` and a Generator ``rng`` returns
+``(mean, std)`` as Python floats: unit features; for each draw and for each class
+``label`` of ``np.unique(train_y)`` in increasing order exactly one call
+``rng.choice(np.flatnonzero(train_y == label), size=n_per_class, replace=False)`` and no
+other random call; nearest class mean by cosine with the renormalised means; mean and sample
 standard deviation (``ddof=1``) of the per-draw accuracies.
 Reference: :func:`repeval_ref.low_shot_eval`.
 """
@@ -30,9 +31,10 @@ def _data(rng, per_train=8, per_test=6):
     return low_shot_setup(rng, n_train_per_class=per_train, n_test_per_class=per_test)
 
 
-def _call(fn, train_h, train_y, test_h, test_y, n_per_class, n_draws, gen):
-    out, _ = call_student(fn, train_h.copy(), train_y.copy(), test_h.copy(), test_y.copy(),
-                          n_per_class, n_draws, gen, what="low_shot_eval")
+def _call(fn, data, shots, draws, gen):
+    """Call the student's function on copies of ``data = (train_h, train_y, test_h, test_y)``."""
+    out, _ = call_student(fn, *(a.copy() for a in data), shots, draws, gen,
+                          what="low_shot_eval")
     mean, std = unpack(out, 2, "low_shot_eval")
     try:
         return float(mean), float(std), out
@@ -48,13 +50,11 @@ def _state(gen):
 @register(f"{EX}/matches_reference", points=3,
           summary="mean and standard deviation equal the reference for the same generator")
 def matches_reference(fn, rng):
-    train_h, train_y, test_h, test_y = _data(rng)
+    data = _data(rng)
     seed = int(rng.integers(0, 2**31))
     for n_per_class, n_draws in ((3, 6), (1, 4)):
-        want_m, want_s = _ref(train_h, train_y, test_h, test_y, n_per_class, n_draws,
-                              np.random.default_rng(seed))
-        m, s, _ = _call(fn, train_h, train_y, test_h, test_y, n_per_class, n_draws,
-                        np.random.default_rng(seed))
+        want_m, want_s = _ref(*data, n_per_class, n_draws, np.random.default_rng(seed))
+        m, s, _ = _call(fn, data, n_per_class, n_draws, np.random.default_rng(seed))
         if abs(m - want_m) < 1e-12 and abs(s - want_s) < 1e-12:
             continue
         where = (f"with n_per_class = {n_per_class}, n_draws = {n_draws} and "
@@ -72,7 +72,7 @@ def matches_reference(fn, rng):
         else:
             hint = (" Your supports differ from the prescribed ones: for each draw, loop over "
                     "the classes of np.unique(train_y) in increasing order and call "
-                    "rng.choice(np.flatnonzero(train_y == c), size=n_per_class, "
+                    "rng.choice(np.flatnonzero(train_y == label), size=n_per_class, "
                     "replace=False) once per class, with no other random call; use unit "
                     "features and renormalise the class means.")
         return [finding("matches the reference", False, 3, where + hint)]
@@ -89,11 +89,11 @@ def ddof(fn, rng):
     # With two draws the accuracies a1, a2 are multiples of 1/n_test, and
     # ddof=1 gives std = |a1 - a2| / sqrt(2) while ddof=0 gives |a1 - a2| / 2, so the
     # student's (mean, std) reveal which one was used, whatever supports were drawn.
-    train_h, train_y, test_h, test_y = _data(rng, per_train=5, per_test=8)
-    n_test = len(test_y)
+    data = _data(rng, per_train=5, per_test=8)
+    n_test = len(data[3])
     for _ in range(8):
         gen = np.random.default_rng(int(rng.integers(0, 2**31)))
-        m, s, _ = _call(fn, train_h, train_y, test_h, test_y, 1, 2, gen)
+        m, s, _ = _call(fn, data, 1, 2, gen)
         if s > 1e-12:
             break
     else:
@@ -120,14 +120,14 @@ def ddof(fn, rng):
           summary="exactly n_draws x n_classes calls rng.choice(..., replace=False), "
                   "nothing else")
 def random_calls(fn, rng):
-    train_h, train_y, test_h, test_y = _data(rng)
+    data = _data(rng)
     seed = int(rng.integers(0, 2**31))
     n_draws = 3
     want = np.random.default_rng(seed)
-    _ref(train_h, train_y, test_h, test_y, 2, n_draws, want)
+    _ref(*data, 2, n_draws, want)
     gen = np.random.default_rng(seed)
     start = _state(np.random.default_rng(seed))
-    _call(fn, train_h, train_y, test_h, test_y, 2, n_draws, gen)
+    _call(fn, data, 2, n_draws, gen)
     if _state(gen) == _state(want):
         return [finding("random calls", True, 2, "")]
     if _state(gen) == start:
@@ -136,7 +136,7 @@ def random_calls(fn, rng):
                "with rng.choice.")
     else:
         msg = (f"after your function the generator is not where {n_draws} draws x 10 classes "
-               "= 30 calls rng.choice(np.flatnonzero(train_y == c), size=n_per_class, "
+               "= 30 calls rng.choice(np.flatnonzero(train_y == label), size=n_per_class, "
                "replace=False) leave it: you made other random calls (a permutation, a "
                "shuffle, a call without replace=False, an extra draw), so your supports "
                "differ from everybody else's. Use exactly those calls and no other.")
@@ -152,8 +152,10 @@ def labels_not_contiguous(fn, rng):
     seed = int(rng.integers(0, 2**31))
     # relabelling the classes in increasing order changes neither the supports nor the
     # predictions, so your function must return exactly what it returns for 0 .. 9
-    m0, s0, _ = _call(fn, train_h, train_y, test_h, test_y, 2, 3, np.random.default_rng(seed))
-    m, s, _ = _call(fn, train_h, tr_y, test_h, te_y, 2, 3, np.random.default_rng(seed))
+    plain = (train_h, train_y, test_h, test_y)
+    renamed = (train_h, tr_y, test_h, te_y)
+    m0, s0, _ = _call(fn, plain, 2, 3, np.random.default_rng(seed))
+    m, s, _ = _call(fn, renamed, 2, 3, np.random.default_rng(seed))
     ok = m == m0 and s == s0
     return [finding("labels not contiguous", ok, 1,
                     f"with the labels 0 .. 9 renamed to {values.tolist()} (same order, same "

@@ -183,7 +183,7 @@ def kumar_ordering(fn, rng):
         problems.append("LP-FT should be the best out of distribution: it starts from the "
                         "probed head, so the features barely move")
     if not problems:
-        return [finding("Kumar et al.'s ordering", True, 2, table)]
+        return [finding("Kumar et al.'s ordering", True, 2, "", table)]
     return [finding("Kumar et al.'s ordering", False, 2,
                     f"on the exercise's setup ({s['steps']} steps at lr = {s['lr']}): "
                     + table + " " + "; ".join(problems) + ".")]

@@ -14,7 +14,8 @@ token, and the head returns the softmax-weighted average of the tokens' values. 
 forward pass for a whole batch, without Python loops over images or heads:
 
 ```python
-attentive_probe(H, q, Wk, Wv, Wo, W_cls, n_heads, n_prefix=0)
+attentive_probe(H, q, Wk, Wv, Wo, W_cls,    # tokens, query, weights
+                n_heads, n_prefix=0)        # head count, tokens to skip
 ```
 
 **Inputs.** Frozen tokens `H` of shape `(B, T, d)` (B images, T tokens each), the learned
@@ -37,9 +38,9 @@ that are not patches (class token, registers), with `0 <= n_prefix < T`.
    $0, 1, \dots$ in order gives $o$ of length $d$.
 6. The logits are $W_{\text{cls}}^\top W_O^\top o$, i.e. the row vector `o @ Wo @ W_cls`.
 
-**Return** `(logits, A)`: `logits` of shape `(B, K)` and the attention weights `A` of
-shape `(B, n_heads, T - n_prefix)`, with `A[b, j]` the weights $a_j$ of image `b`. Both
-are float arrays. Do not modify the inputs.
+**Return** the pair `(logits, A)`: the class scores as a `(B, K)` array, and the
+attention weights as a `(B, n_heads, T - n_prefix)` array whose entry `A[b, j]` holds
+the weights $a_j$ of image `b`. Both are float arrays. Do not modify the inputs.
 
 **Numerical stability.** The hidden tests use scores in the thousands; compute the softmax
 so that no exponential overflows (subtract the largest score of each row first).
@@ -49,6 +50,8 @@ so that no exponential overflows (subtract the largest score of each row first).
 """
 
 SOLUTION = r'''import numpy as np
+
+# One learned query per head reads the patch tokens.
 
 
 def attentive_probe(H, q, Wk, Wv, Wo, W_cls,    # tokens, query and weights

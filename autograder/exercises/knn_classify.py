@@ -12,7 +12,8 @@ The k-NN protocol trains nothing: every stored training feature votes for its ow
 and more similar features get exponentially heavier votes. Write
 
 ```python
-knn_classify(train_h, train_y, test_h, k, tau, n_classes)
+knn_classify(train_h: np.ndarray, train_y: np.ndarray, test_h: np.ndarray,
+             k: int, tau: float, n_classes: int) -> np.ndarray
 ```
 
 **Inputs.** `train_h` of shape `(n_train, d)` (the feature bank), integer labels `train_y`
@@ -40,7 +41,8 @@ The data sets here are small: one similarity matrix for the whole test set is fi
 SOLUTION = r'''import numpy as np
 
 
-def knn_classify(train_h, train_y, test_h, k, tau, n_classes):
+def knn_classify(train_h: np.ndarray, train_y: np.ndarray, test_h: np.ndarray,
+                 k: int, tau: float, n_classes: int) -> np.ndarray:
     """Temperature-weighted vote of the k most cosine-similar stored features.
 
     Returns an int array of shape (n_test,); ties go to the smaller label.

@@ -13,7 +13,8 @@ A probe has a hyperparameter, the inverse regularisation strength `C` of scikit-
 images you then report on inflates the number. Write the honest procedure:
 
 ```python
-linear_probe_done_right(train_h, train_y, test_h, test_y, Cs, seed=0)
+linear_probe_done_right(train_h: np.ndarray, train_y: np.ndarray, test_h: np.ndarray,
+                        test_y: np.ndarray, Cs: list, seed: int = 0) -> tuple
 ```
 
 which returns the pair `(best_C, test_accuracy)` as two Python floats.
@@ -41,8 +42,11 @@ shifted "camera", so each shortcut changes the answer. Do not modify the inputs.
 SOLUTION = r'''import numpy as np
 from sklearn.linear_model import LogisticRegression
 
+# Honest recipe: C is chosen on held-out training rows, the test set is scored once.
 
-def linear_probe_done_right(train_h, train_y, test_h, test_y, Cs, seed=0):
+
+def linear_probe_done_right(train_h: np.ndarray, train_y: np.ndarray, test_h: np.ndarray,
+                            test_y: np.ndarray, Cs: list, seed: int = 0) -> tuple:
     """Pick C on a validation split carved from the training set, refit, test once.
 
     Returns (best_C, test_accuracy) as Python floats.

@@ -14,7 +14,9 @@ several random supports and reports how much it varies from one support to the n
 The classifier is the simplest there is, the nearest class mean. Write
 
 ```python
-low_shot_eval(train_h, train_y, test_h, test_y, n_per_class, n_draws, rng)
+low_shot_eval(train_h, train_y,          # labelled pool
+              test_h, test_y,            # evaluation set
+              n_per_class, n_draws, rng)
 ```
 
 **Inputs.** A labelled pool `train_h` of shape `(n_train, d)` with integer labels
@@ -28,7 +30,8 @@ low_shot_eval(train_h, train_y, test_h, test_y, n_per_class, n_draws, rng)
 2. Repeat `n_draws` times:
    * for each class `c` of `np.unique(train_y)`, **in increasing order**, draw its support
      with exactly one call
-     `rng.choice(np.flatnonzero(train_y == c), size=n_per_class, replace=False)`;
+     `rng.choice(np.flatnonzero(train_y == label), size=n_per_class, replace=False)`
+     (here `label` is the class `c`);
    * average the unit features of each class's support and rescale each average to unit
      length;
    * give each test image the class whose (unit) mean has the largest dot product with
@@ -48,6 +51,8 @@ known). Do not modify the inputs.
 """
 
 SOLUTION = r'''import numpy as np
+
+# Nearest class mean on unit features, averaged over random support sets.
 
 
 def low_shot_eval(train_h, train_y,       # labelled pool

@@ -30,8 +30,8 @@ rankme(Z, center=False, eps=1e-7)
 4. Return $\exp\bigl(-\sum_i p_i \log p_i\bigr)$ as a Python float, where a term with
    $p_i = 0$ (possible only with `eps = 0`) counts as 0.
 
-For example singular values $(3, 3, 3, 0)$ give shares $(1/3, 1/3, 1/3, 0)$, entropy
-$\log 3$ and an effective rank of 3 (exactly 3 with `eps = 0`). Rotating or rescaling the
+A check by hand: the spectrum $(3, 3, 3, 0)$ has the shares $(1/3, 1/3, 1/3, 0)$, whose
+entropy is $\log 3$, so its effective rank is 3 (exactly 3 with `eps = 0`). Rotating or rescaling the
 embeddings does not change the value. Do not modify `Z`.
 """
 

@@ -1,0 +1,60 @@
+"""Row 4: label-free spectral metrics streamed from a memory-mapped float32 ``.npy``.
+
+The streamed side is ``repeval_ref.alpha_req`` given ``np.load(path, mmap_mode="r")``:
+it accumulates the 768 x 768 float64 scatter matrix over row blocks (memory ``O(d^2)``
+plus one block) and fits the power law to its eigenvalues. The naive side loads the
+rows into memory and takes the singular values of the centred float64 matrix with
+``numpy.linalg.svd`` (memory grows with ``N``), then does the same fit.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+def make_memmap(tmp, n, d, seed=0, chunk=50000):
+    """An ``(n, d)`` float32 ``.npy`` with a power-law spectrum, written in chunks."""
+    path = str(Path(tmp) / "features.npy")
+    rng = np.random.default_rng(seed)
+    scales = (np.arange(1, d + 1) ** -0.6).astype(np.float32)  # alpha = 1.2 for variances
+    X = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n, d))
+    for lo in range(0, n, chunk):
+        hi = min(n, lo + chunk)
+        block = rng.standard_normal((hi - lo, d), dtype=np.float32)
+        block *= scales
+        X[lo:hi] = block
+    X.flush()
+    del X
+    return path
+
+
+def _fit(lam, lo=10, hi_frac=0.9):
+    d = lam.shape[0]
+    hi = int(np.floor(hi_frac * d))
+    sel = lam[lo - 1:hi]
+    logi = np.log(np.arange(lo, hi + 1, dtype=float))
+    return float(-np.polyfit(logi, np.log(sel), 1)[0])
+
+
+def streamed(path, n_rows):
+    from repeval_ref.spectral import alpha_req
+
+    X = np.load(path, mmap_mode="r")[:n_rows]
+
+    def work():
+        return {"alpha": alpha_req(X)}
+
+    return work
+
+
+def naive_svd(path, n_rows):
+    X = np.load(path, mmap_mode="r")
+
+    def work():
+        A = np.array(X[:n_rows], dtype=np.float64)  # the whole matrix in memory
+        A -= A.mean(axis=0)
+        sigma = np.linalg.svd(A, compute_uv=False)
+        return {"alpha": _fit(sigma ** 2)}
+
+    return work

@@ -1,0 +1,388 @@
+"""End-to-end tests of the ``repeval`` command on features written from load_digits."""
+import contextlib
+import io
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+
+from repeval_ref import linear_cka, wilson_interval
+from repeval_ref.cli import load_features, main
+
+FAST = ["--quiet", "--probe-c", "0.1,1", "--draws", "3"]
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    p = np.random.default_rng(0).permutation(len(y))
+    return X[p[:360]].astype(np.float32), y[p[:360]], X[p[360:540]].astype(np.float32), y[p[360:540]]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory, digits):
+    d = tmp_path_factory.mktemp("feats")
+    Xtr, ytr, Xte, yte = digits
+    np.savez(d / "train.npz", features=Xtr, labels=ytr)
+    np.savez(d / "test.npz", features=Xte, labels=yte)
+    return d
+
+
+@pytest.fixture(scope="module")
+def report(files):
+    """One full run (with progress lines, as stderr is not a TTY here); reused by several tests."""
+    out = files / "out"
+    stdout, stderr = io.StringIO(), io.StringIO()
+    argv = ["report", str(files / "train.npz"), str(files / "test.npz"), "--out", str(out),
+            "--probe-c", "0.1,1", "--draws", "3", "--id-batch", "100"]
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        rc = main(argv)
+    return rc, out, stdout.getvalue(), stderr.getvalue()
+
+
+def _error(capsys, prefix="repeval: error:"):
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith(prefix), lines[0]
+    assert "Traceback" not in captured.err
+    return lines[0]
+
+
+# -------------------------------------------------------------------------- report
+
+
+def test_report_writes_all_outputs(report):
+    rc, out = report[:2]
+    assert rc == 0
+    for name in ("report.md", "report.json", "spectrum.png", "knn_vs_k.png", "lowshot.png"):
+        assert (out / name).exists(), name
+    for name in ("spectrum.png", "knn_vs_k.png", "lowshot.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = (out / "report.md").read_text()
+    assert "Wilson" in md and "self_cluster" in md and "![spectrum](spectrum.png)" in md
+
+
+def test_report_json_accuracies_and_intervals(report, digits):
+    from repeval_ref import knn_classify
+
+    rep = json.loads((report[1] / "report.json").read_text())
+    Xtr, ytr, Xte, yte = digits
+    assert rep["inputs"]["n_train"] == 360 and rep["inputs"]["n_classes"] == 10
+    assert [e["k"] for e in rep["knn"]["headline"]] == [20, 200]
+    # k-NN accuracy is the library's, with its Wilson interval
+    pred = knn_classify(Xtr, ytr, Xte, 20, 0.07, 10)
+    k20 = rep["knn"]["headline"][0]
+    assert k20["correct"] == int(np.sum(pred == yte))
+    assert k20["wilson95"] == pytest.approx(list(wilson_interval(k20["correct"], 180)))
+    entries = rep["knn"]["curve"] + [rep["linear_probe"], rep["ridge_probe"]]
+    for e in entries:
+        lo, hi = e["wilson95"]
+        assert lo <= e["accuracy"] <= hi and e["n"] == 180
+    assert rep["linear_probe"]["best_C"] in (0.1, 1.0)
+    assert rep["linear_probe"]["dropped_constant_features"] >= 1  # digits has blank pixels
+    assert rep["linear_probe"]["accuracy"] > 0.85
+    assert [e["shots"] for e in rep["low_shot"]] == [1, 5, 20]
+    assert all(e["mean"] is not None and e["std"] >= 0 for e in rep["low_shot"])
+
+
+def test_report_label_free_metrics_match_the_library(report, digits):
+    import repeval_ref as r
+
+    lf = json.loads((report[1] / "report.json").read_text())["label_free"]
+    X = digits[0].astype(np.float64)
+    assert lf["rankme"]["value"] == pytest.approx(r.rankme(X))
+    assert lf["ne_sum"]["value"] == pytest.approx(r.ne_sum(X))
+    assert lf["self_cluster"]["value"] == pytest.approx(r.self_cluster(X))
+    assert lf["participation_ratio"]["value"] == pytest.approx(r.participation_ratio(X))
+    assert lf["mean_pairwise_cosine"]["value"] == pytest.approx(r.mean_pairwise_cosine(X))
+    expected = {"rankme", "rankme_normalized", "alpha_req", "ne_sum", "stable_rank", "condition_number",
+                "participation_ratio", "dims_for_90pct_variance", "isotropy_ratio",
+                "mean_pairwise_cosine", "uniformity", "self_cluster", "diffusion_spectral_entropy",
+                "two_nn_id", "two_nn_id_batched"}
+    assert expected <= set(lf)
+    for name in expected:
+        assert lf[name]["value"] is not None, (name, lf[name])
+
+
+def test_report_prints_a_table_and_a_progress_bar(report):
+    _, _, out, err = report
+    assert "weighted k-NN (k=20, tau=0.07)" in out
+    assert "low-shot NCM, 20-shot" in out
+    assert "two_nn_id_batched" in out and "+-" in out  # 3 batches of 120 rows: a spread
+    assert "[" in err and "linear probe" in err and "18/18" in err
+
+
+def test_quiet_report_has_empty_stderr(tmp_path, digits, capsys):
+    Xtr, ytr, Xte, yte = digits
+    paths = _write_pair(tmp_path, Xtr[:120], ytr[:120], Xte[:40], yte[:40])
+    assert main(["report", *paths, "--out", str(tmp_path / "o")] + FAST) == 0
+    captured = capsys.readouterr()
+    assert captured.err == "" and "skipped" in captured.out  # some classes have < 20 samples
+
+
+# --------------------------------------------------------------------- file formats
+
+
+def test_npy_pairs_and_torch_files_load_like_npz(tmp_path, digits):
+    import torch
+
+    X, y = digits[0], digits[1]
+    np.save(tmp_path / "train_features.npy", X)
+    np.save(tmp_path / "train_labels.npy", y)
+    np.save(tmp_path / "emb.npy", X)
+    np.save(tmp_path / "emb_labels.npy", y)
+    torch.save({"features": torch.from_numpy(X), "labels": torch.from_numpy(y)}, tmp_path / "d.pt")
+    torch.save((torch.from_numpy(X), torch.from_numpy(y)), tmp_path / "t.pth")
+    for name in ("train_features.npy", "emb.npy", "d.pt", "t.pth"):
+        F, L = load_features(tmp_path / name, "TRAIN")
+        np.testing.assert_array_equal(F, X.astype(np.float64))
+        np.testing.assert_array_equal(L, y)
+
+
+def test_report_runs_on_torch_files(tmp_path, digits, capsys):
+    import torch
+
+    Xtr, ytr, Xte, yte = (a[:150] for a in digits)
+    torch.save({"features": torch.from_numpy(Xtr), "labels": torch.from_numpy(ytr)}, tmp_path / "tr.pt")
+    torch.save({"features": torch.from_numpy(Xte), "labels": torch.from_numpy(yte)}, tmp_path / "te.pt")
+    assert main(["report", str(tmp_path / "tr.pt"), str(tmp_path / "te.pt"),
+                 "--out", str(tmp_path / "o")] + FAST) == 0
+    assert (tmp_path / "o" / "report.json").exists()
+
+
+# ------------------------------------------------------------------------- compare
+
+
+def test_compare_end_to_end(tmp_path, capsys):
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:400], y[:400]
+    B = np.maximum(X @ np.random.default_rng(1).normal(size=(64, 24)), 0)
+    np.savez(tmp_path / "a.npz", features=X, labels=y)
+    np.savez(tmp_path / "b.npz", features=B, labels=y)
+    rc = main(["compare", str(tmp_path / "a.npz"), str(tmp_path / "b.npz"), "--boot", "500",
+               "--out", str(tmp_path / "c"), "--quiet", "--probe-c", "1"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "linear CKA" in out and "McNemar" in out
+    res = json.loads((tmp_path / "c" / "compare.json").read_text())
+    assert res["linear_cka"] == pytest.approx(linear_cka(X, B))
+    assert 0 <= res["rbf_cka"] <= 1
+    for proto in ("knn", "probe"):
+        e = res["paired"][proto]
+        assert e["gain_B_minus_A"] == pytest.approx(e["B"]["accuracy"] - e["A"]["accuracy"])
+        lo, hi = e["bootstrap95"]
+        assert lo <= e["gain_B_minus_A"] <= hi
+        assert 0 <= e["mcnemar_p"] <= 1
+        assert e["A"]["n"] == 100  # 25 % of 400 held out
+
+
+def test_compare_identical_inputs(tmp_path, capsys):
+    X, y = load_digits(return_X_y=True)
+    np.savez(tmp_path / "a.npz", features=X[:200], labels=y[:200])
+    rc = main(["compare", str(tmp_path / "a.npz"), str(tmp_path / "a.npz"), "--boot", "200",
+               "--out", str(tmp_path / "c"), "--quiet", "--probe-c", "1"])
+    assert rc == 0
+    res = json.loads((tmp_path / "c" / "compare.json").read_text())
+    assert res["linear_cka"] == pytest.approx(1.0) and res["rbf_cka"] == pytest.approx(1.0)
+    assert res["paired"]["knn"]["mcnemar_p"] == 1.0
+    assert res["paired"]["knn"]["gain_B_minus_A"] == 0.0
+
+
+def test_compare_without_labels_reports_cka_only(tmp_path, capsys):
+    rng = np.random.default_rng(2)
+    A = rng.normal(size=(50, 6))
+    np.save(tmp_path / "a.npy", A)
+    np.save(tmp_path / "b.npy", A @ rng.normal(size=(6, 4)))
+    assert main(["compare", str(tmp_path / "a.npy"), str(tmp_path / "b.npy"), "--quiet"]) == 0
+    assert "paired accuracy comparison skipped" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------- bad input
+
+
+def _write_pair(d, Xtr, ytr, Xte=None, yte=None):
+    np.savez(d / "tr.npz", features=Xtr, labels=ytr)
+    if Xte is None:
+        Xte, yte = Xtr, ytr
+    np.savez(d / "te.npz", features=Xte, labels=yte)
+    return [str(d / "tr.npz"), str(d / "te.npz")]
+
+
+def _run_report(paths, out):
+    return main(["report", *paths, "--out", str(out)] + FAST)
+
+
+@pytest.fixture
+def small():
+    rng = np.random.default_rng(3)
+    return rng.normal(size=(30, 4)), np.repeat([0, 1, 2], 10)
+
+
+def test_missing_file(tmp_path, capsys):
+    rc = _run_report([str(tmp_path / "nope.npz"), str(tmp_path / "nope2.npz")], tmp_path / "o")
+    assert rc == 2
+    assert "TRAIN file not found" in _error(capsys)
+
+
+def test_missing_keys(tmp_path, small, capsys):
+    X, y = small
+    np.savez(tmp_path / "nolab.npz", features=X)
+    np.savez(tmp_path / "nofeat.npz", embeddings=X, labels=y)
+    np.savez(tmp_path / "ok.npz", features=X, labels=y)
+    assert _run_report([str(tmp_path / "nolab.npz"), str(tmp_path / "ok.npz")], tmp_path / "o") == 2
+    assert "no array 'labels'" in _error(capsys)
+    assert _run_report([str(tmp_path / "ok.npz"), str(tmp_path / "nofeat.npz")], tmp_path / "o") == 2
+    msg = _error(capsys)
+    assert "TEST" in msg and "no array 'features'" in msg and "embeddings" in msg
+
+
+def test_length_mismatch(tmp_path, small, capsys):
+    X, y = small
+    assert _run_report(_write_pair(tmp_path, X, y[:-1]), tmp_path / "o") == 2
+    assert "30 feature rows but 29 labels" in _error(capsys)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_nonfinite_features(tmp_path, small, capsys, bad):
+    X, y = small
+    X = X.copy()
+    X[7, 1] = bad
+    assert _run_report(_write_pair(tmp_path, X, y), tmp_path / "o") == 2
+    assert "NaN or infinite values (first in row 7)" in _error(capsys)
+
+
+def test_one_class_only(tmp_path, small, capsys):
+    X, _ = small
+    assert _run_report(_write_pair(tmp_path, X, np.zeros(30, dtype=int)), tmp_path / "o") == 2
+    assert "only one class" in _error(capsys)
+
+
+def test_class_with_a_single_sample(tmp_path, small, capsys):
+    X, y = small
+    y = y.copy()
+    y[0] = 5
+    assert _run_report(_write_pair(tmp_path, X, y), tmp_path / "o") == 2
+    msg = _error(capsys)
+    assert "class 5 has 1 sample" in msg and "at least 2" in msg
+
+
+def test_non_numeric_features_and_labels(tmp_path, small, capsys):
+    X, y = small
+    assert _run_report(_write_pair(tmp_path, X.astype(str), y), tmp_path / "o") == 2
+    assert "features must be numeric" in _error(capsys)
+    assert _run_report(_write_pair(tmp_path, X, np.array(["cat", "dog", "eel"] * 10)), tmp_path / "o") == 2
+    assert "labels must be integers" in _error(capsys)
+    assert _run_report(_write_pair(tmp_path, X, y + 0.5), tmp_path / "o") == 2
+    assert "whole numbers" in _error(capsys)
+
+
+def test_unreadable_and_unsupported_files(tmp_path, small, capsys):
+    X, y = small
+    (tmp_path / "junk.npz").write_bytes(b"not a zip archive at all")
+    np.savez(tmp_path / "ok.npz", features=X, labels=y)
+    assert _run_report([str(tmp_path / "junk.npz"), str(tmp_path / "ok.npz")], tmp_path / "o") == 2
+    assert "not a readable .npz" in _error(capsys)
+    (tmp_path / "f.csv").write_text("1,2\n")
+    assert _run_report([str(tmp_path / "f.csv"), str(tmp_path / "ok.npz")], tmp_path / "o") == 2
+    assert "unsupported type .csv" in _error(capsys)
+    (tmp_path / "bad.pt").write_bytes(b"garbage")
+    assert _run_report([str(tmp_path / "bad.pt"), str(tmp_path / "ok.npz")], tmp_path / "o") == 2
+    assert "not a readable PyTorch file" in _error(capsys)
+
+
+def test_npy_without_labels_file(tmp_path, small, capsys):
+    X, y = small
+    np.save(tmp_path / "x_features.npy", X)
+    np.savez(tmp_path / "ok.npz", features=X, labels=y)
+    assert _run_report([str(tmp_path / "x_features.npy"), str(tmp_path / "ok.npz")], tmp_path / "o") == 2
+    assert "x_labels.npy not found" in _error(capsys)
+
+
+def test_shape_and_label_mismatch_between_train_and_test(tmp_path, small, capsys):
+    X, y = small
+    assert _run_report(_write_pair(tmp_path, X, y, X[:, :3], y), tmp_path / "o") == 2
+    assert "TRAIN has 4 features per row but TEST has 3" in _error(capsys)
+    assert _run_report(_write_pair(tmp_path, X, y, X, np.full(30, 9)), tmp_path / "o") == 2
+    assert "TEST has label 9 that never occurs in TRAIN" in _error(capsys)
+    assert _run_report(_write_pair(tmp_path, X[:, 0], y), tmp_path / "o") == 2
+    assert "2-D array" in _error(capsys)
+
+
+def test_compare_bad_inputs(tmp_path, small, capsys):
+    X, y = small
+    np.savez(tmp_path / "a.npz", features=X, labels=y)
+    np.savez(tmp_path / "short.npz", features=X[:-1], labels=y[:-1])
+    np.savez(tmp_path / "other.npz", features=X, labels=y[::-1])
+    yy = y.copy()
+    yy[0] = 7
+    np.savez(tmp_path / "single.npz", features=X, labels=yy)
+    cases = [("short.npz", "A has 30 rows but B has 29"), ("other.npz", "different labels"),
+             ("single.npz", "class 7 has 1 sample")]
+    for name, text in cases:
+        b = "single.npz" if name == "single.npz" else name
+        a = "single.npz" if name == "single.npz" else "a.npz"
+        assert main(["compare", str(tmp_path / a), str(tmp_path / b), "--quiet"]) == 2
+        assert text in _error(capsys)
+    assert main(["compare", str(tmp_path / "a.npz"), str(tmp_path / "missing.npz")]) == 2
+    assert "B file not found" in _error(capsys)
+
+
+def test_argument_errors_are_one_line_with_status_2(capsys):
+    for argv in (["report"], ["report", "a", "b", "--draws", "1"], ["report", "a", "b", "--probe-c", "x"],
+                 ["compare", "a", "b", "--test-fraction", "1.5"], ["frobnicate"]):
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        assert info.value.code == 2
+        msg = _error(capsys, prefix="repeval")
+        assert "error:" in msg and "--help" in msg
+
+
+def test_no_subcommand_prints_help(capsys):
+    assert main([]) == 2
+    assert "report" in capsys.readouterr().err
+
+
+def test_help_explains_every_option(capsys):
+    for argv, options in ((["--help"], ["report", "compare"]),
+                          (["report", "--help"], ["--out", "--seed", "--draws", "--dse-samples",
+                                                  "--pair-samples", "--id-batch", "--probe-c", "--quiet",
+                                                  "TRAIN", "TEST", ".npz", ".npy", ".pt"]),
+                          (["compare", "--help"], ["--test-fraction", "--k", "--boot", "--cka-samples",
+                                                   "--seed", "--out", "--probe-c", "--quiet", "A", "B"])):
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        assert info.value.code == 0
+        text = capsys.readouterr().out
+        for opt in options:
+            assert opt in text, (argv, opt)
+
+
+def test_console_script_process_exit_status(tmp_path):
+    """As a separate process: help exits 0, bad input exits 2 with one line and no traceback."""
+    ok = subprocess.run([sys.executable, "-m", "repeval_ref.cli", "--help"], capture_output=True, text=True)
+    assert ok.returncode == 0 and "usage: repeval" in ok.stdout
+    bad = subprocess.run([sys.executable, "-m", "repeval_ref.cli", "report", str(tmp_path / "x.npz"),
+                          str(tmp_path / "y.npz")], capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines() == [f"repeval: error: TRAIN file not found: {tmp_path / 'x.npz'}"]
+
+
+def test_entry_point_is_declared():
+    from importlib.metadata import entry_points
+
+    eps = [ep for ep in entry_points(group="console_scripts") if ep.name == "repeval"]
+    if not eps:
+        pytest.skip("package not installed (pip install -e .)")
+    assert eps[0].value == "repeval_ref.cli:main"
+
+
+def test_library_errors_become_one_line_messages(tmp_path, small, capsys):
+    X, y = small
+    X = X.copy()
+    X[4] = 0.0  # cosine k-NN cannot normalise a zero vector
+    assert _run_report(_write_pair(tmp_path, X, y), tmp_path / "o") == 2
+    assert "zero vector" in _error(capsys)
