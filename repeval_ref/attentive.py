@@ -29,7 +29,8 @@ def _square(W, name, d):
     return W
 
 
-def attentive_probe(H, q, Wk, Wv, Wo, W_cls, n_heads, n_prefix=0):
+def attentive_probe(H, q, Wk, Wv, Wo,  # tokens, query, key/value/output maps
+                    W_cls, n_heads, n_prefix=0):
     """Logits and attention weights of an attentive probe, for a batch of images.
 
     Parameters

@@ -179,7 +179,8 @@ def _top_k_partition(sims, k):
     return rows, flat - rows * n
 
 
-def knn_classify(train_h, train_y, test_h, k, tau, n_classes, *, block_size=None,
+def knn_classify(train_h, train_y, test_h,  # bank, its labels, queries
+                 k, tau, n_classes, *, block_size=None,
                  dtype=np.float64):
     """Predict labels by the temperature-weighted vote of the ``k`` nearest neighbours.
 

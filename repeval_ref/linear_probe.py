@@ -112,7 +112,8 @@ def _test_accuracies(train_h, train_y, test_h, test_y, Cs):
     return [_accuracy(C, train_z, train_y, test_z, test_y) for C in Cs]
 
 
-def linear_probe_done_right(train_h, train_y, test_h, test_y, Cs, seed=0):
+def linear_probe_done_right(train_h, train_y,  # fitting and validation data
+                            test_h, test_y, Cs, seed=0):
     """Tune ``C`` of a logistic-regression probe on a held-out split, then test once.
 
     Parameters

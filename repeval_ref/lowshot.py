@@ -26,7 +26,8 @@ from ._validation import as_float_array, as_labels, check_int, check_rng, unit_r
 __all__ = ["low_shot_eval"]
 
 
-def low_shot_eval(train_h, train_y, test_h, test_y, n_per_class, n_draws, rng):
+def low_shot_eval(train_h, train_y,  # pool the support sets are drawn from
+                  test_h, test_y, n_per_class, n_draws, rng):
     """Mean and spread of nearest-class-mean accuracy over random support draws.
 
     Parameters
