@@ -88,19 +88,22 @@ def _keep_mask(sims, k):
     return above | (at & (np.cumsum(at, axis=1) <= need))
 
 
-def _row_norms(X, name):
+def _row_norms(X):
     """Euclidean norms of the rows of ``X``, in chunks of ~16 MB (no full-size temporary).
 
-    Raises the same ``ValueError`` as :func:`repeval_ref._validation.unit_rows` for a
-    zero row.
+    Returns ``None`` when some row's norm cannot be trusted (zero, or a sum of squares
+    that under- or overflows: entries below about 1e-154 or above 1e154 in float64);
+    the caller then falls back to :func:`repeval_ref._validation.unit_rows`, which
+    rescales such rows first and rejects true zero rows.
     """
     norms = np.empty(X.shape[0], dtype=X.dtype)
     step = max(1, (16 * 2**20) // (X.itemsize * X.shape[1]))
-    for lo in range(0, X.shape[0], step):
-        norms[lo:lo + step] = np.linalg.norm(X[lo:lo + step], axis=1)
-    bad = np.flatnonzero(norms == 0)
-    if bad.size:
-        raise ValueError(f"{name} has a zero vector at row {bad[0]}; it cannot be unit-normalised")
+    with np.errstate(over="ignore", under="ignore"):
+        for lo in range(0, X.shape[0], step):
+            norms[lo:lo + step] = np.linalg.norm(X[lo:lo + step], axis=1)
+    info = np.finfo(X.dtype)
+    if not np.all(np.isfinite(norms) & (norms >= np.sqrt(info.tiny) / info.eps)):
+        return None
     return norms
 
 
@@ -246,7 +249,9 @@ def knn_classify(train_h, train_y, test_h,  # bank, its labels, queries
     if block_size is not None:
         block_size = check_int(block_size, "block_size", minimum=1)
 
-    bank_norms = _row_norms(train_h, "train_h")
+    bank_norms = _row_norms(train_h)
+    if bank_norms is None:  # extreme magnitudes or a zero row: normalise a copy instead
+        train_h = unit_rows(train_h, "train_h")
     queries = unit_rows(test_h, "test_h")
     n_train, n_test = train_h.shape[0], queries.shape[0]
     if block_size is None:
@@ -256,7 +261,8 @@ def knn_classify(train_h, train_y, test_h,  # bank, its labels, queries
     for start in range(0, n_test, block_size):
         stop = min(start + block_size, n_test)
         sims = queries[start:stop] @ train_h.T  # (m, n_train): hat h^T h_i
-        np.divide(sims, bank_norms, out=sims)  # cosine similarities hat h^T hat h_i
+        if bank_norms is not None:
+            np.divide(sims, bank_norms, out=sims)  # cosine similarities hat h^T hat h_i
         m = stop - start
         if k < n_train:
             rows, cols = _top_k(sims, k)  # row-major: increasing training index

@@ -1,6 +1,8 @@
 """Small helpers shared by the check modules (comparisons phrased for students)."""
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
 
 from ._framework import StudentError
@@ -53,3 +55,22 @@ def count_mismatches(a, b):
     if a.shape != b.shape:
         return None
     return int(np.sum(a != b))
+
+def peak_memory_during(func):
+    """Run ``func()``; return its result and the largest memory it held at once (bytes).
+
+    Uses :mod:`tracemalloc` (NumPy reports its buffers to it); a trace that was already
+    running is left running.
+    """
+    running = tracemalloc.is_tracing()
+    if not running:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    try:
+        result = func()
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        if not running:
+            tracemalloc.stop()
+    return result, peak

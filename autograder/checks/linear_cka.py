@@ -7,12 +7,11 @@ Reference: :func:`repeval_ref.linear_cka`.
 """
 from __future__ import annotations
 
-import tracemalloc
 
 import numpy as np
 
 from ._framework import StudentError, call_student, finding, register
-from ._helpers import frozen_copies, is_plain_float, mutated
+from ._helpers import frozen_copies, is_plain_float, mutated, peak_memory_during
 
 EX = "linear_cka"
 #: allowed allocation peak for n = 3000 samples (an n x n float64 Gram matrix is 72 MB)
@@ -45,24 +44,6 @@ def _uncentred(X, Y):
             / (np.linalg.norm(X.T @ X) * np.linalg.norm(Y.T @ Y)))
 
 
-def _peak_during(func):
-    """Run ``func()``; return its result and the largest memory it held at once (bytes).
-
-    Uses :mod:`tracemalloc` (NumPy reports its buffers to it); a trace that was already
-    running is left running.
-    """
-    running = tracemalloc.is_tracing()
-    if not running:
-        tracemalloc.start()
-    tracemalloc.reset_peak()
-    base = tracemalloc.get_traced_memory()[0]
-    try:
-        result = func()
-        peak = tracemalloc.get_traced_memory()[1] - base
-    finally:
-        if not running:
-            tracemalloc.stop()
-    return result, peak
 
 
 def _close(a, b, rtol=1e-9):
@@ -137,7 +118,7 @@ def properties(fn, rng):
           summary="3000 samples without n x n Gram matrices")
 def no_gram_matrix(fn, rng):
     X, Y = _pair(rng, 3000, 3, 2)
-    (got, _), peak = _peak_during(lambda: _call(fn, X, Y))
+    (got, _), peak = peak_memory_during(lambda: _call(fn, X, Y))
     if not np.isfinite(got):
         return [finding("no Gram matrix", False, 1,
                         f"on 3000 samples you returned {got}, not a finite number.")]

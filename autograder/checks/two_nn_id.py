@@ -7,12 +7,11 @@ Reference: :func:`repeval_ref.two_nn_id`.
 """
 from __future__ import annotations
 
-import tracemalloc
 
 import numpy as np
 
 from ._framework import StudentError, call_student, finding, register
-from ._helpers import frozen_copies, is_plain_float, mutated
+from ._helpers import frozen_copies, is_plain_float, mutated, peak_memory_during
 
 EX = "two_nn_id"
 #: the largest traced allocation peak allowed for N = 3000 points (an N x N float64
@@ -41,24 +40,6 @@ def _call(fn, X):
         raise StudentError(f"two_nn_id should return a number, got {out!r}") from None
 
 
-def _peak_during(func):
-    """Run ``func()``; return its result and the largest memory it held at once (bytes).
-
-    Uses :mod:`tracemalloc` (NumPy reports its buffers to it); a trace that was already
-    running is left running.
-    """
-    running = tracemalloc.is_tracing()
-    if not running:
-        tracemalloc.start()
-    tracemalloc.reset_peak()
-    base = tracemalloc.get_traced_memory()[0]
-    try:
-        result = func()
-        peak = tracemalloc.get_traced_memory()[1] - base
-    finally:
-        if not running:
-            tracemalloc.stop()
-    return result, peak
 
 
 def _close(a, b):
@@ -111,7 +92,7 @@ def duplicates(fn, rng):
           summary="3000 points without an N x N distance matrix")
 def no_n_by_n_matrix(fn, rng):
     X = rng.normal(size=(3000, 3))
-    (got, _), peak = _peak_during(lambda: _call(fn, X))
+    (got, _), peak = peak_memory_during(lambda: _call(fn, X))
     if not np.isfinite(got):
         return [finding("no N x N matrix", False, 1,
                         f"on 3000 Gaussian points in R^3 you returned {got}, not a finite "
