@@ -90,3 +90,20 @@ def test_bad_inputs():
         probe_grid_search(views, y, {"a": views["a"]}, y, 2, [0.1])
     with pytest.raises(ValueError):
         probe_grid_search(views, y, views, y, 2, [0.1], val_fraction=1.5)
+
+
+@pytest.mark.parametrize("kw", [dict(weight_decay=1e-2, momentum=0.0), dict(batchnorm=False, momentum=0.5),
+                                dict(weight_decay=1e-3, batch_size=7)])
+def test_stacked_heads_follow_sgd_of_a_lone_probe(kw):
+    """Weight decay on weight and bias, no momentum, no BatchNorm, a last batch of one sample."""
+    rng = np.random.default_rng(7)
+    views, y = _views(50, "a", rng, d=5)
+    y = rng.integers(0, 3, 50)
+    lrs = [0.02, 0.2, 1.0]
+    kw = {"epochs": 4, "batch_size": 8, **kw}
+    heads, configs = train_probe_grid(views, y, 3, lrs, seed=11, **kw)
+    for head, c in zip(heads, configs):
+        alone = train_probe(views[c["view"]], y, 3, lr=c["lr"], seed=11, **kw)
+        assert set(head.state_dict()) == set(alone.state_dict())
+        for k, p in alone.state_dict().items():
+            torch.testing.assert_close(head.state_dict()[k], p, rtol=1e-5, atol=1e-6, msg=k)

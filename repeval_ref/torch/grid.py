@@ -7,14 +7,16 @@ without the pooled patch tokens}, 52 configurations trained together on the feat
 a single forward pass.
 
 Here a configuration is a *feature view* (which blocks, which pooling; see
-:meth:`repeval_ref.torch.extract.Features.view`) and a learning rate. Every head is a
-:class:`~repeval_ref.torch.probe.LinearProbe`. All heads see the same mini-batches
-(the same sample indices in every view) and are updated by **one** optimizer step per
-batch: one SGD optimizer with one parameter group per head (its own learning rate),
-on the sum of the heads' cross-entropy losses. The heads share no parameter, so the
-gradient of the sum with respect to a head is the gradient of that head's own loss,
-and the run is equivalent to training each configuration separately on the same
-batches, for the cost of one pass over the data.
+:meth:`repeval_ref.torch.extract.Features.view`) and a learning rate. All heads see the
+same mini-batches (the same sample indices in every view). The heads of one view are
+trained as one stacked weight matrix (``_HeadStack``): their non-affine BatchNorms
+would compute identical statistics, so one normalisation serves them all, and their
+logits and weight gradients are one matrix product each instead of one per head. The
+update is SGD's, with each head's own learning rate, so every head follows the
+trajectory of :func:`~repeval_ref.torch.probe.train_probe` trained alone (a test checks
+this to float tolerance), for the cost of one pass over the data per view. The
+trained heads come back as separate :class:`~repeval_ref.torch.probe.LinearProbe`
+modules.
 
 Selection is on a stratified validation split carved from the training set; the
 test set is only evaluated, for the report (and, to show the optimism of choosing on
@@ -22,7 +24,7 @@ it, for every configuration in the table).
 """
 from __future__ import annotations
 
-import itertools
+import copy
 import math
 from dataclasses import dataclass
 
@@ -98,34 +100,91 @@ def train_probe_grid(views, labels, n_classes, lrs, *, epochs=30, batch_size=128
     views = {k: v.to(device) for k, v in views.items()}
     y = y.to(device)
 
-    configs, heads = [], nn.ModuleList()
-    for view, lr in itertools.product(views, lrs):
-        torch.manual_seed(int(seed))
-        heads.append(LinearProbe(views[view].shape[1], n_classes, batchnorm=batchnorm))
-        configs.append({"view": view, "lr": lr})
-    heads.to(device)
-    opt = torch.optim.SGD(
-        [{"params": h.parameters(), "lr": c["lr"]} for h, c in zip(heads, configs)],
-        lr=lrs[0], momentum=momentum, weight_decay=weight_decay,
-    )
+    stacks = [_HeadStack(views[name], n_classes, lrs, batchnorm, seed, device) for name in views]
     total = epochs * math.ceil(n / batch_size)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: _cosine(step, total))
     gen = torch.Generator().manual_seed(int(seed))
-    heads.train()
-    for _ in range(epochs):
-        order = torch.randperm(n, generator=gen).to(device)
-        for start in range(0, n, batch_size):
-            idx = order[start:start + batch_size]
-            if idx.numel() < 2:  # BatchNorm needs two samples
-                sched.step()
-                continue
-            yb = y[idx]
-            loss = sum(nn.functional.cross_entropy(h(views[c["view"]][idx]), yb) for h, c in zip(heads, configs))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
+    step = 0
+    with torch.no_grad():
+        for _ in range(epochs):
+            order = torch.randperm(n, generator=gen).to(device)
+            for start in range(0, n, batch_size):
+                idx = order[start:start + batch_size]
+                if idx.numel() >= 2:  # BatchNorm needs two samples; the schedule advances anyway
+                    yb = y[idx]
+                    factor = _cosine(step, total)
+                    for stack in stacks:
+                        stack.step(idx, yb, factor, momentum, weight_decay)
+                step += 1
+
+    configs, heads = [], nn.ModuleList()
+    for name, stack in zip(views, stacks):
+        for j, lr in enumerate(lrs):
+            heads.append(stack.head(j))
+            configs.append({"view": name, "lr": lr})
     return heads.eval(), configs
+
+
+class _HeadStack:
+    """The heads of one view, trained as one ``(d, H K)`` weight matrix.
+
+    Every head of a view sees the same batches, so their non-affine BatchNorms compute
+    identical batch statistics and running statistics: one normalisation serves all of
+    them. The logits of the ``H`` heads are one matrix product ``x_n W + b`` with the
+    heads' weights side by side in ``W``; the cross-entropy gradient is formed in closed
+    form, ``(softmax(z) - onehot(y)) / B``, and ``W``'s gradient is one product ``x_nᵀ G``.
+    The update is :class:`torch.optim.SGD`'s (weight decay added to the gradient, heavy-ball
+    momentum without dampening, the first buffer equal to the first gradient), column by
+    column with each head's learning rate, so head ``j`` follows exactly the trajectory of
+    ``train_probe`` with ``lr = lrs[j]``, up to floating-point rounding.
+    """
+
+    def __init__(self, h, n_classes, lrs, batchnorm, seed, device):
+        self.h, self.K, self.H = h, n_classes, len(lrs)
+        d = h.shape[1]
+        torch.manual_seed(int(seed))  # the initialisation train_probe gives a lone probe
+        self.template = LinearProbe(d, n_classes, batchnorm=batchnorm).to(device)
+        lin = self.template.linear
+        self.W = lin.weight.detach().T.repeat(1, self.H).contiguous()  # (d, H K)
+        self.b = lin.bias.detach().repeat(self.H).clone()  # (H K,)
+        self.lr = torch.tensor(lrs, dtype=torch.float32, device=device).repeat_interleave(n_classes)
+        self.buf_W = self.buf_b = None
+        bn = self.template.bn
+        self.bn = bn if isinstance(bn, nn.BatchNorm1d) else None
+
+    def step(self, idx, yb, factor, momentum, weight_decay):
+        x = self.h[idx]
+        if self.bn is not None:
+            bn = self.bn
+            bn.num_batches_tracked += 1
+            x = nn.functional.batch_norm(x, bn.running_mean, bn.running_var, training=True,
+                                         momentum=bn.momentum, eps=bn.eps)
+        B = x.shape[0]
+        z = torch.addmm(self.b, x, self.W).view(B, self.H, self.K)
+        g = torch.softmax(z, dim=2)
+        g[torch.arange(B, device=x.device), :, yb] -= 1.0
+        g = g.view(B, self.H * self.K).div_(B)
+        grad_W = x.T @ g
+        grad_b = g.sum(dim=0)
+        if weight_decay:
+            grad_W.add_(self.W, alpha=weight_decay)
+            grad_b.add_(self.b, alpha=weight_decay)
+        if momentum and self.buf_W is not None:
+            self.buf_W.mul_(momentum).add_(grad_W)
+            self.buf_b.mul_(momentum).add_(grad_b)
+        else:
+            self.buf_W, self.buf_b = grad_W, grad_b
+        lr = self.lr * factor
+        self.W.sub_(self.buf_W * lr)
+        self.b.sub_(self.buf_b * lr)
+
+    def head(self, j):
+        """Head ``j`` as its own :class:`LinearProbe` (the shared BatchNorm statistics copied)."""
+        probe = copy.deepcopy(self.template)
+        cols = slice(j * self.K, (j + 1) * self.K)
+        with torch.no_grad():
+            probe.linear.weight.copy_(self.W[:, cols].T)
+            probe.linear.bias.copy_(self.b[cols])
+        return probe
 
 
 @torch.no_grad()
