@@ -346,6 +346,12 @@ def _as_dataset(data):
     )
 
 
+def _already_on_gpu(data):
+    """True for a tensor, or a tuple of tensors, that already lives on a CUDA device."""
+    tensors = data if isinstance(data, tuple) else (data,)
+    return any(isinstance(t, torch.Tensor) and t.is_cuda for t in tensors)
+
+
 def _split_batch(batch):
     if isinstance(batch, (tuple, list)):
         x = batch[0]
@@ -486,8 +492,11 @@ def extract_features(model, data, layers=None, *, poolings=("cls",), batch_size=
         from torch.utils.data.distributed import DistributedSampler
 
         sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=False, drop_last=False)
+    on_gpu = _already_on_gpu(data)
+    if on_gpu:  # CUDA tensors cannot be pinned or sent through worker processes
+        num_workers = 0
     loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, sampler=sampler,
-                        num_workers=num_workers, pin_memory=device.type == "cuda")
+                        num_workers=num_workers, pin_memory=device.type == "cuda" and not on_gpu)
     write_here = directory is None or rank == 0
     arrays, labels, has_labels = {}, None, None
     local_pos = 0
