@@ -166,3 +166,45 @@ def test_property_any_tiling_equals_reference(n_train, n_test, d, k, log_tau, qb
     tau = 10.0**log_tau
     got = knn_classify_torch(train, y, test, k, tau, 3, query_block=qb, bank_block=bb)
     np.testing.assert_array_equal(got, _brute(train, y, test, min(k, n_train), tau, 3))
+
+
+@pytest.mark.parametrize("width, chunk, k", [(64, 4, 5), (67, 4, 5), (67, 8, 8), (30, 3, 10), (9, 2, 5)])
+def test_two_stage_selection_equals_topk(width, chunk, k):
+    """Chunk maxima first, then the k best of the k best chunks: the values of torch.topk,
+    and its columns when nothing is tied (continuous random data)."""
+    from repeval_ref.torch.knn import _select_topk
+
+    sims = torch.from_numpy(np.random.default_rng(width + chunk).normal(size=(40, width)))
+    vals, cols = _select_topk(sims, k, chunk=chunk, two_stage=True)
+    ref = torch.topk(sims, k, dim=1)
+    torch.testing.assert_close(vals, ref.values, rtol=0, atol=0)
+    torch.testing.assert_close(cols, ref.indices, rtol=0, atol=0)
+    # Many ties (small integers): the values still agree, and the columns hold them.
+    ties = torch.from_numpy(np.random.default_rng(width).integers(0, 4, size=(40, width)).astype(np.float32))
+    vals, cols = _select_topk(ties, k, chunk=chunk, two_stage=True)
+    torch.testing.assert_close(vals, torch.topk(ties, k, dim=1).values, rtol=0, atol=0)
+    torch.testing.assert_close(torch.gather(ties, 1, cols), vals, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5, 8])
+def test_two_stage_selection_keeps_the_exact_rules(k, monkeypatch):
+    """The GPU's two-stage selection, forced on the CPU with small chunks, gives the same
+    predictions as the definition, ties at the boundary included."""
+    import repeval_ref.torch.knn as tk
+
+    monkeypatch.setattr(tk, "_TWO_STAGE", True)
+    monkeypatch.setattr(tk, "_CHUNK", 2)
+    rng = np.random.default_rng(1)
+    base = rng.integers(-2, 3, size=(15, 3)).astype(float)
+    base[np.all(base == 0, axis=1)] = 1.0
+    train = np.repeat(base, 3, axis=0)
+    y = rng.integers(0, 3, size=len(train))
+    test = rng.integers(-2, 3, size=(30, 3)).astype(float)
+    test[np.all(test == 0, axis=1)] = 1.0
+    got = knn_classify_torch(train, y, test, k, 0.5, 3, query_block=7, bank_block=40)
+    np.testing.assert_array_equal(got, _brute(train, y, test, k, 0.5, 3))
+    cont = rng.normal(size=(200, 8))
+    yc = rng.integers(0, 4, size=200)
+    q = rng.normal(size=(25, 8))
+    got = knn_classify_torch(cont, yc, q, k, 0.07, 4, query_block=9, bank_block=77)
+    np.testing.assert_array_equal(got, knn_classify(cont, yc, q, k, 0.07, 4))
