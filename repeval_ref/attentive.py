@@ -91,12 +91,19 @@ def attentive_probe(H, q, Wk, Wv, Wo,  # tokens, query, key/value/output maps
     if n_prefix >= T:
         raise ValueError(f"n_prefix={n_prefix} would drop all T={T} tokens; need n_prefix < T")
 
-    dk = d // n_heads
-    tokens = H[:, n_prefix:, :]                                   # (B, T', d)
-    keys = (tokens @ Wk).reshape(B, T - n_prefix, n_heads, dk)    # (B, T', h, dk)
-    values = (tokens @ Wv).reshape(B, T - n_prefix, n_heads, dk)
-    scores = np.einsum("bthk,hk->bht", keys, q.reshape(n_heads, dk)) / np.sqrt(dk)
-    A = softmax(scores, axis=-1)                                  # (B, h, T')
-    o = np.einsum("bht,bthk->bhk", A, values).reshape(B, d)
-    logits = o @ Wo @ W_cls
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported as a ValueError below
+        dk = d // n_heads
+        tokens = H[:, n_prefix:, :]                                   # (B, T', d)
+        keys = (tokens @ Wk).reshape(B, T - n_prefix, n_heads, dk)    # (B, T', h, dk)
+        values = (tokens @ Wv).reshape(B, T - n_prefix, n_heads, dk)
+        scores = np.einsum("bthk,hk->bht", keys, q.reshape(n_heads, dk)) / np.sqrt(dk)
+        if not np.all(np.isfinite(scores)):
+            raise ValueError("the attention scores overflow float64 (H, q or Wk hold values too large "
+                             "for their products); rescale the inputs")
+        A = softmax(scores, axis=-1)                                  # (B, h, T')
+        o = np.einsum("bht,bthk->bhk", A, values).reshape(B, d)
+        logits = o @ Wo @ W_cls
+        if not np.all(np.isfinite(logits)):
+            raise ValueError("the logits overflow float64 (H, Wv, Wo or W_cls hold values too large "
+                             "for their products); rescale the inputs")
     return logits, A

@@ -174,3 +174,16 @@ def test_bad_inputs():
         attentive_probe(H, qn, Wk, Wv, Wo, W_cls, 2)
     with pytest.raises(ValueError, match="H"):
         attentive_probe(np.zeros((2, 0, 8)), q, Wk, Wv, Wo, W_cls, 2)
+
+
+def test_overflowing_products_raise_instead_of_nan():
+    """Finite but huge inputs (1e200) overflow the scores: a ValueError, never NaN logits."""
+    H, q, Wk, Wv, Wo, W_cls = make_params(d=8, T=7)
+    with pytest.raises(ValueError, match="scores overflow"):
+        attentive_probe(H * 1e200, q * 1e200, Wk, Wv, Wo, W_cls, 2)
+    with pytest.raises(ValueError, match="logits overflow"):
+        attentive_probe(H, q, Wk, Wv * 1e200, Wo * 1e200, W_cls, 2)
+    # Large scores that fit in float64 are fine: the softmax subtracts the row maximum.
+    logits, A = attentive_probe(H * 1e100, q * 1e100, Wk, Wv, Wo, W_cls, 2)
+    assert np.all(np.isfinite(A)) and np.all(np.isfinite(logits))
+    np.testing.assert_allclose(A.sum(axis=-1), 1.0)

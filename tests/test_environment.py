@@ -3,7 +3,12 @@ install pins (constraints.txt) stay out of the metadata users install."""
 from __future__ import annotations
 
 import re
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import pytest
+
+    tomllib = pytest.importorskip("tomli")
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
