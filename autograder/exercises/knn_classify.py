@@ -79,9 +79,11 @@ assert isinstance(pred, np.ndarray), "return a NumPy array"
 assert pred.shape == (1,), f"one label per query: expected shape (1,), got {pred.shape}"
 assert pred[0] == 1, "with k = 1 the most similar stored feature ([0.8, 0.6]) decides"
 
-# lengths do not matter, only directions
-assert knn_classify(5 * bank, labels, 0.1 * query, 1, 0.07, 3)[0] == 1, \
-    "rescaling the rows changed the prediction: normalise both banks"
+# lengths do not matter, only directions: each stored row gets its own length here,
+# and without normalisation the long first row would win the dot product
+lengths = np.array([[5.0], [0.2], [3.0], [1.0]])
+assert knn_classify(lengths * bank, labels, 0.1 * query, 1, 0.07, 3)[0] == 1, \
+    "giving the rows different lengths changed the prediction: normalise both banks"
 
 # k = 3, large tau: almost an unweighted vote, class 1 has two of three neighbours
 assert knn_classify(bank, labels, query, 3, 100.0, 3)[0] == 1, \
