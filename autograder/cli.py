@@ -16,10 +16,11 @@ Instructor (course directory: --course, default ./course)::
     autograder setup                         # course dir + gradebook with every assignment
     autograder roster students.csv           # bulk import (id,first_name,last_name,email)
     autograder collect submissions/          # <student>/ folders or <student>.zip files
-    autograder autograde [--seed N]          # whole class, per-cell timeout, seed logged
+    autograder autograde [--seed N] [--workers N]  # whole class, per-cell timeout, seed logged
     autograder feedback                      # HTML, hidden tests removed, maths offline
     autograder export grades.csv             # + grades_by_notebook.csv
     autograder grade-all submissions/ grades.csv   # setup+collect+autograde+feedback+export
+                                             # (--workers N: N students graded at a time)
 """
 from __future__ import annotations
 
@@ -89,7 +90,7 @@ def cmd_collect(args):
 def cmd_autograde(args):
     course = _course(args)
     t0 = time.time()
-    seed = course.autograde(seed=args.seed)
+    seed = course.autograde(seed=args.seed, workers=args.workers)
     print(f"autograded {len(course.submissions())} submission(s) in {time.time() - t0:.1f} s "
           f"(seed {seed}); problems, if any: {course.root / 'grading_issues.csv'}")
     return 0
@@ -115,7 +116,7 @@ def cmd_grade_all(args):
     if args.roster:
         course.import_roster(args.roster)
     course.collect(args.folder)
-    seed = course.autograde(seed=args.seed)
+    seed = course.autograde(seed=args.seed, workers=args.workers)
     course.feedback()
     out = course.export(args.csv)
     print(f"seed {seed}; grades: {out[0]}; per notebook: {out[1]}")
@@ -197,6 +198,23 @@ def _run_hidden_isolated(path, timeout):
     return status
 
 
+def _workers(text):
+    """argparse type of ``--workers``: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
+def _add_workers(parser):
+    parser.add_argument("--workers", type=_workers, default=1,
+                        help="grade this many students at a time, one nbgrader process "
+                             "(and kernel) each (default: 1, the whole class in one run)")
+
+
 def build_parser():
     p = argparse.ArgumentParser(prog="autograder", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -226,6 +244,7 @@ def build_parser():
     s.set_defaults(func=cmd_collect)
     s = sub.add_parser("autograde", help="autograde every collected submission")
     s.add_argument("--seed", type=int, default=None, help="grading seed (default: random, logged)")
+    _add_workers(s)
     s.set_defaults(func=cmd_autograde)
     s = sub.add_parser("feedback", help="generate feedback HTML")
     s.set_defaults(func=cmd_feedback)
@@ -237,6 +256,7 @@ def build_parser():
     s.add_argument("csv")
     s.add_argument("--roster", default=None)
     s.add_argument("--seed", type=int, default=None)
+    _add_workers(s)
     s.set_defaults(func=cmd_grade_all)
     s = sub.add_parser("check", help="student: run a notebook's visible tests and validate it")
     s.add_argument("notebook")

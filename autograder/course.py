@@ -17,12 +17,17 @@ Robustness (what :meth:`Course.collect` and :meth:`Course.autograde` add to nbgr
   the submission is re-graded notebook by notebook, and a notebook that fails again is
   graded as blank with the reason stated. The other students are never affected, and the
   gradebook only ever holds complete results;
+* ``autograde(workers=N)`` grades N students at a time, one nbgrader process per student,
+  all sharing the SQLite gradebook with a long busy timeout; the grades are those of the
+  single run;
 * an infinite loop costs one cell: the per-cell timeout (``--timeout``) interrupts it.
 """
 from __future__ import annotations
 
 import csv
 import datetime as _dt
+import glob
+import numbers
 import os
 import secrets
 import shutil
@@ -30,7 +35,9 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import quote
 
 import nbformat
 
@@ -39,6 +46,10 @@ from .checks import SEED_ENV
 
 ISSUES_FILE = "grading_issues.csv"
 SEED_LOG = "grading_seeds.log"
+GRADEBOOK = "gradebook.db"
+#: seconds an nbgrader process waits for the gradebook while another one writes to it
+#: (SQLite's busy timeout; the default of 5 s is too short for parallel grading)
+GRADEBOOK_BUSY_TIMEOUT = 300
 
 
 def _nbgrader_env(timeout=None, extra=None):
@@ -55,6 +66,13 @@ def _nbgrader_env(timeout=None, extra=None):
     if extra:
         env.update(extra)
     return env
+
+
+def _check_workers(workers):
+    """Return ``workers`` if it is an integer >= 1, else raise ValueError."""
+    if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or workers < 1:
+        raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+    return int(workers)
 
 
 def run_nbgrader(root, *args, timeout=None, env_extra=None, log=None):
@@ -349,12 +367,49 @@ class Course:
         done = self.root / "autograded" / student / assignment
         return all((done / nb.name).exists() for nb in sub.glob("*.ipynb"))
 
-    def autograde(self, seed=None):
+    def students(self):
+        """Ids of the students with a folder under ``submitted/``, sorted."""
+        base = self.root / "submitted"
+        if not base.exists():
+            return []
+        return sorted(p.name for p in base.iterdir() if p.is_dir())
+
+    def shared_db_url(self):
+        """URL of the course's gradebook for processes that write to it at the same time.
+
+        The same file as nbgrader's default (``sqlite:///<root>/gradebook.db``), with a
+        long SQLite busy timeout (``?timeout=``, read by SQLAlchemy's pysqlite dialect)
+        so that a process waits for the lock instead of failing with "database is locked".
+        """
+        path = quote(str(self.root / GRADEBOOK), safe="/")
+        return f"sqlite:///{path}?timeout={GRADEBOOK_BUSY_TIMEOUT}"
+
+    def autograde(self, seed=None, workers=1):
         """Autograde every collected submission; returns the grading seed.
 
-        The seed (logged in ``grading_seeds.log``) reaches the hidden checks through
-        ``$AUTOGRADER_SEED``, so a run can be reproduced exactly.
+        Parameters
+        ----------
+        seed : int, optional
+            Grading seed (default: drawn at random). It is logged in ``grading_seeds.log``
+            and reaches the hidden checks through ``$AUTOGRADER_SEED``, so a run can be
+            reproduced exactly.
+        workers : int
+            Number of nbgrader processes that grade at the same time. With 1 (default),
+            one nbgrader run grades the whole class; with more, each student is graded by
+            their own ``nbgrader autograde --student <id>`` process, ``workers`` at a time,
+            all writing to the same gradebook. The grades are the same either way.
+
+        Returns
+        -------
+        int
+            The grading seed.
+
+        Raises
+        ------
+        ValueError
+            If ``workers`` is not an integer >= 1.
         """
+        workers = _check_workers(workers)
         if seed is None:
             seed = secrets.randbits(32)
         seed = int(seed)
@@ -363,12 +418,33 @@ class Course:
                      f"autograde seed {seed}\n")
         env = {SEED_ENV: str(seed)}
         self.log(f"grading seed {seed}")
-        proc = self.nbgrader("autograde", "*", "--create", "--force", env_extra=env)
-        (self.root / "autograde.log").write_text(proc.stdout + proc.stderr)
+        if workers == 1:
+            proc = self.nbgrader("autograde", "*", "--create", "--force", env_extra=env)
+            (self.root / "autograde.log").write_text(proc.stdout + proc.stderr)
+        else:
+            self._autograde_parallel(env, workers)
         for student, assignment in self.submissions():
             if not self._graded(student, assignment):
                 self._regrade_in_isolation(student, assignment, env)
         return seed
+
+    def _autograde_parallel(self, env, workers):
+        """One ``nbgrader autograde "*" --student <id>`` process per student, ``workers``
+        at a time; their output goes to ``autograde.log`` in student order."""
+        db_url = f"--CourseDirectory.db_url={self.shared_db_url()}"
+
+        def grade(student):
+            # --student is a file glob in nbgrader: escape it so the id matches only itself
+            return self.nbgrader("autograde", "*", "--student", glob.escape(student),
+                                 "--create", "--force", db_url, env_extra=env)
+
+        students = self.students()
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            procs = list(pool.map(grade, students))
+        with (self.root / "autograde.log").open("w") as fh:
+            for student, proc in zip(students, procs):
+                fh.write(f"===== student {student}: nbgrader exit {proc.returncode}\n")
+                fh.write(proc.stdout + proc.stderr)
 
     def _regrade_in_isolation(self, student, assignment, env):
         """Grade one failed submission notebook by notebook; blank out what still fails."""
@@ -429,7 +505,7 @@ class Course:
     def _export_by_notebook(self, path):
         from nbgrader.api import Gradebook, MissingEntry
 
-        url = f"sqlite:///{self.root / 'gradebook.db'}"
+        url = f"sqlite:///{self.root / GRADEBOOK}"
         issues = {}
         for row in self.issues():
             issues.setdefault((row["student_id"], row["notebook"]), []).append(row["problem"])

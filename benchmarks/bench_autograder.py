@@ -1,14 +1,17 @@
-"""Row 6: the autograder grading one student's full set of notebooks.
+"""Row 6: the autograder grading a class (one student, or N students serially or in parallel).
 
 A temporary nbgrader course is set up with :class:`autograder.course.Course`; each
 student submits the reference solution of every exercise (written into the released
-notebook, as a student would); the measured call is ``Course.autograde`` (one nbgrader
-run over every submission, one notebook after the other).
+notebook, as a student would); the measured call is ``Course.autograde``: with
+``workers=1`` one nbgrader run over every submission, one notebook after the other; with
+``workers=N`` one nbgrader process per student, N at a time, sharing the gradebook.
 """
 from __future__ import annotations
 
 import csv
+import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 
@@ -35,11 +38,97 @@ def _submissions(root, students, release_root):
     return n
 
 
-def autograde(n_students, cell_timeout):
+def _scratch_repo(base, assignments):
+    """A repository holding only ``solutions/<assignment>`` for the given assignments."""
+    from autograder import REPO_ROOT
+
+    repo = Path(base) / "repo"
+    for a in assignments:
+        shutil.copytree(REPO_ROOT / "solutions" / a, repo / "solutions" / a)
+    return repo
+
+
+class TreeRssSampler(threading.Thread):
+    """Peak of the summed resident size of this process and all its descendants.
+
+    Sampled every ``interval`` seconds with psutil: with several nbgrader processes (and
+    their kernels) alive at once, the memory of grading is their sum, which no single
+    process's ``ru_maxrss`` shows. Shared pages are counted once per process, so the sum
+    is an upper bound.
+    """
+
+    def __init__(self, interval=0.25):
+        super().__init__(daemon=True)
+        import psutil
+
+        self._root = psutil.Process()
+        self._interval = interval
+        self._stop_event = threading.Event()
+        self.peak_mb = 0.0
+
+    def _sample(self):
+        import psutil
+
+        total = 0
+        for proc in [self._root, *self._root.children(recursive=True)]:
+            try:
+                total += proc.memory_info().rss
+            except psutil.Error:  # the process ended between listing and reading
+                pass
+        self.peak_mb = max(self.peak_mb, total / 2**20)
+
+    def run(self):
+        while not self._stop_event.wait(self._interval):
+            self._sample()
+
+    def stop(self):
+        self._stop_event.set()
+        self.join()
+        return self.peak_mb
+
+
+def _scores(course):
+    """``"student/notebook" -> score`` from the course's gradebook."""
+    from nbgrader.api import Gradebook
+
+    out = {}
+    with Gradebook(f"sqlite:///{course.root / 'gradebook.db'}") as gb:
+        for assignment in gb.assignments:
+            for nb in assignment.notebooks:
+                for sub in nb.submissions:
+                    out[f"{sub.student.id}/{nb.name}"] = sub.score
+    return out
+
+
+def autograde(n_students, cell_timeout, workers=1, assignments=None):
+    """Prepare a graded class; return the measured call (``Course.autograde``).
+
+    Parameters
+    ----------
+    n_students : int
+        Size of the class; every student submits every reference solution.
+    cell_timeout : int
+        Per-cell limit of the grading run, in seconds.
+    workers : int
+        Passed to :meth:`Course.autograde`: nbgrader processes grading at a time.
+    assignments : list of str, optional
+        Only these assignments (chapters) of ``solutions/`` (default: all of them).
+
+    Returns
+    -------
+    callable
+        Grades the class and returns the number of notebooks per student, the class
+        size, the workers, the number of grading issues, every score and the peak summed
+        resident size of the process tree during grading.
+    """
+    import nbgrader.api  # noqa: F401 - imported before the timing, used by _scores
+
+    from autograder import REPO_ROOT
     from autograder.course import Course
 
     base = Path(tempfile.mkdtemp(prefix="bench_autograder_"))
-    course = Course(base / "course", timeout=cell_timeout, log=lambda *a: None)
+    repo = _scratch_repo(base, assignments) if assignments else REPO_ROOT
+    course = Course(base / "course", repo=repo, timeout=cell_timeout, log=lambda *a: None)
     course.setup()
     students = [f"s{i:02d}" for i in range(n_students)]
     n_notebooks = _submissions(base / "subs", students, course.root / "exercises")
@@ -52,12 +141,16 @@ def autograde(n_students, cell_timeout):
     course.collect(base / "subs")
 
     def work():
-        import shutil
-
-        course.autograde(seed=1)
-        issues = course.issues() if hasattr(course, "issues") else []
+        sampler = TreeRssSampler()
+        sampler.start()
+        try:
+            course.autograde(seed=1, workers=workers)
+        finally:
+            peak_tree = sampler.stop()
+        out = {"notebooks_per_student": n_notebooks, "students": n_students,
+               "workers": workers, "grading_issues": len(course.issues()),
+               "scores": _scores(course), "peak_tree_rss_mb": peak_tree}
         shutil.rmtree(base, ignore_errors=True)
-        return {"notebooks_per_student": n_notebooks, "students": n_students,
-                "grading_issues": len(issues) if hasattr(issues, "__len__") else None}
+        return out
 
     return work

@@ -5,6 +5,14 @@ Usage::
     python -m benchmarks.run            # full sizes (make bench); about 20 minutes on 2 cores
     python -m benchmarks.run --quick    # tiny sizes, 1-2 repetitions: checks the harness
     python -m benchmarks.run --rows knn,ridge --out /tmp/r.json
+    python -m benchmarks.run --rows autograder --students 20 --reps 1 --merge   # make bench-class
+
+``--students N`` sets the class graded by the autograder row (default 2, to fit the budget
+of ``make bench``; 20 students take about 13 minutes serially; with ``--quick`` the row
+runs only when ``--students`` is given, on one short chapter). ``--merge`` replaces only
+the re-measured rows of the existing ``--out`` file and keeps the others and its machine
+block; each merged row records its own date and settings under ``run``, and the list of
+goals not met and the total time are recomputed.
 
 Every measured call runs in a fresh child process (:mod:`benchmarks._child`); a row
 compares the reference package with a named competitor measured in the same run, and
@@ -43,8 +51,8 @@ FULL = {
              "epochs": 3, "batch_size": 256},
     "labelfree": {"n_stream": 1_000_000, "n_naive": 100_000, "d": 768, "reps_big": 3},
     "book": {"reps_full": 2, "reps_rebuild": 5, "timeout": 900},
-    "autograder": {"reps": 1, "students_serial": 20, "cell_timeout": 60, "timeout": 900,
-                   "run_serial": False},
+    "autograder": {"reps": 1, "students": 2, "workers": 2, "reps_class": 1, "cell_timeout": 60,
+                   "timeout": 900, "assignments": None},
 }
 QUICK = {
     "reps": 1,
@@ -55,8 +63,11 @@ QUICK = {
              "epochs": 1, "batch_size": 64},
     "labelfree": {"n_stream": 20_000, "n_naive": 5_000, "d": 32, "reps_big": 1},
     "book": None,       # too slow for a quick run: written as "not run"
-    "autograder": None,
+    "autograder": None,  # minutes; `--quick --students N` runs QUICK_CLASS instead
 }
+#: the autograder row in quick mode when --students is given: one short chapter only
+QUICK_CLASS = {"reps": 1, "students": 2, "workers": 2, "reps_class": 1, "cell_timeout": 60,
+               "timeout": 600, "assignments": ["rank"]}
 
 
 def _fmt_s(x):
@@ -345,43 +356,81 @@ def row_book(cfg, reps, tmp):
             "lines": lines}
 
 
+def _verifier_line():
+    return _line("autograder", "one student, with the clean-room verifier", "without the verifier",
+                 status="pending", note="the clean-room verifier does not exist yet")
+
+
+def _grade_children(c, n_students, workers, reps):
+    """``reps`` children grading a class of ``n_students`` with ``workers``."""
+    kw = {"n_students": n_students, "workers": workers, "cell_timeout": c["cell_timeout"],
+          "assignments": c["assignments"]}
+    return [H.run_child("bench_autograder:autograde", kw,
+                        timeout=c["timeout"] + 120 * n_students) for _ in range(reps)]
+
+
+def _class_lines(c, S, res, t1):
+    """The lines of the class: N students with workers vs serially, and per student."""
+    n, w = c["students"], c["workers"]
+    ts, tp = S["class_serial"]["seconds_median"], S["class_workers"]["seconds_median"]
+    tree = {k: statistics.median(r["out"]["peak_tree_rss_mb"] for r in res[k])
+            for k in ("class_serial", "class_workers")}
+    runs = [r["out"]["scores"] for k in ("class_serial", "class_workers") for r in res[k]]
+    keys = set().union(*runs)
+    differ = sum(len({run.get(k) for run in runs}) > 1 for k in keys)  # over every repetition
+    n_graded = min(sum(v is not None for v in run.values()) for run in runs)
+    cores = H.machine_info()["logical_cores"]
+    reps_note = (f"median of {c['reps_class']} repetitions" if c["reps_class"] >= 5 else
+                 f"{c['reps_class']} repetition(s) instead of 5: minutes per class")
+    return [
+        _line("autograder", f"{n} students with {w} workers", f"{n} students serially (one nbgrader run)",
+              _fmt_s(tp), _fmt_s(ts), ts / tp, None, None,
+              note=f"{reps_note}; this machine has {cores} logical cores and a notebook's kernel "
+                   "runs mostly on one core, so the speed-up is bounded by the cores, less "
+                   "each process's own nbgrader start-up; peak resident memory of the whole "
+                   f"process tree (summed, sampled every 0.25 s) {_fmt_mb(tree['class_workers'])} "
+                   f"with {w} workers vs {_fmt_mb(tree['class_serial'])} serially"),
+        _line("autograder", f"grades, {n} students with {w} workers", "serially",
+              f"{differ} differ", f"{n_graded} notebooks graded", None, "identical",
+              differ == 0 and n_graded == n * res["class_serial"][-1]["out"]["notebooks_per_student"]),
+        _line("autograder", f"{n} students serially, time per student", "one student alone",
+              _fmt_s(ts / n), _fmt_s(t1), t1 / (ts / n), None, None,
+              note="one nbgrader run for the class spreads nbgrader's start-up over the "
+                   f"students; {reps_note}"),
+    ]
+
+
 def row_autograder(cfg, reps, tmp):
     if not _exists("autograder.course"):
         return _pending("autograder", "autograder", "autograder/ not written yet")
-    pend = [
-        _line("autograder", "one student, with the clean-room verifier", "without the verifier",
-              status="pending", note="the clean-room verifier does not exist yet"),
-        _line("autograder", "20 students with 2 workers", "20 students serially",
-              status="pending", note="autograder.course has no worker option yet"),
-    ]
     if cfg is None:
         return _pending("autograder", "autograder", "not run in --quick mode (minutes)",
-                        status="not run", extra=pend)
-    one = [H.run_child("bench_autograder:autograde", {"n_students": 1, "cell_timeout": cfg["cell_timeout"]},
-                       timeout=cfg["timeout"]) for _ in range(cfg["reps"])]
-    S = {"one_student": H.summarise(one)}
-    nb = one[-1]["out"]["notebooks_per_student"]
+                        status="not run", extra=[_verifier_line()])
+    c = cfg
+    res = {"one_student": _grade_children(c, 1, 1, c["reps"]),
+           "class_serial": [], "class_workers": []}
+    for _ in range(c["reps_class"]):  # interleaved, so that a change of load hits both
+        res["class_serial"] += _grade_children(c, c["students"], 1, 1)
+        res["class_workers"] += _grade_children(c, c["students"], c["workers"], 1)
+    S = {k: H.summarise(v) for k, v in res.items()}
+    nb = res["one_student"][-1]["out"]["notebooks_per_student"]
     t1 = S["one_student"]["seconds_median"]
-    lines = [_line("autograder", f"one student, full set ({nb} notebooks), nbgrader autograde",
+    which = f"full set ({nb} notebooks)" if not c["assignments"] else f"{nb} notebook(s)"
+    lines = [_line("autograder", f"one student, {which}, nbgrader autograde",
                    "— (no competitor)", _fmt_s(t1), None, None, None, None,
-                   note=f"{cfg['reps']} repetition(s) instead of 5: minutes per run")]
-    if cfg["run_serial"]:
-        many = H.run_child("bench_autograder:autograde",
-                           {"n_students": cfg["students_serial"], "cell_timeout": cfg["cell_timeout"]},
-                           timeout=cfg["timeout"] * 4)
-        S["serial"] = H.summarise([many])
-        lines.append(_line("autograder", f"{cfg['students_serial']} students serially", "one student",
-                           _fmt_s(many["seconds"]), _fmt_s(t1), many["seconds"] / t1))
-    else:
-        lines.append(_line("autograder", f"{cfg['students_serial']} students serially", "one student",
-                           f"~{_fmt_s(cfg['students_serial'] * t1)} (estimate)", _fmt_s(t1), None,
-                           status="not run",
-                           note="not run: 20 x one student exceeds the 20-minute budget of "
-                                "make bench; the estimate is 20 x the one-student time"))
+                   note=f"{c['reps']} repetition(s) instead of 5: minutes per run"
+                   if c["reps"] < 5 else f"median of {c['reps']} repetitions")]
+    lines += _class_lines(c, S, res, t1)
+    chapters = "every chapter" if not c["assignments"] else "chapters " + ", ".join(c["assignments"])
     return {"id": "autograder", "title": "Autograder", "status": "partial",
-            "size": f"{nb} notebooks per student (reference solutions)",
+            "size": (f"{nb} notebooks per student ({chapters}, reference solutions); "
+                     f"a class of {c['students']} students"),
             "subject": "autograder.course.Course.autograde (nbgrader 0.9)",
-            "measurements": S, "note": "", "lines": lines + pend}
+            "measurements": S,
+            "note": ("The class is graded serially (one nbgrader run) and with "
+                     f"{c['workers']} workers (one nbgrader process per student) in the same run; "
+                     "the clean-room verifier is pending."),
+            "lines": lines + [_verifier_line()]}
 
 
 def _pending(row, title, why, status="pending", extra=()):
@@ -430,27 +479,94 @@ def unmet(results):
     return out
 
 
-def main(argv=None):
+def merge(old, new, settings):
+    """Put the rows of ``new`` into ``old`` in place of the rows with the same id.
+
+    The other rows, the machine block and the mode of ``old`` are kept. Each merged row
+    records its own run under ``run`` (date, mode, settings, machine and load), the
+    merge is listed under ``merges``, and ``unmet`` and ``total_seconds`` (the sum of the
+    rows' times, as the file no longer comes from one run) are recomputed.
+
+    Parameters
+    ----------
+    old, new : dict
+        Results as written by :func:`main`.
+    settings : dict
+        ``row id -> settings`` of the new run (sizes, repetitions, class size).
+
+    Returns
+    -------
+    dict
+        The merged results (``old`` is not modified).
+    """
+    m = new["machine"]
+    fresh = {}
+    for row in new["rows"]:
+        run = {"date_utc": m["date_utc"], "mode": new["mode"], "settings": settings.get(row["id"]),
+               "cpu_model": m["cpu_model"], "logical_cores": m["logical_cores"],
+               "load_average_at_start": m.get("load_average_at_start"),
+               "load_average_at_end": m.get("load_average_at_end")}
+        fresh[row["id"]] = dict(row, run=run)
+    rows = [fresh.pop(r["id"], r) for r in old["rows"]] + list(fresh.values())
+    order = {rid: i for i, rid in enumerate(ROW_IDS)}
+    rows.sort(key=lambda r: order.get(r["id"], len(order)))
+    merged = dict(old, rows=rows)
+    merged["merges"] = list(old.get("merges", [])) + [
+        {"date_utc": m["date_utc"], "mode": new["mode"], "rows": [r["id"] for r in new["rows"]]}]
+    merged["total_seconds"] = round(sum(r.get("row_seconds", 0.0) for r in rows), 1)
+    merged["unmet"] = unmet(merged)
+    return merged
+
+
+def _positive(text):
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
+def _parse(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="tiny sizes, 1-2 repetitions")
     ap.add_argument("--rows", default=",".join(ROW_IDS), help="comma-separated subset of " + ",".join(ROW_IDS))
     ap.add_argument("--out", default=str(DEFAULT_OUT), help="where to write the JSON")
-    ap.add_argument("--reps", type=int, default=None,
-                    help="repetitions per measurement (default 5, --quick 1); fewer than 5 "
-                         "is recorded in the JSON")
+    ap.add_argument("--reps", type=_positive, default=None,
+                    help="repetitions per measurement (default 5, --quick 1; the autograder "
+                         "row 1); fewer than 5 is recorded in the JSON")
+    ap.add_argument("--students", type=_positive, default=None,
+                    help="class size of the autograder row, graded serially and with 2 "
+                         f"workers (default {FULL['autograder']['students']}; with --quick "
+                         "the row runs only if this is given, on one short chapter)")
+    ap.add_argument("--merge", action="store_true",
+                    help="replace only the measured rows in the existing --out file")
     args = ap.parse_args(argv)
-    cfg = dict(QUICK if args.quick else FULL)
-    if args.reps is not None:
-        if args.reps < 1:
-            ap.error("--reps must be >= 1")
-        cfg["reps"] = args.reps
-    wanted = [r for r in args.rows.split(",") if r]
-    for r in wanted:
+    for r in [r for r in args.rows.split(",") if r]:
         if r not in ROWS:
             ap.error(f"unknown row {r!r}; choose from {', '.join(ROW_IDS)}")
-    started = time.perf_counter()
-    results = {"schema": SCHEMA, "mode": "quick" if args.quick else "full",
-               "machine": H.machine_info(), "repetitions_default": cfg["reps"], "rows": []}
+    return args
+
+
+def _config(args):
+    """Sizes of every row for these arguments (copies: FULL and QUICK stay as they are)."""
+    cfg = dict(QUICK if args.quick else FULL)
+    if args.quick and args.students is not None:
+        cfg["autograder"] = dict(QUICK_CLASS)
+    if cfg["autograder"] is not None:
+        cfg["autograder"] = dict(cfg["autograder"])
+        if args.students is not None:
+            cfg["autograder"]["students"] = args.students
+        if args.reps is not None:
+            cfg["autograder"]["reps"] = cfg["autograder"]["reps_class"] = args.reps
+    if args.reps is not None:
+        cfg["reps"] = args.reps
+    return cfg
+
+
+def _run_rows(wanted, cfg, results):
     tmp = tempfile.mkdtemp(prefix="repeval_bench_")
     try:
         for r in wanted:
@@ -466,15 +582,36 @@ def main(argv=None):
             print(f"[bench] {r}: {row['status']} in {row['row_seconds']} s", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main(argv=None):
+    args = _parse(argv)
+    cfg = _config(args)
+    wanted = [r for r in args.rows.split(",") if r]
+    started = time.perf_counter()
+    results = {"schema": SCHEMA, "mode": "quick" if args.quick else "full",
+               "machine": H.machine_info(), "repetitions_default": cfg["reps"], "rows": []}
+    _run_rows(wanted, cfg, results)
     results["total_seconds"] = round(time.perf_counter() - started, 1)
     results["unmet"] = unmet(results)
     load = H.machine_info()["load_average_at_start"]
     results["machine"]["load_average_at_end"] = load
-    Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
+    out = Path(args.out)
+    if args.merge and out.exists():
+        settings = {r: {"size": cfg[r], "repetitions_default": cfg["reps"]} for r in wanted}
+        results = merge(json.loads(out.read_text()), results, settings)
+        print(f"[bench] merged {', '.join(wanted)} into {out}", file=sys.stderr, flush=True)
+    elif args.merge:
+        print(f"[bench] {out} does not exist: nothing to merge into, writing a new file",
+              file=sys.stderr, flush=True)
+    out.write_text(json.dumps(results, indent=1) + "\n")
     print(table(results))
     print(f"\n{results['machine']['date_utc']}, {results['machine']['cpu_model']}, "
           f"{results['machine']['logical_cores']} cores; total {results['total_seconds']} s; "
           f"written to {args.out}")
+    for m in results.get("merges", [])[-1:] if args.merge else []:
+        print(f"rows {', '.join(m['rows'])} re-measured on {m['date_utc']} and merged in; "
+              "the total is the sum of the rows' times")
     if results["unmet"]:
         print("Not met / not measured:\n  " + "\n  ".join(results["unmet"]))
     return 0

@@ -16,6 +16,7 @@ is slow, so the students are batched):
 Then the CSV export, the feedback pages (no hidden test source, no CDN MathJax) and the
 grading-issue log are checked.
 """
+import copy
 import csv
 import html
 import os
@@ -337,3 +338,126 @@ def test_zip_of_garbage_does_not_stop_collection(tmp_path):
     got = course.collect(subs)
     assert got == {"mallory": [], "oscar": ["knn"]}
     assert any("not a readable zip" in r["problem"] for r in course.issues())
+
+
+# --------------------------------------------------------------------------- workers
+def _small_class(tmp_path):
+    """A course with one short notebook (batchnorm/fold_batchnorm) and three students:
+    ``ref`` (reference solution), ``wrong`` (multiplies by s_j instead of dividing) and
+    ``blank``.
+    Returns the course, set up, with the submissions collected."""
+    repo = tmp_path / "repo"
+    (repo / "solutions" / "batchnorm").mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "solutions" / "batchnorm" / "fold_batchnorm.ipynb",
+                repo / "solutions" / "batchnorm")
+    course = Course(tmp_path / "serial", repo=repo, timeout=CELL_TIMEOUT, log=lambda *a: None)
+    course.setup()
+    spec = load("fold_batchnorm")
+    release = course.root / "exercises" / "batchnorm" / "fold_batchnorm.ipynb"
+    blank = nbformat.read(str(release), as_version=4)
+    wrong_code = solution_source(spec) + "\n\n" + WRONG["fold_batchnorm"]["multiplies"][0]
+    subs = tmp_path / "subs"
+    for student, nb in (("ref", _with_code_from(blank, solution_source(spec))),
+                        ("wrong", _with_code_from(blank, wrong_code)), ("blank", blank)):
+        _write(nb, subs / student / "batchnorm" / "fold_batchnorm.ipynb")
+    course.collect(subs)  # no roster: `autograde --create` adds the students
+    return course
+
+
+def _with_code_from(nb, code):
+    nb = copy.deepcopy(nb)  # the caller's notebook stays blank
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("solution"):
+            cell.source = code
+    return nb
+
+
+def _scores(course, out):
+    """(student, notebook) -> (score, max_score) from the gradebook, as exported per
+    notebook (in-process: `nbgrader export` itself is covered by the class fixture)."""
+    with course._export_by_notebook(out).open() as fh:
+        return {(r["student_id"], r["notebook"]): (float(r["score"]), float(r["max_score"]))
+                for r in csv.DictReader(fh)}
+
+
+def test_parallel_workers_grade_like_one_run(tmp_path):
+    """workers=2 (one nbgrader process per student, two at a time, one shared gradebook)
+    gives the same grades as the single nbgrader run, for the same seed."""
+    import threading
+
+    serial = _small_class(tmp_path)
+    parallel = Course(tmp_path / "parallel", repo=serial.repo, timeout=CELL_TIMEOUT,
+                      log=lambda *a: None)
+    shutil.copytree(serial.root, parallel.root)  # same release, roster and submissions
+
+    calls, running, peak, lock = [], [0], [0], threading.Lock()
+    real = parallel.nbgrader
+
+    def spy(*args, **kwargs):
+        with lock:
+            calls.append(args)
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        try:
+            return real(*args, **kwargs)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    parallel.nbgrader = spy
+    assert serial.autograde(seed=SEED, workers=1) == SEED
+    assert parallel.autograde(seed=SEED, workers=2) == SEED
+
+    graded = [a for a in calls if a[0] == "autograde"]
+    assert sorted(a[a.index("--student") + 1] for a in graded) == ["blank", "ref", "wrong"]
+    assert all(f"--CourseDirectory.db_url={parallel.shared_db_url()}" in a for a in graded)
+    assert peak[0] == 2  # two processes at a time, never more
+    log = (parallel.root / "autograde.log").read_text()
+    heads = [line for line in log.splitlines() if line.startswith("===== student")]
+    assert [h.split()[2] for h in heads] == ["blank:", "ref:", "wrong:"]
+
+    one, two = _scores(serial, tmp_path / "g1.csv"), _scores(parallel, tmp_path / "g2.csv")
+    assert one == two
+    total = _total(load("fold_batchnorm"))
+    assert one["ref", "fold_batchnorm"] == (total, total)
+    assert one["blank", "fold_batchnorm"] == (0.0, total)
+    source, failing = WRONG["fold_batchnorm"]["multiplies"]
+    code = solution_source(load("fold_batchnorm")) + "\n\n" + source
+    expected = total - sum(check_points(c) for c in failing)
+    if not _visible_passes(load("fold_batchnorm"), code):
+        expected -= load("fold_batchnorm").VISIBLE_POINTS
+    assert one["wrong", "fold_batchnorm"] == (expected, total) and 0 < expected < total
+    assert f"autograde seed {SEED}" in (parallel.root / "grading_seeds.log").read_text()
+    assert not parallel.issues()
+
+
+@pytest.mark.parametrize("workers", [0, -2, 1.5, "2", None, True])
+def test_bad_workers_are_refused(tmp_path, workers):
+    course = Course(tmp_path / "course", log=lambda *a: None)
+    with pytest.raises(ValueError, match="workers"):
+        course.autograde(seed=1, workers=workers)
+    assert not (course.root / "grading_seeds.log").exists()
+
+
+def test_shared_db_url_is_nbgrader_default_file_with_busy_timeout(tmp_path):
+    from nbgrader.coursedir import CourseDirectory
+    from sqlalchemy.engine import make_url
+
+    course = Course(tmp_path / "my course", log=lambda *a: None)
+    default = CourseDirectory(root=str(course.root)).db_url
+    url = make_url(course.shared_db_url())
+    assert url.database == make_url(default).database == str(course.root / "gradebook.db")
+    assert url.query == {"timeout": "300"}
+
+
+def test_cli_workers_option(capsys):
+    from autograder.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["autograde"]).workers == 1
+    assert parser.parse_args(["autograde", "--workers", "3"]).workers == 3
+    assert parser.parse_args(["grade-all", "subs", "g.csv", "--workers", "2"]).workers == 2
+    for bad in ("0", "-1", "x"):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["autograde", "--workers", bad])
+    assert "--workers: must be an integer >= 1" in capsys.readouterr().err

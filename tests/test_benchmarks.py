@@ -85,7 +85,7 @@ def test_missing_code_is_pending_and_listed(quick):
     assert rows["grid"]["status"] == "pending" and rows["grid"]["measurements"] == {}
     assert all(ln["ratio"] is None and ln["status"] == "pending" for ln in rows["grid"]["lines"])
     statuses = {ln["status"] for ln in rows["autograder"]["lines"]}
-    assert "pending" in statuses  # the clean-room verifier and the workers
+    assert "pending" in statuses  # the clean-room verifier
     assert any(u.startswith("grid:") and "pending" in u for u in quick["unmet"])
     # every goal not met appears in the closing list
     for row in quick["rows"]:
@@ -136,3 +136,46 @@ def test_naive_fit_matches_alpha_req():
     X = rng.normal(size=(400, 40)) * np.arange(1, 41) ** -0.7
     lam = np.linalg.svd(X - X.mean(axis=0), compute_uv=False) ** 2
     assert bench_labelfree._fit(lam) == pytest.approx(alpha_req(X), rel=1e-8)
+
+
+def _fake_ridge_row(cfg, reps, tmp):
+    """A canned row in place of a measurement: the merge logic is what is under test."""
+    return {"id": "ridge", "title": "Ridge (re-measured)", "status": "measured", "note": "",
+            "measurements": {}, "lines": [run._line("ridge", "fake line", "nobody", "1 s", "2 s",
+                                                    2.0, ">= 3x", False)]}
+
+
+def test_merge_replaces_only_the_rerun_rows(quick, tmp_path, monkeypatch):
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(quick))
+    monkeypatch.setitem(run.ROWS, "ridge", _fake_ridge_row)
+    assert run.main(["--quick", "--rows", "ridge", "--merge", "--out", str(path)]) == 0
+    merged = json.loads(path.read_text())
+    assert merged["machine"] == quick["machine"] and merged["mode"] == quick["mode"]
+    assert [r["id"] for r in merged["rows"]] == [r["id"] for r in quick["rows"]]
+    for old, new in zip(quick["rows"], merged["rows"]):
+        if old["id"] != "ridge":
+            assert new == old
+    ridge = next(r for r in merged["rows"] if r["id"] == "ridge")
+    assert ridge["title"] == "Ridge (re-measured)"
+    assert ridge["run"]["settings"]["size"] == run.QUICK["ridge"]
+    assert ridge["run"]["date_utc"] and ridge["run"]["mode"] == "quick"
+    assert [m["rows"] for m in merged["merges"]] == [["ridge"]]
+    # the closing list and the total follow the merged rows
+    assert merged["unmet"] == run.unmet(merged)
+    assert any(u.startswith("ridge: fake line") for u in merged["unmet"])
+    assert not any(u.startswith("ridge:") and "fake" not in u for u in merged["unmet"])
+    assert merged["total_seconds"] == pytest.approx(
+        sum(r["row_seconds"] for r in merged["rows"]), abs=0.1)
+
+
+def test_class_size_option():
+    cfg = run._config(run._parse(["--rows", "autograder", "--students", "20", "--reps", "1"]))
+    assert cfg["autograder"]["students"] == 20 and cfg["autograder"]["reps_class"] == 1
+    assert run.FULL["autograder"]["students"] == 2  # the defaults are not modified
+    assert run._config(run._parse(["--quick"]))["autograder"] is None  # minutes: not run
+    quick_class = run._config(run._parse(["--quick", "--students", "3"]))["autograder"]
+    assert quick_class["students"] == 3 and quick_class["assignments"]
+    for bad in ("0", "-1", "two"):
+        with pytest.raises(SystemExit):
+            run._parse(["--students", bad])
