@@ -58,3 +58,42 @@ def naive_svd(path, n_rows):
         return {"alpha": _fit(sigma ** 2)}
 
     return work
+
+
+def self_cluster_streamed(path, n_rows):
+    """``repeval_ref.self_cluster`` on the memory map: the d x d route, memory O(d^2)."""
+    from repeval_ref import self_cluster
+
+    X = np.load(path, mmap_mode="r")[:n_rows]
+
+    def work():
+        return {"score": self_cluster(X)}
+
+    return work
+
+
+def self_cluster_naive(path, n_rows):
+    """The N x N definition: unit rows in memory, the full cosine matrix, its squared norm."""
+    X = np.load(path, mmap_mode="r")
+
+    def work():
+        A = np.array(X[:n_rows], dtype=np.float64)
+        A /= np.linalg.norm(A, axis=1, keepdims=True)
+        G = A @ A.T  # N x N
+        F = float(np.sum(G * G))
+        n, d = A.shape
+        return {"score": (d * F - n * (d + n - 1)) / ((d - 1) * (n - 1) * n)}
+
+    return work
+
+
+def dse_default(path, n_rows, n_sub=10000):
+    """Diffusion spectral entropy with its default subsample of 10,000 rows."""
+    from repeval_ref import diffusion_spectral_entropy
+
+    X = np.load(path, mmap_mode="r")[:n_rows]
+
+    def work():
+        return {"dse": diffusion_spectral_entropy(X, sigma=10.0, n_sub=n_sub, rng=np.random.default_rng(0))}
+
+    return work
