@@ -139,6 +139,12 @@ def cmd_check(args):
         print(f"{path} is not a valid notebook ({type(exc).__name__}: {exc}). Restore it "
               "from the release (exercises/) and paste your code back in.")
         return 1
+    broken = _syntax_errors(nbformat.read(str(path), as_version=4))
+    if broken:
+        for line in broken:
+            print(line)
+        print("Fix the syntax first: until the cell runs, every test reports the function as undefined.")
+        return 1
     cfg = PyFileConfigLoader(NBGRADER_CONFIG.name, path=str(NBGRADER_CONFIG.parent)).load_config()
     cfg.Execute.timeout = args.timeout
     validator = Validator(config=cfg)
@@ -169,6 +175,23 @@ def cmd_check(args):
         print(f"{path}: visible tests pass and nbgrader validate is happy."
               + ("" if args.hidden else " The hidden tests run when your notebook is graded."))
     return status
+
+
+def _syntax_errors(nb):
+    """One message per solution cell that does not compile (IPython magics allowed)."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    out = []
+    cells = [c for c in nb.cells if c.cell_type == "code"
+             and c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+    for i, cell in enumerate(cells, 1):
+        try:
+            compile(TransformerManager().transform_cell(cell.source), f"<solution cell {i}>", "exec")
+        except SyntaxError as exc:
+            where = f"line {exc.lineno}" if exc.lineno else "somewhere"
+            out.append(f"FAILED: your solution cell {i} has a syntax error on {where}: {exc.msg}"
+                       + (f"\n  {exc.text.rstrip()}" if exc.text else ""))
+    return out
 
 
 def _run_hidden_isolated(path, timeout):

@@ -320,6 +320,12 @@ def test_student_check_command(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     out = subprocess.run(cmd + [str(broken)], capture_output=True, text=True)
     assert out.returncode == 1 and "not a valid notebook" in out.stdout
+    # A syntax error is named as such (line and message), not as the NameError the tests hit.
+    typo = tmp_path / "typo" / "fold_batchnorm.ipynb"
+    _write(_with_code(spec, "%matplotlib inline\ndef fold_batchnorm(W, b, mu, s:\n    return W, b\n"), typo)
+    out = subprocess.run(cmd + [str(typo)], capture_output=True, text=True)
+    assert out.returncode == 1 and "syntax error on line 2" in out.stdout, out.stdout
+    assert "NameError" not in out.stdout
 
 
 def test_zip_of_garbage_does_not_stop_collection(tmp_path):
