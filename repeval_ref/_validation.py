@@ -132,7 +132,9 @@ def check_same_length(**arrays):
 
 def check_int(value, name, *, minimum=None, maximum=None):
     """Return ``value`` as a Python int, checking its type and range."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be an integer, got the boolean {value!r}")
+    if not isinstance(value, numbers.Integral):
         if isinstance(value, numbers.Real) and float(value).is_integer():
             value = int(value)
         else:

@@ -208,3 +208,29 @@ def test_two_stage_selection_keeps_the_exact_rules(k, monkeypatch):
     q = rng.normal(size=(25, 8))
     got = knn_classify_torch(cont, yc, q, k, 0.07, 4, query_block=9, bank_block=77)
     np.testing.assert_array_equal(got, knn_classify(cont, yc, q, k, 0.07, 4))
+
+
+def test_exact_class_ties_go_to_the_smaller_label_like_the_reference():
+    """Both classes hold the same vectors in different orders: the class totals are equal
+    in exact arithmetic, and summing in index order alone can leave the larger label one
+    rounding ahead. Torch must settle such rows the reference's way."""
+    rng = np.random.default_rng(3)
+    for _ in range(60):
+        V = rng.integers(-3, 4, size=(4, 3)).astype(float)
+        V[np.all(V == 0, axis=1)] = 1.0
+        train = np.vstack([V[rng.permutation(4)], V[rng.permutation(4)]])
+        y = np.array([0] * 4 + [1] * 4)
+        test = rng.integers(-3, 4, size=(5, 3)).astype(float)
+        test[np.all(test == 0, axis=1)] = 1.0
+        ref = knn_classify(train, y, test, 8, 0.07, 2)
+        np.testing.assert_array_equal(ref, 0)
+        np.testing.assert_array_equal(knn_classify_torch(train, y, test, 8, 0.07, 2), ref)
+
+
+def test_boolean_k_is_refused():
+    """True is an int to Python, not a neighbour count: both implementations refuse it."""
+    train = np.eye(3)
+    with pytest.raises(TypeError, match="k"):
+        knn_classify(train, [0, 1, 2], train, True, 0.1, 3)
+    with pytest.raises(TypeError, match="k"):
+        knn_classify_torch(train, [0, 1, 2], train, True, 0.1, 3)

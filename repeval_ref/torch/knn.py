@@ -44,6 +44,7 @@ import numpy as np
 import torch
 
 from .._validation import as_float_array, as_labels, check_int, check_positive
+from ..knn import _settle_near_ties
 
 __all__ = ["knn_classify_torch", "knn_classify_sharded", "topk_neighbors", "weighted_vote", "shard_range"]
 
@@ -297,8 +298,10 @@ def weighted_vote(vals, idx, labels, tau, n_classes):
     ``votes_c = sum_j exp((s_j - s_max) / tau) [y_j = c]`` with ``s_max`` the row's
     largest similarity; the prediction is the first class with the largest total
     (smaller label on ties). The votes of a row are added in increasing training
-    index, the order :func:`repeval_ref.knn_classify` adds them in, so equal inputs
-    give bit-equal totals.
+    index, the order :func:`repeval_ref.knn_classify` adds them in; rows whose two
+    best totals lie within ``1e-12`` (relative) are re-added in decreasing weight, as
+    the reference does, so two classes holding the same similarities tie exactly and
+    the smaller label wins.
 
     Parameters
     ----------
@@ -334,7 +337,10 @@ def weighted_vote(vals, idx, labels, tau, n_classes):
     votes = torch.zeros(vals.shape[0], n_classes, dtype=weights.dtype)
     for j in range(s.shape[1]):
         votes.scatter_add_(1, lab[:, j:j + 1], weights[:, j:j + 1])
-    return torch.argmax(votes, dim=1).numpy().astype(np.int64)
+    votes = votes.numpy()
+    if n_classes > 1:  # the reference's rule for (nearly) tied classes: re-add by weight
+        _settle_near_ties(votes, lab.numpy().ravel(), weights.numpy().ravel(), n_classes)
+    return np.argmax(votes, axis=1).astype(np.int64)
 
 
 def shard_range(n, rank, world_size):
