@@ -205,7 +205,8 @@ def knn_classify(train_h, train_y, test_h,  # bank, its labels, queries
         Number of classes ``K >= 1``; predictions lie in ``0 .. K - 1``.
     block_size : int, optional
         Test rows per block. By default it is chosen so that one block's similarities
-        take about 128 MB. Any value gives the same predictions.
+        take about 128 MB. The predictions do not depend on it, except through the
+        last-bit rounding of the similarity products (see Notes).
     dtype : {numpy.float64, numpy.float32}
         Precision of the unit features and similarities (default float64).
 
@@ -229,6 +230,14 @@ def knn_classify(train_h, train_y, test_h,  # bank, its labels, queries
     Notes
     -----
     Book ``book/knn.md``; seed 000, "The weighted k-NN classifier".
+
+    Ties are settled exactly on the computed similarities. Where two stored rows are
+    equal in exact arithmetic (duplicated real-valued features, or one a positive
+    multiple of the other), the matrix product may round their similarities
+    differently in the last bit, depending on where they sit in the bank and on the
+    BLAS library; the boundary rule (smaller training index) then applies only if the
+    rounded values are equal. Integer-valued features, whose products are exact, always
+    follow the rule.
     """
     try:
         dtype = np.dtype(dtype)
