@@ -102,7 +102,18 @@ def _to_numpy(obj, what):
         raise InputError(f"{what} cannot be read as an array ({exc})") from None
 
 
+_NPY_MAGIC = b"\x93NUMPY"
+
+
 def _read_npz(path, arg, need_labels):
+    import zipfile
+
+    if not zipfile.is_zipfile(path):
+        with open(path, "rb") as fh:
+            head = fh.read(len(_NPY_MAGIC))
+        hint = ("it is a .npy array file: rename it to .npy" if head == _NPY_MAGIC
+                else "np.savez writes a zip archive; this file is not one")
+        raise InputError(f"{arg} file {path} is not a valid .npz archive ({hint})")
     try:
         with np.load(path, allow_pickle=False) as data:
             keys = set(data.files)
@@ -143,12 +154,25 @@ def _read_npy(path, arg, need_labels):
 
 
 def _read_pt(path, arg, need_labels):
+    import zipfile
+
     import torch
 
+    with open(path, "rb") as fh:
+        head = fh.read(2)
+    if not head:
+        raise InputError(f"{arg} file {path} is empty")
+    # torch.save writes a zip archive (the legacy format is a pickle, first byte 0x80)
+    if not zipfile.is_zipfile(path) and head == b"PK":
+        raise InputError(f"{arg} file {path} is a truncated or corrupted PyTorch file (its zip "
+                         "archive cannot be read)")
+    if not zipfile.is_zipfile(path) and head[:1] != b"\x80":
+        raise InputError(f"{arg} file {path} is not a valid PyTorch file (torch.save writes a zip "
+                         "archive; this file is neither that nor a legacy pickle)")
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - torch raises many kinds on bad files
-        raise InputError(f"{arg} file {path} is not a readable PyTorch file ({_short(exc)})") from None
+        raise InputError(_pt_load_error(path, arg, exc)) from None
     if isinstance(obj, dict):
         if "features" not in obj:
             raise InputError(
@@ -166,6 +190,23 @@ def _read_pt(path, arg, need_labels):
     if labels is None and need_labels:
         raise InputError(f"{arg} file {path} has no entry 'labels'")
     return _to_numpy(feats, f"{arg} features"), (None if labels is None else _to_numpy(labels, f"{arg} labels"))
+
+
+def _pt_load_error(path, arg, exc):
+    """One line explaining why ``torch.load(path, weights_only=True)`` failed."""
+    import re
+
+    text = str(exc)
+    found = re.search(r"GLOBAL (\S+)", text)
+    if found:
+        return (f"{arg} file {path} holds Python objects other than tensors ({found.group(1)}), "
+                "which repeval does not unpickle; save torch tensors, e.g. torch.save({'features': "
+                "torch.as_tensor(X), 'labels': torch.as_tensor(y)}, path)")
+    if "zip archive" in text or isinstance(exc, EOFError):
+        return f"{arg} file {path} is a truncated or corrupted PyTorch file (the archive cannot be read)"
+    if type(exc).__name__ == "UnpicklingError":
+        return f"{arg} file {path} is a corrupted PyTorch file (its contents cannot be unpickled)"
+    return f"{arg} file {path} is not a readable PyTorch file ({type(exc).__name__}: {_short(exc)})"
 
 
 def _short(exc):
@@ -244,6 +285,20 @@ def _check_classes(y, arg, *, min_per_class=2, why="the probe's model selection 
             f"{min_per_class} ({why})"
         )
     return classes, counts
+
+
+def _zero_row_note(X, arg, path):
+    """A user-facing sentence when some feature rows are all zeros, else None.
+
+    Cosine similarity (weighted k-NN, low-shot nearest class mean, the cosine-based
+    label-free metrics) needs unit-normalised rows, which a zero row does not have.
+    """
+    zero = np.flatnonzero(~X.any(axis=1))
+    if zero.size == 0:
+        return None
+    more = f" ({zero.size} such rows in all)" if zero.size > 1 else ""
+    return (f"{arg} file {path}: feature row {int(zero[0])} is all zeros{more}, so its cosine "
+            "similarity is undefined")
 
 
 # ------------------------------------------------------------------------- protocols
@@ -337,14 +392,25 @@ def _median_distance(X, rng, m=2000):
     return float(np.median(dist))
 
 
-def _label_free(X, args, progress):
-    """Every label-free metric on the training features; failures become notes."""
+COSINE_METRICS = ("mean_pairwise_cosine", "uniformity", "self_cluster")
+ZERO_ROWS_SHORT = "all-zero feature rows, cosine similarity undefined (see the report's note)"
+
+
+def _label_free(X, args, progress, cosine_skip=None):
+    """Every label-free metric on the training features; failures become notes.
+
+    ``cosine_skip``: reason why the metrics on unit-normalised rows
+    (:data:`COSINE_METRICS`) cannot run (zero rows); they are then marked skipped.
+    """
     from . import geometry, labelfree, manifold, relational, spectral
 
     rng = np.random.default_rng(args.seed)
     out = {}
 
     def run(name, fn, note=""):
+        if cosine_skip and name in COSINE_METRICS:
+            out[name] = {"value": None, "note": f"skipped: {ZERO_ROWS_SHORT}"}
+            return
         try:
             value = fn()
         except (ValueError, ArithmeticError) as exc:
@@ -429,12 +495,16 @@ def _plots(outdir, spectrum, knn_curve, lowshot):
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(5, 3.6))
-    ks = [e["k"] for e in knn_curve]
-    acc = np.array([e["accuracy"] for e in knn_curve])
-    lo = np.array([e["wilson95"][0] for e in knn_curve])
-    hi = np.array([e["wilson95"][1] for e in knn_curve])
-    ax.errorbar(ks, acc, yerr=[acc - lo, hi - acc], marker="o", capsize=3)
-    ax.set_xscale("log")
+    if knn_curve:
+        ks = [e["k"] for e in knn_curve]
+        acc = np.array([e["accuracy"] for e in knn_curve])
+        lo = np.array([e["wilson95"][0] for e in knn_curve])
+        hi = np.array([e["wilson95"][1] for e in knn_curve])
+        ax.errorbar(ks, acc, yerr=[acc - lo, hi - acc], marker="o", capsize=3)
+        ax.set_xscale("log")
+    else:
+        ax.text(0.5, 0.5, "skipped: zero feature rows\n(cosine similarity undefined)",
+                ha="center", va="center", transform=ax.transAxes)
     ax.set_xlabel("k (neighbours)")
     ax.set_ylabel("test accuracy (95% Wilson)")
     ax.set_title(f"Weighted k-NN, tau = {KNN_TAU}")
@@ -491,6 +561,8 @@ def _md_table(rows, headers):
 
 def _report_rows(rep):
     acc_rows = []
+    if rep["knn"].get("skipped"):
+        acc_rows.append([f"weighted k-NN (tau={KNN_TAU})", f"skipped: {ZERO_ROWS_SHORT}"])
     for e in rep["knn"]["headline"]:
         acc_rows.append([f"weighted k-NN (k={e['k']}, tau={KNN_TAU})", _acc_text(e)])
     p = rep["linear_probe"]
@@ -549,15 +621,23 @@ def cmd_report(args):
                    "dim": int(train_x.shape[1]), "n_classes": int(K),
                    "classes": classes.tolist(), "seed": args.seed},
     }
+    train_zero = _zero_row_note(train_x, "TRAIN", args.train)
+    cosine_skip = "; ".join(filter(None, [train_zero, _zero_row_note(test_x, "TEST", args.test)]))
+    if cosine_skip:
+        rep["skipped"] = cosine_skip
     curve = []
     for k in KNN_CURVE_KS:
         progress.step(f"k-NN k={k}")
+        if cosine_skip:
+            continue
         e = _acc_entry(_knn_predictions(train_x, ytr, test_x, k, K) == yte)
         e["k"] = k
         e["all_train_points_vote"] = bool(k >= train_x.shape[0])
         curve.append(e)
     rep["knn"] = {"tau": KNN_TAU, "curve": curve,
                   "headline": [e for e in curve if e["k"] in KNN_HEADLINE_KS]}
+    if cosine_skip:
+        rep["knn"]["skipped"] = cosine_skip
     progress.step("linear probe")
     info, acc_entry = _probe(train_x, ytr, test_x, yte, args.seed, args.probe_c)
     rep["linear_probe"] = {**acc_entry, **info, "C_grid": list(args.probe_c),
@@ -568,14 +648,23 @@ def cmd_report(args):
     low = []
     for shots in SHOTS:
         progress.step(f"low-shot {shots}-shot")
+        if cosine_skip:
+            low.append({"shots": shots, "mean": None, "std": None, "draws": 0, "note": ZERO_ROWS_SHORT})
+            continue
         if shots > counts.min():
             low.append({"shots": shots, "mean": None, "std": None, "draws": 0,
                         "note": f"smallest TRAIN class has {counts.min()} samples"})
             continue
-        m, s = low_shot_eval(train_x, ytr, test_x, yte, shots, args.draws, args.seed)
+        try:
+            m, s = low_shot_eval(train_x, ytr, test_x, yte, shots, args.draws, args.seed)
+        except ValueError:  # a support set whose unit features cancel out exactly
+            low.append({"shots": shots, "mean": None, "std": None, "draws": 0,
+                        "note": "in a random draw the unit features of one class's support set "
+                                "average to the zero vector (cosine undefined); try another --seed"})
+            continue
         low.append({"shots": shots, "mean": m, "std": s, "draws": args.draws, "note": ""})
     rep["low_shot"] = low
-    rep["label_free"] = _label_free(train_x, args, progress)
+    rep["label_free"] = _label_free(train_x, args, progress, cosine_skip=train_zero)
     progress.step("plots and files")
     spectrum = gram_spectrum(train_x, center=True)
     rep["plots"] = _plots(outdir, spectrum, curve, low)
@@ -586,9 +675,15 @@ def cmd_report(args):
         "# repeval report", "",
         f"TRAIN `{args.train}` ({train_x.shape[0]} x {train_x.shape[1]}), TEST `{args.test}` "
         f"({test_x.shape[0]} rows), {K} classes, seed {args.seed}.", "",
-        "## Accuracy (95 % Wilson interval)", "", _md_table(acc_rows, ["protocol", "test accuracy"]), "",
-        "k-NN accuracy against k: "
-        + ", ".join(f"k={e['k']}: {100 * e['accuracy']:.2f}%" for e in curve) + ".", "",
+    ]
+    if cosine_skip:
+        md += [f"**Incomplete report.** {cosine_skip}: the weighted k-NN, low-shot nearest "
+               "class mean and the cosine-based label-free metrics were skipped.", ""]
+    md += ["## Accuracy (95 % Wilson interval)", "", _md_table(acc_rows, ["protocol", "test accuracy"]), ""]
+    if curve:
+        md += ["k-NN accuracy against k: "
+               + ", ".join(f"k={e['k']}: {100 * e['accuracy']:.2f}%" for e in curve) + ".", ""]
+    md += [
         "## Label-free metrics (TRAIN features)", "", _md_table(lf_rows, ["metric", "value", "convention"]),
         "", "## Plots", "",
     ]
@@ -599,6 +694,9 @@ def cmd_report(args):
     print()
     print(_table(lf_rows, ["label-free metric (TRAIN)", "value", "convention"]))
     print(f"\nwrote {outdir / 'report.md'}, {outdir / 'report.json'} and {len(rep['plots'])} plots")
+    if cosine_skip:
+        return _fail(f"{cosine_skip}; weighted k-NN, low-shot NCM and the cosine-based label-free "
+                     f"metrics were skipped (the rest of the report is in {outdir})", EXIT_INPUT)
     return EXIT_OK
 
 
@@ -620,6 +718,7 @@ def cmd_compare(args):
         raise InputError("A and B have different labels; compare needs the same images in the same order")
     y = ya if ya is not None else yb
     n = xa.shape[0]
+    zero_ab = None
     progress.step("features loaded and checked")
     rng = np.random.default_rng(args.seed)
     res = {"inputs": {"a": str(args.a), "b": str(args.b), "n": int(n),
@@ -639,7 +738,8 @@ def cmd_compare(args):
         res["rbf_cka"] = None
         res["rbf_cka_note"] = _short(exc)
     else:
-        res["rbf_cka_note"] = f"sigma = 0.5 x median distance, on {m} rows"
+        res["rbf_cka_note"] = (f"sigma^2 = 0.5^2 x median squared distance over all n x n pairs "
+                               f"(Kornblith et al.'s gram_rbf, threshold 0.5), on {m} rows")
     rows = [["linear CKA", _fmt(res["linear_cka"])],
             ["linear CKA (debiased)", _fmt(res["linear_cka_debiased"])],
             ["RBF CKA (sigma_frac 0.5)", _fmt(res["rbf_cka"])]]
@@ -659,8 +759,15 @@ def cmd_compare(args):
         K = classes.size
         res["paired"] = {"split": {"n_train": int(tr.size), "n_test": int(te.size),
                                    "test_fraction": args.test_fraction, "stratified": True}}
+        zero_ab = "; ".join(filter(None, [_zero_row_note(xa, "A", args.a),
+                                          _zero_row_note(xb, "B", args.b)]))
         for proto in ("knn", "probe"):
             progress.step(f"{proto} predictions of A and B")
+            if proto == "knn" and zero_ab:
+                res["paired"]["knn"] = {"skipped": zero_ab}
+                acc_rows.append([f"k-NN (k={args.k}, tau={KNN_TAU})", "skipped: all-zero rows",
+                                 "(cosine similarity undefined)", "", ""])
+                continue
             correct = {}
             for name, X in (("A", xa), ("B", xb)):
                 if proto == "knn":
@@ -695,6 +802,8 @@ def cmd_compare(args):
         with open(outdir / "compare.json", "w") as fh:
             json.dump(res, fh, indent=2)
         print(f"\nwrote {outdir / 'compare.json'}")
+    if y is not None and zero_ab:
+        return _fail(f"{zero_ab}; the paired k-NN comparison was skipped", EXIT_INPUT)
     return EXIT_OK
 
 
@@ -737,7 +846,10 @@ input files:
   .pt/.pth   torch.save of {'features': tensor, 'labels': tensor} or (features, labels)
 
 Bad input (missing file or key, length mismatch, NaN/inf, non-numeric data, a single
-class, a class too small to split) ends with a one-line message and exit status 2."""
+class, a class too small to split) ends with a one-line message and exit status 2.
+An all-zero feature row has no cosine similarity: the cosine-based parts (weighted
+k-NN, low-shot NCM, cosine label-free metrics) are skipped, the rest is still written,
+and the command ends with a one-line message naming the file and row, exit status 2."""
 
 
 def _c_grid(text):
@@ -822,7 +934,8 @@ def build_parser():
                     help="paired bootstrap replicates (default: %(default)s)")
     cp.add_argument("--cka-samples", type=_positive_int, default=2000, metavar="N",
                     help="rows used by RBF CKA, which forms N x N kernels (default: %(default)s)")
-    cp.add_argument("--seed", type=int, default=0, help="seed of the split, bootstrap and subsample")
+    cp.add_argument("--seed", type=int, default=0,
+                    help="seed of the split, bootstrap and subsample (default: %(default)s)")
     cp.add_argument("--out", metavar="DIR", default=None, help="also write compare.json to DIR")
     cp.add_argument("--probe-c", type=_c_grid, default=PROBE_CS, metavar="C1,C2,...", help=PROBE_C_HELP)
     cp.add_argument("--quiet", action="store_true", help="no progress bar")

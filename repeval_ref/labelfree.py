@@ -84,7 +84,10 @@ def rankme(Z, center=False, eps=1e-7):
     ----------
     Z : array_like of shape (n, d), numpy.memmap, or iterator of (n_b, d) arrays
         Features, one row per sample. A memory map or an iterator of row batches is
-        streamed through the d x d Gram matrix (memory independent of ``n``).
+        streamed through the d x d Gram matrix (memory independent of ``n``): its
+        first ``min(n, d)`` eigenvalues are kept and those below
+        ``d * eps_machine * lambda_1`` (the Gram matrix's rounding level) are taken as
+        zero, so the value matches the SVD of the array to about 1e-10 relative.
     center : bool, default False
         Subtract the column means before the SVD. Makes the value invariant to a
         translation of all features.
@@ -127,21 +130,48 @@ def _rankme_from_sigma(sigma, center, eps):
 
 
 def _spectrum_any(Z, center):
-    """Singular values of ``Z`` (largest first) and its number of columns ``d``.
+    """Singular values of ``Z`` (largest first, ``min(n, d)`` of them) and its width ``d``.
 
     An in-memory array goes through an SVD of the matrix; a ``numpy.memmap`` or an
     iterator of row batches through the eigenvalues of the streamed float64 d x d
-    Gram matrix (:mod:`repeval_ref._streaming`), so ``N`` may exceed the memory. The
-    two agree up to rounding (the Gram route resolves singular values down to about
-    ``sqrt(d * eps)`` times the largest).
+    Gram matrix (:mod:`repeval_ref._streaming`), so ``N`` may exceed the memory. See
+    :func:`_sigma_from_gram` for how the Gram route is made to match the SVD.
     """
     from ._streaming import accumulate_moments, gram_eigenvalues, is_batch_iterator
 
     if is_batch_iterator(Z) or isinstance(Z, np.memmap):
         mom = accumulate_moments(Z, "Z")
-        return np.sqrt(gram_eigenvalues(mom.gram(center))), mom.d
+        return _sigma_from_gram(gram_eigenvalues(mom.gram(center)), mom.n), mom.d
     Z = as_float_array(Z, "Z", ndim=2)
     return _singular_values(Z, center=center), Z.shape[1]
+
+
+def _sigma_from_gram(lam, n):
+    """Singular values from the eigenvalues of a d x d Gram matrix of ``n`` rows.
+
+    Parameters
+    ----------
+    lam : numpy.ndarray of shape (d,)
+        Eigenvalues of :math:`Z^\\top Z` (or of the centred scatter), largest first,
+        non-negative.
+    n : int
+        Number of rows of ``Z``.
+
+    Returns
+    -------
+    numpy.ndarray of shape (min(n, d),)
+        :math:`\\sqrt{\\lambda_i}` for the first ``min(n, d)`` eigenvalues (an SVD of
+        ``Z`` has only that many), with eigenvalues below :math:`d\\,\\epsilon\\,
+        \\lambda_1` set to zero: that is the rounding level of the Gram matrix, and a
+        zero singular value of ``Z`` would otherwise come out near
+        :math:`\\sqrt{d\\,\\epsilon}\\,\\sigma_1` (about 1e-7 relative), which is the size
+        of RankMe's ``eps`` and would shift the value in the 7th digit.
+    """
+    d = lam.shape[0]
+    lam = np.array(lam[:min(int(n), d)], dtype=float)
+    if lam.size and lam[0] > 0:
+        lam[lam < d * np.finfo(float).eps * lam[0]] = 0.0
+    return np.sqrt(lam)
 
 
 def rankme_normalized(Z, center=False, eps=1e-7):
@@ -149,9 +179,15 @@ def rankme_normalized(Z, center=False, eps=1e-7):
 
     Seed 002, section 4.1 divides RankMe (and NE-sum, kappa) by the representation
     dimension ``d`` (the number of columns, not ``min(N, d)``) to compare encoders of
-    different widths. Lies in (0, 1]; see :func:`rankme` for the parameters, the
-    centring convention and the streamed inputs (``numpy.memmap`` or an iterator of
-    batches). Book ``book/rankme.md``.
+    different widths. See :func:`rankme` for the parameters, the centring convention
+    and the streamed inputs (``numpy.memmap`` or an iterator of batches). Book
+    ``book/rankme.md``.
+
+    With ``eps=0`` the value lies in (0, 1]. With ``eps > 0`` it can exceed 1
+    slightly, because every share is raised by ``eps``: its largest value, reached
+    by ``d`` equal non-zero singular values (``n >= d``), is
+    :math:`(1/d + \\epsilon)^{-(1 + d\\epsilon)} / d \\approx 1 + d\\epsilon(\\ln d - 1)`,
+    for example 1.00014 for ``d = 300`` and the default ``eps = 1e-7``.
 
     Parameters
     ----------
@@ -165,7 +201,8 @@ def rankme_normalized(Z, center=False, eps=1e-7):
     Returns
     -------
     float
-        ``rankme(Z, center, eps) / d``.
+        ``rankme(Z, center, eps) / d``; in (0, 1] for ``eps=0``, at most
+        :math:`(1/d + \\epsilon)^{-(1 + d\\epsilon)} / d` otherwise.
     """
     center = _check_center(center)
     eps = check_positive(eps, "eps", allow_zero=True)

@@ -206,39 +206,72 @@ def _debiased_linear_cka(Xc, Yc):
     return _ratio(_hsic_u_linear(Xc, Yc), _hsic_u_linear(Xc, Xc), _hsic_u_linear(Yc, Yc))
 
 
-def _rbf_gram(X, sigma_frac, name):
+_RBF_MEDIANS = ("full", "pairs")
+
+
+def _rbf_gram(X, sigma_frac, name, median="full"):
+    """RBF Gram matrix of the rows of ``X`` with a median-heuristic bandwidth.
+
+    ``median="full"``: :math:`\\sigma^2 = \\text{sigma\\_frac}^2 \\times
+    \\operatorname{median}_{i,j} \\lVert x_i - x_j \\rVert^2` over the full n x n matrix,
+    zero diagonal included (Kornblith et al.'s ``gram_rbf(x, threshold)``).
+    ``median="pairs"``: :math:`\\sigma = \\text{sigma\\_frac} \\times
+    \\operatorname{median}_{i<j} \\lVert x_i - x_j \\rVert`.
+    """
     from scipy.spatial.distance import pdist, squareform
 
     sq = pdist(X, "sqeuclidean")
-    median = float(np.median(np.sqrt(sq)))
-    if not median > 0:
-        raise ValueError(
-            f"{name}: the median distance between distinct samples is 0 (mostly duplicate "
-            "rows), so the RBF bandwidth is 0"
-        )
-    sigma = sigma_frac * median
-    return np.exp(-squareform(sq) / (2.0 * sigma * sigma))
+    D2 = squareform(sq)
+    if median == "full":
+        sigma2 = sigma_frac * sigma_frac * float(np.median(D2))
+        if not sigma2 > 0:
+            raise ValueError(
+                f"{name}: the median squared distance over all n x n pairs (zero diagonal "
+                "included) is 0 (mostly duplicate rows), so the RBF bandwidth is 0"
+            )
+    else:
+        med = float(np.median(np.sqrt(sq)))
+        if not med > 0:
+            raise ValueError(
+                f"{name}: the median distance between distinct samples is 0 (mostly duplicate "
+                "rows), so the RBF bandwidth is 0"
+            )
+        sigma2 = (sigma_frac * med) ** 2
+    return np.exp(-D2 / (2.0 * sigma2))
 
 
-def rbf_cka(X, Y, sigma_frac=0.5, debiased=False):
+def rbf_cka(X, Y, sigma_frac=0.5, debiased=False, median="full"):
     """CKA with Gaussian (RBF) kernels, bandwidth a fraction of the median distance.
 
-    :math:`K_{ij} = \\exp(-\\lVert x_i - x_j \\rVert^2 / (2\\sigma_X^2))` with
-    :math:`\\sigma_X = \\text{sigma\\_frac} \\times \\operatorname{median}_{i<j}
-    \\lVert x_i - x_j \\rVert` (Kornblith et al. 2019 select the bandwidth as a
-    fraction of the median distance; ``0.5`` is one of their settings), the same for
-    ``L`` on ``Y``, and
+    :math:`K_{ij} = \\exp(-\\lVert x_i - x_j \\rVert^2 / (2\\sigma_X^2))`, the same for
+    ``L`` on ``Y`` (with its own :math:`\\sigma_Y`), and
 
     .. math:: \\mathrm{CKA} = \\frac{\\operatorname{tr}(KHLH)}
        {\\sqrt{\\operatorname{tr}(KHKH)\\operatorname{tr}(LHLH)}}.
 
-    The median is taken over distinct pairs ``i < j``; Kornblith et al.'s public code
-    takes the median of squared distances over the full n x n matrix, diagonal zeros
-    included, which gives a slightly smaller bandwidth for small ``n``. With
-    ``debiased=True`` the unbiased HSIC (:func:`hsic_unbiased`) replaces the biased
-    one. Forms n x n matrices: memory :math:`O(n^2)`, subsample large sets. Invariant
-    to orthogonal transforms, translation and isotropic scaling of either input (the
-    bandwidth scales along). Book ``book/cka.md``; seed 003, section 6.
+    Kornblith et al. (2019) set the bandwidth as a fraction of the median distance
+    (``threshold`` in their public code; ``0.5`` is one of their settings). Two
+    medians are offered:
+
+    * ``median="full"`` (default), exactly Kornblith et al.'s ``gram_rbf(x, threshold)``
+      with ``threshold = sigma_frac``:
+
+      .. math:: \\sigma_X^2 = \\text{sigma\\_frac}^2 \\,
+         \\operatorname{median}_{1 \\le i, j \\le n} \\lVert x_i - x_j \\rVert^2,
+
+      the median of the squared distances over the full n x n matrix, its ``n`` zero
+      diagonal entries included (so the bandwidth is a little smaller than with
+      distinct pairs when ``n`` is small; the two converge as ``n`` grows).
+    * ``median="pairs"``: the median distance over distinct pairs,
+      :math:`\\sigma_X = \\text{sigma\\_frac} \\, \\operatorname{median}_{i<j}
+      \\lVert x_i - x_j \\rVert` (the convention of this package before it
+      followed Kornblith's code).
+
+    With ``debiased=True`` the unbiased HSIC (:func:`hsic_unbiased`) replaces the biased
+    one (Kornblith's ``cka(..., debiased=True)``). Forms n x n matrices: memory
+    :math:`O(n^2)`, subsample large sets. Invariant to orthogonal transforms,
+    translation and isotropic scaling of either input (the bandwidth scales along).
+    Book ``book/cka.md``; seed 003, section 6.
 
     Parameters
     ----------
@@ -246,23 +279,33 @@ def rbf_cka(X, Y, sigma_frac=0.5, debiased=False):
     Y : array_like of shape (n, q)
         Representations of the same ``n >= 2`` samples (``>= 4`` when debiased).
     sigma_frac : float, default 0.5
-        Bandwidth as a fraction of the median pairwise distance, ``> 0``.
+        Bandwidth as a fraction of the median distance (Kornblith's ``threshold``),
+        ``> 0``.
     debiased : bool, default False
+    median : {"full", "pairs"}, default "full"
+        Which median sets the bandwidth (see above).
 
     Returns
     -------
     float
         In [0, 1] (biased); at most 1 and possibly slightly negative (debiased).
+
+    Raises
+    ------
+    ValueError
+        For bad input, an unknown ``median``, or a zero median (mostly duplicate rows).
     """
     if not isinstance(debiased, (bool, np.bool_)):
         raise TypeError(f"debiased must be True or False, got {debiased!r}")
     sigma_frac = check_positive(sigma_frac, "sigma_frac")
+    if not isinstance(median, str) or median not in _RBF_MEDIANS:
+        raise ValueError(f"median must be 'full' or 'pairs', got {median!r}")
     m = 4 if debiased else 2
     X = as_float_array(X, "X", ndim=2, min_rows=m)
     Y = as_float_array(Y, "Y", ndim=2, min_rows=m)
     check_same_length(X=X, Y=Y)
-    K = _rbf_gram(X, sigma_frac, "X")
-    L = _rbf_gram(Y, sigma_frac, "Y")
+    K = _rbf_gram(X, sigma_frac, "X", median)
+    L = _rbf_gram(Y, sigma_frac, "Y", median)
     if debiased:
         return _ratio(_hsic_u_gram(K, L), _hsic_u_gram(K, K), _hsic_u_gram(L, L))
     Kc = K - K.mean(axis=0) - K.mean(axis=1)[:, None] + K.mean()

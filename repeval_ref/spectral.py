@@ -92,18 +92,28 @@ def gram_spectrum(X, center=True):
 
 
 def _index_bound(value, d, which):
-    """Turn one end of ``fit_range`` into a 1-based eigenvalue index."""
+    """Turn one end of ``fit_range`` into a 1-based inclusive eigenvalue index.
+
+    An ``int`` is a 1-based index; a ``float`` in (0, 1] is the fraction ``f`` of ``d``
+    meaning index ``floor(f * d)``. A lower bound of ``0`` (or ``0.0``, or a fraction
+    whose floor is 0) means "from the first eigenvalue", index 1.
+    """
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"fit_range {which} must be an int index or a float fraction, got {value!r}")
+    lower = which == "lower"
+    if lower and value == 0:
+        return 1
     if isinstance(value, numbers.Integral):
         idx = int(value)
         if idx < 1:
-            raise ValueError(f"fit_range {which} index must be >= 1 (1-based), got {idx}")
+            minimum = ">= 0 (0 or 1 both mean the first eigenvalue)" if lower else ">= 1 (1-based)"
+            raise ValueError(f"fit_range {which} index must be {minimum}, got {idx}")
         return idx
     value = float(value)
     if not (0.0 < value <= 1.0):
         raise ValueError(f"fit_range {which} fraction must lie in (0, 1], got {value}")
-    return int(np.floor(value * d))
+    idx = int(np.floor(value * d))
+    return max(idx, 1) if lower else idx
 
 
 def alpha_req(X, fit_range=(10, 0.9), center=True):
@@ -114,12 +124,16 @@ def alpha_req(X, fit_range=(10, 0.9), center=True):
     ordinary least squares of :math:`\\log \\lambda_i` on :math:`\\log i` over
     :math:`i \\in [i_{lo}, i_{hi}]` (both ends included) and returns minus the slope.
 
-    ``fit_range=(lo, hi)``: an ``int`` is a 1-based index, a ``float`` in (0, 1] a
-    fraction ``f`` of ``d`` meaning index :math:`\\lfloor f d \\rfloor`. The default
-    ``(10, 0.9)`` is 002's heuristic range :math:`[10, \\lfloor 0.9 d \\rfloor]`
+    ``fit_range=(lo, hi)`` selects 1-based, inclusive indices
+    :math:`i \\in [i_{lo}, i_{hi}]` (eigenvalue ``i`` is ``lam[i - 1]``): an ``int`` is
+    a 1-based index, a ``float`` in (0, 1] a fraction ``f`` of ``d`` meaning index
+    :math:`\\lfloor f d \\rfloor` (floored). A lower bound of ``0`` (or ``0.0``)
+    means "from the first eigenvalue" and is the same as ``1``, so 002's ranges
+    ``(0, d/2)``, ``(0, 0.8 d)``, ``(0, d)`` are written ``(0, 0.5)``, ``(0, 0.8)``,
+    ``(0, 1.0)``; a lower fraction whose floor is 0 also starts at index 1. The
+    default ``(10, 0.9)`` is 002's heuristic range :math:`[10, \\lfloor 0.9 d \\rfloor]`
     (002, section 3.1 and appendix B.1, which shows that including the head
-    eigenvalues can flip the sign of the correlation with accuracy). 002's ranges
-    written ``(0, .)`` start at the first eigenvalue: pass ``lo=1``.
+    eigenvalues can flip the sign of the correlation with accuracy).
 
     Book: label-free checks chapter; seed 002, section 3.1. Centres by default (the
     spectrum of the covariance matrix).
@@ -128,6 +142,8 @@ def alpha_req(X, fit_range=(10, 0.9), center=True):
     ----------
     X : array_like of shape (n, d), numpy.memmap, or iterator of (n_b, d) arrays
     fit_range : (int or float, int or float), default (10, 0.9)
+        ``(lo, hi)``: 1-based inclusive indices, or fractions of ``d`` (floored); a
+        lower bound of 0 means the first eigenvalue (see above).
     center : bool, default True
 
     Returns
@@ -237,44 +253,109 @@ def condition_number(X, center=False, rtol=None):
     """Largest over smallest non-zero singular value, :math:`\\kappa = \\sigma_1 / \\sigma_r`.
 
     A singular value counts as non-zero when :math:`\\sigma_i > \\text{rtol}\\,\\sigma_1`.
-    The singular values come from the eigenvalues of the streamed d x d Gram matrix,
-    whose rounding error is about :math:`d\\,\\epsilon\\,\\sigma_1^2`; the default
-    ``rtol = sqrt(d * eps)`` (``eps`` the float64 machine epsilon, about 4e-7 for
-    d = 768) is that resolution. The consequence: values of kappa above ``1 / rtol``
-    cannot be resolved and a rank-deficient ``X`` reports the condition number of its
-    non-zero part. Seed 002, section 3.1 (002 notes that kappa mainly tracks the
-    conditioning of closed-form OLS probes rather than representation quality).
+    Two routes, chosen by the type of ``X``:
 
-    Not centred by default (kappa of the matrix ``X``, as in 002).
+    * an in-memory array (``numpy.ndarray`` that is not a memory map, or array_like):
+      the singular values come from an SVD of ``X`` (of the centred ``X`` when
+      ``center=True``), with the rank tolerance of ``numpy.linalg.matrix_rank`` by
+      default, ``rtol = max(N, d) * eps``. A full-rank ``X`` gives
+      ``numpy.linalg.cond(X)`` (relative agreement about ``kappa * eps``), up to
+      :math:`\\kappa \\approx 1 / (\\max(N, d)\\,\\epsilon)`.
+    * a ``numpy.memmap`` or an iterator of row batches (features too big for memory):
+      the eigenvalues of the streamed float64 d x d Gram matrix. Their rounding error is
+      about :math:`d\\,\\epsilon\\,\\sigma_1^2`, so singular values are resolved only
+      down to about ``sqrt(d * eps) * sigma_1`` (a relative resolution of order
+      :math:`\\sqrt{\\epsilon}`, about 4e-7 for d = 768), which is the default
+      ``rtol``. Values of kappa near or above ``1 / sqrt(d * eps)`` (about 2.4e6 for
+      d = 768) cannot be resolved: they come out too small, and a ``RuntimeWarning``
+      is issued when the returned value is within a factor 10 of that limit
+      (:math:`\\sigma_r < 10 \\sqrt{d \\epsilon}\\, \\sigma_1`). Load the array
+      into memory for an exact value.
+
+    A rank-deficient ``X`` reports the condition number of its non-zero part (where
+    ``numpy.linalg.cond`` returns a huge value or inf). Seed 002, section 3.1 (002
+    notes that kappa mainly tracks the conditioning of closed-form OLS probes rather
+    than representation quality). Not centred by default (kappa of the matrix ``X``,
+    as in 002).
 
     Parameters
     ----------
     X : array_like of shape (n, d), numpy.memmap, or iterator of (n_b, d) arrays
     center : bool, default False
     rtol : float, optional
-        Relative tolerance in (0, 1) on singular values.
+        Relative tolerance in (0, 1) on singular values; default ``max(n, d) * eps``
+        (SVD route) or ``sqrt(d * eps)`` (Gram route).
 
     Returns
     -------
     float
         ``>= 1``.
+
+    Warns
+    -----
+    RuntimeWarning
+        Gram route only, when the value is at the resolution limit described above.
     """
     center = _check_center(center)
     if rtol is not None:
         rtol = check_positive(rtol, "rtol")
         if rtol >= 1:
             raise ValueError(f"rtol must be < 1, got {rtol}")
-    lam, _ = _spectrum(X, center)
-    return _kappa_from_spectrum(lam, rtol, "the centred X" if center else "X")
+    what = "the centred X" if center else "X"
+    if _in_memory(X):
+        from .labelfree import _singular_values
+
+        Z = as_float_array(X, "X", ndim=2)
+        sigma = _singular_values(Z, center=center)
+        return _kappa_from_singular_values(sigma, Z.shape, rtol, what)
+    lam, n = _spectrum(X, center)
+    return _kappa_from_spectrum(lam, rtol, what, n=n)
 
 
-def _kappa_from_spectrum(lam, rtol, what):
+def _in_memory(X):
+    """True for an array held in memory (SVD route), False for a memmap or an iterator."""
+    from ._streaming import is_batch_iterator
+
+    return not (is_batch_iterator(X) or isinstance(X, np.memmap))
+
+
+def _kappa_from_singular_values(sigma, shape, rtol, what):
+    """kappa from the singular values of an SVD (largest first) of a matrix of ``shape``."""
     if rtol is None:
-        rtol = float(np.sqrt(lam.shape[0] * np.finfo(float).eps))
-    _nonzero_spectrum(lam, what)
-    sigma = np.sqrt(lam)
+        rtol = max(shape) * np.finfo(float).eps
+    if not (sigma.size and sigma[0] > 0):
+        raise ValueError(f"{what} is zero (all singular values vanish); the metric is undefined")
     kept = sigma[sigma > rtol * sigma[0]]
     return float(sigma[0] / kept[-1])
+
+
+def _kappa_from_spectrum(lam, rtol, what, n=None):
+    """kappa from the eigenvalues of a streamed Gram matrix (see :func:`condition_number`).
+
+    Only the first ``min(n, d)`` eigenvalues are used (``X`` has at most that many
+    non-zero singular values; the rest are rounding noise).
+    """
+    limit = float(np.sqrt(lam.shape[0] * np.finfo(float).eps))
+    if rtol is None:
+        rtol = limit
+    _nonzero_spectrum(lam, what)
+    if n is not None:
+        lam = lam[:min(int(n), lam.shape[0])]
+    sigma = np.sqrt(lam)
+    kept = sigma[sigma > rtol * sigma[0]]
+    kappa = float(sigma[0] / kept[-1])
+    if kappa * limit > 0.1:
+        import warnings
+
+        warnings.warn(
+            f"condition number {kappa:.3g} from the streamed Gram matrix is at its "
+            f"resolution limit (singular values below about {limit:.1e} x the largest "
+            "are not resolved); the true value may be larger. Pass an in-memory array "
+            "for an SVD-based value.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return kappa
 
 
 def power_law_spectrum(alpha, d):

@@ -19,6 +19,7 @@ import numpy as np
 
 from . import geometry, labelfree, relational, spectral
 from ._streaming import accumulate_moments, gram_eigenvalues, is_batch_iterator
+from ._validation import as_float_array
 
 __all__ = ["label_free_summary"]
 
@@ -26,8 +27,13 @@ __all__ = ["label_free_summary"]
 def label_free_summary(X, fit_range=(10, 0.9), threshold=0.9):
     """All streamed label-free metrics of ``X`` in two passes, with the conventions used.
 
-    The values equal those of the individual functions (up to rounding: here RankMe
-    also comes from the Gram matrix, not from an SVD of ``X``):
+    The values equal those of the individual functions up to rounding. RankMe and the
+    condition number take the same route as :func:`repeval_ref.rankme` and
+    :func:`repeval_ref.condition_number`: for an in-memory array the singular values
+    of an SVD of ``X`` (which needs a float64 copy of ``X``; pass a memory map to
+    avoid it), for a ``numpy.memmap`` the streamed Gram matrix (whose
+    condition number is resolved only up to about ``1 / sqrt(d * eps)``, with a
+    ``RuntimeWarning`` at that limit):
 
     ==========================  ==========================================  ========
     key                         function                                    centred
@@ -83,8 +89,19 @@ def label_free_summary(X, fit_range=(10, 0.9), threshold=0.9):
             out[name] = None
             notes[name] = str(exc)
 
+    if spectral._in_memory(X):  # in memory: the singular values of an SVD, as the single metrics
+        sigma = labelfree._singular_values(as_float_array(X, "X", ndim=2))
+
+        def kappa_value():
+            return spectral._kappa_from_singular_values(sigma, (n, d), None, "X")
+    else:
+        sigma = labelfree._sigma_from_gram(raw, n)
+
+        def kappa_value():
+            return spectral._kappa_from_spectrum(raw, None, "X", n=n)
+
     def rankme_value():
-        return labelfree._rankme_from_sigma(np.sqrt(raw), False, 1e-7)
+        return labelfree._rankme_from_sigma(sigma, False, 1e-7)
 
     put("rankme", rankme_value)
     put("rankme_normalized", lambda: rankme_value() / d)
@@ -96,7 +113,7 @@ def label_free_summary(X, fit_range=(10, 0.9), threshold=0.9):
 
     put("ne_sum", lambda: ratio(centred, "the covariance of X"))
     put("stable_rank", lambda: ratio(raw, "X"))
-    put("condition_number", lambda: spectral._kappa_from_spectrum(raw, None, "X"))
+    put("condition_number", kappa_value)
 
     def geo(fn, *extra):
         spectral._nonzero_spectrum(centred, "the covariance of X")

@@ -285,13 +285,13 @@ def test_unreadable_and_unsupported_files(tmp_path, small, capsys):
     (tmp_path / "junk.npz").write_bytes(b"not a zip archive at all")
     np.savez(tmp_path / "ok.npz", features=X, labels=y)
     assert _run_report([str(tmp_path / "junk.npz"), str(tmp_path / "ok.npz")], tmp_path / "o") == 2
-    assert "not a readable .npz" in _error(capsys)
+    assert "not a valid .npz archive" in _error(capsys)
     (tmp_path / "f.csv").write_text("1,2\n")
     assert _run_report([str(tmp_path / "f.csv"), str(tmp_path / "ok.npz")], tmp_path / "o") == 2
     assert "unsupported type .csv" in _error(capsys)
     (tmp_path / "bad.pt").write_bytes(b"garbage")
     assert _run_report([str(tmp_path / "bad.pt"), str(tmp_path / "ok.npz")], tmp_path / "o") == 2
-    assert "not a readable PyTorch file" in _error(capsys)
+    assert "not a valid PyTorch file" in _error(capsys)
 
 
 def test_npy_without_labels_file(tmp_path, small, capsys):
@@ -380,9 +380,125 @@ def test_entry_point_is_declared():
     assert eps[0].value == "repeval_ref.cli:main"
 
 
-def test_library_errors_become_one_line_messages(tmp_path, small, capsys):
+def test_zero_feature_row_skips_cosine_parts_and_names_the_file(tmp_path, small, capsys):
     X, y = small
-    X = X.copy()
-    X[4] = 0.0  # cosine k-NN cannot normalise a zero vector
-    assert _run_report(_write_pair(tmp_path, X, y), tmp_path / "o") == 2
-    assert "zero vector" in _error(capsys)
+    Xz = X.copy()
+    Xz[4] = 0.0  # cosine similarity cannot normalise a zero vector
+    paths = _write_pair(tmp_path, Xz, y, X, y)
+    out = tmp_path / "o"
+    assert _run_report(paths, out) == 2  # incomplete report: exit 2, one line on stderr
+    msg = _error(capsys)
+    assert f"TRAIN file {paths[0]}: feature row 4 is all zeros" in msg
+    assert "train_h" not in msg and "skipped" in msg
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["knn"]["curve"] == [] and "row 4" in rep["knn"]["skipped"]
+    assert all(e["mean"] is None for e in rep["low_shot"])
+    # the parts that do not use cosine similarity still ran, on the same data
+    assert rep["linear_probe"]["accuracy"] is not None and rep["ridge_probe"]["n"] == 30
+    lf = rep["label_free"]
+    for name in ("mean_pairwise_cosine", "uniformity", "self_cluster"):
+        assert lf[name]["value"] is None and lf[name]["note"].startswith("skipped")
+    from repeval_ref import ne_sum, rankme
+
+    assert lf["rankme"]["value"] == pytest.approx(rankme(Xz), rel=1e-12)
+    assert lf["ne_sum"]["value"] == pytest.approx(ne_sum(Xz), rel=1e-12)
+    assert "Incomplete report" in (out / "report.md").read_text()
+    assert (out / "knn_vs_k.png").exists()
+
+
+def test_zero_feature_row_in_test_names_test(tmp_path, small, capsys):
+    X, y = small
+    Xz = X.copy()
+    Xz[2] = 0.0
+    Xz[9] = 0.0
+    paths = _write_pair(tmp_path, X, y, Xz, y)
+    assert _run_report(paths, tmp_path / "o") == 2
+    msg = _error(capsys)
+    assert f"TEST file {paths[1]}: feature row 2 is all zeros (2 such rows in all)" in msg
+    rep = json.loads((tmp_path / "o" / "report.json").read_text())
+    # TRAIN is fine: its cosine-based label-free metrics still run
+    assert rep["label_free"]["self_cluster"]["value"] is not None
+
+
+def test_compare_with_a_zero_row_skips_only_knn(tmp_path, small, capsys):
+    X, y = small
+    Xz = X.copy()
+    Xz[0] = 0.0
+    np.savez(tmp_path / "a.npz", features=Xz, labels=y)
+    np.savez(tmp_path / "b.npz", features=X, labels=y)
+    rc = main(["compare", str(tmp_path / "a.npz"), str(tmp_path / "b.npz"), "--quiet", "--boot", "100",
+               "--probe-c", "1", "--out", str(tmp_path / "c")])
+    assert rc == 2
+    assert f"A file {tmp_path / 'a.npz'}: feature row 0 is all zeros" in _error(capsys)
+    res = json.loads((tmp_path / "c" / "compare.json").read_text())
+    assert "skipped" in res["paired"]["knn"] and "mcnemar_p" in res["paired"]["probe"]
+
+
+def test_npz_that_is_not_a_zip_archive(tmp_path, small, capsys):
+    X, y = small
+    np.savez(tmp_path / "ok.npz", features=X, labels=y)
+    (tmp_path / "junk.npz").write_bytes(b"not a zip")
+    assert _run_report([str(tmp_path / "junk.npz"), str(tmp_path / "ok.npz")], tmp_path / "o") == 2
+    msg = _error(capsys)
+    assert "is not a valid .npz archive" in msg and "pickle" not in msg
+    np.save(tmp_path / "arr.npy", X)
+    (tmp_path / "arr.npz").write_bytes((tmp_path / "arr.npy").read_bytes())
+    assert _run_report([str(tmp_path / "arr.npz"), str(tmp_path / "ok.npz")], tmp_path / "o") == 2
+    assert "rename it to .npy" in _error(capsys)
+
+
+def test_corrupt_torch_files_give_one_clear_line(tmp_path, small, capsys):
+    import torch
+
+    X, y = small
+    np.savez(tmp_path / "ok.npz", features=X, labels=y)
+    torch.save({"features": torch.as_tensor(X), "labels": torch.as_tensor(y)}, tmp_path / "good.pt")
+    good = (tmp_path / "good.pt").read_bytes()
+    (tmp_path / "trunc.pt").write_bytes(good[: len(good) // 2])
+    (tmp_path / "garbage.pt").write_bytes(b"xxxx")
+    (tmp_path / "empty.pt").write_bytes(b"")
+    torch.save({"features": X, "labels": y}, tmp_path / "numpy.pt")  # numpy objects, not tensors
+    cases = [("trunc.pt", "truncated or corrupted"), ("garbage.pt", "is not a valid PyTorch file"),
+             ("empty.pt", "is empty"), ("numpy.pt", "holds Python objects other than tensors")]
+    for name, text in cases:
+        assert _run_report([str(tmp_path / name), str(tmp_path / "ok.npz")], tmp_path / "o") == 2
+        msg = _error(capsys)
+        assert text in msg and "weights_only" not in msg, msg
+
+
+def test_compare_help_shows_the_seed_default(capsys):
+    with pytest.raises(SystemExit):
+        main(["compare", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "seed of the split, bootstrap and subsample (default: 0)" in text
+
+
+def test_compare_rbf_cka_uses_kornblith_bandwidth(tmp_path, capsys):
+    from repeval_ref import rbf_cka
+
+    rng = np.random.default_rng(5)
+    A = rng.normal(size=(40, 6))
+    B = np.tanh(A @ rng.normal(size=(6, 3)))
+    np.save(tmp_path / "a.npy", A)
+    np.save(tmp_path / "b.npy", B)
+    assert main(["compare", str(tmp_path / "a.npy"), str(tmp_path / "b.npy"), "--quiet",
+                 "--out", str(tmp_path / "c")]) == 0
+    res = json.loads((tmp_path / "c" / "compare.json").read_text())
+    assert res["rbf_cka"] == pytest.approx(rbf_cka(A, B, sigma_frac=0.5, median="full"), rel=1e-12)
+    assert "Kornblith" in res["rbf_cka_note"]
+
+
+def test_low_shot_support_mean_of_zero_is_a_skipped_entry(tmp_path, capsys):
+    # class 0: ten copies each of e1 and -e1, so its 20-shot support (all 20 rows)
+    # averages to exactly the zero vector; 1- and 5-shot means are not zero
+    rng = np.random.default_rng(0)
+    e1 = np.array([1.0, 0.0, 0.0])
+    X = np.vstack([np.tile(e1, (10, 1)), np.tile(-e1, (10, 1)), rng.normal(size=(20, 3)) + 3])
+    y = np.repeat([0, 1], 20)
+    paths = _write_pair(tmp_path, X, y)
+    assert _run_report(paths, tmp_path / "o") == 0
+    rep = json.loads((tmp_path / "o" / "report.json").read_text())
+    by_shots = {e["shots"]: e for e in rep["low_shot"]}
+    assert by_shots[20]["mean"] is None and "zero vector" in by_shots[20]["note"]
+    assert by_shots[1]["mean"] is not None
+    assert "train_h" not in capsys.readouterr().out

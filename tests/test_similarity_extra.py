@@ -92,6 +92,7 @@ def test_linear_cka_debiased_bad_input():
 
 
 def _rbf_by_definition(X, Y, frac):
+    """RBF Grams with sigma = frac * median distance over distinct pairs (median="pairs")."""
     def gram(Z):
         sigma = frac * np.median(pdist(Z))
         return np.exp(-cdist(Z, Z, "sqeuclidean") / (2 * sigma**2))
@@ -100,12 +101,90 @@ def _rbf_by_definition(X, Y, frac):
 
 
 @pytest.mark.parametrize("frac", [0.2, 0.5, 1.0])
-def test_rbf_cka_matches_the_definition(frac):
+def test_rbf_cka_pairs_median_matches_the_definition(frac):
     X, Y = _pair(seed=5)
     K, L = _rbf_by_definition(X, Y, frac)
-    assert rbf_cka(X, Y, sigma_frac=frac) == pytest.approx(_centred_cka(K, L), rel=1e-9)
+    got = rbf_cka(X, Y, sigma_frac=frac, median="pairs")
+    assert got == pytest.approx(_centred_cka(K, L), rel=1e-9)
     expected_u = hsic_unbiased(K, L) / np.sqrt(hsic_unbiased(K, K) * hsic_unbiased(L, L))
-    assert rbf_cka(X, Y, sigma_frac=frac, debiased=True) == pytest.approx(expected_u, rel=1e-9)
+    got_u = rbf_cka(X, Y, sigma_frac=frac, debiased=True, median="pairs")
+    assert got_u == pytest.approx(expected_u, rel=1e-9)
+
+
+# Literal transcription of Kornblith et al.'s public CKA code (the colab accompanying
+# "Similarity of Neural Network Representations Revisited", 2019): gram_rbf,
+# center_gram (with the Szekely-Rizzo U-centring for the unbiased case) and cka.
+def _kornblith_gram_rbf(x, threshold=1.0):
+    dot_products = x.dot(x.T)
+    sq_norms = np.diag(dot_products)
+    sq_distances = -2 * dot_products + sq_norms[:, None] + sq_norms[None, :]
+    sq_median_distance = np.median(sq_distances)
+    return np.exp(-sq_distances / (2 * threshold ** 2 * sq_median_distance))
+
+
+def _kornblith_center_gram(gram, unbiased=False):
+    if not np.allclose(gram, gram.T):
+        raise ValueError("Input must be a symmetric matrix.")
+    gram = gram.copy()
+    if unbiased:
+        n = gram.shape[0]
+        np.fill_diagonal(gram, 0)
+        means = np.sum(gram, 0, dtype=np.float64) / (n - 2)
+        means -= np.sum(means) / (2 * (n - 1))
+        gram -= means[:, None]
+        gram -= means[None, :]
+        np.fill_diagonal(gram, 0)
+    else:
+        means = np.mean(gram, 0, dtype=np.float64)
+        means -= np.mean(means) / 2
+        gram -= means[:, None]
+        gram -= means[None, :]
+    return gram
+
+
+def _kornblith_cka(gram_x, gram_y, debiased=False):
+    gram_x = _kornblith_center_gram(gram_x, unbiased=debiased)
+    gram_y = _kornblith_center_gram(gram_y, unbiased=debiased)
+    scaled_hsic = gram_x.ravel().dot(gram_y.ravel())
+    normalization_x = np.linalg.norm(gram_x)
+    normalization_y = np.linalg.norm(gram_y)
+    return scaled_hsic / (normalization_x * normalization_y)
+
+
+@pytest.mark.parametrize("n", [9, 30, 31, 120])
+@pytest.mark.parametrize("frac", [0.2, 0.5, 0.8, 1.0])
+def test_rbf_cka_default_is_kornblith_code(n, frac):
+    # odd and even n: with n^2 entries even, np.median averages the two middle squared
+    # distances, which is why the bandwidth is taken from the squared distances
+    X, Y = _pair(n=n, p=7, q=4, seed=n, noise=0.7)
+    Y = np.tanh(Y)
+    K, L = _kornblith_gram_rbf(X, frac), _kornblith_gram_rbf(Y, frac)
+    assert abs(rbf_cka(X, Y, sigma_frac=frac) - _kornblith_cka(K, L)) < 1e-12
+    got_u = rbf_cka(X, Y, sigma_frac=frac, debiased=True)
+    assert abs(got_u - _kornblith_cka(K, L, debiased=True)) < 1e-12
+
+
+def test_rbf_cka_full_and_pairs_medians_differ_for_small_n():
+    # The n zero diagonal entries lower the full median below the distinct-pair one,
+    # so for small n the two conventions give different values; "full" is the
+    # distinct-pair definition with sigma_X, sigma_Y each rescaled by
+    # sqrt(median_full(d^2)) / median_pairs(d).
+    X, Y = _pair(n=20, seed=3)
+    full, pairs = rbf_cka(X, Y), rbf_cka(X, Y, median="pairs")
+    assert abs(full - pairs) > 1e-4
+
+    def gram_rescaled(Z, frac):
+        D2 = cdist(Z, Z, "sqeuclidean")
+        med_pairs = np.median(pdist(Z))
+        ratio = np.sqrt(np.median(D2)) / med_pairs
+        assert ratio < 1
+        sigma = frac * ratio * med_pairs
+        return np.exp(-D2 / (2 * sigma**2))
+
+    K, L = gram_rescaled(X, 0.5), gram_rescaled(Y, 0.5)
+    assert full == pytest.approx(_centred_cka(K, L), rel=1e-10)
+    with pytest.raises(ValueError, match="median"):
+        rbf_cka(X, Y, median="mean")
 
 
 def test_rbf_cka_invariances_and_range():

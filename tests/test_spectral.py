@@ -1,4 +1,6 @@
 """Tests of the spectral label-free metrics (seed 002, sections 3.1 and 4.1)."""
+import warnings
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -158,6 +160,104 @@ def test_condition_number_ignores_zero_singular_values():
     assert condition_number(Y, rtol=1e-4) == pytest.approx(1e3, rel=1e-6)
 
 
+def _with_singular_values(s, n, d, seed=0):
+    """U diag(s) V^T with Haar-like orthonormal U (n, m) and V (d, m), m = len(s)."""
+    rng = np.random.default_rng(seed)
+    U, _ = np.linalg.qr(rng.normal(size=(n, len(s))))
+    V, _ = np.linalg.qr(rng.normal(size=(d, len(s))))
+    return (U * s) @ V.T
+
+
+@pytest.mark.parametrize("kappa", [1e3, 1e7, 1e9])
+@pytest.mark.parametrize("shape", [(500, 50), (40, 90)])
+def test_condition_number_of_an_array_matches_numpy_cond(kappa, shape):
+    n, d = shape
+    s = np.logspace(0, -np.log10(kappa), min(n, d))
+    X = _with_singular_values(s, n, d, seed=int(np.log10(kappa)))
+    # both are SVD-based: they differ by rounding of the smallest singular value,
+    # about kappa * eps relative (measured 4e-9 at kappa = 1e9); numpy is the reference
+    assert condition_number(X) == pytest.approx(np.linalg.cond(X), rel=max(1e-12, 100 * kappa * 2.2e-16))
+    assert condition_number(X) == pytest.approx(kappa, rel=max(1e-12, 100 * kappa * 2.2e-16))
+    Xc = X - X.mean(axis=0)
+    assert condition_number(X, center=True) == pytest.approx(
+        np.linalg.cond(Xc) if n > d else _kappa_nonzero(Xc), rel=max(1e-12, 100 * kappa * 2.2e-16))
+
+
+def _kappa_nonzero(Z):
+    """sigma_1 / smallest singular value above max(N, d) * eps * sigma_1 (matrix_rank's tolerance)."""
+    s = np.linalg.svd(Z, compute_uv=False)
+    s = s[s > max(Z.shape) * np.finfo(float).eps * s[0]]
+    return s[0] / s[-1]
+
+
+def test_condition_number_streamed_warns_at_its_resolution_limit(tmp_path):
+    n, d = 500, 50
+    limit = np.sqrt(d * np.finfo(float).eps)  # about 1e-7: kappa is resolved to about 1e7
+    good = _with_singular_values(np.logspace(0, -3, d), n, d, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning far from the limit
+        assert condition_number(_batches(good, [200, 300])) == pytest.approx(1e3, rel=1e-9)
+        assert condition_number(_memmap(tmp_path, good, np.float64)) == pytest.approx(1e3, rel=1e-9)
+    bad = _with_singular_values(np.logspace(0, -9, d), n, d, seed=2)
+    assert condition_number(bad) == pytest.approx(1e9, rel=1e-6)  # in memory: exact
+    with pytest.warns(RuntimeWarning, match="resolution limit"):
+        streamed = condition_number(_batches(bad, [200, 300]))
+    assert streamed < 1e9 and streamed * limit > 0.1  # capped near 1 / limit
+
+
+def test_condition_number_ignores_zero_singular_values_when_streamed():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(50, 3)) @ rng.normal(size=(3, 8))  # rank 3
+    s = np.linalg.svd(X, compute_uv=False)
+    assert condition_number(_batches(X, [20, 30])) == pytest.approx(s[0] / s[2], rel=1e-8)
+    W = rng.normal(size=(6, 20))  # N < d: only 6 singular values
+    s = np.linalg.svd(W, compute_uv=False)
+    assert condition_number(_batches(W, [2, 4])) == pytest.approx(s[0] / s[5], rel=1e-8)
+    assert condition_number(W) == pytest.approx(np.linalg.cond(W), rel=1e-12)
+
+
+# ---------------------------------------------------- RankMe: streamed == SVD exactly
+
+
+def _rankme_svd(Z, eps=1e-7):
+    s = np.linalg.svd(Z, compute_uv=False)  # min(N, d) values
+    p = s / s.sum() + eps
+    return float(np.exp(-np.sum(p * np.log(p))))
+
+
+@pytest.mark.parametrize("case", ["wide", "rank5"])
+@pytest.mark.parametrize("center", [False, True])
+def test_rankme_streamed_equals_the_svd_value(case, center, tmp_path):
+    rng = np.random.default_rng(9)
+    if case == "wide":  # N < d: the Gram matrix has d - N extra (zero) eigenvalues
+        Z = rng.normal(size=(30, 100))
+    else:  # N > d but rank 5: 55 zero singular values
+        Z = rng.normal(size=(400, 5)) @ rng.normal(size=(5, 60))
+    d = Z.shape[1]
+    ref = _rankme_svd(Z - Z.mean(axis=0) if center else Z)
+    assert rankme(Z, center=center) == pytest.approx(ref, rel=1e-12)
+    mm = _memmap(tmp_path, Z, dtype=np.float64)
+    # The Gram route squares the singular values, so each carries a relative error of
+    # about eps * (sigma_1 / sigma_i)^2; these spectra are well conditioned (measured
+    # differences <= 7e-15), so rtol 1e-12 leaves a wide margin. Without keeping only
+    # min(N, d) values and zeroing the Gram's rounding residues the wide case was off
+    # by 1.1e-4 and the rank-5 one by 9e-7.
+    for streamed in (mm, _batches(Z, [7, 13, Z.shape[0] - 20])):
+        assert rankme(streamed, center=center) == pytest.approx(ref, rel=1e-12)
+    assert rankme_normalized(mm, center=center) == pytest.approx(ref / d, rel=1e-12)
+    assert rankme_normalized(_batches(Z, [10, Z.shape[0] - 10]), center=center) == pytest.approx(
+        ref / d, rel=1e-12)
+
+
+def test_rankme_normalized_can_exceed_one_by_the_documented_bound():
+    d, eps = 300, 1e-7
+    Q, _ = np.linalg.qr(np.random.default_rng(0).normal(size=(500, d)))  # d equal singular values
+    bound = (1 / d + eps) ** (-(1 + d * eps)) / d
+    assert rankme_normalized(Q) == pytest.approx(bound, rel=1e-12)
+    assert 1.0 < bound < 1 + d * eps * np.log(d)
+    assert rankme_normalized(Q, eps=0.0) == pytest.approx(1.0, rel=1e-12)
+
+
 def test_zero_matrix_is_an_error_not_nan():
     for fn in (ne_sum, stable_rank, condition_number, alpha_req):
         with pytest.raises(ValueError, match="zero"):
@@ -194,8 +294,10 @@ def test_alpha_req_range_errors():
         alpha_req(X)  # [10, floor(10.8)] = [10, 10]: one point
     with pytest.raises(ValueError, match="exceeds"):
         alpha_req(X, fit_range=(1, 13))
+    with pytest.raises(ValueError, match=">= 0"):
+        alpha_req(X, fit_range=(-1, 0.9))
     with pytest.raises(ValueError, match=">= 1"):
-        alpha_req(X, fit_range=(0, 0.9))
+        alpha_req(X, fit_range=(1, 0))
     with pytest.raises(ValueError, match="fraction"):
         alpha_req(X, fit_range=(1, 1.5))
     with pytest.raises(TypeError):
@@ -204,6 +306,21 @@ def test_alpha_req_range_errors():
         alpha_req(X, fit_range=5)
     with pytest.raises(ValueError, match="zero"):
         alpha_req(_data(8, 30), fit_range=(1, 0.9))  # rank <= 7 with 8 rows
+
+
+def test_alpha_req_lower_bound_zero_means_the_first_eigenvalue():
+    # 002 writes its ranges (0, d/2), (0, 0.8 d), (0, d): 0 is "from the first"
+    X = _data(400, 30, seed=6)
+    lam = np.sort(np.linalg.eigvalsh(np.cov(X, rowvar=False)))[::-1]
+    i = np.arange(1, 25)  # 1-based inclusive [1, floor(0.8 * 30)] = [1, 24]
+    fit = stats.linregress(np.log(i), np.log(lam[i - 1]))
+    ref = alpha_req(X, fit_range=(1, 0.8))
+    assert ref == pytest.approx(-fit.slope, rel=1e-9)
+    assert alpha_req(X, fit_range=(0, 0.8)) == ref
+    assert alpha_req(X, fit_range=(0.0, 0.8)) == ref
+    assert alpha_req(X, fit_range=(0.01, 0.8)) == ref  # floor(0.3) = 0: the first too
+    assert alpha_req(X, fit_range=(0, 1.0)) == alpha_req(X, fit_range=(1, 30))
+    assert alpha_req(X, fit_range=(0, 0.5)) == alpha_req(X, fit_range=(1, 15))
 
 
 # ------------------------------------------------------- synthetic spectra (002, 4.1)
@@ -371,6 +488,23 @@ def test_label_free_summary_equals_the_single_metrics(tmp_path):
     for name, value in expected.items():
         assert got[name] == pytest.approx(value, rel=1e-8), name
     assert got["n"] == 300 and got["d"] == 15 and got["notes"] == {}
+    in_memory = r.label_free_summary(X, fit_range=(2, 0.9))
+    for name, value in expected.items():
+        assert in_memory[name] == pytest.approx(value, rel=1e-8), name
+
+
+def test_label_free_summary_rankme_and_kappa_follow_the_single_metrics(tmp_path):
+    import repeval_ref as r
+
+    rng = np.random.default_rng(2)
+    W = rng.normal(size=(30, 100))  # N < d
+    for X in (W, _memmap(tmp_path, W, dtype=np.float64)):
+        got = r.label_free_summary(X)
+        assert got["rankme"] == pytest.approx(_rankme_svd(W), rel=1e-9)
+        assert got["rankme_normalized"] == pytest.approx(_rankme_svd(W) / 100, rel=1e-9)
+        assert got["condition_number"] == pytest.approx(np.linalg.cond(W), rel=1e-9)
+    ill = _with_singular_values(np.logspace(0, -9, 20), 200, 20, seed=3)
+    assert r.label_free_summary(ill)["condition_number"] == pytest.approx(1e9, rel=1e-6)
 
 
 def test_label_free_summary_reports_undefined_metrics_as_none():
