@@ -19,6 +19,14 @@ evaluation mode" and "In PyTorch". The loop
 With ``--grid`` it also trains the DINOv2-style grid of probes (learning rates x last
 1 or 4 blocks x poolings) at once and reports the configuration chosen on validation.
 
+A torchvision / timm backbone needs weights: ``--weights PATH`` (a local state dict),
+``--hub`` (downloaded by the library; needs internet), or, knowingly, ``--random-init``
+(an untrained network: the loop runs, but the features mean nothing).
+
+Errors in the arguments or the data (a missing folder, an unavailable device, a
+weights file that is not a checkpoint, ...) are reported as one line
+``python -m repeval_ref.loop: error: ...`` on stderr, with exit status 2.
+
 Examples::
 
     python -m repeval_ref.loop
@@ -28,25 +36,36 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 
 import numpy as np
 
+PROG = "python -m repeval_ref.loop"
+
+
+class _UsageError(Exception):
+    """A problem with the command line or the data it names, reported as one line."""
+
 
 def _parse(argv):
-    p = argparse.ArgumentParser(prog="python -m repeval_ref.loop", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--backbone", default="small-cnn",
                    help="small-cnn (default), torchvision:ARCH or timm:ARCH")
     p.add_argument("--weights", default=None, help="local weights file for a torchvision/timm backbone")
     p.add_argument("--hub", action="store_true", help="let torchvision/timm download weights (needs internet)")
+    p.add_argument("--random-init", action="store_true",
+                   help="run a torchvision/timm backbone at random initialisation, knowingly "
+                        "(its features are those of an untrained network)")
     p.add_argument("--data", default="digits",
                    help="'digits' (default) or an image folder: DIR/train and DIR/test (or DIR/val) "
                         "with class subfolders, or DIR with class subfolders (split 75/25)")
     p.add_argument("--image-size", type=int, default=224, help="center-crop size for image folders")
     p.add_argument("--pretrain-epochs", type=int, default=3,
                    help="epochs of supervised training of the small CNN (0: random initialisation)")
-    p.add_argument("--probe-epochs", type=int, default=30)
+    p.add_argument("--probe-epochs", type=int, default=30, help="epochs of probe training (>= 1)")
     p.add_argument("--lr", type=float, default=0.1, help="probe learning rate (SGD, cosine schedule)")
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--grid", action="store_true", help="also train a DINOv2-style probe grid at once")
@@ -55,6 +74,46 @@ def _parse(argv):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--progress", action="store_true", help="progress bars (needs tqdm)")
     return p.parse_args(argv)
+
+
+def _check_args(args):
+    """Check the arguments before any work; raise _UsageError with a one-line explanation."""
+    if args.probe_epochs < 1:
+        raise _UsageError(f"--probe-epochs must be >= 1, got {args.probe_epochs}")
+    if args.pretrain_epochs < 0:
+        raise _UsageError(f"--pretrain-epochs must be >= 0, got {args.pretrain_epochs}")
+    if args.batch_size < 2:
+        raise _UsageError(f"--batch-size must be >= 2 (the probe's BatchNorm needs two samples), got {args.batch_size}")
+    if not (math.isfinite(args.lr) and args.lr > 0):
+        raise _UsageError(f"--lr must be a positive number, got {args.lr}")
+    if args.image_size < 1:
+        raise _UsageError(f"--image-size must be >= 1, got {args.image_size}")
+    if args.backbone == "small-cnn":
+        if args.data != "digits":
+            raise _UsageError("the built-in small CNN is for --data digits; choose a --backbone for images")
+        extra = [flag for flag, on in (("--weights", args.weights is not None), ("--hub", args.hub),
+                                       ("--random-init", args.random_init)) if on]
+        if extra:
+            raise _UsageError(f"{extra[0]} is for a torchvision/timm --backbone; the built-in small CNN is "
+                              "trained here (--pretrain-epochs 0 leaves it at random initialisation)")
+    else:
+        library, _, arch = args.backbone.partition(":")
+        if library not in ("torchvision", "timm") or not arch:
+            raise _UsageError(f"--backbone must be small-cnn, torchvision:ARCH or timm:ARCH, got {args.backbone!r}")
+        chosen = [flag for flag, on in (("--weights", args.weights is not None), ("--hub", args.hub),
+                                        ("--random-init", args.random_init)) if on]
+        if not chosen:
+            raise _UsageError(
+                f"--backbone {args.backbone} needs weights: pass --weights PATH (a local state dict), "
+                "--hub (download them; needs internet), or --random-init (an untrained network, "
+                "whose features mean nothing)"
+            )
+        if len(chosen) > 1:
+            raise _UsageError(f"choose one of --weights, --hub and --random-init, not {' and '.join(chosen)}")
+        if args.weights is not None and not os.path.isfile(args.weights):
+            raise _UsageError(f"--weights file not found: {args.weights!r}")
+    if args.data != "digits" and not os.path.isdir(args.data):
+        raise _UsageError(f"--data folder not found: {args.data!r} (use 'digits' or an image folder)")
 
 
 def _load_data(args):
@@ -66,8 +125,6 @@ def _load_data(args):
     if args.data == "digits":
         xtr, xte, ytr, yte = digits_images(seed=args.seed)
         return (xtr, torch.from_numpy(ytr)), (xte, torch.from_numpy(yte)), 10, "digits"
-    import os
-
     from sklearn.model_selection import train_test_split
 
     from repeval_ref.torch.data import ImageFolder
@@ -78,7 +135,7 @@ def _load_data(args):
         train = ImageFolder(os.path.join(root, "train"), crop=args.image_size)
         test = ImageFolder(test_dir, crop=args.image_size)
         if test.classes != train.classes:
-            raise SystemExit(f"error: {test_dir} and the training folder have different classes")
+            raise _UsageError(f"{test_dir} and the training folder have different classes")
         return train, test, len(train.classes), os.path.basename(os.path.abspath(root))
     full = ImageFolder(root, crop=args.image_size)
     idx = np.arange(len(full))
@@ -89,7 +146,7 @@ def _load_data(args):
 def _build_encoder(args, train, n_classes, log):
     import torch
 
-    from repeval_ref.torch.models import BackboneUnavailable, SmallCNN, load_backbone, pretrain_encoder
+    from repeval_ref.torch.models import SmallCNN, load_backbone, pretrain_encoder
 
     if args.backbone == "small-cnn":
         torch.manual_seed(args.seed)
@@ -101,12 +158,10 @@ def _build_encoder(args, train, n_classes, log):
             log("small CNN at random initialisation (its BatchNorm statistics are the initial ones)")
         return enc.eval()
     library, _, arch = args.backbone.partition(":")
-    if library not in ("torchvision", "timm") or not arch:
-        raise SystemExit(f"error: --backbone must be small-cnn, torchvision:ARCH or timm:ARCH, got {args.backbone!r}")
-    try:
-        return load_backbone(arch, args.weights, library=library, hub=args.hub)
-    except (BackboneUnavailable, FileNotFoundError) as exc:
-        raise SystemExit(f"error: {exc}") from None
+    if args.random_init:
+        log(f"warning: --random-init: {args.backbone} is untrained (random initialisation); "
+            "its features, and the accuracies below, say nothing about a pretrained model")
+    return load_backbone(arch, args.weights, library=library, hub=args.hub)
 
 
 def _batches(data, batch_size):
@@ -118,26 +173,47 @@ def _batches(data, batch_size):
 
 
 def main(argv=None):
+    """Run the loop; return 0 on success, 1 if the encoder state changed.
+
+    Errors in the arguments or the data end the program with one line
+    ``python -m repeval_ref.loop: error: ...`` on stderr and exit status 2
+    (``SystemExit(2)``), as argparse does for a malformed command line.
+    """
     args = _parse(argv)
+    from repeval_ref.torch.models import BackboneUnavailable
+
+    try:
+        return _main(args)
+    except (_UsageError, ValueError, TypeError, OSError, BackboneUnavailable) as exc:
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        if isinstance(exc, OSError) and exc.filename is not None and str(exc.filename) not in text:
+            text += f": {exc.filename!r}"
+        print(f"{PROG}: error: {text}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _main(args):
     import torch
 
-    from repeval_ref.torch.extract import extract_features
+    from repeval_ref.torch.extract import extract_features, resolve_device
     from repeval_ref.torch.freeze import frozen_features, state_diff, state_snapshot
     from repeval_ref.torch.probe import fold_probe, probe_accuracy, running_mean_shift, train_probe
 
     def log(msg):
         print(msg, file=sys.stderr)
 
+    _check_args(args)
+    try:
+        device = resolve_device(args.device)
+    except (TypeError, ValueError) as exc:
+        raise _UsageError(f"--device: {exc}") from None
     torch.manual_seed(args.seed)
-    if args.backbone == "small-cnn" and args.data != "digits":
-        raise SystemExit("error: the built-in small CNN is for --data digits; choose a backbone for images")
     encoder = None
     if args.backbone != "small-cnn":  # fail fast, before reading any image
         encoder = _build_encoder(args, None, None, log)
     train, test, n_classes, data_name = _load_data(args)
     if encoder is None:
         encoder = _build_encoder(args, train, n_classes, log)
-    device = torch.device(args.device) if args.device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
     encoder.to(device)
     snapshot = state_snapshot(encoder)
 

@@ -264,3 +264,156 @@ def test_offline_download_and_missing_library_messages(tmp_path, monkeypatch):
         load_backbone("vit_base_patch16_224", library="timm")
     with pytest.raises(ValueError):
         load_backbone("resnet50", library="keras")
+
+
+# ---------------------------------------------------------------------------------
+# Subsets of an image folder, precision in the cache, prefix tokens, bad inputs.
+
+def _png_folder(root, per_class=24, size=6, seed=0):
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    for c, name in enumerate(["a", "b"]):
+        (root / name).mkdir(parents=True)
+        for i in range(per_class):
+            arr = rng.integers(0, 256, size=(size, size, 3), dtype=np.uint8)
+            Image.fromarray(arr).save(root / name / f"{i:03d}.png")
+
+
+def test_subset_of_an_image_folder_fingerprints_every_selected_file(tmp_path):
+    from PIL import Image
+    from torch.utils.data import Subset
+
+    from repeval_ref.torch.data import ImageFolder
+
+    _png_folder(tmp_path / "imgs")
+    full = ImageFolder(tmp_path / "imgs", crop=4, resize=4)
+    train_idx = np.array([i for i in range(len(full)) if i % 4 != 3])  # 36 of 48: the loop's 75 %
+    test_idx = np.array([i for i in range(len(full)) if i % 4 == 3])
+    train, test = Subset(full, train_idx), Subset(full, test_idx)
+    # The old fingerprint read 32 evenly spaced items of the subset; pick one it skipped.
+    probed = set(np.linspace(0, len(train) - 1, num=32).round().astype(int).tolist())
+    j = next(k for k in range(len(train)) if k not in probed)
+    path = full.samples[int(train_idx[j])][0]
+
+    torch.manual_seed(0)
+    cnn = SmallCNN(in_channels=3, width=2).eval()
+    kw = dict(layers=["blocks.2"], poolings=("mean",), device="cpu", cache_dir=tmp_path / "cache",
+              model_name="cnn", data_name="train", on_stale="error")
+    first = extract_features(cnn, train, **kw)
+    assert not first.from_cache and first.n == 36
+    assert extract_features(cnn, train, **kw).from_cache  # unchanged files: a hit
+    fp_train, fp_test = dataset_fingerprint(train), dataset_fingerprint(test)
+    assert dataset_fingerprint(Subset(train, np.arange(len(train)))) == fp_train  # nested, same items
+
+    st = os.stat(path)
+    Image.fromarray(np.zeros((6, 6, 3), dtype=np.uint8)).save(path)  # a changed image outside the sample
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # coarse file-system clocks
+    assert dataset_fingerprint(train) != fp_train
+    assert dataset_fingerprint(test) == fp_test  # the test split does not hold that file
+    with pytest.raises(StaleCacheError, match="data"):
+        extract_features(cnn, train, **kw)
+    # Nested subsets are looked through too, and another selection is another fingerprint.
+    inner = Subset(full, np.arange(len(full)))
+    assert dataset_fingerprint(Subset(inner, train_idx)) == dataset_fingerprint(train)
+    assert dataset_fingerprint(Subset(full, train_idx[:-1])) != dataset_fingerprint(train)
+    # The preprocessing is part of the fingerprint of an image folder.
+    assert dataset_fingerprint(ImageFolder(tmp_path / "imgs", crop=3, resize=4)) != dataset_fingerprint(full)
+
+
+def test_cache_records_autocast_and_dtype(tmp_path):
+    import json
+
+    vit = _vit()
+    x, y = _data(6)
+    kw = dict(poolings=("cls",), device="cpu", cache_dir=tmp_path, model_name="vit", on_stale="error")
+    bf16 = extract_features(vit, (x, y), autocast=True, **kw)  # bfloat16 autocast on the CPU
+    meta_path = tmp_path / "vit" / "data" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    assert meta["autocast"] == "bfloat16" and meta["dtype"] == "float32" and meta["n_prefix_tokens"] == 1
+    assert bf16.arrays[("blocks.2", "cls")].dtype == np.float32
+    assert extract_features(vit, (x, y), autocast=True, **kw).from_cache
+    with pytest.raises(StaleCacheError, match="autocast setting 'bfloat16', this run uses 'off'"):
+        extract_features(vit, (x, y), autocast=False, **kw)
+    with pytest.warns(UserWarning, match="autocast"):
+        f32 = extract_features(vit, (x, y), autocast=False, **dict(kw, on_stale="recompute"))
+    assert not f32.from_cache and json.loads(meta_path.read_text())["autocast"] == "off"
+    assert not np.array_equal(f32.arrays[("blocks.2", "cls")], bf16.arrays[("blocks.2", "cls")])
+    # A cache written before the setting was recorded is stale, with the reason.
+    meta = json.loads(meta_path.read_text())
+    for key in ("autocast", "dtype", "n_prefix_tokens"):
+        del meta[key]
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(StaleCacheError, match="does not record the autocast setting.*older version"):
+        extract_features(vit, (x, y), autocast=False, **kw)
+
+
+class _RegisterViT(TinyViT):
+    """A timm-style ViT with register tokens: [class, 2 registers, patches]."""
+
+    num_prefix_tokens = 3
+
+    def __init__(self):
+        super().__init__(image_size=8, patch_size=4, dim=16, depth=2, heads=2)
+        self.registers = nn.Parameter(torch.randn(1, 2, 16))
+
+    def tokens(self, x):
+        t = super().tokens(x)
+        return torch.cat([t[:, :1], self.registers.expand(t.shape[0], -1, -1), t[:, 1:]], dim=1)
+
+
+def test_mean_pooling_leaves_out_register_tokens(tmp_path):
+    torch.manual_seed(0)
+    vit = _RegisterViT().eval()
+    x = _data(5)[0]
+    ref = _manual_tokens(vit, x)[-1]  # (5, 1 + 2 + 4, 16)
+    feats = extract_features(vit, x, layers="blocks.1", poolings=("cls", "mean"), device="cpu")
+    np.testing.assert_allclose(feats.view(1, "mean"), ref[:, 3:].mean(1).numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(feats.view(1, "cls"), ref[:, 0].numpy(), rtol=1e-5, atol=1e-6)
+    only_cls = extract_features(vit, x, layers="blocks.1", poolings="mean", device="cpu", n_prefix_tokens=1)
+    np.testing.assert_allclose(only_cls.view(1, "mean"), ref[:, 1:].mean(1).numpy(), rtol=1e-5, atol=1e-6)
+    # n_prefix_tokens is part of the cache settings.
+    kw = dict(layers="blocks.1", poolings="mean", device="cpu", cache_dir=tmp_path, on_stale="error")
+    extract_features(vit, x, **kw)
+    with pytest.raises(StaleCacheError, match="n_prefix_tokens 3, this run uses 1"):
+        extract_features(vit, x, n_prefix_tokens=1, **kw)
+    tokens = torch.randn(2, 4, 3)
+    torch.testing.assert_close(pool_output(tokens, "mean", n_prefix_tokens=0), tokens.mean(1))
+    with pytest.raises(ValueError, match="class token"):
+        pool_output(tokens, "cls", n_prefix_tokens=0)
+    with pytest.raises(ValueError, match="patch token"):
+        pool_output(tokens, "mean", n_prefix_tokens=4)
+    with pytest.raises(ValueError, match="n_prefix_tokens"):
+        extract_features(vit, x, n_prefix_tokens=-1)
+
+
+def test_extract_bad_inputs_name_the_argument(monkeypatch):
+    vit = _vit()
+    x, y = _data(4)
+    one = extract_features(vit, x, layers="blocks.0", device="cpu")  # a string is one block name
+    assert one.layers == ["blocks.0"]
+    with pytest.raises(TypeError, match="layers"):
+        extract_features(vit, x, layers=3)
+    with pytest.raises(TypeError, match="layers"):
+        extract_features(vit, x, layers=["blocks.0", 1])
+    with pytest.raises(ValueError, match="layers is empty"):
+        extract_features(vit, x, layers=[])
+    with pytest.raises(TypeError, match="data.*int"):
+        extract_features(vit, [1, 2, 3])
+    with pytest.raises(TypeError, match="data"):
+        extract_features(vit, "images/")
+    with pytest.raises(TypeError, match="label of data"):
+        extract_features(vit, [(x[0], "cat")])
+    with pytest.raises(ValueError, match="data.*lengths"):
+        extract_features(vit, (x, y[:3]))
+    # A list of (input, label) pairs is a dataset; NumPy labels in a tuple are converted.
+    pairs = extract_features(vit, [(x[i], int(y[i])) for i in range(4)], device="cpu")
+    np.testing.assert_array_equal(pairs.labels, y.numpy())
+    assert np.array_equal(extract_features(vit, (x, y.numpy()), device="cpu").labels, y.numpy())
+    with pytest.raises(ValueError, match="device 'tpu'.*available here: cpu"):
+        extract_features(vit, x, device="tpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="device 'cuda' is not available.*available here: cpu"):
+        extract_features(vit, x, device="cuda")
+    with pytest.raises(TypeError, match="device"):
+        extract_features(vit, x, device=3.5)

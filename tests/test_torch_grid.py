@@ -107,3 +107,45 @@ def test_stacked_heads_follow_sgd_of_a_lone_probe(kw):
         assert set(head.state_dict()) == set(alone.state_dict())
         for k, p in alone.state_dict().items():
             torch.testing.assert_close(head.state_dict()[k], p, rtol=1e-5, atol=1e-6, msg=k)
+
+
+def test_lrs_must_be_numbers_not_a_string():
+    rng = np.random.default_rng(4)
+    views, y = _views(40, "a", rng)
+    with pytest.raises(TypeError, match="lrs must be a number or a sequence of numbers, got the string '0.1'"):
+        train_probe_grid(views, y, 2, "0.1")
+    with pytest.raises(TypeError, match=r"lrs\[1\]"):
+        train_probe_grid(views, y, 2, [0.1, "1"])
+    with pytest.raises(TypeError, match="lrs"):
+        train_probe_grid(views, y, 2, {0.1})
+    with pytest.raises(TypeError, match="lrs"):
+        probe_grid_search(views, y, views, y, 2, "0.1 0.3")
+    heads, configs = train_probe_grid(views, y, 2, np.float64(0.1), epochs=1)  # one number: one rate
+    assert [c["lr"] for c in configs] == [0.1, 0.1]
+    heads, configs = train_probe_grid(views, y, 2, np.array([0.1, 0.3]), epochs=1)
+    assert [c["lr"] for c in configs] == [0.1, 0.3, 0.1, 0.3]
+
+
+def test_grid_accuracies_restores_training_flags():
+    rng = np.random.default_rng(5)
+    views, y = _views(60, "a", rng)
+    heads, configs = train_probe_grid(views, y, 2, [0.1, 1.0], epochs=2, batch_size=16)
+    expected = grid_accuracies(heads, configs, views, y)  # heads come back in eval mode
+    heads.train()
+    heads[1].bn.eval()  # mixed flags, as a caller may have left them
+    flags = [m.training for m in heads.modules()]
+    acc = grid_accuracies(heads, configs, views, y)
+    assert [m.training for m in heads.modules()] == flags
+    np.testing.assert_array_equal(acc, expected)  # evaluated in eval mode all the same
+    assert not torch.equal(heads[0].bn.running_mean, torch.zeros(4))  # trained statistics in use
+
+
+def test_chosen_val_acc_is_that_of_the_head_chosen_before_the_refit():
+    rng = np.random.default_rng(6)
+    train, y = _views(120, "a", rng, signal=1.0)
+    test, y_test = _views(80, "a", rng, signal=1.0)
+    kw = dict(epochs=3, batch_size=32, seed=0)
+    plain = probe_grid_search(train, y, test, y_test, 2, [0.03, 0.3], **kw)
+    refit = probe_grid_search(train, y, test, y_test, 2, [0.03, 0.3], refit=True, **kw)
+    assert refit.best == plain.best
+    assert refit.chosen_val_acc == plain.chosen_val_acc == refit.val_acc[refit.best]

@@ -1,4 +1,6 @@
 """Exact weighted k-NN in torch (repeval_ref.torch.knn) against the NumPy reference."""
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -25,9 +27,10 @@ def _brute(train_h, train_y, test_h, k, tau, n_classes):
     for row in q:
         s = a @ row
         order = sorted(range(len(s)), key=lambda i: (-s[i], i))[:k]
-        votes = np.zeros(n_classes)
-        for i in sorted(order):  # votes added in increasing training index
-            votes[train_y[i]] += np.exp((s[i] - s[order[0]]) / tau)
+        # Each class total is the exactly rounded sum of its weights (math.fsum), so
+        # classes holding the same similarities tie exactly and the smaller label wins.
+        votes = [math.fsum(np.exp((s[i] - s[order[0]]) / tau) for i in order if train_y[i] == c)
+                 for c in range(n_classes)]
         pred.append(int(np.argmax(votes)))
     return np.array(pred)
 

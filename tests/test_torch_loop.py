@@ -51,40 +51,117 @@ def test_loop_grid_with_cache_reuses_features(tmp_path, capsys):
     assert out1 == out2  # same features, same probes, same numbers
 
 
-def test_loop_clear_errors(monkeypatch):
+PREFIX = "python -m repeval_ref.loop: error: "
+
+
+def _error_line(capsys, argv):
+    """Run main(argv), expect exit status 2 and one clean error line on stderr; return it."""
     from repeval_ref.loop import main
 
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(PREFIX) and err.endswith("\n") and err.count("\n") == 1, err
+    assert "Traceback" not in err
+    return err[len(PREFIX):].strip()
+
+
+def _fake_torchvision(monkeypatch):
+    import types
+
+    from repeval_ref.torch import SmallCNN
+
+    tv = types.ModuleType("torchvision")
+    tv.models = types.SimpleNamespace(get_model=lambda name, weights=None: SmallCNN(in_channels=3, width=4))
+    monkeypatch.setitem(sys.modules, "torchvision", tv)
+
+
+def _image_folder(root, per_class=8, size=(20, 24)):
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for c, name in enumerate(["cats", "dogs"]):
+        (root / name).mkdir(parents=True)
+        for i in range(per_class):
+            arr = np.clip(rng.normal(60 + 120 * c, 30, size=(*size, 3)), 0, 255).astype(np.uint8)
+            Image.fromarray(arr).save(root / name / f"{i}.png")
+    return root
+
+
+def test_loop_clear_errors(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "timm", None)  # as on a machine without timm
-    with pytest.raises(SystemExit, match="timm is not installed"):
-        main(["--backbone", "timm:vit_base_patch16_224"])
-    with pytest.raises(SystemExit, match="--backbone must be"):
-        main(["--backbone", "keras:resnet"])
-    with pytest.raises(SystemExit, match="small CNN is for --data digits"):
-        main(["--data", str(os.path.dirname(__file__))])
+    assert "timm is not installed" in _error_line(capsys, ["--backbone", "timm:vit_base_patch16_224", "--hub"])
+    assert "--backbone must be" in _error_line(capsys, ["--backbone", "keras:resnet"])
+    assert "small CNN is for --data digits" in _error_line(capsys, ["--data", str(os.path.dirname(__file__))])
+
+
+def test_loop_user_errors_are_one_line_with_status_2(tmp_path, monkeypatch, capsys):
+    import torch
+
+    msg = _error_line(capsys, ["--backbone", "torchvision:resnet18", "--random-init", "--data", str(tmp_path / "nope")])
+    assert msg == f"--data folder not found: {str(tmp_path / 'nope')!r} (use 'digits' or an image folder)"
+    assert "--probe-epochs must be >= 1, got 0" in _error_line(capsys, ["--probe-epochs", "0"])
+    assert "--batch-size must be >= 2" in _error_line(capsys, ["--batch-size", "1"])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    msg = _error_line(capsys, ["--device", "cuda"])
+    assert "device 'cuda' is not available" in msg and "available here: cpu" in msg
+    assert "device 'tpu' is not a device torch knows" in _error_line(capsys, ["--device", "tpu"])
+    # A weights file that is not a checkpoint, and one for another architecture (library errors).
+    _fake_torchvision(monkeypatch)
+    (tmp_path / "w.txt").write_text("not weights")
+    msg = _error_line(capsys, ["--backbone", "torchvision:small", "--weights", str(tmp_path / "w.txt")])
+    assert "is not a PyTorch checkpoint" in msg
+    torch.save({"other.weight": torch.zeros(2)}, tmp_path / "other.pth")
+    msg = _error_line(capsys, ["--backbone", "torchvision:small", "--weights", str(tmp_path / "other.pth")])
+    assert "does not fit torchvision 'small'" in msg
+    assert "--weights file not found" in _error_line(
+        capsys, ["--backbone", "torchvision:small", "--weights", str(tmp_path / "missing.pth")])
+
+
+def test_loop_refuses_a_named_backbone_without_weights(monkeypatch, capsys):
+    _fake_torchvision(monkeypatch)
+    msg = _error_line(capsys, ["--backbone", "torchvision:resnet18"])
+    assert "needs weights" in msg and "--weights PATH" in msg and "--hub" in msg and "--random-init" in msg
+    msg = _error_line(capsys, ["--backbone", "torchvision:resnet18", "--hub", "--random-init"])
+    assert "not --hub and --random-init" in msg
+    assert "is for a torchvision/timm --backbone" in _error_line(capsys, ["--random-init"])
+
+
+def test_loop_random_init_runs_with_a_warning(tmp_path, monkeypatch, capsys):
+    import torch
+
+    from repeval_ref.loop import main
+
+    _fake_torchvision(monkeypatch)
+    data = _image_folder(tmp_path / "imgs", size=(8, 8))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        code = main(["--backbone", "torchvision:small", "--random-init", "--data", str(data),
+                     "--image-size", "8", "--probe-epochs", "2", "--device", "cpu"])
+    finally:
+        torch.set_num_threads(threads)
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    warning = [line for line in err.splitlines() if line.startswith("warning: --random-init")]
+    assert len(warning) == 1 and "untrained" in warning[0]
+    assert re.search(r"^probe accuracy: \d\.\d+$", out, re.M)
 
 
 def test_loop_on_an_image_folder_with_a_local_torchvision_backbone(tmp_path, monkeypatch, capsys):
     """The image-folder path, with a stand-in for torchvision (not installed here)."""
-    import types
-
-    import numpy as np
     import torch
-    from PIL import Image
 
     from repeval_ref.loop import main
     from repeval_ref.torch import SmallCNN
 
-    rng = np.random.default_rng(0)
-    for c, name in enumerate(["cats", "dogs"]):
-        (tmp_path / "imgs" / name).mkdir(parents=True)
-        for i in range(8):
-            arr = np.clip(rng.normal(60 + 120 * c, 30, size=(20, 24, 3)), 0, 255).astype(np.uint8)
-            Image.fromarray(arr).save(tmp_path / "imgs" / name / f"{i}.png")
+    _image_folder(tmp_path / "imgs")
     torch.manual_seed(0)
     torch.save(SmallCNN(in_channels=3, width=4).state_dict(), tmp_path / "w.pth")
-    tv = types.ModuleType("torchvision")
-    tv.models = types.SimpleNamespace(get_model=lambda name, weights=None: SmallCNN(in_channels=3, width=4))
-    monkeypatch.setitem(sys.modules, "torchvision", tv)
+    _fake_torchvision(monkeypatch)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

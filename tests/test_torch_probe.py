@@ -108,3 +108,13 @@ def test_bad_inputs():
         fold_probe(LinearProbe(3, 2, batchnorm=False))
     with pytest.raises(ValueError):
         running_mean_shift(SmallCNN(width=2), torch.randn(1, 1, 8, 8))
+
+
+def test_probe_accuracy_checks_the_feature_width():
+    h, y = _blobs(n=40)
+    probe = train_probe(h, y, 3, epochs=2)
+    with pytest.raises(ValueError, match=r"features have 2 columns but the probe expects 6"):
+        probe_accuracy(probe, h[:, :2], y)
+    with pytest.raises(ValueError, match=r"features have 5 columns but the probe expects 3"):
+        probe_accuracy(torch.nn.Linear(3, 3), np.ones((4, 5), dtype=np.float32), [0, 1, 2, 0])
+    assert 0.0 <= probe_accuracy(probe, h, y) <= 1.0

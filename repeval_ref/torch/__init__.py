@@ -34,6 +34,7 @@ from .extract import (
     extract_features,
     model_fingerprint,
     pool_output,
+    resolve_device,
 )
 from .grid import GridResult, grid_accuracies, grid_views, probe_grid_search, train_probe_grid
 from .knn import knn_classify_sharded, knn_classify_torch, shard_range, topk_neighbors, weighted_vote
@@ -42,6 +43,7 @@ from .models import (
     SmallCNN,
     TinyViT,
     default_blocks,
+    default_prefix_tokens,
     digits_images,
     load_backbone,
     pretrain_encoder,
@@ -62,6 +64,7 @@ __all__ = [
     "TinyViT",
     "dataset_fingerprint",
     "default_blocks",
+    "default_prefix_tokens",
     "digits_images",
     "evaluation_mode",
     "extract_features",
@@ -78,6 +81,7 @@ __all__ = [
     "pretrain_encoder",
     "probe_accuracy",
     "probe_grid_search",
+    "resolve_device",
     "restore_training_flags",
     "running_mean_shift",
     "shard_range",

@@ -11,17 +11,20 @@ What :func:`extract_features` does
 * Runs the model once over the data, frozen (:func:`~repeval_ref.torch.freeze.evaluation_mode`
   and :func:`torch.no_grad`), with forward hooks on the chosen blocks.
 * Pools each block's output (:func:`pool_output`): ``"cls"`` (token 0 of a token
-  sequence), ``"mean"`` (mean of the patch tokens, or the spatial mean of a
-  convolutional map), ``"flat"`` (an output that is already ``(b, d)``).
+  sequence), ``"mean"`` (mean of the patch tokens, after the ``n_prefix_tokens``
+  class and register tokens, or the spatial mean of a convolutional map), ``"flat"``
+  (an output that is already ``(b, d)``).
   :meth:`Features.view` then concatenates the last ``n`` blocks and/or class token
   with mean patch token (``"cls+mean"``).
 * On CUDA runs under bfloat16 autocast; the stored features are float32.
 * Optionally caches every (block, pooling) array as a ``.npy`` file written through
   :func:`numpy.lib.format.open_memmap` and read back memory-mapped. The cache
   directory is ``cache_dir / model_name / data_name``; its ``meta.json`` records a
-  fingerprint of the model's state dict and of the data. A rerun with the same
-  fingerprints skips the forward passes; a mismatch (the weights or the data changed
-  under the same names) is a *stale cache*: it is recomputed (``on_stale="recompute"``)
+  fingerprint of the model's state dict and of the data, the effective autocast
+  setting, the stored dtype and ``n_prefix_tokens``. A rerun with the same
+  fingerprints and settings skips the forward passes; a mismatch (the weights, the
+  data or the precision changed under the same names; a cache written before these
+  settings were recorded) is a *stale cache*: it is recomputed (``on_stale="recompute"``)
   or raises :class:`StaleCacheError` (``on_stale="error"``).
 * Under ``torchrun`` (an initialised ``torch.distributed`` group and
   ``distributed=True``) each rank reads the samples ``rank, rank + world, ...`` given by
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 import os
 import shutil
 import warnings
@@ -43,11 +47,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, Dataset, TensorDataset
+from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset
 
 from .._validation import check_int
 from .freeze import evaluation_mode
-from .models import default_blocks
+from .models import default_blocks, default_prefix_tokens
 
 __all__ = [
     "pool_output",
@@ -56,6 +60,7 @@ __all__ = [
     "extract_features",
     "model_fingerprint",
     "dataset_fingerprint",
+    "resolve_device",
     "StaleCacheError",
     "POOLINGS",
 ]
@@ -69,18 +74,25 @@ class StaleCacheError(ValueError):
     """The cached features were computed from other weights or other data."""
 
 
-def pool_output(out, pooling):
+def pool_output(out, pooling, n_prefix_tokens=1):
     """Pool one block's output into one vector per sample.
 
     Parameters
     ----------
     out : torch.Tensor
-        ``(b, t, d)`` tokens (token 0 the class token, tokens 1.. the patches),
-        ``(b, c, h, w)`` a convolutional map, or ``(b, d)`` vectors.
+        ``(b, t, d)`` tokens (the first ``n_prefix_tokens`` are the class token and
+        any register tokens, the rest the patches), ``(b, c, h, w)`` a convolutional
+        map, or ``(b, d)`` vectors.
     pooling : {"cls", "mean", "flat"}
-        ``"cls"``: ``out[:, 0]`` of tokens. ``"mean"``: mean of the patch tokens
-        ``out[:, 1:]`` (tokens) or the spatial mean (maps). ``"flat"``: a ``(b, d)``
-        output unchanged.
+        ``"cls"``: ``out[:, 0]`` of tokens (the class token). ``"mean"``: mean of the
+        patch tokens ``out[:, n_prefix_tokens:]`` (tokens) or the spatial mean (maps).
+        ``"flat"``: a ``(b, d)`` output unchanged.
+    n_prefix_tokens : int
+        Tokens before the patch tokens, left out of the ``"mean"`` pooling of token
+        sequences. 1 (the default) is a class token only; a ViT with registers has
+        ``1 + registers`` (timm's ``num_prefix_tokens``, which
+        :func:`~repeval_ref.torch.models.default_prefix_tokens` reads); 0 means no class
+        token (then ``"cls"`` is refused). Ignored for maps and vectors.
 
     Returns
     -------
@@ -90,13 +102,19 @@ def pool_output(out, pooling):
         raise TypeError(f"out must be a tensor, got {type(out).__name__}")
     if pooling not in POOLINGS:
         raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+    n_prefix_tokens = check_int(n_prefix_tokens, "n_prefix_tokens", minimum=0)
     if out.ndim == 3:
         if pooling == "cls":
+            if n_prefix_tokens < 1:
+                raise ValueError("pooling 'cls' needs a class token, but n_prefix_tokens=0; use 'mean'")
             return out[:, 0]
         if pooling == "mean":
-            if out.shape[1] < 2:
-                raise ValueError("mean pooling of tokens needs at least one patch token after the class token")
-            return out[:, 1:].mean(dim=1)
+            if out.shape[1] <= n_prefix_tokens:
+                raise ValueError(
+                    f"mean pooling of tokens needs at least one patch token after the "
+                    f"{n_prefix_tokens} prefix token(s); got {out.shape[1]} tokens"
+                )
+            return out[:, n_prefix_tokens:].mean(dim=1)
         raise ValueError(f"pooling 'flat' needs a (b, d) output, got tokens of shape {tuple(out.shape)}")
     if out.ndim == 4:
         if pooling == "mean":
@@ -246,33 +264,103 @@ def _update_with_item(h, item):
         h.update(repr(item).encode())
 
 
+def _through_subsets(dataset):
+    """Look through (nested) :class:`~torch.utils.data.Subset` wrappers.
+
+    Returns ``(base, indices)``: the innermost dataset and the positions in it of the
+    items of ``dataset`` (an int64 array), or ``(dataset, None)`` if it is no Subset.
+    """
+    indices = None
+    while isinstance(dataset, Subset):
+        idx = np.asarray(dataset.indices, dtype=np.int64).reshape(-1)
+        indices = idx if indices is None else idx[indices]
+        dataset = dataset.dataset
+    return dataset, indices
+
+
+def _file_samples(dataset):
+    """The ``(path, label, ...)`` list of an image-folder-like dataset (``samples`` or ``imgs``), or None."""
+    for attr in ("samples", "imgs"):
+        samples = getattr(dataset, attr, None)
+        if (isinstance(samples, (list, tuple)) and samples and isinstance(samples[0], (tuple, list))
+                and len(samples[0]) >= 2 and isinstance(samples[0][0], (str, os.PathLike))):
+            return samples
+    return None
+
+
+def _describe_transform(dataset):
+    """A stable description of the preprocessing settings a dataset exposes."""
+    parts = []
+    for attr in ("crop", "resize", "transform", "target_transform", "loader"):
+        if not hasattr(dataset, attr):
+            continue
+        value = getattr(dataset, attr)
+        text = repr(value)
+        if " at 0x" in text:  # a function or object without a stable repr: name it instead
+            text = f"{type(value).__module__}.{getattr(value, '__qualname__', type(value).__qualname__)}"
+        parts.append(f"{attr}={text}")
+    return "|".join(parts)
+
+
+def _hash_files(h, samples, positions):
+    for i in positions:
+        path, label = samples[int(i)][:2]
+        st = os.stat(path)
+        h.update(f"{int(i)}|{os.fspath(path)}|{label}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+
+
 def dataset_fingerprint(dataset, n_probe=32):
     """A cheap fingerprint (SHA-256 hex) of a dataset, for the feature cache.
 
-    In order of preference:
+    A :class:`~torch.utils.data.Subset` (nested ones too) is looked through to the
+    dataset underneath, and the positions it selects are part of the fingerprint.
+    Then, in order of preference:
 
-    * ``dataset.fingerprint()`` if the dataset defines it;
-    * for an image folder with a ``samples`` list of ``(path, label)``: every path,
-      label, file size and modification time;
+    * ``fingerprint()`` of the (underlying) dataset if it defines it, combined with
+      the selected positions;
+    * for an image folder with a ``samples`` (or ``imgs``) list of ``(path, label)``:
+      the path, label, file size and modification time of every *selected* file,
+      and the preprocessing settings it exposes (``crop``, ``resize``, ``transform``);
+    * for a :class:`~torch.utils.data.TensorDataset`: its full content;
     * otherwise the length plus the full content of ``n_probe`` samples at evenly
       spaced indices (first and last included). A change elsewhere can go unnoticed;
       pass ``data_fingerprint=`` to :func:`extract_features` when that matters.
+
+    Parameters
+    ----------
+    dataset : Dataset
+        Indexable, with a length.
+    n_probe : int
+        Samples read by the last, generic, fallback.
+
+    Returns
+    -------
+    str
     """
+    n_probe = check_int(n_probe, "n_probe", minimum=1)
     if hasattr(dataset, "fingerprint") and callable(dataset.fingerprint):
         return str(dataset.fingerprint())
+    base, indices = _through_subsets(dataset)
     h = hashlib.sha256()
-    samples = getattr(dataset, "samples", None)
-    if isinstance(samples, list) and samples and isinstance(samples[0], (tuple, list)):
-        for path, label in samples:
-            st = os.stat(path)
-            h.update(f"{path}|{label}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+    if indices is not None:
+        h.update(f"subset of {type(base).__name__}: {len(base)} items, selected ".encode())
+        h.update(indices.tobytes())
+        h.update(b"|")
+        if hasattr(base, "fingerprint") and callable(base.fingerprint):
+            h.update(str(base.fingerprint()).encode())
+            return h.hexdigest()
+    positions = indices if indices is not None else range(len(base))
+    samples = _file_samples(base)
+    if samples is not None:
+        h.update(_describe_transform(base).encode() + b"\n")
+        _hash_files(h, samples, positions)
+        return h.hexdigest()
+    if isinstance(base, TensorDataset):  # cheap to hash in full
+        for t in base.tensors:
+            _update_with_item(h, t)
         return h.hexdigest()
     n = len(dataset)
     h.update(f"n={n}|".encode())
-    if isinstance(dataset, TensorDataset):  # cheap to hash in full
-        for t in dataset.tensors:
-            _update_with_item(h, t)
-        return h.hexdigest()
     for i in sorted(set(np.linspace(0, n - 1, num=min(n, n_probe)).round().astype(int).tolist())):
         _update_with_item(h, dataset[i])
     return h.hexdigest()
@@ -297,17 +385,33 @@ def _read_meta(directory):
         return None
 
 
-def _cache_state(directory, model_fp, data_fp, wanted):
-    """'hit', 'miss' (nothing usable, nothing wrong), 'partial' or 'stale: <reason>'."""
+_SETTING_NAMES = {"autocast": "autocast setting", "dtype": "output dtype", "n_prefix_tokens": "n_prefix_tokens"}
+
+
+def _cache_state(directory, model_fp, data_fp, wanted, settings):
+    """'hit', 'miss' (nothing usable, nothing wrong), 'partial' or 'stale: <reason>'.
+
+    ``settings`` holds the extraction settings that change the numbers (autocast,
+    stored dtype, prefix tokens left out of the mean); each must equal the cached one.
+    """
     meta = _read_meta(directory)
     if meta is None:
         return "miss", None
-    if meta.get("version") != _CACHE_VERSION or not meta.get("complete", False):
+    if meta.get("version") != _CACHE_VERSION:
+        return f"stale: the cache has format version {meta.get('version')!r}, this code writes {_CACHE_VERSION}", meta
+    if not meta.get("complete", False):
         return "stale: the cache was not completely written", meta
     if meta.get("model_fingerprint") != model_fp:
         return "stale: the model's weights differ from those the cache was computed with", meta
     if meta.get("data_fingerprint") != data_fp:
         return "stale: the data differ from those the cache was computed with", meta
+    for key, value in settings.items():
+        if key not in meta:
+            return (f"stale: the cache does not record the {_SETTING_NAMES[key]} it was computed with "
+                    "(it was written by an older version of this code)"), meta
+        if meta[key] != value:
+            return (f"stale: the cache was computed with {_SETTING_NAMES[key]} {meta[key]!r}, "
+                    f"this run uses {value!r}"), meta
     entries = meta.get("entries", {})
     for layer, pooling in wanted:
         key = f"{layer}|{pooling}"
@@ -334,16 +438,55 @@ def _load_cached(directory, meta, wanted, layers):
 # Extraction
 
 def _as_dataset(data):
+    """``data`` as a map-style dataset; TypeError/ValueError naming ``data`` if it cannot be one."""
     if isinstance(data, torch.Tensor):
+        if data.ndim < 1:
+            raise ValueError("data must be a tensor of inputs with a sample axis, got a 0-dimensional tensor")
         return TensorDataset(data)
-    if isinstance(data, tuple) and all(isinstance(t, torch.Tensor) for t in data):
-        return TensorDataset(*data)
+    if isinstance(data, tuple) and data and all(isinstance(t, (torch.Tensor, np.ndarray)) for t in data):
+        tensors = [torch.from_numpy(np.asarray(t)) if isinstance(t, np.ndarray) else t for t in data]
+        if any(t.ndim < 1 for t in tensors):
+            raise ValueError("data: every tensor of an (inputs, labels) tuple needs a sample axis")
+        lengths = [t.shape[0] for t in tensors]
+        if len(set(lengths)) > 1:
+            raise ValueError(f"data: the tensors of the tuple have different lengths {lengths}")
+        return TensorDataset(*tensors)
+    if isinstance(data, (str, bytes, dict)):
+        raise TypeError(
+            "data must be a Dataset (indexable with a length), a tensor of inputs, or a tuple "
+            f"(inputs, labels) of tensors; got {type(data).__name__}"
+        )
     if isinstance(data, Dataset) or (hasattr(data, "__getitem__") and hasattr(data, "__len__")):
         return data
     raise TypeError(
         "data must be a Dataset (indexable with a length), a tensor of inputs, or a tuple "
         f"(inputs, labels) of tensors; got {type(data).__name__}"
     )
+
+
+def _check_first_item(dataset):
+    """Read ``dataset[0]`` and check it is an input tensor or an ``(input, integer label)`` pair."""
+    item = dataset[0]
+    x, y = (item[0], item[1] if len(item) > 1 else None) if isinstance(item, (tuple, list)) and item else (item, None)
+    if not isinstance(x, (torch.Tensor, np.ndarray)):
+        raise TypeError(
+            "data must yield input tensors or (input tensor, integer label) pairs; "
+            f"data[0] is {'a pair whose input is ' if x is not item else ''}{type(x).__name__}"
+        )
+    if x.ndim < 1:
+        raise ValueError("data[0] is a 0-dimensional input; every input needs at least one axis")
+    if y is not None:
+        if isinstance(y, torch.Tensor):
+            is_int = y.ndim == 0 and not (y.is_floating_point() or y.is_complex() or y.dtype == torch.bool)
+        elif isinstance(y, np.ndarray):
+            is_int = y.ndim == 0 and np.issubdtype(y.dtype, np.integer)
+        else:
+            is_int = isinstance(y, numbers.Integral) and not isinstance(y, (bool, np.bool_))
+        if not is_int:
+            raise TypeError(
+                f"data must yield (input, integer label) pairs; the label of data[0] is {y!r} "
+                f"({type(y).__name__})"
+            )
 
 
 def _already_on_gpu(data):
@@ -359,7 +502,7 @@ def _split_batch(batch):
     else:
         x, y = batch, None
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"the data must yield tensors (or (tensor, label) pairs), got {type(x).__name__}")
+        raise TypeError(f"data must yield tensors (or (tensor, label) pairs), got a batch of {type(x).__name__}")
     return x, y
 
 
@@ -373,15 +516,66 @@ def _progress(iterable, enabled, total, desc):
     return tqdm(iterable, total=total, desc=desc, leave=False)
 
 
-def _resolve_device(device, model):
-    if device is None or device == "auto":
+def _available_devices():
+    names = ["cpu"]
+    if torch.cuda.is_available():
+        names += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        names.append("mps")
+    return names
+
+
+def resolve_device(device=None):
+    """Check a device request against this machine and return it as a :class:`torch.device`.
+
+    Parameters
+    ----------
+    device : str, torch.device or None
+        ``None`` or ``"auto"``: CUDA if available, else the CPU. Otherwise any torch
+        device string (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``, ...) whose
+        device is present here.
+
+    Returns
+    -------
+    torch.device
+
+    Raises
+    ------
+    TypeError
+        If ``device`` is neither a string nor a ``torch.device``.
+    ValueError
+        If torch does not know the device, or it is not available on this machine
+        (the message lists the available ones).
+    """
+    if device is None or (isinstance(device, str) and device == "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"device must be a string such as 'cpu' or 'cuda', or a torch.device; got {device!r}")
+    available = ", ".join(_available_devices())
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError) as exc:
+        raise ValueError(f"device {device!r} is not a device torch knows; available here: {available}") from exc
+    if dev.type == "cpu":
+        return dev
+    if dev.type == "cuda":
+        ok = torch.cuda.is_available() and (dev.index is None or dev.index < torch.cuda.device_count())
+    elif dev.type == "mps":
+        mps = getattr(torch.backends, "mps", None)
+        ok = mps is not None and mps.is_available()
+    else:  # xpu, hpu, ...: ask the backend's module when torch has one
+        backend = getattr(torch, dev.type, None)
+        ok = bool(getattr(backend, "is_available", lambda: False)())
+    if not ok:
+        raise ValueError(f"device {str(device)!r} is not available on this machine; available here: {available}")
+    return dev
 
 
 def extract_features(model, data, layers=None, *, poolings=("cls",), batch_size=64, device=None,
                      autocast="auto", progress=False, num_workers=0, cache_dir=None, model_name=None,
-                     data_name="data", data_fingerprint=None, on_stale="recompute", distributed=False):
+                     data_name="data", data_fingerprint=None, on_stale="recompute", distributed=False,
+                     n_prefix_tokens=None):
     """Extract pooled outputs of several blocks in one frozen pass, with an optional disk cache.
 
     Parameters
@@ -393,18 +587,29 @@ def extract_features(model, data, layers=None, *, poolings=("cls",), batch_size=
     data : Dataset, torch.Tensor, or tuple of tensors
         Items are inputs ``x`` or pairs ``(x, y)`` with an integer label ``y``
         (labels are returned in :attr:`Features.labels`). A tensor or tuple of
-        tensors is wrapped in a :class:`~torch.utils.data.TensorDataset`.
-    layers : list of str, optional
-        Names of the blocks to tap (``model.get_submodule`` names), in depth order.
-        Default: every block found by :func:`~repeval_ref.torch.models.default_blocks`.
+        tensors (NumPy arrays are converted) is wrapped in a
+        :class:`~torch.utils.data.TensorDataset`. The first item is read up front
+        to check its kind.
+    layers : str or list of str, optional
+        Names of the blocks to tap (``model.get_submodule`` names), in depth order;
+        a single string is one block. Default: every block found by
+        :func:`~repeval_ref.torch.models.default_blocks`.
     poolings : sequence of {"cls", "mean", "flat"}
         Poolings stored for every block (see :func:`pool_output`).
+    n_prefix_tokens : int, optional
+        Tokens before the patch tokens (class token and register tokens), left out
+        of the ``"mean"`` pooling of token outputs. Default:
+        :func:`~repeval_ref.torch.models.default_prefix_tokens`, i.e. a timm model's
+        ``num_prefix_tokens`` when it has one, else 1 (the class token only).
     batch_size, num_workers : int
         DataLoader settings (no shuffling: features come out in dataset order).
     device : str or torch.device, optional
-        Default: CUDA if available, else the CPU.
+        Default: CUDA if available, else the CPU. Checked with
+        :func:`resolve_device` (a device not present here is a ``ValueError``).
     autocast : {"auto", True, False}
-        bfloat16 autocast; "auto" turns it on for CUDA only.
+        bfloat16 autocast; "auto" turns it on for CUDA only. The features are stored
+        as float32 either way; the effective setting and the stored dtype are recorded
+        in the cache, and a cache computed under another setting is stale.
     progress : bool
         Show a progress bar (needs tqdm; silently none without it).
     cache_dir : str or os.PathLike, optional
@@ -433,7 +638,20 @@ def extract_features(model, data, layers=None, *, poolings=("cls",), batch_size=
     n = len(dataset)
     if n == 0:
         raise ValueError("data is empty")
-    layers = list(default_blocks(model) if layers is None else layers)
+    if layers is None:
+        layers = default_blocks(model)
+    elif isinstance(layers, str):
+        layers = [layers]
+    elif isinstance(layers, (bytes, dict)) or not hasattr(layers, "__iter__"):
+        raise TypeError(f"layers must be a block name or a list of block names, got {type(layers).__name__}")
+    layers = list(layers)
+    if not layers:
+        raise ValueError("layers is empty: choose at least one block")
+    bad = [l for l in layers if not isinstance(l, str)]
+    if bad:
+        raise TypeError(f"layers must hold block names (strings), got {bad[0]!r}")
+    n_prefix_tokens = (default_prefix_tokens(model) if n_prefix_tokens is None
+                       else check_int(n_prefix_tokens, "n_prefix_tokens", minimum=0))
     if isinstance(poolings, str):
         poolings = (poolings,)
     poolings = tuple(poolings)
@@ -447,6 +665,11 @@ def extract_features(model, data, layers=None, *, poolings=("cls",), batch_size=
         raise ValueError(f"autocast must be 'auto', True or False, got {autocast!r}")
     wanted = [(l, p) for l in layers for p in poolings]
     BlockTaps(model, layers)  # validates the names before any work
+    device = resolve_device(device)
+    use_amp = (device.type == "cuda") if autocast == "auto" else bool(autocast)
+    settings = {"autocast": "bfloat16" if use_amp else "off", "dtype": "float32",
+                "n_prefix_tokens": n_prefix_tokens}
+    _check_first_item(dataset)
 
     rank, world = 0, 1
     if distributed:
@@ -461,7 +684,7 @@ def extract_features(model, data, layers=None, *, poolings=("cls",), batch_size=
         directory = os.path.join(os.fspath(cache_dir), _safe(model_name or type(model).__name__), _safe(data_name))
         model_fp = model_fingerprint(model)
         data_fp = str(data_fingerprint) if data_fingerprint is not None else dataset_fingerprint(dataset)
-        state, meta = _cache_state(directory, model_fp, data_fp, wanted)
+        state, meta = _cache_state(directory, model_fp, data_fp, wanted, settings)
         if state == "hit":
             return _load_cached(directory, meta, wanted, layers)
         if state.startswith("stale"):
@@ -478,15 +701,13 @@ def extract_features(model, data, layers=None, *, poolings=("cls",), batch_size=
             old = _read_meta(directory) if state == "partial" else None
             meta = {
                 "version": _CACHE_VERSION, "complete": False, "model_fingerprint": model_fp,
-                "data_fingerprint": data_fp, "n": n,
+                "data_fingerprint": data_fp, "n": n, **settings,
                 "entries": dict(old["entries"]) if old else {},
             }
             with open(os.path.join(directory, "meta.json"), "w") as f:
                 json.dump(meta, f)
 
-    device = _resolve_device(device, model)
     model.to(device)
-    use_amp = (device.type == "cuda") if autocast == "auto" else bool(autocast)
     sampler = None
     if distributed:
         from torch.utils.data.distributed import DistributedSampler
@@ -507,7 +728,7 @@ def extract_features(model, data, layers=None, *, poolings=("cls",), batch_size=
             b = x.shape[0]
             with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_amp):
                 model(x.to(device, non_blocking=True))
-            pooled = {(l, p): pool_output(taps.outputs[l], p).float() for l, p in wanted}
+            pooled = {(l, p): pool_output(taps.outputs[l], p, n_prefix_tokens).float() for l, p in wanted}
             if has_labels is None:
                 has_labels = y is not None
             y_t = torch.as_tensor(y).reshape(b).to(torch.int64) if has_labels else None
@@ -543,7 +764,7 @@ def extract_features(model, data, layers=None, *, poolings=("cls",), batch_size=
         result = _load_cached(directory, meta, wanted, layers)
         result.from_cache = False
         return result
-    return Features(arrays, labels, layers, from_cache=False)
+    return Features(arrays, labels, layers, from_cache=False, meta=dict(settings, n=n))
 
 
 def _allocate(directory, key, n, d):

@@ -24,8 +24,10 @@ it, for every configuration in the table).
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +35,7 @@ import torch
 from torch import nn
 
 from .._validation import as_labels, check_int, check_positive
+from .freeze import evaluation_mode
 from .probe import LinearProbe, _features_tensor
 
 __all__ = ["train_probe_grid", "grid_accuracies", "probe_grid_search", "grid_views", "GridResult"]
@@ -57,10 +60,20 @@ def _check_views(views, name, n=None):
 
 
 def _check_lrs(lrs):
-    lrs = list(lrs) if not isinstance(lrs, (int, float)) else [lrs]
+    """``lrs`` as a list of positive floats: one number, or a sequence of numbers."""
+    if isinstance(lrs, (str, bytes)):
+        raise TypeError(f"lrs must be a number or a sequence of numbers, got the string {lrs!r}")
+    if isinstance(lrs, numbers.Real) and not isinstance(lrs, bool):
+        lrs = [lrs]
+    elif isinstance(lrs, (np.ndarray, torch.Tensor)) and lrs.ndim == 0:
+        lrs = [lrs.item()]
+    elif isinstance(lrs, (dict, set)) or not hasattr(lrs, "__iter__"):
+        raise TypeError(f"lrs must be a number or a sequence of numbers, got {type(lrs).__name__}")
+    else:
+        lrs = [v.item() if isinstance(v, (np.generic, torch.Tensor)) and np.ndim(v) == 0 else v for v in lrs]
     if not lrs:
         raise ValueError("lrs is empty")
-    return [check_positive(lr, "lrs entry") for lr in lrs]
+    return [check_positive(lr, f"lrs[{i}]") for i, lr in enumerate(lrs)]
 
 
 def train_probe_grid(views, labels, n_classes, lrs, *, epochs=30, batch_size=128, weight_decay=0.0,
@@ -189,20 +202,40 @@ class _HeadStack:
 
 @torch.no_grad()
 def grid_accuracies(heads, configs, views, labels):
-    """Top-1 accuracy (numpy float64 vector) of every head on its own view of ``views``."""
+    """Top-1 accuracy of every head on its own view of ``views``.
+
+    Each head is evaluated in evaluation mode; every submodule's training flag is
+    restored afterwards (:func:`~repeval_ref.torch.freeze.evaluation_mode`).
+
+    Parameters
+    ----------
+    heads : sequence of torch.nn.Module
+        As returned by :func:`train_probe_grid` (an ``nn.ModuleList``).
+    configs : list of dict
+        ``configs[i]["view"]`` names the view head ``i`` reads.
+    views : dict of str -> (n, d_v) features
+    labels : array_like of int, shape (n,)
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (len(heads),)
+    """
     views, n = _check_views(views, "views")
     y = torch.from_numpy(as_labels(labels.cpu().numpy() if isinstance(labels, torch.Tensor) else labels,
                                    "labels", n=n))
     if len(heads) != len(configs):
         raise ValueError(f"{len(heads)} heads but {len(configs)} configs")
-    acc = np.empty(len(heads))
-    heads.eval()
-    for i, (h, c) in enumerate(zip(heads, configs)):
+    for c in configs:
         if c["view"] not in views:
             raise ValueError(f"views has no view {c['view']!r}")
-        dev = next(h.parameters()).device
-        pred = h(views[c["view"]].to(dev)).argmax(dim=1).cpu()
-        acc[i] = float((pred == y).double().mean())
+    acc = np.empty(len(heads))
+    with contextlib.ExitStack() as stack:
+        for h in heads:
+            stack.enter_context(evaluation_mode(h))
+        for i, (h, c) in enumerate(zip(heads, configs)):
+            dev = next(h.parameters()).device
+            pred = h(views[c["view"]].to(dev)).argmax(dim=1).cpu()
+            acc[i] = float((pred == y).double().mean())
     return acc
 
 
@@ -222,9 +255,14 @@ class GridResult:
         Index of the chosen configuration: the first with the highest ``val_acc``.
     chosen : dict
         ``configs[best]``.
-    chosen_val_acc, chosen_test_acc : float
-        Its validation and test accuracy (after the refit on the whole training set
-        when ``refit=True``).
+    chosen_val_acc : float
+        Its validation accuracy, always that of the head trained without the
+        validation split (the one it was chosen by), also when ``refit=True``: the
+        refitted head has seen the validation samples, so its validation accuracy
+        would mean nothing.
+    chosen_test_acc : float
+        Its test accuracy: of the refitted head (trained on the whole training set)
+        when ``refit=True``, else of the grid's head.
     heads : torch.nn.ModuleList
         The trained heads.
     """

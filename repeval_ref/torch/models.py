@@ -13,6 +13,10 @@ Book: chapter "Linear probes", the PyTorch reference loop; seed 000, "In PyTorch
 * :func:`load_backbone` builds a torchvision or timm architecture and loads its
   weights from a *local* file. Both libraries are imported only when asked for; a
   download that cannot happen offline is reported with a message that says what to do.
+* :func:`default_blocks` names a model's blocks (read from the modules themselves, so
+  torchvision's ``encoder.layers.encoder_layer_<i>`` comes out right) and
+  :func:`default_prefix_tokens` says how many class/register tokens precede the patch
+  tokens (timm's ``num_prefix_tokens``), which the ``"mean"`` pooling leaves out.
 """
 from __future__ import annotations
 
@@ -32,6 +36,7 @@ __all__ = [
     "pretrain_encoder",
     "load_backbone",
     "default_blocks",
+    "default_prefix_tokens",
     "BackboneUnavailable",
     "digits_images",
 ]
@@ -223,7 +228,17 @@ def _offline_message(library, arch):
 
 
 def _load_state(path):
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    """The state dict stored in ``path``; ValueError naming the file if it is not a checkpoint."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except OSError:  # unreadable file: the OS error says why
+        raise
+    except Exception as exc:  # torch.load's errors differ by file kind (KeyError, EOFError, ...)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(
+            f"weights file {path!r} is not a PyTorch checkpoint that loads with weights_only=True "
+            f"({type(exc).__name__}: {first[:200]}); save it with torch.save(model.state_dict(), path)"
+        ) from exc
     if isinstance(state, dict):
         for key in ("state_dict", "model", "module"):  # common checkpoint wrappers
             if key in state and isinstance(state[key], dict):
@@ -257,8 +272,9 @@ def load_backbone(arch, weights=None, *, library="torchvision", hub=False, keep_
     weights : str or os.PathLike, optional
         Path to a local state dict (``torch.save(model.state_dict(), path)``, or a
         checkpoint dict with a ``"state_dict"``/``"model"`` entry). Loaded with
-        ``weights_only=True``. Without it the model is randomly initialised unless
-        ``hub=True``.
+        ``weights_only=True``; a file that is not such a checkpoint is a
+        ``ValueError`` naming it. Without it the model is randomly initialised unless
+        ``hub=True`` (the loop command refuses that unless ``--random-init`` is given).
     library : {"torchvision", "timm"}
         Which library builds the architecture; imported only now.
     hub : bool
@@ -311,9 +327,34 @@ def load_backbone(arch, weights=None, *, library="torchvision", hub=False, keep_
 def default_blocks(model):
     """Names of the submodules whose outputs are the model's "blocks", in depth order.
 
-    Recognised layouts: a ``blocks`` ModuleList (timm ViTs, :class:`TinyViT`,
-    :class:`SmallCNN`), torchvision's ``encoder.layers`` (ViT), and ``layer1..layer4``
-    (ResNets). Returns names usable with ``model.get_submodule``.
+    Recognised layouts, tried in this order:
+
+    * a ``blocks`` container (timm ViTs, :class:`TinyViT`, :class:`SmallCNN`);
+    * torchvision's ``encoder.layers`` (``VisionTransformer``): an ``nn.Sequential``
+      built from an ``OrderedDict``, whose children are named ``encoder_layer_0``,
+      ``encoder_layer_1``, ... rather than ``0``, ``1``, ...;
+    * a ``layers`` container;
+    * ``layer1`` .. ``layer4`` (ResNets).
+
+    The names are read from ``named_children()``, so they are the real module names
+    whatever the container's own naming.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+
+    Returns
+    -------
+    list of str
+        Names usable with ``model.get_submodule`` (and as ``layers=`` of
+        :func:`~repeval_ref.torch.extract.extract_features`).
+
+    Raises
+    ------
+    TypeError
+        If ``model`` is not a module.
+    ValueError
+        If none of the layouts above is found.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -322,14 +363,42 @@ def default_blocks(model):
             seq = model.get_submodule(path)
         except AttributeError:
             continue
-        if isinstance(seq, (nn.ModuleList, nn.Sequential)) and len(seq) > 0:
-            return [f"{path}.{i}" for i in range(len(seq))]
-    names = [f"layer{i}" for i in range(1, 5) if isinstance(getattr(model, f"layer{i}", None), nn.Module)]
+        if isinstance(seq, (nn.ModuleList, nn.Sequential)):
+            names = [f"{path}.{name}" for name, _child in seq.named_children()]
+            if names:
+                return names
+    names = [name for name, child in model.named_children()
+             if name in ("layer1", "layer2", "layer3", "layer4")]
     if names:
-        return names
+        return sorted(names)
     raise ValueError(
         f"cannot find the blocks of {type(model).__name__}; pass the layer names explicitly"
     )
+
+
+def default_prefix_tokens(model):
+    """How many tokens precede the patch tokens in the model's token sequences.
+
+    timm ViTs record it as ``num_prefix_tokens`` (1 for the class token, plus any
+    register tokens: 5 for a ViT with 4 registers; 0 without a class token). A model
+    without that attribute (torchvision's ViT, :class:`TinyViT`) is taken to have the
+    class token only.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+
+    Returns
+    -------
+    int
+        ``model.num_prefix_tokens`` when it is a non-negative integer, else 1.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    n = getattr(model, "num_prefix_tokens", None)
+    if isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 0:
+        return int(n)
+    return 1
 
 
 def digits_images(seed=0, test_size=0.25):

@@ -134,11 +134,38 @@ def train_probe(features, labels, n_classes, *, epochs=30, lr=0.1, weight_decay=
     return probe.eval()
 
 
+def _input_width(probe):
+    """The feature width a probe takes, when it can be read off (LinearProbe, Linear), else None."""
+    if isinstance(probe, LinearProbe):
+        return probe.linear.in_features
+    if isinstance(probe, nn.Linear):
+        return probe.in_features
+    return None
+
+
 @torch.no_grad()
 def probe_accuracy(probe, features, labels):
     """Top-1 accuracy (a Python float) of ``probe`` in evaluation mode on ``features``.
 
     The probe's training flags are restored afterwards.
+
+    Parameters
+    ----------
+    probe : torch.nn.Module
+        Maps ``(n, d)`` features to ``(n, K)`` logits, e.g. a :class:`LinearProbe`.
+    features : torch.Tensor or numpy.ndarray of shape (n, d)
+        For a :class:`LinearProbe` or ``nn.Linear``, ``d`` must be its input width.
+    labels : array_like of int, shape (n,)
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If ``features`` do not have the width the probe was trained on, or the
+        labels do not match them.
     """
     from .freeze import evaluation_mode
 
@@ -146,6 +173,10 @@ def probe_accuracy(probe, features, labels):
         raise TypeError(f"probe must be a torch.nn.Module, got {type(probe).__name__}")
     h = _features_tensor(features, "features")
     y = _labels_tensor(labels, "labels", h.shape[0], None)
+    width = _input_width(probe)
+    if width is not None and h.shape[1] != width:
+        raise ValueError(f"features have {h.shape[1]} columns but the probe expects {width} "
+                         f"(features of shape {tuple(h.shape)})")
     param = next(probe.parameters(), None)
     dev = param.device if param is not None else h.device
     dtype = param.dtype if param is not None else torch.float32
