@@ -31,6 +31,11 @@ def copy_sources(dest):
             shutil.copytree(p, dest / p.name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(p, dest / p.name)
+    # The Performance appendix reads the committed results files (never the harness).
+    for rel in ("benchmarks/results.json", "benchmarks/gpu/results_h200.json"):
+        if (REPO / rel).exists():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / rel, dest / rel)
     return str(dest)
 
 
