@@ -57,39 +57,6 @@ __all__ = ["knn_classify"]
 _BLOCK_BUDGET_BYTES = 128 * 2**20
 
 
-# float32 products at least this large (multiply-adds) go through PyTorch's BLAS.
-_TORCH_PRODUCT_MIN = 10**8
-
-
-def _products(queries, bank):
-    """``queries @ bank.T`` for one block, shape (m, n_train), in the arrays' dtype.
-
-    float32 products of at least ``_TORCH_PRODUCT_MIN`` multiply-adds are computed by
-    :func:`torch.matmul` (zero-copy views of the arrays) when PyTorch is importable: on
-    x86 its wheels bring MKL, whose sgemm ran about a quarter faster than the OpenBLAS
-    kernel numpy selected on the benchmark machine (``benchmarks/``, row 1). Products of
-    the same arrays agree to float32 rounding either way; float64 always uses numpy.
-    """
-    m, d = queries.shape
-    if queries.dtype == np.float32 and m * d * bank.shape[0] >= _TORCH_PRODUCT_MIN:
-        try:
-            import warnings
-
-            import torch
-        except ImportError:  # pragma: no cover - torch is a dependency, but optional here
-            torch = None
-        if torch is not None:
-            try:
-                with warnings.catch_warnings():  # read-only arrays (memory maps) are only read
-                    warnings.simplefilter("ignore", UserWarning)
-                    q = torch.from_numpy(np.ascontiguousarray(queries))
-                    b = torch.from_numpy(bank)
-            except (TypeError, ValueError):  # e.g. negative strides: numpy handles those
-                return queries @ bank.T
-            return torch.matmul(q, b.T).numpy()
-    return queries @ bank.T
-
-
 def _auto_block_size(n_train, itemsize=8):
     """Rows of the test set per block so that one block's similarities take ~128 MB."""
     return max(1, _BLOCK_BUDGET_BYTES // (itemsize * n_train))
@@ -302,7 +269,7 @@ def knn_classify(train_h, train_y, test_h,  # bank, its labels, queries
     pred = np.empty(n_test, dtype=np.int64)
     for start in range(0, n_test, block_size):
         stop = min(start + block_size, n_test)
-        sims = _products(queries[start:stop], train_h)  # (m, n_train): hat h^T h_i
+        sims = queries[start:stop] @ train_h.T  # (m, n_train): hat h^T h_i
         if bank_norms is not None:
             np.divide(sims, bank_norms, out=sims)  # cosine similarities hat h^T hat h_i
         m = stop - start

@@ -326,22 +326,3 @@ def test_fast_selection_equals_the_tie_breaking_mask(levels):
             rows, cols = select(sims, k)
             np.testing.assert_array_equal(rows, expected[0])
             np.testing.assert_array_equal(cols, expected[1])
-
-
-def test_float32_products_through_torch_match_numpy(monkeypatch):
-    """Large float32 blocks use PyTorch's matmul; forcing it on small data gives the same
-    predictions as numpy's product, also for a read-only, negatively strided bank."""
-    import repeval_ref.knn as kmod
-
-    rng = np.random.default_rng(5)
-    train = rng.normal(size=(300, 12)).astype(np.float32)
-    y = rng.integers(0, 4, 300)
-    test = rng.normal(size=(50, 12)).astype(np.float32)
-    plain = knn_classify(train, y, test, 7, 0.1, 4, dtype=np.float32)
-    monkeypatch.setattr(kmod, "_TORCH_PRODUCT_MIN", 0)
-    via_torch = knn_classify(train, y, test, 7, 0.1, 4, dtype=np.float32)
-    np.testing.assert_array_equal(via_torch, plain)
-    np.testing.assert_array_equal(via_torch, knn_classify(train, y, test, 7, 0.1, 4))
-    frozen = train[::-1].copy()[::-1]  # negative strides
-    frozen.flags.writeable = False
-    np.testing.assert_array_equal(knn_classify(frozen, y, test, 7, 0.1, 4, dtype=np.float32), plain)
