@@ -221,8 +221,8 @@ def _run_hidden_isolated(path, timeout):
     return status
 
 
-def _workers(text):
-    """argparse type of ``--workers``: an integer >= 1."""
+def positive_int(text):
+    """argparse type: an integer >= 1 (``--workers``; the benchmarks' ``--students``)."""
     try:
         value = int(text)
     except ValueError:
@@ -233,7 +233,7 @@ def _workers(text):
 
 
 def _add_workers(parser):
-    parser.add_argument("--workers", type=_workers, default=1,
+    parser.add_argument("--workers", type=positive_int, default=1,
                         help="grade this many students at a time, one nbgrader process "
                              "(and kernel) each (default: 1, the whole class in one run)")
 

@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from autograder.cli import positive_int
+
 from . import _harness as H
 
 SCHEMA = "repeval-bench/1"
@@ -562,26 +564,15 @@ def merge(old, new, settings):
     return merged
 
 
-def _positive(text):
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
-    return value
-
-
 def _parse(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="tiny sizes, 1-2 repetitions")
     ap.add_argument("--rows", default=",".join(ROW_IDS), help="comma-separated subset of " + ",".join(ROW_IDS))
     ap.add_argument("--out", default=str(DEFAULT_OUT), help="where to write the JSON")
-    ap.add_argument("--reps", type=_positive, default=None,
+    ap.add_argument("--reps", type=positive_int, default=None,
                     help="repetitions per measurement (default 5, --quick 1; the autograder "
                          "row 1); fewer than 5 is recorded in the JSON")
-    ap.add_argument("--students", type=_positive, default=None,
+    ap.add_argument("--students", type=positive_int, default=None,
                     help="class size of the autograder row, graded serially and with 2 "
                          f"workers (default {FULL['autograder']['students']}; with --quick "
                          "the row runs only if this is given, on one short chapter)")

@@ -15,13 +15,7 @@ from repeval_ref.torch import (
     training_flags,
 )
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Small tensors: one intra-op thread avoids spinning against other jobs on 2 cores."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _encoder(seed=0):

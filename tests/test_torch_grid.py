@@ -6,13 +6,7 @@ import torch
 from repeval_ref.torch.grid import grid_accuracies, probe_grid_search, train_probe_grid
 from repeval_ref.torch.probe import train_probe
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Small tensors: one intra-op thread avoids spinning against other jobs on 2 cores."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _views(n, informative, rng, signal=3.0, d=4):

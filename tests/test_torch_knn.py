@@ -10,13 +10,7 @@ from hypothesis import strategies as st
 from repeval_ref import knn_classify
 from repeval_ref.torch import knn_classify_torch, shard_range, topk_neighbors, weighted_vote
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Small tensors: one intra-op thread avoids spinning against other jobs on 2 cores."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _brute(train_h, train_y, test_h, k, tau, n_classes):

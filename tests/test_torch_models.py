@@ -13,12 +13,7 @@ from repeval_ref.torch.extract import extract_features
 from repeval_ref.torch.models import _Block, default_prefix_tokens
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 class _TVEncoder(nn.Module):

@@ -7,13 +7,7 @@ from repeval_ref import fold_batchnorm
 from repeval_ref.torch import SmallCNN, state_snapshot, state_unchanged
 from repeval_ref.torch.probe import LinearProbe, fold_probe, probe_accuracy, running_mean_shift, train_probe
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Small tensors: one intra-op thread avoids spinning against other jobs on 2 cores."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _blobs(n=300, d=6, k=3, seed=0):
