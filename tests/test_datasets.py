@@ -264,10 +264,10 @@ def test_texture_images_shapes_and_values():
 
 def test_texture_elements_have_the_promised_shapes():
     # one noiseless element of each kind, through the private mask helper
-    disk = ds._element_mask(0, 15.0, 15.0, 3.0, 0.0)
-    ring = ds._element_mask(1, 15.0, 15.0, 3.0, 0.0)
-    bar = ds._element_mask(2, 15.0, 15.0, 3.0, 0.0)
-    cross = ds._element_mask(3, 15.0, 15.0, 3.0, 0.0)
+    disk = ds.textures._element_mask(0, 15.0, 15.0, 3.0, 0.0)
+    ring = ds.textures._element_mask(1, 15.0, 15.0, 3.0, 0.0)
+    bar = ds.textures._element_mask(2, 15.0, 15.0, 3.0, 0.0)
+    cross = ds.textures._element_mask(3, 15.0, 15.0, 3.0, 0.0)
     assert disk.sum() == np.sum(np.hypot(*np.indices((32, 32)) - 15.0) <= 3.0) == 29
     assert ring.sum() < disk.sum() and not ring[15, 15] and disk[15, 15]
     assert np.all(disk[ring])  # a ring is the rim of the disk of the same size
@@ -275,7 +275,7 @@ def test_texture_elements_have_the_promised_shapes():
     assert bar.sum() == 7 and np.all(bar[15, 12:19])
     # a cross adds the vertical arm: 7 + 7 - 1 shared pixel
     assert cross.sum() == 13 and np.all(cross[12:19, 15]) and np.array_equal(cross, cross.T)
-    tilted = ds._element_mask(2, 15.0, 15.0, 3.0, np.pi / 4)
+    tilted = ds.textures._element_mask(2, 15.0, 15.0, 3.0, np.pi / 4)
     assert tilted[13, 13] and tilted[17, 17] and not tilted[15, 12]
 
 

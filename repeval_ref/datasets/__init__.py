@@ -1,0 +1,87 @@
+"""Seeded data for every setup of the book and the graded exercises, one module per source.
+
+* :mod:`.toy` -- the two-dimensional toy geometries and the three caricature encoders
+  (:func:`disk_and_ring`, :func:`long_blobs`, :func:`long_blobs_bayes_accuracy`,
+  :func:`toy_geometry`, :data:`TOY_GEOMETRIES`, :func:`synthetic_encoders`).
+* :mod:`.textures` -- grey texture images, the frozen random-filter encoder and five
+  exact changes of coordinates (:func:`texture_images`, :data:`TEXTURE_CLASSES`,
+  :func:`random_filter_features`, :func:`feature_transforms`).
+* :mod:`.setups` -- the data of the graded exercises and of the rank chapter
+  (:func:`linear_probe_setup`, :data:`LINEAR_PROBE_CS`, :func:`transfer_setup`,
+  :func:`low_shot_setup`, :func:`rank_setup_noisy_clusters`, :func:`random_projection`,
+  :func:`circle_clusters`, :func:`gaussian_clusters`).
+* :mod:`.fashion` -- the real images: Fashion-MNIST read from its four idx files, checked
+  against pinned SHA-256 digests (:func:`fashion_mnist`, :data:`FASHION_MNIST_CLASSES`,
+  :func:`read_idx`).
+
+The 8 x 8 ``sklearn.datasets.load_digits`` images used by the PyTorch reference loop are
+loaded by :func:`repeval_ref.torch.models.digits_images`.
+
+Synthetic generators take a random source ``rng`` (a ``numpy.random.Generator`` or an
+integer seed, see :func:`repeval_ref._validation.check_rng`) and size arguments, and
+return plain NumPy arrays: float64 features and int64 labels. The same generator state
+always gives the same arrays, and a ``Generator`` passed in is advanced, so two calls
+with one ``Generator`` give two independent samples.
+
+Row order. Generators that take a total size ``n`` cycle the labels
+``0, 1, ..., K-1, 0, 1, ...`` (as balanced as ``n`` allows); generators that take a
+per-class size put class 0 first, then class 1, and so on. Every docstring repeats the
+order it uses. Real images keep the order of their files.
+
+Nothing here evaluates anything: the protocols live in their own modules
+(:mod:`repeval_ref.knn`, :mod:`repeval_ref.linear_probe`, :mod:`repeval_ref.lowshot`,
+:mod:`repeval_ref.finetune`, :mod:`repeval_ref.labelfree`, :mod:`repeval_ref.rank`).
+The numbers each setup produces with those protocols are listed in the docstrings and
+checked in ``tests/test_datasets.py`` (the real images in ``tests/test_datasets_real.py``).
+
+Sources: seed 000 (the toy geometries, the exercise setups and the simulation in which
+the protocol rankings flip), seed 001 (the texture example with a fixed random-filter
+representation and five exact changes of coordinates), Fashion-MNIST (Zalando SE, MIT).
+"""
+from __future__ import annotations
+
+from . import fashion, setups, textures, toy
+from .fashion import FASHION_MNIST_CLASSES, fashion_mnist, read_idx
+from .setups import (
+    LINEAR_PROBE_CS,
+    circle_clusters,
+    gaussian_clusters,
+    linear_probe_setup,
+    low_shot_setup,
+    random_projection,
+    rank_setup_noisy_clusters,
+    transfer_setup,
+)
+from .textures import TEXTURE_CLASSES, feature_transforms, random_filter_features, texture_images
+from .toy import (
+    TOY_GEOMETRIES,
+    disk_and_ring,
+    long_blobs,
+    long_blobs_bayes_accuracy,
+    synthetic_encoders,
+    toy_geometry,
+)
+
+__all__ = [
+    "TOY_GEOMETRIES",
+    "LINEAR_PROBE_CS",
+    "TEXTURE_CLASSES",
+    "disk_and_ring",
+    "long_blobs",
+    "long_blobs_bayes_accuracy",
+    "toy_geometry",
+    "synthetic_encoders",
+    "texture_images",
+    "random_filter_features",
+    "feature_transforms",
+    "linear_probe_setup",
+    "transfer_setup",
+    "low_shot_setup",
+    "rank_setup_noisy_clusters",
+    "random_projection",
+    "circle_clusters",
+    "gaussian_clusters",
+    "FASHION_MNIST_CLASSES",
+    "fashion_mnist",
+    "read_idx",
+]
