@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed-stamp
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -c constraints.txt -e ".[book,grading,dev,bench]"
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[book,grading,dev,bench,zoo]"
 	touch $(STAMP)
 
 venv: $(STAMP)
