@@ -18,6 +18,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     # protocols with labels
     "knn_classify": "knn",
+    "knn_classify_curve": "knn",
     "linear_probe_done_right": "linear_probe",
     "probe_accuracy_grid": "linear_probe",
     "ridge_probe": "ridge",

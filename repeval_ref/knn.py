@@ -49,7 +49,7 @@ import numpy as np
 
 from ._validation import as_float_array, as_labels, check_int, check_positive, unit_rows
 
-__all__ = ["knn_classify"]
+__all__ = ["knn_classify", "knn_classify_curve"]
 
 # Memory for one block's similarity matrix (in the precision of the computation). The
 # temporaries of a block (a partitioned copy, a boolean mask) take about as much again,
@@ -239,6 +239,39 @@ def knn_classify(train_h, train_y, test_h,  # bank, its labels, queries
     rounded values are equal. Integer-valued features, whose products are exact, always
     follow the rule.
     """
+    k = check_int(k, "k", minimum=1)
+    tau = check_positive(tau, "tau")
+    n_test, n_train, train_y, n_classes, blocks = _similarity_blocks(
+        train_h, train_y, test_h, n_classes, block_size, dtype)
+    pred = np.empty(n_test, dtype=np.int64)
+    for start, stop, sims in blocks:
+        m = stop - start
+        if k < n_train:
+            rows, cols = _top_k(sims, k)  # row-major: increasing training index
+        else:
+            rows = np.repeat(np.arange(m), n_train)
+            cols = np.tile(np.arange(n_train), m)
+        pred[start:stop] = _vote(sims[rows, cols], rows, train_y[cols], m, tau, n_classes)
+    return pred
+
+
+def _similarity_blocks(train_h, train_y, test_h, n_classes, block_size, dtype):
+    """Validate the banks; return their sizes and an iterator over similarity blocks.
+
+    Shared by :func:`knn_classify` and :func:`knn_classify_curve`, so that both see
+    bitwise the same similarities (same normalisation, same block boundaries). The
+    arguments are checked here, before any block is computed.
+
+    Returns
+    -------
+    n_test, n_train : int
+    train_y : numpy.ndarray of int64, shape (n_train,)
+        Validated labels.
+    n_classes : int
+    blocks : iterator of (start, stop, sims)
+        ``sims`` of shape (stop - start, n_train): cosine similarities of the queries
+        ``start:stop`` to every stored feature.
+    """
     try:
         dtype = np.dtype(dtype)
     except TypeError as exc:
@@ -251,8 +284,6 @@ def knn_classify(train_h, train_y, test_h,  # bank, its labels, queries
         raise ValueError(
             f"test_h has {test_h.shape[1]} features but train_h has {train_h.shape[1]}"
         )
-    k = check_int(k, "k", minimum=1)
-    tau = check_positive(tau, "tau")
     n_classes = check_int(n_classes, "n_classes", minimum=1)
     train_y = as_labels(train_y, "train_y", n=train_h.shape[0], n_classes=n_classes)
     if block_size is not None:
@@ -266,32 +297,121 @@ def knn_classify(train_h, train_y, test_h,  # bank, its labels, queries
     if block_size is None:
         block_size = _auto_block_size(n_train, dtype.itemsize)
 
-    pred = np.empty(n_test, dtype=np.int64)
-    for start in range(0, n_test, block_size):
-        stop = min(start + block_size, n_test)
-        sims = queries[start:stop] @ train_h.T  # (m, n_train): hat h^T h_i
-        if bank_norms is not None:
-            np.divide(sims, bank_norms, out=sims)  # cosine similarities hat h^T hat h_i
+    def blocks():
+        for start in range(0, n_test, block_size):
+            stop = min(start + block_size, n_test)
+            sims = queries[start:stop] @ train_h.T  # (m, n_train): hat h^T h_i
+            if bank_norms is not None:
+                np.divide(sims, bank_norms, out=sims)  # cosine similarities hat h^T hat h_i
+            yield start, stop, sims
+
+    return n_test, n_train, train_y, n_classes, blocks()
+
+
+def _vote(kept, rows, labels, m, tau, n_classes):
+    """Weighted vote of one block's kept neighbours.
+
+    ``kept``, ``rows`` and ``labels`` list every kept neighbour row-major, in
+    increasing training index within a row (the order ``np.bincount`` adds them in).
+    Returns the predicted label of each of the ``m`` rows.
+    """
+    # The row maximum is always among the kept neighbours, exactly
+    # min(k, n_train) of them per row.
+    row_max = kept.reshape(m, -1).max(axis=1)
+    with np.errstate(under="ignore"):  # far neighbours' weights may flush to 0
+        weights = np.exp((kept - row_max[rows]) / tau)
+    votes = np.bincount(
+        rows * n_classes + labels, weights=weights, minlength=m * n_classes
+    ).reshape(m, n_classes)
+    if n_classes > 1:
+        _settle_near_ties(votes, labels, weights, n_classes)
+    return np.argmax(votes, axis=1)
+
+
+def knn_classify_curve(train_h, train_y, test_h,  # bank, its labels, queries
+                       ks, tau, n_classes, *, block_size=None, dtype=np.float64):
+    """:func:`knn_classify` for several ``k`` at once, from one pass over the similarities.
+
+    For each block of queries the similarities are computed once and the
+    ``max(ks)`` nearest neighbours of each query are found once, ordered by
+    similarity (descending) and then training index (ascending). The neighbours of a
+    smaller ``k`` are the first ``k`` of that order, which is exactly the set
+    :func:`knn_classify` keeps (ties at the ``k``-th similarity toward the smaller
+    training index); their votes are then added in the same order as there, so the
+    predictions equal ``knn_classify(train_h, train_y, test_h, k, tau, n_classes)`` for
+    every ``k``, bit for bit (DINOv2's k-NN evaluation takes the same top-max-k route).
+
+    Parameters
+    ----------
+    train_h : array_like of shape (n_train, d)
+        Stored (training) features; no row may be zero.
+    train_y : array_like of int, shape (n_train,)
+        Their labels, each in ``0 .. n_classes - 1``.
+    test_h : array_like of shape (n_test, d)
+        Query features; no row may be zero.
+    ks : sequence of int
+        Neighbour counts, each ``>= 1``, in any order (repeats allowed). A ``k`` above
+        ``n_train`` lets every training feature vote, as in :func:`knn_classify`.
+    tau : float
+        Temperature, ``tau > 0``.
+    n_classes : int
+        Number of classes ``K >= 1``.
+    block_size : int, optional
+        Test rows per block; as in :func:`knn_classify` (the same default, so that the
+        similarity products are the same).
+    dtype : {numpy.float64, numpy.float32}
+        Precision of the unit features and similarities (default float64).
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (len(ks), n_test)
+        Row ``j`` holds the predictions for ``ks[j]``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`knn_classify`, and when ``ks`` is empty or holds a ``k < 1``.
+    TypeError
+        As :func:`knn_classify`, and when ``ks`` is not a sequence of integers.
+
+    Notes
+    -----
+    Book ``book/knn.md``; seed 000, "The weighted k-NN classifier". Time: one
+    similarity product and one top-``max(ks)`` selection per block, then
+    ``O(n_test max(ks))`` work per ``k`` instead of a full pass per ``k``.
+    """
+    if isinstance(ks, (str, bytes)) or not hasattr(ks, "__iter__"):
+        raise TypeError(f"ks must be a sequence of integers, got {ks!r}")
+    ks = [check_int(k, f"ks[{i}]", minimum=1) for i, k in enumerate(ks)]
+    if not ks:
+        raise ValueError("ks is empty; give at least one number of neighbours")
+    tau = check_positive(tau, "tau")
+    n_test, n_train, train_y, n_classes, blocks = _similarity_blocks(
+        train_h, train_y, test_h, n_classes, block_size, dtype)
+    out = np.empty((len(ks), n_test), dtype=np.int64)
+    for start, stop, sims in blocks:
         m = stop - start
-        if k < n_train:
-            rows, cols = _top_k(sims, k)  # row-major: increasing training index
+        k_top = min(max(ks), n_train)
+        if k_top < n_train:
+            rows, cols = _top_k(sims, k_top)  # row-major, increasing training index
         else:
             rows = np.repeat(np.arange(m), n_train)
             cols = np.tile(np.arange(n_train), m)
-        kept = sims[rows, cols]
-        # The row maximum is always among the kept neighbours, exactly
-        # min(k, n_train) of them per row.
-        row_max = kept.reshape(m, -1).max(axis=1)
-        with np.errstate(under="ignore"):  # far neighbours' weights may flush to 0
-            weights = np.exp((kept - row_max[rows]) / tau)
-        labels = train_y[cols]
-        votes = np.bincount(
-            rows * n_classes + labels, weights=weights, minlength=m * n_classes
-        ).reshape(m, n_classes)
-        if n_classes > 1:
-            _settle_near_ties(votes, labels, weights, n_classes)
-        pred[start:stop] = np.argmax(votes, axis=1)
-    return pred
+        vals = sims[rows, cols].reshape(m, k_top)
+        col2 = cols.reshape(m, k_top)
+        # rank of each kept neighbour in (similarity descending, index ascending) order
+        order = np.lexsort((col2, -vals), axis=1)
+        rank = np.empty_like(order)
+        np.put_along_axis(rank, order, np.arange(k_top)[None, :], axis=1)
+        labels_all = train_y[cols]
+        rank = rank.ravel()
+        for j, k in enumerate(ks):
+            if k >= k_top:  # all k_top kept neighbours vote
+                sel = slice(None)
+            else:
+                sel = rank < k  # keeps row-major, increasing-index order
+            out[j, start:stop] = _vote(vals.ravel()[sel], rows[sel], labels_all[sel], m, tau, n_classes)
+    return out
 
 
 def _settle_near_ties(votes, labels, weights, n_classes):
