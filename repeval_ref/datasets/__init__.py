@@ -13,6 +13,13 @@
 * :mod:`.fashion` -- the real images: Fashion-MNIST read from its four idx files, checked
   against pinned SHA-256 digests (:func:`fashion_mnist`, :data:`FASHION_MNIST_CLASSES`,
   :func:`read_idx`).
+* :mod:`.photos` -- the grey natural photographs shipped inside scikit-learn and
+  scikit-image, with their licences and checksums (:func:`background_photos`,
+  :data:`BACKGROUND_PHOTOS`).
+* :mod:`.variants` -- Fashion-MNIST under a nuisance shift (garments blended onto
+  photograph crops in the manner of MNIST-M, :func:`fashion_mnist_shifted`) and in
+  clutter (shrunk garments at random places on larger photograph crops, with their boxes,
+  :func:`fashion_mnist_cluttered`); :func:`resize_matrix` is their area resampling.
 
 The 8 x 8 ``sklearn.datasets.load_digits`` images used by the PyTorch reference loop are
 loaded by :func:`repeval_ref.torch.models.digits_images`.
@@ -36,12 +43,14 @@ checked in ``tests/test_datasets.py`` (the real images in ``tests/test_datasets_
 
 Sources: seed 000 (the toy geometries, the exercise setups and the simulation in which
 the protocol rankings flip), seed 001 (the texture example with a fixed random-filter
-representation and five exact changes of coordinates), Fashion-MNIST (Zalando SE, MIT).
+representation and five exact changes of coordinates), Fashion-MNIST (Zalando SE, MIT), and
+the photographs listed in :mod:`.photos` (CC BY 2.0, CC0, public domain).
 """
 from __future__ import annotations
 
-from . import fashion, setups, textures, toy
+from . import fashion, photos, setups, textures, toy, variants
 from .fashion import FASHION_MNIST_CLASSES, fashion_mnist, read_idx
+from .photos import BACKGROUND_PHOTOS, background_photos
 from .setups import (
     LINEAR_PROBE_CS,
     circle_clusters,
@@ -61,6 +70,7 @@ from .toy import (
     synthetic_encoders,
     toy_geometry,
 )
+from .variants import fashion_mnist_cluttered, fashion_mnist_shifted, resize_matrix
 
 __all__ = [
     "TOY_GEOMETRIES",
@@ -84,4 +94,9 @@ __all__ = [
     "FASHION_MNIST_CLASSES",
     "fashion_mnist",
     "read_idx",
+    "fashion_mnist_shifted",
+    "fashion_mnist_cluttered",
+    "resize_matrix",
+    "BACKGROUND_PHOTOS",
+    "background_photos",
 ]
