@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv test book bench bench-class clean
+.PHONY: venv data test book bench bench-class clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,15 +14,42 @@ $(STAMP): pyproject.toml constraints.txt
 
 venv: $(STAMP)
 
+# Fashion-MNIST: the four gzipped idx files of Debian's dataset-fashion-mnist, read from
+# $REPEVAL_DATA when set, else from where the package puts them. When they are missing,
+# a root shell with apt-get installs the package; otherwise this says how to place the
+# files and fails. (repeval_ref.datasets checks their SHA-256 when it reads them.)
+FASHION_DIR   := $(or $(REPEVAL_DATA),/usr/share/datasets/fashion-mnist)
+FASHION_FILES := train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz \
+                 t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz
+FASHION_HINT  := place the four files of https://github.com/zalandoresearch/fashion-mnist \
+                 ($(FASHION_FILES)) in one directory and set REPEVAL_DATA to it
+
+data:
+	@missing=""; for f in $(FASHION_FILES); do \
+	  test -f "$(FASHION_DIR)/$$f" || test -f "$(FASHION_DIR)/$${f%.gz}" || missing="$$missing $$f"; \
+	done; \
+	if [ -z "$$missing" ]; then echo "Fashion-MNIST: the four files are in $(FASHION_DIR)"; exit 0; fi; \
+	echo "Fashion-MNIST: missing in $(FASHION_DIR):$$missing"; \
+	if [ -n "$(REPEVAL_DATA)" ]; then echo "REPEVAL_DATA is set: $(FASHION_HINT)"; exit 1; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y dataset-fashion-mnist \
+	    || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y dataset-fashion-mnist; } \
+	    || exit 1; \
+	  for f in $(FASHION_FILES); do test -f "$(FASHION_DIR)/$$f" || { echo "still missing: $$f"; exit 1; }; done; \
+	else \
+	  echo "to install them run: sudo apt-get install dataset-fashion-mnist (Debian/Ubuntu)"; \
+	  echo "or $(FASHION_HINT)"; exit 1; \
+	fi
+
 # The suite includes the browser test of the built book, so the book is built first.
-test: $(STAMP) book
+test: $(STAMP) data book
 	$(PY) -m pytest -q
 
 # Executes every chapter (cached in _build/.jupyter_cache: an unchanged rebuild only
 # re-renders) and writes _build/html. Any cell error or Sphinx warning fails the build;
 # a failed build drops Sphinx's saved environment so the next run re-reads every page
 # (otherwise the warnings of unchanged pages would not be reported again).
-book: $(STAMP)
+book: $(STAMP) data
 	$(VENV)/bin/jupyter-book build . --warningiserror --nitpick --keep-going \
 	  || { rm -rf _build/.doctrees; exit 1; }
 
@@ -31,7 +58,7 @@ book: $(STAMP)
 # of 2 students; `make bench-class` re-measures only the autograder row with the issue's class
 # of 20 students (roughly half an hour: serially and with 2 workers) and merges that row into
 # benchmarks/results.json, keeping the other rows.
-bench: $(STAMP)
+bench: $(STAMP) data
 	$(PY) -m benchmarks.run
 
 bench-class: $(STAMP)
