@@ -18,7 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
 # The chapters of part 1, in reading order, with the exercises each one links to.
-PART1 = ["book/protocols", "book/batchnorm", "book/rank", "book/knn"]
+PART1 = ["book/protocols", "book/invariances", "book/batchnorm", "book/rank", "book/knn"]
+# the exercises folder of each chapter (the invariances page continues the protocols chapter)
+EXERCISE_DIR = {"book/invariances": "protocols"}
 
 
 def toc_files() -> list[str]:
@@ -136,11 +138,15 @@ def test_chapter_conventions(doc):
     assert "{glue:text}" in text or "{glue}" in text, f"{doc}: no glued number"
     assert "```{code-cell}" in text, f"{doc}: no executed code"
     if doc != "book/intro":
-        assert f"exercises/{name}/" in text, f"{doc}: no link to its exercises"
+        folder = EXERCISE_DIR.get(doc, name)
+        assert f"exercises/{folder}/" in text, f"{doc}: no link to its exercises"
 
 
 def test_protocols_links_its_two_exercises_and_states_two_theorems():
-    text = _chapter("book/protocols")
+    # the protocols chapter and its companion page on invariances and leave-one-out
+    text = _chapter("book/protocols") + _chapter("book/invariances")
+    assert "{doc}`invariances`" in _chapter("book/protocols")
+    assert "{doc}`protocols`" in _chapter("book/invariances")
     for nb in ("linear_probe_done_right", "ridge_loo"):
         assert f"exercises/protocols/{nb}.ipynb" in text
     assert len(re.findall(r"^:{3,}\{prf:theorem\}", text, re.M)) >= 2
