@@ -1,6 +1,6 @@
 """Least-squares (ridge) probe and its exact leave-one-out error.
 
-Book: chapter ``book/protocols.md`` (least-squares probe, exact leave-one-out); seed 001,
+Book: page ``book/invariances.md`` (least-squares probe, exact leave-one-out); seed 001,
 sections "Least-squares probe" and "Exact leave-one-out for closed-form probes".
 
 The probe maps frozen features ``h`` to one-vs-rest targets ``t`` in ``{-1, 1}^K``
@@ -115,7 +115,7 @@ def ridge_probe(train_h, train_y, test_h, lam, bias=True):
 
     Notes
     -----
-    Book ``book/protocols.md`` (least-squares probe); seed 001, "Least-squares probe".
+    Book ``book/invariances.md`` (least-squares probe); seed 001, "Least-squares probe".
     """
     H, y = _check_train(train_h, train_y)
     Ht = as_float_array(test_h, "test_h", ndim=2)
@@ -245,7 +245,7 @@ def ridge_loo(train_h, train_y, lams):
 
     Notes
     -----
-    Book ``book/protocols.md`` (exact leave-one-out); seed 001, "Exact leave-one-out
+    Book ``book/invariances.md`` (exact leave-one-out); seed 001, "Exact leave-one-out
     for closed-form probes".
     """
     grid = as_float_array(lams, "lams", ndim=1)
@@ -284,7 +284,7 @@ def loo_scores(train_h, train_y, lam):
 
     Notes
     -----
-    Book ``book/protocols.md`` (exact leave-one-out); seed 001.
+    Book ``book/invariances.md`` (exact leave-one-out); seed 001.
     ``K`` is taken from the full training set: if a class has a single training point,
     the refit without it still has ``K`` columns (a column of -1 targets), which is
     what the hat-matrix identity describes.
