@@ -4,8 +4,8 @@ Both variants keep the garments, the labels and the order of :func:`fashion_mnis
 only the surroundings change, and they come from the grey photographs of
 :mod:`repeval_ref.datasets.photos` (packaged with scikit-learn and scikit-image; CC BY
 2.0, CC0 or public domain, listed there). Before cropping, every photograph is
-shrunk to half its size by averaging 2 x 2 blocks (rounded to grey levels), so a
-crop holds more structure than a flat patch of sky or wall.
+shrunk to half its size by averaging 2 x 2 blocks (rounded to the nearest grey
+level, halves to even), so a crop holds more structure than a flat patch of sky or wall.
 
 Every random choice is drawn from ``numpy.random.default_rng([seed, split, variant])``
 (``split`` 0 for train, 1 for test; ``variant`` 0 shifted, 1 cluttered), all at once
@@ -183,16 +183,15 @@ def _cluttered_layout(n, split, seed, canvas):
 def _scaled_garments(garments, side):
     """Garments resized to ``side x side`` by area averaging, rounded (halves up) to uint8.
 
-    ``K G K^T`` with the integer ``K`` of :func:`_overlap_counts` is computed in float64
-    on integers below ``2^53``, hence exactly and in any summation order; dividing by
-    ``n_in^2`` and rounding in integers makes the result the same on every machine.
+    ``K G K^T`` with the integer ``K`` of :func:`_overlap_counts` (entries at most 28,
+    rows summing to 28) has integer entries below ``28 * 28 * 255 < 2^24``, so float32
+    products hold it exactly, in any summation order; dividing by ``28^2`` and rounding
+    in integers then gives the same result on every machine.
     """
     m, n_in = garments.shape[0], garments.shape[1]
-    k = _overlap_counts(side, n_in).astype(np.float64)
-    cols = garments.reshape(m * n_in, n_in).astype(np.float64) @ k.T      # (m * n_in, side)
-    cols = cols.reshape(m, n_in, side).transpose(0, 2, 1).reshape(m * side, n_in)
-    both = (cols @ k.T).reshape(m, side, side).transpose(0, 2, 1)        # rows, then columns
-    exact = np.rint(both).astype(np.int64)
+    k = _overlap_counts(side, n_in).astype(np.float32)
+    cols = (garments.reshape(m * n_in, n_in).astype(np.float32) @ k.T).reshape(m, n_in, side)
+    exact = np.rint(np.matmul(k, cols)).astype(np.int64)                # (m, side, side)
     denominator = n_in * n_in
     return ((2 * exact + denominator) // (2 * denominator)).astype(np.uint8)
 
