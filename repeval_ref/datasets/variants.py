@@ -209,7 +209,7 @@ def _over(garment, background):
     return _OVER[garment, background]
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=2)   # a 60,000-image canvas set is 188 MB
 def _cluttered(directory, split, key, seed, canvas):
     garments, labels = _load(directory, split, key)
     n = garments.shape[0]
