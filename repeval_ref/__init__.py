@@ -35,6 +35,8 @@ _EXPORTS = {
     # PyTorch reference loop (repeval_ref.torch)
     "frozen_features": "torch",
     "rank_bound": "rank",
+    "soft_rank_floor": "rank",
+    "norm_constrained_residual": "rank",
     # honest error bars
     "wilson_interval": "noise",
     "mcnemar_exact": "noise",

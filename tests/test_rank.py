@@ -172,3 +172,173 @@ def test_constant_features_fit_like_the_bias_alone():
     Y = one_hot(y, 3)
     assert residual == pytest.approx(np.sum((Y - Y.mean(axis=0)) ** 2), rel=1e-12)
     assert floor == 1  # r = 1, K = 3: the smallest count
+
+
+# --------------------------------------------------------------------------- the soft floor
+from scipy.optimize import minimize  # noqa: E402
+
+from repeval_ref import norm_constrained_residual, soft_rank_floor  # noqa: E402
+
+
+def centred(A):
+    return A - A.mean(axis=0)
+
+
+def low_energy_tail_features(rng, n=120, d=15, K=5, k_strong=2, tail=0.05):
+    """Class signal in k_strong directions plus a weak full-rank tail."""
+    y = rng.integers(0, K, size=n)
+    strong = rng.normal(size=(K, k_strong))[y] * 3
+    H = np.hstack([strong, tail * rng.normal(size=(n, d - k_strong))]) @ np.linalg.qr(
+        rng.normal(size=(d, d)))[0]
+    return H, y
+
+
+def brute_constrained_residual(H, y, K, B):
+    """min over ||W||_F <= B and free b, by SLSQP on the flattened (W, b)."""
+    n, d = H.shape
+    Y = one_hot(y, K)
+
+    def loss(theta):
+        W, b = theta[: d * K].reshape(d, K), theta[d * K:]
+        return np.sum((Y - H @ W - b) ** 2)
+
+    def grad(theta):
+        W, b = theta[: d * K].reshape(d, K), theta[d * K:]
+        R = Y - H @ W - b
+        return np.concatenate([(-2 * H.T @ R).ravel(), -2 * R.sum(0)])
+
+    cons = {"type": "ineq", "fun": lambda th: B**2 - np.sum(th[: d * K] ** 2),
+            "jac": lambda th: np.concatenate([-2 * th[: d * K], np.zeros(K)])}
+    best = np.inf
+    for start in range(3):
+        x0 = np.random.default_rng(start).normal(size=d * K + K) * 0.01
+        res = minimize(loss, x0, jac=grad, constraints=[cons], method="SLSQP",
+                       options={"ftol": 1e-13, "maxiter": 2000})
+        if np.sum(res.x[: d * K] ** 2) <= B**2 * (1 + 1e-6):
+            best = min(best, res.fun)
+    return best
+
+
+@pytest.mark.parametrize("B", [0.05, 0.3, 1.0, 5.0])
+def test_constrained_residual_matches_slsqp(B):
+    rng = np.random.default_rng(11)
+    H, y = low_energy_tail_features(rng, n=40, d=6, K=4)
+    residual, used = norm_constrained_residual(H, y, 4, B)
+    assert used <= B * (1 + 1e-9)
+    assert residual == pytest.approx(brute_constrained_residual(H, y, 4, B), rel=1e-6, abs=1e-8)
+
+
+def test_constrained_residual_without_a_binding_budget_is_least_squares():
+    rng = np.random.default_rng(3)
+    H, y = low_energy_tail_features(rng)
+    residual_ls, _ = rank_bound(H, y, 5)
+    residual, used = norm_constrained_residual(H, y, 5, 1e9)
+    assert residual == pytest.approx(residual_ls, rel=1e-9)
+    # zero budget: only the bias is left
+    Y = one_hot(y, 5)
+    assert norm_constrained_residual(H, y, 5, 0.0) == (pytest.approx(np.sum(centred(Y) ** 2)), 0.0)
+
+
+@pytest.mark.parametrize("norm", ["frobenius", "spectral"])
+@pytest.mark.parametrize("seed", range(4))
+def test_soft_floor_is_below_every_admissible_probe(seed, norm):
+    rng = np.random.default_rng(seed)
+    H, y = low_energy_tail_features(rng, tail=0.02 * (seed + 1))
+    Y = one_hot(y, 5)
+    for B in (0.01, 0.1, 0.5, 2.0):
+        floor, per_k = soft_rank_floor(H, y, 5, B, norm=norm)
+        assert per_k.shape == (5,) and per_k[-1] == 0.0 and floor == per_k.max()
+        if norm == "frobenius":
+            assert norm_constrained_residual(H, y, 5, B)[0] >= floor - 1e-9
+        for _ in range(50):  # random probes inside the budget, random biases
+            W = rng.normal(size=(H.shape[1], 5))
+            size = np.linalg.norm(W, "fro" if norm == "frobenius" else 2)
+            W *= B * rng.uniform() / size
+            b = rng.normal(size=5)
+            assert np.sum((Y - H @ W - b) ** 2) >= floor - 1e-9
+
+
+def test_soft_floor_by_hand_for_each_k():
+    rng = np.random.default_rng(7)
+    H, y = low_energy_tail_features(rng)
+    Yc, Hc = centred(one_hot(y, 5)), centred(H)
+    sy = np.linalg.svd(Yc, compute_uv=False)
+    sh = np.linalg.svd(Hc, compute_uv=False)
+    B = 0.3
+    _, per_k = soft_rank_floor(H, y, 5, B)
+    _, per_k_spec = soft_rank_floor(H, y, 5, B, norm="spectral")
+    for k in range(5):
+        T = np.sum(sy[k:] ** 2)
+        assert per_k[k] == pytest.approx(max(0.0, np.sqrt(T) - sh[k] * B) ** 2, abs=1e-10)
+        tail_h = np.sqrt(np.sum(sh[k:] ** 2))
+        assert per_k_spec[k] == pytest.approx(max(0.0, np.sqrt(T) - tail_h * B) ** 2, abs=1e-10)
+    # the spectral-norm version pays the whole tail energy, so it is never larger
+    assert np.all(per_k_spec <= per_k + 1e-12)
+
+
+def test_soft_floor_zero_budget_is_the_bias_only_residual():
+    rng = np.random.default_rng(1)
+    H, y = low_energy_tail_features(rng)
+    floor, _ = soft_rank_floor(H, y, 5, 0.0)
+    assert floor == pytest.approx(np.sum(centred(one_hot(y, 5)) ** 2), rel=1e-12)
+
+
+def test_soft_floor_of_exact_rank_features_is_at_least_the_rank_floor_and_tight():
+    # H spans the top-k left singular vectors of the centred targets: the least-squares fit
+    # leaves exactly the Eckart-Young tail T_k, and the soft floor (sigma_{k+1}(Hc) = 0)
+    # attains it for any budget that admits the fit.
+    rng = np.random.default_rng(4)
+    counts = [30, 22, 18, 15, 15]
+    y = rng.permutation(np.repeat(np.arange(5), counts))
+    Yc = centred(one_hot(y, 5))
+    U, sy, _ = np.linalg.svd(Yc, full_matrices=False)
+    for k in (1, 2, 3):
+        H = U[:, :k] @ rng.normal(size=(k, 8)) * 4.0
+        T_k = float(np.sum(sy[k:] ** 2))
+        residual, _ = rank_bound(H, y, 5)
+        floor, per_k = soft_rank_floor(H, y, 5, 1e6)
+        assert residual == pytest.approx(T_k, rel=1e-9)
+        assert per_k[k] == pytest.approx(T_k, rel=1e-9)
+        assert floor == pytest.approx(T_k, rel=1e-9)
+        assert floor >= rank_bound(H, y, 5)[1] - 1e-9   # centred tail >= one-hot tail
+
+
+def test_soft_floor_is_positive_for_full_rank_features_with_a_small_tail():
+    rng = np.random.default_rng(0)
+    H, y = low_energy_tail_features(rng, tail=0.01)
+    assert np.linalg.matrix_rank(H) == H.shape[1]
+    assert rank_bound(H, y, 5)[1] == 0          # the exact floor says nothing
+    floor, _ = soft_rank_floor(H, y, 5, 1.0)
+    assert floor > 0.3 * len(y)                 # the soft one still does
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc, word",
+    [
+        ({"weight_norm": -1.0}, ValueError, "weight_norm"),
+        ({"weight_norm": np.inf}, ValueError, "weight_norm"),
+        ({"weight_norm": "big"}, TypeError, "weight_norm"),
+        ({"weight_norm": 1.0, "norm": "nuclear"}, ValueError, "norm"),
+        ({"weight_norm": 1.0, "n_classes": 0}, ValueError, "n_classes"),
+        ({"weight_norm": 1.0, "H": np.full((6, 2), np.nan)}, ValueError, "H"),
+        ({"weight_norm": 1.0, "y": GOOD_Y[:-1]}, ValueError, "y"),
+    ],
+)
+def test_soft_floor_bad_inputs(kwargs, exc, word):
+    args = {"H": GOOD_H, "y": GOOD_Y, "n_classes": 3, **kwargs}
+    with pytest.raises(exc, match=word):
+        soft_rank_floor(**args)
+    args.pop("norm", None)
+    if "norm" not in kwargs:
+        with pytest.raises(exc, match=word):
+            norm_constrained_residual(**args)
+
+
+def test_soft_functions_do_not_mutate_inputs():
+    rng = np.random.default_rng(0)
+    H, y = low_energy_tail_features(rng)
+    H0, y0 = H.copy(), y.copy()
+    soft_rank_floor(H, y, 5, 0.5)
+    norm_constrained_residual(H, y, 5, 0.5)
+    np.testing.assert_array_equal(H, H0)
+    np.testing.assert_array_equal(y, y0)
