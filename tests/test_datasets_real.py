@@ -226,6 +226,12 @@ def test_background_photos_are_the_packaged_files_in_grey():
     assert shot["camera"].shape == (512, 512) and shot["china"].shape == (427, 640)
 
 
+def test_grey_pixels_are_the_pinned_ones():
+    # PNG decoding is exact; this catches a JPEG decoder that differs from the one used here
+    for name, grey in ds.background_photos().items():
+        assert hashlib.sha256(np.ascontiguousarray(grey).tobytes()).hexdigest() == photos.GREY_SHA256[name], name
+
+
 def test_photo_missing_or_different(tmp_path, monkeypatch):
     monkeypatch.setattr(photos, "_package_dir", lambda package: tmp_path)
     with pytest.raises(ValueError) as excinfo:

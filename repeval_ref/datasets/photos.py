@@ -23,7 +23,12 @@ gravel     scikit-image     gravel (CC0Textures, Gravel04)                    CC
 ========== ================ ================================================ ================
 
 Colour photographs are turned grey with the ITU-R BT.601 luma weights
-``0.299 R + 0.587 G + 0.114 B``, rounded to the nearest grey level.
+``0.299 R + 0.587 G + 0.114 B``, rounded to the nearest grey level. PNG files decode
+to the same pixels everywhere; the three JPEG files (china, flower, rocket) go through
+Pillow's libjpeg, whose output could in principle differ between builds, so
+:data:`GREY_SHA256` records the grey pixels obtained with Pillow 13.0 and
+``tests/test_datasets_real.py`` checks them (a failure there means the shifted and
+cluttered variants differ from the ones the project's encoders were measured on).
 """
 from __future__ import annotations
 
@@ -34,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["BACKGROUND_PHOTOS", "PHOTO_SOURCES", "background_photos"]
+__all__ = ["BACKGROUND_PHOTOS", "PHOTO_SOURCES", "GREY_SHA256", "background_photos"]
 
 #: name -> (package, path inside the package, licence, SHA-256 of the file)
 PHOTO_SOURCES = {
@@ -58,6 +63,20 @@ PHOTO_SOURCES = {
               "b6b6022426b38936c43a4ac09635cd78af074e90f42ffa8227ac8b7452d39f89"),
     "gravel": ("skimage", "data/gravel.png", "CC0",
                "c48615b451bf1e606fbd72c0aa9f8cc0f068ab7111ef7d93bb9b0f2586440c12"),
+}
+
+#: name -> SHA-256 of the grey uint8 pixels (C order) that :func:`background_photos` returns.
+GREY_SHA256 = {
+    "china": "af89fae46d37f89b4ed66949ae0e292bf501be2a6a52f97a90a945b81fa189ed",
+    "flower": "30e95f69c229774cf9218f6d0c220bb972d9ad3463906c7890e9fd7f2c2092df",
+    "astronaut": "0ac4179227f3abd7c40ed92625301a9e13f958e1275cf849cfa7bf033be80fab",
+    "camera": "5cb24482a53416f99052258be2b1ee38cd31c559a70c8a8b321cba231b332e21",
+    "chelsea": "cd822d0a5b86379f987b3120f75a6e7c7be64e292b25a23bd858af5c9db1fed6",
+    "coffee": "f87dcd6ab9044c7064750bff39285d404f75342f7edb430ca9eea41f6152d66b",
+    "rocket": "a085ff3db7e5c7be0845abf3f2296d0c79d053f3f3d54065904408ad34c72424",
+    "brick": "664a145c5253f0d66db1a12776785f0ea35a44cc7447ffc933f6d6118dc58643",
+    "grass": "b18dae4c68bf850a7a7b28a29d1846c76be890665117b57fd125fe29c4d4ede6",
+    "gravel": "3d51ad45f789cd8b98534b7af6bce774e499ead45421135afd757358c7230009",
 }
 
 #: The photographs in the order the variants number them.

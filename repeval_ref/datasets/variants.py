@@ -11,7 +11,8 @@ Every random choice is drawn from ``numpy.random.default_rng([seed, split, varia
 (``split`` 0 for train, 1 for test; ``variant`` 0 shifted, 1 cluttered), all at once
 and vectorised: the same ``seed`` gives the same images on every machine, the two
 splits and the two variants use independent draws, and 60,000 images take a second or
-two. Results are memoised in the process (the functions return copies).
+two. Results are memoised in the process (the functions return copies). Train and test
+images draw their backgrounds from the same ten photographs.
 """
 from __future__ import annotations
 
