@@ -5,7 +5,9 @@ evaluation mode" and "In PyTorch". The loop
 
 1. builds an encoder: by default the built-in :class:`~repeval_ref.torch.models.SmallCNN`,
    briefly trained here on the ``sklearn.datasets.load_digits`` images (8x8, offline);
-   or a torchvision / timm backbone with weights from a local file;
+   or a torchvision / timm backbone with weights from a local file; or an encoder of
+   :mod:`repeval_ref.zoo` (``--backbone zoo:efficientnet_lite0``: EfficientNet-Lite0 with
+   its ImageNet weights, installed with the package);
 2. extracts the features frozen (evaluation mode and ``torch.no_grad()``), optionally
    through the disk cache;
 3. fits a linear classifier behind a BatchNorm without scale or shift, and prints
@@ -21,7 +23,11 @@ With ``--grid`` it also trains the DINOv2-style grid of probes (learning rates x
 
 A torchvision / timm backbone needs weights: ``--weights PATH`` (a local state dict),
 ``--hub`` (downloaded by the library; needs internet), or, knowingly, ``--random-init``
-(an untrained network: the loop runs, but the features mean nothing).
+(an untrained network: the loop runs, but the features mean nothing). A zoo encoder
+brings its own weights. An encoder with a ``prepare_inputs(images, size)`` method (the
+zoo's EfficientNet-Lite0) receives the digits or Fashion-MNIST images through it:
+resized to ``--image-size`` pixels (default 96), grayscale repeated on three
+channels, normalised as the encoder expects, one item at a time.
 
 Errors in the arguments or the data (a missing folder, an unavailable device, a
 weights file that is not a checkpoint, ...) are reported as one line
@@ -32,6 +38,7 @@ Examples::
     python -m repeval_ref.loop
     python -m repeval_ref.loop --grid --cache-dir /tmp/feats
     python -m repeval_ref.loop --backbone torchvision:resnet50 --weights resnet50.pth --data /data/pets
+    python -m repeval_ref.loop --backbone zoo:efficientnet_lite0 --data fashion-mnist --limit 2000
 """
 from __future__ import annotations
 
@@ -53,16 +60,22 @@ def _parse(argv):
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--backbone", default="small-cnn",
-                   help="small-cnn (default), torchvision:ARCH or timm:ARCH")
+                   help="small-cnn (default), torchvision:ARCH, timm:ARCH or zoo:NAME")
     p.add_argument("--weights", default=None, help="local weights file for a torchvision/timm backbone")
     p.add_argument("--hub", action="store_true", help="let torchvision/timm download weights (needs internet)")
     p.add_argument("--random-init", action="store_true",
                    help="run a torchvision/timm backbone at random initialisation, knowingly "
                         "(its features are those of an untrained network)")
     p.add_argument("--data", default="digits",
-                   help="'digits' (default) or an image folder: DIR/train and DIR/test (or DIR/val) "
-                        "with class subfolders, or DIR with class subfolders (split 75/25)")
-    p.add_argument("--image-size", type=int, default=224, help="center-crop size for image folders")
+                   help="'digits' (default), 'fashion-mnist' (its train and test splits), or an image "
+                        "folder: DIR/train and DIR/test (or DIR/val) with class subfolders, or DIR with "
+                        "class subfolders (split 75/25)")
+    p.add_argument("--image-size", type=int, default=None,
+                   help="center-crop size for image folders (default 224); side the digits or "
+                        "Fashion-MNIST images are resized to for an encoder that prepares its inputs "
+                        "(default 96)")
+    p.add_argument("--limit", type=int, default=None,
+                   help="use only the first N training and the first N test images (a quick run)")
     p.add_argument("--pretrain-epochs", type=int, default=3,
                    help="epochs of supervised training of the small CNN (0: random initialisation)")
     p.add_argument("--probe-epochs", type=int, default=30, help="epochs of probe training (>= 1)")
@@ -86,8 +99,12 @@ def _check_args(args):
         raise _UsageError(f"--batch-size must be >= 2 (the probe's BatchNorm needs two samples), got {args.batch_size}")
     if not (math.isfinite(args.lr) and args.lr > 0):
         raise _UsageError(f"--lr must be a positive number, got {args.lr}")
-    if args.image_size < 1:
+    if args.image_size is not None and args.image_size < 1:
         raise _UsageError(f"--image-size must be >= 1, got {args.image_size}")
+    if args.limit is not None and args.limit < 2:
+        raise _UsageError(f"--limit must be >= 2 (the probe's BatchNorm needs two samples), got {args.limit}")
+    weight_flags = [flag for flag, on in (("--weights", args.weights is not None), ("--hub", args.hub),
+                                          ("--random-init", args.random_init)) if on]
     if args.backbone == "small-cnn":
         if args.data != "digits":
             raise _UsageError("the built-in small CNN is for --data digits; choose a --backbone for images")
@@ -98,8 +115,14 @@ def _check_args(args):
                               "trained here (--pretrain-epochs 0 leaves it at random initialisation)")
     else:
         library, _, arch = args.backbone.partition(":")
-        if library not in ("torchvision", "timm") or not arch:
-            raise _UsageError(f"--backbone must be small-cnn, torchvision:ARCH or timm:ARCH, got {args.backbone!r}")
+        if library not in ("torchvision", "timm", "zoo") or not arch:
+            raise _UsageError("--backbone must be small-cnn, torchvision:ARCH, timm:ARCH or zoo:NAME, "
+                              f"got {args.backbone!r}")
+    if args.backbone.startswith("zoo:"):
+        if weight_flags:
+            raise _UsageError(f"{weight_flags[0]} is for a torchvision/timm --backbone; "
+                              f"{args.backbone} loads the weights shipped with it")
+    elif args.backbone != "small-cnn":
         chosen = [flag for flag, on in (("--weights", args.weights is not None), ("--hub", args.hub),
                                         ("--random-init", args.random_init)) if on]
         if not chosen:
@@ -112,35 +135,69 @@ def _check_args(args):
             raise _UsageError(f"choose one of --weights, --hub and --random-init, not {' and '.join(chosen)}")
         if args.weights is not None and not os.path.isfile(args.weights):
             raise _UsageError(f"--weights file not found: {args.weights!r}")
-    if args.data != "digits" and not os.path.isdir(args.data):
-        raise _UsageError(f"--data folder not found: {args.data!r} (use 'digits' or an image folder)")
+    if args.data not in ("digits", "fashion-mnist") and not os.path.isdir(args.data):
+        raise _UsageError(f"--data folder not found: {args.data!r} (use 'digits', 'fashion-mnist' or an image folder)")
 
 
-def _load_data(args):
+def _image_arrays(args):
+    """Images and labels of ``--data digits`` or ``fashion-mnist``: (train, test, n_classes, name)."""
     import torch
-    from torch.utils.data import Subset
-
-    from repeval_ref.torch.models import digits_images
 
     if args.data == "digits":
+        from repeval_ref.torch.models import digits_images
+
         xtr, xte, ytr, yte = digits_images(seed=args.seed)
         return (xtr, torch.from_numpy(ytr)), (xte, torch.from_numpy(yte)), 10, "digits"
+    from repeval_ref.datasets import fashion_mnist
+
+    def part(split):  # (n, 1, 28, 28) float32 in [0, 1], as the digits
+        x, y = fashion_mnist(split)
+        return torch.from_numpy(x[:, None].astype(np.float32) / 255.0), torch.from_numpy(y)
+
+    return part("train"), part("test"), 10, "fashion-mnist"
+
+
+def _load_data(args, encoder=None):
+    """(train, test, n_classes, data name); ``encoder.prepare_inputs``, when it exists, prepares arrays."""
+    from torch.utils.data import Subset
+
+    from repeval_ref.torch.data import PreparedImages
+
+    limit = args.limit
+    if args.data in ("digits", "fashion-mnist"):
+        train, test, n_classes, name = _image_arrays(args)
+        if limit is not None:
+            train, test = tuple(t[:limit] for t in train), tuple(t[:limit] for t in test)
+            name = f"{name}-first{limit}"
+        prepare = getattr(encoder, "prepare_inputs", None)
+        if callable(prepare):
+            size = 96 if args.image_size is None else args.image_size
+            train, test = (PreparedImages(x, y, prepare, size) for x, y in (train, test))
+            name = f"{name}-{size}px"
+        return train, test, n_classes, name
     from sklearn.model_selection import train_test_split
 
-    from repeval_ref.torch.data import ImageFolder
+    from repeval_ref.torch.data import IMAGENET_MEAN, IMAGENET_STD, ImageFolder
 
+    crop = 224 if args.image_size is None else args.image_size
+    norm = dict(mean=getattr(encoder, "input_mean", IMAGENET_MEAN), std=getattr(encoder, "input_std", IMAGENET_STD))
     root = args.data
+    name = os.path.basename(os.path.abspath(root))
     test_dir = next((os.path.join(root, s) for s in ("test", "val") if os.path.isdir(os.path.join(root, s))), None)
     if os.path.isdir(os.path.join(root, "train")) and test_dir:
-        train = ImageFolder(os.path.join(root, "train"), crop=args.image_size)
-        test = ImageFolder(test_dir, crop=args.image_size)
+        train = ImageFolder(os.path.join(root, "train"), crop=crop, **norm)
+        test = ImageFolder(test_dir, crop=crop, **norm)
         if test.classes != train.classes:
             raise _UsageError(f"{test_dir} and the training folder have different classes")
-        return train, test, len(train.classes), os.path.basename(os.path.abspath(root))
-    full = ImageFolder(root, crop=args.image_size)
-    idx = np.arange(len(full))
-    tr, te = train_test_split(idx, test_size=0.25, random_state=args.seed, stratify=full.targets)
-    return Subset(full, np.sort(tr)), Subset(full, np.sort(te)), len(full.classes), os.path.basename(os.path.abspath(root))
+        n_classes = len(train.classes)
+    else:
+        full = ImageFolder(root, crop=crop, **norm)
+        idx = np.arange(len(full))
+        tr, te = train_test_split(idx, test_size=0.25, random_state=args.seed, stratify=full.targets)
+        train, test, n_classes = Subset(full, np.sort(tr)), Subset(full, np.sort(te)), len(full.classes)
+    if limit is not None:
+        train, test = (Subset(d, np.arange(min(limit, len(d)))) for d in (train, test))
+    return train, test, n_classes, name
 
 
 def _build_encoder(args, train, n_classes, log):
@@ -158,6 +215,8 @@ def _build_encoder(args, train, n_classes, log):
             log("small CNN at random initialisation (its BatchNorm statistics are the initial ones)")
         return enc.eval()
     library, _, arch = args.backbone.partition(":")
+    if library == "zoo":
+        return load_backbone(arch, library="zoo")
     if args.random_init:
         log(f"warning: --random-init: {args.backbone} is untrained (random initialisation); "
             "its features, and the accuracies below, say nothing about a pretrained model")
@@ -211,7 +270,7 @@ def _main(args):
     encoder = None
     if args.backbone != "small-cnn":  # fail fast, before reading any image
         encoder = _build_encoder(args, None, None, log)
-    train, test, n_classes, data_name = _load_data(args)
+    train, test, n_classes, data_name = _load_data(args, encoder)
     if encoder is None:
         encoder = _build_encoder(args, train, n_classes, log)
     encoder.to(device)

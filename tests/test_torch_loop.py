@@ -102,7 +102,7 @@ def test_loop_user_errors_are_one_line_with_status_2(tmp_path, monkeypatch, caps
     import torch
 
     msg = _error_line(capsys, ["--backbone", "torchvision:resnet18", "--random-init", "--data", str(tmp_path / "nope")])
-    assert msg == f"--data folder not found: {str(tmp_path / 'nope')!r} (use 'digits' or an image folder)"
+    assert msg == f"--data folder not found: {str(tmp_path / 'nope')!r} (use 'digits', 'fashion-mnist' or an image folder)"
     assert "--probe-epochs must be >= 1, got 0" in _error_line(capsys, ["--probe-epochs", "0"])
     assert "--batch-size must be >= 2" in _error_line(capsys, ["--batch-size", "1"])
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)

@@ -69,7 +69,6 @@ __all__ = [
     "weight_mapping",
     "wheel_weights_path",
     "prepare_images",
-    "PreparedImages",
     "imagenet_class_names",
     "INPUT_MEAN",
     "INPUT_STD",
@@ -390,6 +389,8 @@ def imagenet_class_names():
 def _as_image_tensor(images):
     """``images`` as a float tensor (N, C, H, W) in [0, 1], C in {1, 3}."""
     if isinstance(images, np.ndarray):
+        if not images.flags.writeable:  # torch wants writable memory (a cached data set may be read-only)
+            images = images.copy()
         if images.dtype == np.uint8:
             x = torch.from_numpy(np.ascontiguousarray(images))
         elif np.issubdtype(images.dtype, np.floating):
@@ -468,45 +469,3 @@ def prepare_images(images, size=224, *, crop_fraction=1.0, mean=INPUT_MEAN, std=
     if x.shape[1] == 1:
         x = x.expand(-1, 3, -1, -1)
     return ((x - mean_t.view(1, 3, 1, 1)) / std_t.view(1, 3, 1, 1)).contiguous()
-
-
-class PreparedImages(torch.utils.data.Dataset):
-    """Raw images (and labels) prepared for the model one item at a time.
-
-    For data sets whose prepared form would not fit in memory (60,000 images at
-    96 px are 6.6 GB as float32): item ``i`` is
-    ``(prepare_images(images[i:i + 1], size)[0], labels[i])``, or the image alone
-    without labels. :meth:`fingerprint` keys the feature cache on the raw content,
-    the labels and ``size``.
-
-    Parameters
-    ----------
-    images : array_like
-        As for :func:`prepare_images`.
-    labels : array_like of int, shape (N,), optional
-    size : int
-    """
-
-    def __init__(self, images, labels=None, size=224):
-        self.size = check_int(size, "size", minimum=1)
-        self.images = _as_image_tensor(images)
-        self.labels = None
-        if labels is not None:
-            y = torch.as_tensor(np.asarray(labels))
-            if y.ndim != 1 or y.shape[0] != self.images.shape[0] or y.is_floating_point():
-                raise ValueError(f"labels must be {self.images.shape[0]} integers, got shape {tuple(y.shape)}")
-            self.labels = y.to(torch.int64)
-
-    def __len__(self):
-        return self.images.shape[0]
-
-    def __getitem__(self, i):
-        x = prepare_images(self.images[i:i + 1], self.size)[0]
-        return x if self.labels is None else (x, self.labels[i])
-
-    def fingerprint(self):
-        h = hashlib.sha256(f"PreparedImages|size={self.size}|{tuple(self.images.shape)}|".encode())
-        h.update(self.images.numpy().tobytes())
-        if self.labels is not None:
-            h.update(self.labels.numpy().tobytes())
-        return h.hexdigest()
