@@ -262,7 +262,7 @@ def _strip_classifier(model):
 
 
 def load_backbone(arch, weights=None, *, library="torchvision", hub=False, keep_head=False):
-    """Build a torchvision or timm backbone and load its weights from a local file.
+    """Build a torchvision or timm backbone and load its weights from a local file, or load a zoo encoder.
 
     Parameters
     ----------
@@ -275,8 +275,12 @@ def load_backbone(arch, weights=None, *, library="torchvision", hub=False, keep_
         ``weights_only=True``; a file that is not such a checkpoint is a
         ``ValueError`` naming it. Without it the model is randomly initialised unless
         ``hub=True`` (the loop command refuses that unless ``--random-init`` is given).
-    library : {"torchvision", "timm"}
-        Which library builds the architecture; imported only now.
+    library : {"torchvision", "timm", "zoo"}
+        Which library builds the architecture; imported only now. ``"zoo"``: ``arch``
+        names an encoder of :mod:`repeval_ref.zoo`, returned by
+        :func:`repeval_ref.zoo.load` with its own weights (frozen; ``weights`` and
+        ``hub`` must be left out; its ``forward`` already returns pooled features).
+        ``arch="zoo:NAME"`` means the same whatever ``library`` says.
     hub : bool
         Ask the library to download pretrained weights. Offline this fails, and the
         failure is re-raised as :class:`BackboneUnavailable` with instructions.
@@ -291,6 +295,14 @@ def load_backbone(arch, weights=None, *, library="torchvision", hub=False, keep_
     """
     if not isinstance(arch, str) or not arch:
         raise TypeError(f"arch must be a non-empty string, got {arch!r}")
+    if arch.startswith("zoo:"):
+        library, arch = "zoo", arch[len("zoo:"):]
+    if library == "zoo":
+        if weights is not None or hub:
+            raise ValueError(f"zoo encoder {arch!r} loads the weights shipped with it; leave out weights and hub")
+        from repeval_ref import zoo
+
+        return zoo.load(arch)
     if weights is not None and hub:
         raise ValueError("pass either weights (a local path) or hub=True, not both")
     if weights is not None:
