@@ -63,7 +63,8 @@ def test_report_writes_all_outputs(report):
     for name in ("spectrum.png", "knn_vs_k.png", "lowshot.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = (out / "report.md").read_text()
-    assert "Wilson" in md and "self_cluster" in md and "![spectrum](spectrum.png)" in md
+    assert "Wilson" in md and "Self-Cluster" in md and "![spectrum](spectrum.png)" in md
+    assert "## Verdicts" in md
 
 
 def test_report_json_accuracies_and_intervals(report, digits):
@@ -111,9 +112,10 @@ def test_report_label_free_metrics_match_the_library(report, digits):
 def test_report_prints_a_table_and_a_progress_bar(report):
     _, _, out, err = report
     assert "weighted k-NN (k=20, tau=0.07)" in out
-    assert "low-shot NCM, 20-shot" in out
-    assert "two_nn_id_batched" in out and "+-" in out  # 3 batches of 120 rows: a spread
-    assert "[" in err and "linear probe" in err and "18/18" in err
+    assert "low-shot nearest class mean, 20-shot" in out
+    assert "TwoNN intrinsic dimension, batched" in out and "+-" in out  # 3 batches of 120 rows: a spread
+    # tqdm bars that move within a stage: the probe counts its fits, k-NN its queries
+    assert "linear probe" in err and "3/3" in err and "180/180" in err
 
 
 def test_quiet_report_has_empty_stderr(tmp_path, digits, capsys):

@@ -1,0 +1,311 @@
+"""The evaluations behind ``repeval report``, ``compare`` and ``leaderboard``.
+
+Each function calls the package's computation (:mod:`repeval_ref.knn`,
+:mod:`repeval_ref.linear_probe`, :mod:`repeval_ref.ridge`, :mod:`repeval_ref.lowshot`,
+the label-free modules) and turns its result into plain numbers for the tables; no
+formula lives here. Progress is reported through a :class:`~repeval_ref.cli._progress.Progress`
+that moves within each stage.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ._inputs import InputError, _short
+
+KNN_TAU = 0.07
+KNN_HEADLINE_KS = (20, 200)
+KNN_CURVE_KS = (1, 5, 10, 20, 50, 100, 200)
+PROBE_CS = tuple(10.0 ** np.arange(-4, 3))
+SHOTS = (1, 5, 20)
+COSINE_METRICS = ("mean_pairwise_cosine", "uniformity", "self_cluster")
+ZERO_ROWS_SHORT = "all-zero feature rows, cosine similarity undefined (see the report's note)"
+
+
+# ------------------------------------------------------------------------ accuracy
+
+
+def acc_from_counts(k, n):
+    from ..noise import wilson_interval
+
+    lo, hi = wilson_interval(k, n)
+    return {"accuracy": k / n, "correct": k, "n": n, "wilson95": [lo, hi]}
+
+
+def acc_entry(correct):
+    correct = np.asarray(correct, dtype=bool)
+    return acc_from_counts(int(correct.sum()), int(correct.size))
+
+
+# --------------------------------------------------------------------------- k-NN
+
+
+def knn_curve_predictions(train_x, ytr, test_x, ks, n_classes, progress=None, label="k-NN"):
+    """Predictions of the weighted k-NN for every k in ``ks`` from one similarity pass.
+
+    The queries are handed to :func:`repeval_ref.knn.knn_classify_curve` in chunks that
+    are whole multiples of its automatic block size, so the blocks (and hence every
+    similarity and every prediction) are those of :func:`repeval_ref.knn_classify`;
+    the chunks only let the progress bar move.
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (len(ks), n_test)
+    """
+    from ..knn import _auto_block_size, knn_classify_curve
+
+    n_test = test_x.shape[0]
+    block = _auto_block_size(train_x.shape[0])
+    chunk = block * max(1, 4096 // block)
+    out = np.empty((len(ks), n_test), dtype=np.int64)
+    task = progress.task(label, n_test, unit="queries") if progress else None
+    for lo in range(0, n_test, chunk):
+        hi = min(n_test, lo + chunk)
+        out[:, lo:hi] = knn_classify_curve(train_x, ytr, test_x[lo:hi], ks, KNN_TAU, n_classes,
+                                           block_size=block)
+        if task:
+            task.update(hi - lo)
+    if task:
+        task.close()
+    return out
+
+
+def knn_section(train_x, ytr, test_x, yte, n_classes, progress=None, ks=KNN_CURVE_KS):
+    """The k-NN curve with Wilson intervals, and the predictions at every k."""
+    preds = knn_curve_predictions(train_x, ytr, test_x, ks, n_classes, progress)
+    curve = []
+    for k, pred in zip(ks, preds):
+        e = acc_entry(pred == yte)
+        e["k"] = int(k)
+        e["all_train_points_vote"] = bool(k >= train_x.shape[0])
+        curve.append(e)
+    return curve, preds
+
+
+# --------------------------------------------------------------------- linear probe
+
+
+def probe_columns(train_x, seed):
+    """Columns kept for the probe: those not constant on the probe's fitting part.
+
+    Replicates the split of :func:`repeval_ref.linear_probe.linear_probe_done_right`
+    (the fitting part is ``permutation(n)[n // 5:]``); a constant feature carries no
+    information and cannot be standardised.
+    """
+    n = train_x.shape[0]
+    fit = np.random.default_rng(seed).permutation(n)[n // 5:]
+    keep = np.ptp(train_x[fit], axis=0) > 0
+    if not keep.any():
+        raise InputError("TRAIN: every feature is constant; no probe can be fitted")
+    return keep
+
+
+def probe_section(train_x, ytr, test_x, yte, seed, Cs, progress=None):
+    """The honestly tuned probe (C chosen on a split of TRAIN); info, accuracy entry, predictions."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    from ..linear_probe import linear_probe_warm_path
+
+    keep = probe_columns(train_x, seed)
+    task = progress.task("linear probe", len(Cs) + 1, unit="fits") if progress else None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.filterwarnings("always", category=ConvergenceWarning)
+        best_C, val_acc, pred = linear_probe_warm_path(
+            train_x[:, keep], ytr, test_x[:, keep], np.maximum(yte, 0), Cs, seed=seed,
+            progress=task.update if task else None)
+    if task:
+        task.close()
+    info = {"best_C": best_C, "dropped_constant_features": int((~keep).sum()),
+            "validation_accuracy": val_acc.tolist(),
+            "convergence_warnings": sum(issubclass(w.category, ConvergenceWarning) for w in caught)}
+    return info, acc_entry(pred == yte), pred
+
+
+# ---------------------------------------------------------------------------- ridge
+
+
+def ridge_section(train_x, ytr, test_x, yte):
+    from ..ridge import ridge_loo, ridge_probe
+
+    centred = train_x - train_x.mean(axis=0)
+    scale = float(np.sum(centred**2)) / train_x.shape[1]
+    if not scale > 0:
+        raise InputError("TRAIN: every feature is constant; the ridge probe is undefined")
+    lams = scale * np.logspace(-6, 2, 17)
+    best, press = ridge_loo(train_x, ytr, lams)
+    pred = np.argmax(ridge_probe(train_x, ytr, test_x, best), axis=1)
+    info = {"best_lambda": best, "lambda_grid": lams.tolist(), "press": press.tolist()}
+    return {**acc_entry(pred == yte), **info}
+
+
+# ------------------------------------------------------------------------- low-shot
+
+
+def low_shot_section(train_x, ytr, test_x, yte, counts, draws, seed, cosine_skip=None,
+                     shots_list=SHOTS, progress=None):
+    from ..lowshot import low_shot_eval
+
+    seen = yte >= 0  # test rows whose class occurs in TRAIN
+    low = []
+    task = progress.task("low-shot nearest class mean", len(shots_list), unit="shot counts") \
+        if progress else None
+    for shots in shots_list:
+        entry = {"shots": shots, "mean": None, "std": None, "draws": 0, "note": ""}
+        if cosine_skip:
+            entry["note"] = ZERO_ROWS_SHORT
+        elif shots > counts.min():
+            entry["note"] = f"smallest TRAIN class has {counts.min()} samples"
+        else:
+            try:
+                m, s = low_shot_eval(train_x, ytr, test_x[seen], yte[seen], shots, draws, seed)
+            except ValueError:  # a support set whose unit features cancel out exactly
+                entry["note"] = ("in a random draw the unit features of one class's support set "
+                                 "average to the zero vector (cosine undefined); try another --seed")
+            else:
+                entry.update(mean=m, std=s, draws=draws)
+                if not seen.all():
+                    entry["note"] = f"on the {int(seen.sum())} TEST rows whose class occurs in TRAIN"
+        low.append(entry)
+        if task:
+            task.update(1)
+    if task:
+        task.close()
+    return low
+
+
+# ---------------------------------------------------------------- label-free metrics
+
+#: key -> (display name, convention); the names are the papers' and the book's
+LABEL_FREE_NAMES = {
+    "rankme": ("RankMe (effective rank)", "not centred (Garrido et al.)"),
+    "rankme_normalized": ("RankMe / d", "RankMe divided by the feature dimension d"),
+    "alpha_req": ("alpha-ReQ (eigenspectrum decay)", "centred; fit over i in [10, floor(0.9 d)]"),
+    "ne_sum": ("NE-sum", "centred; trace / largest eigenvalue"),
+    "ne_sum_normalized": ("NE-sum / d", "NE-sum divided by d"),
+    "stable_rank": ("stable rank", "not centred"),
+    "condition_number": ("condition number", "not centred; non-zero singular values"),
+    "participation_ratio": ("participation ratio", "centred"),
+    "dims_for_90pct_variance": ("dimensions for 90% of the variance", "centred"),
+    "isotropy_ratio": ("isotropy ratio", "centred; smallest / largest eigenvalue"),
+    "mean_pairwise_cosine": ("mean pairwise cosine", "not centred"),
+    "uniformity": ("uniformity (Wang & Isola)", "t = 2"),
+    "alignment": ("alignment (Wang & Isola)", ""),
+    "self_cluster": ("Self-Cluster", "rows l2-normalised"),
+    "diffusion_spectral_entropy": ("diffusion spectral entropy", "bits"),
+    "two_nn_id": ("TwoNN intrinsic dimension", ""),
+    "two_nn_id_batched": ("TwoNN intrinsic dimension, batched", ""),
+}
+
+
+def _median_distance(X, rng, m=2000):
+    from scipy.spatial.distance import pdist
+
+    if X.shape[0] > m:
+        X = X[np.sort(rng.choice(X.shape[0], m, replace=False))]
+    dist = pdist(X)
+    dist = dist[dist > 0]
+    if dist.size == 0:
+        raise ValueError("all sampled points coincide; no bandwidth can be chosen")
+    return float(np.median(dist))
+
+
+def label_free_section(X, *, seed, pair_samples=5000, dse_samples=2000, id_batch=1000,
+                       id_samples=10000, cosine_skip=None, progress=None, full=True):
+    """Every label-free metric on the training features; failures become notes.
+
+    The spectral and covariance metrics, Self-Cluster and the mean pairwise cosine come
+    from :func:`repeval_ref.label_free_summary` (one SVD and two passes instead of one
+    decomposition per metric). ``cosine_skip``: reason why the metrics on
+    unit-normalised rows cannot run (zero rows). ``full=False`` leaves out the costly
+    all-pairs metrics (uniformity, diffusion spectral entropy, TwoNN on all rows).
+    """
+    from .. import geometry, labelfree, manifold, relational
+    from ..summary import label_free_summary
+
+    rng = np.random.default_rng(seed)
+    out = {}
+    steps = 5 if full else 2
+    task = progress.task("label-free metrics", steps, unit="groups") if progress else None
+
+    def tick():
+        if task:
+            task.update(1)
+
+    def put(name, value, note=None, **extra):
+        out[name] = {"value": value, "note": LABEL_FREE_NAMES[name][1] if note is None else note,
+                     **extra}
+
+    def run(name, fn, note=None):
+        if cosine_skip and name in COSINE_METRICS:
+            put(name, None, f"skipped: {ZERO_ROWS_SHORT}")
+            return
+        try:
+            value = fn()
+        except (ValueError, ArithmeticError) as exc:
+            put(name, None, _short(exc))
+        else:
+            put(name, value, note)
+
+    summ = label_free_summary(X)
+    notes = summ["notes"]
+    d = X.shape[1]
+    for key, src in (("rankme", "rankme"), ("rankme_normalized", "rankme_normalized"),
+                     ("alpha_req", "alpha_req"), ("ne_sum", "ne_sum"),
+                     ("ne_sum_normalized", "ne_sum"), ("stable_rank", "stable_rank"),
+                     ("condition_number", "condition_number"),
+                     ("participation_ratio", "participation_ratio"),
+                     ("dims_for_90pct_variance", "explained_variance_dim"),
+                     ("isotropy_ratio", "isotropy_ratio"),
+                     ("mean_pairwise_cosine", "mean_pairwise_cosine"),
+                     ("self_cluster", "self_cluster")):
+        value = summ[src]
+        if key in COSINE_METRICS and cosine_skip:
+            put(key, None, f"skipped: {ZERO_ROWS_SHORT}")
+        elif value is None:
+            put(key, None, _short(ValueError(notes.get(src, "undefined"))))
+        else:
+            put(key, value / d if key == "ne_sum_normalized" else value)
+    tick()
+    out["alignment"] = {"value": None, "note": "needs positive pairs (two views per sample); "
+                        "use repeval_ref.alignment"}
+    if full:
+        n_uni = min(X.shape[0], pair_samples)
+        sub = X if n_uni == X.shape[0] else X[np.sort(rng.choice(X.shape[0], n_uni, replace=False))]
+        run("uniformity", lambda: geometry.uniformity(sub), f"t = 2, on {n_uni} rows")
+        tick()
+        try:
+            sigma = _median_distance(X, rng)
+        except ValueError as exc:
+            put("diffusion_spectral_entropy", None, _short(exc))
+        else:
+            n_dse = min(X.shape[0], dse_samples)
+            run("diffusion_spectral_entropy",
+                lambda: relational.diffusion_spectral_entropy(X, sigma, n_sub=dse_samples, rng=rng),
+                f"bits; sigma = median pairwise distance = {sigma:.4g}; {n_dse} rows")
+        tick()
+    unique = np.unique(X, axis=0)
+    dup = X.shape[0] - unique.shape[0]
+    dup_note = f"; {dup} duplicate rows removed" if dup else ""
+    if full:
+        if unique.shape[0] > id_samples:
+            pick = np.sort(rng.choice(unique.shape[0], id_samples, replace=False))
+            run("two_nn_id", lambda: labelfree.two_nn_id(unique[pick]),
+                f"a random {id_samples} of the {unique.shape[0]} distinct rows (--id-samples)" + dup_note)
+        else:
+            run("two_nn_id", lambda: labelfree.two_nn_id(unique), "all rows" + dup_note)
+        tick()
+    try:
+        res = manifold.two_nn_id_batched(unique, batch_size=id_batch, rng=rng)
+    except ValueError as exc:
+        put("two_nn_id_batched", None, _short(exc))
+    else:
+        spread = ("std across batches" if res.std is not None
+                  else "a single batch, so no spread: lower --id-batch")
+        put("two_nn_id_batched", res.mean,
+            f"{res.estimates.size} batch(es) of >= {min(id_batch, unique.shape[0])} rows; " + spread + dup_note,
+            std=res.std, n_batches=int(res.estimates.size))
+    tick()
+    if task:
+        task.close()
+    return out

@@ -1,0 +1,361 @@
+"""Reading the user's inputs: feature files, the loop's feature folders, and their checks.
+
+Accepted: ``.npz`` archives with ``features`` and ``labels``; ``.npy`` feature arrays
+with a sibling labels file; PyTorch ``.pt``/``.pth`` files; and folders written by
+``python -m repeval_ref.loop`` (``--save-features DIR`` writes ``DIR/train.npz`` and
+``DIR/test.npz``; ``--cache-dir`` writes ``MODEL/DATA-train/__flat.npy`` with
+``labels.npy`` beside it). Every problem raises :class:`InputError` with one line
+that names the argument and the file.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+class InputError(Exception):
+    """Bad user input: reported in one line with exit status 2."""
+
+
+def _labels_path_for(path):
+    """Sibling labels file of a ``.npy`` features file."""
+    name = path.name
+    stem = name[: -len(".npy")]
+    i = stem.rfind("features")
+    if i >= 0:
+        return path.with_name(stem[:i] + "labels" + stem[i + len("features"):] + ".npy")
+    return path.with_name(stem + "_labels.npy")
+
+
+def _to_numpy(obj, what):
+    if hasattr(obj, "detach") and hasattr(obj, "cpu"):  # a torch tensor
+        obj = obj.detach().cpu()
+        if str(getattr(obj, "dtype", "")) == "torch.bfloat16":
+            obj = obj.float()
+        return obj.numpy()
+    try:
+        return np.asarray(obj)
+    except Exception as exc:  # noqa: BLE001 - any conversion failure is bad input
+        raise InputError(f"{what} cannot be read as an array ({exc})") from None
+
+
+_NPY_MAGIC = b"\x93NUMPY"
+
+
+def _read_npz(path, arg, need_labels):
+    import zipfile
+
+    if not zipfile.is_zipfile(path):
+        with open(path, "rb") as fh:
+            head = fh.read(len(_NPY_MAGIC))
+        hint = ("it is a .npy array file: rename it to .npy" if head == _NPY_MAGIC
+                else "np.savez writes a zip archive; this file is not one")
+        raise InputError(f"{arg} file {path} is not a valid .npz archive ({hint})")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            keys = set(data.files)
+            if "features" not in keys:
+                raise InputError(
+                    f"{arg} file {path} has no array 'features' (it holds: "
+                    f"{', '.join(sorted(keys)) or 'nothing'})"
+                )
+            feats = data["features"]
+            labels = data["labels"] if "labels" in keys else None
+    except InputError:
+        raise
+    except (ValueError, OSError, EOFError) as exc:
+        raise InputError(f"{arg} file {path} is not a readable .npz archive ({_short(exc)})") from None
+    if labels is None and need_labels:
+        raise InputError(f"{arg} file {path} has no array 'labels' (it holds: {', '.join(sorted(keys))})")
+    return feats, labels
+
+
+def _labels_candidates(path):
+    """Where the labels of a ``.npy`` features file may sit, in the order they are tried.
+
+    The sibling whose name has ``features`` replaced by ``labels`` (or ``NAME_labels.npy``),
+    then ``labels.npy`` in the same folder, which is how the loop's feature cache stores
+    them (``MODEL/DATA/__flat.npy`` and ``MODEL/DATA/labels.npy``).
+    """
+    first = _labels_path_for(path)
+    shared = path.with_name("labels.npy")
+    return [first] if shared == first or shared == path else [first, shared]
+
+
+def _read_npy(path, arg, need_labels):
+    try:
+        feats = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise InputError(f"{arg} file {path} is not a readable .npy array ({_short(exc)})") from None
+    candidates = _labels_candidates(path)
+    lpath = next((c for c in candidates if c.exists()), None)
+    if lpath is None:
+        if need_labels:
+            raise InputError(
+                f"{arg}: labels file {candidates[0]} not found (for a .npy features file the labels "
+                f"are read from {candidates[0].name}"
+                + (" or labels.npy in the same folder)" if len(candidates) > 1 else ")")
+            )
+        return feats, None
+    try:
+        labels = np.load(lpath, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise InputError(f"{arg} labels file {lpath} is not a readable .npy array ({_short(exc)})") from None
+    return feats, labels
+
+
+def _read_pt(path, arg, need_labels):
+    import zipfile
+
+    import torch
+
+    with open(path, "rb") as fh:
+        head = fh.read(2)
+    if not head:
+        raise InputError(f"{arg} file {path} is empty")
+    # torch.save writes a zip archive (the legacy format is a pickle, first byte 0x80)
+    if not zipfile.is_zipfile(path) and head == b"PK":
+        raise InputError(f"{arg} file {path} is a truncated or corrupted PyTorch file (its zip "
+                         "archive cannot be read)")
+    if not zipfile.is_zipfile(path) and head[:1] != b"\x80":
+        raise InputError(f"{arg} file {path} is not a valid PyTorch file (torch.save writes a zip "
+                         "archive; this file is neither that nor a legacy pickle)")
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - torch raises many kinds on bad files
+        raise InputError(_pt_load_error(path, arg, exc)) from None
+    if isinstance(obj, dict):
+        if "features" not in obj:
+            raise InputError(
+                f"{arg} file {path} has no entry 'features' (it holds: "
+                f"{', '.join(sorted(map(str, obj))) or 'nothing'})"
+            )
+        feats, labels = obj["features"], obj.get("labels")
+    elif isinstance(obj, (tuple, list)) and len(obj) == 2:
+        feats, labels = obj
+    else:
+        raise InputError(
+            f"{arg} file {path} must hold a dict with 'features' and 'labels' or a pair "
+            f"(features, labels), got {type(obj).__name__}"
+        )
+    if labels is None and need_labels:
+        raise InputError(f"{arg} file {path} has no entry 'labels'")
+    return _to_numpy(feats, f"{arg} features"), (None if labels is None else _to_numpy(labels, f"{arg} labels"))
+
+
+def _pt_load_error(path, arg, exc):
+    """One line explaining why ``torch.load(path, weights_only=True)`` failed."""
+    import re
+
+    text = str(exc)
+    found = re.search(r"GLOBAL (\S+)", text)
+    if found:
+        return (f"{arg} file {path} holds Python objects other than tensors ({found.group(1)}), "
+                "which repeval does not unpickle; save torch tensors, e.g. torch.save({'features': "
+                "torch.as_tensor(X), 'labels': torch.as_tensor(y)}, path)")
+    if "zip archive" in text or isinstance(exc, EOFError):
+        return f"{arg} file {path} is a truncated or corrupted PyTorch file (the archive cannot be read)"
+    if type(exc).__name__ == "UnpicklingError":
+        return f"{arg} file {path} is a corrupted PyTorch file (its contents cannot be unpickled)"
+    return f"{arg} file {path} is not a readable PyTorch file ({type(exc).__name__}: {_short(exc)})"
+
+
+def _short(exc):
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__
+
+
+def load_features(path, arg, need_labels=True):
+    """Read ``(features, labels)`` from an .npz, .npy or .pt file; validate both.
+
+    Returns
+    -------
+    features : numpy.ndarray of float64, shape (n, d)
+    labels : numpy.ndarray of int64, shape (n,), or None (only when not needed)
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{arg} file not found: {path}")
+    if path.is_dir():
+        path = feature_file_in(path, arg)
+    suffix = path.suffix.lower()
+    if suffix == ".npz":
+        feats, labels = _read_npz(path, arg, need_labels)
+    elif suffix == ".npy":
+        feats, labels = _read_npy(path, arg, need_labels)
+    elif suffix in (".pt", ".pth"):
+        feats, labels = _read_pt(path, arg, need_labels)
+    else:
+        raise InputError(f"{arg} file {path} has an unsupported type {suffix or '(none)'}; "
+                         "use .npz, .npy or .pt")
+    feats = _check_features(feats, arg)
+    if labels is not None:
+        labels = _check_labels(labels, arg, feats.shape[0])
+    return feats, labels
+
+
+def _check_features(X, arg):
+    if X.dtype == object or not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
+        raise InputError(f"{arg}: features must be numeric, got dtype {X.dtype}")
+    if np.iscomplexobj(X):
+        raise InputError(f"{arg}: features must be real numbers, got dtype {X.dtype}")
+    if X.ndim != 2:
+        raise InputError(f"{arg}: features must be a 2-D array (n, d), got shape {X.shape}")
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise InputError(f"{arg}: features are empty (shape {X.shape})")
+    X = X.astype(np.float64)
+    finite = np.isfinite(X)
+    if not finite.all():
+        row = int(np.flatnonzero(~finite.all(axis=1))[0])
+        raise InputError(f"{arg}: features contain NaN or infinite values (first in row {row})")
+    return X
+
+
+def _check_labels(y, arg, n):
+    if y.dtype == object or not (np.issubdtype(y.dtype, np.number) or y.dtype == bool):
+        raise InputError(f"{arg}: labels must be integers, got dtype {y.dtype}")
+    if y.ndim != 1:
+        raise InputError(f"{arg}: labels must be a 1-D array, got shape {y.shape}")
+    if y.shape[0] != n:
+        raise InputError(f"{arg}: {n} feature rows but {y.shape[0]} labels; they must have the same length")
+    if not np.issubdtype(y.dtype, np.integer) and y.dtype != bool:
+        if not np.all(np.isfinite(y)) or not np.all(y == np.round(y)):
+            raise InputError(f"{arg}: labels must be whole numbers (class ids)")
+    return y.astype(np.int64)
+
+
+def _check_classes(y, arg, *, min_per_class=2, why="the probe's model selection splits it"):
+    classes, counts = np.unique(y, return_counts=True)
+    if classes.size < 2:
+        raise InputError(f"{arg}: only one class ({classes[0]}) in the labels; at least 2 are needed")
+    small = np.flatnonzero(counts < min_per_class)
+    if small.size:
+        c = small[0]
+        raise InputError(
+            f"{arg}: class {classes[c]} has {counts[c]} sample(s); every class needs at least "
+            f"{min_per_class} ({why})"
+        )
+    return classes, counts
+
+
+def _zero_row_note(X, arg, path):
+    """A user-facing sentence when some feature rows are all zeros, else None.
+
+    Cosine similarity (weighted k-NN, low-shot nearest class mean, the cosine-based
+    label-free metrics) needs unit-normalised rows, which a zero row does not have.
+    """
+    zero = np.flatnonzero(~X.any(axis=1))
+    if zero.size == 0:
+        return None
+    more = f" ({zero.size} such rows in all)" if zero.size > 1 else ""
+    return (f"{arg} file {path}: feature row {int(zero[0])} is all zeros{more}, so its cosine "
+            "similarity is undefined")
+
+
+# ------------------------------------------------------------------------- protocols
+
+
+# ------------------------------------------------------------------- the loop's folders
+
+FLAT_FILE = "__flat.npy"
+
+
+def feature_file_in(folder, arg):
+    """The features file of one folder of the loop's feature cache.
+
+    A cache folder ``MODEL/DATA`` holds ``meta.json``, ``labels.npy`` and one ``.npy``
+    array per (block, pooling); the final output is ``__flat.npy``. A folder with
+    exactly one array besides ``labels.npy`` is read too.
+    """
+    folder = Path(folder)
+    arrays = sorted(p.name for p in folder.glob("*.npy") if p.name != "labels.npy")
+    if FLAT_FILE in arrays:
+        return folder / FLAT_FILE
+    if len(arrays) == 1:
+        return folder / arrays[0]
+    if arrays:
+        raise InputError(f"{arg} folder {folder} holds several feature arrays ({', '.join(arrays[:6])}"
+                         f"{', ...' if len(arrays) > 6 else ''}); name the one to evaluate")
+    raise InputError(f"{arg} is a folder without feature arrays: {folder} (give a .npz, .npy or .pt "
+                     "file, or a folder written by python -m repeval_ref.loop)")
+
+
+def split_folder(folder):
+    """``(train, test)`` paths inside a folder the loop wrote for one model, or None.
+
+    ``--save-features DIR`` writes ``DIR/train.npz`` and ``DIR/test.npz``;
+    ``--cache-dir C`` writes ``C/MODEL/DATA-train/`` and ``C/MODEL/DATA-test/``.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return None
+    if (folder / "train.npz").is_file() and (folder / "test.npz").is_file():
+        return folder / "train.npz", folder / "test.npz"
+    trains = sorted(p for p in folder.iterdir() if p.is_dir() and p.name.endswith("-train"))
+    pairs = [(p, p.with_name(p.name[: -len("-train")] + "-test")) for p in trains]
+    pairs = [(a, b) for a, b in pairs if b.is_dir()]
+    if len(pairs) == 1:
+        return pairs[0]
+    if len(pairs) > 1:
+        raise InputError(f"folder {folder} holds features of several data sets "
+                         f"({', '.join(a.name[:-6] for a, _ in pairs)}); name the -train and -test "
+                         "folders of one of them")
+    return None
+
+
+def load_split(train, test, *, test_fraction=None, seed=0, arg_train="TRAIN", arg_test="TEST"):
+    """Training and test features with labels, from two inputs, a loop folder, or one split file.
+
+    Parameters
+    ----------
+    train : path
+        A features file or folder; alone (``test`` None), a folder the loop wrote
+        for one model, or a labelled file that is split with ``test_fraction``.
+    test : path or None
+    test_fraction : float in (0, 1), optional
+        Share of the rows of ``train`` held out (stratified, seeded), when ``test``
+        is None.
+    seed : int
+
+    Returns
+    -------
+    train_x, train_y, test_x, test_y : numpy.ndarray
+    sources : dict
+        What was read: ``train``, ``test`` (paths as text) and ``split`` (None or a
+        description of the split).
+    """
+    split = None
+    if test is None:
+        pair = split_folder(train)
+        if pair is not None:
+            train, test = pair
+    if test is not None:
+        if test_fraction is not None:
+            raise InputError("--test-fraction splits a single file; it cannot be combined with a TEST input")
+        train_x, train_y = load_features(train, arg_train)
+        test_x, test_y = load_features(test, arg_test)
+    else:
+        if test_fraction is None:
+            raise InputError(f"give a TEST input, or --test-fraction to split {train} into train and test")
+        x, y = load_features(train, arg_train)
+        tr, te = stratified_split(y, test_fraction, seed, arg_train)
+        train_x, train_y, test_x, test_y = x[tr], y[tr], x[te], y[te]
+        split = {"test_fraction": test_fraction, "seed": seed, "stratified": True,
+                 "n_train": int(tr.size), "n_test": int(te.size)}
+    return train_x, train_y, test_x, test_y, {"train": str(train), "test": str(test) if test else None,
+                                              "split": split}
+
+
+def stratified_split(y, test_fraction, seed, arg="labels"):
+    """Sorted train and test row indices of a stratified, seeded split of labels ``y``."""
+    from sklearn.model_selection import train_test_split
+
+    classes = _check_classes(y, arg, why="the images are split into train and test")[0]
+    yi = np.searchsorted(classes, y)
+    try:
+        tr, te = train_test_split(np.arange(y.shape[0]), test_size=test_fraction, stratify=yi,
+                                  random_state=seed)
+    except ValueError as exc:
+        raise InputError(f"cannot split the images of {arg} into train and test: {_short(exc)}") from None
+    return np.sort(tr), np.sort(te)
