@@ -109,6 +109,25 @@ def test_tensorflow_same_padding_gives_ceil_sizes(model):
         assert fmap.shape == (1, 1280, expected, expected)
 
 
+def test_strided_convolutions_centre_like_tensorflow():
+    # TF 'same' with stride 2 computes the stride-1 'same' output at every other position:
+    # the odd ones (1, 3, ...) on an even size, the even ones (0, 2, ...) on an odd size.
+    # (PyTorch's symmetric padding would take the even ones on an even size too.)
+    from repeval_ref.zoo.efficientnet import _ConvBN
+
+    torch.manual_seed(0)
+    for kernel in (3, 5):
+        strided = _ConvBN(2, 4, kernel, stride=2).eval()
+        dense = _ConvBN(2, 4, kernel, stride=1).eval()
+        dense.load_state_dict(strided.state_dict())
+        for h, w in ((12, 12), (11, 11), (12, 9)):
+            x = torch.randn(1, 2, h, w)
+            with torch.no_grad():
+                got, full = strided(x), dense(x)
+            want = full[:, :, 1 - h % 2::2, 1 - w % 2::2]
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
 # ----------------------------------------------------------------------------------
 # Real photographs: the ImageNet classes must be the right ones
 
