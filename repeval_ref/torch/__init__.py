@@ -49,7 +49,7 @@ from .models import (
     pretrain_encoder,
 )
 from .probe import LinearProbe, fold_probe, probe_accuracy, running_mean_shift, train_probe
-from .data import ImageFolder
+from .data import ImageFolder, PreparedImages
 
 __all__ = [
     "BackboneUnavailable",
@@ -59,6 +59,7 @@ __all__ = [
     "ImageFolder",
     "LinearProbe",
     "POOLINGS",
+    "PreparedImages",
     "SmallCNN",
     "StaleCacheError",
     "TinyViT",
