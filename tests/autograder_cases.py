@@ -177,6 +177,20 @@ WRONG = {
     },
 }
 
+#: property checks a wrong solution loses as well, because its main result on their inputs
+#: is wrong: a property (inputs untouched, an invariance, a return type, a rejected input)
+#: is credited only together with the right result, so that a constant earns nothing
+GATED = {
+    ("knn_classify", "no_normalisation"): {"knn_classify/properties"},
+    ("frozen_features", "running_stats_move"): {"frozen_features/restores_flags"},
+    ("fold_batchnorm", "multiplies"): {"fold_batchnorm/properties",
+                                       "fold_batchnorm/rejects_bad_scale"},
+    ("rank_bound", "balanced_floor"): {"rank_bound/properties"},
+    ("ridge_loo", "penalised_bias"): {"ridge_loo/properties"},
+}
+for (_ex, _var), _extra in GATED.items():
+    WRONG[_ex][_var] = (WRONG[_ex][_var][0], WRONG[_ex][_var][1] | _extra)
+
 #: words the feedback of each wrong solution must contain (the problem named)
 FEEDBACK_WORDS = {
     ("knn_classify", "no_normalisation"): "normalise both banks",

@@ -354,6 +354,25 @@ WRONG_MORE = {
     },
 }
 
+#: property checks a wrong solution loses as well because its main result on their inputs
+#: is wrong (see ``autograder_cases.GATED``)
+GATED_MORE = {
+    ("low_shot_eval", "ddof0"): {"low_shot_eval/labels_not_contiguous",
+                                 "low_shot_eval/properties", "low_shot_eval/random_calls"},
+    ("low_shot_eval", "extra_random_call"): {"low_shot_eval/labels_not_contiguous",
+                                             "low_shot_eval/properties"},
+    ("wilson_interval", "bootstrap_loop"): {"paired_bootstrap_ci/properties"},
+    ("rankme", "always_centres"): {"rankme/properties"},
+    ("retrieval_metrics", "recall_as_hit"): {"retrieval_metrics/properties",
+                                             "retrieval_metrics/fewer_relevant_than_k",
+                                             "retrieval_metrics/queries_without_relevant",
+                                             "retrieval_metrics/ties_by_index"},
+    ("linear_cka", "no_centring"): {"linear_cka/no_gram_matrix", "linear_cka/properties",
+                                    "linear_cka/scale_invariance"},
+}
+for (_ex, _var), _extra in GATED_MORE.items():
+    WRONG_MORE[_ex][_var] = (WRONG_MORE[_ex][_var][0], WRONG_MORE[_ex][_var][1] | _extra)
+
 FEEDBACK_WORDS_MORE = {
     ("attentive_probe", "keeps_prefix"): "you kept the prefix tokens",
     ("attentive_probe", "naive_softmax"): "overflows",

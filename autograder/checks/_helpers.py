@@ -74,3 +74,70 @@ def peak_memory_during(func):
         if not running:
             tracemalloc.stop()
     return result, peak
+
+
+#: appended to a property's findings when the main result on the same inputs is wrong
+NOT_EARNED = ("Not credited: on the inputs of this test your result itself differs from "
+              "the reference ({detail}); a property earns its points only together with "
+              "the right result.")
+
+
+def gate(findings, wrong_detail):
+    """Withhold every point of ``findings`` unless the main result was right.
+
+    ``wrong_detail`` is ``None`` (or empty) when the student's result on the property's
+    own inputs equalled the reference's; otherwise it describes the discrepancy and
+    every finding fails with :data:`NOT_EARNED` added to its message. This keeps a
+    constant answer, the returned input or ``None`` from collecting points for an
+    invariance, a return type or untouched inputs, which all hold for them trivially.
+    """
+    from ._framework import Finding
+
+    if not wrong_detail:
+        return findings
+    note = NOT_EARNED.format(detail=wrong_detail)
+    out = []
+    for f in findings:
+        msg = note if f.passed or not f.message else f"{f.message} {note}"
+        out.append(Finding(f.name, 0.0, f.max_points, False, msg))
+    return out
+
+
+def differs(got, want, rtol=1e-9, atol=1e-12):
+    """``None`` if ``got`` equals ``want`` (numbers, arrays, tuples, dicts; within the
+    tolerances), else a short description of the first difference."""
+    if isinstance(want, dict):
+        if not isinstance(got, dict):
+            return f"returned a {type(got).__name__}, expected a dict"
+        for k in want:
+            if k not in got:
+                return f"key {k!r} missing"
+            d = differs(got[k], want[k], rtol, atol)
+            if d:
+                return f"{k}: {d}"
+        return None
+    if isinstance(want, (tuple, list)):
+        if not isinstance(got, (tuple, list)) or len(got) != len(want):
+            return f"returned {_short(got)}, expected {len(want)} items"
+        for i, (g, w) in enumerate(zip(got, want)):
+            d = differs(g, w, rtol, atol)
+            if d:
+                return f"item {i + 1}: {d}"
+        return None
+    try:
+        g = np.asarray(got, dtype=float)
+        w = np.asarray(want, dtype=float)
+    except (TypeError, ValueError):
+        return f"returned {_short(got)}, expected a number or numeric array"
+    if g.shape != w.shape:
+        return f"shape {g.shape}, expected {w.shape}"
+    if not np.allclose(g, w, rtol=rtol, atol=atol, equal_nan=True):
+        if g.ndim == 0:
+            return f"{float(g):.8g} instead of {float(w):.8g}"
+        return f"{int(np.sum(~np.isclose(g, w, rtol=rtol, atol=atol)))} of {g.size} values differ"
+    return None
+
+
+def _short(x):
+    text = repr(x)
+    return text if len(text) <= 60 else type(x).__name__

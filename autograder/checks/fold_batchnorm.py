@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._framework import StudentError, call_student, finding, register
-from ._helpers import as_array, frozen_copies, mutated, unpack
+from ._helpers import as_array, differs, frozen_copies, gate, mutated, unpack
 
 EX = "fold_batchnorm"
 
@@ -89,6 +89,10 @@ def logits_identity(fn, rng):
           summary="ValueError when some s_j <= 0")
 def rejects_bad_scale(fn, rng):
     W, b, mu, s = _params(rng, 4, 2)
+    # a function that rejects everything, or returns a constant, earns nothing here:
+    # the same parameters with a valid s must give the folded probe
+    W2, b2 = _call(fn, W, b, mu, s)
+    wrong = differs((W2, b2), _ref(W, b, mu, s))
     failures = []
     for bad in (0.0, -1.0):
         s_bad = s.copy()
@@ -99,9 +103,10 @@ def rejects_bad_scale(fn, rng):
         except StudentError as exc:
             if "raised ValueError" not in str(exc):
                 failures.append(f"s containing {bad:g} gave {str(exc).splitlines()[0]}")
-    return [finding("rejects s <= 0", not failures, 1,
-                    "; ".join(failures) + ". The fold divides by s, and a standard deviation "
-                    "must be positive: raise ValueError naming s.")]
+    return gate([finding("rejects s <= 0", not failures, 1,
+                         "; ".join(failures) + ". The fold divides by s, and a standard "
+                         "deviation must be positive: raise ValueError naming s.")],
+                wrong and f"with a valid s, (W', b'): {wrong}")
 
 
 @register(f"{EX}/properties", points=1, summary="inputs left untouched")
@@ -109,8 +114,10 @@ def properties(fn, rng):
     W, b, mu, s = _params(rng, 5, 3)
     args = [W, b, mu, s]
     before = frozen_copies(*args)
-    call_student(fn, *args, what="fold_batchnorm")
+    want = _ref(*before)
+    out, _ = call_student(fn, *args, what="fold_batchnorm")
     changed = mutated(before, args, ["W", "b", "mu", "s"])
-    return [finding("inputs untouched", not changed, 1,
-                    f"your function modified {', '.join(changed)} in place (W /= ... changes "
-                    "the caller's probe); build new arrays instead.")]
+    return gate([finding("inputs untouched", not changed, 1,
+                         f"your function modified {', '.join(changed)} in place (W /= ... "
+                         "changes the caller's probe); build new arrays instead.")],
+                differs(out, want) and f"(W', b'): {differs(out, want)}")

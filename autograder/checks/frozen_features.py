@@ -14,6 +14,7 @@ import copy
 import numpy as np
 
 from ._framework import StudentError, call_student, finding, register
+from ._helpers import gate
 
 EX = "frozen_features"
 
@@ -69,6 +70,16 @@ def _flags(enc):
     return {name or "<encoder>": m.training for name, m in enc.named_modules()}
 
 
+def _wrong_features(got, want):
+    """``None`` if the student's features equal the reference's, else what differs."""
+    torch = _torch()
+    if tuple(got.shape) != tuple(want.shape):
+        return f"shape {tuple(got.shape)}, expected {tuple(want.shape)}"
+    if not torch.allclose(got.detach().cpu().float(), want.float(), atol=1e-6):
+        return "the features are not the encoder's evaluation-mode outputs"
+    return None
+
+
 def _features(fn, enc, batches):
     torch = _torch()
     out, _ = call_student(fn, enc, batches, what="frozen_features")
@@ -116,7 +127,9 @@ def restores_flags(fn, rng):
             enc[1].eval()      # a frozen BatchNorm inside a training encoder
             enc[4].eval()
         before = _flags(enc)
-        _features(fn, enc, _batches(rng, (4, 4)))
+        batches = _batches(rng, (4, 4))
+        want = _ref(copy.deepcopy(enc), [b.clone() for b in batches])
+        got = _features(fn, enc, batches)
         after = _flags(enc)
         wrong = [k for k in before if after.get(k) != before[k]]
         msg = (f"with the {label}, {len(wrong)} module(s) came back with a different "
@@ -124,7 +137,8 @@ def restores_flags(fn, rng):
                f"{before[wrong[0]] if wrong else ''}). Leaving the encoder in evaluation "
                "mode silently changes the caller's model: record every submodule's own flag "
                "before encoder.eval() and set each back afterwards.") if wrong else ""
-        out.append(finding(label, not wrong, 1, msg))
+        out += gate([finding(label, not wrong, 1, msg)],
+                    _wrong_features(got, want) and f"features: {_wrong_features(got, want)}")
     return out
 
 
@@ -150,7 +164,9 @@ def output(fn, rng):
 @register(f"{EX}/no_grad", points=1, summary="no autograd graph, no gradients")
 def no_grad(fn, rng):
     enc = _encoder(rng, with_bn=False)
-    got = _features(fn, enc, _batches(rng, (4,)))
+    batches = _batches(rng, (4,))
+    want = _ref(copy.deepcopy(enc), [b.clone() for b in batches])
+    got = _features(fn, enc, batches)
     problems = []
     if got.requires_grad or got.grad_fn is not None:
         problems.append("the returned tensor is still attached to an autograd graph: run "
@@ -158,4 +174,6 @@ def no_grad(fn, rng):
                         "memory on a real backbone)")
     if any(p.grad is not None for p in enc.parameters()):
         problems.append("some parameters received gradients")
-    return [finding("no gradients", not problems, 1, "; ".join(problems))]
+    wrong = _wrong_features(got, want)
+    return gate([finding("no gradients", not problems, 1, "; ".join(problems))],
+                wrong and f"features: {wrong}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._framework import StudentError, call_student, finding, register
-from ._helpers import as_array, count_mismatches, frozen_copies, mutated
+from ._helpers import as_array, count_mismatches, differs, frozen_copies, gate, mutated
 
 EX = "knn_classify"
 
@@ -162,6 +162,43 @@ def ties(fn, rng):
                     "order)." + detail)]
 
 
+@register(f"{EX}/ties_at_kth", points=1,
+          summary="duplicated bank rows tied at the k-th place: the smaller indices are kept")
+def ties_at_kth(fn, rng):
+    # For every query the bank holds three exact copies of one row, the most similar to
+    # the query, at scattered indices i1 < i2 < i3 with labels (A, A, B), B < A, among
+    # dissimilar filler rows. With k = 2 the rule keeps i1 and i2 (label A wins); keeping
+    # i3 instead (as np.argpartition may, or a reversed sort) gives a tie A-B, which goes
+    # to the smaller label B.
+    d, K, n_q, n_fill = 6, 5, 24, 50
+    q = rng.normal(size=(n_q, d))
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    n_train = n_fill + 3 * n_q
+    train_h = np.empty((n_train, d))
+    train_y = rng.integers(0, K, size=n_train)
+    slots = rng.permutation(n_train)
+    for t in range(n_q):
+        idx = np.sort(slots[3 * t: 3 * t + 3])
+        train_h[idx] = q[t]                    # the same row three times (cosine 1)
+        big = int(rng.integers(1, K))
+        train_y[idx] = [big, big, int(rng.integers(0, big))]
+    fill = slots[3 * n_q:]
+    filler = rng.normal(size=(len(fill), d))
+    # unit rows, so that only the selection among ties is tested here
+    train_h[fill] = filler / np.linalg.norm(filler, axis=1, keepdims=True)
+    want = _ref(train_h, train_y, q, 2, 0.1, K)
+    got, _ = _predict(fn, train_h.copy(), train_y.copy(), q.copy(), 2, 0.1, K)
+    miss = count_mismatches(got, want)
+    if miss is None:
+        raise StudentError(f"knn_classify returned shape {got.shape}, expected ({n_q},)")
+    return [finding("ties at the k-th place", miss == 0, 1,
+                    f"{miss} of {n_q} predictions differ when the bank holds the same row "
+                    "three times (labels A, A, B at increasing indices) and k = 2: the rule "
+                    "keeps the neighbours with the smaller indices among equal similarities "
+                    "(label A wins). np.argpartition picks arbitrarily among ties; select "
+                    "with a stable sort, np.argsort(-sims, axis=1, kind='stable')[:, :k].")]
+
+
 @register(f"{EX}/properties", points=1,
           summary="integer array of shape (n_test,), inputs left untouched")
 def properties(fn, rng):
@@ -170,6 +207,7 @@ def properties(fn, rng):
     test_h, _ = _clusters(rng, 7, d, K)
     args = [train_h, train_y, test_h]
     before = frozen_copies(*args)
+    want = _ref(*before, 5, 0.07, K)
     out, _ = call_student(fn, *args, 5, 0.07, K, what="knn_classify")
     problems = []
     changed = mutated(before, args, ["train_h", "train_y", "test_h"])
@@ -185,4 +223,6 @@ def properties(fn, rng):
             problems.append(f"the result has shape {out.shape}, expected (7,)")
         elif np.issubdtype(out.dtype, np.number) and (out.min() < 0 or out.max() >= K):
             problems.append("some predicted labels are outside 0 .. n_classes - 1")
-    return [finding("properties", not problems, 1, "; ".join(problems))]
+    wrong = differs(out, want, rtol=0, atol=0)
+    return gate([finding("properties", not problems, 1, "; ".join(problems))],
+                wrong and f"the predictions: {wrong}")

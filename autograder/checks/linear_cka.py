@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._framework import StudentError, call_student, finding, register
-from ._helpers import frozen_copies, is_plain_float, mutated, peak_memory_during
+from ._helpers import differs, frozen_copies, gate, is_plain_float, mutated, peak_memory_during
 
 EX = "linear_cka"
 #: allowed allocation peak for n = 3000 samples (an n x n float64 Gram matrix is 72 MB)
@@ -73,10 +73,11 @@ def translation_invariance(fn, rng):
     X, Y = _pair(rng, 80, 6, 4)
     base, _ = _call(fn, X, Y)
     moved, _ = _call(fn, X + 25.0 * rng.normal(size=6), Y - 25.0 * rng.normal(size=4))
-    return [finding("translation invariance", _close(moved, base, 1e-8), 1,
-                    f"shifting every row of X and Y by a constant vector changed your CKA "
-                    f"from {base:.6g} to {moved:.6g}. Two representations that differ by "
-                    "an offset organise the samples identically: centre the columns.")]
+    return gate([finding("translation invariance", _close(moved, base, 1e-8), 1,
+                         f"shifting every row of X and Y by a constant vector changed your "
+                         f"CKA from {base:.6g} to {moved:.6g}. Two representations that "
+                         "differ by an offset organise the samples identically: centre the "
+                         "columns.")], differs(base, _ref(X, Y)))
 
 
 @register(f"{EX}/scale_invariance", points=1,
@@ -85,11 +86,12 @@ def scale_invariance(fn, rng):
     X, Y = _pair(rng, 50, 4, 4)
     base, _ = _call(fn, X, Y)
     small, _ = _call(fn, 1e-6 * X, 1e-5 * Y)
-    return [finding("scale invariance", _close(small, base, 1e-8), 1,
+    return gate([finding("scale invariance", _close(small, base, 1e-8), 1,
                     f"multiplying X by 1e-6 and Y by 1e-5 changed your CKA from {base:.6g} "
                     f"to {small:.6g}. CKA ignores the scale of each representation; a small "
                     "constant added to the denominator (the common '+ 1e-10') dominates "
-                    "when the features are small. Do not add one.")]
+                    "when the features are small. Do not add one.")],
+                differs(base, _ref(X, Y)))
 
 
 @register(f"{EX}/properties", points=1,
@@ -97,6 +99,7 @@ def scale_invariance(fn, rng):
 def properties(fn, rng):
     X, Y = _pair(rng, 40, 5, 5)
     before = frozen_copies(X, Y)
+    want = _ref(*frozen_copies(X, Y))
     out, _ = call_student(fn, X, Y, what="linear_cka")
     problems = []
     changed = mutated(before, [X, Y], ["X", "Y"])
@@ -111,7 +114,8 @@ def properties(fn, rng):
     same, _ = _call(fn, before[0], 3.0 * before[0] @ Q)
     if not abs(same - 1.0) < 1e-9:
         problems.append(f"CKA of X and a rotated, rescaled copy of X must be 1, got {same:.8g}")
-    return [finding("properties", not problems, 1, "; ".join(problems))]
+    return gate([finding("properties", not problems, 1, "; ".join(problems))],
+                differs(out, want))
 
 
 @register(f"{EX}/no_gram_matrix", points=1,
@@ -122,8 +126,9 @@ def no_gram_matrix(fn, rng):
     if not np.isfinite(got):
         return [finding("no Gram matrix", False, 1,
                         f"on 3000 samples you returned {got}, not a finite number.")]
-    return [finding("no Gram matrix", peak <= PEAK_LIMIT, 1,
+    wrong = differs(got, _ref(X, Y))
+    return gate([finding("no Gram matrix", peak <= PEAK_LIMIT, 1,
                     f"for 3000 samples your function allocated {peak / 2**20:.0f} MB at once: "
                     "it forms n x n Gram matrices (XX^T). Use the feature-space form "
                     "||Xc^T Yc||_F^2 / (||Xc^T Xc||_F ||Yc^T Yc||_F), which needs only "
-                    "p x q, p x p and q x q products.")]
+                    "p x q, p x p and q x q products.")], wrong and f"on 3000 samples: {wrong}")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._framework import StudentError, call_student, finding, register
-from ._helpers import frozen_copies, is_plain_float, mutated, unpack
+from ._helpers import differs, frozen_copies, gate, is_plain_float, mutated, unpack
 
 EX = "low_shot_eval"
 
@@ -127,9 +127,12 @@ def random_calls(fn, rng):
     _ref(*data, 2, n_draws, want)
     gen = np.random.default_rng(seed)
     start = _state(np.random.default_rng(seed))
-    _call(fn, data, 2, n_draws, gen)
+    m, s, _ = _call(fn, data, 2, n_draws, gen)
     if _state(gen) == _state(want):
-        return [finding("random calls", True, 2, "")]
+        # the right calls earn points only with the right result from them
+        wrong = differs((m, s), _ref(*data, 2, n_draws, np.random.default_rng(seed)))
+        return gate([finding("random calls", True, 2, "")],
+                    wrong and f"(mean, std): {wrong}")
     if _state(gen) == start:
         msg = ("your function never used the generator rng it was given, so two graders "
                "with the same rng cannot reproduce your numbers. Draw every support set "
@@ -157,12 +160,14 @@ def labels_not_contiguous(fn, rng):
     m0, s0, _ = _call(fn, plain, 2, 3, np.random.default_rng(seed))
     m, s, _ = _call(fn, renamed, 2, 3, np.random.default_rng(seed))
     ok = m == m0 and s == s0
-    return [finding("labels not contiguous", ok, 1,
+    wrong = differs((m0, s0), _ref(*plain, 2, 3, np.random.default_rng(seed)))
+    return gate([finding("labels not contiguous", ok, 1,
                     f"with the labels 0 .. 9 renamed to {values.tolist()} (same order, same "
                     f"generator) your result changed from ({m0:.4f}, {s0:.4f}) to "
                     f"({m:.4f}, {s:.4f}). The classes are np.unique(train_y); an argmax over "
                     "the class means is a position in that array, so map it back with "
-                    "classes[argmax] before comparing with test_y.")]
+                    "classes[argmax] before comparing with test_y.")],
+                wrong and f"with the labels 0 .. 9, (mean, std): {wrong}")
 
 
 @register(f"{EX}/properties", points=1,
@@ -171,6 +176,7 @@ def properties(fn, rng):
     train_h, train_y, test_h, test_y = _data(rng, per_train=4, per_test=3)
     arrays = [train_h, train_y, test_h, test_y]
     before = frozen_copies(*arrays)
+    want = _ref(*frozen_copies(*arrays), 2, 3, np.random.default_rng(0))
     out, _ = call_student(fn, *arrays, 2, 3, np.random.default_rng(0), what="low_shot_eval")
     problems = []
     changed = mutated(before, arrays, ["train_h", "train_y", "test_h", "test_y"])
@@ -183,4 +189,5 @@ def properties(fn, rng):
                         f"{type(s).__name__}")
     elif not (0.0 <= m <= 1.0 and s >= 0.0):
         problems.append("the mean accuracy must lie in [0, 1] and the std be >= 0")
-    return [finding("properties", not problems, 1, "; ".join(problems))]
+    return gate([finding("properties", not problems, 1, "; ".join(problems))],
+                differs(out, want))

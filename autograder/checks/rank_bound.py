@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._framework import StudentError, call_student, finding, register
-from ._helpers import frozen_copies, is_plain_float, is_plain_int, mutated, unpack
+from ._helpers import differs, frozen_copies, gate, is_plain_float, is_plain_int, mutated, unpack
 
 EX = "rank_bound"
 
@@ -85,14 +85,18 @@ def unbalanced_floor(fn, rng):
 def full_rank_floor_zero(fn, rng):
     K = 4
     H, y = _low_rank(rng, 60, 5, 3, K)  # r + 1 = K
-    _, floor, _ = _call(fn, H, y, K)
-    H2, y2 = _low_rank(rng, 60, 9, 8, K)  # r + 1 > K
-    _, floor2, _ = _call(fn, H2, y2, K)
+    res, floor, _ = _call(fn, H, y, K)
+    H2, y2 = _low_rank(rng, 60, 9, K, K)  # r + 1 = K + 1: K - r - 1 = -1
+    res2, floor2, _ = _call(fn, H2, y2, K)
     ok = floor == 0 and floor2 == 0
-    return [finding("no floor when r + 1 >= K", ok, 1,
-                    f"with rank 3 and 4 classes (and rank 8, 4 classes) the floor must be 0, "
-                    f"you returned {floor:g} and {floor2:g}: the sum is empty when "
-                    "K - r - 1 <= 0 (a negative slice count must not wrap around).")]
+    # a constant 0 floor earns nothing: the residuals on the same inputs must be right
+    wrong = (differs(res, _ref(H, y, K)[0], rtol=1e-7, atol=1e-9)
+             or differs(res2, _ref(H2, y2, K)[0], rtol=1e-7, atol=1e-9))
+    return gate([finding("no floor when r + 1 >= K", ok, 1,
+                         f"with rank 3 and 4 classes (and rank 4, 4 classes) the floor must "
+                         f"be 0, you returned {floor:g} and {floor2:g}: the sum is empty when "
+                         "K - r - 1 <= 0 (a negative slice count must not wrap around).")],
+                wrong and f"the residual: {wrong}")
 
 
 @register(f"{EX}/properties", points=1,
@@ -102,6 +106,7 @@ def properties(fn, rng):
     H, y = _low_rank(rng, 50, 6, 1, K)
     args = [H, y]
     before = frozen_copies(*args)
+    want = _ref(*before, K)
     out, _ = call_student(fn, H, y, K, what="rank_bound")
     res, floor = unpack(out, 2, "rank_bound")
     problems = []
@@ -112,4 +117,5 @@ def properties(fn, rng):
         problems.append(f"the residual should be a Python float, got {type(res).__name__}")
     if not is_plain_int(floor):
         problems.append(f"the floor should be a Python int, got {type(floor).__name__}")
-    return [finding("properties", not problems, 1, "; ".join(problems))]
+    return gate([finding("properties", not problems, 1, "; ".join(problems))],
+                differs(out, want, rtol=1e-7, atol=1e-9))

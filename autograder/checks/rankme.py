@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._framework import StudentError, call_student, finding, register
-from ._helpers import frozen_copies, is_plain_float, mutated
+from ._helpers import differs, frozen_copies, gate, is_plain_float, mutated
 
 EX = "rankme"
 
@@ -81,11 +81,26 @@ def center_option(fn, rng):
     want = _ref(Z, center=True)
     got, _ = _call(fn, Z, center=True)
     shifted, _ = _call(fn, Z + 5.0 * rng.normal(size=8), center=True)
-    ok = _close(got, want) and _close(shifted, want)
-    return [finding("center=True", ok, 1,
-                    f"with center=True you returned {got:.8g} (and {shifted:.8g} after "
-                    f"translating every row); expected {want:.8g} in both cases: subtract "
-                    "the column means before the SVD when center is True.")]
+    if _close(got, want) and _close(shifted, want):
+        return [finding("center=True", True, 1, "")]
+    msg = (f"with center=True you returned {got:.8g} (and {shifted:.8g} after translating "
+           f"every row); the effective rank of the centred Z is {want:.8g}.")
+    # isolate the cause with the student's own function: centring by hand and calling
+    # it with center=False must give what center=True gives
+    try:
+        by_hand, _ = _call(fn, Z - Z.mean(0), center=False)
+    except StudentError:
+        by_hand = None
+    if by_hand is not None and _close(got, by_hand) and _close(shifted, by_hand):
+        msg += (" Your center=True equals your own result on the column-centred Z with "
+                "center=False, so the centring itself is right: the difference lies in the "
+                "effective rank you compute (see the check matches_reference).")
+    elif by_hand is not None:
+        msg += (f" Centring Z by hand and calling your function with center=False gives "
+                f"{by_hand:.8g}, which differs from your center=True result: "
+                "center=True should subtract the column means (Z - Z.mean(axis=0)) before "
+                "the singular values and change nothing else.")
+    return [finding("center=True", False, 1, msg)]
 
 
 @register(f"{EX}/known_spectra", points=1,
@@ -111,21 +126,34 @@ def known_spectra(fn, rng):
 
 
 @register(f"{EX}/properties", points=1,
-          summary="a Python float, invariant to rotations and scale, inputs untouched")
+          summary="a Python float, invariant to rotations and scale, inputs untouched "
+                  "on every option path")
 def properties(fn, rng):
     Z = _embeddings(rng, 30, 6, 6)
-    before = frozen_copies(Z)
-    out, _ = call_student(fn, Z, what="rankme")
     problems = []
-    if mutated(before, [Z], ["Z"]):
-        problems.append("your function modified Z in place")
+    wrong = None
+    out = None
+    # every option path of the contract: a mutation under center=True (Z -= Z.mean(0))
+    # must be caught as well as one under the default
+    for kw in ({}, {"center": True}, {"eps": 1e-3}, {"center": True, "eps": 0.0}):
+        work = Z.copy()
+        before = frozen_copies(work)
+        res, _ = call_student(fn, work, what="rankme", **kw)
+        if mutated(before, [work], ["Z"]):
+            opts = ", ".join(f"{k}={v!r}" for k, v in kw.items()) or "the default options"
+            problems.append(f"your function modified Z in place (with {opts})")
+            break
+        if wrong is None:
+            wrong = differs(res, _ref(Z.copy(), **kw))
+        if out is None:
+            out = res
     if not is_plain_float(out):
         problems.append(f"return a Python float (float(x)), got {type(out).__name__}")
-    base, _ = _call(fn, before[0])
+    base, _ = _call(fn, Z)
     Q, _ = np.linalg.qr(rng.normal(size=(6, 6)))
-    rotated, _ = _call(fn, before[0] @ Q)
-    scaled, _ = _call(fn, 1e3 * before[0])
+    rotated, _ = _call(fn, Z @ Q)
+    scaled, _ = _call(fn, 1e3 * Z)
     if not (_close(rotated, base) and _close(scaled, base)):
         problems.append("rotating the features or multiplying them by 1000 changed the value; "
                         "the shares sigma_i / sum(sigma) ignore both")
-    return [finding("properties", not problems, 1, "; ".join(problems))]
+    return gate([finding("properties", not problems, 1, "; ".join(problems))], wrong)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._framework import StudentError, call_student, finding, register
-from ._helpers import frozen_copies, is_plain_float, mutated
+from ._helpers import differs, frozen_copies, gate, is_plain_float, mutated
 
 EX = "retrieval_metrics"
 
@@ -131,6 +131,10 @@ def ties_by_index(fn, rng):
         proxy = np.vstack([unit, unit - 1e-9 * away])
         got, _ = _call(fn, qh[i:i + 1], qy[i:i + 1], ch, cy, ks)
         want, _ = _call(fn, qh[i:i + 1], qy[i:i + 1], proxy, cy, ks)
+        wrong = differs(want, _ref(qh[i:i + 1], qy[i:i + 1], proxy, cy, ks=ks))
+        if wrong:
+            return gate([finding("ties by index", False, 1, "")],
+                        f"on a corpus without ties: {wrong}")
         bad = _differs(got, want)
         if bad:
             return [finding("ties by index", False, 1,
@@ -154,6 +158,10 @@ def queries_without_relevant(fn, rng):
     order = rng.permutation(len(all_y))
     got, _ = _call(fn, all_h[order], all_y[order], ch, cy, ks)
     only, _ = _call(fn, qh, qy, ch, cy, ks)
+    wrong = differs(only, _ref(qh, qy, ch, cy, ks=ks))
+    if wrong:
+        return gate([finding("queries without relevant items", False, 1, "")],
+                    f"without the 6 added queries: {wrong}")
     bad = _differs(got, only)
     if bad:
         return [finding("queries without relevant items", False, 1,
@@ -180,6 +188,7 @@ def properties(fn, rng):
     qh, qy, ch, cy = _problem(rng, n_q=10, n_c=15, K=3)
     arrays = [qh, qy, ch, cy]
     before = frozen_copies(*arrays)
+    want = _ref(*frozen_copies(*arrays), ks=(1, 4))
     out, _ = call_student(fn, *arrays, (1, 4), what="retrieval_metrics")
     problems = []
     changed = mutated(before, arrays, ["query_h", "query_y", "corpus_h", "corpus_y"])
@@ -196,4 +205,37 @@ def properties(fn, rng):
     if any(abs(big[f"{m}@40"] - full[f"{m}@15"]) > 1e-12 for m in ("recall", "hit", "ndcg")):
         problems.append("with k = 40 > 15 corpus items the metrics must equal those at "
                         "k = 15 (the whole ranking)")
-    return [finding("properties", not problems, 1, "; ".join(problems))]
+    wrong = differs(out, want) or differs(big, _ref(*before, ks=(40,)))
+    return gate([finding("properties", not problems, 1, "; ".join(problems))], wrong)
+
+
+@register(f"{EX}/fewer_relevant_than_k", points=1,
+          summary="nDCG@k and recall@k when a query has fewer relevant items R than k")
+def fewer_relevant_than_k(fn, rng):
+    # Constructed, not left to chance: label 0 has exactly R = 2 items in a corpus of 40,
+    # and one query of label 0 is scored at k = 5 and 10 > R. The ideal DCG then sums
+    # min(k, R) = 2 discounts; summing k of them lowers nDCG@k below 1 even for a perfect
+    # ranking, and recall@k must reach 1 once both items are found.
+    ks = (1, 5, 10)
+    d = 6
+    centres = rng.normal(size=(4, d)) * 3.0
+    cy = np.concatenate([[0, 0], rng.integers(1, 4, size=38)])
+    perm = rng.permutation(len(cy))
+    cy = cy[perm]
+    ch = centres[cy] + 0.5 * rng.normal(size=(len(cy), d))
+    qy = np.array([0, 0, int(rng.integers(1, 4))])
+    qh = centres[qy] + 0.5 * rng.normal(size=(3, d))
+    want = _ref(qh, qy, ch, cy, ks=ks)
+    got, _ = _call(fn, qh, qy, ch, cy, ks)
+    bad = _differs(got, want)
+    if not bad:
+        return [finding("R < k", True, 1, "")]
+    shown = ", ".join(f"{k} = {got[k]:.4f} (expected {want[k]:.4f})" for k in bad[:4])
+    msg = (f"with a label that has only R = 2 relevant items in the corpus and k up to 10: "
+           f"{shown}.")
+    if any(k.startswith("ndcg@") for k in bad):
+        msg += (" The ideal DCG@k puts the min(k, R) relevant items at the top: when R < k "
+                "it sums only R discounts 1 / log2(j + 1), not k of them.")
+    if any(k.startswith("recall@") for k in bad):
+        msg += " recall@k divides by R, the number of relevant items, which may be below k."
+    return [finding("R < k", False, 1, msg)]

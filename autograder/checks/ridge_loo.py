@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._framework import StudentError, call_student, finding, register
-from ._helpers import as_array, frozen_copies, is_plain_float, mutated, unpack
+from ._helpers import as_array, differs, frozen_copies, gate, is_plain_float, mutated, unpack
 
 EX = "ridge_loo"
 
@@ -82,10 +82,12 @@ def bias_unpenalised(fn, rng):
     _, p0 = _call(fn, h, y, lams)
     _, p1 = _call(fn, h + offset, y, lams)
     ok = np.allclose(p0, p1, rtol=1e-6, atol=1e-12)
-    return [finding("translation invariance", ok, 2,
+    wrong = differs(p0, _ref(h, y, lams)[1], rtol=1e-6)
+    return gate([finding("translation invariance", ok, 2,
                     "adding the same vector to every feature row changed your PRESS. With "
                     "an unpenalised bias the probe can absorb any translation: centre the "
-                    "features and targets (or leave the intercept out of the penalty).")]
+                    "features and targets (or leave the intercept out of the penalty).")],
+                wrong and f"PRESS: {wrong}")
 
 
 @register(f"{EX}/scale_invariance", points=1,
@@ -97,10 +99,11 @@ def scale_invariance(fn, rng):
     _, p0 = _call(fn, h, y, lams)
     _, p1 = _call(fn, a * h, y, a * a * lams)
     ok = np.allclose(p0, p1, rtol=1e-6, atol=1e-12)
-    return [finding("scale invariance", ok, 1,
+    wrong = differs(p0, _ref(h, y, lams)[1], rtol=1e-6)
+    return gate([finding("scale invariance", ok, 1,
                     f"scaling the features by a = {a:.3g} and lambda by a^2 should leave "
                     "PRESS unchanged (the penalty acts on the weights only, not on the "
-                    "bias); yours changed.")]
+                    "bias); yours changed.")], wrong and f"PRESS: {wrong}")
 
 
 @register(f"{EX}/properties", points=1,
@@ -110,6 +113,7 @@ def properties(fn, rng):
     lams = np.array([0.1, 1.0, 10.0])
     args = [h, y, lams]
     before = frozen_copies(*args)
+    want = _ref(*before)
     out, _ = call_student(fn, *args, what="ridge_loo")
     best, press = unpack(out, 2, "ridge_loo")
     problems = []
@@ -122,4 +126,5 @@ def properties(fn, rng):
         problems.append(f"best_lam = {best!r} is not one of the candidates")
     if not isinstance(press, np.ndarray) or not np.issubdtype(press.dtype, np.floating):
         problems.append("press should be a float NumPy array")
-    return [finding("properties", not problems, 1, "; ".join(problems))]
+    return gate([finding("properties", not problems, 1, "; ".join(problems))],
+                differs(out, want, rtol=1e-6))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._framework import StudentError, call_student, finding, register
-from ._helpers import frozen_copies, is_plain_float, mutated, peak_memory_during
+from ._helpers import differs, frozen_copies, gate, is_plain_float, mutated, peak_memory_during
 
 EX = "two_nn_id"
 #: the largest traced allocation peak allowed for N = 3000 points (an N x N float64
@@ -74,14 +74,19 @@ def matches_reference(fn, rng):
           summary="duplicate points raise ValueError instead of returning inf or nan")
 def duplicates(fn, rng):
     X = _manifold(rng, 50, 2, 4)
+    # rejecting every input earns nothing: without the duplicate the estimate must be right
+    clean, _ = _call(fn, X)
+    wrong = differs(clean, _ref(X))
     X[17] = X[3]
     try:
         got, _ = _call(fn, X)
     except StudentError as exc:
         ok = str(exc).startswith("two_nn_id raised ValueError")
-        return [finding("duplicates", ok, 1,
-                        f"with a duplicated point your function failed with something other "
-                        f"than ValueError ({exc}); raise ValueError naming the problem.")]
+        return gate([finding("duplicates", ok, 1,
+                             f"with a duplicated point your function failed with something "
+                             f"other than ValueError ({exc}); raise ValueError naming the "
+                             "problem.")],
+                    wrong and f"the same 50 points without the duplicate: {wrong}")
     return [finding("duplicates", False, 1,
                     f"with two identical points you returned {got}: their r1 is 0, so "
                     "log(r2 / r1) is infinite and the estimate meaningless. Check for a zero "
@@ -97,11 +102,13 @@ def no_n_by_n_matrix(fn, rng):
         return [finding("no N x N matrix", False, 1,
                         f"on 3000 Gaussian points in R^3 you returned {got}, not a finite "
                         "number.")]
-    return [finding("no N x N matrix", peak <= PEAK_LIMIT, 1,
+    wrong = differs(got, _ref(X))
+    return gate([finding("no N x N matrix", peak <= PEAK_LIMIT, 1,
                     f"for 3000 points your function allocated {peak / 2**20:.0f} MB at "
                     "once: it builds all pairwise distances. On a million embeddings that "
                     "matrix needs terabytes; find the two nearest neighbours with a tree "
-                    "(scipy.spatial.cKDTree or sklearn.neighbors.NearestNeighbors) instead.")]
+                    "(scipy.spatial.cKDTree or sklearn.neighbors.NearestNeighbors) instead.")],
+                wrong and f"on the 3000 points: {wrong}")
 
 
 @register(f"{EX}/properties", points=1,
@@ -109,6 +116,7 @@ def no_n_by_n_matrix(fn, rng):
 def properties(fn, rng):
     X = _manifold(rng, 120, 3, 5)
     before = frozen_copies(X)
+    want = _ref(before[0].copy())
     out, _ = call_student(fn, X, what="two_nn_id")
     problems = []
     if mutated(before, [X], ["X"]):
@@ -121,4 +129,5 @@ def properties(fn, rng):
     if not abs(moved - base) <= 1e-7 * max(1.0, abs(base)):
         problems.append("rotating, scaling and translating the points changed the estimate; "
                         "ratios of Euclidean distances ignore all three")
-    return [finding("properties", not problems, 1, "; ".join(problems))]
+    return gate([finding("properties", not problems, 1, "; ".join(problems))],
+                differs(out, want))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._framework import StudentError, call_student, finding, register
-from ._helpers import frozen_copies, is_plain_float, mutated, unpack
+from ._helpers import differs, frozen_copies, gate, is_plain_float, mutated, unpack
 
 Z95 = 1.959963984540054
 
@@ -75,31 +75,60 @@ def wilson_matches_reference(fn, rng):
     return [finding("Wilson interval", True, 2, "")]
 
 
-@register("wilson_interval/extremes", points=2,
-          summary="k = 0 and k = n give lo = 0 and hi = 1 and an interval of positive width")
-def wilson_extremes(fn, rng):
-    n = int(rng.integers(5, 400))
+def _rounded_ends(n, z=Z95):
+    """The formula's ends at k = 0 and k = n, clipped to [0, 1] (what rounding leaves)."""
+    out = []
     for k in (0, n):
+        p = k / n
+        shrink = 1.0 + z * z / n
+        centre = (p + z * z / (2 * n)) / shrink
+        half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / shrink
+        out.append((max(0.0, centre - half), min(1.0, centre + half)))
+    return out
+
+
+#: n in 5 .. 399 where the clipped formula misses lo = 0.0 at k = 0, and where it misses
+#: hi = 1.0 at k = n (computed once; the check draws one n from each list on every seed)
+_INEXACT_LO = [n for n in range(5, 400) if _rounded_ends(n)[0][0] != 0.0]
+_INEXACT_HI = [n for n in range(5, 400) if _rounded_ends(n)[1][1] != 1.0]
+
+
+@register("wilson_interval/extremes", points=2,
+          summary="k = 0 gives exactly lo = 0.0 and k = n exactly hi = 1.0, with positive width")
+def wilson_extremes(fn, rng):
+    # both n are drawn where floating-point rounding of the formula (even clipped to
+    # [0, 1]) leaves 5.6e-17 or 0.9999999999999999, so the exact ends are tested every time
+    cases = [(0, int(rng.choice(_INEXACT_LO))), None]
+    n_hi = int(rng.choice(_INEXACT_HI))
+    cases[1] = (n_hi, n_hi)
+    out = []
+    for k, n in cases:
         want = _wilson(k, n)
-        out, _ = call_student(fn, k, n, what="wilson_interval")
-        lo, hi = _floats(out, 2, "wilson_interval")
+        res, _ = call_student(fn, k, n, what="wilson_interval")
+        lo, hi = _floats(res, 2, "wilson_interval")
+        name = f"k = {'0' if k == 0 else 'n'}"
         if not (np.isfinite(lo) and np.isfinite(hi)):
-            return [finding("k = 0 and k = n", False, 2,
-                            f"wilson_interval({k}, {n}) returned ({lo}, {hi}): no NaN or inf "
-                            "at the extremes.")]
-        ok = (0.0 <= lo <= hi <= 1.0 and abs(lo - want[0]) < 1e-12
-              and abs(hi - want[1]) < 1e-12)
-        if not ok:
-            msg = (f"wilson_interval({k}, {n}) returned ({lo:.6g}, {hi:.6g}); expected "
-                   f"({want[0]:.6g}, {want[1]:.6g}).")
-            if hi - lo < 1e-12:
-                msg += (" An interval of zero width claims certainty after finitely many "
-                        "trials: that is the Wald interval's failure at k = 0 and k = n, "
-                        "which the Wilson interval avoids.")
-            elif lo < 0 or hi > 1:
-                msg += " Clip the rounding so that the interval stays inside [0, 1]."
-            return [finding("k = 0 and k = n", False, 2, msg)]
-    return [finding("k = 0 and k = n", True, 2, "")]
+            out.append(finding(name, False, 1,
+                               f"wilson_interval({k}, {n}) returned ({lo}, {hi}): no NaN or "
+                               "inf at the extremes."))
+            continue
+        end, exact = (lo, 0.0) if k == 0 else (hi, 1.0)
+        other, other_want = (hi, want[1]) if k == 0 else (lo, want[0])
+        ok = end == exact and abs(other - other_want) < 1e-12
+        msg = (f"wilson_interval({k}, {n}) returned ({lo!r}, {hi!r}); expected "
+               f"({want[0]!r}, {want[1]!r}).")
+        if hi - lo < 1e-12:
+            msg += (" An interval of zero width claims certainty after finitely many "
+                    "trials: that is the Wald interval's failure at k = 0 and k = n, which "
+                    "the Wilson interval avoids.")
+        elif end != exact and abs(end - exact) < 1e-12:
+            msg += (f" The {'lower' if k == 0 else 'upper'} end must be exactly {exact}: "
+                    f"rounding leaves {end!r}, which clipping to [0, 1] does not remove. "
+                    f"Return {exact} for that end when k = {'0' if k == 0 else 'n'}.")
+        elif end < 0 or end > 1:
+            msg += " The interval must stay inside [0, 1]."
+        out.append(finding(name, ok, 1, msg))
+    return out
 
 
 # ---------------------------------------------------------------------------- McNemar
@@ -109,6 +138,13 @@ def _mcnemar(a, b):
     from repeval_ref import mcnemar_exact
 
     return mcnemar_exact(a, b)
+
+
+def _one_sided(n01, n10):
+    """P(X <= min(n01, n10)) for X ~ Binomial(n01 + n10, 1/2): the tail without the 2."""
+    from scipy import stats
+
+    return float(stats.binom.cdf(min(n01, n10), n01 + n10, 0.5))
 
 
 def _pairs(rng, n, p_a=0.7, p_b=0.75, rho=0.6):
@@ -133,6 +169,10 @@ def mcnemar_matches_reference(fn, rng):
                    f"min(1, 2 P(X <= {min(n01, n10)})) with X ~ Binomial({n01 + n10}, 1/2).")
             if p > 1:
                 msg += " A p-value cannot exceed 1: take min(1, ...)."
+            elif abs(p - _one_sided(n01, n10)) <= 1e-9:
+                msg += (f" Your value is the one-sided tail P(X <= {min(n01, n10)}) = "
+                        f"{_one_sided(n01, n10):.6g}. The test is two-sided: multiply the "
+                        "tail by 2 (then cap at 1).")
             return [finding("exact McNemar", False, 2, msg)]
     return [finding("exact McNemar", True, 2, "")]
 
@@ -160,9 +200,22 @@ def mcnemar_no_discordant(fn, rng):
     b[i], b[j] = 0, 1                     # one discordant pair each way
     out, _ = call_student(fn, a.copy(), b, what="mcnemar_exact")
     p = _float(out, "mcnemar_exact")
-    return [finding("no discordant pairs", p == 1.0, 1,
-                    f"with n01 = n10 = 1 you returned {p}; 2 P(X <= 1) = 1.5 for "
-                    "X ~ Binomial(2, 1/2), and the p-value is capped at 1.0.")]
+    if p == 0.75:
+        why = (f"with n01 = n10 = 1 you returned {p} = P(X <= 1) for X ~ Binomial(2, 1/2), "
+               "the one-sided tail. The two-sided p-value doubles it: 2 P(X <= 1) = 1.5, "
+               "which min(1, ...) caps at 1.0. Multiply the tail by 2.")
+    elif p > 1:
+        why = (f"with n01 = n10 = 1 you returned {p}; 2 P(X <= 1) = 1.5 for "
+               "X ~ Binomial(2, 1/2), and a p-value cannot exceed 1: take min(1, ...).")
+    else:
+        why = (f"with n01 = n10 = 1 you returned {p}; the two-sided exact p-value is "
+               "min(1, 2 P(X <= 1)) = 1.0 for X ~ Binomial(2, 1/2).")
+    # a constant 1.0 earns nothing: random discordant pairs must give the exact p-value
+    a2, b2 = _pairs(rng, 60)
+    res, _ = call_student(fn, a2.copy(), b2.copy(), what="mcnemar_exact")
+    wrong = differs(_float(res, "mcnemar_exact"), _mcnemar(a2, b2))
+    return gate([finding("no discordant pairs", p == 1.0, 1, why)],
+                wrong and f"on 60 random paired outcomes, the p-value: {wrong}")
 
 
 # -------------------------------------------------------------------- paired bootstrap
@@ -212,14 +265,16 @@ def bootstrap_single_call(fn, rng):
     want = np.random.default_rng(seed)
     _bootstrap(a, b, 400, want)          # the reference makes exactly that one call
     gen = np.random.default_rng(seed)
-    _boot_call(fn, a, b, 400, gen)
+    got = _boot_call(fn, a, b, 400, gen)
     ok = gen.bit_generator.state == want.bit_generator.state
-    return [finding("one multinomial call", ok, 1,
+    wrong = differs(got, list(_bootstrap(a, b, 400, np.random.default_rng(seed))))
+    return gate([finding("one multinomial call", ok, 1,
                     "after your function the generator is not where one call "
                     "rng.multinomial(n, cell_fractions, size=n_boot) leaves it. Resampling "
                     "n images with replacement only changes the four cell counts, so one "
                     "multinomial draw of shape (n_boot, 4) gives every replicate at once; "
-                    "do not loop over replicates with rng.integers or rng.choice.")]
+                    "do not loop over replicates with rng.integers or rng.choice.")],
+                wrong and f"(gain, lo, hi): {wrong}")
 
 
 @register("paired_bootstrap_ci/properties", points=1,
@@ -243,4 +298,6 @@ def bootstrap_properties(fn, rng):
     if any(abs(float(x) - w) > 1e-12 for x, w in zip(items, ints)):
         problems.append("boolean inputs (True = correct) must give the same result as 0/1 "
                         "inputs")
-    return [finding("properties", not problems, 1, "; ".join(problems))]
+    wrong = differs(ints, list(_bootstrap(a, b, 200, np.random.default_rng(1))))
+    return gate([finding("properties", not problems, 1, "; ".join(problems))],
+                wrong and f"(gain, lo, hi): {wrong}")

@@ -24,8 +24,12 @@ number of neighbours `k >= 1`, a temperature `tau > 0`, and `n_classes`.
 
 1. Divide every row of both `train_h` and `test_h` by its Euclidean length, so that one
    matrix product gives all cosine similarities $s_i$ between the query and the bank.
-2. Keep the `k` largest similarities of the row (`np.argpartition` finds them without a
-   full sort). When `k` is larger than `n_train`, every stored feature is a neighbour.
+2. Keep the `k` largest similarities of the row. When several stored features share the
+   similarity at the `k`-th place, keep the ones with the smaller index (the rule of
+   `repeval_ref.knn_classify`): a stable sort, `np.argsort(-sims, axis=1,
+   kind="stable")[:, :k]`, does exactly that, whereas `np.argpartition` picks arbitrarily
+   among equal values. When `k` is larger than `n_train`, every stored feature is a
+   neighbour.
 3. Each kept neighbour adds $e^{s_i/\tau}$ to the total of its class. Predict the class
    with the largest total; when two totals are exactly equal, predict the smaller label.
 
@@ -55,10 +59,8 @@ def knn_classify(train_h: np.ndarray, train_y: np.ndarray, test_h: np.ndarray,
     queries = queries / np.linalg.norm(queries, axis=1, keepdims=True)
     sims = queries @ bank.T                                   # (n_test, n_train)
     kk = min(int(k), bank.shape[0])
-    if kk < bank.shape[0]:
-        nbr = np.argpartition(-sims, kk - 1, axis=1)[:, :kk]  # (n_test, kk)
-    else:
-        nbr = np.broadcast_to(np.arange(bank.shape[0]), (len(queries), kk))
+    # stable: among equal similarities the smaller training index comes first
+    nbr = np.argsort(-sims, axis=1, kind="stable")[:, :kk]   # (n_test, kk)
     s = np.take_along_axis(sims, nbr, axis=1)
     weights = np.exp((s - s.max(axis=1, keepdims=True)) / tau)  # every exponent <= 0
     votes = np.zeros((len(queries), n_classes))
@@ -97,5 +99,6 @@ HIDDEN = [
     "knn_classify/small_tau",
     "knn_classify/k_larger_than_bank",
     "knn_classify/ties",
+    "knn_classify/ties_at_kth",
     "knn_classify/properties",
 ]

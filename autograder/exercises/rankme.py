@@ -9,8 +9,9 @@ CHAPTER_TITLE = "Label-free checks: RankMe and intrinsic dimension"
 
 STATEMENT = r"""
 Without labels you cannot probe a representation, but you can still see whether it has
-collapsed. RankMe (Garrido et al. 2023) counts how many directions carry the spread of
-the embeddings, through the entropy of the singular-value spectrum. Write
+collapsed. RankMe (Garrido et al. 2023) measures the entropy of the singular-value
+spectrum: its exponential is the number of equally strong directions that would spread
+the embeddings as much. Write
 
 ```python
 rankme(Z, center=False, eps=1e-7)

@@ -117,5 +117,6 @@ HIDDEN = [
     "retrieval_metrics/recall_is_fraction",
     "retrieval_metrics/ties_by_index",
     "retrieval_metrics/queries_without_relevant",
+    "retrieval_metrics/fewer_relevant_than_k",
     "retrieval_metrics/properties",
 ]

@@ -24,8 +24,10 @@ $$\text{centre} = \frac{p + z^2/(2n)}{1 + z^2/n}, \qquad
 \text{half} = \frac{z\sqrt{p(1-p)/n + z^2/(4n^2)}}{1 + z^2/n},$$
 and `(lo, hi) = (centre - half, centre + half)`. Unlike $p \pm z\sqrt{p(1-p)/n}$ it
 never collapses to a single point: at $k = 0$ it must return exactly `lo = 0.0` with a
-positive `hi`, and at $k = n$ exactly `hi = 1.0`. Keep the interval inside $[0, 1]$
-(clip the rounding).
+positive `hi`, and at $k = n$ exactly `hi = 1.0`. In floating point the formula misses
+these ends by a rounding error (for $n = 7$, `lo` comes out as `5.55e-17`; for $n = 10$,
+`hi` as `0.9999999999999999`), and clipping to $[0, 1]$ does not remove that: return
+`0.0` and `1.0` for those two ends explicitly.
 
 ### 2. `mcnemar_exact(a_correct, b_correct)` returns a p-value
 
