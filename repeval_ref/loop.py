@@ -37,6 +37,7 @@ Examples::
 
     python -m repeval_ref.loop
     python -m repeval_ref.loop --grid --cache-dir /tmp/feats
+    python -m repeval_ref.loop --save-features feats && repeval report feats
     python -m repeval_ref.loop --backbone torchvision:resnet50 --weights resnet50.pth --data /data/pets
     python -m repeval_ref.loop --backbone zoo:efficientnet_lite0 --data fashion-mnist --limit 2000
 """
@@ -83,6 +84,9 @@ def _parse(argv):
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--grid", action="store_true", help="also train a DINOv2-style probe grid at once")
     p.add_argument("--cache-dir", default=None, help="cache extracted features here (memory-mapped .npy)")
+    p.add_argument("--save-features", default=None, metavar="DIR",
+                   help="write the frozen features with their labels to DIR/train.npz and DIR/test.npz, "
+                        "the layout `repeval report DIR` reads")
     p.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--progress", action="store_true", help="progress bars (needs tqdm)")
@@ -292,6 +296,12 @@ def _main(args):
         h_train, h_test = torch.from_numpy(f_train.view(1, "flat")), torch.from_numpy(f_test.view(1, "flat"))
         y_train, y_test = f_train.labels, f_test.labels
     log(f"features: train {tuple(h_train.shape)}, test {tuple(h_test.shape)}")
+    if args.save_features is not None:
+        _save_features(args.save_features, h_train, y_train, h_test, y_test, log)
+    elif args.cache_dir is not None:
+        from repeval_ref.torch.extract import _safe
+
+        log(f"evaluate these features: repeval report {os.path.join(args.cache_dir, _safe(args.backbone))}")
 
     probe = train_probe(h_train, y_train, n_classes, epochs=args.probe_epochs, lr=args.lr,
                         batch_size=args.batch_size, seed=args.seed)
@@ -320,6 +330,18 @@ def _main(args):
     restored = not state_diff(encoder, snapshot)
     log(f"(the encoder was restored after that demonstration: {restored})")
     return 0 if restored else 1
+
+
+def _save_features(folder, h_train, y_train, h_test, y_test, log):
+    """Write ``folder/train.npz`` and ``folder/test.npz`` (arrays ``features``, ``labels``)."""
+    os.makedirs(folder, exist_ok=True)
+    for name, h, y in (("train", h_train, y_train), ("test", h_test, y_test)):
+        tmp = os.path.join(folder, f".{name}.tmp.npz")
+        np.savez(tmp, features=np.asarray(h.detach().cpu() if hasattr(h, "detach") else h),
+                 labels=np.asarray(y, dtype=np.int64))
+        os.replace(tmp, os.path.join(folder, f"{name}.npz"))
+    log(f"features written to {os.path.join(folder, 'train.npz')} and test.npz; "
+        f"evaluate them: repeval report {folder}")
 
 
 def _run_grid(args, encoder, train, test, n_classes, data_name, device):
