@@ -4,15 +4,41 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
+STUDENT_STAMP := $(VENV)/.student-stamp
 
-.PHONY: venv data test book bench bench-class clean
-
-$(STAMP): pyproject.toml constraints.txt
+# TORCH=cpu takes torch from PyTorch's CPU wheel index instead of PyPI, whose Linux wheel is
+# the multi-GB CUDA build: `make venv TORCH=cpu` (or `make venv-student TORCH=cpu`) on a
+# fresh clone. Only torch (and what it needs) comes from that index, pinned by
+# constraints.txt like everything else. Leave it empty where pip already finds a CPU wheel
+# (the course machines). conda users: environment.yml (pytorch channel, cpuonly).
+TORCH       ?=
+TORCH_INDEX := https://download.pytorch.org/whl/cpu
+ifneq ($(filter-out cpu,$(TORCH)),)
+$(error TORCH must be empty or cpu, got "$(TORCH)")
+endif
+define make_venv
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(if $(TORCH),$(PY) -m pip install --quiet -c constraints.txt --index-url $(TORCH_INDEX) torch)
+endef
+
+.PHONY: venv venv-student data test book bench bench-class clean axe publish
+
+# Everything: the package and the book, grading, test and benchmark tool chains.
+$(STAMP): pyproject.toml constraints.txt
+	$(make_venv)
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[book,grading,dev,bench,zoo]"
-	touch $(STAMP)
+	touch $(STAMP) $(STUDENT_STAMP)
 
 venv: $(STAMP)
+
+# Students who only check their exercises: the package and nbgrader (the grading extra);
+# no book tool chain, no test or benchmark libraries. `make check` needs no more than this.
+$(STUDENT_STAMP): pyproject.toml constraints.txt
+	$(make_venv)
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[grading]"
+	touch $(STUDENT_STAMP)
+
+venv-student: $(STUDENT_STAMP)
 
 # Fashion-MNIST: the four gzipped idx files of Debian's dataset-fashion-mnist, read from
 # $REPEVAL_DATA when set, else from where the package puts them. When they are missing,
@@ -42,8 +68,18 @@ data:
 	fi
 
 # The suite includes the browser test of the built book, so the book is built first.
-test: $(STAMP) data book
+test: $(STAMP) data book axe
 	$(PY) -m pytest -q
+
+# axe-core (Deque's accessibility rule engine, MPL-2.0) for the browser test of the built
+# book, from the npm registry into .node/ (ignored by git); needs node and npm.
+AXE_VERSION := 4.14.1
+AXE_JS      := .node/node_modules/axe-core/axe.min.js
+
+$(AXE_JS):
+	npm install --prefix .node --no-save --no-package-lock --no-audit --no-fund axe-core@$(AXE_VERSION)
+
+axe: $(AXE_JS)
 
 # Executes every chapter (cached in _build/.jupyter_cache: an unchanged rebuild only
 # re-renders) and writes _build/html. Any cell error or Sphinx warning fails the build;
@@ -67,9 +103,16 @@ bench-class: $(STAMP)
 clean:
 	rm -rf _build
 
+# Publish the built book to the gh-pages branch of the repository (ghp-import, from the book
+# extra). The Colab buttons open _sources/<chapter>.ipynb on that branch (see
+# _ext/repeval_book.py; the branch is repeval_pages_branch in _config.yml).
+publish: book
+	$(VENV)/bin/ghp-import -n -p -f -b gh-pages _build/html
+
 # ---------------------------------------------------------------------------------------
 # Exercises and grading (autograder/; nbgrader 0.9). See book/instructors.md.
 #   make check NB=exercises/knn/knn_classify.ipynb          student: visible tests + validate
+#   make check NB=exercises/knn/knn_classify.ipynb HIDDEN=1 ... and the hidden checks (isolated)
 #   make exercises                                          specs -> solutions/ -> exercises/
 #   make roster ROSTER=students.csv                         bulk-import the class
 #   make grade SUBMISSIONS=submissions/ GRADES=grades.csv   collect, autograde, feedback, export
@@ -85,12 +128,13 @@ GRADES      ?= grades.csv
 ROSTER      ?= roster.csv
 WORKERS     ?= 1
 NB          ?=
+HIDDEN      ?=
 
 .PHONY: check exercises release-exercises course roster collect autograde feedback grades grade
 
-check: $(STAMP)
+check: $(STUDENT_STAMP)
 	@test -n "$(NB)" || { echo "usage: make check NB=exercises/<chapter>/<name>.ipynb"; exit 2; }
-	$(AUTOGRADER) check $(NB)
+	$(AUTOGRADER) check $(if $(HIDDEN),--hidden) $(NB)
 
 exercises: $(STAMP)
 	$(AUTOGRADER) build

@@ -328,6 +328,48 @@ def test_student_check_command(tmp_path):
     assert "NameError" not in out.stdout
 
 
+def test_student_check_names_the_failed_test_edited_cells_and_the_score(tmp_path):
+    """A failed visible test is named (its comment, line, condition and message), edited
+    read-only cells are named, a score line is printed, the kernel's TCP warning is not;
+    --hidden adds the hidden checks' points to the total."""
+    import subprocess
+
+    spec = load("wilson_interval")
+    code = solution_source(spec).replace(
+        "lo = 0.0 if k == 0 else max(0.0, centre - half)", "lo = centre - half + 0.001")
+    wrong = tmp_path / "wrong" / "wilson_interval.ipynb"
+    _write(_with_code(spec, code), wrong)
+    cmd = [sys.executable, "-m", "autograder", "--timeout", "60", "check"]
+    out = subprocess.run(cmd + ["--hidden", str(wrong)], capture_output=True, text=True)
+    assert out.returncode == 1
+    text = out.stdout
+    assert "FAILED: the visible tests (cell wilson_interval_visible_tests)" in text, text
+    assert "test: Wilson: 80 right out of 100" in text
+    assert "line 5: assert abs(lo - 0.7111708)" in text
+    assert "expected: abs(lo - 0.7111708) < 1e-6 and abs(hi - 0.8666331) < 1e-6" in text
+    assert "message: 80 of 100: expected (0.7111708, 0.8666331)" in text
+    assert "the test cell starting with" not in text
+    hidden = sum(check_points(c) for c in spec.HIDDEN)
+    score = re.search(r"SCORE: visible tests 0 / 2; hidden checks ([\d.]+) / ([\d.]+); "
+                      r"total ([\d.]+) / ([\d.]+) points", text)
+    assert score, text
+    assert float(score.group(2)) == hidden and float(score.group(4)) == hidden + 2
+    assert 0 < float(score.group(1)) < hidden and score.group(1) == score.group(3)
+    assert "without encryption" not in out.stdout + out.stderr
+
+    edited = tmp_path / "edited" / "wilson_interval.ipynb"
+    nb = _with_code(spec, solution_source(spec))
+    statement = next(c for c in nb.cells
+                     if c.metadata["nbgrader"].get("grade_id") == "wilson_interval_statement")
+    statement.source += "\n\nmy own notes"
+    _write(nb, edited)
+    out = subprocess.run(cmd + [str(edited)], capture_output=True, text=True)
+    assert out.returncode == 1
+    assert "1 read-only cell(s) were edited: the statement (cell wilson_interval_statement" \
+        in out.stdout, out.stdout
+    assert "SCORE: visible tests: not run" in out.stdout
+
+
 def test_zip_of_garbage_does_not_stop_collection(tmp_path):
     course = Course(tmp_path / "course", log=lambda *a: None)
     (course.root / "exercises" / "knn").mkdir(parents=True)

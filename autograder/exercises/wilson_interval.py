@@ -103,7 +103,8 @@ VISIBLE_TESTS = r'''import numpy as np
 
 # Wilson: 80 right out of 100 (statsmodels' proportion_confint(method="wilson") agrees)
 lo, hi = wilson_interval(80, 100)
-assert abs(lo - 0.7111708) < 1e-6 and abs(hi - 0.8666331) < 1e-6, f"got {(lo, hi)}"
+assert abs(lo - 0.7111708) < 1e-6 and abs(hi - 0.8666331) < 1e-6, \
+    f"80 of 100: expected (0.7111708, 0.8666331), got {(lo, hi)}"
 lo, hi = wilson_interval(0, 10)
 assert lo == 0.0 and hi > 0.2, "at k = 0 the interval is [0, something positive]"
 
