@@ -331,3 +331,202 @@ def test_page_renders_in_chromium(site, browser, page):
         out = SCREENSHOTS / f"{Path(page).name}.png"
         out.write_bytes(base64.b64decode(shot["data"]))
         assert out.stat().st_size > 10_000, "the screenshot is suspiciously small"
+
+
+# --------------------------------------------------------------------------- layout and accessibility
+#: Widths a reader brings: a phone (390 CSS px, mobile emulation) and a laptop (1280 px).
+WIDTHS = {"phone": (390, 844, True), "laptop": (1280, 800, False)}
+
+
+def _set_width(browser: DevTools, name: str) -> int:
+    width, height, mobile = WIDTHS[name]
+    browser.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
+                 deviceScaleFactor=1, mobile=mobile)
+    return width
+
+
+# Elements wider than the box that clips them: each must sit in a box that scrolls
+# (overflow-x auto/scroll), never in one that hides the rest (overflow hidden/clip) and never
+# in none at all (then the page itself widens).
+_OVERFLOW = """
+(() => {
+  const vw = window.innerWidth;
+  const out = {scroll_width: document.documentElement.scrollWidth, inner_width: vw,
+               client_width: document.documentElement.clientWidth, lost: [], widening: []};
+  const name = (el) => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') +
+      (el.className && typeof el.className === 'string'
+          ? '.' + el.className.trim().split(/\\s+/).slice(0, 2).join('.') : '');
+  const main = document.querySelector('article') || document.querySelector('main') || document.body;
+  for (const el of main.querySelectorAll('table, mjx-container, img, svg, pre, .math, iframe')) {
+    const r = el.getBoundingClientRect();
+    if (r.width === 0) continue;
+    let box = el.parentElement, clip = null;
+    while (box && box !== document.documentElement) {
+      const ox = getComputedStyle(box).overflowX;
+      if (ox !== 'visible') { clip = [box, ox]; break; }
+      box = box.parentElement;
+    }
+    if (clip) {
+      const cr = clip[0].getBoundingClientRect();
+      if (r.right > cr.right + 1 && !['auto', 'scroll'].includes(clip[1])) {
+        out.lost.push(name(el) + ' (' + Math.round(r.width) + ' px) in ' + name(clip[0]) +
+                      ' overflow-x:' + clip[1]);
+      }
+      if (cr.right > vw + 1) out.widening.push(name(clip[0]) + ' right=' + Math.round(cr.right));
+    } else if (r.right > vw + 1) {
+      out.widening.push(name(el) + ' right=' + Math.round(r.right));
+    }
+  }
+  out.widening = out.widening.slice(0, 8);
+  out.lost = out.lost.slice(0, 8);
+  return out;
+})()
+"""
+
+
+# _static/repeval.js marks inline formulas too wide for their line once MathJax is done and then
+# sets <html data-repeval-layout="done">; wait for it (and one more frame) before measuring.
+_WAIT_LAYOUT = """
+new Promise((resolve) => {
+  const t0 = Date.now();
+  (function poll() {
+    if (document.documentElement.dataset.repevalLayout === 'done' || Date.now() - t0 > 20000) {
+      requestAnimationFrame(() => resolve(document.documentElement.dataset.repevalLayout || null));
+    } else { setTimeout(poll, 50); }
+  })();
+})
+"""
+
+
+@pytest.mark.parametrize("width", list(WIDTHS))
+@pytest.mark.parametrize("page", toc_pages())
+def test_page_fits_the_screen(site, browser, page, width):
+    """No page is wider than the screen: equations, tables and figures that do not fit
+    scroll inside their own box (or shrink, for figures), and nothing is cut off."""
+    px = _set_width(browser, width)
+    try:
+        _load(browser, f"{site}/{page}.html")
+        browser.evaluate(_WAIT_LAYOUT, await_promise=True)
+        info = browser.evaluate(_OVERFLOW)
+    finally:  # back to the window the other tests use
+        browser.call("Emulation.setDeviceMetricsOverride", width=1280, height=1600,
+                     deviceScaleFactor=1, mobile=False)
+    assert info["scroll_width"] <= px + 1, (
+        f"{page} at {px} px: the page is {info['scroll_width']} px wide; "
+        f"too wide: {info['widening']}")
+    assert not info["lost"], f"{page} at {px} px: content cut off by its box: {info['lost']}"
+
+
+AXE = Path(os.environ.get("REPEVAL_AXE_JS",
+                          ROOT / ".node" / "node_modules" / "axe-core" / "axe.min.js"))
+
+_AXE_RUN = """
+axe.run(document, {resultTypes: ['violations']}).then((r) => r.violations.map((v) => ({
+  id: v.id, impact: v.impact, help: v.help, n: v.nodes.length,
+  targets: v.nodes.slice(0, 3).map((n) => n.target.join(' '))})))
+"""
+
+
+@pytest.fixture(scope="module")
+def axe_source() -> str:
+    if not AXE.exists():
+        _missing(f"axe-core is not installed ({AXE} missing); run `make axe`")
+    return AXE.read_text()
+
+
+@pytest.mark.parametrize("page", toc_pages())
+def test_page_has_no_serious_accessibility_violation(site, browser, axe_source, page):
+    """axe-core (Deque's rule engine, the one browsers' audit tools use) finds no violation of
+    serious or critical impact on the rendered page."""
+    _load(browser, f"{site}/{page}.html")
+    browser.evaluate(axe_source)
+    violations = browser.evaluate(_AXE_RUN, await_promise=True)
+    bad = [v for v in violations if v["impact"] in ("serious", "critical")]
+    assert not bad, f"{page}: " + "; ".join(
+        f"{v['id']} ({v['impact']}, {v['n']}x: {v['help']}) e.g. {v['targets']}" for v in bad)
+
+
+# --------------------------------------------------------------------------- interactive figures
+def _pages_with_interactive_figures() -> list[str]:
+    return [p for p in toc_pages() if (HTML / f"{p}.html").exists()
+            and 'class="repeval-interactive"' in (HTML / f"{p}.html").read_text(errors="replace")]
+
+
+# Sets control `c` of figure `f` to value index `v` the way a reader would (a click on a radio
+# button, a slider moved, an option picked), waits for Plotly's redraw and returns the frame key
+# and a fingerprint of what is drawn (the plot's SVG, the heatmap image included, and the note).
+_MOVE = """
+(async (f, c, v) => {
+  const root = document.querySelectorAll('.repeval-interactive')[f];
+  const els = root.querySelectorAll('[data-control="' + c + '"]');
+  if (els[0].type === 'radio') {
+    els[v].click();
+  } else {
+    els[0].value = String(v);
+    els[0].dispatchEvent(new Event(els[0].type === 'range' ? 'input' : 'change', {bubbles: true}));
+  }
+  if (root.repevalPending) await root.repevalPending;
+  await new Promise((r) => requestAnimationFrame(() => r()));
+  const text = root.querySelector('.repeval-plot').innerHTML + root.querySelector('.repeval-note').innerHTML;
+  let h = 0;
+  for (let i = 0; i < text.length; i++) h = (h * 31 + text.charCodeAt(i)) | 0;
+  return {frame: root.dataset.frame, drawn: h + ':' + text.length};
+})(%d, %d, %d)
+"""
+
+_FIGURES = """
+new Promise((resolve) => {
+  const t0 = Date.now();
+  (function poll() {
+    const figs = Array.from(document.querySelectorAll('.repeval-interactive'));
+    if (figs.every((f) => f.dataset.ready === '1') || Date.now() - t0 > 30000) {
+      resolve(figs.map((f) => ({
+        ready: f.dataset.ready === '1', frame: f.dataset.frame,
+        controls: Array.from({length: Number(f.dataset.controls)}, (_, c) => {
+          const els = f.querySelectorAll('[data-control="' + c + '"]');
+          return els[0].type === 'radio' ? els.length
+               : els[0].tagName === 'SELECT' ? els[0].options.length : Number(els[0].max) + 1;
+        })})));
+    } else { setTimeout(poll, 100); }
+  })();
+})
+"""
+
+
+def test_interactive_figures_respond_and_stay_offline(site, browser):
+    """Every interactive figure draws, each of its controls changes what is drawn, the frame
+    follows the controls, and neither the page nor the figure requests anything outside the
+    book (plotly.js comes from the book's _static folder)."""
+    pages = _pages_with_interactive_figures()
+    assert "book/protocols" in pages, "the protocols chapter has no interactive figure"
+    for page in pages:
+        info = _load(browser, f"{site}/{page}.html")
+        figures = browser.evaluate(_FIGURES, await_promise=True)
+        assert figures, f"{page}: no interactive figure found in the rendered page"
+        for f, fig in enumerate(figures):
+            assert fig["ready"], f"{page}: figure {f} did not draw (plotly.js missing?)"
+            state = [int(i) for i in fig["frame"].split(",")]
+            for c, n_values in enumerate(fig["controls"]):
+                assert n_values >= 2, f"{page}: control {c} of figure {f} offers one value"
+                drawn = set()
+                for v in [*range(n_values), state[c]]:
+                    out = browser.evaluate(_MOVE % (f, c, v), await_promise=True)
+                    expected = state.copy()
+                    expected[c] = v
+                    assert out["frame"] == ",".join(map(str, expected)), \
+                        f"{page}: figure {f}, control {c} set to {v}, frame shown {out['frame']}"
+                    drawn.add(out["drawn"])
+                assert len(drawn) >= 2, f"{page}: moving control {c} of figure {f} changed nothing"
+        scripts = browser.evaluate(
+            "Array.from(document.scripts).map((s) => s.src).filter((s) => /plotly/i.test(s))")
+        assert scripts and all(s.startswith(site + "/_static/plotly/") for s in scripts), \
+            f"{page}: plotly.js not loaded from the book's _static folder: {scripts}"
+        resources = browser.evaluate(
+            "performance.getEntriesByType('resource').map((e) => e.name)")
+        outside = [u for u in resources if not (u.startswith(site + "/") or u.startswith("data:")
+                                                or u.startswith("blob:"))]
+        requested = [ev["params"]["request"]["url"] for ev in browser.events
+                     if ev.get("method") == "Network.requestWillBeSent"]
+        outside += [u for u in requested if re.match(r"https?://", u) and not u.startswith(site + "/")]
+        assert not outside and not info["external_requests"], \
+            f"{page}: requests outside the book: {sorted(set(outside))[:5]}"

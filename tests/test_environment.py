@@ -3,6 +3,11 @@ install pins (constraints.txt) stay out of the metadata users install."""
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+
+import pytest
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -35,7 +40,7 @@ def _environment_requirements() -> dict[str, str]:
         if not m:
             continue
         item = m.group(1).split("#")[0].strip()
-        if item.endswith(":") or item.startswith("-e") or item == "pip":
+        if item.endswith(":") or item.startswith("-") or item == "pip":   # -e ., --extra-index-url
             continue
         name = _name(item)
         if name == "python":
@@ -83,3 +88,56 @@ def test_top_level_exports_resolve():
         if not (path.with_suffix(".py").exists() or (path / "__init__.py").exists()):
             raise AssertionError(f"{name} maps to missing module repeval_ref.{module}")
         assert callable(getattr(repeval_ref, name)), name
+
+
+# --------------------------------------------------------------------------- install variants
+def _dry_run(*args: str) -> subprocess.CompletedProcess:
+    """`make -n -B ARGS`: the commands make would run, whatever is installed already."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    return subprocess.run(["make", "-n", "-B", *args], cwd=ROOT, capture_output=True, text=True)
+
+
+def _pip_lines(out: str) -> list[str]:
+    return [ln for ln in out.splitlines() if "pip install" in ln]
+
+
+def test_cpu_torch_comes_from_the_pytorch_cpu_index_only_when_asked():
+    makefile = (ROOT / "Makefile").read_text()
+    index = re.search(r"^TORCH_INDEX\s*:=\s*(\S+)", makefile, flags=re.M).group(1)
+    assert index == "https://download.pytorch.org/whl/cpu"
+    for target in ("venv", "venv-student"):
+        cpu = _pip_lines(_dry_run(target, "TORCH=cpu").stdout)
+        plain = _pip_lines(_dry_run(target).stdout)
+        # with TORCH=cpu: torch alone from the CPU index, first, pinned by the constraints
+        assert f"--index-url {index}" in cpu[0] and cpu[0].split()[-1] == "torch"
+        assert "-c constraints.txt" in cpu[0] and len(cpu) == len(plain) + 1
+        assert cpu[1:] == plain and not any(index in ln for ln in plain)
+    bad = _dry_run("venv", "TORCH=cuda")
+    assert bad.returncode != 0 and "TORCH must be empty or cpu" in bad.stderr
+    # the conda file makes the same choice for pip's torch (Binder has no GPU)
+    env = (ROOT / "environment.yml").read_text()
+    assert re.search(rf"^\s*-\s+--extra-index-url {re.escape(index)}\s*$", env, flags=re.M)
+
+
+def test_student_install_is_the_package_and_grading_only():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert "grading" in extras and any(_name(r) == "nbgrader" for r in extras["grading"])
+    student = _pip_lines(_dry_run("venv-student").stdout)
+    assert len(student) == 1 and '-e ".[grading]"' in student[0] and "-c constraints.txt" in student[0]
+    full = _pip_lines(_dry_run("venv").stdout)
+    installed = re.search(r'"\.\[([^\]]*)\]"', full[-1]).group(1).split(",")
+    assert "grading" in installed and "book" in installed
+    # `make check` (what students run) needs only the student install, which the full one implies
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^check:\s*\$\(STUDENT_STAMP\)\s*$", makefile, flags=re.M)
+    full_rule = re.search(r"^\$\(STAMP\):.*\n((?:\t.*\n)+)", makefile, flags=re.M).group(1)
+    assert "$(STUDENT_STAMP)" in full_rule.splitlines()[-1] and "touch" in full_rule.splitlines()[-1]
+
+
+def test_install_variants_are_named_for_users():
+    readme = (ROOT / "README.md").read_text()
+    students = (ROOT / "book" / "students.md").read_text()
+    for text, where in ((readme, "README.md"), (students, "book/students.md")):
+        assert "make venv-student" in text, f"{where} does not name the light install"
+        assert "TORCH=cpu" in text, f"{where} does not name the CPU-only install"
