@@ -48,6 +48,8 @@ _EXPORTS = {
     "rankme": "labelfree",
     "two_nn_id": "labelfree",
     "retrieval_metrics": "retrieval",
+    "ranking_metrics": "retrieval",
+    "precision_at_k": "retrieval",
     "linear_cka": "similarity",
     "rbf_cka": "similarity",
     "hsic_unbiased": "similarity",

@@ -1,29 +1,44 @@
-"""Retrieval metrics for a labelled query set and corpus: recall@k, hit@k, nDCG@k, MRR, MAP.
+"""Retrieval metrics: recall@k, precision@k, hit@k, nDCG@k, MRR and MAP, with stated tie rules.
 
-Each query ranks the whole corpus by cosine similarity; a corpus item is relevant to a
-query when it carries the same label (seed 003, section 4, retrieval metrics).
+Two entry points share one ranking engine:
+
+* :func:`ranking_metrics` takes a score matrix and a matrix of (binary or graded) gains,
+  one row per query, and optionally a mask of items to leave out of a query's ranking
+  (the "junk" images of the revisited Oxford and Paris protocol, or the query itself);
+* :func:`retrieval_metrics` ranks a labelled corpus by cosine similarity to labelled
+  queries, an item being relevant when it carries the query's label (seed 003,
+  section 4), processed in blocks of queries so that memory stays bounded;
+* :func:`precision_at_k` is the per-query precision at one cutoff.
 
 Two quantities that are often confused are kept apart here:
 
-* ``recall@k`` is the fraction of *all* relevant corpus items found in the top k;
+* ``recall@k`` is the fraction of *all* relevant items found in the top k;
 * ``hit@k`` (trec_eval's ``success_k``) is 1 if *at least one* relevant item is in the
   top k. Code that calls ``relevance[:, :k].any()`` "recall@k" computes hit@k.
 
-The definitions follow trec_eval (``recall_k``, ``success_k``, ``ndcg_cut_k``,
-``recip_rank``, ``map``) for binary relevance, and the tests compare with it.
+The definitions follow trec_eval (``recall_k``, ``P_k``, ``success_k``, ``ndcg_cut_k``,
+``recip_rank``, ``map``), and the tests compare with it. Equal scores need a rule; three
+are offered (``ties=``): corpus index ascending (the default), index descending (what
+trec_eval does when document names sort like the indices), and the average over every
+order of the tied items (the tie-aware measures of McSherry and Najork 2008; for nDCG it
+is the tie-averaged DCG of scikit-learn's ``ndcg_score`` and torchmetrics). The chapter
+is ``book/retrieval.md``.
 """
 from __future__ import annotations
 
 import numbers
 
 import numpy as np
+from scipy.special import gammaln
 
 from ._validation import as_float_array, as_labels, check_int, unit_rows
 
-__all__ = ["retrieval_metrics"]
+__all__ = ["retrieval_metrics", "ranking_metrics", "precision_at_k"]
 
-# Upper bound on the number of similarity entries held at once (query block x corpus).
+# Upper bound on the number of score entries ranked at once (query block x items).
 _BLOCK_ENTRIES = 1 << 21
+
+TIES = ("index", "reverse_index", "average")
 
 
 def _check_ks(ks):
@@ -41,67 +56,327 @@ def _check_ks(ks):
     return tuple(check_int(k, "ks", minimum=1) for k in ks)
 
 
-def _ranked_relevance(sims, query_y, corpus_y):
-    """Relevance (0/1) of the corpus items in ranked order, one row per query.
-
-    Sorting is by descending similarity; equal similarities keep the corpus order
-    (a stable sort of the negated scores), so ties are broken by index ascending.
-    """
-    order = np.argsort(-sims, axis=1, kind="stable")
-    return corpus_y[order] == query_y[:, None]
+def _check_ties(ties):
+    if not isinstance(ties, str) or ties not in TIES:
+        raise ValueError(f"ties must be one of {', '.join(map(repr, TIES))}; got {ties!r}")
+    return ties
 
 
-def _block_sums(rel, ks, discounts, ideal_cum):
-    """Per-metric sums over the queries of one block that have a relevant item.
+def _check_flag(value, name):
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _order(s, ties):
+    """Ranked order of each row of ``s``, highest score first, ties by the rule ``ties``."""
+    if ties == "reverse_index":
+        n = s.shape[1]
+        return n - 1 - np.argsort(-s[:, ::-1], axis=1, kind="stable")
+    return np.argsort(-s, axis=1, kind="stable")
+
+
+def _log_comb(n, m):
+    """log C(n, m) for arrays with 0 <= m <= n."""
+    return gammaln(n + 1.0) - gammaln(m + 1.0) - gammaln(n - m + 1.0)
+
+
+def _rank_block(s, g, ks, ties):
+    """Per-query metrics of one block of rows.
 
     Parameters
     ----------
-    rel : bool array of shape (b, n_corpus)
-        Ranked relevance of each query in the block.
+    s : float array of shape (b, n)
+        Scores, ``-inf`` for the items left out of a row's ranking.
+    g : float array of shape (b, n)
+        Non-negative gains, 0 for the items left out.
     ks : tuple of int
-    discounts : array of shape (n_corpus,)
-        ``1 / log2(rank + 1)`` for rank = 1 .. n_corpus.
-    ideal_cum : array of shape (n_corpus,)
-        ``ideal_cum[j]`` is the ideal DCG of ``j + 1`` relevant items.
+    ties : str
 
     Returns
     -------
-    sums : dict of float
-    n_kept : int
+    dict of str -> float array of shape (b,)
+        NaN in the rows without a relevant item.
     """
+    b, n = s.shape
+    order = _order(s, ties)
+    gs = np.take_along_axis(g, order, axis=1)
+    rel = gs > 0
     n_rel = rel.sum(axis=1)
     keep = n_rel > 0
-    rel, n_rel = rel[keep], n_rel[keep]
-    n_corpus = rel.shape[1]
-    sums = {}
-    if rel.shape[0] == 0:
-        return sums, 0
+    R = np.where(keep, n_rel, 1).astype(np.float64)
+    ranks = np.arange(1, n + 1, dtype=np.float64)
+    discounts = 1.0 / np.log2(ranks + 1.0)
+    ideal_dcg = np.cumsum(-np.sort(-g, axis=1) * discounts, axis=1)
+    rows = np.arange(b)
     relf = rel.astype(np.float64)
-    hits = np.cumsum(relf, axis=1)  # relevant items among the top j + 1
-    gains = np.cumsum(relf * discounts, axis=1)  # DCG at cutoff j + 1
-    for k in ks:
-        kk = min(k, n_corpus)
-        found = hits[:, kk - 1]
-        sums[f"recall@{k}"] = float(np.sum(found / n_rel))
-        sums[f"hit@{k}"] = float(np.sum(found > 0))
-        ideal = ideal_cum[np.minimum(n_rel, kk) - 1]
-        sums[f"ndcg@{k}"] = float(np.sum(gains[:, kk - 1] / ideal))
-    ranks = np.arange(1, n_corpus + 1, dtype=np.float64)
-    first = np.argmax(rel, axis=1) + 1  # every kept row has a relevant item
-    sums["mrr"] = float(np.sum(1.0 / first))
-    precision_at_hits = np.where(rel, hits / ranks, 0.0)
-    sums["map"] = float(np.sum(precision_at_hits.sum(axis=1) / n_rel))
-    return sums, int(rel.shape[0])
+    out = {}
+
+    if ties == "average":
+        ss = np.take_along_axis(s, order, axis=1)
+        first = np.ones((b, n), dtype=bool)
+        first[:, 1:] = ss[:, 1:] != ss[:, :-1]
+        last = np.ones((b, n), dtype=bool)
+        last[:, :-1] = first[:, 1:]
+        pos = np.arange(n)
+        start = np.maximum.accumulate(np.where(first, pos, 0), axis=1)
+        end = np.minimum.accumulate(np.where(last, pos, n)[:, ::-1], axis=1)[:, ::-1]
+        size = (end - start + 1).astype(np.float64)
+        cum_rel = np.cumsum(relf, axis=1)
+        rel_before = np.where(start > 0, np.take_along_axis(cum_rel, np.maximum(start - 1, 0), axis=1), 0.0)
+        rel_group = np.take_along_axis(cum_rel, end, axis=1) - rel_before
+        cum_gain = np.cumsum(gs, axis=1)
+        gain_before = np.where(start > 0, np.take_along_axis(cum_gain, np.maximum(start - 1, 0), axis=1), 0.0)
+        gain_group = np.take_along_axis(cum_gain, end, axis=1) - gain_before
+        # every position of a tied group holds the group's mean relevance and mean gain:
+        # the expected values over all orders of the group, exact for the linear metrics
+        hits = np.cumsum(rel_group / size, axis=1)
+        dcg = np.cumsum(gain_group / size * discounts, axis=1)
+        # average precision (McSherry & Najork 2008): a relevant item at place p of its
+        # group has, on average, (r - 1)(p - 1)/(size - 1) relevant group members before it
+        within = pos - start  # p - 1
+        others = np.where(size > 1, (rel_group - 1.0) * within / np.maximum(size - 1.0, 1.0), 0.0)
+        ap = np.sum(rel_group / size * (rel_before + 1.0 + others) / ranks, axis=1) / R
+        # reciprocal rank: the first relevant group starts after `a` items; the first
+        # relevant item takes place j of the group with P = C(size-j, r-1) / C(size, r)
+        f = np.argmax(rel, axis=1)
+        a = start[rows, f].astype(np.float64)[:, None]
+        m = size[rows, f][:, None]
+        r = np.maximum(rel_group[rows, f], 1.0)[:, None]
+        j = ranks[None, :]
+        ok = j <= m - r + 1
+        jj = np.where(ok, j, 1.0)
+        logw = _log_comb(np.maximum(m - jj, r - 1), r - 1) - _log_comb(m, r)
+        rr = np.sum(np.where(ok, np.exp(logw) / (a + jj), 0.0), axis=1)
+        for k in ks:
+            kk = min(k, n)
+            found = hits[:, kk - 1]
+            # hit@k: 1 if a relevant item precedes the group at the cutoff; otherwise the
+            # chance that the group's first `taken` places are not all non-relevant
+            a_k = start[:, kk - 1].astype(np.float64)
+            size_k = size[:, kk - 1]
+            r_k = rel_group[:, kk - 1]
+            taken = kk - a_k
+            room = size_k - r_k  # non-relevant members of that group
+            fits = taken <= room
+            log_none = np.where(
+                fits,
+                _log_comb(np.maximum(room, taken), np.where(fits, taken, 0.0))
+                - _log_comb(size_k, taken),
+                -np.inf,
+            )
+            miss = np.where(fits, np.exp(log_none), 0.0)
+            hit = np.where(rel_before[:, kk - 1] > 0, 1.0, 1.0 - miss)
+            out[f"recall@{k}"] = found / R
+            out[f"precision@{k}"] = found / k
+            out[f"hit@{k}"] = hit
+            out[f"ndcg@{k}"] = dcg[:, kk - 1] / np.where(keep, ideal_dcg[:, kk - 1], 1.0)
+    else:
+        hits = np.cumsum(relf, axis=1)
+        dcg = np.cumsum(gs * discounts, axis=1)
+        ap = np.sum(np.where(rel, hits / ranks, 0.0), axis=1) / R
+        rr = 1.0 / (np.argmax(rel, axis=1) + 1.0)
+        for k in ks:
+            kk = min(k, n)
+            found = hits[:, kk - 1]
+            out[f"recall@{k}"] = found / R
+            out[f"precision@{k}"] = found / k
+            out[f"hit@{k}"] = (found > 0).astype(np.float64)
+            out[f"ndcg@{k}"] = dcg[:, kk - 1] / np.where(keep, ideal_dcg[:, kk - 1], 1.0)
+    out["mrr"] = rr
+    out["map"] = ap
+    for name in out:
+        out[name] = np.where(keep, out[name], np.nan)
+    return out
 
 
-def retrieval_metrics(query_h, query_y, corpus_h, corpus_y, ks=(1, 5, 10)):
+def _names(ks, metrics):
+    return [f"{m}@{k}" for m in metrics for k in ks] + ["mrr", "map"]
+
+
+def _finish(per_query, names, per_query_flag):
+    kept = ~np.isnan(per_query["map"])
+    if not kept.any():
+        raise ValueError("relevance has no positive gain outside ignore in any row, so every "
+                         "query would be left out")
+    if per_query_flag:
+        return {name: per_query[name] for name in names}
+    return {name: float(np.mean(per_query[name][kept])) for name in names}
+
+
+def _check_ranking_inputs(scores, relevance, ignore):
+    scores = as_float_array(scores, "scores", ndim=2)
+    relevance = as_float_array(relevance, "relevance", ndim=2)
+    if relevance.shape != scores.shape:
+        raise ValueError(f"relevance has shape {relevance.shape} but scores has shape {scores.shape}")
+    if np.any(relevance < 0):
+        raise ValueError("relevance contains negative gains (use 0 for a non-relevant item)")
+    if ignore is None:
+        ignore = np.zeros(scores.shape, dtype=bool)
+    else:
+        if isinstance(ignore, (str, bytes)):
+            raise TypeError("ignore must be a boolean array")
+        ignore = np.asarray(ignore)
+        if ignore.dtype != bool:
+            if ignore.dtype == object or not np.issubdtype(ignore.dtype, np.number):
+                raise TypeError(f"ignore must be a boolean array, got dtype {ignore.dtype}")
+            if not np.all(np.isin(ignore, (0, 1))):
+                raise ValueError("ignore must hold only True/False (or 0/1)")
+            ignore = ignore.astype(bool)
+        if ignore.shape != scores.shape:
+            raise ValueError(f"ignore has shape {ignore.shape} but scores has shape {scores.shape}")
+    return scores, relevance, ignore
+
+
+def _rank_rows(scores, relevance, ignore, ks, ties, names):
+    n = scores.shape[1]
+    block = max(1, _BLOCK_ENTRIES // n)
+    parts = {name: [] for name in names}
+    for start in range(0, scores.shape[0], block):
+        stop = start + block
+        s = np.where(ignore[start:stop], -np.inf, scores[start:stop])
+        g = np.where(ignore[start:stop], 0.0, relevance[start:stop])
+        res = _rank_block(s, g, ks, ties)
+        for name in names:
+            parts[name].append(res[name])
+    return {name: np.concatenate(parts[name]) for name in names}
+
+
+def ranking_metrics(scores, relevance, ks=(1, 5, 10), *, ties="index", ignore=None, per_query=False):
+    """Recall@k, precision@k, hit@k, nDCG@k, MRR and MAP of ranked lists given by scores.
+
+    Row ``i`` ranks the items by ``scores[i]``, highest first. Item ``j`` has gain
+    ``relevance[i, j] >= 0`` and is *relevant* when its gain is positive; a row has ``R``
+    relevant items. Items with ``ignore[i, j]`` true are removed from row ``i`` before
+    ranking (they neither count as relevant nor take a place). With ``rel_j`` the
+    relevance (0/1) and ``g_j`` the gain of the item at rank ``j`` (1-based):
+
+    * ``recall@k`` = :math:`\\sum_{j \\le k} rel_j / R`;
+    * ``precision@k`` = :math:`\\sum_{j \\le k} rel_j / k` (``k`` even when the list is shorter);
+    * ``hit@k`` = 1 if :math:`\\sum_{j \\le k} rel_j > 0`, else 0;
+    * ``ndcg@k`` = :math:`\\sum_{j \\le k} g_j / \\log_2(j + 1)` divided by the same sum for
+      the gains sorted in decreasing order (the ideal DCG);
+    * reciprocal rank = ``1 / j`` for the first relevant ``j`` of the whole ranking;
+    * average precision = :math:`\\frac1R \\sum_{j: rel_j = 1} \\mathrm{precision@}j`.
+
+    Rows with ``R = 0`` are left out of every average. With binary gains these equal
+    trec_eval's ``recall_k``, ``P_k``, ``success_k``, ``ndcg_cut_k``, ``recip_rank`` and
+    ``map``; with graded gains trec_eval's nDCG (gains used as given, Järvelin and
+    Kekäläinen). For the exponential gains :math:`2^g - 1` of Burges et al. (ranx's
+    ``ndcg_burges``) pass ``2**g - 1``.
+
+    Parameters
+    ----------
+    scores : array_like of shape (n_queries, n_items)
+        Finite scores, higher is better.
+    relevance : array_like of shape (n_queries, n_items)
+        Non-negative gains: 0/1 for binary relevance, larger numbers for graded relevance.
+    ks : sequence of int, default (1, 5, 10)
+        Cutoffs, each >= 1 (a single int is accepted). A cutoff beyond the list means the
+        whole list (precision still divides by ``k``).
+    ties : {"index", "reverse_index", "average"}, default "index"
+        Order of equal scores: item index ascending; item index descending (trec_eval,
+        which breaks ties by document name descending, when the names sort like the
+        indices); or the mean of each metric over all orders of the tied items (exact
+        expectations under a uniformly random tie-breaker; for nDCG the tie-averaged DCG
+        of scikit-learn's ``ndcg_score`` and torchmetrics).
+    ignore : array_like of bool, shape (n_queries, n_items), optional
+        Items removed from each row's ranking (junk images; the query itself).
+    per_query : bool, default False
+        Return one value per row (NaN for the rows left out) instead of the means.
+
+    Returns
+    -------
+    dict of str -> float, or dict of str -> ndarray of shape (n_queries,)
+        Keys ``recall@k``, ``precision@k``, ``hit@k``, ``ndcg@k`` for each ``k`` in ``ks``,
+        then ``mrr`` and ``map``.
+
+    Raises
+    ------
+    ValueError
+        Wrong or mismatched shapes, NaN/inf scores, negative gains, a non-boolean
+        ``ignore``, an empty or non-positive cutoff, an unknown ``ties``, or no row with a
+        relevant item.
+    TypeError
+        Non-numeric inputs, non-integer cutoffs or a non-boolean ``per_query``.
+    """
+    scores, relevance, ignore = _check_ranking_inputs(scores, relevance, ignore)
+    ks = _check_ks(ks)
+    ties = _check_ties(ties)
+    per_query = _check_flag(per_query, "per_query")
+    names = _names(ks, ("recall", "precision", "hit", "ndcg"))
+    return _finish(_rank_rows(scores, relevance, ignore, ks, ties, names), names, per_query)
+
+
+def precision_at_k(scores, relevance, k, *, ties="index", ignore=None):
+    """Precision at cutoff ``k`` of every row: relevant items among the top ``k``, over ``k``.
+
+    Row ``i`` ranks its items by ``scores[i]``, highest first; an item is relevant when
+    ``relevance[i, j] > 0``; items with ``ignore[i, j]`` true are removed first. The
+    denominator is ``k`` even when a row has fewer than ``k`` items (trec_eval's ``P_k``).
+    Unlike recall, precision is defined for a row without relevant items (it is 0);
+    :func:`ranking_metrics` nevertheless leaves such rows out of all its means.
+
+    Parameters
+    ----------
+    scores : array_like of shape (n_queries, n_items)
+        Finite scores, higher is better.
+    relevance : array_like of shape (n_queries, n_items)
+        Non-negative gains; positive means relevant.
+    k : int
+        The cutoff, >= 1.
+    ties : {"index", "reverse_index", "average"}, default "index"
+        Order of equal scores, as in :func:`ranking_metrics` ("average" gives the expected
+        precision over all orders of the tied items).
+    ignore : array_like of bool, shape (n_queries, n_items), optional
+        Items removed from each row's ranking.
+
+    Returns
+    -------
+    ndarray of shape (n_queries,)
+        Precision@k of each row, in [0, 1].
+
+    Raises
+    ------
+    ValueError
+        Wrong or mismatched shapes, NaN/inf scores, negative gains, ``k < 1`` or an
+        unknown ``ties``.
+    TypeError
+        Non-numeric inputs or a non-integer ``k``.
+    """
+    scores, relevance, ignore = _check_ranking_inputs(scores, relevance, ignore)
+    k = check_int(k, "k", minimum=1)
+    ties = _check_ties(ties)
+    s = np.where(ignore, -np.inf, scores)
+    rel = np.where(ignore, 0.0, (relevance > 0).astype(np.float64))
+    n = s.shape[1]
+    kk = min(k, n)
+    if ties == "average":
+        # expected count: whole groups above the cutoff plus the share of the straddling group
+        order = _order(s, "index")
+        ss = np.take_along_axis(s, order, axis=1)
+        rs = np.take_along_axis(rel, order, axis=1)
+        cut = ss[:, kk - 1][:, None]
+        above = np.sum(np.where(ss > cut, rs, 0.0), axis=1)
+        at = ss == cut
+        n_at = at.sum(axis=1)
+        slots = kk - np.sum(ss > cut, axis=1)
+        found = above + np.sum(np.where(at, rs, 0.0), axis=1) * slots / n_at
+    else:
+        order = _order(s, ties)[:, :kk]
+        found = np.take_along_axis(rel, order, axis=1).sum(axis=1)
+    return found / k
+
+
+def retrieval_metrics(query_h, query_y, corpus_h, corpus_y, ks=(1, 5, 10), *, ties="index",
+                      exclude_self=False, per_query=False):
     """Recall@k, hit@k, nDCG@k, MRR and MAP of cosine retrieval with label relevance.
 
     Every query ranks the whole corpus by cosine similarity, highest first; equal
-    similarities are ordered by corpus index, lowest first. A corpus item is relevant
-    to a query when its label equals the query's label; a query has ``R`` relevant
-    items. Queries with ``R = 0`` are left out of every average. For each kept query,
-    with ``rel_j`` the relevance of the item at rank ``j`` (1-based):
+    similarities are ordered by corpus index, lowest first (``ties`` changes that). A
+    corpus item is relevant to a query when its label equals the query's label; a query
+    has ``R`` relevant items. Queries with ``R = 0`` are left out of every average. For
+    each kept query, with ``rel_j`` the relevance of the item at rank ``j`` (1-based):
 
     * ``recall@k`` = :math:`\\sum_{j \\le k} rel_j / R`;
     * ``hit@k`` = 1 if :math:`\\sum_{j \\le k} rel_j > 0`, else 0;
@@ -116,7 +391,8 @@ def retrieval_metrics(query_h, query_y, corpus_h, corpus_y, ks=(1, 5, 10)):
     the means of reciprocal rank and average precision). A cutoff larger than the
     corpus means the whole ranking. These match trec_eval's ``recall_k``,
     ``success_k``, ``ndcg_cut_k``, ``recip_rank`` and ``map`` for binary relevance
-    when no scores tie.
+    when no scores tie. Precision@k is in :func:`ranking_metrics` and
+    :func:`precision_at_k`.
 
     Book ``book/retrieval.md`` (seed 003, section 4). The seed's "Recall@k" is hit@k;
     both are returned here under their own names.
@@ -133,10 +409,18 @@ def retrieval_metrics(query_h, query_y, corpus_h, corpus_y, ks=(1, 5, 10)):
         Corpus labels (non-negative integers).
     ks : sequence of int, default (1, 5, 10)
         Cutoffs, each >= 1 (a single int is accepted).
+    ties : {"index", "reverse_index", "average"}, default "index"
+        Order of equal similarities; see :func:`ranking_metrics`.
+    exclude_self : bool, default False
+        The queries are the corpus (``n_queries == n_corpus``, query ``i`` is corpus item
+        ``i``): leave each query's own item out of its ranking, so that it neither
+        counts as relevant nor takes the first place.
+    per_query : bool, default False
+        Return one value per query (NaN for the queries left out) instead of the means.
 
     Returns
     -------
-    dict of str -> float
+    dict of str -> float, or dict of str -> ndarray of shape (n_queries,)
         Keys ``recall@k``, ``hit@k``, ``ndcg@k`` for each ``k`` in ``ks``, and
         ``mrr`` and ``map``.
 
@@ -144,13 +428,15 @@ def retrieval_metrics(query_h, query_y, corpus_h, corpus_y, ks=(1, 5, 10)):
     ------
     ValueError
         Wrong shapes, mismatched lengths or dimensions, NaN/inf, a zero feature
-        vector, an empty or non-positive cutoff, or no query with a relevant item.
+        vector, an empty or non-positive cutoff, an unknown ``ties``, ``exclude_self``
+        with different numbers of queries and corpus items, or no query with a relevant
+        item.
     TypeError
-        Non-numeric inputs or non-integer cutoffs.
+        Non-numeric inputs, non-integer cutoffs or non-boolean flags.
 
     Notes
     -----
-    Queries are processed in blocks, so memory is bounded by about
+    Queries are processed in blocks, so memory is bounded by a small multiple of
     ``2**21`` similarity entries plus the inputs, whatever the number of queries.
     """
     query_h = as_float_array(query_h, "query_h", ndim=2)
@@ -162,27 +448,37 @@ def retrieval_metrics(query_h, query_y, corpus_h, corpus_y, ks=(1, 5, 10)):
             f"query_h has {query_h.shape[1]} features but corpus_h has {corpus_h.shape[1]}"
         )
     ks = _check_ks(ks)
+    ties = _check_ties(ties)
+    exclude_self = _check_flag(exclude_self, "exclude_self")
+    per_query = _check_flag(per_query, "per_query")
+    if exclude_self and query_h.shape[0] != corpus_h.shape[0]:
+        raise ValueError(
+            f"exclude_self needs the queries to be the corpus, but query_h has "
+            f"{query_h.shape[0]} rows and corpus_h {corpus_h.shape[0]}"
+        )
 
     q = unit_rows(query_h, "query_h")
     c = unit_rows(corpus_h, "corpus_h")
     n_corpus = c.shape[0]
-    discounts = 1.0 / np.log2(np.arange(2, n_corpus + 2, dtype=np.float64))
-    ideal_cum = np.cumsum(discounts)
-
-    names = [f"{m}@{k}" for m in ("recall", "hit", "ndcg") for k in ks] + ["mrr", "map"]
-    totals = dict.fromkeys(names, 0.0)
-    n_kept = 0
+    names = _names(ks, ("recall", "hit", "ndcg"))
+    parts = {name: [] for name in names}
     block = max(1, _BLOCK_ENTRIES // n_corpus)
     for start in range(0, q.shape[0], block):
-        stop = start + block
+        stop = min(start + block, q.shape[0])
         sims = q[start:stop] @ c.T
-        rel = _ranked_relevance(sims, query_y[start:stop], corpus_y)
-        sums, kept = _block_sums(rel, ks, discounts, ideal_cum)
-        n_kept += kept
-        for name, value in sums.items():
-            totals[name] += value
-    if n_kept == 0:
+        gains = (corpus_y[None, :] == query_y[start:stop, None]).astype(np.float64)
+        if exclude_self:
+            idx = np.arange(start, stop)
+            sims[idx - start, idx] = -np.inf
+            gains[idx - start, idx] = 0.0
+        res = _rank_block(sims, gains, ks, ties)
+        for name in names:
+            parts[name].append(res[name])
+    per = {name: np.concatenate(parts[name]) for name in names}
+    try:
+        return _finish(per, names, per_query)
+    except ValueError:
         raise ValueError(
-            "no query has a relevant corpus item (no label of query_y occurs in corpus_y)"
-        )
-    return {name: totals[name] / n_kept for name in names}
+            "no query has a relevant corpus item (no label of query_y occurs in corpus_y"
+            + (" apart from the query itself)" if exclude_self else ")")
+        ) from None

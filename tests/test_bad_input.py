@@ -78,6 +78,8 @@ VALID = {
                                       corpus_y=_labels(8, 2), ks=(1, 3)),
     "linear_cka": lambda: dict(X=_feat(10, 3), Y=_feat(10, 2, 1)),
     # the other exported functions
+    "ranking_metrics": lambda: dict(scores=_feat(4, 6), relevance=(_feat(4, 6, 1) > 0.5) * 1.0, ks=(1, 3)),
+    "precision_at_k": lambda: dict(scores=_feat(4, 6), relevance=(_feat(4, 6, 1) > 0.5) * 1.0, k=3),
     "probe_accuracy_grid": lambda: dict(train_h=_feat(30, 3), train_y=_labels(30, 2),
                                         test_h=_feat(10, 3, 1), test_y=_labels(10, 2), Cs=[0.1, 1.0]),
     "loo_scores": lambda: dict(train_h=_feat(12, 3), train_y=_labels(12, 3), lam=0.1),
@@ -138,6 +140,8 @@ ARRAYS = {
     "rankme_normalized": {"Z": "f"},
     "two_nn_id": {"X": "f"},
     "retrieval_metrics": {"query_h": "f", "query_y": "y", "corpus_h": "f", "corpus_y": "y"},
+    "ranking_metrics": {"scores": "f", "relevance": "f"},
+    "precision_at_k": {"scores": "f", "relevance": "f"},
     "linear_cka": {"X": "f", "Y": "f"},
     "rbf_cka": {"X": "f", "Y": "f"},
     "hsic_unbiased": {"K": "f", "L": "f"},
@@ -203,6 +207,7 @@ SCALARS = {
     "layerwise_lr": ["base_lr", "decay", "n_blocks"],
     "binomial_standard_error": ["p", "n"],
     "expected_max_of_normals": ["m"],
+    "precision_at_k": ["k"],
 }
 
 
@@ -329,6 +334,17 @@ SPECIFIC = [
     ("retrieval_metrics", "query_h", np.vstack([np.zeros(3), _feat(3, 3)])),
     ("retrieval_metrics", "corpus_h", np.vstack([np.zeros(3), _feat(7, 3, 1)])),
     ("retrieval_metrics", "corpus_h", _feat(8, 4, 1)),
+    ("retrieval_metrics", "ties", "random"), ("retrieval_metrics", "ties", None),
+    ("retrieval_metrics", "exclude_self", True),  # 4 queries, 8 corpus items
+    ("retrieval_metrics", "exclude_self", "yes"), ("retrieval_metrics", "per_query", 1),
+    # ranking_metrics / precision_at_k: shapes, negative gains, bad masks, cutoffs, ties
+    ("ranking_metrics", "relevance", -np.ones((4, 6))), ("ranking_metrics", "relevance", np.ones((4, 5))),
+    ("ranking_metrics", "relevance", np.zeros((4, 6))),  # no row with a relevant item
+    ("ranking_metrics", "ignore", np.zeros((4, 5), bool)), ("ranking_metrics", "ignore", np.full((4, 6), 2)),
+    ("ranking_metrics", "ignore", "all"), ("ranking_metrics", "ks", (0,)), ("ranking_metrics", "ks", ()),
+    ("ranking_metrics", "ties", "stable"), ("ranking_metrics", "per_query", "no"),
+    ("precision_at_k", "k", 0), ("precision_at_k", "k", 1.5), ("precision_at_k", "ties", "first"),
+    ("precision_at_k", "relevance", -np.ones((4, 6))), ("precision_at_k", "ignore", np.ones((3, 6), bool)),
     # linear_cka: constant features (zero after centring), too few rows, lengths
     ("linear_cka", "X", np.ones((10, 3))), ("linear_cka", "Y", np.full((10, 2), 7.0)),
     ("linear_cka", "X", _feat(1, 3)), ("linear_cka", "Y", _feat(9, 2, 1)),
