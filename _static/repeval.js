@@ -1,8 +1,8 @@
 /* repeval book: after MathJax has typeset a page, mark each inline formula (span.math) that is
  * wider than the column it sits in, so that _static/repeval.css lets it scroll inside its own
- * box instead of being clipped by the theme (MathJax 3 does not break lines). Re-checked when the window changes size. Display formulas need no
- * script: the stylesheet makes them scroll. When done, <html data-repeval-layout="done"> tells
- * the browser test that the layout is final. */
+ * box instead of being clipped by the theme (MathJax 3 does not break lines). Re-checked when
+ * the window changes size. Display formulas need no script: the stylesheet makes them scroll.
+ * When done, <html data-repeval-layout="done"> tells the browser test that the layout is final. */
 (function () {
   "use strict";
   function markWideFormulas() {

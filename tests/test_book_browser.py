@@ -352,7 +352,8 @@ _OVERFLOW = """
 (() => {
   const vw = window.innerWidth;
   const out = {scroll_width: document.documentElement.scrollWidth, inner_width: vw,
-               client_width: document.documentElement.clientWidth, lost: [], widening: []};
+               client_width: document.documentElement.clientWidth, lost: [], widening: [],
+               unstyled: [], layout: document.documentElement.dataset.repevalLayout || null};
   const name = (el) => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') +
       (el.className && typeof el.className === 'string'
           ? '.' + el.className.trim().split(/\\s+/).slice(0, 2).join('.') : '');
@@ -371,6 +372,10 @@ _OVERFLOW = """
       if (r.right > cr.right + 1 && !['auto', 'scroll'].includes(clip[1])) {
         out.lost.push(name(el) + ' (' + Math.round(r.width) + ' px) in ' + name(clip[0]) +
                       ' overflow-x:' + clip[1]);
+      } else if (r.right > cr.right + 1 && /^(TABLE|MJX-CONTAINER)$/.test(el.tagName)
+                 && getComputedStyle(clip[0]).scrollbarWidth !== 'thin') {
+        // a table or formula that scrolls must show it: _static/repeval.css styles the bar
+        out.unstyled.push(name(el) + ' in ' + name(clip[0]));
       }
       if (cr.right > vw + 1) out.widening.push(name(clip[0]) + ' right=' + Math.round(cr.right));
     } else if (r.right > vw + 1) {
@@ -415,6 +420,9 @@ def test_page_fits_the_screen(site, browser, page, width):
         f"{page} at {px} px: the page is {info['scroll_width']} px wide; "
         f"too wide: {info['widening']}")
     assert not info["lost"], f"{page} at {px} px: content cut off by its box: {info['lost']}"
+    assert not info["unstyled"], \
+        f"{page} at {px} px: scrolling boxes without a visible scrollbar: {info['unstyled'][:5]}"
+    assert info["layout"] == "done", f"{page}: _static/repeval.js did not run"
 
 
 AXE = Path(os.environ.get("REPEVAL_AXE_JS",

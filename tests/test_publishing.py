@@ -115,3 +115,44 @@ def test_the_footer_of_every_page_states_the_book_licence():
         foot = " ".join(re.findall(r"<footer\b.*?</footer>", text, flags=re.S))
         assert re.search(r'href="https://creativecommons\.org/licenses/by/4\.0/"[^>]*>CC BY 4\.0<', foot), \
             f"{page.name}: the footer does not link the CC BY 4.0 licence"
+
+
+def test_launch_buttons_open_what_they_say():
+    """Colab reads notebooks from GitHub and cannot open a MyST .md chapter: the Colab button of
+    every chapter opens the build-time notebook _sources/<page>.ipynb on the branch `make
+    publish` pushes the built book to, and that notebook exists, is valid and starts with the
+    set-up cell. Binder keeps opening the .md chapter (jupytext, see postBuild)."""
+    import json
+
+    import nbformat
+
+    if not (HTML / "index.html").exists():
+        pytest.skip(f"the book is not built ({HTML})")
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    branch = config["sphinx"]["config"]["repeval_pages_branch"]
+    m = re.match(r"https://github\.com/([^/]+)/([^/]+)$", config["repository"]["url"])
+    org, repo = m.groups()
+    assert "jupytext-config set-default-viewer" in (ROOT / "postBuild").read_text()
+    chapters = 0
+    for page in sorted(HTML.glob("book/*.html")):
+        text = page.read_text(errors="replace")
+        name = f"book/{page.stem}"
+        colab = re.findall(r'href="(https://colab\.research\.google\.com/github/[^"]+)"', text)
+        launch = [u for u in colab if f"/{name}." in u]      # not the exercises' own links
+        if not (HTML / "_sources" / f"{name}.ipynb").exists():
+            assert not launch, f"{name}: a Colab button without a notebook: {launch}"
+            continue
+        chapters += 1
+        assert launch == [f"https://colab.research.google.com/github/{org}/{repo}/blob/{branch}"
+                          f"/_sources/{name}.ipynb"], f"{name}: Colab button {launch}"
+        assert not any(u.endswith(".md") for u in colab), f"{name}: a Colab link to a .md file"
+        assert f'href="../_sources/{name}.ipynb"' in text, f"{name}: no .ipynb download button"
+        nb = nbformat.read(HTML / "_sources" / f"{name}.ipynb", as_version=4)
+        nbformat.validate(nb)
+        first = nb.cells[0]
+        assert first.cell_type == "code" and first.metadata.get("repeval_setup")
+        assert f"https://github.com/{org}/{repo}" in first.source and "pip" in first.source
+        binder = re.findall(r'href="(https://mybinder\.org/[^"]+)"', text)
+        assert binder and binder[0].endswith(f"urlpath=lab/tree/{name}.md"), binder
+        json.dumps(nb)      # plain JSON, as Colab reads it
+    assert chapters >= 4, f"only {chapters} chapters have a notebook"
