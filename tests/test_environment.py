@@ -141,3 +141,87 @@ def test_install_variants_are_named_for_users():
     for text, where in ((readme, "README.md"), (students, "book/students.md")):
         assert "make venv-student" in text, f"{where} does not name the light install"
         assert "TORCH=cpu" in text, f"{where} does not name the CPU-only install"
+
+
+# --------------------------------------------------------------------------- what the book imports
+# top-level module -> the distribution that provides it, where the two names differ
+_DISTRIBUTION = {"sklearn": "scikit-learn", "skimage": "scikit-image", "PIL": "pillow",
+                 "myst_nb": "jupyter-book", "IPython": "ipykernel", "yaml": "pyyaml"}
+
+
+def _book_imports() -> dict[str, set[str]]:
+    """Top-level modules imported by the code cells of book/*.md -> the pages importing them."""
+    import ast
+    import sys
+
+    found: dict[str, set[str]] = {}
+    for page in sorted((ROOT / "book").glob("*.md")):
+        text = page.read_text()
+        for cell in re.findall(r"^```\{code-cell\}[^\n]*\n(.*?)^```", text, flags=re.M | re.S):
+            cell = re.sub(r"\A---\n.*?\n---\n", "", cell, flags=re.S)          # cell metadata
+            cell = "\n".join(ln for ln in cell.splitlines() if not ln.startswith(":"))
+            for node in ast.walk(ast.parse(cell)):
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                    names = [node.module]
+                else:
+                    continue
+                for name in names:
+                    top = name.split(".")[0]
+                    if top not in sys.stdlib_module_names and top != "repeval_ref":
+                        found.setdefault(top, set()).add(page.name)
+    return found
+
+
+def _declared(groups=("core", "book")) -> dict[str, list[str]]:
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    reqs = list(meta["dependencies"]) if "core" in groups else []
+    for group in groups:
+        if group != "core":
+            reqs.extend(meta["optional-dependencies"][group])
+    out: dict[str, list[str]] = {}
+    for r in reqs:
+        out.setdefault(_name(r), []).append(r.split(";")[0].replace(" ", ""))
+    return out
+
+
+def _minimum(specs: list[str]) -> tuple[int, ...]:
+    """The strictest lower bound (>=) among the specifiers of one distribution."""
+    lows = [tuple(int(p) for p in m.split(".")) for s in specs for m in re.findall(r">=([\d.]+)", s)]
+    return max(lows, default=(0,))
+
+
+def test_every_module_the_book_imports_is_declared_for_the_book():
+    declared = _declared()
+    imports = _book_imports()
+    assert {"pandas", "sklearn", "numpy"} <= set(imports), imports      # the scan sees the cells
+    missing = {mod: sorted(pages) for mod, pages in imports.items()
+               if _DISTRIBUTION.get(mod, mod).lower() not in declared}
+    assert not missing, f"imported by the book but declared neither in core nor in the book extra: {missing}"
+
+
+def test_the_book_extra_asks_for_the_scikit_learn_its_solver_needs():
+    # multinomial logistic regression with solver="newton-cholesky" exists from scikit-learn 1.6;
+    # older versions fall back to one-vs-rest and the invariance page's numbers change
+    pages = [p.name for p in (ROOT / "book").glob("*.md") if "newton-cholesky" in p.read_text()]
+    assert pages, "no page uses the newton-cholesky solver any more: revisit this minimum"
+    assert _minimum(_declared(("book",))["scikit-learn"]) >= (1, 6)
+    env = (ROOT / "environment.yml").read_text()
+    assert re.search(r"^\s*-\s+scikit-learn>=1\.6\b", env, flags=re.M)
+
+
+def test_installed_versions_meet_the_declared_minimums_of_the_book():
+    from importlib import metadata
+
+    short = []
+    for name, specs in _declared().items():
+        low = _minimum(specs)
+        try:
+            have = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue                       # an extra not installed here (the test is about the book)
+        parts = tuple(int(p) for p in re.findall(r"\d+", have)[: len(low)])
+        if parts < low:
+            short.append(f"{name} {have} < {'.'.join(map(str, low))}")
+    assert not short, short
