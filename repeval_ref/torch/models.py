@@ -79,10 +79,19 @@ class SmallCNN(nn.Module):
         self.blocks = nn.ModuleList(blocks)
         self.out_dim = chans[-1]
 
-    def forward(self, x):
+    def feature_map(self, x):
+        """Output of the last block, shape (b, 4 * width, H / 4, W / 4) (rounded up)."""
+        if not isinstance(x, torch.Tensor) or x.ndim != 4 or x.shape[1] != self.blocks[0][0].in_channels:
+            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(
+                f"x must be an image tensor of shape (b, {self.blocks[0][0].in_channels}, H, W), got {shape}"
+            )
         for block in self.blocks:
             x = block(x)
-        return x.mean(dim=(2, 3))
+        return x
+
+    def forward(self, x):
+        return self.feature_map(x).mean(dim=(2, 3))
 
 
 class _Block(nn.Module):
@@ -134,17 +143,51 @@ class TinyViT(nn.Module):
         self.norm = nn.LayerNorm(dim)
         self.out_dim = dim
 
+    def _check_images(self, x):
+        if not isinstance(x, torch.Tensor) or x.ndim != 4:
+            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"x must be an image tensor of shape (b, c, H, W), got {shape}")
+        c_in, ps = self.patch_embed.in_channels, self.patch_embed.kernel_size[0]
+        if x.shape[1] != c_in or x.shape[2] % ps or x.shape[3] % ps or x.shape[2] < ps or x.shape[3] < ps:
+            raise ValueError(
+                f"x has shape {tuple(x.shape)}; this ViT needs {c_in} channel(s) and a height "
+                f"and width that are positive multiples of its patch size {ps}"
+            )
+
+    def position_embedding(self, grid_h, grid_w):
+        """Position embedding for a ``grid_h x grid_w`` patch grid: (1, 1 + grid_h * grid_w, dim).
+
+        At the training grid it is ``pos_embed`` itself; another grid (a larger image)
+        gets the patch part resized bicubically, as DINO's ``interpolate_pos_encoding``
+        does, and the class token's entry unchanged.
+        """
+        n = self.pos_embed.shape[1] - 1
+        side = int(round(n ** 0.5))
+        if grid_h * grid_w == n and grid_h == grid_w == side:
+            return self.pos_embed
+        patch = self.pos_embed[:, 1:].reshape(1, side, side, -1).permute(0, 3, 1, 2)
+        patch = nn.functional.interpolate(patch, size=(grid_h, grid_w), mode="bicubic", align_corners=False)
+        patch = patch.permute(0, 2, 3, 1).reshape(1, grid_h * grid_w, -1)
+        return torch.cat([self.pos_embed[:, :1], patch], dim=1)
+
     def tokens(self, x):
         """Patch-embed ``x`` (b, c, H, W) and prepend the class token: (b, 1 + p, dim)."""
-        p = self.patch_embed(x).flatten(2).transpose(1, 2)
+        self._check_images(x)
+        p = self.patch_embed(x)
+        pos = self.position_embedding(p.shape[2], p.shape[3])
+        p = p.flatten(2).transpose(1, 2)
         cls = self.cls_token.expand(p.shape[0], -1, -1)
-        return torch.cat([cls, p], dim=1) + self.pos_embed
+        return torch.cat([cls, p], dim=1) + pos
 
-    def forward(self, x):
+    def forward_tokens(self, x):
+        """Final normalised tokens, shape (b, 1 + p, dim): class token first, then the patches."""
         t = self.tokens(x)
         for block in self.blocks:
             t = block(t)
-        return self.norm(t)[:, 0]
+        return self.norm(t)
+
+    def forward(self, x):
+        return self.forward_tokens(x)[:, 0]
 
 
 def pretrain_encoder(encoder, images, labels, n_classes, *, epochs=3, lr=3e-3, batch_size=64, seed=0):

@@ -1,0 +1,133 @@
+"""Train the zoo, write its weights and its manifest (``python -m repeval_ref.zoo train``).
+
+Book: the Performance appendix (the zoo). The manifest
+(``repeval_ref/zoo/weights/manifest.json``) records, per encoder: objective,
+architecture, hyperparameters, the data (split, seed, subset size), the training time,
+the loss per epoch, the torch version, and for each checkpoint its file, size and
+SHA-256; :func:`record_evaluation` adds the 20-NN and linear-probe accuracies.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import platform
+import time
+
+import torch
+
+from .registry import ARCHITECTURES, ENCODERS
+
+__all__ = ["WEIGHTS_DIR", "MANIFEST", "read_manifest", "write_manifest", "update_manifest", "train_and_save",
+           "sha256_file"]
+
+WEIGHTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "weights")
+MANIFEST = os.path.join(WEIGHTS_DIR, "manifest.json")
+
+
+def sha256_file(path):
+    """SHA-256 of a file's bytes, as hex."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def read_manifest(path=None):
+    """The manifest as a dict (empty encoders dict if the file does not exist yet)."""
+    path = path or MANIFEST
+    if not os.path.isfile(path):
+        return {"format": 1, "encoders": {}}
+    with open(path) as f:
+        return json.load(f)
+
+
+def write_manifest(manifest, path=None):
+    path = path or MANIFEST
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(manifest, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _state_bytes(state):
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    return buf.getvalue()
+
+
+def train_and_save(name, *, weights_dir=None, manifest_path=None, log=print):
+    """Train ``name`` on Fashion-MNIST's training split, save its checkpoints, update the manifest.
+
+    Returns the manifest entry of ``name`` (without the evaluation, which
+    :func:`repeval_ref.zoo.evaluate.record_evaluation` adds).
+    """
+    from ..datasets import fashion_mnist
+    from .train import train_encoder
+
+    weights_dir = weights_dir or WEIGHTS_DIR
+    images, labels = fashion_mnist("train")
+    result = train_encoder(name, images, labels, log=log)
+    cfg = result["config"]
+    os.makedirs(os.path.join(weights_dir, name), exist_ok=True)
+    checkpoints = {}
+    for ck_name, epoch, step, state in result["checkpoints"]:
+        rel = f"{name}/{ck_name}.pt"
+        data = _state_bytes(state)
+        with open(os.path.join(weights_dir, rel), "wb") as f:
+            f.write(data)
+        checkpoints[ck_name] = {"file": rel, "epoch": epoch, "step": step, "bytes": len(data),
+                                "sha256": hashlib.sha256(data).hexdigest()}
+        for head, head_state in result["heads"].get(ck_name, {}).items():
+            rel_h = f"{name}/{ck_name}.{head}.pt"
+            data = _state_bytes(head_state)
+            with open(os.path.join(weights_dir, rel_h), "wb") as f:
+                f.write(data)
+            checkpoints[ck_name].setdefault("heads", {})[head] = {
+                "file": rel_h, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    entry = {
+        "objective": cfg["objective"],
+        "architecture": dict(ARCHITECTURES[cfg["arch"]], name=cfg["arch"]),
+        "hyperparameters": {k: v for k, v in cfg.items() if k not in ("objective", "arch")},
+        "parameters": int(sum(v.numel() for v in result["checkpoints"][-1][3].values()
+                              if v.is_floating_point()) - _buffers(cfg, result)),
+        "data": {"dataset": "fashion_mnist", "split": "train", "subset_seed": cfg["seed"],
+                 "subset_size": int(result["subset"].size), "order_seed": cfg["seed"] + 2,
+                 "normalisation": "(x / 255 - 0.2860) / 0.3530"},
+        "training": {"seconds": round(result["seconds"], 1), "steps": result["steps"],
+                     "loss_per_epoch": result["curve"], "torch": torch.__version__,
+                     "threads": torch.get_num_threads(), "machine": platform.machine(),
+                     "date": time.strftime("%Y-%m-%d", time.gmtime())},
+        "checkpoints": checkpoints,
+        "final": result["checkpoints"][-1][0],
+    }
+    update_manifest(lambda m: m["encoders"].__setitem__(name, entry), manifest_path)
+    return entry
+
+
+def update_manifest(change, path=None):
+    """Read the manifest, apply ``change(manifest)`` in place and write it back, under a file lock."""
+    import fcntl
+
+    path = path or MANIFEST
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    import tempfile
+
+    lock_path = os.path.join(tempfile.gettempdir(),
+                             "repeval-zoo-" + hashlib.sha256(os.path.abspath(path).encode()).hexdigest()[:16] + ".lock")
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        manifest = read_manifest(path)
+        change(manifest)
+        write_manifest(manifest, path)
+    return manifest
+
+
+def _buffers(cfg, result):
+    """Floating-point buffers (BatchNorm running statistics) are not parameters."""
+    state = result["checkpoints"][-1][3]
+    return sum(v.numel() for k, v in state.items() if v.is_floating_point() and ("running_" in k))

@@ -1,0 +1,54 @@
+"""A deliberately collapsing Siamese model: SimSiam with neither predictor nor stop-gradient.
+
+Book: the Performance appendix (the zoo); seed 000 (label-free scores such as RankMe
+exist to catch a collapsed representation).
+
+Two views through the same encoder and projector give ``z1, z2``; the loss is the
+negative cosine similarity ::
+
+    L = -(1/b) sum_i  z1_i . z2_i / (|z1_i| |z2_i|),
+
+with gradients flowing through both branches. SimSiam (Chen & He) needs a predictor
+on one branch and a stop-gradient on the other; without them a constant output
+reaches the minimum ``L = -1``, and the encoder is driven towards it.
+"""
+from __future__ import annotations
+
+import torch
+from torch.nn import functional as F
+
+from ._heads import mlp
+from .augment import random_view
+
+__all__ = ["negative_cosine", "make_heads", "training_loss", "SHIPPED_HEADS"]
+
+#: The projector is shipped beside the encoder: its output (the embedding the loss
+#: sees) is where the collapse is complete; see :func:`repeval_ref.zoo.load_head`.
+SHIPPED_HEADS = ("projector",)
+
+
+def negative_cosine(z1, z2):
+    """Mean negative cosine similarity of matching rows, gradients through both.
+
+    Parameters
+    ----------
+    z1, z2 : torch.Tensor of shape (b, p)
+
+    Returns
+    -------
+    torch.Tensor, scalar in [-1, 1]
+    """
+    if z1.ndim != 2 or z1.shape != z2.shape:
+        raise ValueError(f"z1 and z2 must have the same shape (b, p), got {tuple(z1.shape)} and {tuple(z2.shape)}")
+    return -F.cosine_similarity(z1, z2, dim=1).mean()
+
+
+def make_heads(encoder, cfg):
+    return {"projector": mlp(encoder.out_dim, cfg["proj_hidden"], cfg["proj_dim"])}
+
+
+def training_loss(encoder, heads, x, y, generator, cfg, state):
+    v1 = random_view(x, generator, scale=tuple(cfg["crop_scale"]))
+    v2 = random_view(x, generator, scale=tuple(cfg["crop_scale"]))
+    z = heads["projector"](encoder(torch.cat([v1, v2])))
+    return negative_cosine(z[: x.shape[0]], z[x.shape[0]:])

@@ -1,0 +1,64 @@
+"""What the zoo holds: each encoder's architecture, objective and training budget.
+
+Book: the Performance appendix (the zoo). These settings are the ones the shipped
+weights were trained with; ``python -m repeval_ref.zoo train`` reads them, and the
+manifest records a copy next to the weights.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..torch.models import SmallCNN, TinyViT
+
+__all__ = ["ARCHITECTURES", "ENCODERS", "build_encoder", "MEAN", "STD", "CHECKPOINT_FRACTIONS"]
+
+#: Fashion-MNIST pixel mean and standard deviation (of ``images / 255``, training split),
+#: used to normalise every input of the zoo's encoders.
+MEAN, STD = 0.2860, 0.3530
+
+#: Checkpoints are kept after these shares of the training steps.
+CHECKPOINT_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
+
+ARCHITECTURES = {
+    # 28 x 28 images in 7 x 7 patches: 16 patch tokens + 1 class token; about 138k parameters
+    "vit": {"kind": "vit", "image_size": 28, "patch_size": 7, "in_channels": 1, "dim": 64,
+            "depth": 4, "heads": 4, "mlp_ratio": 2},
+    # three conv blocks, 16/32/64 channels; about 23k parameters
+    "cnn": {"kind": "cnn", "in_channels": 1, "width": 16},
+}
+
+_COMMON = {"seed": 0, "batch_size": 256, "lr": 1e-3, "weight_decay": 0.05, "warmup": 0.05,
+           "train_images": 60000, "n_classes": 10}
+_VIEWS = {"crop_scale": [0.35, 1.0]}
+# The label-free objectives cost 2-4 times a supervised step (two views, a teacher, a
+# decoder); on the shared 2-core machine they train on a seeded third of the training split.
+_SSL = {"train_images": 20000}
+
+ENCODERS = {
+    "random_vit": {"objective": "random_init", "arch": "vit", "epochs": 0, **_COMMON},
+    "supervised_cnn": {"objective": "supervised", "arch": "cnn", "epochs": 3, **_COMMON, "lr": 2e-3},
+    "supervised_vit": {"objective": "supervised", "arch": "vit", "epochs": 5, **_COMMON},
+    "simclr_vit": {"objective": "simclr", "arch": "vit", "epochs": 5, **_COMMON, **_SSL, **_VIEWS,
+                   "temperature": 0.2, "proj_hidden": 128, "proj_dim": 64},
+    "dino_vit": {"objective": "dino", "arch": "vit", "epochs": 4, **_COMMON, **_SSL, **_VIEWS,
+                 "head_hidden": 128, "head_bottleneck": 64, "prototypes": 256,
+                 "student_temperature": 0.1, "teacher_temperature": 0.04,
+                 "center_momentum": 0.9, "momentum": 0.99},
+    "mae_vit": {"objective": "mae", "arch": "vit", "epochs": 10, **_COMMON, **_SSL, "lr": 1.5e-3,
+                "mask_ratio": 0.75, "decoder_dim": 32, "decoder_depth": 1, "decoder_heads": 2},
+    "collapsed_vit": {"objective": "collapsed", "arch": "vit", "epochs": 2, **_COMMON, **_SSL, **_VIEWS,
+                      "proj_hidden": 128, "proj_dim": 64},
+}
+
+
+def build_encoder(arch, seed=0):
+    """A freshly initialised encoder of architecture ``arch`` (a key of :data:`ARCHITECTURES`
+    or its dict), seeded so that the same seed gives the same weights."""
+    spec = ARCHITECTURES[arch] if isinstance(arch, str) else dict(arch)
+    torch.manual_seed(int(seed))
+    if spec["kind"] == "vit":
+        return TinyViT(spec["image_size"], spec["patch_size"], spec["in_channels"], spec["dim"],
+                       spec["depth"], spec["heads"], spec["mlp_ratio"])
+    if spec["kind"] == "cnn":
+        return SmallCNN(spec["in_channels"], spec["width"])
+    raise ValueError(f"unknown architecture kind {spec['kind']!r}")
