@@ -442,13 +442,20 @@ def axe_source() -> str:
     return AXE.read_text()
 
 
+@pytest.mark.parametrize("width", list(WIDTHS))
 @pytest.mark.parametrize("page", toc_pages())
-def test_page_has_no_serious_accessibility_violation(site, browser, axe_source, page):
+def test_page_has_no_serious_accessibility_violation(site, browser, axe_source, page, width):
     """axe-core (Deque's rule engine, the one browsers' audit tools use) finds no violation of
-    serious or critical impact on the rendered page."""
-    _load(browser, f"{site}/{page}.html")
-    browser.evaluate(axe_source)
-    violations = browser.evaluate(_AXE_RUN, await_promise=True)
+    serious or critical impact on the rendered page, on a phone and on a laptop (the theme
+    shows different header buttons at the two widths)."""
+    _set_width(browser, width)
+    try:
+        _load(browser, f"{site}/{page}.html")
+        browser.evaluate(axe_source)
+        violations = browser.evaluate(_AXE_RUN, await_promise=True)
+    finally:  # back to the window the other tests use
+        browser.call("Emulation.setDeviceMetricsOverride", width=1280, height=1600,
+                     deviceScaleFactor=1, mobile=False)
     bad = [v for v in violations if v["impact"] in ("serious", "critical")]
     assert not bad, f"{page}: " + "; ".join(
         f"{v['id']} ({v['impact']}, {v['n']}x: {v['help']}) e.g. {v['targets']}" for v in bad)
