@@ -259,6 +259,18 @@ def frame_figure(frames: Mapping, controls, *, alt: str, start: Mapping | None =
     InteractiveFigure
         Displayed by Jupyter/myst-nb as HTML.
 
+    Examples
+    --------
+    Two controls, a replay of a noisy comparison at several true gains and seeds (any number of
+    controls works the same way)::
+
+        frames = {}
+        for gain, seed in itertools.product(gains, seeds):
+            diffs = replay(gain, seed)                       # computed with repeval_ref
+            fig = go.Figure(go.Histogram(x=diffs))
+            frames[(gain, seed)] = {"figure": fig, "note": f"95 % interval: {lo:.3f} to {hi:.3f}"}
+        frame_figure(frames, [("true gain", gains), ("seed", seeds)], alt="...")
+
     Raises
     ------
     ValueError
