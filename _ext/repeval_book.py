@@ -102,11 +102,23 @@ def chapter_requirements(cells: list[dict]) -> list[str]:
     return sorted(pips)
 
 
-def setup_cell_source(repo_url: str, requirements: list[str], docname: str) -> str:
+def uses_fashion_mnist(cells: list[dict]) -> bool:
+    """Whether a chapter's code reads Fashion-MNIST (then Colab needs the Debian package)."""
+    return any(cell.get("cell_type") == "code" and "fashion" in
+               (cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])).lower()
+               for cell in cells)
+
+
+def setup_cell_source(repo_url: str, requirements: list[str], docname: str,
+                      fashion_mnist: bool = False) -> str:
     """Source of the first cell of a chapter's downloadable / Colab notebook."""
     repo_dir = repo_url.rstrip("/").rsplit("/", 1)[-1]
     book_dir = f"{repo_dir}/{Path(docname).parent.as_posix()}".rstrip("/.")
     pip = ", ".join(json.dumps(r) for r in [f"./{repo_dir}", *requirements])
+    apt = ("    if os.geteuid() == 0 and not os.path.isdir(\"/usr/share/datasets/fashion-mnist\"):\n"
+           "        subprocess.run([\"apt-get\", \"update\", \"-qq\"], check=True)\n"
+           "        subprocess.run([\"apt-get\", \"install\", \"-y\", \"dataset-fashion-mnist\"], check=True)\n"
+           if fashion_mnist else "")
     return (
         "# Set-up on a fresh machine (Colab, a new virtual environment): fetch the course\n"
         "# repository, install its reference package and what this chapter imports, and work in\n"
@@ -116,6 +128,7 @@ def setup_cell_source(repo_url: str, requirements: list[str], docname: str) -> s
         f"    if not os.path.isdir({json.dumps(repo_dir)}):\n"
         f"        subprocess.run([\"git\", \"clone\", \"--depth\", \"1\", {json.dumps(repo_url)}], check=True)\n"
         f"    subprocess.run([sys.executable, \"-m\", \"pip\", \"install\", \"--quiet\", {pip}], check=True)\n"
+        f"{apt}"
         "    importlib.invalidate_caches()\n"
         f"    os.chdir({json.dumps(book_dir)})\n"
     )
@@ -137,7 +150,8 @@ def _notebook_and_colab(app, pagename, templatename, context, doctree):
         nb = json.loads(path.read_text(encoding="utf-8"))
         cells = nb.get("cells", [])
         if not (cells and cells[0].get("metadata", {}).get("repeval_setup")):
-            source = setup_cell_source(url, chapter_requirements(cells), pagename)
+            source = setup_cell_source(url, chapter_requirements(cells), pagename,
+                                       fashion_mnist=uses_fashion_mnist(cells))
             cells.insert(0, {"cell_type": "code", "execution_count": None, "id": "repeval-setup",
                              "metadata": {"repeval_setup": True, "tags": ["remove-cell"]},
                              "outputs": [], "source": source.splitlines(keepends=True)})

@@ -203,6 +203,12 @@ def test_setup_cell_installs_on_a_fresh_machine_and_does_nothing_where_installed
     ast.parse(src)
     assert '"git", "clone", "--depth", "1", "https://github.com/repeval/repeval"' in src
     assert '"./repeval", "pandas"' in src and 'os.chdir("repeval/book")' in src
+    assert "apt-get" not in src
+    with_data = ext.setup_cell_source("https://github.com/repeval/repeval", [], "book/noise", fashion_mnist=True)
+    ast.parse(with_data)
+    assert '"apt-get", "install", "-y", "dataset-fashion-mnist"' in with_data
+    assert ext.uses_fashion_mnist([{"cell_type": "code", "source": "datasets.fashion_mnist_shifted(3)"}])
+    assert not ext.uses_fashion_mnist([{"cell_type": "markdown", "source": "Fashion-MNIST"}])
     # here repeval_ref is installed: running the cell must neither clone, install nor move
     calls = []
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: calls.append(a))
