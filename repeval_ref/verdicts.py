@@ -82,12 +82,14 @@ def chance_verdict(correct, n, test_labels, protocol="accuracy"):
     return _out("chance", lo <= chance, msg, rule, accuracy=acc, wilson95=[lo, hi], chance=chance)
 
 
-def collapse_verdict(rankme, mean_cosine, d):
+def collapse_verdict(rankme, mean_cosine, d, centred_dimension=None):
     """Have the features collapsed to (nearly) one direction?
 
     Fires when the effective rank (RankMe) is at most 2 or the mean pairwise cosine
     is at least 0.95. Both are computed without centring, so a large common offset of
-    otherwise healthy features also fires it; the message says so.
+    otherwise healthy features also fires it; when ``centred_dimension`` (for example
+    the participation ratio of the centred covariance) exceeds 2, the message says that
+    an offset, not a collapse of the spread, is the likely cause.
 
     Parameters
     ----------
@@ -97,6 +99,8 @@ def collapse_verdict(rankme, mean_cosine, d):
         Mean pairwise cosine similarity of the rows (``None`` when undefined).
     d : int
         Feature dimension.
+    centred_dimension : float or None
+        A dimension measured after centring (participation ratio), optional.
 
     Returns
     -------
@@ -117,11 +121,14 @@ def collapse_verdict(rankme, mean_cosine, d):
         msg = (f"the features look collapsed: effective rank (RankMe) {rk} of d = {d}, mean "
                f"pairwise cosine {cs}; nearly every row points the same way, so cosine-based "
                "protocols (k-NN, low-shot) see one cluster"
-               + ("" if low_rank else "; if the centred metrics look healthy, a large common "
-                  "offset may be the cause (centre the features before k-NN)"))
+               + (f"; after centring they spread over about {centred_dimension:.1f} directions "
+                  "(participation ratio), so a large common offset is the likely cause: centre "
+                  "the features before cosine k-NN"
+                  if centred_dimension is not None and centred_dimension > COLLAPSE_RANK else ""))
     else:
         msg = f"no collapse: effective rank (RankMe) {rk} of d = {d}, mean pairwise cosine {cs}"
-    return _out("collapse", low_rank or aligned, msg, rule, rankme=rankme, mean_cosine=mean_cosine, d=d)
+    return _out("collapse", low_rank or aligned, msg, rule, rankme=rankme, mean_cosine=mean_cosine, d=d,
+                centred_dimension=centred_dimension)
 
 
 def spectrum_cliff_verdict(eigenvalues):

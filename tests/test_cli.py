@@ -504,3 +504,118 @@ def test_low_shot_support_mean_of_zero_is_a_skipped_entry(tmp_path, capsys):
     assert by_shots[20]["mean"] is None and "zero vector" in by_shots[20]["note"]
     assert by_shots[1]["mean"] is not None
     assert "train_h" not in capsys.readouterr().out
+
+
+# ------------------------------------------------------- from the loop to the report
+
+
+@pytest.fixture(scope="module")
+def loop_outputs(tmp_path_factory):
+    """The loop on the default digits encoder, writing both of its feature layouts."""
+    from repeval_ref.loop import main as loop_main
+
+    d = tmp_path_factory.mktemp("loop")
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        rc = loop_main(["--pretrain-epochs", "1", "--probe-epochs", "1", "--cache-dir", str(d / "cache"),
+                        "--save-features", str(d / "saved")])
+    assert rc == 0
+    return d, err.getvalue()
+
+
+def test_loop_features_go_straight_into_report(loop_outputs, capsys):
+    d, log = loop_outputs
+    assert f"repeval report {d / 'saved'}" in log
+    assert main(["report", str(d / "saved"), "--out", str(d / "r1")] + FAST) == 0
+    rep = json.loads((d / "r1" / "report.json").read_text())
+    saved = np.load(d / "saved" / "train.npz")
+    assert rep["inputs"]["n_train"] == saved["labels"].size and rep["inputs"]["n_classes"] == 10
+    assert rep["linear_probe"]["accuracy"] > 0.5  # a trained encoder, labels carried along
+    # the cache folder of the model (MODEL/digits-train, MODEL/digits-test) reads the same
+    assert main(["report", str(d / "cache" / "small-cnn"), "--out", str(d / "r2")] + FAST) == 0
+    rep2 = json.loads((d / "r2" / "report.json").read_text())
+    assert rep2["knn"]["curve"] == rep["knn"]["curve"]
+    # and one cache folder, or its __flat.npy (labels.npy beside it), as TRAIN and TEST
+    m = d / "cache" / "small-cnn"
+    assert main(["report", str(m / "digits-train"), str(m / "digits-test" / "__flat.npy"),
+                 "--out", str(d / "r3")] + FAST) == 0
+    assert json.loads((d / "r3" / "report.json").read_text())["knn"]["curve"] == rep["knn"]["curve"]
+    capsys.readouterr()
+    assert main(["compare", str(m), str(d / "saved"), "--quiet", "--boot", "200", "--probe-c", "1"]) == 0
+    assert "linear CKA" in capsys.readouterr().out
+
+
+def test_report_test_fraction_splits_one_file_with_a_seed(files, digits):
+    from sklearn.model_selection import train_test_split
+
+    X = np.vstack([digits[0], digits[2]])
+    y = np.concatenate([digits[1], digits[3]])
+    np.savez(files / "all.npz", features=X, labels=y)
+    reps = []
+    for seed, name in ((3, "s3"), (3, "s3b"), (4, "s4")):
+        assert main(["report", str(files / "all.npz"), "--test-fraction", "0.3", "--seed", str(seed),
+                     "--out", str(files / name)] + FAST) == 0
+        reps.append(json.loads((files / name / "report.json").read_text()))
+    _, te = train_test_split(np.arange(y.size), test_size=0.3, stratify=y, random_state=3)
+    assert reps[0]["inputs"]["n_test"] == te.size and reps[0]["inputs"]["split"]["seed"] == 3
+    assert reps[0]["knn"]["curve"] == reps[1]["knn"]["curve"]  # same seed, same numbers
+    assert reps[0]["knn"]["curve"] != reps[2]["knn"]["curve"]
+    from repeval_ref import knn_classify
+
+    tr = np.setdiff1d(np.arange(y.size), te)
+    pred = knn_classify(X[tr], y[tr], X[te], 20, 0.07, 10)
+    k20 = [e for e in reps[0]["knn"]["curve"] if e["k"] == 20][0]
+    assert k20["correct"] == int(np.sum(pred == y[te]))
+
+
+def test_report_needs_test_or_fraction(files, capsys):
+    assert main(["report", str(files / "train.npz"), "--out", str(files / "x")] + FAST) == 2
+    assert "--test-fraction" in _error(capsys)
+    assert main(["report", str(files / "train.npz"), str(files / "test.npz"), "--test-fraction", "0.2",
+                 "--out", str(files / "x")] + FAST) == 2
+    assert "cannot be combined" in _error(capsys)
+
+
+def test_some_unseen_test_labels_are_a_verdict_not_an_error(tmp_path, small, capsys):
+    X, y = small
+    yt = y.copy()
+    yt[:4] = 9
+    assert _run_report(_write_pair(tmp_path, X, y, X, yt), tmp_path / "o") == 0
+    rep = json.loads((tmp_path / "o" / "report.json").read_text())
+    v = {x["name"]: x for x in rep["verdicts"] if x["name"] == "unseen_labels"}["unseen_labels"]
+    assert v["fired"] and v["numbers"]["rows"] == 4
+    assert "never occur in TRAIN" in capsys.readouterr().out
+
+
+def test_k_nn_curve_equals_knn_classify_at_every_k(report, digits):
+    from repeval_ref import knn_classify
+
+    rep = json.loads((report[1] / "report.json").read_text())
+    Xtr, ytr, Xte, yte = digits
+    for e in rep["knn"]["curve"]:
+        assert e["correct"] == int(np.sum(knn_classify(Xtr, ytr, Xte, e["k"], 0.07, 10) == yte)), e["k"]
+
+
+def test_no_source_file_shorthands_in_help_or_output(report, capsys):
+    import re
+
+    texts = [report[2], (report[1] / "report.md").read_text()]
+    for argv in (["--help"], ["report", "--help"], ["compare", "--help"], ["leaderboard", "--help"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        texts.append(capsys.readouterr().out)
+    for t in texts:
+        # seed file numbers ("002") and private names ("RankMe*") must not reach the user
+        assert not re.search(r"(?<![\d.,])00[0-3](?![\d.%])", t) and "RankMe*" not in t, t[:200]
+    assert "RankMe / d" in report[2] and "Self-Cluster" in report[2]
+
+
+def test_compare_says_how_to_read_interval_and_p_together(tmp_path, capsys):
+    X, y = load_digits(return_X_y=True)
+    np.savez(tmp_path / "a.npz", features=X[:300], labels=y[:300])
+    np.savez(tmp_path / "b.npz", features=X[:300] + np.random.default_rng(0).normal(size=(300, 64)) * 3,
+             labels=y[:300])
+    assert main(["compare", str(tmp_path / "a.npz"), str(tmp_path / "b.npz"), "--quiet", "--boot", "300",
+                 "--probe-c", "1"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "how to read them together" in out and "p < 0.05" in out

@@ -37,7 +37,7 @@ def report_verdicts(rep, train_x, train_y, test_y, spectrum, n_zero_rows):
     out.append(chance_verdict(p["correct"], p["n"], test_y, "the linear probe"))
     lf = rep["label_free"]
     out.append(collapse_verdict(lf["rankme"]["value"], lf["mean_pairwise_cosine"]["value"],
-                                int(train_x.shape[1])))
+                                int(train_x.shape[1]), lf["participation_ratio"]["value"]))
     out.append(spectrum_cliff_verdict(spectrum))
     out.append(dropped_features_verdict(p["dropped_constant_features"], n_zero_rows,
                                         int(train_x.shape[1]), int(train_x.shape[0])))

@@ -27,9 +27,9 @@ def write_files(outdir, contents):
     try:
         for name, data in contents.items():
             fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=outdir)
+            staged.append((tmp, outdir / name))
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data.encode() if isinstance(data, str) else data)
-            staged.append((tmp, outdir / name))
     except BaseException:
         for tmp, _ in staged:
             with _quiet():
@@ -180,8 +180,8 @@ def verdict_lines(verdicts):
     """One line per verdict that fired, each with its rule; a closing line if none fired."""
     fired = [v for v in verdicts if v["fired"]]
     if not fired:
-        return [f"no warnings ({len(verdicts)} rules checked: "
-                + ", ".join(v["name"].replace("_", " ") for v in verdicts) + ")"]
+        names = list(dict.fromkeys(v["name"].replace("_", " ") for v in verdicts))
+        return [f"no warnings (rules checked: {', '.join(names)})"]
     return [f"- {v['message']}. Rule: {v['rule']}." for v in fired]
 
 

@@ -70,7 +70,9 @@ def _is_encoder_path(path):
                 return True
         except InputError:
             return True  # an encoder folder with a problem: reported when read
-        return any(p.suffix == ".npy" and p.name != "labels.npy" for p in path.iterdir())
+        # one folder of the loop's cache: labels.npy beside the feature arrays
+        return (path / "labels.npy").is_file() and any(
+            p.suffix == ".npy" and p.name != "labels.npy" for p in path.iterdir())
     return False
 
 
@@ -209,7 +211,8 @@ def _evaluate_one(entry, d, tr, te, args, classes, counts, progress):
     res["verdicts"] = [
         chance_verdict(res["knn"]["correct"], res["knn"]["n"], yte, f"weighted k-NN (k={args.k})"),
         chance_verdict(res["probe"]["correct"], res["probe"]["n"], yte, "the linear probe"),
-        collapse_verdict(lf["rankme"]["value"], lf["mean_pairwise_cosine"]["value"], int(X.shape[1])),
+        collapse_verdict(lf["rankme"]["value"], lf["mean_pairwise_cosine"]["value"], int(X.shape[1]),
+                         lf["participation_ratio"]["value"]),
         spectrum_cliff_verdict(spectrum),
         dropped_features_verdict(info["dropped_constant_features"], 0, int(X.shape[1]), int(X.shape[0])),
     ]
