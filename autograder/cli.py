@@ -14,12 +14,14 @@ Author of exercises::
 
 Instructor (course directory: --course, default ./course)::
 
-    autograder setup                         # course dir + gradebook with every assignment
+    autograder setup --assign knn=2026-03-01T23:59 noise   # the term's chapters, due dates
+                                             # (--late-policy mark|zero; default: all, mark)
     autograder roster students.csv           # bulk import (id,first_name,last_name,email)
     autograder collect submissions/          # <student>/ folders or <student>.zip files
     autograder autograde [--seed N] [--workers N]  # whole class, per-cell timeout, seed logged
     autograder feedback                      # HTML, hidden tests removed, maths offline
-    autograder export grades.csv             # + grades_by_notebook.csv
+    autograder export grades.csv             # + grades_by_notebook.csv, grades_canvas.csv
+    autograder similarity                    # similarity.csv + similarity.html (informs only)
     autograder grade-all submissions/ grades.csv   # setup+collect+autograde+feedback+export
                                              # (--workers N: N students graded at a time)
 """
@@ -63,9 +65,27 @@ def cmd_checks(args):
     return 0
 
 
+def _term_options(args):
+    """(assignments, due, late_policy) from ``--assign knn=2026-03-01T23:59 noise``."""
+    if not args.assign:
+        return None, None, args.late_policy
+    assignments, due = [], {}
+    for item in args.assign:
+        name, _, when = item.partition("=")
+        assignments.append(name.strip())
+        if when.strip():
+            due[name.strip()] = when.strip()
+    return assignments, due, args.late_policy
+
+
 def cmd_setup(args):
     course = _course(args)
-    print("assignments:", ", ".join(course.setup()))
+    assignments, due, policy = _term_options(args)
+    names = course.setup(assignments, due=due, late_policy=policy)
+    dates = course.due_dates()
+    print("assignments:", ", ".join(
+        f"{a} (due {dates[a]:%Y-%m-%d %H:%M} UTC)" if a in dates else a for a in names))
+    print("late policy:", course.term()["late_policy"])
     return 0
 
 
@@ -111,16 +131,34 @@ def cmd_export(args):
     return 0
 
 
-def cmd_grade_all(args):
+def cmd_similarity(args):
+    from .similarity import similarity_report
+
     course = _course(args)
-    course.setup()
+    csv_path, html_path, pairs = similarity_report(course.root, threshold=args.threshold,
+                                                   repo=course.repo)
+    print(f"{len(pairs)} pair(s) at or above similarity {args.threshold:g}: {csv_path}, "
+          f"{html_path} (informs only; grades are unchanged)")
+    return 0
+
+
+def cmd_grade_all(args):
+    from .similarity import DEFAULT_THRESHOLD, similarity_report
+
+    course = _course(args)
+    assignments, due, policy = _term_options(args)
+    course.setup(assignments, due=due, late_policy=policy)
     if args.roster:
         course.import_roster(args.roster)
     course.collect(args.folder)
     seed = course.autograde(seed=args.seed, workers=args.workers)
     course.feedback()
     out = course.export(args.csv)
-    print(f"seed {seed}; grades: {out[0]}; per notebook: {out[1]}")
+    sim_csv, sim_html, pairs = similarity_report(course.root, threshold=DEFAULT_THRESHOLD,
+                                                 repo=course.repo)
+    print(f"seed {seed}; grades: {out[0]}; per notebook: {out[1]}; LMS (Canvas): {out[2]}; "
+          f"problems: {course.root / 'grading_issues.csv'}; similarity: {len(pairs)} "
+          f"pair(s) in {sim_html}")
     return 0
 
 
@@ -362,6 +400,16 @@ def _add_workers(parser):
                              "(and kernel) each (default: 1, the whole class in one run)")
 
 
+def _add_term(parser):
+    parser.add_argument("--assign", nargs="+", metavar="CHAPTER[=DUE]", default=None,
+                        help="the chapters given this term, each with an optional due date "
+                             "(UTC unless an offset is given), e.g. knn=2026-03-01T23:59 "
+                             "noise=2026-03-15T23:59 (default: as set up before, else all)")
+    parser.add_argument("--late-policy", choices=["mark", "zero"], default=None,
+                        help="mark: late submissions keep their points and are marked late "
+                             "(default); zero: they score 0")
+
+
 def build_parser():
     p = argparse.ArgumentParser(prog="autograder", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -382,6 +430,7 @@ def build_parser():
     s = sub.add_parser("checks", help="list the hidden checks")
     s.set_defaults(func=cmd_checks)
     s = sub.add_parser("setup", help="create the course directory and its gradebook")
+    _add_term(s)
     s.set_defaults(func=cmd_setup)
     s = sub.add_parser("roster", help="import students from a CSV in one command")
     s.add_argument("csv")
@@ -404,7 +453,16 @@ def build_parser():
     s.add_argument("--roster", default=None)
     s.add_argument("--seed", type=int, default=None)
     _add_workers(s)
+    _add_term(s)
     s.set_defaults(func=cmd_grade_all)
+    s = sub.add_parser("similarity", help="answers that resemble the reference or each "
+                                          "other (CSV + HTML; grades unchanged)")
+    from .similarity import DEFAULT_THRESHOLD
+
+    s.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
+                   help="list pairs whose shared fraction of code is at least this "
+                        "(default: %(default)s)")
+    s.set_defaults(func=cmd_similarity)
     s = sub.add_parser("check", help="student: run a notebook's visible tests and validate it")
     s.add_argument("notebook")
     s.add_argument("--hidden", action="store_true",

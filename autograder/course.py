@@ -27,6 +27,7 @@ from __future__ import annotations
 import csv
 import datetime as _dt
 import glob
+import json
 import numbers
 import os
 import secrets
@@ -45,6 +46,11 @@ from . import PACKAGE_DIR, REPO_ROOT
 from .checks import SEED_ENV
 
 ISSUES_FILE = "grading_issues.csv"
+#: the instructor's choices for the term: assigned chapters, due dates, late policy
+TERM_FILE = "term.json"
+#: late policies: "mark" records lateness (nbgrader's penalty "none"); "zero" gives a late
+#: submission 0 points (nbgrader's LateSubmissionPlugin penalty "zero")
+LATE_POLICIES = {"mark": "none", "zero": "zero"}
 SEED_LOG = "grading_seeds.log"
 GRADEBOOK = "gradebook.db"
 #: seconds an nbgrader process waits for the gradebook while another one writes to it
@@ -84,6 +90,24 @@ def run_nbgrader(root, *args, timeout=None, env_extra=None, log=None):
     if log is not None:
         log(f"$ nbgrader {' '.join(map(str, args))}  (exit {proc.returncode})")
     return proc
+
+
+def parse_due(text):
+    """A due date as an aware UTC datetime; ``text`` like ``2026-03-01 23:59`` (UTC unless
+    it names an offset, e.g. ``2026-03-01T23:59+01:00``). Raises ValueError naming it."""
+    from dateutil import parser as _parser
+
+    try:
+        when = _parser.parse(str(text))
+    except (ValueError, OverflowError, TypeError):
+        raise ValueError(f"due date {text!r} is not a date (use YYYY-MM-DD HH:MM)") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=_dt.timezone.utc)
+    return when.astimezone(_dt.timezone.utc)
+
+
+def _fmt_time(when):
+    return when.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
 
 
 def _exercise_index(repo):
@@ -148,6 +172,9 @@ class Course:
 
     # -- helpers
     def nbgrader(self, *args, env_extra=None):
+        if args and args[0] == "autograde":       # the term's late policy
+            policy = LATE_POLICIES[self.term().get("late_policy", "mark")]
+            args = (*args, f"--LateSubmissionPlugin.penalty_method={policy}")
         return run_nbgrader(self.root, *args, timeout=self.timeout, env_extra=env_extra,
                             log=self.log)
 
@@ -158,6 +185,12 @@ class Course:
         return _exercise_index(self.root)
 
     def record_issue(self, student, assignment, notebook, problem):
+        """Append a problem to ``grading_issues.csv`` (once: a problem already listed for
+        the same student, assignment and notebook is not repeated)."""
+        key = (str(student), str(assignment), str(notebook), str(problem))
+        if any((r["student_id"], r["assignment"], r["notebook"], r["problem"]) == key
+               for r in self.issues()):
+            return
         path = self.root / ISSUES_FILE
         new = not path.exists()
         with path.open("a", newline="") as fh:
@@ -175,18 +208,118 @@ class Course:
         with path.open() as fh:
             return list(csv.DictReader(fh))
 
+    # -- the term
+    def term(self):
+        """The term's choices (``term.json``): ``{"assignments": {name: {"due": text or
+        None}}, "late_policy": "mark" | "zero"}``; empty before :meth:`setup`."""
+        path = self.root / TERM_FILE
+        if not path.exists():
+            return {}
+        return json.loads(path.read_text())
+
+    def due_dates(self):
+        """Dict assignment -> aware UTC due date (assignments without one are left out)."""
+        return {a: parse_due(v["due"]) for a, v in self.term().get("assignments", {}).items()
+                if v.get("due")}
+
     # -- setup
-    def setup(self):
-        """Create the course directory and register every assignment in its gradebook."""
+    def setup(self, assignments=None, due=None, late_policy=None):
+        """Create the course directory and register the term's assignments in its gradebook.
+
+        Parameters
+        ----------
+        assignments : list of str, optional
+            The chapters (assignment folders of ``solutions/``) given this term. Default:
+            those of an earlier ``setup`` of this course (``term.json``), else all.
+        due : dict, optional
+            Assignment -> due date (text such as ``"2026-03-01 23:59"``, UTC unless an
+            offset is given); recorded in the gradebook, where nbgrader compares it with
+            each submission's timestamp.
+        late_policy : {"mark", "zero"}, optional
+            ``"mark"`` (default) marks late submissions in the exports and keeps their
+            points; ``"zero"`` gives them 0 (nbgrader's late penalty "zero").
+
+        Returns
+        -------
+        list of str
+            The registered assignments.
+
+        Raises
+        ------
+        ValueError
+            If an assignment is not a folder of ``solutions/``, a due date names an
+            assignment that is not assigned or is not a date, or the late policy is unknown.
+        """
+        available = sorted(p.name for p in (self.repo / "solutions").iterdir() if p.is_dir())
+        term = self.term()
+        if assignments is None:
+            assignments = list(term.get("assignments", {})) or available
+        assignments = sorted(dict.fromkeys(str(a) for a in assignments))
+        unknown = [a for a in assignments if a not in available]
+        if unknown or not assignments:
+            raise ValueError(f"assignments: unknown chapter(s) {unknown or '(none given)'}; "
+                             f"choose from {', '.join(available)}")
+        old_due = {a: v.get("due") for a, v in term.get("assignments", {}).items()}
+        due = {**{a: d for a, d in old_due.items() if a in assignments and d},
+               **{str(k): v for k, v in (due or {}).items()}}
+        stray = sorted(set(due) - set(assignments))
+        if stray:
+            raise ValueError(f"due: {', '.join(stray)} is not among the assigned chapters "
+                             f"({', '.join(assignments)})")
+        due = {a: _fmt_time(parse_due(d)) for a, d in due.items() if d}
+        late_policy = late_policy or term.get("late_policy", "mark")
+        if late_policy not in LATE_POLICIES:
+            raise ValueError(f"late_policy must be one of {sorted(LATE_POLICIES)}, "
+                             f"got {late_policy!r}")
         self.root.mkdir(parents=True, exist_ok=True)
         src = self.root / "solutions"
         if src.exists():
             shutil.rmtree(src)
-        shutil.copytree(self.repo / "solutions", src)
+        src.mkdir()
+        for a in assignments:
+            shutil.copytree(self.repo / "solutions" / a, src / a)
+        stale = self.root / "exercises"
+        if stale.exists():
+            for folder in stale.iterdir():
+                if folder.is_dir() and folder.name not in assignments:
+                    shutil.rmtree(folder)
         proc = self.nbgrader("generate_assignment", "*", "--force")
         if proc.returncode != 0:
             raise RuntimeError("nbgrader generate_assignment failed:\n" + proc.stdout + proc.stderr)
+        for a in assignments:
+            args = ["db", "assignment", "add", a]
+            if a in due:
+                args.append(f"--duedate={due[a]}")
+            proc = self.nbgrader(*args)
+            if proc.returncode != 0:
+                raise RuntimeError(f"nbgrader db assignment add {a} failed:\n"
+                                   + proc.stdout + proc.stderr)
+        self._drop_unassigned(assignments)
+        (self.root / TERM_FILE).write_text(json.dumps(
+            {"assignments": {a: {"due": due.get(a)} for a in assignments},
+             "late_policy": late_policy}, indent=2) + "\n")
         return self.assignments()
+
+    def _drop_unassigned(self, assignments):
+        """Remove from the gradebook the assignments of an earlier setup that are no
+        longer given (and have no submission), so that no export has rows for them."""
+        from nbgrader.api import Gradebook
+
+        if not (self.root / GRADEBOOK).exists():
+            return
+        with Gradebook(f"sqlite:///{self.root / GRADEBOOK}") as gb:
+            for assignment in list(gb.assignments):
+                if assignment.name not in assignments and not assignment.submissions:
+                    gb.remove_assignment(assignment.name)
+
+    def roster(self):
+        """Student ids in the gradebook (imported with :meth:`import_roster`), sorted."""
+        from nbgrader.api import Gradebook
+
+        if not (self.root / GRADEBOOK).exists():
+            return []
+        with Gradebook(f"sqlite:///{self.root / GRADEBOOK}") as gb:
+            return sorted(st.id for st in gb.students)
 
     # -- roster
     def import_roster(self, csv_path):
@@ -254,12 +387,14 @@ class Course:
         return max(votes, key=votes.get) if votes else None
 
     def _student_files(self, entry):
-        """(name, bytes) of every .ipynb of one student's folder or zip file."""
+        """(name, bytes, time) of every .ipynb of one student's folder or zip file; the
+        time is the file's modification time (of the zip entry), an aware datetime."""
         files = []
         if entry.is_dir():
             for p in sorted(entry.rglob("*.ipynb")):
                 if ".ipynb_checkpoints" not in p.parts:
-                    files.append((p.name, p.read_bytes()))
+                    when = _dt.datetime.fromtimestamp(p.stat().st_mtime, _dt.timezone.utc)
+                    files.append((p.name, p.read_bytes(), when))
         elif entry.suffix == ".zip":
             try:
                 with zipfile.ZipFile(entry) as zf:
@@ -267,10 +402,38 @@ class Course:
                         name = info.filename
                         if name.endswith(".ipynb") and ".ipynb_checkpoints" not in name \
                                 and not name.startswith("__MACOSX"):
-                            files.append((Path(name).name, zf.read(info)))
+                            when = _dt.datetime(*info.date_time, tzinfo=_dt.timezone.utc)
+                            files.append((Path(name).name, zf.read(info), when))
             except zipfile.BadZipFile:
                 return None
         return files
+
+    @staticmethod
+    def _stated_timestamp(entry, assignment):
+        """The submission time a folder states in nbgrader's ``timestamp.txt`` (what
+        ``nbgrader submit`` writes): ``<entry>/<assignment>/timestamp.txt``, else one at
+        the top of the folder; None without either."""
+        if not entry.is_dir():
+            return None
+        for stamp in (entry / assignment / "timestamp.txt", entry / "timestamp.txt"):
+            if stamp.is_file():
+                try:
+                    return parse_due(stamp.read_text().strip())
+                except ValueError:
+                    return None
+        return None
+
+    def _roster_problem(self, student, roster):
+        """Why a submission folder cannot be matched to the roster, or None if it can."""
+        if not roster or student in roster:
+            return None
+        close = [r for r in roster if r.lower() == student.lower()]
+        if close:
+            return (f"the folder {student!r} is not on the roster, but {close[0]!r} is (the "
+                    f"case differs): not graded. Rename it to {close[0]!r} and collect "
+                    "again.")
+        return (f"the folder {student!r} matches no student id of the roster: not graded. "
+                "Fix the folder name or add the student to the roster, then collect again.")
 
     def collect(self, folder):
         """Copy a folder of submissions into ``submitted/<student>/<assignment>/``.
@@ -284,18 +447,25 @@ class Course:
         """
         folder = Path(folder)
         index = self.exercise_index()
+        everything = _exercise_index(self.repo)       # every chapter, assigned or not
+        roster = set(self.roster())
         collected = {}
         for entry in sorted(folder.iterdir()):
             if entry.name.startswith("."):
                 continue
             student = entry.stem if entry.suffix == ".zip" else entry.name
+            why = self._roster_problem(student, roster)
+            if why:
+                self.record_issue(student, "*", "*", why)
+                continue
             files = self._student_files(entry)
             if files is None:
                 self.record_issue(student, "*", "*", f"{entry.name} is not a readable zip file")
                 files = []
             found = {}      # exercise -> notebook node
             problems = {}   # exercise -> reason
-            for fname, data in files:
+            times = {}      # assignment -> latest file time
+            for fname, data, when in files:
                 try:
                     nb = nbformat.reads(data.decode("utf-8"), as_version=4)
                 except Exception as exc:  # invalid JSON, wrong encoding, not a notebook
@@ -310,9 +480,17 @@ class Course:
                 ex = self._identify(nb, index) or (Path(fname).stem if Path(fname).stem in index
                                                    else None)
                 if ex is None:
+                    other = self._identify(nb, everything)
+                    if other is not None:
+                        self.record_issue(student, everything[other], other,
+                                          f"{fname} belongs to the chapter "
+                                          f"{everything[other]}, which is not assigned this "
+                                          "term; ignored")
+                        continue
                     self.record_issue(student, "?", fname,
                                       "not recognised as any exercise notebook; ignored")
                     continue
+                times[index[ex]] = max(times.get(index[ex], when), when)
                 notes = []
                 if fname != f"{ex}.ipynb":
                     self.record_issue(student, index[ex], ex,
@@ -330,6 +508,8 @@ class Course:
                     notes.append("Read-only cells were missing from your notebook and were "
                                  "put back from the release before grading: "
                                  + ", ".join(restored) + ".")
+                for line in _solution_syntax_errors(nb):
+                    self.record_issue(student, index[ex], ex, line)
                 if notes:
                     self._add_note(nb, " ".join(notes))
                 found[ex] = nb
@@ -340,8 +520,11 @@ class Course:
                 if dest.exists():
                     shutil.rmtree(dest)
                 dest.mkdir(parents=True)
-                (dest / "timestamp.txt").write_text(
-                    _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC"))
+                # nbgrader compares this time with the due date: the time the folder
+                # states (nbgrader submit's timestamp.txt), else the newest notebook's
+                when = (self._stated_timestamp(entry, a) or times.get(a)
+                        or _dt.datetime.now(_dt.timezone.utc))
+                (dest / "timestamp.txt").write_text(_fmt_time(when))
                 for ex in sorted(e for e, aa in index.items() if aa == a):
                     if ex in found:
                         nbformat.write(found[ex], str(dest / f"{ex}.ipynb"))
@@ -486,21 +669,96 @@ class Course:
         proc = self.nbgrader("generate_feedback", "*", "--force")
         if proc.returncode != 0:
             self.log(proc.stdout + proc.stderr)
-        make_feedback_offline(self.root / "feedback")
+        make_feedback_offline(self.root / "feedback", book_root=self.repo / "_build" / "html")
         return sorted((self.root / "feedback").glob("*/*/*.html"))
 
     # -- export
     def export(self, path):
-        """Write the gradebook as CSV (nbgrader's exporter: one row per student and
-        assignment) and, next to it, ``<name>_by_notebook.csv`` with one row per notebook."""
+        """Write the grades of the assigned chapters in three layouts; return their paths.
+
+        * ``path``: nbgrader's CSV (one row per student and assignment, with its
+          ``timestamp``, ``duedate`` and ``late_submission_penalty``), with columns added:
+          ``late`` (``late by 2.5 h`` or empty), ``flags`` (the problems of
+          ``grading_issues.csv`` for that student and assignment), and the student's
+          ``student_total``, ``student_max`` and ``student_percent`` over the term;
+        * ``<name>_by_notebook.csv``: one row per student and notebook, with its issues;
+        * ``<name>_canvas.csv``: Canvas's gradebook layout, one row per student and one
+          column per assignment (a ``Points Possible`` row first), with the term's total
+          in Canvas's read-only ``Final Points`` / ``Final Score`` columns.
+        """
         path = Path(path).resolve()
         path.parent.mkdir(parents=True, exist_ok=True)
         proc = self.nbgrader("export", f"--to={path}")
         if proc.returncode != 0 or not path.exists():
             raise RuntimeError("nbgrader export failed:\n" + proc.stdout + proc.stderr)
+        rows = self._annotate_export(path)
         detail = path.with_name(path.stem + "_by_notebook.csv")
         self._export_by_notebook(detail)
-        return path, detail
+        canvas = path.with_name(path.stem + "_canvas.csv")
+        self._export_canvas(rows, canvas)
+        return path, detail, canvas
+
+    def _flags(self):
+        """(student, assignment) -> the problems recorded for it, in order, once each."""
+        flags = {}
+        for row in self.issues():
+            problems = flags.setdefault((row["student_id"], row["assignment"]), [])
+            text = (f"{row['notebook']}: {row['problem']}" if row["notebook"] not in ("*", "?")
+                    else row["problem"])
+            if text not in problems:
+                problems.append(text)
+        return flags
+
+    def _annotate_export(self, path):
+        with path.open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        assigned = set(self.assignments())
+        rows = [r for r in rows if r["assignment"] in assigned]
+        flags = self._flags()
+        totals = {}
+        for r in rows:
+            t = totals.setdefault(r["student_id"], [0.0, 0.0])
+            t[0] += float(r["score"] or 0)
+            t[1] += float(r["max_score"] or 0)
+        for r in rows:
+            r["late"] = _late_text(r.get("timestamp"), r.get("duedate"))
+            r["flags"] = " | ".join(flags.get((r["student_id"], r["assignment"]), []))
+            got, top = totals[r["student_id"]]
+            r["student_total"] = f"{got:g}"
+            r["student_max"] = f"{top:g}"
+            r["student_percent"] = f"{100.0 * got / top:.1f}" if top else ""
+        fields = list(rows[0]) if rows else ["assignment", "student_id", "score", "max_score",
+                                              "late", "flags", "student_total", "student_max",
+                                              "student_percent"]
+        with path.open("w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=fields)
+            w.writeheader()
+            w.writerows(rows)
+        return rows
+
+    def _export_canvas(self, rows, path):
+        assignments = self.assignments()
+        people, scores, maxima = {}, {}, {}
+        for r in rows:
+            sid = r["student_id"]
+            last, first = r.get("last_name") or "", r.get("first_name") or ""
+            people[sid] = f"{last}, {first}".strip(", ") or sid
+            scores[sid, r["assignment"]] = float(r["score"] or 0)
+            maxima[r["assignment"]] = float(r["max_score"] or 0)
+        head = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section",
+                *assignments, "Final Points", "Final Score"]
+        top = sum(maxima.get(a, 0.0) for a in assignments)
+        with path.open("w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(head)
+            w.writerow(["Points Possible", "", "", "", "",
+                        *[f"{maxima.get(a, 0.0):g}" for a in assignments], f"{top:g}", "100"])
+            for sid in sorted(people):
+                got = sum(scores.get((sid, a), 0.0) for a in assignments)
+                w.writerow([people[sid], "", sid, sid, "",
+                            *[f"{scores.get((sid, a), 0.0):g}" for a in assignments],
+                            f"{got:g}", f"{100.0 * got / top:.1f}" if top else ""])
+        return path
 
     def _export_by_notebook(self, path):
         from nbgrader.api import Gradebook, MissingEntry
@@ -509,11 +767,14 @@ class Course:
         issues = {}
         for row in self.issues():
             issues.setdefault((row["student_id"], row["notebook"]), []).append(row["problem"])
+        assigned = set(self.assignments())
         with Gradebook(url) as gb, path.open("w", newline="") as fh:
             w = csv.writer(fh)
             w.writerow(["student_id", "assignment", "notebook", "score", "max_score",
                         "issues"])
             for assignment in gb.assignments:
+                if assignment.name not in assigned:
+                    continue
                 for student in gb.students:
                     for nb in assignment.notebooks:
                         try:
@@ -526,6 +787,39 @@ class Course:
                                     f"{nb.max_score:g}",
                                     " | ".join(issues.get((student.id, nb.name), []))])
         return path
+
+
+def _late_text(timestamp, duedate):
+    """``late by 3.2 h`` when the submission time is after the due date, else ``""``."""
+    if not timestamp or not duedate:
+        return ""
+    try:
+        delay = (parse_due(timestamp) - parse_due(duedate)).total_seconds()
+    except ValueError:
+        return ""
+    if delay <= 0:
+        return ""
+    if delay < 3600:
+        return f"late by {delay / 60:.0f} min"
+    if delay < 3 * 86400:
+        return f"late by {delay / 3600:.1f} h"
+    return f"late by {delay / 86400:.1f} days"
+
+
+def _solution_syntax_errors(nb):
+    """One line per solution cell of ``nb`` that does not compile (magics allowed)."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    out = []
+    cells = [c for c in nb.cells if c.cell_type == "code"
+             and c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+    for i, cell in enumerate(cells, 1):
+        try:
+            compile(TransformerManager().transform_cell(cell.source), f"<cell {i}>", "exec")
+        except SyntaxError as exc:
+            out.append(f"syntax error in solution cell {i}, line {exc.lineno}: {exc.msg} "
+                       "(the notebook does not run; graded as it is)")
+    return out
 
 
 def summary_table(csv_path):
