@@ -17,22 +17,29 @@ Implementation notes
   ``exp((s_i - s_max) / tau)``, which lies in ``(0, 1]`` and leaves the argmax
   unchanged (all votes of a row are scaled by the same positive number). The nearest
   neighbour always gets weight exactly 1, so even ``tau = 1e-4`` is safe.
-* **Blocks.** The test set is processed in blocks of rows so that the similarity
-  matrix of one block takes about 128 MB in the chosen precision (its temporaries, a
-  partitioned copy and a boolean mask, about as much again); the full
-  ``n_test x n_train`` matrix never exists. For ImageNet's 1.28M-image bank a float64
-  block holds 13 test rows (float32: 26). ``block_size`` overrides the automatic
-  choice. The block size never changes the predictions.
+* **Tiles.** The test set is processed in blocks of 512 rows (``block_size``) and the
+  bank in chunks of columns, so that one tile of similarities takes about 8 MB and
+  stays in the cache while it is scaled and searched; the full ``n_test x n_train``
+  matrix never exists, and the memory does not grow with either bank. The tiles are
+  a fixed grid (it depends only on ``block_size`` and the dtype), and each tile's
+  product runs on one BLAS thread, so the rounding of every similarity, and hence
+  every prediction, is the same whatever the number of threads or of test rows.
+* **Threads.** The tiles of different blocks (or, for a single block, of different
+  stretches of the bank) are searched by as many worker threads as the BLAS has
+  threads, each running a one-thread product and its own selection; so the cores
+  never wait for a selection, and no two thread pools compete for them. The BLAS is
+  held at one thread (``threadpoolctl``) for the duration of the call.
 * **No copy of the bank.** The queries are scaled to unit length; the bank is not:
   each block of products ``hat h^T h_i`` is divided by the norms ``||h_i||`` (computed
   in chunks), which gives the same cosines without a normalised copy of a bank that
   may take gigabytes. Together with the larger blocks this lets the matrix products
   run on more query rows at a time (``benchmarks/``, row 1).
-* **Selection.** ``np.partition`` finds the ``k``-th largest similarity ``s_k`` of each
-  row; the entries ``>= s_k`` are the ``k`` neighbours unless several entries tie at
-  ``s_k``. Only those rows (rare with real features) go through the slower exact
-  tie-breaking mask. This is several times faster than building the tie-breaking
-  mask for every row (``benchmarks/``, row 1).
+* **Selection.** In the first tile of a stretch of the bank the ``k`` best entries of
+  each row come from the maxima of column groups (:func:`_top_k`); they give each query
+  a threshold, the ``k``-th best similarity so far. Every later tile is only compared
+  with the thresholds: the few entries above them are merged into the running lists
+  (:func:`_merge_hits`) and the thresholds rise. No later tile is partitioned, so the
+  selection costs a few percent of the products (``benchmarks/``, row 1).
 * **Ties.** When several training features share the ``k``-th largest similarity, the
   ones with the smaller training index are kept, so that exactly ``min(k, n_train)``
   neighbours vote and the result does not depend on the sorting algorithm. When two
@@ -45,21 +52,23 @@ Implementation notes
 """
 from __future__ import annotations
 
+import os
+from collections import deque
+from itertools import islice
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from ._validation import as_float_array, as_labels, check_int, check_positive, unit_rows
 
 __all__ = ["knn_classify", "knn_classify_curve"]
 
-# Memory for one block's similarity matrix (in the precision of the computation). The
-# temporaries of a block (a partitioned copy, a boolean mask) take about as much again,
-# so the peak stays a few hundred MB whatever the size of the test set.
-_BLOCK_BUDGET_BYTES = 128 * 2**20
-
-
 def _auto_block_size(n_train, itemsize=8):
-    """Rows of the test set per block so that one block's similarities take ~128 MB."""
-    return max(1, _BLOCK_BUDGET_BYTES // (itemsize * n_train))
+    """Rows of the test set per block by default (``_TILE_ROWS``, whatever the bank).
+
+    The arguments are kept for the callers that chunk their queries in whole blocks.
+    """
+    return _TILE_ROWS
 
 
 def _keep_mask(sims, k):
@@ -182,6 +191,112 @@ def _top_k_partition(sims, k):
     return rows, flat - rows * n
 
 
+# The tiled search. One tile of similarities (query rows x bank columns) takes about
+# _TILE_BYTES, so that it stays in the cache while it is divided by the bank's norms
+# and compared with the running thresholds; _TILE_ROWS query rows make a block.
+_TILE_BYTES = 8 * 2**20
+_TILE_ROWS = 512
+#: worker threads of the tiled search: None follows the BLAS's thread count; an int
+#: forces it (tests force 2 to run the threaded path on any machine)
+_WORKERS = None
+
+
+def _blas_threads():
+    """Threads of the loaded BLAS libraries (1 where threadpoolctl cannot tell)."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        return 1
+    counts = [info.get("num_threads") or 1 for info in threadpool_info()
+              if info.get("user_api") == "blas"]
+    return max(counts) if counts else 1
+
+
+def _merge_hits(best_v, best_i, rows, vals, cols, k):
+    """Fold new candidates into the running top-``k`` lists, in place.
+
+    ``best_v``, ``best_i`` (m, k) hold each query's current ``k`` best similarities and
+    training indices, sorted by (similarity descending, index ascending); every index
+    there is smaller than every index among the new candidates ``rows, vals, cols``
+    (1-D, ``rows`` non-decreasing). Only the rows that received candidates are re-sorted.
+    """
+    sub = np.unique(rows)
+    loc = np.searchsorted(sub, rows)
+    cand_r = np.concatenate([np.repeat(np.arange(sub.size), k), loc])
+    cand_v = np.concatenate([best_v[sub].ravel(), vals])
+    cand_i = np.concatenate([best_i[sub].ravel(), cols])
+    order = np.lexsort((cand_i, -cand_v, cand_r))
+    counts = k + np.bincount(loc, minlength=sub.size)
+    first = np.cumsum(counts) - counts
+    take = order[(first[:, None] + np.arange(k)).ravel()]
+    best_v[sub] = cand_v[take].reshape(sub.size, k)
+    best_i[sub] = cand_i[take].reshape(sub.size, k)
+
+
+def _block_neighbours(queries, bank, norms, k, width, offset=0):
+    """The ``k`` nearest bank rows of each query, over tiles of ``width`` bank rows.
+
+    If the first tile is wider than ``k``, its ``k`` best come from :func:`_top_k`;
+    otherwise the lists start empty (similarity ``-inf``). The ``k``-th entry of a
+    query's list is its threshold ``t``, the ``k``-th best similarity seen so far. In
+    every later tile only the entries ``> t`` can enter the top ``k`` (an entry equal to
+    ``t`` has a larger index than the ``k`` kept entries ``>= t``, so it loses the tie),
+    so one comparison with ``t`` finds the few candidates, which :func:`_merge_hits`
+    folds in; ``t`` only grows. No tile is partitioned or sorted after the first.
+
+    Parameters
+    ----------
+    queries : numpy.ndarray of shape (m, d)
+        Unit-length queries.
+    bank : numpy.ndarray of shape (n, d)
+        A stretch of the stored features; its rows are the training indices
+        ``offset .. offset + n - 1``.
+    norms : numpy.ndarray of shape (n,) or None
+        Their norms (``None``: the bank is already unit-length).
+    k : int
+        Neighbours kept per query.
+    width : int
+        Bank rows per tile.
+    offset : int
+        Training index of ``bank[0]``.
+
+    Returns
+    -------
+    vals, cols : numpy.ndarray of shape (m, k)
+        Similarities and training indices of each query's ``k`` neighbours in the
+        stretch, sorted by (similarity descending, index ascending): the set
+        :func:`_top_k` keeps over the whole row, ties at the ``k``-th similarity toward
+        the smaller index. If the stretch has fewer than ``k`` rows, the lists end with
+        entries of similarity ``-inf`` (index ``offset + n``).
+    """
+    m, n = queries.shape[0], bank.shape[0]
+    buf = np.empty(m * min(width, n), dtype=queries.dtype)
+    mask = np.empty(buf.size, dtype=bool)
+    best_v = np.full((m, k), -np.inf, dtype=queries.dtype)
+    best_i = np.full((m, k), offset + n, dtype=np.intp)
+    for c0 in range(0, n, width):
+        c1 = min(n, c0 + width)
+        w = c1 - c0
+        tile = buf[:m * w].reshape(m, w)
+        np.matmul(queries, bank[c0:c1].T, out=tile)
+        if norms is not None:
+            np.divide(tile, norms[c0:c1], out=tile)
+        if c0 == 0 and k < w:  # the first tile's k best, without sorting the tile
+            rows, cols = _top_k(tile, k)
+            vals, cols = tile[rows, cols].reshape(m, k), cols.reshape(m, k)
+            order = np.argsort(-vals, axis=1, kind="stable")  # ties keep increasing index
+            best_v = np.take_along_axis(vals, order, axis=1)
+            best_i = np.take_along_axis(cols, order, axis=1) + offset
+            continue
+        hit_mask = mask[:m * w].reshape(m, w)
+        np.greater(tile, best_v[:, k - 1:k], out=hit_mask)
+        hit = np.flatnonzero(hit_mask)
+        if hit.size:
+            rows = hit // w
+            _merge_hits(best_v, best_i, rows, tile.ravel()[hit], hit - rows * w + (c0 + offset), k)
+    return best_v, best_i
+
+
 def knn_classify(train_h, train_y, test_h,  # bank, its labels, queries
                  k, tau, n_classes, *, block_size=None,
                  dtype=np.float64):
@@ -204,9 +319,9 @@ def knn_classify(train_h, train_y, test_h,  # bank, its labels, queries
     n_classes : int
         Number of classes ``K >= 1``; predictions lie in ``0 .. K - 1``.
     block_size : int, optional
-        Test rows per block. By default it is chosen so that one block's similarities
-        take about 128 MB. The predictions do not depend on it, except through the
-        last-bit rounding of the similarity products (see Notes).
+        Test rows per block (default 512); a tile of similarities holds about 8 MB, so
+        its number of bank columns follows from it. The predictions do not depend on
+        it, except through the last-bit rounding of the similarity products (see Notes).
     dtype : {numpy.float64, numpy.float32}
         Precision of the unit features and similarities (default float64).
 
@@ -241,26 +356,25 @@ def knn_classify(train_h, train_y, test_h,  # bank, its labels, queries
     """
     k = check_int(k, "k", minimum=1)
     tau = check_positive(tau, "tau")
-    n_test, n_train, train_y, n_classes, blocks = _similarity_blocks(
-        train_h, train_y, test_h, n_classes, block_size, dtype)
+    n_test, n_train, train_y, n_classes, blocks = _neighbour_blocks(
+        train_h, train_y, test_h, n_classes, block_size, dtype, k)
     pred = np.empty(n_test, dtype=np.int64)
-    for start, stop, sims in blocks:
-        m = stop - start
-        if k < n_train:
-            rows, cols = _top_k(sims, k)  # row-major: increasing training index
-        else:
-            rows = np.repeat(np.arange(m), n_train)
-            cols = np.tile(np.arange(n_train), m)
-        pred[start:stop] = _vote(sims[rows, cols], rows, train_y[cols], m, tau, n_classes)
+    for start, stop, vals, cols in blocks:
+        m, per_row = cols.shape
+        order = np.argsort(cols, axis=1)  # votes are added in increasing training index
+        cols = np.take_along_axis(cols, order, axis=1).ravel()
+        kept = np.take_along_axis(vals, order, axis=1).ravel()
+        rows = np.repeat(np.arange(m), per_row)
+        pred[start:stop] = _vote(kept, rows, train_y[cols], m, tau, n_classes)
     return pred
 
 
-def _similarity_blocks(train_h, train_y, test_h, n_classes, block_size, dtype):
-    """Validate the banks; return their sizes and an iterator over similarity blocks.
+def _neighbour_blocks(train_h, train_y, test_h, n_classes, block_size, dtype, k):
+    """Validate the banks; return their sizes and an iterator over each block's neighbours.
 
     Shared by :func:`knn_classify` and :func:`knn_classify_curve`, so that both see
-    bitwise the same similarities (same normalisation, same block boundaries). The
-    arguments are checked here, before any block is computed.
+    bitwise the same similarities (same normalisation, same tiles). The arguments are
+    checked here, before any tile is computed.
 
     Returns
     -------
@@ -268,9 +382,10 @@ def _similarity_blocks(train_h, train_y, test_h, n_classes, block_size, dtype):
     train_y : numpy.ndarray of int64, shape (n_train,)
         Validated labels.
     n_classes : int
-    blocks : iterator of (start, stop, sims)
-        ``sims`` of shape (stop - start, n_train): cosine similarities of the queries
-        ``start:stop`` to every stored feature.
+    blocks : iterator of (start, stop, vals, cols)
+        ``vals`` and ``cols`` of shape (stop - start, min(k, n_train)): the cosine
+        similarities and training indices of the nearest neighbours of the queries
+        ``start:stop``, each row sorted by (similarity descending, index ascending).
     """
     try:
         dtype = np.dtype(dtype)
@@ -296,16 +411,49 @@ def _similarity_blocks(train_h, train_y, test_h, n_classes, block_size, dtype):
     n_train, n_test = train_h.shape[0], queries.shape[0]
     if block_size is None:
         block_size = _auto_block_size(n_train, dtype.itemsize)
+    k = min(k, n_train)
+    width = max(1, _TILE_BYTES // (dtype.itemsize * block_size))
+    n_tiles = -(-n_train // width)
+    workers = _WORKERS if _WORKERS is not None else min(_blas_threads(), os.cpu_count() or 1)
+    workers = max(1, int(workers))
+    starts = list(range(0, n_test, block_size))
+    # Fewer blocks than workers: each block's bank is cut into stretches of whole tiles.
+    n_seg = max(1, min(n_tiles, workers // len(starts)))
+    edges = [width * (n_tiles * j // n_seg) for j in range(n_seg)] + [n_train]
+    units = [(start, lo, hi) for start in starts for lo, hi in zip(edges[:-1], edges[1:])]
+
+    def search(unit):
+        start, lo, hi = unit
+        return _block_neighbours(queries[start:start + block_size], train_h[lo:hi],
+                                 None if bank_norms is None else bank_norms[lo:hi], k, width, lo)
 
     def blocks():
-        for start in range(0, n_test, block_size):
-            stop = min(start + block_size, n_test)
-            sims = queries[start:stop] @ train_h.T  # (m, n_train): hat h^T h_i
-            if bank_norms is not None:
-                np.divide(sims, bank_norms, out=sims)  # cosine similarities hat h^T hat h_i
-            yield start, stop, sims
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=1, user_api="blas"), \
+                ThreadPoolExecutor(max_workers=workers) as pool:
+            todo = iter(units)
+            running = deque(pool.submit(search, u) for u in islice(todo, 2 * workers))
+            for start in starts:
+                parts = []
+                for _ in range(n_seg):
+                    parts.append(running.popleft().result())
+                    nxt = next(todo, None)
+                    if nxt is not None:
+                        running.append(pool.submit(search, nxt))
+                vals, cols = parts[0] if n_seg == 1 else _merge_stretches(parts, k)
+                yield start, min(start + block_size, n_test), vals, cols
 
     return n_test, n_train, train_y, n_classes, blocks()
+
+
+def _merge_stretches(parts, k):
+    """The ``k`` best of per-stretch neighbour lists given in increasing index order."""
+    vals = np.concatenate([p[0] for p in parts], axis=1)
+    cols = np.concatenate([p[1] for p in parts], axis=1)
+    # a stable sort on the similarity keeps the smaller indices first among equals
+    order = np.argsort(-vals, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(vals, order, axis=1), np.take_along_axis(cols, order, axis=1)
 
 
 def _vote(kept, rows, labels, m, tau, n_classes):
@@ -386,23 +534,19 @@ def knn_classify_curve(train_h, train_y, test_h,  # bank, its labels, queries
     if not ks:
         raise ValueError("ks is empty; give at least one number of neighbours")
     tau = check_positive(tau, "tau")
-    n_test, n_train, train_y, n_classes, blocks = _similarity_blocks(
-        train_h, train_y, test_h, n_classes, block_size, dtype)
+    n_test, n_train, train_y, n_classes, blocks = _neighbour_blocks(
+        train_h, train_y, test_h, n_classes, block_size, dtype, max(ks))
     out = np.empty((len(ks), n_test), dtype=np.int64)
-    for start, stop, sims in blocks:
+    k_top = min(max(ks), n_train)
+    for start, stop, ranked_vals, ranked_cols in blocks:
         m = stop - start
-        k_top = min(max(ks), n_train)
-        if k_top < n_train:
-            rows, cols = _top_k(sims, k_top)  # row-major, increasing training index
-        else:
-            rows = np.repeat(np.arange(m), n_train)
-            cols = np.tile(np.arange(n_train), m)
-        vals = sims[rows, cols].reshape(m, k_top)
-        col2 = cols.reshape(m, k_top)
-        # rank of each kept neighbour in (similarity descending, index ascending) order
-        order = np.lexsort((col2, -vals), axis=1)
-        rank = np.empty_like(order)
-        np.put_along_axis(rank, order, np.arange(k_top)[None, :], axis=1)
+        # the blocks come in (similarity descending, index ascending) order, so the
+        # position in a row is the rank; re-ordered by training index, rank[j] is the
+        # rank of the j-th kept neighbour
+        rank = np.argsort(ranked_cols, axis=1)
+        cols = np.take_along_axis(ranked_cols, rank, axis=1).ravel()
+        vals = np.take_along_axis(ranked_vals, rank, axis=1)
+        rows = np.repeat(np.arange(m), k_top)
         labels_all = train_y[cols]
         rank = rank.ravel()
         for j, k in enumerate(ks):
