@@ -152,11 +152,13 @@ def _notebook_and_colab(app, pagename, templatename, context, doctree):
         if not (cells and cells[0].get("metadata", {}).get("repeval_setup")):
             source = setup_cell_source(url, chapter_requirements(cells), pagename,
                                        fashion_mnist=uses_fashion_mnist(cells))
-            cells.insert(0, {"cell_type": "code", "execution_count": None, "id": "repeval-setup",
-                             "metadata": {"repeval_setup": True, "tags": ["remove-cell"]},
-                             "outputs": [], "source": source.splitlines(keepends=True)})
+            cell = {"cell_type": "code", "execution_count": None,
+                    "metadata": {"repeval_setup": True, "tags": ["remove-cell"]},
+                    "outputs": [], "source": source.splitlines(keepends=True)}
+            if (nb.get("nbformat"), nb.get("nbformat_minor", 0)) >= (4, 5):
+                cell["id"] = "repeval-setup"          # cell ids exist from nbformat 4.5 on
+            cells.insert(0, cell)
             nb["cells"] = cells
-            nb["nbformat"], nb["nbformat_minor"] = 4, max(nb.get("nbformat_minor", 5), 5)
             path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     branch = app.config.repeval_pages_branch
     colab = (app.config.html_theme_options or {}).get("launch_buttons", {}).get("colab_url", "")
