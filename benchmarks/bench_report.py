@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 
-def make_data(tmp, n_train, n_test, d, n_classes, noise=2.0, rank=48, seed=0):
+def make_data(tmp, n_train, n_test, d, n_classes, noise=4.0, rank=48, seed=0):
     """Clustered float32 features written as ``train.npz`` and ``test.npz`` in ``tmp``.
 
     Class centres live in a ``rank``-dimensional subspace, and every row adds isotropic
@@ -30,6 +30,7 @@ def make_data(tmp, n_train, n_test, d, n_classes, noise=2.0, rank=48, seed=0):
     with a visible bend and a k-NN accuracy well between chance and 100 %.
     """
     rng = np.random.default_rng(seed)
+    rank = min(rank, d)
     basis = np.linalg.qr(rng.standard_normal((d, rank)))[0]  # (d, rank), orthonormal
     centres = (rng.standard_normal((n_classes, rank)) * 3.0) @ basis.T
     paths = {}

@@ -41,7 +41,7 @@ from . import _harness as H
 
 SCHEMA = "repeval-bench/1"
 DEFAULT_OUT = Path(__file__).resolve().parent / "results.json"
-ROW_IDS = ("knn", "ridge", "grid", "labelfree", "book", "autograder")
+ROW_IDS = ("knn", "ridge", "grid", "labelfree", "report", "book", "autograder")
 
 # Sizes: the issue's sizes, except where a deviation is stated in the row's note.
 FULL = {
@@ -53,6 +53,8 @@ FULL = {
              "epochs": 3, "batch_size": 256},
     "labelfree": {"n_stream": 1_000_000, "n_naive": 100_000, "d": 768, "reps_big": 3,
                   "n_rel": 10_000, "n_sub": 5_000, "reps_rel_big": 1},
+    "report": {"n_train": 24_000, "n_test": 6_000, "d": 384, "n_classes": 100, "reps": 1,
+               "timeout": 1800},
     "book": {"reps_full": 2, "reps_rebuild": 5, "timeout": 900},
     "autograder": {"reps": 1, "students": 2, "workers": 2, "reps_class": 1, "cell_timeout": 60,
                    "timeout": 900, "assignments": None},
@@ -66,6 +68,7 @@ QUICK = {
              "epochs": 1, "batch_size": 64},
     "labelfree": {"n_stream": 20_000, "n_naive": 5_000, "d": 32, "reps_big": 1,
                   "n_rel": 1_000, "n_sub": 500, "reps_rel_big": 1},
+    "report": {"n_train": 1_500, "n_test": 500, "d": 32, "n_classes": 10, "reps": 1, "timeout": 600},
     "book": None,       # too slow for a quick run: written as "not run"
     "autograder": None,  # minutes; `--quick --students N` runs QUICK_CLASS instead
 }
@@ -367,6 +370,47 @@ def row_labelfree(cfg, reps, tmp):
     }
 
 
+def row_report(cfg, reps, tmp):
+    from . import bench_report as B
+
+    c = cfg
+    paths = B.make_data(tmp, c["n_train"], c["n_test"], c["d"], c["n_classes"])
+    res = {"repeval": [], "before": []}
+    for i in range(c["reps"]):  # interleaved, so that a change of load hits both sides
+        for t in ("before", "repeval"):
+            out = str(Path(tmp) / f"report_{t}_{i}")
+            res[t].append(H.run_child(f"bench_report:{t}", {"paths": paths, "out": out},
+                                      timeout=c["timeout"]))
+    S = {t: H.summarise(r) for t, r in res.items()}
+    new, old = res["repeval"][-1]["out"], res["before"][-1]["out"]
+    t_new, t_old = S["repeval"]["seconds_median"], S["before"]["seconds_median"]
+    ratio = t_old / t_new
+    differ = sorted(k for k in old["knn_correct"] if old["knn_correct"][k] != new["knn_correct"].get(k))
+    gap = 100 * abs(new["probe_accuracy"] - old["probe_accuracy"])
+    size = (f"TRAIN {c['n_train']:,} x {c['d']}, TEST {c['n_test']:,}, {c['n_classes']} classes, "
+            "float32 .npz files, default options")
+    reps_note = (f"median of {c['reps']} repetitions" if c["reps"] >= 5 else
+                 f"{c['reps']} repetition(s) of each side instead of 5: minutes per run")
+    lines = [
+        _line("report", "repeval report end to end", "the report before issue 19 (same files)",
+              _fmt_s(t_new), _fmt_s(t_old), ratio, ">= 5x faster", ratio >= 5,
+              note=f"{reps_note}; one similarity pass for the k-NN curve, the probe's C sweep "
+                   "warm-started, label-free metrics from one summary pass, TwoNN on all pairs "
+                   "of a random 10,000 of the rows (before: all rows)"),
+        _line("report", "k-NN accuracy at every k of the curve", "the report before issue 19",
+              f"{len(differ)} of {len(old['knn_correct'])} k differ", "per-k passes", None, "identical",
+              not differ),
+        _line("report", "linear-probe test accuracy", "cold-started C sweep",
+              f"{100 * new['probe_accuracy']:.2f}% (C = {new['probe_C']:g})",
+              f"{100 * old['probe_accuracy']:.2f}% (C = {old['probe_C']:g})", None,
+              "within 0.2 points", gap <= 0.2 + 1e-9, note=f"difference {gap:.3f} points"),
+    ]
+    return {"id": "report", "title": "repeval report", "status": "measured", "size": size,
+            "subject": "repeval_ref.cli.main(['report', ...])",
+            "competitor": "benchmarks/_report_before.py (the command-line code of commit 41cec37)",
+            "measurements": S, "note": reps_note, "lines": lines}
+
+
 def row_book(cfg, reps, tmp):
     if cfg is None:
         return _pending("book", "book build", "not run in --quick mode (minutes)", status="not run")
@@ -485,7 +529,7 @@ def _pending(row, title, why, status="pending", extra=()):
 
 
 ROWS = {"knn": row_knn, "ridge": row_ridge, "grid": row_grid, "labelfree": row_labelfree,
-        "book": row_book, "autograder": row_autograder}
+        "report": row_report, "book": row_book, "autograder": row_autograder}
 
 
 # --------------------------------------------------------------------------- output

@@ -486,8 +486,8 @@ def knn_classify_curve(train_h, train_y, test_h,  # bank, its labels, queries
     smaller ``k`` are the first ``k`` of that order, which is exactly the set
     :func:`knn_classify` keeps (ties at the ``k``-th similarity toward the smaller
     training index); their votes are then added in the same order as there, so the
-    predictions equal ``knn_classify(train_h, train_y, test_h, k, tau, n_classes)`` for
-    every ``k``, bit for bit (DINOv2's k-NN evaluation takes the same top-max-k route).
+    predictions for each ``k`` equal those of a separate :func:`knn_classify` call with
+    that ``k``, bit for bit (DINOv2's k-NN evaluation takes the same top-max-k route).
 
     Parameters
     ----------
