@@ -175,7 +175,7 @@ def spectrum_cliff_verdict(eigenvalues):
                     numerically_zero=n_zero)
     if n_zero:
         msg = (f"the spectrum ends in a cliff: {n_zero} of {lam.size} eigenvalues are numerically "
-               f"zero, so the features span only {pos.size} directions")
+               f"zero, so the features span only {pos.size} direction(s)")
         return _out("spectrum_cliff", True, msg, rule, position=int(pos.size), ratio=None,
                     numerically_zero=n_zero)
     worst = f"{ratios[i]:.3g}" if ratios.size else "n/a"

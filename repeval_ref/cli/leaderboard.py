@@ -305,7 +305,7 @@ def _main_rows(board):
 
 def _headers(board):
     return ["rank", "encoder", "method", f"k-NN k={board['settings']['k']} % [95% Wilson]",
-            "linear probe % [95% Wilson]", *[f"{s}-shot NCM %" for s in SHOTS],
+            "linear probe % [95% Wilson]", *[f"{s}-shot nearest class mean %" for s in SHOTS],
             f"vs next ({board['settings']['rank_by']})", "verdicts"]
 
 
