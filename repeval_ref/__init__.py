@@ -47,6 +47,10 @@ _EXPORTS = {
     "binomial_standard_error": "noise",
     "paired_standard_error": "noise",
     "expected_max_of_normals": "noise",
+    "item_bootstrap_ci": "noise",
+    "paired_item_bootstrap_ci": "noise",
+    "tile_iou_counts": "segmentation",
+    "mean_iou": "segmentation",
     # label-free metrics, retrieval, similarity
     "rankme": "labelfree",
     "two_nn_id": "labelfree",
