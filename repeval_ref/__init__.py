@@ -80,6 +80,10 @@ _EXPORTS = {
     "alignment": "geometry",
     "uniformity": "geometry",
     "label_free_summary": "summary",
+    "spectrum_metrics": "spectral_conventions",
+    "rankme_squared_shares": "spectral_conventions",
+    "alpha_req_weighted": "spectral_conventions",
+    "unit_coordinate_std": "spectral_conventions",
 }
 
 __all__ = sorted(_EXPORTS) + ["datasets"]

@@ -119,6 +119,10 @@ VALID = {
     "alignment": lambda: dict(X=_feat(10, 4), Y=_feat(10, 4, 1)),
     "uniformity": lambda: dict(X=_feat(10, 4)),
     "label_free_summary": lambda: dict(X=_feat(30, 12)),
+    "spectrum_metrics": lambda: dict(eigenvalues=np.arange(12.0, 0.0, -1.0), fit_range=(1, 6)),
+    "rankme_squared_shares": lambda: dict(X=_feat(10, 4)),
+    "alpha_req_weighted": lambda: dict(X=_feat(60, 8), fit_range=(1, 6)),
+    "unit_coordinate_std": lambda: dict(Z=_feat(10, 4)),
 }
 
 NOT_COVERED_HERE = {"frozen_features", "MinibatchCKA"}  # see the module docstring
@@ -155,6 +159,10 @@ ARRAYS = {
     "prediction_error": {"v": "v", "B": "f", "X": "f", "v_star": "v", "B_star": "f"},
     "sample_features_with_spectrum": {"eigenvalues": "v"},
     "alignment": {"X": "f", "Y": "f"},
+    "spectrum_metrics": {"eigenvalues": "v"},
+    "unit_coordinate_std": {"Z": "f"},
+    "rankme_squared_shares": {"X": "f"},
+    "alpha_req_weighted": {"X": "f"},
     **{name: {"X": "f"} for name in (
         "gram_spectrum", "alpha_req", "ne_sum", "stable_rank", "condition_number",
         "self_cluster", "diffusion_spectral_entropy", "two_nn_id_batched",
@@ -196,7 +204,8 @@ def test_valid_arguments_work(name):
 
 
 # vectors whose length is not tied to another argument
-FREE_LENGTH = {("ridge_loo", "lams"), ("sample_features_with_spectrum", "eigenvalues")}
+FREE_LENGTH = {("ridge_loo", "lams"), ("sample_features_with_spectrum", "eigenvalues"),
+               ("spectrum_metrics", "eigenvalues")}
 
 # scalar arguments that must be numbers (a string or None is a TypeError naming them)
 SCALARS = {
@@ -354,6 +363,15 @@ SPECIFIC = [
     # rankme: negative eps, all-zero matrix
     ("rankme", "eps", -1e-7), ("rankme", "eps", np.nan), ("rankme", "center", "yes"),
     ("rankme", "Z", np.zeros((5, 3))),
+    # spectrum_metrics / reptrix conventions / unit_coordinate_std
+    ("spectrum_metrics", "eigenvalues", np.array([1.0, -0.5, 0.2])), ("spectrum_metrics", "eigenvalues", np.zeros(4)),
+    ("spectrum_metrics", "eps", -1.0), ("spectrum_metrics", "fit_range", 3),
+    ("rankme_squared_shares", "X", np.ones((5, 3))), ("rankme_squared_shares", "eps", -1e-7),
+    ("rankme_squared_shares", "center", "yes"),
+    ("alpha_req_weighted", "fit_range", (0, 5)), ("alpha_req_weighted", "fit_range", (3, 9)),
+    ("alpha_req_weighted", "fit_range", (4, 4)), ("alpha_req_weighted", "fit_range", (1.0, 5)),
+    ("alpha_req_weighted", "fit_range", 5), ("alpha_req_weighted", "center", 1),
+    ("unit_coordinate_std", "Z", np.vstack([np.zeros(4), _feat(9, 4)])),
     # two_nn_id: fewer than 3 points, duplicates
     ("two_nn_id", "X", _feat(2, 3)), ("two_nn_id", "X", np.vstack([_feat(9, 3), _feat(1, 3)])),
     # retrieval_metrics: k < 1, empty cutoffs, zero vectors, no query with a relevant item
