@@ -242,7 +242,8 @@ _INSPECT = """
     raw_dollars: (text.match(/\\$\\$/g) || []).length,
     raw_paren: (text.match(/\\\\\\(|\\\\\\[/g) || []).length,
     images: Array.from(document.images).map((img) => ({
-      src: img.currentSrc || img.src, complete: img.complete, w: img.naturalWidth})),
+      src: img.currentSrc || img.src, complete: img.complete, w: img.naturalWidth,
+      alt: img.getAttribute('alt')})),
     traceback: /Traceback \\(most recent call last\\)/.test(all)
                || document.querySelectorAll('.traceback, .output.error, .cell_output .ansi-red-fg').length > 0
                || /\\b[A-Z][A-Za-z]*Error\\b\\s*Traceback/.test(all),
@@ -321,6 +322,11 @@ def test_page_renders_in_chromium(site, browser, page):
     # figures
     broken = [img["src"] for img in info["images"] if not img["complete"] or img["w"] == 0]
     assert not broken, f"{page}: images that did not load: {broken}"
+    # a figure drawn by the page's code says in words what it shows (not its file name)
+    nameless = [img["src"].rsplit("/", 1)[-1] for img in info["images"] if "/_images/" in img["src"]
+                and (not (img["alt"] or "").strip()
+                     or re.search(r"_images/|\.(png|jpe?g|svg|gif)$", img["alt"].strip(), flags=re.I))]
+    assert not nameless, f"{page}: figures whose alt text is empty or a file name: {nameless}"
     # a chapter (a page with executed code cells) shows at least one figure drawn by its code;
     # the back matter (the Performance appendix renders tables from committed JSON) is exempt
     if info["code_cells"] and page not in BACK_MATTER:
