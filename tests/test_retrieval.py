@@ -614,3 +614,58 @@ def test_torchmetrics_conventions_reproduced():
         assert ap == pytest.approx(expected, rel=1e-6)
         differs += not np.isclose(ap, plain_ap["map"][i])
     assert differs > 0  # the convention really changes AP on these scores
+
+
+def _scores_from_order(order):
+    """Scores under which every rule ranks each row exactly in ``order``."""
+    S = np.empty(order.shape)
+    np.put_along_axis(S, order, -np.arange(order.shape[1], dtype=float)[None].repeat(len(order), 0), axis=1)
+    return S
+
+
+def test_ranx_with_ties_is_the_package_in_numbas_quicksort_order():
+    ranx = pytest.importorskip("ranx")
+    numba = pytest.importorskip("numba")
+    import warnings
+
+    rng = np.random.default_rng(15)
+    scores = np.round(rng.normal(size=(10, 60)), 1)  # many ties
+    gains = (rng.random((10, 60)) < 0.3).astype(float)
+    gains[:, 0] = 1.0
+    qrels = ranx.Qrels({f"q{i}": {f"d{j:03d}": 1 for j in np.flatnonzero(gains[i])} for i in range(10)})
+    run = ranx.Run({f"q{i}": {f"d{j:03d}": float(scores[i, j]) for j in range(60)} for i in range(10)})
+    names = ["precision@5", "recall@5", "ndcg@5", "mrr", "map"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = ranx.evaluate(qrels, run, names, threads=1)
+    argsort = numba.njit(lambda a: np.argsort(a))  # ranx sorts the negated scores this way
+    order = np.stack([argsort(-row) for row in scores])
+    ours = ranking_metrics(_scores_from_order(order), gains, (5,))
+    for name in names:
+        assert ours[name] == pytest.approx(theirs[name], rel=1e-12), name
+
+
+def test_torchmetrics_with_ties_is_the_package_in_torchs_order():
+    tm = pytest.importorskip("torchmetrics.functional.retrieval")
+    import torch
+
+    rng = np.random.default_rng(16)
+    scores = np.round(rng.normal(size=(8, 50)), 1).astype(np.float32)
+    gains = (rng.random((8, 50)) < 0.3).astype(float)
+    gains[:, 0] = 1.0
+    positive = gains * (scores > 0)
+    for i in range(8):
+        p, t = torch.tensor(scores[i]), torch.tensor(gains[i]).long()
+        by_arg = _scores_from_order(torch.argsort(p, descending=True).numpy()[None])
+        by_topk = _scores_from_order(p.topk(50)[1].numpy()[None])
+        top5 = p.topk(5)[1].numpy()
+        by_top5 = _scores_from_order(np.r_[top5, np.setdiff1d(np.arange(50), top5)][None])
+        assert tm.retrieval_hit_rate(p, t, top_k=1).item() == ranking_metrics(by_arg, gains[i:i + 1], (1,))["hit@1"]
+        assert tm.retrieval_precision(p, t, top_k=5).item() == pytest.approx(
+            precision_at_k(by_top5, positive[i:i + 1], 5)[0], abs=1e-7)
+        if positive[i].sum() > 0:
+            rec = ranking_metrics(by_arg, positive[i:i + 1], (5,))["recall@5"] * positive[i].sum() / gains[i].sum()
+            assert tm.retrieval_recall(p, t, top_k=5).item() == pytest.approx(rec, abs=1e-7)
+            mine = ranking_metrics(by_topk, positive[i:i + 1], (5,))
+            assert tm.retrieval_reciprocal_rank(p, t).item() == pytest.approx(mine["mrr"], abs=1e-7)
+            assert tm.retrieval_average_precision(p, t).item() == pytest.approx(mine["map"], abs=1e-6)
