@@ -115,6 +115,14 @@ def fold_batchnorm(W, b, mu, s):
     return W2, np.asarray(b, float) - W2.T @ np.asarray(mu, float)
 '''
 
+FOLD_ACCEPTS_BAD_SCALE = '''
+import numpy as np
+
+def fold_batchnorm(W, b, mu, s):
+    W2 = np.asarray(W, float) / np.asarray(s, float)[:, None]     # no check that s > 0
+    return W2, np.asarray(b, float) - W2.T @ np.asarray(mu, float)
+'''
+
 RANK_BALANCED_FLOOR = '''
 import numpy as np
 
@@ -165,6 +173,7 @@ WRONG = {
     "fold_batchnorm": {
         "multiplies": (FOLD_MULTIPLY, {"fold_batchnorm/matches_reference",
                                        "fold_batchnorm/logits_identity"}),
+        "accepts_bad_scale": (FOLD_ACCEPTS_BAD_SCALE, {"fold_batchnorm/rejects_bad_scale"}),
     },
     "rank_bound": {
         "balanced_floor": (RANK_BALANCED_FLOOR, {"rank_bound/matches_reference",
@@ -201,6 +210,7 @@ FEEDBACK_WORDS = {
     ("frozen_features", "left_in_eval"): "Leaving the encoder in evaluation mode",
     ("frozen_features", "running_stats_move"): "Call encoder.eval()",
     ("fold_batchnorm", "multiplies"): "must divide by s_j",
+    ("fold_batchnorm", "accepts_bad_scale"): "raise ValueError naming s",
     ("rank_bound", "balanced_floor"): "SMALLEST counts",
     ("ridge_loo", "penalised_bias"): "unpenalised bias",
 }

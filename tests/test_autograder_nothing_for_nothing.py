@@ -81,7 +81,7 @@ def _degenerate(kind, name):
 def test_answers_that_compute_nothing_score_zero(name, kind):
     checks = [c for c in registry() if c.split("/", 1)[0] == name]
     assert checks
-    for seed in SEEDS:
+    for seed in SEEDS[:2]:
         for check in checks:
             findings = run_check(check, _degenerate(kind, name), seed)
             assert sum(f.points for f in findings) == 0, format_findings(check, findings, seed)
@@ -201,9 +201,9 @@ def wilson_interval(k, n, z=1.959963984540054):
 KNN_ARGPARTITION = '''
 import numpy as np
 
-def knn_classify(train_h, train_y, test_h, k, tau, n_classes):
-    a = np.asarray(train_h, float); a = a / np.linalg.norm(a, axis=1, keepdims=True)
-    q = np.asarray(test_h, float); q = q / np.linalg.norm(q, axis=1, keepdims=True)
+def knn_classify(bank, bank_y, queries, k, tau, n_classes):
+    a = np.asarray(bank, float); a = a / np.linalg.norm(a, axis=1, keepdims=True)
+    q = np.asarray(queries, float); q = q / np.linalg.norm(q, axis=1, keepdims=True)
     sims = q @ a.T
     kk = min(k, a.shape[0])
     if kk < a.shape[0]:
@@ -213,7 +213,7 @@ def knn_classify(train_h, train_y, test_h, k, tau, n_classes):
     s = np.take_along_axis(sims, nbr, axis=1)
     w = np.exp((s - s.max(axis=1, keepdims=True)) / tau)
     votes = np.zeros((len(q), n_classes))
-    np.add.at(votes, (np.repeat(np.arange(len(q)), kk), np.asarray(train_y)[nbr].ravel()),
+    np.add.at(votes, (np.repeat(np.arange(len(q)), kk), np.asarray(bank_y)[nbr].ravel()),
               w.ravel())
     return np.argmax(votes, axis=1)
 '''
@@ -366,3 +366,36 @@ def test_knn_statement_and_solution_keep_the_smaller_index():
     mine = _namespace("knn_classify")["knn_classify"](bank, labels, queries, 20, 0.07, 10)
     assert np.array_equal(mine, want)
     assert (ns["knn_classify"](bank, labels, queries, 20, 0.07, 10) != want).any()
+
+
+def _mutating_when(fn, key, value):
+    """The right function, which scribbles on its first array argument only when the
+    keyword (or the positional option) ``key`` has ``value``."""
+    import inspect as _inspect
+
+    params = list(_inspect.signature(fn).parameters)
+
+    def wrapper(*args, **kwargs):
+        bound = dict(zip(params, args), **kwargs)
+        out = fn(*args, **kwargs)
+        if key in bound and bound[key] == value:
+            a = next(x for x in args if isinstance(x, np.ndarray) and x.size)
+            a.flat[0] = a.flat[0] + 1 if a.dtype != bool else not a.flat[0]
+        return out
+    wrapper.__name__ = fn.__name__
+    wrapper.__signature__ = _inspect.signature(fn)
+    return wrapper
+
+
+@pytest.mark.parametrize("notebook,function,key,value", [
+    ("attentive_probe", "attentive_probe", "n_prefix", 2),
+    ("wilson_interval", "paired_bootstrap_ci", "level", 0.8),
+    ("linear_probe_done_right", "linear_probe_done_right", "seed", 3),
+])
+def test_mutation_on_a_non_default_option_loses_the_properties_check(notebook, function,
+                                                                      key, value):
+    fn = _mutating_when(_namespace(notebook)[function], key, value)
+    findings = run_check(f"{function}/properties", fn, SEEDS[0])
+    assert sum(f.points for f in findings) == 0, format_findings(
+        f"{function}/properties", findings, SEEDS[0])
+    assert "in place" in findings[0].message and f"{key} = {value}" in findings[0].message

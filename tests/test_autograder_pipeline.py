@@ -393,7 +393,7 @@ def test_zip_of_garbage_does_not_stop_collection(tmp_path):
 # --------------------------------------------------------------------------- workers
 def _small_class(tmp_path):
     """A course with one short notebook (batchnorm/fold_batchnorm) and three students:
-    ``ref`` (reference solution), ``wrong`` (multiplies by s_j instead of dividing) and
+    ``ref`` (reference solution), ``wrong`` (folds right but accepts s_j <= 0) and
     ``blank``.
     Returns the course, set up, with the submissions collected."""
     repo = tmp_path / "repo"
@@ -405,7 +405,7 @@ def _small_class(tmp_path):
     spec = load("fold_batchnorm")
     release = course.root / "exercises" / "batchnorm" / "fold_batchnorm.ipynb"
     blank = nbformat.read(str(release), as_version=4)
-    wrong_code = solution_source(spec) + "\n\n" + WRONG["fold_batchnorm"]["multiplies"][0]
+    wrong_code = solution_source(spec) + "\n\n" + WRONG["fold_batchnorm"]["accepts_bad_scale"][0]
     subs = tmp_path / "subs"
     for student, nb in (("ref", _with_code_from(blank, solution_source(spec))),
                         ("wrong", _with_code_from(blank, wrong_code)), ("blank", blank)):
@@ -471,7 +471,7 @@ def test_parallel_workers_grade_like_one_run(tmp_path):
     total = _total(load("fold_batchnorm"))
     assert one["ref", "fold_batchnorm"] == (total, total)
     assert one["blank", "fold_batchnorm"] == (0.0, total)
-    source, failing = WRONG["fold_batchnorm"]["multiplies"]
+    source, failing = WRONG["fold_batchnorm"]["accepts_bad_scale"]
     code = solution_source(load("fold_batchnorm")) + "\n\n" + source
     expected = total - sum(check_points(c) for c in failing)
     if not _visible_passes(load("fold_batchnorm"), code):

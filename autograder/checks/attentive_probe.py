@@ -191,6 +191,11 @@ def properties(fn, rng):
     out, _ = call_student(fn, *arrays, h, 0, what="attentive_probe")
     problems = []
     changed = mutated(before, arrays, ["H", "q", "Wk", "Wv", "Wo", "W_cls"])
+    if not changed:
+        # the other option path: dropping n_prefix tokens must not touch H either
+        call_student(fn, *arrays, h, 2, what="attentive_probe")
+        changed = [f"{n} (with n_prefix = 2)" for n in
+                   mutated(before, arrays, ["H", "q", "Wk", "Wv", "Wo", "W_cls"])]
     if changed:
         problems.append(f"your function modified {', '.join(changed)} in place")
     logits, A = unpack(out, 2, "attentive_probe")

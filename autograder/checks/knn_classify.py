@@ -100,9 +100,9 @@ def small_tau(fn, rng):
         elif miss is None:
             msg = f"returned shape {got.shape} at tau = {tau:g}, expected ({n_test},)"
         else:
-            msg = (f"{miss} of {n_test} predictions differ at tau = {tau:g}, where the rule "
-                   "is almost 1-NN: the most similar neighbour should decide. Are the votes "
-                   "finite? Subtract each row's largest similarity before exponentiating.")
+            msg = (f"{miss} of {n_test} predictions differ at tau = {tau:g} (no overflow "
+                   "warning was raised), where the rule is almost 1-NN: the most similar "
+                   "of the k neighbours should decide.")
         out.append(finding(f"tau = {tau:g}", ok, pts, msg))
     return out
 

@@ -150,6 +150,10 @@ def properties(fn, rng):
     C, acc = unpack(out, 2, "linear_probe_done_right")
     problems = []
     changed = mutated(before, args, ["train_h", "train_y", "test_h", "test_y"])
+    if not changed:             # every option path: a seed other than the default too
+        call_student(fn, *args, [0.1, 1.0], seed=3, what="linear_probe_done_right")
+        changed = [f"{n} (with seed = 3)"
+                   for n in mutated(before, args, ["train_h", "train_y", "test_h", "test_y"])]
     if changed:
         problems.append(f"your function modified {', '.join(changed)} in place")
     if not (is_plain_float(C) and is_plain_float(acc)):

@@ -288,6 +288,11 @@ def bootstrap_properties(fn, rng):
                           what="paired_bootstrap_ci")
     problems = []
     changed = mutated(before, arrays, ["a_correct", "b_correct"])
+    if not changed:             # every option path: a level other than the default too
+        call_student(fn, *arrays, 200, np.random.default_rng(2), level=0.8,
+                     what="paired_bootstrap_ci")
+        changed = [f"{n} (with level = 0.8)"
+                   for n in mutated(before, arrays, ["a_correct", "b_correct"])]
     if changed:
         problems.append(f"your function modified {', '.join(changed)} in place")
     items = unpack(out, 3, "paired_bootstrap_ci")
