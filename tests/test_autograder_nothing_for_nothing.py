@@ -279,8 +279,32 @@ def fold_batchnorm(W, b, mu, s):
     return W2, np.asarray(b, float) - W2.T @ np.asarray(mu, float)
 '''
 
+from autograder_cases import KNN_TIES_TO_LARGER  # noqa: E402
+from autograder_cases_more import (  # noqa: E402
+    LOWSHOT_ARGMAX_AS_LABEL,
+    MCNEMAR_ZERO_DISCORDANT,
+    RETRIEVAL_KEEPS_QUERIES_WITHOUT_RELEVANT,
+    RETRIEVAL_TIES_REVERSED,
+)
+
+RETRIEVAL_K_NOT_CAPPED = solution_source(load("retrieval_metrics")).replace(
+    "top = min(k, n_c) - 1", "top = k - 1")
+
 #: (notebook, answer source, check that must lose points on every seed)
 EDGE_CASES = {
+    "retrieval with R = 0 queries kept": ("retrieval_metrics",
+                                          RETRIEVAL_KEEPS_QUERIES_WITHOUT_RELEVANT,
+                                          "retrieval_metrics/queries_without_relevant"),
+    "retrieval ties by larger index": ("retrieval_metrics", RETRIEVAL_TIES_REVERSED,
+                                       "retrieval_metrics/ties_by_index"),
+    "retrieval k beyond the corpus": ("retrieval_metrics", RETRIEVAL_K_NOT_CAPPED,
+                                      "retrieval_metrics/properties"),
+    "k-NN class ties to the larger label": ("knn_classify", KNN_TIES_TO_LARGER,
+                                            "knn_classify/ties"),
+    "low-shot labels not 0 .. K - 1": ("low_shot_eval", LOWSHOT_ARGMAX_AS_LABEL,
+                                       "low_shot_eval/labels_not_contiguous"),
+    "McNemar without discordant pairs": ("wilson_interval", MCNEMAR_ZERO_DISCORDANT,
+                                         "mcnemar_exact/no_discordant_pairs"),
     "nDCG ideal over k (R < k)": ("retrieval_metrics", NDCG_IDEAL_OVER_K,
                                   "retrieval_metrics/fewer_relevant_than_k"),
     "Wilson clipped, not exact at k = 0, n": ("wilson_interval", WILSON_CLIPPED_ONLY,
