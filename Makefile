@@ -129,6 +129,10 @@ ROSTER      ?= roster.csv
 WORKERS     ?= 1
 NB          ?=
 HIDDEN      ?=
+# the term (course, grade): ASSIGN="rank=2026-01-10T23:59 noise" LATE_POLICY=mark|zero
+ASSIGN      ?=
+LATE_POLICY ?=
+TERM_OPTS    = $(if $(ASSIGN),--assign $(ASSIGN)) $(if $(LATE_POLICY),--late-policy $(LATE_POLICY))
 
 .PHONY: check exercises release-exercises course roster collect autograde feedback grades grade
 
@@ -144,7 +148,7 @@ release-exercises: $(STAMP)
 	$(AUTOGRADER) release
 
 course: $(STAMP)
-	$(AUTOGRADER) setup
+	$(AUTOGRADER) setup $(TERM_OPTS)
 
 roster: $(STAMP)
 	$(AUTOGRADER) roster $(ROSTER)
@@ -162,4 +166,4 @@ grades: $(STAMP)
 	$(AUTOGRADER) export $(GRADES)
 
 grade: $(STAMP)
-	$(AUTOGRADER) grade-all $(SUBMISSIONS) $(GRADES) --workers $(WORKERS)
+	$(AUTOGRADER) grade-all $(SUBMISSIONS) $(GRADES) --workers $(WORKERS) $(TERM_OPTS)
