@@ -1,8 +1,8 @@
 """Mean intersection over union, kept as per-tile counts so that it can be bootstrapped.
 
 Book: chapter ``book/noise.md`` ("A bootstrap over tiles"); seed 000, the dense probes of
-"Transfer suites and dense probes" (mIoU, the intersection over union of predicted and
-true regions averaged over classes) and "Choosing a frozen backbone for aerial
+"Transfer suites and dense probes" (mIoU: for each class, the overlap of the predicted
+and the true region divided by their union, then the mean over classes) and "Choosing a frozen backbone for aerial
 segmentation" (a bootstrap over validation tiles).
 
 Mean IoU over a validation set is *not* the average of per-tile IoUs: for each class
