@@ -62,6 +62,7 @@ _EXPORTS = {
     "hsic_unbiased": "similarity",
     "minibatch_cka": "similarity",
     "MinibatchCKA": "similarity",
+    "cka_matrix": "similarity",
     "rankme_normalized": "labelfree",
     "gram_spectrum": "spectral",
     "alpha_req": "spectral",

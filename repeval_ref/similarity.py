@@ -20,7 +20,7 @@ import numpy as np
 
 from ._validation import as_float_array, check_int, check_positive, check_same_length
 
-__all__ = ["linear_cka", "rbf_cka", "hsic_unbiased", "minibatch_cka", "MinibatchCKA"]
+__all__ = ["linear_cka", "rbf_cka", "hsic_unbiased", "minibatch_cka", "MinibatchCKA", "cka_matrix"]
 
 
 def _center_columns(X, name):
@@ -439,3 +439,123 @@ def minibatch_cka(layers, batch_size=256, rng=None):
         idx = np.sort(part)
         acc.update([np.asarray(A[idx]).reshape(len(idx), -1) for A in arrays])
     return acc.result()
+
+
+# ---------------------------------------------------------------------------
+# layer x layer CKA between two models (book/cka.md, the heat maps)
+# ---------------------------------------------------------------------------
+
+_CKA_KINDS = ("linear", "rbf")
+
+
+def _layer_list(layers, name, min_rows):
+    """Validate a list of per-layer arrays; flatten axes after the first; same row count."""
+    if isinstance(layers, np.ndarray) or not isinstance(layers, (list, tuple)) or not layers:
+        raise TypeError(f"{name} must be a non-empty list or tuple of (n, d_l) arrays")
+    arrays = []
+    for i, A in enumerate(layers):
+        if np.ndim(A) > 2:
+            A = np.asarray(A).reshape(np.shape(A)[0], -1)
+        arrays.append(as_float_array(A, f"{name}[{i}]", ndim=2, min_rows=min_rows))
+    n = arrays[0].shape[0]
+    for i, A in enumerate(arrays):
+        if A.shape[0] != n:
+            raise ValueError(f"{name}[{i}] has {A.shape[0]} rows but {name}[0] has {n}")
+    return arrays
+
+
+def _layer_stats(arrays, name, kind, debiased, sigma_frac):
+    """Per-layer objects that the pairwise HSIC needs, computed once per layer."""
+    out = []
+    for i, A in enumerate(arrays):
+        label = f"{name}[{i}]"
+        if kind == "linear":
+            out.append(_center_columns(A, label))
+        else:
+            K = _rbf_gram(A, sigma_frac, label)
+            if not debiased:
+                K = K - K.mean(axis=0) - K.mean(axis=1)[:, None] + K.mean()
+            out.append(K)
+    return out
+
+
+def _pair_hsic(A, B, kind, debiased):
+    if kind == "linear":
+        return _hsic_u_linear(A, B) if debiased else _hsic_linear(A, B)
+    return _hsic_u_gram(A, B) if debiased else float(np.sum(A * B))
+
+
+def cka_matrix(features_a, features_b=None, kind="linear", debiased=False, sigma_frac=0.5):
+    """CKA between every layer of one model and every layer of another, on the same samples.
+
+    Entry ``(i, j)`` is ``linear_cka(features_a[i], features_b[j], debiased)`` (or
+    ``rbf_cka(..., sigma_frac, debiased)`` with ``kind="rbf"``), but every layer is
+    centred (or its Gram matrix built) once, not once per pair. With ``features_b``
+    omitted the matrix compares the layers of ``features_a`` with each other: it is
+    symmetric with a unit diagonal. This is the layer-by-layer heat map of Kornblith
+    et al. (2019) and Nguyen et al. (2021); for sets too large for one pass use
+    :func:`minibatch_cka` instead. Arrays of more than two dimensions (conv feature
+    maps) are flattened after the first axis. Book ``book/cka.md``; seed 003, section 6
+    (its ``compare_layer_representations``).
+
+    Parameters
+    ----------
+    features_a : list or tuple of array_like, each of shape (n, d_i)
+        Representations of the same ``n`` samples, one per layer (``n >= 2``, ``>= 4``
+        when debiased).
+    features_b : list or tuple of array_like, each of shape (n, e_j), optional
+        The other model's layers on the same samples in the same order; default
+        ``features_a``.
+    kind : {"linear", "rbf"}, default "linear"
+        Linear kernels (no n x n matrix) or RBF kernels with Kornblith et al.'s
+        median bandwidth (n x n matrices, one per layer).
+    debiased : bool, default False
+        Use the unbiased HSIC of Song et al. (2012), as :func:`linear_cka` does.
+    sigma_frac : float, default 0.5
+        RBF bandwidth as a fraction of the median distance (ignored for linear).
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (len(features_a), len(features_b))
+        In [0, 1] (biased); at most 1 and possibly slightly negative (debiased).
+
+    Raises
+    ------
+    TypeError
+        ``features_a`` or ``features_b`` is not a non-empty list or tuple, or
+        ``debiased`` is not a bool.
+    ValueError
+        An unknown ``kind``; a non-positive ``sigma_frac``; a layer that is not finite,
+        has too few rows, is constant, or has another number of rows than the rest.
+    """
+    if not isinstance(debiased, (bool, np.bool_)):
+        raise TypeError(f"debiased must be True or False, got {debiased!r}")
+    if not isinstance(kind, str) or kind not in _CKA_KINDS:
+        raise ValueError(f"kind must be 'linear' or 'rbf', got {kind!r}")
+    sigma_frac = check_positive(sigma_frac, "sigma_frac")
+    m = 4 if debiased else 2
+    A = _layer_list(features_a, "features_a", m)
+    same = features_b is None
+    B = A if same else _layer_list(features_b, "features_b", m)
+    if B[0].shape[0] != A[0].shape[0]:
+        raise ValueError(f"features_b has {B[0].shape[0]} rows per layer but features_a has {A[0].shape[0]}")
+    SA = _layer_stats(A, "features_a", kind, debiased, sigma_frac)
+    SB = SA if same else _layer_stats(B, "features_b", kind, debiased, sigma_frac)
+    self_a = np.array([_pair_hsic(S, S, kind, debiased) for S in SA])
+    self_b = self_a if same else np.array([_pair_hsic(S, S, kind, debiased) for S in SB])
+    for name, vals in (("features_a", self_a), ("features_b", self_b)):
+        bad = np.flatnonzero(~(vals > 0))
+        if bad.size:
+            raise ValueError(f"{name}[{bad[0]}] has a non-positive HSIC with itself "
+                             "(too few samples or a degenerate layer); CKA is undefined")
+    out = np.empty((len(SA), len(SB)))
+    for i, Si in enumerate(SA):
+        for j, Sj in enumerate(SB):
+            if same and j < i:
+                out[i, j] = out[j, i]
+                continue
+            out[i, j] = _pair_hsic(Si, Sj, kind, debiased) / np.sqrt(self_a[i] * self_b[j])
+    if same:
+        np.fill_diagonal(out, 1.0)
+    out = np.minimum(out, 1.0)
+    return out if debiased else np.maximum(out, 0.0)

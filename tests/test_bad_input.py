@@ -101,6 +101,7 @@ VALID = {
     "rbf_cka": lambda: dict(X=_feat(10, 3), Y=_feat(10, 2, 1)),
     "hsic_unbiased": lambda: dict(K=(lambda A: A @ A.T)(_feat(6, 3)), L=(lambda A: A @ A.T)(_feat(6, 2, 1))),
     "minibatch_cka": lambda: dict(layers=[_feat(12, 3), _feat(12, 2, 1)], batch_size=6, rng=0),
+    "cka_matrix": lambda: dict(features_a=[_feat(12, 3), _feat(12, 2, 1)], features_b=[_feat(12, 4, 2)]),
     "rankme_normalized": lambda: dict(Z=_feat(10, 4)),
     "gram_spectrum": lambda: dict(X=_feat(10, 4)),
     "alpha_req": lambda: dict(X=_feat(60, 8), fit_range=(1, 6)),
