@@ -216,21 +216,59 @@ def _merge_hits(best_v, best_i, rows, vals, cols, k):
     """Fold new candidates into the running top-``k`` lists, in place.
 
     ``best_v``, ``best_i`` (m, k) hold each query's current ``k`` best similarities and
-    training indices, sorted by (similarity descending, index ascending); every index
-    there is smaller than every index among the new candidates ``rows, vals, cols``
-    (1-D, ``rows`` non-decreasing). Only the rows that received candidates are re-sorted.
+    training indices, sorted by (similarity descending, index ascending). The new
+    candidates ``rows, vals, cols`` (1-D) have larger indices than any in the lists, and
+    those of one row come in increasing index. Each row that received candidates gets
+    them appended after its list (padded with ``-inf``), and a stable sort on the
+    similarity then keeps the smaller index first among equal similarities.
     """
-    sub = np.unique(rows)
-    loc = np.searchsorted(sub, rows)
-    cand_r = np.concatenate([np.repeat(np.arange(sub.size), k), loc])
-    cand_v = np.concatenate([best_v[sub].ravel(), vals])
-    cand_i = np.concatenate([best_i[sub].ravel(), cols])
-    order = np.lexsort((cand_i, -cand_v, cand_r))
-    counts = k + np.bincount(loc, minlength=sub.size)
-    first = np.cumsum(counts) - counts
-    take = order[(first[:, None] + np.arange(k)).ravel()]
-    best_v[sub] = cand_v[take].reshape(sub.size, k)
-    best_i[sub] = cand_i[take].reshape(sub.size, k)
+    order = np.argsort(rows, kind="stable")
+    rows, vals, cols = rows[order], vals[order], cols[order]
+    sub, first, counts = np.unique(rows, return_index=True, return_counts=True)
+    loc = np.repeat(np.arange(sub.size), counts)
+    pos = np.arange(rows.size) - first[loc]
+    new_v = np.full((sub.size, int(counts.max())), -np.inf, dtype=best_v.dtype)
+    new_i = np.zeros(new_v.shape, dtype=best_i.dtype)
+    new_v[loc, pos] = vals
+    new_i[loc, pos] = cols
+    cand_v = np.concatenate([best_v[sub], new_v], axis=1)
+    cand_i = np.concatenate([best_i[sub], new_i], axis=1)
+    take = np.argsort(-cand_v, axis=1, kind="stable")[:, :k]
+    best_v[sub] = np.take_along_axis(cand_v, take, axis=1)
+    best_i[sub] = np.take_along_axis(cand_i, take, axis=1)
+
+
+def _candidates(raw, norms, t, offset, mask, pending):
+    """Append to ``pending`` the entries of a tile above each row's threshold ``t``.
+
+    With ``norms`` (the tile's bank rows are not unit-length) the tile holds products
+    ``raw`` and is not divided: an entry can only pass if ``raw > t * n_min`` (``t > 0``)
+    or ``raw > t * n_max`` (``t <= 0``), ``n_min, n_max`` the extreme norms of the
+    tile's bank rows. That test, widened by a few roundings, picks the few entries whose
+    similarity ``raw / norm`` is then computed (the division of the scaled path, so the
+    same value) and compared with ``t`` exactly. ``pending`` receives (rows, values,
+    training indices), row-major.
+    """
+    if norms is None:
+        np.greater(raw, t[:, None], out=mask)
+    else:
+        eps = 4 * np.finfo(raw.dtype).eps
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            bound = np.where(t > 0, t * norms.min() * (1 - eps), t * norms.max() * (1 + eps))
+        np.greater(raw, bound.astype(raw.dtype)[:, None], out=mask)
+    hit = np.flatnonzero(mask)
+    if hit.size == 0:
+        return
+    w = raw.shape[1]
+    rows = hit // w
+    cols = hit - rows * w
+    vals = raw.ravel()[hit]
+    if norms is not None:
+        vals = vals / norms[cols]
+        keep = vals > t[rows]
+        rows, vals, cols = rows[keep], vals[keep], cols[keep]
+    if rows.size:
+        pending.append((rows, vals, cols + offset))
 
 
 def _block_neighbours(queries, bank, norms, k, width, offset=0):
@@ -242,7 +280,9 @@ def _block_neighbours(queries, bank, norms, k, width, offset=0):
     every later tile only the entries ``> t`` can enter the top ``k`` (an entry equal to
     ``t`` has a larger index than the ``k`` kept entries ``>= t``, so it loses the tie),
     so one comparison with ``t`` finds the few candidates, which :func:`_merge_hits`
-    folds in; ``t`` only grows. No tile is partitioned or sorted after the first.
+    folds in once about ``m`` have gathered; ``t`` only grows, and a ``t`` that is not yet
+    updated only admits more candidates, never loses one. No tile is partitioned or
+    sorted after the first.
 
     Parameters
     ----------
@@ -274,13 +314,16 @@ def _block_neighbours(queries, bank, norms, k, width, offset=0):
     mask = np.empty(buf.size, dtype=bool)
     best_v = np.full((m, k), -np.inf, dtype=queries.dtype)
     best_i = np.full((m, k), offset + n, dtype=np.intp)
+    pending = []
     for c0 in range(0, n, width):
         c1 = min(n, c0 + width)
         w = c1 - c0
         tile = buf[:m * w].reshape(m, w)
         np.matmul(queries, bank[c0:c1].T, out=tile)
-        if norms is not None:
-            np.divide(tile, norms[c0:c1], out=tile)
+        scale = None if norms is None else norms[c0:c1]
+        if c0 == 0 and scale is not None:
+            np.divide(tile, scale, out=tile)  # the first tile is scaled in full
+            scale = None
         if c0 == 0 and k < w:  # the first tile's k best, without sorting the tile
             rows, cols = _top_k(tile, k)
             vals, cols = tile[rows, cols].reshape(m, k), cols.reshape(m, k)
@@ -288,12 +331,13 @@ def _block_neighbours(queries, bank, norms, k, width, offset=0):
             best_v = np.take_along_axis(vals, order, axis=1)
             best_i = np.take_along_axis(cols, order, axis=1) + offset
             continue
-        hit_mask = mask[:m * w].reshape(m, w)
-        np.greater(tile, best_v[:, k - 1:k], out=hit_mask)
-        hit = np.flatnonzero(hit_mask)
-        if hit.size:
-            rows = hit // w
-            _merge_hits(best_v, best_i, rows, tile.ravel()[hit], hit - rows * w + (c0 + offset), k)
+        _candidates(tile, scale, best_v[:, k - 1], c0 + offset, mask[:m * w].reshape(m, w), pending)
+        # Candidates wait until there are about as many as queries: merging less often
+        # is cheaper, and a threshold that rises later only lets a few more entries in.
+        if pending and (sum(p[0].size for p in pending) >= m or c1 == n):
+            rows, vals, cols = (np.concatenate(a) for a in zip(*pending))
+            _merge_hits(best_v, best_i, rows, vals, cols, k)
+            pending = []
     return best_v, best_i
 
 

@@ -45,14 +45,16 @@ def small_tiles(monkeypatch):
 
 
 def tied_data(rng, n_train, n_test, d, n_classes):
-    """Sign vectors and scaled axes, all of norm sqrt(d) (a power of 2): every cosine is
-    a multiple of 1/d, computed without rounding, with many ties and duplicated rows."""
+    """Sign vectors and scaled axes of norm sqrt(d) (a power of 2), times powers of 2:
+    every cosine is a multiple of 1/d, computed without rounding, with many ties and
+    duplicated directions at different norms."""
     def rows(n):
         x = rng.choice([-1.0, 1.0], size=(n, d))
         axis = rng.random(n) < 0.3
         x[axis] = 0.0
         x[axis, rng.integers(0, d, size=int(axis.sum()))] = np.sqrt(d) * rng.choice([-1.0, 1.0], size=int(axis.sum()))
-        return x
+        # norms from sqrt(d) / 4 to 4 sqrt(d): powers of 2, so still no rounding
+        return x * 2.0 ** rng.integers(-2, 3, size=(n, 1))
     return rows(n_train), rng.integers(0, n_classes, size=n_train), rows(n_test)
 
 
@@ -131,3 +133,32 @@ def test_merge_hits_keeps_value_then_index_order():
     knn_mod._merge_hits(best_v, best_i, rows, vals, cols, 3)
     assert best_v.tolist() == [[5.0, 4.5, 4.0], [9.0, 3.0, 2.0]]
     assert best_i.tolist() == [[0, 10, 3], [13, 1, 2]]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_unscaled_prefilter_loses_nothing_under_rounding(small_tiles, dtype):
+    # Norms spread over six decades, so the bound t * n_min is far from most entries; the
+    # neighbours must still be exactly those of _top_k on the same tiles, scaled in full.
+    from threadpoolctl import threadpool_limits
+
+    small_tiles(dtype().itemsize * 16 * 64, 1)  # block_size 16: tiles of 64 bank rows
+    rng = np.random.default_rng(11)
+    train = (rng.normal(size=(1000, 12)) * 10.0 ** rng.uniform(-3, 3, size=(1000, 1))).astype(dtype)
+    test = rng.normal(size=(40, 12)).astype(dtype)
+    y = rng.integers(0, 3, size=1000)
+    _, _, _, _, blocks = knn_mod._neighbour_blocks(train, y, test, 3, 16, dtype, 25)
+    got = [(v, c) for _, _, v, c in blocks]
+    norms = np.linalg.norm(train, axis=1)
+    q = test / np.linalg.norm(test, axis=1, keepdims=True)
+    with threadpool_limits(limits=1, user_api="blas"):
+        for (v, c), s in zip(got, range(0, 40, 16)):
+            qb = q[s:s + 16]
+            sims = np.empty((qb.shape[0], 1000), dtype=dtype)
+            for c0 in range(0, 1000, 64):  # the same products, tile by tile
+                tile = np.empty((qb.shape[0], min(64, 1000 - c0)), dtype=dtype)
+                np.matmul(qb, train[c0:c0 + 64].T, out=tile)
+                sims[:, c0:c0 + 64] = tile / norms[c0:c0 + 64]
+            rows, cols = knn_mod._top_k(sims, 25)
+            want = cols.reshape(-1, 25)
+            np.testing.assert_array_equal(np.sort(c, axis=1), want)
+            np.testing.assert_array_equal(np.sort(v, axis=1), np.sort(sims[rows, cols].reshape(-1, 25), axis=1))
