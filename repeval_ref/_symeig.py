@@ -17,8 +17,16 @@ LAPACK's ``dlarft``), puts ``R`` in the band and zeros under it; the trailing bl
 ``Y = X - V (T^T V^T X) / 2``. Only the lower block triangle of ``C`` (row blocks of
 ``_ROWS`` rows on a grid fixed in absolute coordinates, diagonal blocks in full) is read
 and written, which halves the products: about ``(4/3) n^3`` flops in all.
+
+The row blocks of each update are shared among as many worker threads as the BLAS has
+threads, each calling a one-thread BLAS (``threadpoolctl``): the many medium-sized
+products of a step then never wait for one another, which matters most on a busy
+machine, where a multi-threaded BLAS call waits for its slowest thread.
 """
 from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -46,6 +54,45 @@ def _row_blocks(start, m, rows):
     """Block edges, in local coordinates of a trailing block that starts at ``start``."""
     first = (-start) % rows or rows
     return [0] + list(range(first, m, rows)) + [m] if first < m else [0, m]
+
+
+def _reduce_panel(A, j, b, pool, workers):
+    """One step: zero the panel ``A[j + b:, j:j + b]`` below the band, update the rest."""
+    import scipy.linalg
+
+    n = A.shape[0]
+    s = j + b  # first row below the band
+    (qr_raw, tau), _ = scipy.linalg.qr(A[s:, j:s], mode="raw", check_finite=False)
+    V, T = _wy_factor(qr_raw, tau)
+    kk, m = tau.shape[0], n - s
+    A[s:, j:s] = 0.0
+    A[s:s + kk, j:s] = np.triu(qr_raw[:kk, :])
+    C = A[s:, s:]
+    VT = V @ T
+    edges = _row_blocks(s, m, _ROWS)
+    blocks = list(zip(edges[:-1], edges[1:]))
+    # block i goes to worker i % workers: the blocks grow along the triangle, so every
+    # worker gets short and long ones
+
+    def x_part(w):
+        X = np.zeros((m, kk))
+        for r0, r1 in blocks[w::workers]:
+            X[r0:r1] += C[r0:r1, r0:r1] @ VT[r0:r1]  # diagonal block, held in full
+            if r0:
+                left = C[r0:r1, :r0]  # below the diagonal; its mirror image is not stored
+                X[r0:r1] += left @ VT[:r0]
+                X[:r0] += left.T @ VT[r0:r1]
+        return X
+
+    X = sum(pool.map(x_part, range(workers)))
+    Y = X - 0.5 * (V @ (T.T @ (V.T @ X)))
+    U, W = np.hstack([V, Y]), np.hstack([Y, V])
+
+    def update(w):
+        for r0, r1 in blocks[w::workers]:
+            C[r0:r1, :r1] -= U[r0:r1] @ W[:r1].T
+
+    list(pool.map(update, range(workers)))
 
 
 def eigvalsh_two_stage(A, bandwidth=None, overwrite_a=False):
@@ -82,27 +129,14 @@ def eigvalsh_two_stage(A, bandwidth=None, overwrite_a=False):
         A = np.array(A, dtype=np.float64, order="C")
     n = A.shape[0]
     b = min(b, max(n - 1, 1))
-    for j in range(0, max(n - b - 1, 0), b):
-        s = j + b  # first row below the band
-        (qr_raw, tau), _ = scipy.linalg.qr(A[s:, j:s], mode="raw", check_finite=False)
-        V, T = _wy_factor(qr_raw, tau)
-        kk, m = tau.shape[0], n - s
-        A[s:, j:s] = 0.0
-        A[s:s + kk, j:s] = np.triu(qr_raw[:kk, :])
-        C = A[s:, s:]
-        VT = V @ T
-        edges = _row_blocks(s, m, _ROWS)
-        X = np.zeros((m, kk))
-        for r0, r1 in zip(edges[:-1], edges[1:]):
-            X[r0:r1] += C[r0:r1, r0:r1] @ VT[r0:r1]  # diagonal block, held in full
-            if r0:
-                left = C[r0:r1, :r0]  # below the diagonal; its mirror image is not stored
-                X[r0:r1] += left @ VT[:r0]
-                X[:r0] += left.T @ VT[r0:r1]
-        Y = X - 0.5 * (V @ (T.T @ (V.T @ X)))
-        U, W = np.hstack([V, Y]), np.hstack([Y, V])
-        for r0, r1 in zip(edges[:-1], edges[1:]):
-            C[r0:r1, :r1] -= U[r0:r1] @ W[:r1].T
+    from threadpoolctl import threadpool_limits
+
+    from .knn import _blas_threads
+
+    workers = max(1, min(_blas_threads(), os.cpu_count() or 1))
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
+        for j in range(0, max(n - b - 1, 0), b):
+            _reduce_panel(A, j, b, pool, workers)
     band = np.zeros((b + 1, n))
     for i in range(b + 1):
         band[i, :n - i] = np.diagonal(A, -i)
