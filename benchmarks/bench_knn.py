@@ -43,6 +43,92 @@ def _accuracy(pred, y):
     return float(np.mean(pred == y))
 
 
+def blas_kernels():
+    """The BLAS libraries loaded in this process: API, version, kernel and threads."""
+    from threadpoolctl import threadpool_info
+
+    return [f"{i.get('internal_api')} {i.get('version')} {i.get('architecture', '?')} "
+            f"({i.get('num_threads')} threads)" for i in threadpool_info() if i.get("user_api") == "blas"]
+
+
+def peak_gflops():
+    """Theoretical single-precision peak of this machine's cores, and how it is derived.
+
+    ``cores x FMA units x fp32 lanes x 2 flops x clock``: 16 lanes with AVX-512, 8 with
+    AVX2/FMA; 2 FMA units per core (true of the x86 server cores of recent years: Intel
+    since Skylake-SP, AMD since Zen 2 for 256-bit and Zen 4/5 for 512-bit operations);
+    the clock is the nominal one of ``/proc/cpuinfo`` (cores may turbo above it).
+    Also the peak with 8 lanes, the most an AVX2 kernel (OpenBLAS "Haswell") can reach.
+    """
+    import os
+
+    flags, mhz = set(), None
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+            elif line.startswith("cpu MHz") and mhz is None:
+                mhz = float(line.split(":", 1)[1])
+    except OSError:
+        return None
+    if mhz is None:
+        return None
+    lanes = 16 if "avx512f" in flags else 8 if {"avx2", "fma"} <= flags else 4
+    cores = os.cpu_count() or 1
+    peak = cores * 2 * lanes * 2 * mhz / 1e3
+    return {"gflops": peak, "gflops_avx2": cores * 2 * 8 * 2 * mhz / 1e3, "lanes": lanes,
+            "cores": cores, "fma_units_per_core": 2, "nominal_mhz": mhz,
+            "derivation": f"{cores} cores x 2 FMA units x {lanes} fp32 lanes x 2 flops x "
+                          f"{mhz / 1e3:.3f} GHz (nominal) = {peak:.0f} GFLOP/s"}
+
+
+def products(paths, k, tau, n_classes, out, mode="blas"):
+    """The bare similarity products of the benchmark: unit queries times the raw bank.
+
+    The floor of any exact search with this BLAS. ``mode="blas"``: blocks of 2,048
+    queries x 16,384 bank rows, the BLAS's own threads. ``mode="tiles"``: the tile grid
+    of ``knn_classify`` (one-thread products on as many worker threads as the BLAS has
+    threads), without the scaling, the selection or the vote.
+    """
+    bank, bank_y, query, query_y = _load(paths)
+
+    def work():
+        q = query / np.linalg.norm(query, axis=1, keepdims=True)
+        nq, nb = q.shape[0], bank.shape[0]
+        if mode == "blas":
+            rows, cols = 2048, 16384
+            buf = np.empty(rows * cols, dtype=np.float32)
+            for s in range(0, nq, rows):
+                qb = q[s:s + rows]
+                for c in range(0, nb, cols):
+                    w = min(cols, nb - c)
+                    np.matmul(qb, bank[c:c + w].T, out=buf[:qb.shape[0] * w].reshape(qb.shape[0], w))
+            return {"blas": blas_kernels()}
+        from concurrent.futures import ThreadPoolExecutor
+
+        from threadpoolctl import threadpool_limits
+
+        from repeval_ref import knn as K
+
+        rows = K._auto_block_size(nb, 4)
+        cols = max(1, K._TILE_BYTES // (4 * rows))
+        workers = K._blas_threads()
+
+        def block(s):
+            qb = q[s:s + rows]
+            buf = np.empty(qb.shape[0] * cols, dtype=np.float32)
+            for c in range(0, nb, cols):
+                w = min(cols, nb - c)
+                np.matmul(qb, bank[c:c + w].T, out=buf[:qb.shape[0] * w].reshape(qb.shape[0], w))
+
+        kernels = blas_kernels()
+        with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
+            list(pool.map(block, range(0, nq, rows)))
+        return {"blas": kernels, "workers": workers}
+
+    return work
+
+
 def vote(labels, sims, tau, n_classes):
     """The weighted vote of :func:`repeval_ref.knn_classify` on given neighbours.
 
@@ -66,7 +152,7 @@ def repeval(paths, k, tau, n_classes, out):
     def work():
         pred = knn_classify(bank, bank_y, query, k, tau, n_classes, dtype=np.float32)
         np.save(out, pred)
-        return {"accuracy": _accuracy(pred, query_y)}
+        return {"accuracy": _accuracy(pred, query_y), "blas": blas_kernels()}
 
     return work
 
@@ -96,7 +182,8 @@ def faiss_flat(paths, k, tau, n_classes, out):
         gap = (D[:, k - 1] - D[:, k]).astype(np.float64)
         np.save(out.replace(".npy", "_gap.npy"), gap)
         return {"accuracy": _accuracy(pred, query_y), "search_seconds": t_search,
-                "rows_with_kth_tie": int(tie.sum()), "faiss_threads": faiss.omp_get_max_threads()}
+                "rows_with_kth_tie": int(tie.sum()), "faiss_threads": faiss.omp_get_max_threads(),
+                "blas": blas_kernels()}
 
     return work
 
