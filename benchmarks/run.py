@@ -181,6 +181,11 @@ def row_knn(cfg, reps, tmp):
               n_diff_no_tie == 0,
               note=(f"{int(near.sum())} of the differences have a k-th/(k+1)-th gap < 1e-5 "
                     "(float32 rounding of the two BLAS libraries)") if n_diff_no_tie else ""),
+        _line("knn", "GPU: exact bfloat16 search (50,000 queries, 1,281,167 x 768 bank)",
+              "2x the bfloat16 matrix-product bound", status="pending",
+              note="not measured: no GPU was lent to this task; on a CUDA machine run "
+                   "`python benchmarks/gpu/run_gpu.py --sweep --out benchmarks/gpu/results_h200.json` "
+                   "(goal: seconds_total <= 2 x seconds_at_matmul_bound)"),
         _line("knn", "throughput, unweighted k-NN (for reference)",
               "scikit-learn KNeighborsClassifier(cosine, brute)",
               f"{thr['repeval']:.0f} q/s", f"{thr['sklearn_brute']:.0f} q/s",
