@@ -18,6 +18,9 @@ def main(argv=None):
     ev.add_argument("--only", action="append", choices=sorted(ENCODERS), metavar="NAME")
     tb = sub.add_parser("table", help="write benchmarks/results/zoo_table.json and .md")
     tb.add_argument("--out", default="benchmarks/results/zoo_table.json")
+    tb.add_argument("--only", action="append", metavar="ROW",
+                    help="compute only this row (repeatable): raw_pixels, a zoo encoder or efficientnet_lite0")
+    tb.add_argument("--merge", action="store_true", help="keep the other rows already in --out")
     args = parser.parse_args(argv)
     from .train import deterministic_torch
 
@@ -42,7 +45,7 @@ def main(argv=None):
     else:
         from .table import write_table
 
-        write_table(args.out)
+        write_table(args.out, args.only, merge=args.merge)
     return 0
 
 

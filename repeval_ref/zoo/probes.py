@@ -10,8 +10,8 @@ out-of-distribution accuracy that fine-tuning from a random head loses).
   classifier ``W_cls``, no biases) with trainable torch parameters;
   :func:`train_attentive_probe` fits it with AdamW on frozen tokens.
 * :func:`finetune` trains a copy of an encoder and a linear head end to end, either
-  from a zero head (fine-tuning) or from a head first fitted on the frozen features
-  (LP-FT), and returns the trained pair.
+  from a random head (fine-tuning) or from a head first fitted on the frozen features
+  by :func:`linear_head` (LP-FT), and returns the trained model as a function.
 """
 from __future__ import annotations
 
@@ -145,7 +145,8 @@ def finetune(encoder, x, y, *, head_init=None, n_classes=10, epochs=3, lr=5e-4, 
         Frozen or not; a trainable deep copy is made.
     head_init : (weight, bias) tensors, optional
         Start of the linear head (LP-FT: a probe fitted on the frozen features);
-        default a zero head (plain fine-tuning).
+        default PyTorch's random initialisation of ``nn.Linear``, seeded (plain
+        fine-tuning, as in Kumar et al.).
 
     Returns
     -------
@@ -155,12 +156,10 @@ def finetune(encoder, x, y, *, head_init=None, n_classes=10, epochs=3, lr=5e-4, 
     model = copy.deepcopy(encoder)
     for p in model.parameters():
         p.requires_grad_(True)
-    head = nn.Linear(model.out_dim, n_classes)
-    with torch.no_grad():
-        if head_init is None:
-            head.weight.zero_()
-            head.bias.zero_()
-        else:
+    torch.manual_seed(seed)
+    head = nn.Linear(model.out_dim, n_classes)  # fine-tuning: PyTorch's default random head
+    if head_init is not None:
+        with torch.no_grad():
             head.weight.copy_(head_init[0])
             head.bias.copy_(head_init[1])
     yt = torch.as_tensor(np.asarray(y, dtype=np.int64))
