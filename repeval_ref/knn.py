@@ -30,10 +30,11 @@ Implementation notes
   never wait for a selection, and no two thread pools compete for them. The BLAS is
   held at one thread (``threadpoolctl``) for the duration of the call.
 * **No copy of the bank.** The queries are scaled to unit length; the bank is not:
-  each block of products ``hat h^T h_i`` is divided by the norms ``||h_i||`` (computed
-  in chunks), which gives the same cosines without a normalised copy of a bank that
-  may take gigabytes. Together with the larger blocks this lets the matrix products
-  run on more query rows at a time (``benchmarks/``, row 1).
+  a product ``hat h^T h_i`` is divided by the norm ``||h_i||`` (computed in chunks),
+  which gives the same cosines without a normalised copy of a bank that may take
+  gigabytes. Only the first tile of a stretch is divided in full; later tiles are
+  compared with ``t * min ||h_i||`` first, and only the few products that pass are
+  divided (the same division, so the same cosine).
 * **Selection.** In the first tile of a stretch of the bank the ``k`` best entries of
   each row come from the maxima of column groups (:func:`_top_k`); they give each query
   a threshold, the ``k``-th best similarity so far. Every later tile is only compared
