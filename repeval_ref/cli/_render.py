@@ -49,23 +49,35 @@ class _quiet:
 
 
 def figure_bytes(fig, fmt="png"):
+    """The figure encoded as ``fmt`` (PNG by default)."""
     import io
-
-    import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
     fig.savefig(buf, format=fmt, dpi=110)
-    plt.close(fig)
     return buf.getvalue()
 
 
+class _Figures:
+    """``subplots`` on :class:`matplotlib.figure.Figure`, without pyplot.
+
+    The command never shows a window, and touching pyplot's global backend would switch
+    off inline figures when the commands are called from a notebook.
+    """
+
+    @staticmethod
+    def subplots(nrows=1, ncols=1, *, figsize=None, **kw):
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=figsize)
+        return fig, fig.subplots(nrows, ncols, **kw)
+
+    @staticmethod
+    def close(fig):
+        pass
+
+
 def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return _Figures
 
 
 def report_plots(spectrum, knn_curve, lowshot):
