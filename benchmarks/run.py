@@ -478,7 +478,9 @@ def row_report(cfg, reps, tmp):
               _fmt_s(t_new), _fmt_s(t_old), ratio, ">= 5x faster", ratio >= 5,
               note=f"{reps_note}; one similarity pass for the k-NN curve, the probe's C sweep "
                    "warm-started, label-free metrics from one summary pass, TwoNN on all pairs "
-                   "of a random 10,000 of the rows (before: all rows)"),
+                   "of a random 10,000 of the rows (before: all rows), and the probe fits, SVDs "
+                   "and eigenproblems on a one-thread BLAS (--blas-threads 1; before: OpenBLAS's "
+                   "default, here 2 threads)"),
         _line("report", "k-NN accuracy at every k of the curve", "the report before issue 19",
               f"{len(differ)} of {len(old['knn_correct'])} k differ", "per-k passes", None, "identical",
               not differ),

@@ -116,7 +116,7 @@ def _wrap(text):
 
 def build_parser():
     from ._commands import cmd_compare, cmd_report
-    from .leaderboard import add_leaderboard_parser
+    from .leaderboard import BLAS_HELP, add_leaderboard_parser
 
     parser = _Parser(
         prog="repeval",
@@ -168,6 +168,7 @@ def build_parser():
     rp.add_argument("--id-batch", type=_positive_int, default=1000, metavar="N",
                     help="batch size of the batched TwoNN dimension (default: %(default)s)")
     rp.add_argument("--probe-c", type=_c_grid, default=PROBE_CS, metavar="C1,C2,...", help=PROBE_C_HELP)
+    rp.add_argument("--blas-threads", type=_positive_int, default=1, metavar="N", help=BLAS_HELP)
     rp.add_argument("--quiet", action="store_true", help="no progress bars")
     rp.set_defaults(func=cmd_report)
 
@@ -195,6 +196,7 @@ def build_parser():
                     help="seed of the split, bootstrap and subsample (default: %(default)s)")
     cp.add_argument("--out", metavar="DIR", default=None, help="also write compare.json to DIR")
     cp.add_argument("--probe-c", type=_c_grid, default=PROBE_CS, metavar="C1,C2,...", help=PROBE_C_HELP)
+    cp.add_argument("--blas-threads", type=_positive_int, default=1, metavar="N", help=BLAS_HELP)
     cp.add_argument("--quiet", action="store_true", help="no progress bars")
     cp.set_defaults(func=cmd_compare)
 

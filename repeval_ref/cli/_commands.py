@@ -8,7 +8,7 @@ import numpy as np
 
 from . import _render as R
 from ._evaluate import (KNN_CURVE_KS, KNN_HEADLINE_KS, KNN_TAU, ZERO_ROWS_SHORT, acc_entry,
-                        knn_section, label_free_section, low_shot_section, probe_section,
+                        blas_threads, knn_section, label_free_section, low_shot_section, probe_section,
                         ridge_section)
 from ._inputs import (InputError, _check_classes, _short, _zero_row_note, load_features, load_split,
                       split_folder, stratified_split)
@@ -77,18 +77,19 @@ def cmd_report(args):
                   "headline": [e for e in curve if e["k"] in KNN_HEADLINE_KS]}
     if cosine_skip:
         rep["knn"]["skipped"] = cosine_skip
-    info, entry, _ = probe_section(train_x, ytr, test_x, yte, args.seed, args.probe_c, progress)
-    rep["linear_probe"] = {**entry, **info, "C_grid": list(args.probe_c),
-                           "selection": "validation split of TRAIN (1/5), never TEST"}
-    progress.stage("ridge probe (exact leave-one-out)")
-    rep["ridge_probe"] = ridge_section(train_x, ytr, test_x, yte)
-    rep["low_shot"] = low_shot_section(train_x, ytr, test_x, yte, counts, args.draws, args.seed,
-                                       cosine_skip=cosine_skip, progress=progress)
-    rep["label_free"] = label_free_section(
-        train_x, seed=args.seed, pair_samples=args.pair_samples, dse_samples=args.dse_samples,
-        id_batch=args.id_batch, id_samples=args.id_samples, cosine_skip=train_zero, progress=progress)
-    progress.stage("verdicts, plots and files")
-    spectrum = gram_spectrum(train_x, center=True)
+    with blas_threads(args.blas_threads):
+        info, entry, _ = probe_section(train_x, ytr, test_x, yte, args.seed, args.probe_c, progress)
+        rep["linear_probe"] = {**entry, **info, "C_grid": list(args.probe_c),
+                               "selection": "validation split of TRAIN (1/5), never TEST"}
+        progress.stage("ridge probe (exact leave-one-out)")
+        rep["ridge_probe"] = ridge_section(train_x, ytr, test_x, yte)
+        rep["low_shot"] = low_shot_section(train_x, ytr, test_x, yte, counts, args.draws, args.seed,
+                                           cosine_skip=cosine_skip, progress=progress)
+        rep["label_free"] = label_free_section(
+            train_x, seed=args.seed, pair_samples=args.pair_samples, dse_samples=args.dse_samples,
+            id_batch=args.id_batch, id_samples=args.id_samples, cosine_skip=train_zero, progress=progress)
+        progress.stage("verdicts, plots and files")
+        spectrum = gram_spectrum(train_x, center=True)
     rep["verdicts"] = report_verdicts(rep, train_x, train_y, test_y, spectrum, n_zero)
     plots = R.report_plots(spectrum, curve, rep["low_shot"])
     rep["plots"] = {name.split(".")[0].replace("knn_vs_k", "knn"): name for name in plots}
@@ -223,8 +224,9 @@ def cmd_compare(args):
                     progress.stage(f"weighted k-NN of {name}")
                     correct[name] = knn_classify(X[tr], yi[tr], X[te], args.k, KNN_TAU, K) == yi[te]
                 else:
-                    _, _, pred = probe_section(X[tr], yi[tr], X[te], yi[te], args.seed, args.probe_c,
-                                               progress)
+                    with blas_threads(args.blas_threads):
+                        _, _, pred = probe_section(X[tr], yi[tr], X[te], yi[te], args.seed,
+                                                   args.probe_c, progress)
                     correct[name] = pred == yi[te]
             gain, lo, hi = paired_bootstrap_ci(correct["A"], correct["B"], args.boot, args.seed)
             p = mcnemar_exact(correct["A"], correct["B"])

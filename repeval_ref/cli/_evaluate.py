@@ -23,6 +23,27 @@ COSINE_METRICS = ("mean_pairwise_cosine", "uniformity", "self_cluster")
 ZERO_ROWS_SHORT = "all-zero feature rows, cosine similarity undefined (see the report's note)"
 
 
+# --------------------------------------------------------------------- BLAS threads
+
+
+def blas_threads(n):
+    """A context in which BLAS and LAPACK use at most ``n`` threads (``None``: no limit).
+
+    The probe's L-BFGS fits, the ridge probe's SVD and the label-free decompositions are
+    medium-sized calls; on a busy 2-core machine a 2-thread OpenBLAS spent most of
+    its time waiting on its slower thread (a thin SVD of 24,000 x 384 took 10.3 s
+    with 2 threads and 1.2 s with one, see ``benchmarks/``). The k-NN's large block
+    products run outside this limit.
+    """
+    import contextlib
+
+    if n is None:
+        return contextlib.nullcontext()
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=n)
+
+
 # ------------------------------------------------------------------------ accuracy
 
 

@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from . import _render as R
-from ._evaluate import (KNN_TAU, SHOTS, acc_entry, knn_curve_predictions, label_free_section,
-                        low_shot_section, probe_section)
+from ._evaluate import (KNN_TAU, SHOTS, acc_entry, blas_threads, knn_curve_predictions,
+                        label_free_section, low_shot_section, probe_section)
 from ._inputs import InputError, _check_classes, _short, load_features, split_folder, stratified_split
 from ._progress import Progress
 
@@ -182,10 +182,6 @@ def load_encoders(entries):
 
 
 def _evaluate_one(entry, d, tr, te, args, classes, counts, progress):
-    from ..spectral import gram_spectrum
-    from ..verdicts import (chance_verdict, collapse_verdict, dropped_features_verdict,
-                            spectrum_cliff_verdict)
-
     X = d["x"]
     yi = np.searchsorted(classes, d["y"])
     Xtr, Xte, ytr, yte = X[tr], X[te], yi[tr], yi[te]
@@ -197,6 +193,15 @@ def _evaluate_one(entry, d, tr, te, args, classes, counts, progress):
                          "(k-NN, low-shot) is undefined; remove them from every encoder")
     pred_knn = knn_curve_predictions(Xtr, ytr, Xte, (args.k,), classes.size, progress,
                                      label=f"{entry['name']}: k-NN")[0]
+    with blas_threads(args.blas_threads):
+        return _evaluate_rest(entry, res, pred_knn, X, Xtr, Xte, ytr, yte, args, counts, progress)
+
+
+def _evaluate_rest(entry, res, pred_knn, X, Xtr, Xte, ytr, yte, args, counts, progress):
+    from ..spectral import gram_spectrum
+    from ..verdicts import (chance_verdict, collapse_verdict, dropped_features_verdict,
+                            spectrum_cliff_verdict)
+
     info, probe_acc, pred_probe = probe_section(Xtr, ytr, Xte, yte, args.seed, args.probe_c, progress)
     res["knn"] = acc_entry(pred_knn == yte)
     res["probe"] = {**probe_acc, "best_C": info["best_C"],
@@ -536,6 +541,11 @@ def _plain(obj):
     raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
 
 
+BLAS_HELP = ("threads of BLAS and LAPACK in the probe fits, the SVDs and eigenproblems (the "
+             "k-NN's large products keep every thread); on a busy machine one thread is often "
+             "faster (default: %(default)s)")
+
+
 def add_leaderboard_parser(sub, files_help, positive_int, fraction, c_grid, wrap):
     from ..multiple_testing import CORRECTIONS
 
@@ -576,5 +586,7 @@ def add_leaderboard_parser(sub, files_help, positive_int, fraction, c_grid, wrap
                     help="batch size of the batched TwoNN dimension (default: %(default)s)")
     lp.add_argument("--probe-c", type=c_grid, default=tuple(10.0 ** np.arange(-4, 3)), metavar="C1,C2,...",
                     help="candidate C of the probe (default: 1e-4,...,100)")
+    lp.add_argument("--blas-threads", type=positive_int, default=1, metavar="N",
+                    help=BLAS_HELP)
     lp.add_argument("--quiet", action="store_true", help="no progress bars")
     lp.set_defaults(func=cmd_leaderboard)
