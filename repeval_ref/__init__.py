@@ -28,10 +28,13 @@ _EXPORTS = {
     "ridge_loo": "ridge",
     "loo_scores": "ridge",
     "attentive_probe": "attentive",
+    "attentive_probe_param_count": "attentive",
+    "linear_probe_param_count": "attentive",
     "low_shot_eval": "lowshot",
     "transfer": "finetune",
     "prediction_error": "finetune",
     "layerwise_lr": "finetune",
+    "layerwise_lr_scales": "finetune",
     # BatchNorm folding and the rank bound
     "fold_batchnorm": "batchnorm",
     "unfold_batchnorm": "batchnorm",

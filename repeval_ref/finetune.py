@@ -22,7 +22,7 @@ import numpy as np
 
 from ._validation import as_float_array, check_int, check_positive
 
-__all__ = ["transfer", "linear_net_gradients", "prediction_error", "layerwise_lr"]
+__all__ = ["transfer", "linear_net_gradients", "prediction_error", "layerwise_lr", "layerwise_lr_scales"]
 
 
 def _check_model(v, B, d, vname="v", bname="B"):
@@ -200,5 +200,33 @@ def layerwise_lr(base_lr, decay, n_blocks):
     if decay > 1.0:
         raise ValueError(f"decay must lie in (0, 1], got {decay}")
     n_blocks = check_int(n_blocks, "n_blocks", minimum=0)
-    exponents = np.arange(n_blocks + 1, -1, -1, dtype=np.float64)
-    return base_lr * decay**exponents
+    return base_lr * layerwise_lr_scales(n_blocks + 2, decay)
+
+
+def layerwise_lr_scales(n_layers, decay):
+    """Multipliers of the base rate under layer-wise decay, top layer first at 1.
+
+    With ``n_layers = L + 1`` layers numbered ``0..L`` (for a ViT: the embeddings, the
+    blocks, the head), layer ``i`` is scaled by ``decay ** (L - i)``, so the top layer
+    keeps the base rate and each layer below trains ``decay`` times slower than the one
+    above it. :func:`layerwise_lr` is ``base_lr`` times these scales with
+    ``n_layers = n_blocks + 2`` (book ``book/lpft.md``).
+
+    Parameters
+    ----------
+    n_layers : int
+        Number of layers, ``>= 1``.
+    decay : float
+        ``zeta`` in ``(0, 1]``.
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (n_layers,)
+        Entry ``i`` is the scale of layer ``i``; the last entry is 1.
+    """
+    n_layers = check_int(n_layers, "n_layers", minimum=1)
+    decay = check_positive(decay, "decay")
+    if decay > 1.0:
+        raise ValueError(f"decay must lie in (0, 1], got {decay}")
+    exponents = np.arange(n_layers - 1, -1, -1, dtype=np.float64)
+    return decay**exponents
