@@ -19,7 +19,7 @@ from scipy.special import softmax
 
 from ._validation import as_float_array, check_int
 
-__all__ = ["attentive_probe"]
+__all__ = ["attentive_probe", "attentive_probe_param_count", "linear_probe_param_count"]
 
 
 def _square(W, name, d):
@@ -107,3 +107,70 @@ def attentive_probe(H, q, Wk, Wv, Wo,  # tokens, query, key/value/output maps
             raise ValueError("the logits overflow float64 (H, Wv, Wo or W_cls hold values too large "
                              "for their products); rescale the inputs")
     return logits, A
+
+
+def attentive_probe_param_count(d, n_heads, n_classes):
+    """Number of trained parameters of the attentive probe of :func:`attentive_probe`.
+
+    The query ``q`` (``d``), the three square maps ``Wk``, ``Wv``, ``Wo`` (``3 d^2``) and
+    the classifier ``W_cls`` (``d K``), no biases: ``d + 3 d^2 + d K``. The head split
+    partitions ``q`` and the columns of the maps, so the count does not depend on the
+    number of heads; ``n_heads`` is only checked to divide ``d``.
+
+    Parameters
+    ----------
+    d : int
+        Token width, ``>= 1``.
+    n_heads : int
+        Number of heads, ``>= 1``, dividing ``d``.
+    n_classes : int
+        Number of classes ``K``, ``>= 1``.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        An argument below 1, or ``n_heads`` not dividing ``d``.
+    TypeError
+        A non-integer argument.
+    """
+    d = check_int(d, "d", minimum=1)
+    n_heads = check_int(n_heads, "n_heads", minimum=1)
+    n_classes = check_int(n_classes, "n_classes", minimum=1)
+    if d % n_heads:
+        raise ValueError(f"n_heads={n_heads} does not divide the feature dimension d={d}")
+    return d + 3 * d * d + d * n_classes
+
+
+def linear_probe_param_count(d, n_classes, bias=True):
+    """Number of parameters of a linear probe on a ``d``-dimensional pooled vector.
+
+    Parameters
+    ----------
+    d : int
+        Feature dimension, ``>= 1``.
+    n_classes : int
+        Number of classes ``K``, ``>= 1``.
+    bias : bool, default True
+        Whether the probe has one bias per class.
+
+    Returns
+    -------
+    int
+        ``d K + K`` with a bias, ``d K`` without.
+
+    Raises
+    ------
+    ValueError
+        ``d`` or ``n_classes`` below 1, or ``bias`` not a bool.
+    TypeError
+        A non-integer ``d`` or ``n_classes``.
+    """
+    d = check_int(d, "d", minimum=1)
+    n_classes = check_int(n_classes, "n_classes", minimum=1)
+    if not isinstance(bias, (bool, np.bool_)):
+        raise ValueError(f"bias must be True or False, got {bias!r}")
+    return d * n_classes + (n_classes if bias else 0)

@@ -5,10 +5,9 @@ probe": one learned query cross-attends to the frozen patch tokens; LP-FT, Kumar
 al. 2022: fitting the linear head first and then fine-tuning everything keeps
 out-of-distribution accuracy that fine-tuning from a random head loses).
 
-* :class:`AttentiveProbe` computes exactly the forward pass of
-  :func:`repeval_ref.attentive_probe` (learned query ``q``, key/value/output maps,
-  classifier ``W_cls``, no biases) with trainable torch parameters;
-  :func:`train_attentive_probe` fits it with AdamW on frozen tokens.
+* :class:`AttentiveProbe` and :func:`train_attentive_probe` live in
+  :mod:`repeval_ref.torch.attentive` (book chapter ``book/attentive.md``) and are
+  re-exported here, so the evaluation table's code keeps importing them from this module.
 * :func:`finetune` trains a copy of an encoder and a linear head end to end, either
   from a random head (fine-tuning) or from a head first fitted on the frozen features
   by :func:`linear_head` (LP-FT), and returns the trained model as a function.
@@ -23,85 +22,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ..torch.attentive import AttentiveProbe, train_attentive_probe
+
 __all__ = ["AttentiveProbe", "train_attentive_probe", "predict", "finetune", "predict_images"]
-
-
-class AttentiveProbe(nn.Module):
-    """Multi-head attentive probe with one learned query (the forward of :func:`repeval_ref.attentive_probe`).
-
-    Parameters
-    ----------
-    dim : int
-        Token width ``d``.
-    n_classes : int
-    n_heads : int
-        Must divide ``dim``.
-    n_prefix : int
-        Leading tokens (class token) left out of the attention.
-    """
-
-    def __init__(self, dim, n_classes, n_heads=4, n_prefix=1):
-        super().__init__()
-        if dim % n_heads:
-            raise ValueError(f"n_heads={n_heads} does not divide dim={dim}")
-        self.n_heads, self.n_prefix = int(n_heads), int(n_prefix)
-        self.q = nn.Parameter(0.02 * torch.randn(dim))
-        self.Wk = nn.Parameter(torch.randn(dim, dim) / math.sqrt(dim))
-        self.Wv = nn.Parameter(torch.randn(dim, dim) / math.sqrt(dim))
-        self.Wo = nn.Parameter(torch.randn(dim, dim) / math.sqrt(dim))
-        self.W_cls = nn.Parameter(torch.zeros(dim, n_classes))
-
-    def forward(self, H):
-        """Logits (B, K) and attention weights (B, n_heads, T - n_prefix) for tokens H (B, T, d)."""
-        if H.ndim != 3 or H.shape[2] != self.q.shape[0] or H.shape[1] <= self.n_prefix:
-            raise ValueError(f"H must have shape (B, T > {self.n_prefix}, {self.q.shape[0]}), got {tuple(H.shape)}")
-        B, T, d = H.shape
-        h, dk = self.n_heads, d // self.n_heads
-        tokens = H[:, self.n_prefix:]
-        keys = (tokens @ self.Wk).reshape(B, -1, h, dk)
-        values = (tokens @ self.Wv).reshape(B, -1, h, dk)
-        scores = torch.einsum("bthk,hk->bht", keys, self.q.reshape(h, dk)) / math.sqrt(dk)
-        A = torch.softmax(scores, dim=-1)
-        o = torch.einsum("bht,bthk->bhk", A, values).reshape(B, d)
-        return o @ self.Wo @ self.W_cls, A
-
-
-def _standardise(train, *others):
-    mu = train.mean(axis=(0, 1) if train.ndim == 3 else 0, keepdims=True)
-    sd = train.std(axis=(0, 1) if train.ndim == 3 else 0, keepdims=True) + 1e-6
-    return [torch.from_numpy(((a - mu) / sd).astype(np.float32)) for a in (train, *others)]
-
-
-def train_attentive_probe(train_tokens, train_y, *, n_classes=10, n_heads=4, n_prefix=1, epochs=20, lr=3e-3,
-                          weight_decay=1e-4, batch_size=256, seed=0):
-    """Fit an :class:`AttentiveProbe` on frozen tokens (standardised per channel).
-
-    Parameters
-    ----------
-    train_tokens : numpy.ndarray of shape (n, T, d)
-    train_y : numpy.ndarray of int, shape (n,)
-
-    Returns
-    -------
-    probe : AttentiveProbe
-    transform : callable
-        Applies the training tokens' standardisation to other tokens (numpy -> tensor).
-    """
-    train_tokens = np.asarray(train_tokens, dtype=np.float32)
-    if train_tokens.ndim != 3:
-        raise ValueError(f"train_tokens must have shape (n, T, d), got {train_tokens.shape}")
-    mu = train_tokens.mean(axis=(0, 1), keepdims=True)
-    sd = train_tokens.std(axis=(0, 1), keepdims=True) + 1e-6
-
-    def transform(t):
-        return torch.from_numpy(((np.asarray(t, dtype=np.float32) - mu) / sd).astype(np.float32))
-
-    x = transform(train_tokens)
-    y = torch.as_tensor(np.asarray(train_y, dtype=np.int64))
-    torch.manual_seed(seed)
-    probe = AttentiveProbe(x.shape[2], n_classes, n_heads, n_prefix)
-    _fit(lambda xb: probe(xb)[0], probe.parameters(), x, y, epochs, lr, weight_decay, batch_size, seed)
-    return probe.eval(), transform
 
 
 def _fit(forward, params, x, y, epochs, lr, weight_decay, batch_size, seed, modules=()):
