@@ -440,10 +440,10 @@ def decision_plane(x, y, regions, points, labels, *, colours, title: str = "", n
                      "marker": {"color": colours[c], "symbol": _SYMBOLS[c % len(_SYMBOLS)], "size": 6,
                                 "line": {"width": 0.5, "color": "#ffffff"}},
                      "hoverinfo": "skip"})
-    layout = {"title": {"text": title, "font": {"size": 14}},
+    layout = {"title": {"text": title, "font": {"size": 14}},   # "<br>" breaks a long title
               "xaxis": {"range": [float(x[0]), float(x[-1])], "title": {"text": "feature 1"}, "zeroline": False},
               "yaxis": {"range": [float(y[0]), float(y[-1])], "title": {"text": "feature 2"}, "zeroline": False},
               "legend": {"orientation": "h", "y": -0.18},
-              "margin": {"l": 50, "r": 10, "t": 50, "b": 40},
+              "margin": {"l": 50, "r": 10, "t": 60, "b": 40},
               "plot_bgcolor": "#ffffff", "paper_bgcolor": "#ffffff"}
     return {"data": data, "layout": layout, "note": note}
