@@ -221,7 +221,7 @@ def test_config_loads_the_extension_and_publishes_where_colab_looks(ext):
     import yaml
 
     cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
-    assert cfg["sphinx"]["local_extensions"] == {"repeval_book": "_ext/"}
+    assert cfg["sphinx"]["local_extensions"]["repeval_book"] == "_ext/"
     branch = cfg["sphinx"]["config"]["repeval_pages_branch"]
     makefile = (ROOT / "Makefile").read_text()
     m = re.search(r"^publish:.*\n((?:\t.*\n)+)", makefile, flags=re.M)
