@@ -21,7 +21,7 @@ define make_venv
 	$(if $(TORCH),$(PY) -m pip install --quiet -c constraints.txt --index-url $(TORCH_INDEX) torch)
 endef
 
-.PHONY: venv venv-student data test book bench bench-class clean axe publish zoo zoo-table
+.PHONY: venv venv-student data test book bench bench-class clean axe publish zoo zoo-table deck
 
 # Everything: the package and the book, grading, test and benchmark tool chains.
 $(STAMP): pyproject.toml constraints.txt
@@ -111,6 +111,13 @@ zoo: $(STAMP) data
 
 zoo-table: $(STAMP) data
 	$(PY) -m repeval_ref.zoo table --out benchmarks/results/zoo_table.json
+
+# The interview questions of every chapter as an Anki deck (genanki, the book extra), from the
+# same chapter sources as book/interview.md. The glued numbers in the answers are read from the
+# executed chapters, so the book is built first (an unchanged book only re-renders).
+DECK ?= _build/repeval-interview.apkg
+deck: book
+	$(PY) -m repeval_ref._interview $(DECK) --root . --build _build
 
 clean:
 	rm -rf _build
