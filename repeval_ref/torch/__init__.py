@@ -12,6 +12,7 @@ Modules
 ``knn``      exact weighted k-NN with blocked similarities and a running top-k (also sharded)
 ``models``   the built-in small CNN, a tiny ViT stand-in, and torchvision/timm backbones
 ``data``     an image-folder dataset read with Pillow (no torchvision needed)
+``attentive`` a trainable attentive probe (one learned query per head) on frozen tokens
 
 The command ``python -m repeval_ref.loop`` (:mod:`repeval_ref.loop`) runs the whole loop.
 """
@@ -50,8 +51,10 @@ from .models import (
 )
 from .probe import LinearProbe, fold_probe, probe_accuracy, running_mean_shift, train_probe
 from .data import ImageFolder, PreparedImages
+from .attentive import AttentiveProbe, attentive_predict, train_attentive_probe
 
 __all__ = [
+    "AttentiveProbe",
     "BackboneUnavailable",
     "BlockTaps",
     "Features",
@@ -63,6 +66,7 @@ __all__ = [
     "SmallCNN",
     "StaleCacheError",
     "TinyViT",
+    "attentive_predict",
     "dataset_fingerprint",
     "default_blocks",
     "default_prefix_tokens",
@@ -90,6 +94,7 @@ __all__ = [
     "state_snapshot",
     "state_unchanged",
     "topk_neighbors",
+    "train_attentive_probe",
     "train_probe",
     "train_probe_grid",
     "training_flags",
