@@ -348,8 +348,10 @@ def interview_markdown(questions, here="book/interview"):
             parts.append(f"## {q.chapter}\n\nFrom [the chapter]({chapter_link}).\n")
         question = _cross_doc(q.question, q.docname, here)
         answer = _cross_doc(q.answer, q.docname, here)
-        parts.append(f"::::{{dropdown}} {question}\n{answer}\n\n"
-                     f"Explained in [{_plain_title(q.section)}]({_link(q, here)}).\n::::\n")
+        # the wrapping fence is longer than any colon fence inside the answer
+        fence = ":" * max([3] + [len(m) + 1 for m in re.findall(r"^:{3,}", answer, re.M)])
+        parts.append(f"{fence}{{dropdown}} {question}\n{answer}\n\n"
+                     f"Explained in [{_plain_title(q.section)}]({_link(q, here)}).\n{fence}\n")
     return "\n".join(parts)
 
 

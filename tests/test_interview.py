@@ -106,6 +106,8 @@ def test_sections_code_cells_and_explicit_anchor(tmp_path):
     page = interview_markdown(qs, here="book/interview")
     assert "{glue:text}`ch.md::bank_gb:.1f`" in page
     assert "(ch.md#memory-of-the-bank)" in page
+    nested = Question("book/ch", "T", "Q?", "A.\n\n::::{note}\nx\n::::", "S", "s", 1)
+    assert ":::::{dropdown} Q?" in interview_markdown([nested])
     with pytest.raises(ValueError, match="explains"):
         _chapter(tmp_path, SMALL.replace("#memory-of-the-bank", "#nowhere"))
 
