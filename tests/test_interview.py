@@ -190,3 +190,19 @@ def test_bad_input(tmp_path):
     with pytest.raises(ValueError, match="apkg"):
         write_deck([], tmp_path / "deck.zip")
     assert isinstance(Question("a", "b", "c", "d", "e", "f", 1), Question)
+
+
+def test_built_interview_page_links_resolve_and_holds_every_question(questions):
+    """On a built book (skipped without one): every section link lands on an existing id."""
+    import os
+
+    html_dir = Path(os.environ.get("REPEVAL_BOOK_HTML", ROOT / "_build" / "html")) / "book"
+    page = html_dir / "interview.html"
+    if not page.is_file():
+        pytest.skip("the book is not built (make book)")
+    text = page.read_text(encoding="utf-8")
+    assert text.count("<details") == len(questions)
+    links = re.findall(r'href="([\w-]+\.html)#([^"]+)"', text)
+    assert len(links) >= len(questions)
+    for target, anchor in links:
+        assert f'id="{anchor}"' in (html_dir / target).read_text(encoding="utf-8"), (target, anchor)
