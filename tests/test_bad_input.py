@@ -127,6 +127,14 @@ VALID = {
     "rankme_squared_shares": lambda: dict(X=_feat(10, 4)),
     "alpha_req_weighted": lambda: dict(X=_feat(60, 8), fit_range=(1, 6)),
     "unit_coordinate_std": lambda: dict(Z=_feat(10, 4)),
+    # the practitioners' command line (issue 19)
+    "knn_classify_curve": lambda: dict(train_h=_feat(10, 3), train_y=_labels(10, 3), test_h=_feat(4, 3, 1),
+                                       ks=[1, 3], tau=0.1, n_classes=3),
+    "linear_probe_warm_path": lambda: dict(train_h=_feat(30, 3), train_y=_labels(30, 2),
+                                           test_h=_feat(10, 3, 1), test_y=_labels(10, 2),
+                                           Cs=[0.1, 1.0], seed=0),
+    "holm": lambda: dict(p=np.array([0.01, 0.04, 0.3])),
+    "benjamini_hochberg": lambda: dict(p=np.array([0.01, 0.04, 0.3])),
 }
 
 NOT_COVERED_HERE = {"frozen_features", "MinibatchCKA"}  # see the module docstring
@@ -135,6 +143,8 @@ NOT_COVERED_HERE = {"frozen_features", "MinibatchCKA"}  # see the module docstri
 # "b" 0/1 correctness vectors, "v" a float vector whose ndim is checked.
 ARRAYS = {
     "knn_classify": {"train_h": "f", "train_y": "y", "test_h": "f"},
+    "knn_classify_curve": {"train_h": "f", "train_y": "y", "test_h": "f"},
+    "linear_probe_warm_path": {"train_h": "f", "train_y": "y", "test_h": "f", "test_y": "y"},
     "linear_probe_done_right": {"train_h": "f", "train_y": "y", "test_h": "f", "test_y": "y"},
     "probe_accuracy_grid": {"train_h": "f", "train_y": "y", "test_h": "f", "test_y": "y"},
     "attentive_probe": {"H": "f", "q": "v", "Wk": "f", "Wv": "f", "Wo": "f", "W_cls": "f"},
@@ -214,6 +224,8 @@ FREE_LENGTH = {("ridge_loo", "lams"), ("sample_features_with_spectrum", "eigenva
 # scalar arguments that must be numbers (a string or None is a TypeError naming them)
 SCALARS = {
     "knn_classify": ["k", "tau", "n_classes"],
+    "knn_classify_curve": ["tau", "n_classes"],
+    "linear_probe_warm_path": ["seed"],
     "linear_probe_done_right": ["seed"],
     "attentive_probe": ["n_heads", "n_prefix"],
     "attentive_probe_param_count": ["d", "n_heads", "n_classes"],
