@@ -147,7 +147,8 @@ def test_install_variants_are_named_for_users():
 # top-level module -> the distribution that provides it, where the two names differ
 _DISTRIBUTION = {"sklearn": "scikit-learn", "skimage": "scikit-image", "PIL": "pillow",
                  "myst_nb": "jupyter-book", "IPython": "ipykernel", "yaml": "pyyaml",
-                 "pytrec_eval": "pytrec-eval-terrier", "faiss": "faiss-cpu"}
+                 "pytrec_eval": "pytrec-eval-terrier", "faiss": "faiss-cpu",
+                 "skdim": "scikit-dimension"}
 
 
 def _book_imports() -> dict[str, set[str]]:
