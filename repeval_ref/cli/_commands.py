@@ -153,11 +153,15 @@ def _load_for_compare(path, arg):
     return np.vstack([xa, xb]), np.concatenate([ya, yb])
 
 
+#: ``compare``: a difference counts as established when the bootstrap interval excludes 0 and
+#: McNemar's p is below this level; the two are flagged as disagreeing when only one holds.
+COMPARE_ALPHA = 0.05
+
 READ_TOGETHER = ("how to read them together: the paired bootstrap interval is a range for the "
                  "accuracy difference; McNemar's exact test asks whether the images only one "
                  "encoder gets right split evenly. With few such images the test is coarse and the "
                  "two can disagree; call a difference established only when the interval excludes "
-                 "0 and p < 0.05")
+                 f"0 and p < {COMPARE_ALPHA:g}")
 
 
 def cmd_compare(args):
@@ -231,7 +235,7 @@ def cmd_compare(args):
             gain, lo, hi = paired_bootstrap_ci(correct["A"], correct["B"], args.boot, args.seed)
             p = mcnemar_exact(correct["A"], correct["B"])
             label = f"weighted k-NN (k={args.k}, tau={KNN_TAU})" if proto == "knn" else "linear probe"
-            disagree = (lo > 0 or hi < 0) != (p < 0.05)
+            disagree = (lo > 0 or hi < 0) != (p < COMPARE_ALPHA)
             res["paired"][proto] = {"A": acc_entry(correct["A"]), "B": acc_entry(correct["B"]),
                                     "gain_B_minus_A": gain, "bootstrap95": [lo, hi],
                                     "n_boot": args.boot, "mcnemar_p": p,
@@ -266,4 +270,4 @@ def cmd_compare(args):
     return 0
 
 
-__all__ = ["cmd_report", "cmd_compare", "KNN_CURVE_KS", "ZERO_ROWS_SHORT"]
+__all__ = ["cmd_report", "cmd_compare", "COMPARE_ALPHA", "KNN_CURVE_KS", "ZERO_ROWS_SHORT"]
