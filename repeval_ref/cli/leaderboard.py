@@ -46,7 +46,7 @@ LABEL_FREE_RANKINGS = {
     "rankme": ("RankMe (effective rank)", +1, "higher: more directions used (Garrido et al.)"),
     "ne_sum": ("NE-sum", +1, "higher: variance spread over more directions"),
     "alpha_req_gap": ("|alpha-ReQ - 1|", -1, "lower: spectrum decay close to 1/i (Agrawal et al.)"),
-    "self_cluster": ("Self-Cluster", -1, "lower: closer to uniform on the sphere (Liao et al.)"),
+    "self_cluster": ("Self-Cluster", -1, "lower: closer to uniform on the sphere (Tsitsulin et al.)"),
     "two_nn_id_batched": ("TwoNN intrinsic dimension, batched", -1,
                           "lower: the comparative study of label-free metrics found low intrinsic "
                           "dimension the most consistent sign of quality"),
