@@ -85,7 +85,10 @@ def build_notebook(spec):
         "Write your code in the cell below the statement, replacing "
         "`raise NotImplementedError()`. Do not rename the function, and do not delete, "
         "move or copy cells. Run `make check NB=<this notebook>` (or "
-        "`python -m autograder check <this notebook>`) before you submit.\n\n"
+        "`python -m autograder check <this notebook>`) before you submit. An answer that "
+        "imports `repeval_ref` (the course's reference package) or `autograder` (the "
+        "grader) scores 0 for this exercise: the grade is computed by running your cell "
+        "on its own, in a separate process where neither package exists.\n\n"
         "| test | what it checks | points |\n| --- | --- | --- |\n"
         f"| visible | the cell below your code | {float(spec.VISIBLE_POINTS):g} |\n"
         f"{rows}\n\n"
@@ -109,9 +112,7 @@ def build_notebook(spec):
               f"{name}-hidden-title", _meta(f"{name}_hidden_title", locked=True)),
     ]
     for check in spec.HIDDEN:
-        func, rest = check.split("/", 1)
-        # the check's own aspect; prefixed by the function when a notebook has several
-        aspect = re.sub(r"[^A-Za-z0-9_]+", "_", rest if func == name else f"{func}_{rest}")
+        aspect = _aspect(name, check)
         cells.append(_cell("code", hidden_cell_source(check), _cell_id(f"{name}-hidden-{aspect}"),
                            _meta(f"{name}_hidden_{aspect}", grade=True, locked=True,
                                  points=reg[check][0])))
@@ -120,6 +121,17 @@ def build_notebook(spec):
                    "language_info": {"name": "python"}}
     nbformat.validate(nb)
     return nb
+
+
+def _aspect(name, check):
+    """The check's own aspect; prefixed by the function when a notebook has several."""
+    func, rest = check.split("/", 1)
+    return re.sub(r"[^A-Za-z0-9_]+", "_", rest if func == name else f"{func}_{rest}")
+
+
+def grade_ids(spec):
+    """Dict check name -> nbgrader grade id of its hidden test cell."""
+    return {check: f"{spec.NAME}_hidden_{_aspect(spec.NAME, check)}" for check in spec.HIDDEN}
 
 
 def notebook_path(spec, root=REPO_ROOT, directory="solutions"):

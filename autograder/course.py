@@ -601,6 +601,8 @@ class Course:
                      f"autograde seed {seed}\n")
         env = {SEED_ENV: str(seed)}
         self.log(f"grading seed {seed}")
+        # the answers as submitted, read before any student code runs
+        answers = self._answers()
         if workers == 1:
             proc = self.nbgrader("autograde", "*", "--create", "--force", env_extra=env)
             (self.root / "autograde.log").write_text(proc.stdout + proc.stderr)
@@ -609,7 +611,77 @@ class Course:
         for student, assignment in self.submissions():
             if not self._graded(student, assignment):
                 self._regrade_in_isolation(student, assignment, env)
+        self.verify(answers, seed, workers=workers)
         return seed
+
+    def _answers(self):
+        """(student, assignment, notebook) -> the submitted notebook, for the verifier."""
+        out = {}
+        for student, assignment in self.submissions():
+            for path in sorted((self.root / "submitted" / student / assignment).glob("*.ipynb")):
+                try:
+                    out[student, assignment, path.stem] = nbformat.read(str(path), as_version=4)
+                except Exception:  # collect already replaced unreadable files
+                    continue
+        return out
+
+    def verify(self, answers, seed, workers=1):
+        """Grade every answer in the clean room (:mod:`autograder.cleanroom`) and record
+        its scores in the gradebook over nbgrader's in-kernel ones; a notebook where the
+        two differ gets a line in ``grading_issues.csv``. Returns the verdicts by key."""
+        from nbgrader.api import Gradebook, MissingEntry
+
+        from .cleanroom import likely_cause, verify_notebook
+        from .exercises import all_specs
+
+        specs = {s.NAME: s for s in all_specs()}
+        limits = {"call_s": max(1.0, 0.8 * self.timeout), "start_s": float(self.timeout)}
+        keys = [k for k in sorted(answers) if k[2] in specs]
+
+        def one(key):
+            return verify_notebook(specs[key[2]], answers[key], seed, limits)
+
+        with ThreadPoolExecutor(max_workers=max(1, int(workers))) as pool:
+            verdicts = dict(zip(keys, pool.map(one, keys)))
+        policy = self.term().get("late_policy", "mark")
+        with Gradebook(self.shared_db_url()) as gb:
+            for (student, assignment, notebook), cells in verdicts.items():
+                kernel_total = verifier_total = top = 0.0
+                changed = []
+                for v in cells:
+                    if v.points is None:
+                        continue
+                    try:
+                        grade = gb.find_grade(v.grade_id, notebook, assignment, student)
+                    except MissingEntry:
+                        continue
+                    kernel = float(grade.auto_score or 0.0) if grade.manual_score is None \
+                        else float(grade.manual_score)
+                    kernel_total += kernel
+                    verifier_total += v.points
+                    top += v.max_points
+                    if abs(kernel - v.points) > 1e-9:
+                        changed.append(f"{v.grade_id} {kernel:g} -> {v.points:g}")
+                        grade.auto_score = float(v.points)
+                        grade.manual_score = None
+                if not changed:
+                    continue
+                gb.db.commit()
+                try:
+                    nb = gb.find_submission_notebook(notebook, assignment, student)
+                    if policy == "zero" and nb.late_submission_penalty:
+                        nb.late_submission_penalty = nb.score
+                        gb.db.commit()
+                except MissingEntry:
+                    pass
+                cause = likely_cause(answers[student, assignment, notebook], cells,
+                                     kernel_total, verifier_total)
+                self.record_issue(
+                    student, assignment, notebook,
+                    f"in-kernel (nbgrader) score {kernel_total:g} / {top:g}, clean-room score "
+                    f"{verifier_total:g} / {top:g}: the clean-room score is recorded "
+                    f"({'; '.join(changed)}); likely cause: {cause}")
+        return verdicts
 
     def _autograde_parallel(self, env, workers):
         """One ``nbgrader autograde "*" --student <id>`` process per student, ``workers``
