@@ -1,4 +1,4 @@
-"""Hidden checks of the exercise "Exact leave-one-out for the ridge probe" (book/protocols.md).
+"""Hidden checks of the exercise "Exact leave-one-out for the ridge probe" (book/invariances.md).
 
 Contract: ``ridge_loo(train_h, train_y, lams)`` returns ``(best_lam, press)``:
 PRESS(lam) = (1/(nK)) sum_i ||e_(i)||^2 of the ridge probe with an unpenalised bias on

@@ -1,11 +1,11 @@
-"""Exercise spec: exact leave-one-out of the ridge probe (book/protocols.md; seed 001)."""
+"""Exercise spec: exact leave-one-out of the ridge probe (book/invariances.md; seed 001)."""
 
 NAME = "ridge_loo"
 TITLE = "Leave-one-out for free: choosing the ridge penalty"
 LEVEL = "research"
 ASSIGNMENT = "protocols"
-CHAPTER = "protocols"
-CHAPTER_TITLE = "Protocols: what each one reads"
+CHAPTER = "invariances"
+CHAPTER_TITLE = "What each protocol ignores, and leave-one-out for free"
 
 STATEMENT = r"""
 A least-squares probe has a closed form, and so does its leave-one-out error: one
