@@ -342,18 +342,33 @@ def _libc():
         return None
 
 
-def _private_tmp(libc, size):
+def _private_tmp(libc, size, keep=()):
     """In the child (as root, before dropping to the sandbox user): a mount namespace of
     its own with an empty, size-limited ``/tmp`` and ``/dev/shm``, so the answer cannot
-    touch the machine's temporary directory; nothing happens where that is not allowed."""
-    CLONE_NEWNS, MS_REC, MS_PRIVATE = 0x00020000, 0x4000, 0x40000
+    touch the machine's temporary directory; nothing happens where that is not allowed.
+
+    ``keep`` lists directories the child still needs (the site-packages it imports
+    NumPy from) that may lie under ``/tmp`` (a clone checked out there): each is reached
+    through a descriptor opened before the empty ``/tmp`` hides it, and bind-mounted
+    read-only at the same path inside the new one."""
+    CLONE_NEWNS, MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = (
+        0x00020000, 0x1, 0x20, 0x1000, 0x4000, 0x40000)
     if libc.unshare(CLONE_NEWNS) != 0:
         return False
     if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
         return False
+    hidden = [os.path.realpath(k) for k in keep
+              if any(os.path.realpath(k).startswith(w + "/") for w in ("/tmp", "/dev/shm"))]
+    fds = [(k, os.open(k, os.O_PATH | os.O_DIRECTORY)) for k in hidden]
     opts = f"size={int(size)},mode=1777".encode()
     for where in (b"/tmp", b"/dev/shm"):
         libc.mount(b"tmpfs", where, b"tmpfs", 0, opts)
+    for path, fd in fds:
+        os.makedirs(path, exist_ok=True)
+        src = f"/proc/self/fd/{fd}".encode()
+        if libc.mount(src, path.encode(), None, MS_BIND | MS_REC, None) == 0:
+            libc.mount(b"none", path.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY, None)
+        os.close(fd)
     return True
 
 
@@ -381,7 +396,7 @@ class Sandbox:
 
             os.setsid()
             if libc is not None:
-                _private_tmp(libc, lim["file_bytes"])
+                _private_tmp(libc, lim["file_bytes"], keep=(site,))
             if uid is not None:
                 os.setgroups([])
                 os.setgid(uid)
