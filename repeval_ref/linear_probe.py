@@ -88,8 +88,10 @@ def _accuracy(C, fit_z, fit_y, eval_z, eval_y):
     return float(np.mean(clf.predict(eval_z) == eval_y))
 
 
-def _validation_accuracies(train_h, train_y, Cs, seed):
-    """Validation accuracy of each ``C`` (steps 1-3 of the recipe), in the order of Cs."""
+def _validation_split(train_h, train_y, seed):
+    """Steps 1-2 of the recipe: a seeded fifth of the training rows for validation, the
+    rest for fitting, both standardised with the fitting part's statistics.
+    Returns ``(fit_z, fit_y, val_z, val_y)``."""
     n = train_h.shape[0]
     perm = np.random.default_rng(seed).permutation(n)
     val_idx, fit_idx = perm[: n // 5], perm[n // 5:]
@@ -101,7 +103,13 @@ def _validation_accuracies(train_h, train_y, Cs, seed):
     mean, std = _standardiser(train_h[fit_idx], "the fitting part")
     fit_z = (train_h[fit_idx] - mean) / std
     val_z = (train_h[val_idx] - mean) / std
-    return [_accuracy(C, fit_z, train_y[fit_idx], val_z, train_y[val_idx]) for C in Cs]
+    return fit_z, train_y[fit_idx], val_z, train_y[val_idx]
+
+
+def _validation_accuracies(train_h, train_y, Cs, seed):
+    """Validation accuracy of each ``C`` (steps 1-3 of the recipe), in the order of Cs."""
+    fit_z, fit_y, val_z, val_y = _validation_split(train_h, train_y, seed)
+    return [_accuracy(C, fit_z, fit_y, val_z, val_y) for C in Cs]
 
 
 def _test_accuracies(train_h, train_y, test_h, test_y, Cs):
@@ -238,22 +246,12 @@ def linear_probe_warm_path(train_h, train_y, test_h, test_y, Cs, seed=0, *, prog
 
     checked = _check_inputs(train_h, train_y, test_h, test_y, Cs, seed)
     train_h, train_y, test_h, test_y, Cs, seed = checked
-    n = train_h.shape[0]
-    perm = np.random.default_rng(seed).permutation(n)
-    val_idx, fit_idx = perm[: n // 5], perm[n // 5:]
-    if np.unique(train_y[fit_idx]).size < 2:
-        raise ValueError(
-            "train_y: the fitting part of the training set (all but the validation "
-            "rows) holds a single class; a classifier needs at least 2"
-        )
-    mean, std = _standardiser(train_h[fit_idx], "the fitting part")
-    fit_z = (train_h[fit_idx] - mean) / std
-    val_z = (train_h[val_idx] - mean) / std
+    fit_z, fit_y, val_z, val_y = _validation_split(train_h, train_y, seed)
     clf = LogisticRegression(max_iter=2000, warm_start=True)
     by_C, start_of = {}, {}
     for C in sorted(set(Cs)):
-        clf.set_params(C=C).fit(fit_z, train_y[fit_idx])
-        by_C[C] = float(np.mean(clf.predict(val_z) == train_y[val_idx]))
+        clf.set_params(C=C).fit(fit_z, fit_y)
+        by_C[C] = float(np.mean(clf.predict(val_z) == val_y))
         start_of[C] = (clf.coef_.copy(), clf.intercept_.copy())
         if progress is not None:
             progress(1)
