@@ -54,6 +54,7 @@ _EXPORTS = {
     "paired_item_bootstrap_ci": "noise",
     "tile_iou_counts": "segmentation",
     "mean_iou": "segmentation",
+    "region_bootstrap_miou": "segmentation",
     # label-free metrics, retrieval, similarity
     "rankme": "labelfree",
     "two_nn_id": "labelfree",

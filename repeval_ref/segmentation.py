@@ -10,14 +10,16 @@ Mean IoU over a validation set is *not* the average of per-tile IoUs: for each c
 over all tiles, then averages over the classes. Storing the two counts of every class on
 every tile (:func:`tile_iou_counts`) makes the metric a function of sums over tiles
 (:func:`mean_iou`), which is the form :func:`repeval_ref.item_bootstrap_ci` resamples.
+:func:`region_bootstrap_miou` resamples whole regions instead of tiles, for tiles that
+are not independent of their neighbours (chapter ``book/encoders.md``).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ._validation import as_float_array, check_int
+from ._validation import as_float_array, as_labels, check_int
 
-__all__ = ["tile_iou_counts", "mean_iou"]
+__all__ = ["tile_iou_counts", "mean_iou", "region_bootstrap_miou"]
 
 
 def _label_maps(x, name):
@@ -147,3 +149,76 @@ def mean_iou(counts):
     ratio = np.divide(inter, union, out=np.zeros_like(inter), where=present)
     out = ratio.sum(axis=-1) / n_present
     return float(out) if out.ndim == 0 else out
+
+
+def region_bootstrap_miou(counts, regions, n_boot, rng, level=0.95):
+    """mIoU of a set of tiles and a percentile bootstrap interval that resamples regions.
+
+    Tiles cut from one region (one city, one flight, one photograph) share its
+    appearance, so they are not independent draws; the independent unit is the region.
+    The bootstrap therefore adds up the counts of the tiles of each region and resamples
+    the ``R`` regions with replacement. With the region totals ``T`` (shape (R, 2, K),
+    regions in increasing order of their id, ``np.unique(regions)``), every replicate is
+    one row of a single draw::
+
+        W      = rng.multinomial(R, np.full(R, 1 / R), size=n_boot)     # (n_boot, R)
+        values = mean_iou(W @ T)                                        # (n_boot,)
+
+    and ``lo, hi = np.percentile(values, [100 (1 - level) / 2, 100 (1 + level) / 2])``.
+    A class whose union is zero in a replicate (it lives only in regions the replicate
+    left out) is dropped from that replicate's mean, as :func:`mean_iou` does. Giving every
+    tile its own region gives the tile bootstrap of :func:`repeval_ref.item_bootstrap_ci`.
+
+    Parameters
+    ----------
+    counts : array_like of float, shape (n_tiles, 2, K)
+        Intersection (``[:, 0]``) and union (``[:, 1]``) pixel counts of every class on
+        every tile, as :func:`tile_iou_counts` returns them.
+    regions : array_like of int, shape (n_tiles,)
+        Region id of every tile, non-negative integers; they need not be contiguous.
+    n_boot : int
+        Number of replicates, ``>= 1``.
+    rng : numpy.random.Generator or int
+        Random generator (an int seeds a new one); used only by the one multinomial call.
+    level : float, default 0.95
+        Confidence level in (0, 1).
+
+    Returns
+    -------
+    (float, float, float)
+        ``(miou, lo, hi)``, with ``miou = mean_iou(counts.sum(axis=0))``.
+
+    Raises
+    ------
+    ValueError
+        ``counts`` not of shape (n_tiles, 2, K), negative, not finite or with an
+        intersection above its union, or a region with no pixel; ``regions`` of another
+        length, negative or not whole numbers; ``n_boot < 1``; ``level`` outside (0, 1).
+    TypeError
+        Non-numeric ``counts`` or ``regions``, or a bad ``rng``.
+
+    Notes
+    -----
+    Book ``book/encoders.md`` ("The aerial-segmentation example, run small"); seed 000,
+    "Choosing a frozen backbone for aerial segmentation" (split by region, bootstrap the
+    validation tiles). With few regions (under a dozen or so) a percentile interval is
+    itself unreliable: it can only recombine the regions it has seen.
+    """
+    from .noise import item_bootstrap_ci
+
+    c = as_float_array(counts, "counts", ndim=3)
+    if c.shape[1] != 2:
+        raise ValueError(f"counts must have shape (n_tiles, 2, K) (intersection, union), got {c.shape}")
+    if np.any(c < 0):
+        raise ValueError("counts must be non-negative")
+    if np.any(c[:, 0] > c[:, 1] * (1 + 1e-12)):
+        raise ValueError("counts: an intersection exceeds its union")
+    g = as_labels(regions, "regions", n=c.shape[0])
+    ids, which = np.unique(g, return_inverse=True)
+    totals = np.zeros((ids.size,) + c.shape[1:])
+    np.add.at(totals, which, c)
+    empty = ~np.any(totals[:, 1] > 0, axis=1)
+    if np.any(empty):
+        raise ValueError(f"counts: region {ids[np.argmax(empty)]} of regions has no pixel "
+                         "(every union is zero)")
+    return item_bootstrap_ci(totals, mean_iou, n_boot, rng, level=level)

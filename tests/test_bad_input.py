@@ -101,6 +101,9 @@ VALID = {
     "tile_iou_counts": lambda: dict(pred=_rng(1).integers(0, 3, (4, 5, 5)), true=_rng(2).integers(0, 3, (4, 5, 5)),
                                     n_classes=3),
     "mean_iou": lambda: dict(counts=np.array([[1.0, 2.0, 0.0], [2.0, 5.0, 3.0]])),
+    "region_bootstrap_miou": lambda: dict(
+        counts=R.tile_iou_counts(_rng(1).integers(0, 3, (6, 4, 4)), _rng(2).integers(0, 3, (6, 4, 4)), 3),
+        regions=np.array([4, 4, 1, 1, 9, 9]), n_boot=20, rng=_rng(3), level=0.9),
     "rbf_cka": lambda: dict(X=_feat(10, 3), Y=_feat(10, 2, 1)),
     "hsic_unbiased": lambda: dict(K=(lambda A: A @ A.T)(_feat(6, 3)), L=(lambda A: A @ A.T)(_feat(6, 2, 1))),
     "minibatch_cka": lambda: dict(layers=[_feat(12, 3), _feat(12, 2, 1)], batch_size=6, rng=0),
@@ -161,6 +164,7 @@ ARRAYS = {
     "mcnemar_exact": {"a_correct": "b", "b_correct": "b"},
     "paired_bootstrap_ci": {"a_correct": "b", "b_correct": "b"},
     "paired_standard_error": {"a_correct": "b", "b_correct": "b"},
+    "region_bootstrap_miou": {"counts": "f", "regions": "y"},
     "rankme": {"Z": "f"},
     "rankme_normalized": {"Z": "f"},
     "two_nn_id": {"X": "f"},
@@ -245,6 +249,7 @@ SCALARS = {
     "item_bootstrap_ci": ["n_boot", "level"],
     "paired_item_bootstrap_ci": ["n_boot", "level"],
     "tile_iou_counts": ["n_classes"],
+    "region_bootstrap_miou": ["n_boot", "level"],
     "precision_at_k": ["k"],
 }
 
@@ -384,6 +389,10 @@ SPECIFIC = [
     ("mean_iou", "counts", np.ones((3, 3))), ("mean_iou", "counts", -np.ones((2, 3))),
     ("mean_iou", "counts", np.array([[2.0, 1.0], [1.0, 1.0]])), ("mean_iou", "counts", np.zeros((2, 3))),
     ("mean_iou", "counts", np.array([[np.nan, 1.0], [1.0, 1.0]])), ("mean_iou", "counts", np.ones(2)),
+    # region_bootstrap_miou: no (intersection, union) axis, an empty region, a region id too few
+    ("region_bootstrap_miou", "counts", np.ones((6, 3, 3))), ("region_bootstrap_miou", "counts", np.zeros((6, 2, 3))),
+    ("region_bootstrap_miou", "regions", np.array([4, 4, 1, 1, 9])), ("region_bootstrap_miou", "n_boot", 0),
+    ("region_bootstrap_miou", "level", 0.0), ("region_bootstrap_miou", "rng", "seed"),
     # rankme: negative eps, all-zero matrix
     ("rankme", "eps", -1e-7), ("rankme", "eps", np.nan), ("rankme", "center", "yes"),
     ("rankme", "Z", np.zeros((5, 3))),
