@@ -54,6 +54,7 @@ CHECK_MODULES = [
     "transfer",
     "low_shot_eval",
     "wilson_interval",
+    "region_bootstrap_miou",
     "rankme",
     "two_nn_id",
     "retrieval_metrics",

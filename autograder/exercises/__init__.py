@@ -34,6 +34,7 @@ EXERCISES = [
     "transfer",
     "low_shot_eval",
     "wilson_interval",
+    "region_bootstrap_miou",
     "rankme",
     "two_nn_id",
     "retrieval_metrics",
