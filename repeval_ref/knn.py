@@ -251,19 +251,33 @@ def _candidates(raw, norms, t, offset, mask, pending):
     training indices), row-major.
     """
     if norms is None:
-        np.greater(raw, t[:, None], out=mask)
+        bound = t
     else:
         eps = 4 * np.finfo(raw.dtype).eps
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
             bound = np.where(t > 0, t * norms.min() * (1 - eps), t * norms.max() * (1 + eps))
-        np.greater(raw, bound.astype(raw.dtype)[:, None], out=mask)
-    hit = np.flatnonzero(mask)
-    if hit.size == 0:
+        bound = bound.astype(raw.dtype)
+    # Rows whose largest entry does not pass have no candidate: one reduction per row
+    # (no mask written) settles most rows once the thresholds have risen.
+    live = np.flatnonzero(raw.max(axis=1) > bound)
+    if live.size == 0:
         return
     w = raw.shape[1]
-    rows = hit // w
-    cols = hit - rows * w
-    vals = raw.ravel()[hit]
+    if live.size == raw.shape[0]:
+        np.greater(raw, bound[:, None], out=mask)
+        hit = np.flatnonzero(mask)
+        rows = hit // w
+        cols = hit - rows * w
+        vals = raw.ravel()[hit]
+    else:
+        sub = raw[live]
+        part = mask[:live.size]
+        np.greater(sub, bound[live][:, None], out=part)
+        hit = np.flatnonzero(part)
+        rows = hit // w
+        cols = hit - rows * w
+        vals = sub.ravel()[hit]
+        rows = live[rows]
     if norms is not None:
         vals = vals / norms[cols]
         keep = vals > t[rows]
