@@ -19,6 +19,7 @@ _EXPORTS = {
     # protocols with labels
     "knn_classify": "knn",
     "knn_classify_curve": "knn",
+    "merge_topk": "shard_merge",
     "linear_probe_done_right": "linear_probe",
     "probe_accuracy_grid": "linear_probe",
     "linear_probe_warm_path": "linear_probe",

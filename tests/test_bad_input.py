@@ -130,6 +130,10 @@ VALID = {
     "rankme_squared_shares": lambda: dict(X=_feat(10, 4)),
     "alpha_req_weighted": lambda: dict(X=_feat(60, 8), fit_range=(1, 6)),
     "unit_coordinate_std": lambda: dict(Z=_feat(10, 4)),
+    # the sharded k-NN of the PyTorch loop's chapter
+    "merge_topk": lambda: dict(shard_vals=[_feat(3, 2), _feat(3, 1, 1), np.zeros((3, 0))],
+                               shard_idx=[np.array([[0, 1]] * 3), np.array([[0]] * 3), np.zeros((3, 0), int)],
+                               offsets=[0, 2, 3], k=2),
     # the practitioners' command line (issue 19)
     "knn_classify_curve": lambda: dict(train_h=_feat(10, 3), train_y=_labels(10, 3), test_h=_feat(4, 3, 1),
                                        ks=[1, 3], tau=0.1, n_classes=3),
@@ -229,6 +233,7 @@ FREE_LENGTH = {("ridge_loo", "lams"), ("sample_features_with_spectrum", "eigenva
 SCALARS = {
     "knn_classify": ["k", "tau", "n_classes"],
     "knn_classify_curve": ["tau", "n_classes"],
+    "merge_topk": ["k"],
     "linear_probe_warm_path": ["seed"],
     "linear_probe_done_right": ["seed"],
     "attentive_probe": ["n_heads", "n_prefix"],
@@ -424,6 +429,12 @@ SPECIFIC = [
     ("ranking_metrics", "ties", "stable"), ("ranking_metrics", "per_query", "no"),
     ("precision_at_k", "k", 0), ("precision_at_k", "k", 1.5), ("precision_at_k", "ties", "first"),
     ("precision_at_k", "relevance", -np.ones((4, 6))), ("precision_at_k", "ignore", np.ones((3, 6), bool)),
+    # merge_topk: k < 1, NaN similarities, negative or overlapping indices, ragged queries
+    ("merge_topk", "k", 0), ("merge_topk", "shard_vals", [np.full((3, 2), np.nan), _feat(3, 1), np.zeros((3, 0))]),
+    ("merge_topk", "shard_vals", [_feat(3, 2), _feat(2, 1), np.zeros((3, 0))]),
+    ("merge_topk", "shard_idx", [-np.ones((3, 2), int), np.zeros((3, 1), int), np.zeros((3, 0), int)]),
+    ("merge_topk", "shard_idx", [np.zeros((3, 1), int), np.zeros((3, 1), int), np.zeros((3, 0), int)]),
+    ("merge_topk", "offsets", [0, 1, 3]), ("merge_topk", "offsets", [0, -2, 3]), ("merge_topk", "offsets", [0, 2]),
     # linear_cka: constant features (zero after centring), too few rows, lengths
     ("linear_cka", "X", np.ones((10, 3))), ("linear_cka", "Y", np.full((10, 2), 7.0)),
     ("linear_cka", "X", _feat(1, 3)), ("linear_cka", "Y", _feat(9, 2, 1)),

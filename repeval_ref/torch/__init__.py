@@ -13,6 +13,7 @@ Modules
 ``models``   the built-in small CNN, a tiny ViT stand-in, and torchvision/timm backbones
 ``data``     an image-folder dataset read with Pillow (no torchvision needed)
 ``attentive`` a trainable attentive probe (one learned query per head) on frozen tokens
+``finetune`` partial fine-tuning (train the last j blocks) and layer-wise learning-rate groups
 
 The command ``python -m repeval_ref.loop`` (:mod:`repeval_ref.loop`) runs the whole loop.
 """
@@ -52,6 +53,7 @@ from .models import (
 from .probe import LinearProbe, fold_probe, probe_accuracy, running_mean_shift, train_probe
 from .data import ImageFolder, PreparedImages
 from .attentive import AttentiveProbe, attentive_predict, train_attentive_probe
+from .finetune import freeze_all_but_last, layerwise_lr_groups, parameter_layers
 
 __all__ = [
     "AttentiveProbe",
@@ -74,14 +76,17 @@ __all__ = [
     "evaluation_mode",
     "extract_features",
     "fold_probe",
+    "freeze_all_but_last",
     "frozen_features",
     "grid_accuracies",
     "grid_views",
     "knn_classify_sharded",
     "knn_classify_torch",
+    "layerwise_lr_groups",
     "load_backbone",
     "model_fingerprint",
     "module_device",
+    "parameter_layers",
     "pool_output",
     "pretrain_encoder",
     "probe_accuracy",
