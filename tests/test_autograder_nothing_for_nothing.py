@@ -1,6 +1,6 @@
 """Hidden checks give nothing for nothing (issue 18).
 
-* For each of the 17 graded functions, answers that compute nothing score 0 on every
+* For each of the 18 graded functions, answers that compute nothing score 0 on every
   hidden check, for several grading seeds: ``return None``, returning the first argument
   unchanged, and returning zeros shaped like the reference's output (computed on copies,
   so the caller's arrays and generator are untouched, or on the caller's own arguments,
@@ -25,14 +25,14 @@ from autograder.exercises import all_specs, load
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-#: the 17 functions the notebooks ask for (some notebooks ask for several)
+#: the 18 functions the notebooks ask for (some notebooks ask for several)
 GRADED = sorted({c.split("/", 1)[0] for s in all_specs() for c in s.HIDDEN})
 SEEDS = (3, 1234, 987654)
 KINDS = ("none", "first_argument", "zeros", "zeros_after_reference")
 
 
-def test_seventeen_graded_functions():
-    assert len(GRADED) == 17, GRADED
+def test_eighteen_graded_functions():
+    assert len(GRADED) == 18, GRADED
 
 
 def _zeros_like(x):

@@ -55,6 +55,7 @@ CHECK_MODULES = [
     "low_shot_eval",
     "wilson_interval",
     "region_bootstrap_miou",
+    "merge_topk",
     "rankme",
     "two_nn_id",
     "retrieval_metrics",

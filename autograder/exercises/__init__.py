@@ -35,6 +35,7 @@ EXERCISES = [
     "low_shot_eval",
     "wilson_interval",
     "region_bootstrap_miou",
+    "merge_topk",
     "rankme",
     "two_nn_id",
     "retrieval_metrics",
