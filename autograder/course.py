@@ -12,26 +12,29 @@ Robustness (what :meth:`Course.collect` and :meth:`Course.autograde` add to nbgr
   top explaining why; it is graded (zero) like any other, and the problem is logged in
   ``<course>/grading_issues.csv`` and shown in the feedback;
 * a renamed notebook is matched to its exercise through the nbgrader cell ids it carries;
-* nbgrader grades a whole class in one run; if one notebook brings nbgrader down for its
-  submission (a kernel that dies, e.g. ``os._exit``, or one that cannot be interrupted),
-  the submission is re-graded notebook by notebook, and a notebook that fails again is
-  graded as blank with the reason stated. The other students are never affected, and the
-  gradebook only ever holds complete results;
-* ``autograde(workers=N)`` grades N students at a time, one nbgrader process per student,
-  all sharing the SQLite gradebook with a long busy timeout; the grades are those of the
-  single run;
+* nbgrader runs once per student, in a throwaway copy of the course that holds only that
+  student's submission and a scratch gradebook (:mod:`autograder.sandbox`; as root, under
+  a user id of its own that cannot reach the real course); the grader merges the results
+  into the real gradebook itself. If one notebook brings nbgrader down (a kernel that
+  dies, e.g. ``os._exit``, or one that cannot be interrupted), the submission is re-graded
+  notebook by notebook in the same copy, and a notebook that fails again is graded as
+  blank with the reason stated. The other students are never affected;
+* the recorded scores are the clean-room verifier's (:mod:`autograder.cleanroom`);
+* ``autograde(workers=N)`` grades N students at a time on this machine and
+  ``autograde(scheduler=ADDRESS)`` sends one task per student to a Dask cluster; the
+  grades are the same either way;
 * an infinite loop costs one cell: the per-cell timeout (``--timeout``) interrupts it.
 """
 from __future__ import annotations
 
 import csv
 import datetime as _dt
-import glob
 import json
 import numbers
 import os
 import secrets
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -545,11 +548,6 @@ class Course:
                     out.append((sdir.name, adir.name))
         return out
 
-    def _graded(self, student, assignment):
-        sub = self.root / "submitted" / student / assignment
-        done = self.root / "autograded" / student / assignment
-        return all((done / nb.name).exists() for nb in sub.glob("*.ipynb"))
-
     def students(self):
         """Ids of the students with a folder under ``submitted/``, sorted."""
         base = self.root / "submitted"
@@ -567,8 +565,14 @@ class Course:
         path = quote(str(self.root / GRADEBOOK), safe="/")
         return f"sqlite:///{path}?timeout={GRADEBOOK_BUSY_TIMEOUT}"
 
-    def autograde(self, seed=None, workers=1):
+    def autograde(self, seed=None, workers=1, scheduler=None):
         """Autograde every collected submission; returns the grading seed.
+
+        Each student's notebooks are run by nbgrader in a throwaway course of their own
+        (:mod:`autograder.sandbox`: a copy holding only that student's submission and a
+        gradebook without students, under its own user id when the grader is root); the
+        grader merges the results into the real gradebook and ``autograded/`` folder, and
+        the clean-room verifier (:meth:`verify`) then records its scores over nbgrader's.
 
         Parameters
         ----------
@@ -577,10 +581,12 @@ class Course:
             and reaches the hidden checks through ``$AUTOGRADER_SEED``, so a run can be
             reproduced exactly.
         workers : int
-            Number of nbgrader processes that grade at the same time. With 1 (default),
-            one nbgrader run grades the whole class; with more, each student is graded by
-            their own ``nbgrader autograde --student <id>`` process, ``workers`` at a time,
-            all writing to the same gradebook. The grades are the same either way.
+            Number of students graded at the same time on this machine (and threads of
+            the clean-room verifier). The grades are the same for any number.
+        scheduler : str, optional
+            Address of a Dask distributed scheduler (``tcp://host:8786``): one task per
+            student is submitted there instead (the workers need the project installed;
+            a task receives and returns plain data, no shared file system is needed).
 
         Returns
         -------
@@ -590,29 +596,221 @@ class Course:
         Raises
         ------
         ValueError
-            If ``workers`` is not an integer >= 1.
+            If ``workers`` is not an integer >= 1 or ``scheduler`` is not a non-empty
+            string.
         """
         workers = _check_workers(workers)
+        if scheduler is not None and (not isinstance(scheduler, str) or not scheduler.strip()):
+            raise ValueError(f"scheduler must be an address such as tcp://host:8786, "
+                             f"got {scheduler!r}")
         if seed is None:
             seed = secrets.randbits(32)
         seed = int(seed)
         with (self.root / SEED_LOG).open("a") as fh:
             fh.write(f"{_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds')} "
                      f"autograde seed {seed}\n")
-        env = {SEED_ENV: str(seed)}
         self.log(f"grading seed {seed}")
         # the answers as submitted, read before any student code runs
         answers = self._answers()
-        if workers == 1:
-            proc = self.nbgrader("autograde", "*", "--create", "--force", env_extra=env)
-            (self.root / "autograde.log").write_text(proc.stdout + proc.stderr)
-        else:
-            self._autograde_parallel(env, workers)
-        for student, assignment in self.submissions():
-            if not self._graded(student, assignment):
-                self._regrade_in_isolation(student, assignment, env)
+        template = self._template_gradebook()
+        jobs = [self._sandbox_job(s, template, seed) for s in self.students()]
+        results = self._run_sandboxes(jobs, workers, scheduler)
+        with (self.root / "autograde.log").open("w") as fh:
+            for job in jobs:
+                res = results[job["student"]]
+                fh.write(f"===== student {job['student']}: "
+                         f"{'confined' if res.get('confined') else 'not confined'}\n")
+                fh.write(res.get("log", ""))
+        for job in jobs:
+            self._merge_sandbox(job, results[job["student"]])
         self.verify(answers, seed, workers=workers)
         return seed
+
+    # -- one sandbox per student
+    def _template_gradebook(self):
+        """Bytes of a copy of the gradebook with every student removed (the assignments,
+        their notebooks, cells and due dates stay): the scratch gradebook of a sandbox."""
+        from nbgrader.api import Gradebook
+
+        with tempfile.TemporaryDirectory(prefix="autograder-template-") as tmp:
+            path = Path(tmp) / GRADEBOOK
+            src = sqlite3.connect(str(self.root / GRADEBOOK))
+            dst = sqlite3.connect(str(path))
+            with dst:
+                src.backup(dst)
+            src.close()
+            dst.close()
+            with Gradebook(f"sqlite:///{path}") as gb:
+                for st in list(gb.students):
+                    gb.remove_student(st.id)
+            con = sqlite3.connect(str(path))
+            con.execute("VACUUM")
+            con.close()
+            return path.read_bytes()
+
+    def _sandbox_job(self, student, template, seed):
+        """The plain-data job of :func:`autograder.sandbox.grade_in_sandbox` for one student."""
+        from .sandbox import SANDBOX_LIMITS
+
+        assignments = {}
+        for adir in sorted(p for p in (self.root / "submitted" / student).iterdir() if p.is_dir()):
+            a = adir.name
+            files = {p.name: p.read_bytes() for p in sorted(adir.iterdir())
+                     if p.is_file() and (p.suffix == ".ipynb" or p.name == "timestamp.txt")}
+            src = self.root / "solutions" / a
+            source = {str(p.relative_to(src)): p.read_bytes() for p in sorted(src.rglob("*"))
+                      if p.is_file() and p.suffix != ".ipynb"
+                      and ".ipynb_checkpoints" not in p.parts} if src.is_dir() else {}
+            rel = self.root / "exercises" / a
+            release = {p.stem: p.read_bytes() for p in sorted(rel.glob("*.ipynb"))}
+            assignments[a] = {"files": files, "source": source, "release": release}
+        return {"student": student, "assignments": assignments, "gradebook": template,
+                "seed": int(seed), "timeout": self.timeout,
+                "late_policy": LATE_POLICIES[self.term().get("late_policy", "mark")],
+                "hide": [str(self.root)], "limits": dict(SANDBOX_LIMITS)}
+
+    def _run_sandboxes(self, jobs, workers, scheduler):
+        """student -> result of :func:`autograder.sandbox.grade_in_sandbox`, run here with
+        ``workers`` at a time or on the Dask scheduler ``scheduler``; a task that fails
+        becomes a result with nothing graded (the verifier still scores the answers)."""
+        from .sandbox import grade_in_sandbox
+
+        def failed(job, exc):
+            return {"student": job["student"], "gradebook": None, "autograded": {},
+                    "blanked": [], "ungraded": [], "confined": False,
+                    "log": f"[autograder] the grading task failed: {type(exc).__name__}: {exc}\n",
+                    "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+
+        results = {}
+        if scheduler is None:
+            def one(job):
+                try:
+                    return grade_in_sandbox(job)
+                except Exception as exc:  # the sandbox itself broke: this student only
+                    return failed(job, exc)
+
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                for res in pool.map(one, jobs):
+                    results[res["student"]] = res
+            return results
+        from distributed import Client, as_completed
+
+        with Client(scheduler, set_as_default=False) as client:
+            futures = {client.submit(grade_in_sandbox, job, pure=False,
+                                     key=f"autograde-{secrets.token_hex(6)}-{i}"): job
+                       for i, job in enumerate(jobs)}
+            for fut in as_completed(list(futures)):
+                job = futures[fut]
+                try:
+                    results[job["student"]] = fut.result()
+                except Exception as exc:
+                    results[job["student"]] = failed(job, exc)
+        return results
+
+    def _read_scratch(self, data, student, assignments):
+        """(assignment, notebook) -> {"grades": {cell: (score, needs manual)}, "comments":
+        {cell: text}} of ``student`` in a sandbox's scratch gradebook (untrusted bytes)."""
+        from nbgrader.api import Gradebook, MissingEntry
+
+        out = {}
+        with tempfile.TemporaryDirectory(prefix="autograder-scratch-") as tmp:
+            path = Path(tmp) / GRADEBOOK
+            path.write_bytes(data)
+            with Gradebook(f"sqlite:///{path}") as gb:
+                for a in assignments:
+                    try:
+                        sub = gb.find_submission(a, student)
+                    except MissingEntry:
+                        continue
+                    for nb in sub.notebooks:
+                        grades = {}
+                        for g in nb.grades:
+                            score = g.manual_score if g.manual_score is not None else g.auto_score
+                            grades[str(g.name)] = (float(score or 0.0), bool(g.needs_manual_grade))
+                        out[a, str(nb.name)] = {
+                            "grades": grades,
+                            "comments": {str(c.name): (None if c.auto_comment is None
+                                                       else str(c.auto_comment)[:20000])
+                                         for c in nb.comments}}
+        return out
+
+    def _merge_sandbox(self, job, result):
+        """Take one sandbox's results into the real course: the student's grades and
+        comments (scores clamped to the real gradebook's maxima, the submission time from
+        the real ``submitted/`` folder), the autograded notebooks that are valid notebooks
+        of that student's exercises, and the notebooks that had to be graded as blank."""
+        from nbgrader.api import Gradebook, MissingEntry
+        from nbgrader.utils import parse_utc
+
+        student = job["student"]
+        if result.get("error"):
+            self.record_issue(student, "*", "*", "the sandbox that runs nbgrader for this "
+                              f"student failed ({result['error']}); the clean-room scores "
+                              "are recorded, there is no feedback notebook")
+        scratch = {}
+        if result.get("gradebook"):
+            try:
+                scratch = self._read_scratch(result["gradebook"], student, job["assignments"])
+            except Exception as exc:  # a submission that broke its scratch gradebook
+                self.record_issue(student, "*", "*", "the scratch gradebook of this student's "
+                                  f"nbgrader run could not be read ({type(exc).__name__}); "
+                                  "in-kernel scores taken as 0: tampering or a crash")
+        for a, nb, reason in result.get("blanked", []):
+            self.record_issue(student, a, nb, reason)
+            src = self.root / "submitted" / student / a / f"{nb}.ipynb"
+            keep = self.root / "submitted_original" / student / a
+            keep.mkdir(parents=True, exist_ok=True)
+            if src.exists():
+                shutil.copy2(src, keep / src.name)
+            nbformat.write(self._blank(a, nb, reason), str(src))
+        for a, nb in result.get("ungraded", []):
+            self.record_issue(student, a, nb, "could not be graded even as a blank notebook")
+        policy = self.term().get("late_policy", "mark")
+        with Gradebook(self.shared_db_url()) as gb:
+            try:
+                gb.find_student(student)
+            except MissingEntry:
+                gb.add_student(student)
+            for a, parts in job["assignments"].items():
+                stamp = parts["files"].get("timestamp.txt")
+                kwargs = {}
+                if stamp:
+                    try:
+                        kwargs["timestamp"] = parse_utc(stamp.decode("utf-8").strip())
+                    except Exception:
+                        pass
+                sub = gb.update_or_create_submission(a, student, **kwargs)
+                late = (sub.total_seconds_late or 0) > 0
+                for nb in sub.notebooks:
+                    got = scratch.get((a, nb.name), {"grades": {}, "comments": {}})
+                    for g in nb.grades:
+                        score, manual = got["grades"].get(g.name, (0.0, False))
+                        g.auto_score = min(max(score, 0.0), float(g.max_score))
+                        g.manual_score = None
+                        g.needs_manual_grade = manual
+                    for c in nb.comments:
+                        c.auto_comment = got["comments"].get(c.name)
+                gb.db.commit()
+                for nb in sub.notebooks:
+                    nb.late_submission_penalty = nb.score if policy == "zero" and late else None
+                gb.db.commit()
+        for a, parts in job["assignments"].items():
+            dest = self.root / "autograded" / student / a
+            if dest.exists():
+                shutil.rmtree(dest)
+            dest.mkdir(parents=True)
+            if "timestamp.txt" in parts["files"]:
+                (dest / "timestamp.txt").write_bytes(parts["files"]["timestamp.txt"])
+            for name, data in result.get("autograded", {}).get(a, {}).items():
+                if name not in parts["files"] or not name.endswith(".ipynb"):
+                    continue
+                try:
+                    nb = nbformat.reads(data.decode("utf-8"), as_version=4)
+                except Exception:
+                    self.record_issue(student, a, name[:-6], "the autograded notebook "
+                                      "returned by the sandbox is not a notebook; no feedback")
+                    continue
+                nbformat.write(nb, str(dest / name))
 
     def _answers(self):
         """(student, assignment, notebook) -> the submitted notebook, for the verifier."""
@@ -682,56 +880,6 @@ class Course:
                     f"{verifier_total:g} / {top:g}: the clean-room score is recorded "
                     f"({'; '.join(changed)}); likely cause: {cause}")
         return verdicts
-
-    def _autograde_parallel(self, env, workers):
-        """One ``nbgrader autograde "*" --student <id>`` process per student, ``workers``
-        at a time; their output goes to ``autograde.log`` in student order."""
-        db_url = f"--CourseDirectory.db_url={self.shared_db_url()}"
-
-        def grade(student):
-            # --student is a file glob in nbgrader: escape it so the id matches only itself
-            return self.nbgrader("autograde", "*", "--student", glob.escape(student),
-                                 "--create", "--force", db_url, env_extra=env)
-
-        students = self.students()
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            procs = list(pool.map(grade, students))
-        with (self.root / "autograde.log").open("w") as fh:
-            for student, proc in zip(students, procs):
-                fh.write(f"===== student {student}: nbgrader exit {proc.returncode}\n")
-                fh.write(proc.stdout + proc.stderr)
-
-    def _regrade_in_isolation(self, student, assignment, env):
-        """Grade one failed submission notebook by notebook; blank out what still fails."""
-        sub = self.root / "submitted" / student / assignment
-        self.log(f"  re-grading {student}/{assignment} notebook by notebook")
-        for nb_path in sorted(sub.glob("*.ipynb")):
-            args = ("autograde", assignment, "--student", student,
-                    "--notebook", nb_path.stem, "--force", "--create")
-            done = self.root / "autograded" / student / assignment / nb_path.name
-            if done.exists():
-                continue
-            proc = self.nbgrader(*args, env_extra=env)
-            if done.exists():
-                continue
-            text = proc.stdout + proc.stderr
-            if "DeadKernelError" in text or "Kernel died" in text:
-                why = "the Python kernel crashed (for example os._exit or a fatal error)"
-            elif "UnresponsiveKernelError" in text or "unresponsive" in text:
-                why = "the kernel stopped responding and could not be interrupted"
-            else:
-                last = [line for line in text.splitlines() if "Error" in line][-1:]
-                why = "nbgrader could not grade it" + (f" ({last[0].strip()[:200]})" if last else "")
-            reason = f"While grading this notebook {why}."
-            self.record_issue(student, assignment, nb_path.stem, reason)
-            keep = self.root / "submitted_original" / student / assignment
-            keep.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(nb_path, keep / nb_path.name)
-            nbformat.write(self._blank(assignment, nb_path.stem, reason), str(nb_path))
-            self.nbgrader(*args, env_extra=env)
-            if not done.exists():
-                self.record_issue(student, assignment, nb_path.stem,
-                                  "could not be graded even as a blank notebook")
 
     # -- feedback
     def feedback(self):

@@ -1,0 +1,401 @@
+"""One throwaway course per student for nbgrader's own (in-kernel) run.
+
+nbgrader executes a submission and the hidden test cells in one kernel that has the
+grader's rights, so the notebook could rewrite the gradebook or other students' folders.
+Here nbgrader never runs in the real course directory:
+
+* :func:`grade_in_sandbox` takes a *job* of plain data (the student's submitted notebooks
+  and ``timestamp.txt`` as bytes, the non-notebook files of each assignment's source,
+  the release notebooks, a gradebook holding the assignments but no student, the seed and
+  the limits), writes it into a fresh temporary folder, runs ``nbgrader autograde`` there
+  and returns plain data: the scratch gradebook and the autograded notebooks as bytes,
+  the notebooks it had to grade as blank and why, and nbgrader's log;
+* the grader (:meth:`autograder.course.Course.autograde`) merges that result into the
+  real gradebook and ``autograded/`` folder itself, taking only the rows and files that
+  belong to that student, clamping scores to the real gradebook's maxima; the clean-room
+  verifier's scores then replace the in-kernel ones;
+* when the grader runs as root, nbgrader and its kernel run under a user id of their
+  own that owns only the copy, in a mount namespace of their own where ``/tmp`` and
+  ``/dev/shm`` are empty size-limited tmpfs (the copy is bind-mounted back), the real
+  course directory is covered by an empty read-only tmpfs, and a home directory that
+  other users may not enter (``/root``, which holds this interpreter) is covered too,
+  with only the interpreter's installation bind-mounted back read-only; process-count,
+  address-space, file-size and CPU limits apply; every process left under that user id is
+  killed afterwards;
+* without root none of the OS-level parts are possible: nbgrader still runs in the copy
+  with a scratch gradebook (so nbgrader itself never writes to the real course), but code
+  in a submission runs with the grader's own rights and could write wherever the grader
+  can. Grade as root (or in a container) for a class you do not trust.
+
+Because a job and its result are plain data, the same function runs in a thread of the
+grader, in a process pool, or as a task on a Dask cluster whose workers have the
+project installed (no shared file system needed).
+"""
+from __future__ import annotations
+
+import glob as _glob
+import os
+import secrets
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import PACKAGE_DIR
+
+#: limits of one student's nbgrader run (nbgrader, its kernel and their children)
+SANDBOX_LIMITS = {
+    "processes": 512,            # processes and threads of the sandbox user (RLIMIT_NPROC)
+    "memory_bytes": 8 << 30,     # address space of each process (RLIMIT_AS)
+    "file_bytes": 256 << 20,     # largest file written (RLIMIT_FSIZE); also /tmp's size
+    "wall_s": None,              # whole run; None: 120 s + the cell timeout per code cell
+}
+#: the largest result file taken back from a sandbox
+MAX_RESULT_BYTES = 64 << 20
+GRADEBOOK = "gradebook.db"
+
+
+# ----------------------------------------------------------------- confinement
+def _world_reachable(path):
+    """True if every ancestor of ``path`` lets other users through (the x bit)."""
+    for parent in [Path(path), *Path(path).parents]:
+        try:
+            if not parent.stat().st_mode & 0o001:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def _closed_ancestor(path):
+    """The top-most ancestor of ``path`` that other users may not enter, or None."""
+    closed = None
+    for parent in reversed(Path(path).parents):
+        try:
+            if not parent.stat().st_mode & 0o001:
+                closed = parent
+                break
+        except OSError:
+            return None
+    return closed
+
+
+def _confine(libc, top, hide, size):
+    """In the child, as root: a mount namespace with a private ``/tmp`` and ``/dev/shm``
+    (``top``, the sandbox folder, bind-mounted back writable), ``hide`` covered by empty
+    read-only tmpfs, and the interpreter's installation made reachable under a closed home
+    directory. Returns False (nothing changed) where namespaces are not allowed."""
+    CLONE_NEWNS, MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = (
+        0x00020000, 0x1, 0x20, 0x1000, 0x4000, 0x40000)
+    if libc.unshare(CLONE_NEWNS) != 0:
+        return False
+    if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        return False
+
+    def under_tmp(p):
+        return any(p == w or p.startswith(w + "/") for w in ("/tmp", "/dev/shm"))
+
+    prefix = os.path.realpath(sys.base_prefix)
+    ro = {os.path.realpath(p) for p in (prefix, sys.prefix, PACKAGE_DIR.parent)}
+    closed = {_closed_ancestor(p) for p in ro} - {None}
+    keep_ro = [p for p in sorted(ro)
+               if under_tmp(p) or any(p.startswith(str(c) + "/") for c in closed)]
+    fds = [(p, os.open(p, os.O_PATH | os.O_DIRECTORY), True) for p in keep_ro]
+    fds.append((top, os.open(top, os.O_PATH | os.O_DIRECTORY), False))
+    opts = f"size={int(size)},mode=1777".encode()
+    for where in (b"/tmp", b"/dev/shm"):
+        libc.mount(b"tmpfs", where, b"tmpfs", 0, opts)
+    for c in sorted(closed, key=str):
+        libc.mount(b"tmpfs", str(c).encode(), b"tmpfs", 0, b"size=1m,mode=0755")
+    for path, fd, readonly in fds:
+        os.makedirs(path, exist_ok=True)
+        src = f"/proc/self/fd/{fd}".encode()
+        if libc.mount(src, path.encode(), None, MS_BIND | MS_REC, None) == 0 and readonly:
+            libc.mount(b"none", path.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY, None)
+        os.close(fd)
+    for h in hide:
+        h = os.path.realpath(h)
+        inside = [p for p in [top, *ro] if p == h or p.startswith(h + "/")]
+        if os.path.isdir(h) and not under_tmp(h) and not inside:
+            libc.mount(b"tmpfs", h.encode(), b"tmpfs", MS_RDONLY, b"size=4k,mode=0000")
+    return True
+
+
+def _kill_uid(uid):
+    from .cleanroom import _kill_uid as kill
+
+    return kill(uid)
+
+
+class Confinement:
+    """How one student's nbgrader processes are started: user id, namespace, limits."""
+
+    def __init__(self, top, hide=(), limits=None):
+        self.top = str(top)
+        self.hide = [str(h) for h in hide]
+        self.limits = {**SANDBOX_LIMITS, **(limits or {})}
+        self.root = os.geteuid() == 0
+        self.uid = (200000 + secrets.randbelow(700000)) if self.root else None
+
+    def own(self, path):
+        """Give ``path`` (a tree inside the sandbox) to the sandbox user."""
+        if self.uid is None:
+            return
+        for dirpath, dirnames, filenames in os.walk(path):
+            os.chown(dirpath, self.uid, self.uid)
+            for f in filenames:
+                os.chown(os.path.join(dirpath, f), self.uid, self.uid, follow_symlinks=False)
+
+    def preexec(self, cpu_s):
+        lim, uid, top, hide = self.limits, self.uid, self.top, self.hide
+        libc = None
+        if uid is not None:
+            from .cleanroom import _libc
+
+            libc = _libc()
+
+        def limit():  # in the child, before nbgrader starts
+            import resource
+
+            os.setsid()
+            if libc is not None:
+                _confine(libc, top, hide, lim["file_bytes"])
+            if uid is not None:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+                resource.setrlimit(resource.RLIMIT_NPROC, (int(lim["processes"]),) * 2)
+            resource.setrlimit(resource.RLIMIT_AS, (int(lim["memory_bytes"]),) * 2)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (int(lim["file_bytes"]),) * 2)
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            resource.setrlimit(resource.RLIMIT_CPU, (int(cpu_s), int(cpu_s) + 5))
+
+        return limit
+
+    def run(self, cmd, cwd, env, wall_s):
+        """Run ``cmd`` confined; returns (exit code, output). Past ``wall_s`` seconds the
+        whole process group (and, as root, every process of the sandbox user) is killed."""
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                text=True, errors="replace",
+                                preexec_fn=self.preexec(wall_s), close_fds=True)
+        try:
+            out, _ = proc.communicate(timeout=wall_s)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            out, _ = proc.communicate()
+            out = (out or "") + f"\n[autograder] stopped after {wall_s:g} s (wall-clock limit)\n"
+        self.cleanup()
+        return proc.returncode, out or ""
+
+    def cleanup(self):
+        if self.uid is not None:
+            _kill_uid(self.uid)
+
+
+# ----------------------------------------------------------------- reading results safely
+def read_inside(top, *parts, limit=MAX_RESULT_BYTES):
+    """Bytes of the regular file ``top/parts...``, following no symbolic link at any
+    level (the sandbox user may have replaced any folder inside ``top`` by a link to
+    somewhere else); None if it is missing, a link, not a regular file, or too big."""
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for name in parts[:-1]:
+            nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        f = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+    except OSError:
+        os.close(fd)
+        return None
+    os.close(fd)
+    try:
+        st = os.fstat(f)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        chunks, total = [], 0
+        while True:
+            b = os.read(f, 1 << 20)
+            if not b:
+                break
+            total += len(b)
+            if total > limit:
+                return None
+            chunks.append(b)
+        return b"".join(chunks)
+    finally:
+        os.close(f)
+
+
+# ----------------------------------------------------------------- the task
+def _env(course, timeout, seed, home):
+    from .checks import SEED_ENV
+
+    paths = [str(PACKAGE_DIR)] + [p for p in os.environ.get("JUPYTER_CONFIG_PATH", "").split(
+        os.pathsep) if p]
+    return {
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin", "/bin"]),
+        "HOME": home, "TMPDIR": os.path.join(home, "tmp"), "LANG": "C.UTF-8",
+        "JUPYTER_CONFIG_PATH": os.pathsep.join(paths),
+        "JUPYTER_RUNTIME_DIR": os.path.join(home, "runtime"),
+        "IPYTHONDIR": os.path.join(home, "ipython"),
+        "MPLCONFIGDIR": os.path.join(home, "mpl"),
+        "AUTOGRADER_CELL_TIMEOUT": str(int(timeout)), SEED_ENV: str(int(seed)),
+        "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+        "PYTHONDONTWRITEBYTECODE": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+    }
+
+
+def _why_failed(text):
+    if "DeadKernelError" in text or "Kernel died" in text:
+        return "the Python kernel crashed (for example os._exit or a fatal error)"
+    if "UnresponsiveKernelError" in text or "unresponsive" in text:
+        return "the kernel stopped responding and could not be interrupted"
+    if "wall-clock limit" in text:
+        return "the grading run of this submission went past its time limit"
+    last = [line for line in text.splitlines() if "Error" in line][-1:]
+    return "nbgrader could not grade it" + (f" ({last[0].strip()[:200]})" if last else "")
+
+
+def blank_with_reason(release_bytes, reason):
+    """The release notebook (bytes) with a Markdown note at the top giving ``reason``."""
+    import nbformat
+
+    nb = nbformat.reads(release_bytes.decode("utf-8"), as_version=4)
+    note = nbformat.v4.new_markdown_cell(
+        "**Grading note.** " + reason + " This notebook was therefore graded as the blank "
+        "exercise (zero points). Ask your instructor if you think this is wrong.")
+    note["id"] = "autograder-grading-note"
+    nb.cells = [c for c in nb.cells if c.get("id") != "autograder-grading-note"]
+    nb.cells.insert(0, note)
+    return nbformat.writes(nb).encode("utf-8")
+
+
+def _code_cells(data):
+    try:
+        import nbformat
+
+        nb = nbformat.reads(data.decode("utf-8"), as_version=4)
+        return sum(1 for c in nb.cells if c.cell_type == "code")
+    except Exception:
+        return 1
+
+
+def grade_in_sandbox(job):
+    """Run nbgrader's autograde for one student in a throwaway course; plain data in/out.
+
+    Parameters
+    ----------
+    job : dict
+        ``student`` (str); ``assignments``: ``{assignment: {"files": {name: bytes},
+        "source": {relative path: bytes}, "release": {notebook: bytes}}}`` where
+        ``files`` are the submitted notebooks and ``timestamp.txt``; ``gradebook``
+        (bytes: the assignments, no students); ``seed``, ``timeout`` (per cell, s),
+        ``late_policy`` (nbgrader's ``none`` / ``zero``); ``hide`` (paths covered inside
+        the sandbox, the real course directory); ``limits`` (over :data:`SANDBOX_LIMITS`).
+
+    Returns
+    -------
+    dict
+        ``student``; ``gradebook``: the scratch gradebook after grading (bytes or None);
+        ``autograded``: ``{assignment: {notebook name: bytes}}``; ``blanked``: list of
+        ``(assignment, notebook, reason)`` graded as blank; ``ungraded``: list of
+        ``(assignment, notebook)``; ``log``: nbgrader's output; ``confined``: whether the
+        OS-level confinement applied (root).
+    """
+    student = str(job["student"])
+    top = tempfile.mkdtemp(prefix="autograder-sandbox-")
+    os.chmod(top, 0o711)
+    conf = Confinement(top, job.get("hide", ()), job.get("limits"))
+    course = os.path.join(top, "course")
+    home = os.path.join(top, "home")
+    log = []
+    blanked, ungraded = [], []
+    try:
+        for d in ("tmp", "runtime", "ipython", "mpl"):
+            os.makedirs(os.path.join(home, d))
+        cells = 0
+        for a, parts in job["assignments"].items():
+            sub = Path(course, "submitted", student, a)
+            sub.mkdir(parents=True)
+            for name, data in parts["files"].items():
+                (sub / Path(name).name).write_bytes(data)
+                if name.endswith(".ipynb"):
+                    cells += _code_cells(data)
+            src = Path(course, "solutions", a)
+            src.mkdir(parents=True)
+            for rel, data in parts.get("source", {}).items():
+                target = src / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+        Path(course, GRADEBOOK).write_bytes(job["gradebook"])
+        conf.own(course)
+        conf.own(home)
+        timeout = int(job["timeout"])
+        wall = conf.limits["wall_s"] or 120 + timeout * max(cells, 1)
+        env = _env(course, timeout, job["seed"], home)
+        policy = f"--LateSubmissionPlugin.penalty_method={job.get('late_policy', 'none')}"
+
+        def nbgrader(*args):
+            cmd = [sys.executable, "-m", "nbgrader", *args, "--create", "--force", policy,
+                   f"--CourseDirectory.root={course}"]
+            code, out = conf.run(cmd, course, env, wall)
+            log.append(f"$ nbgrader {' '.join(args)}  (exit {code})\n{out}")
+            return out
+
+        def done(a, name):
+            return read_inside(top, "course", "autograded", student, a, name) is not None
+
+        nbgrader("autograde", "*", "--student", _glob.escape(student))
+        for a, parts in sorted(job["assignments"].items()):
+            for name in sorted(n for n in parts["files"] if n.endswith(".ipynb")):
+                if done(a, name):
+                    continue
+                stem = name[:-len(".ipynb")]
+                args = ("autograde", a, "--student", _glob.escape(student), "--notebook",
+                        _glob.escape(stem))
+                text = nbgrader(*args)
+                if done(a, name):
+                    continue
+                reason = f"While grading this notebook {_why_failed(text)}."
+                release = parts.get("release", {}).get(stem)
+                if release is None:
+                    ungraded.append((a, stem))
+                    continue
+                path = Path(course, "submitted", student, a, name)
+                try:
+                    path.unlink()
+                except OSError:
+                    pass
+                path.write_bytes(blank_with_reason(release, reason))
+                conf.own(path)
+                blanked.append((a, stem, reason))
+                nbgrader(*args)
+                if not done(a, name):
+                    ungraded.append((a, stem))
+        autograded = {}
+        for a, parts in job["assignments"].items():
+            got = {}
+            for name in parts["files"]:
+                if name.endswith(".ipynb"):
+                    data = read_inside(top, "course", "autograded", student, a, name)
+                    if data is not None:
+                        got[name] = data
+            autograded[a] = got
+        gradebook = read_inside(top, "course", GRADEBOOK)
+        return {"student": student, "gradebook": gradebook, "autograded": autograded,
+                "blanked": blanked, "ungraded": ungraded, "log": "".join(log),
+                "confined": conf.uid is not None}
+    finally:
+        conf.cleanup()
+        shutil.rmtree(top, ignore_errors=True)
+        if os.path.exists(top):  # pragma: no cover - a file the sandbox user locked
+            time.sleep(0.2)
+            shutil.rmtree(top, ignore_errors=True)
