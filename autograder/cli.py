@@ -3,7 +3,7 @@
 Student::
 
     autograder check exercises/knn/knn_classify.ipynb   # visible tests + nbgrader validate
-    autograder check --hidden exercises/knn/knn_classify.ipynb   # + hidden checks, isolated
+    autograder check --hidden exercises/knn/knn_classify.ipynb   # + hidden checks, clean room
     (make check NB=exercises/knn/knn_classify.ipynb [HIDDEN=1])
 
 Author of exercises::
@@ -18,12 +18,14 @@ Instructor (course directory: --course, default ./course)::
                                              # (--late-policy mark|zero; default: all, mark)
     autograder roster students.csv           # bulk import (id,first_name,last_name,email)
     autograder collect submissions/          # <student>/ folders or <student>.zip files
-    autograder autograde [--seed N] [--workers N]  # whole class, per-cell timeout, seed logged
+    autograder autograde [--seed N] [--workers N | --scheduler tcp://host:8786]
+                                             # whole class, one sandbox per student, seed logged
     autograder feedback                      # HTML, hidden tests removed, maths offline
     autograder export grades.csv             # + grades_by_notebook.csv, grades_canvas.csv
     autograder similarity                    # similarity.csv + similarity.html (informs only)
     autograder grade-all submissions/ grades.csv   # setup+collect+autograde+feedback+export
-                                             # (--workers N: N students graded at a time)
+                                             # (--workers N: N students graded at a time;
+                                             #  --scheduler ADDRESS: on a Dask cluster)
 """
 from __future__ import annotations
 
@@ -111,7 +113,7 @@ def cmd_collect(args):
 def cmd_autograde(args):
     course = _course(args)
     t0 = time.time()
-    seed = course.autograde(seed=args.seed, workers=args.workers)
+    seed = course.autograde(seed=args.seed, workers=args.workers, scheduler=args.scheduler)
     print(f"autograded {len(course.submissions())} submission(s) in {time.time() - t0:.1f} s "
           f"(seed {seed}); problems, if any: {course.root / 'grading_issues.csv'}")
     return 0
@@ -151,7 +153,7 @@ def cmd_grade_all(args):
     if args.roster:
         course.import_roster(args.roster)
     course.collect(args.folder)
-    seed = course.autograde(seed=args.seed, workers=args.workers)
+    seed = course.autograde(seed=args.seed, workers=args.workers, scheduler=args.scheduler)
     course.feedback()
     out = course.export(args.csv)
     sim_csv, sim_html, pairs = similarity_report(course.root, threshold=DEFAULT_THRESHOLD,
@@ -354,11 +356,16 @@ def _syntax_errors(nb):
 
 
 def _run_hidden_isolated(path, timeout):
-    """Run the exercise's hidden checks on the notebook's solution cells, each in a
-    separate process that sees only the student's code (``run_check_isolated``)."""
+    """Run the exercise's hidden checks on the notebook's solution cells in the clean room
+    (:mod:`autograder.cleanroom`: a fresh, limited process that holds only the student's
+    code and cannot import the reference or the grader), as grading does. A check whose
+    arguments cannot travel as plain data (a torch model) runs in a separate process on
+    the student's code instead (``run_check_isolated``)."""
     import nbformat
 
     from .checks import format_findings, grading_seed, run_check_isolated
+    from .cleanroom import solution_source, verify_notebook
+    from .build import grade_ids
     from .exercises import all_specs
 
     nb = nbformat.read(str(path), as_version=4)
@@ -367,18 +374,24 @@ def _run_hidden_isolated(path, timeout):
     if spec is None:
         print("hidden checks: this notebook is not one of the course's exercises")
         return 1, 0.0, 0.0
-    source = "\n\n".join(c.source for c in nb.cells if c.cell_type == "code"
-                          and c.get("metadata", {}).get("nbgrader", {}).get("solution"))
     seed = grading_seed()
+    limits = {"call_s": max(1.0, 0.8 * timeout), "start_s": float(timeout)}
+    verdicts = {v.grade_id: v for v in verify_notebook(spec, nb, seed, limits)}
     status = 0
     got = total = 0.0
-    for check in spec.HIDDEN:
-        findings = run_check_isolated(check, source, check.split("/", 1)[0], seed,
-                                      timeout=timeout)
-        print(format_findings(check, findings, seed))
-        got += sum(f.points for f in findings)
-        total += sum(f.max_points for f in findings)
-        if not all(f.passed for f in findings):
+    for check, gid in grade_ids(spec).items():
+        v = verdicts[gid]
+        if v.points is None:
+            findings = run_check_isolated(check, solution_source(nb), check.split("/", 1)[0],
+                                          seed, timeout=timeout)
+            print(format_findings(check, findings, seed))
+            points = sum(f.points for f in findings)
+        else:
+            print(v.message)
+            points = v.points
+        got += points
+        total += v.max_points
+        if points < v.max_points:
             status = 1
     return status, got, total
 
@@ -396,8 +409,12 @@ def positive_int(text):
 
 def _add_workers(parser):
     parser.add_argument("--workers", type=positive_int, default=1,
-                        help="grade this many students at a time, one nbgrader process "
-                             "(and kernel) each (default: 1, the whole class in one run)")
+                        help="grade this many students at a time on this machine, each in "
+                             "a sandbox of its own (default: 1)")
+    parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                        help="address of a Dask distributed scheduler (tcp://host:8786): "
+                             "one grading task per student runs on its workers (which need "
+                             "the project installed)")
 
 
 def _add_term(parser):

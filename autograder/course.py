@@ -38,6 +38,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import warnings
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -741,6 +742,7 @@ class Course:
         of that student's exercises, and the notebooks that had to be graded as blank."""
         from nbgrader.api import Gradebook, MissingEntry
         from nbgrader.utils import parse_utc
+        from sqlalchemy.exc import SAWarning
 
         student = job["student"]
         if result.get("error"):
@@ -766,7 +768,9 @@ class Course:
         for a, nb in result.get("ungraded", []):
             self.record_issue(student, a, nb, "could not be graded even as a blank notebook")
         policy = self.term().get("late_policy", "mark")
-        with Gradebook(self.shared_db_url()) as gb:
+        with warnings.catch_warnings(), Gradebook(self.shared_db_url()) as gb:
+            # nbgrader's add_submission trips SQLAlchemy's autoflush warning; harmless
+            warnings.simplefilter("ignore", SAWarning)
             try:
                 gb.find_student(student)
             except MissingEntry:

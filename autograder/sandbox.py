@@ -343,7 +343,20 @@ def grade_in_sandbox(job):
         env = _env(course, timeout, job["seed"], home)
         policy = f"--LateSubmissionPlugin.penalty_method={job.get('late_policy', 'none')}"
 
+        def restore_gradebook():
+            # a notebook that destroyed the scratch gradebook must not stop the re-runs
+            data = read_inside(top, "course", GRADEBOOK) or b""
+            if not data.startswith(b"SQLite format 3\x00"):
+                path = Path(course, GRADEBOOK)
+                try:
+                    path.unlink()
+                except OSError:
+                    pass
+                path.write_bytes(job["gradebook"])
+                conf.own(path)
+
         def nbgrader(*args):
+            restore_gradebook()
             cmd = [sys.executable, "-m", "nbgrader", *args, "--create", "--force", policy,
                    f"--CourseDirectory.root={course}"]
             code, out = conf.run(cmd, course, env, wall)

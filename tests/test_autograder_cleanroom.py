@@ -286,30 +286,111 @@ def _with_code(spec, code):
     return nb
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
+#: the gradebook attack: at the top of the answer, overwrite every gradebook in reach,
+#: write into every other student's folders, the course root, a sentinel folder outside
+#: the course and the machine's /tmp and /dev/shm (paths filled in per test run)
+VANDAL = """
+import glob as _glob
+import os as _os
+
+_COURSE, _SENTINEL, _MARK = {course!r}, {sentinel!r}, {marker!r}
+
+
+def _scribble(path):
+    try:
+        _os.makedirs(_os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as fh:
+            fh.write(b"garbage")
+    except OSError:
+        pass
+
+
+for _db in (_os.path.join(_COURSE, "gradebook.db"), _os.path.abspath("gradebook.db"),
+            _os.path.abspath(_os.path.join("..", "..", "..", "gradebook.db"))):
+    _scribble(_db)
+for _folder in (_glob.glob(_os.path.join(_COURSE, "autograded", "*", "*"))
+                + _glob.glob(_os.path.join(_COURSE, "submitted", "*", "*"))):
+    _scribble(_os.path.join(_folder, "pwned.ipynb"))
+for _name in _os.listdir(_os.path.join(_COURSE, "submitted")) if _os.path.isdir(_COURSE) else ():
+    _scribble(_os.path.join(_COURSE, "autograded", _name, "rank", "pwned.txt"))
+for _path in (_os.path.join(_COURSE, "pwned.txt"), _os.path.join(_SENTINEL, "pwned.txt"),
+              "/tmp/" + _MARK, "/dev/shm/" + _MARK):
+    _scribble(_path)
+"""
+
+EXERCISE_ASSIGNMENTS = ["knn", "rank", "retrieval"]
+
+
+def _honest():
+    return {"rank_bound": RANK_SCIPY, "retrieval_metrics": RETRIEVAL_LOOPS,
+            "knn_classify": solution_source(load("knn_classify"))}
+
+
+def _attackers(course, sentinel, marker):
+    vandal = VANDAL.format(course=str(course), sentinel=str(sentinel), marker=marker)
+    return {
+        "transformer": {ex: TRANSFORMER + "\n" + w for ex, w in EXERCISES.items()},
+        "patcher": {ex: w + PATCH.format(fn=ex) for ex, w in EXERCISES.items()},
+        "importer": {ex: IMPORT_REF.format(fn=ex) for ex in EXERCISES},
+        "vandal": {ex: vandal + "\n" + w for ex, w in EXERCISES.items()},
+    }
+
+
+def _grade_class(base, course_root, answers, workers=2):
     from autograder.course import Course
 
-    base = tmp_path_factory.mktemp("cleanroom")
     subs = base / "submissions"
-    answers = {
-        "honest": {"rank_bound": RANK_SCIPY, "retrieval_metrics": RETRIEVAL_LOOPS,
-                   "knn_classify": solution_source(load("knn_classify"))},
-        "cheater": {"rank_bound": TRANSFORMER + "\n" + WRONG_RANK,
-                    "retrieval_metrics": WRONG_RETRIEVAL + PATCH.format(fn="retrieval_metrics"),
-                    "knn_classify": IMPORT_REF.format(fn="knn_classify")},
-    }
     for student, by_ex in answers.items():
         for ex, code in by_ex.items():
             spec = load(ex)
             path = subs / student / spec.ASSIGNMENT / f"{ex}.ipynb"
             path.parent.mkdir(parents=True, exist_ok=True)
             nbformat.write(_with_code(spec, code), str(path))
-    course = Course(base / "course", timeout=20, log=lambda *a: None)
-    course.setup(["rank", "retrieval", "knn"])
+    course = Course(course_root, timeout=20, log=lambda *a: None)
+    course.setup(EXERCISE_ASSIGNMENTS)
     course.collect(subs)
-    course.autograde(seed=SEED)
     return course
+
+
+def _tree_hashes(folder):
+    import hashlib
+
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(Path(folder).rglob("*")) if p.is_file()}
+
+
+def _outside_dir(tmp_path_factory, name):
+    """A folder outside /tmp where possible (/var/tmp), so that the sandbox's cover over
+    the real course directory is what keeps an answer out, not its private /tmp."""
+    import tempfile
+
+    if os.path.isdir("/var/tmp") and os.access("/var/tmp", os.W_OK):
+        return Path(tempfile.mkdtemp(prefix=f"autograder-test-{name}-", dir="/var/tmp"))
+    return tmp_path_factory.mktemp(name)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """An honest student and four attackers (each attack on all three exercises, on an
+    otherwise wrong answer), graded with two workers; and the honest student alone, the
+    class without the attackers, graded the same way for comparison."""
+    import shutil
+
+    outside = _outside_dir(tmp_path_factory, "course")
+    sentinel = _outside_dir(tmp_path_factory, "sentinel")
+    marker = f"autograder-sandbox-test-{os.getpid()}"
+    root = outside / "course"
+    answers = {"honest": _honest(), **_attackers(root, sentinel, marker)}
+    course = _grade_class(tmp_path_factory.mktemp("attacked"), root, answers)
+    before = {s: _tree_hashes(course.root / "submitted" / s) for s in answers}
+    course.autograde(seed=SEED, workers=2)
+    alone = _grade_class(tmp_path_factory.mktemp("alone"), outside / "alone",
+                         {"honest": _honest()})
+    alone.autograde(seed=SEED, workers=2)
+    yield {"course": course, "alone": alone, "before": before, "sentinel": sentinel,
+           "marker": marker, "students": sorted(answers)}
+    shutil.rmtree(outside, ignore_errors=True)
+    shutil.rmtree(sentinel, ignore_errors=True)
 
 
 def _gradebook_scores(course):
@@ -328,20 +409,103 @@ def _gradebook_scores(course):
     return out
 
 
+def _cell_grades(course, student):
+    """(table, notebook, cell) -> auto score or comment of one student's graded cells,
+    read with plain sqlite3."""
+    out = {}
+    with sqlite3.connect(course.root / "gradebook.db") as con:
+        for table, column in (("grade", "auto_score"), ("comment", "auto_comment")):
+            rows = con.execute(
+                f"select n.name, b.name, g.{column} from {table} g "
+                "join submitted_notebook sn on g.notebook_id = sn.id "
+                "join submitted_assignment sa on sn.assignment_id = sa.id "
+                "join notebook n on sn.notebook_id = n.id "
+                "join base_cell b on g.cell_id = b.id "
+                "where sa.student_id = ?", (student,)).fetchall()
+            out.update({(table, nb, cell): v for nb, cell, v in rows})
+    return out
+
+
+def _feedback_view(folder):
+    """The cells (source, outputs' text) of every autograded notebook under ``folder``."""
+    out = {}
+    for p in sorted(Path(folder).rglob("*.ipynb")):
+        nb = nbformat.read(str(p), as_version=4)
+        out[str(p.relative_to(folder))] = [
+            (c.source, [o.get("text", "") or o.get("ename", "") for o in c.get("outputs", [])])
+            for c in nb.cells]
+    return out
+
+
 def test_class_graded_by_the_clean_room(graded):
-    scores = _gradebook_scores(graded)
+    course = graded["course"]
+    scores = _gradebook_scores(course)
+    attackers = [s for s in graded["students"] if s != "honest"]
     for ex in EXERCISES:
         spec = load(ex)
         top = float(spec.VISIBLE_POINTS) + sum(check_points(c) for c in spec.HIDDEN)
         assert scores["honest", ex] == pytest.approx(top), ex
-        assert scores["cheater", ex] == 0.0, ex
-    with (graded.root / "grading_issues.csv").open() as fh:
-        rows = [r for r in csv.DictReader(fh) if r["student_id"] == "cheater"]
-    flagged = {r["notebook"]: r["problem"] for r in rows}
+        for student in attackers:
+            assert scores[student, ex] == 0.0, (student, ex)
+    rows = course.issues()
+    assert not [r for r in rows if r["student_id"] == "honest"]
+    for student in attackers:
+        flagged = {r["notebook"]: r["problem"] for r in rows if r["student_id"] == student}
+        for ex in EXERCISES:
+            assert ex in flagged, (student, ex, rows)
+    by = {(r["student_id"], r["notebook"]): r["problem"] for r in rows}
+    # the vandal's code did run with the rights it has in its own copy: it destroyed the
+    # scratch gradebook there (the real one is checked below)
+    assert "file is not a database" in by["vandal", "rank_bound"]
     for ex in EXERCISES:
-        assert ex in flagged, (ex, rows)
-        assert "in-kernel (nbgrader) score" in flagged[ex] and "clean-room score 0" in flagged[ex]
-    assert "imports the course's reference" in flagged["knn_classify"]
-    assert "tampering" in flagged["rank_bound"] and "tampering" in flagged["retrieval_metrics"]
-    assert not [r for r in csv.DictReader((graded.root / "grading_issues.csv").open())
-                if r["student_id"] == "honest"]
+        assert "imports the course's reference" in by["importer", ex]
+        for student in ("transformer", "patcher"):
+            assert "in-kernel (nbgrader) score" in by[student, ex]
+            assert "clean-room score 0" in by[student, ex] and "tampering" in by[student, ex]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the OS-level confinement of nbgrader's run "
+                    "(own user id, private /tmp, the real course covered) needs root; "
+                    "without it a submission runs with the grader's rights")
+def test_gradebook_attack_reaches_nothing_outside_its_sandbox(graded):
+    course, alone = graded["course"], graded["alone"]
+    # the real gradebook is an intact SQLite file; the honest student's grades are those
+    # of the class graded without the attackers, cell by cell
+    assert _gradebook_scores(course)
+    assert _cell_grades(course, "honest") == _cell_grades(alone, "honest")
+    assert _cell_grades(course, "honest")
+    # other students' files: the submissions are byte for byte what was collected, the
+    # autograded notebooks (the feedback) are those of the class without the attackers
+    for student, hashes in graded["before"].items():
+        if student != "vandal":
+            assert _tree_hashes(course.root / "submitted" / student) == hashes, student
+    assert (_feedback_view(course.root / "autograded" / "honest")
+            == _feedback_view(alone.root / "autograded" / "honest"))
+    # nothing written outside the sandbox: the course root, a sentinel folder, /tmp
+    assert not [p for p in course.root.rglob("pwned*")]
+    assert not list(graded["sentinel"].iterdir())
+    assert not Path("/tmp", graded["marker"]).exists()
+    assert not Path("/dev/shm", graded["marker"]).exists()
+    assert not list(Path(tempfile_dir()).glob("autograder-sandbox-*"))
+    assert _sandbox_user_processes() == []
+
+
+def tempfile_dir():
+    import tempfile
+
+    return tempfile.gettempdir()
+
+
+def _sandbox_user_processes():
+    """Processes of the sandboxes' user ids (drawn from 200000 up)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/status") as fh:
+                    uid = next(int(line.split()[1]) for line in fh if line.startswith("Uid:"))
+            except (OSError, StopIteration):
+                continue
+            if uid >= 200000:
+                found.append(int(entry))
+    return found
