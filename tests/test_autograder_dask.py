@@ -1,0 +1,132 @@
+"""Serial, ``--workers 2`` and a Dask ``LocalCluster`` grade a class identically (issue 17).
+
+One short notebook (batchnorm/fold_batchnorm) and four students: the reference, a typical
+wrong answer, a kernel that crashes (``os._exit``) and an infinite
+loop (cut by the per-cell timeout). The same collected course is copied three times and
+graded with the same seed; every cell's score and comment and every problem logged must
+match, and the crash and the loop cost only their own student's points.
+"""
+import copy
+import shutil
+
+import nbformat
+import pytest
+
+from autograder import REPO_ROOT
+from autograder.build import solution_source
+from autograder.checks import check_points
+from autograder.course import Course
+from autograder.exercises import load
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from autograder_cases import WRONG  # noqa: E402
+
+SEED = 777
+TIMEOUT = 8
+CRASH = "import os\n\nos._exit(1)\n"
+LOOP = "while True:\n    pass\n"
+
+
+def _with_code(blank, code):
+    nb = copy.deepcopy(blank)
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("solution"):
+            cell.source = code
+    return nb
+
+
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory):
+    base = tmp_path_factory.mktemp("dask")
+    repo = base / "repo"
+    (repo / "solutions" / "batchnorm").mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "solutions" / "batchnorm" / "fold_batchnorm.ipynb",
+                repo / "solutions" / "batchnorm")
+    course = Course(base / "serial", repo=repo, timeout=TIMEOUT, log=lambda *a: None)
+    course.setup()
+    spec = load("fold_batchnorm")
+    blank = nbformat.read(str(course.root / "exercises" / "batchnorm" / "fold_batchnorm.ipynb"),
+                          as_version=4)
+    wrong = solution_source(spec) + "\n\n" + WRONG["fold_batchnorm"]["accepts_bad_scale"][0]
+    subs = base / "subs"
+    for student, nb in (("ref", _with_code(blank, solution_source(spec))),
+                        ("wrong", _with_code(blank, wrong)),
+                        ("crash", _with_code(blank, CRASH)), ("loop", _with_code(blank, LOOP))):
+        path = subs / student / "batchnorm" / "fold_batchnorm.ipynb"
+        path.parent.mkdir(parents=True)
+        nbformat.write(nb, str(path))
+    course.collect(subs)
+    return base, course
+
+
+def _copy(base, course, name):
+    shutil.copytree(course.root, base / name)
+    return Course(base / name, repo=course.repo, timeout=TIMEOUT, log=lambda *a: None)
+
+
+def _grades(course):
+    """(student, cell) -> (score, comment), and the problems logged, from the gradebook."""
+    from nbgrader.api import Gradebook
+
+    out = {}
+    with Gradebook(f"sqlite:///{course.root / 'gradebook.db'}") as gb:
+        for st in gb.students:
+            nb = gb.find_submission_notebook("fold_batchnorm", "batchnorm", st.id)
+            for g in nb.grades:
+                out[st.id, g.name] = g.score
+            for c in nb.comments:
+                out[st.id, "comment", c.name] = c.auto_comment
+    problems = sorted((r["student_id"], r["notebook"], r["problem"]) for r in course.issues())
+    return out, problems
+
+
+@pytest.fixture(scope="module")
+def three_ways(collected):
+    from distributed import LocalCluster
+
+    base, serial = collected
+    parallel = _copy(base, serial, "parallel")
+    dask = _copy(base, serial, "dask")
+    assert serial.autograde(seed=SEED, workers=1) == SEED
+    assert parallel.autograde(seed=SEED, workers=2) == SEED
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster:
+        assert dask.autograde(seed=SEED, scheduler=cluster.scheduler_address) == SEED
+    return serial, parallel, dask
+
+
+def test_serial_workers_and_dask_grade_identically(three_ways):
+    serial, parallel, dask = three_ways
+    one, two, three = _grades(serial), _grades(parallel), _grades(dask)
+    assert one == two == three
+    assert len({s for s, *_ in one[0]}) == 4
+
+
+def test_a_crash_or_a_loop_costs_only_its_own_points(three_ways):
+    spec = load("fold_batchnorm")
+    total = float(spec.VISIBLE_POINTS) + sum(check_points(c) for c in spec.HIDDEN)
+    grades, problems = _grades(three_ways[0])
+    score = {}
+    for key, value in grades.items():
+        if key[1] != "comment":
+            score[key[0]] = score.get(key[0], 0.0) + value
+    assert score["ref"] == total
+    assert score["crash"] == 0.0 and score["loop"] == 0.0
+    assert 0 < score["wrong"] < total
+    named = {s for s, _, _ in problems}
+    assert "crash" in named and not named & {"ref", "wrong"}
+    assert any(s == "crash" and "kernel crashed" in p for s, _, p in problems)
+    for course in three_ways:
+        log = (course.root / "autograde.log").read_text()
+        assert [line.split()[2] for line in log.splitlines() if line.startswith("===== student")] \
+            == ["crash:", "loop:", "ref:", "wrong:"]
+
+
+def test_scheduler_must_be_an_address(tmp_path):
+    course = Course(tmp_path / "c", log=lambda *a: None)
+    for bad in ("", "   ", 8786):
+        with pytest.raises(ValueError, match="scheduler"):
+            course.autograde(seed=1, scheduler=bad)
