@@ -430,44 +430,49 @@ def _scores(course, out):
                 for r in csv.DictReader(fh)}
 
 
-def test_parallel_workers_grade_like_one_run(tmp_path):
-    """workers=2 (one nbgrader process per student, two at a time, one shared gradebook)
-    gives the same grades as the single nbgrader run, for the same seed."""
+def test_parallel_workers_grade_each_student_in_a_sandbox_of_its_own(tmp_path, monkeypatch):
+    """workers=2: two sandboxes at a time, never more; each job carries only its own
+    student's files and a gradebook without students; the grades are the expected ones.
+    (That serial, 2 workers and Dask agree is tests/test_autograder_dask.py.)"""
+    import sqlite3
     import threading
 
-    serial = _small_class(tmp_path)
-    parallel = Course(tmp_path / "parallel", repo=serial.repo, timeout=CELL_TIMEOUT,
-                      log=lambda *a: None)
-    shutil.copytree(serial.root, parallel.root)  # same release, roster and submissions
+    from autograder import sandbox
 
-    calls, running, peak, lock = [], [0], [0], threading.Lock()
-    real = parallel.nbgrader
+    course = _small_class(tmp_path)
+    jobs, running, peak, lock = [], [0], [0], threading.Lock()
+    real = sandbox.grade_in_sandbox
 
-    def spy(*args, **kwargs):
+    def spy(job):
         with lock:
-            calls.append(args)
+            jobs.append(job)
             running[0] += 1
             peak[0] = max(peak[0], running[0])
         try:
-            return real(*args, **kwargs)
+            return real(job)
         finally:
             with lock:
                 running[0] -= 1
 
-    parallel.nbgrader = spy
-    assert serial.autograde(seed=SEED, workers=1) == SEED
-    assert parallel.autograde(seed=SEED, workers=2) == SEED
-
-    graded = [a for a in calls if a[0] == "autograde"]
-    assert sorted(a[a.index("--student") + 1] for a in graded) == ["blank", "ref", "wrong"]
-    assert all(f"--CourseDirectory.db_url={parallel.shared_db_url()}" in a for a in graded)
-    assert peak[0] == 2  # two processes at a time, never more
-    log = (parallel.root / "autograde.log").read_text()
+    monkeypatch.setattr(sandbox, "grade_in_sandbox", spy)
+    assert course.autograde(seed=SEED, workers=2) == SEED
+    assert sorted(j["student"] for j in jobs) == ["blank", "ref", "wrong"]
+    assert peak[0] == 2  # two sandboxes at a time, never more
+    for job in jobs:
+        assert list(job["assignments"]) == ["batchnorm"]
+        assert sorted(job["assignments"]["batchnorm"]["files"]) == ["fold_batchnorm.ipynb",
+                                                                     "timestamp.txt"]
+        assert job["hide"] == [str(course.root)]
+        db = tmp_path / f"template-{job['student']}.db"
+        db.write_bytes(job["gradebook"])
+        with sqlite3.connect(db) as con:
+            assert con.execute("select count(*) from student").fetchone()[0] == 0
+            assert con.execute("select count(*) from assignment").fetchone()[0] == 1
+    log = (course.root / "autograde.log").read_text()
     heads = [line for line in log.splitlines() if line.startswith("===== student")]
     assert [h.split()[2] for h in heads] == ["blank:", "ref:", "wrong:"]
 
-    one, two = _scores(serial, tmp_path / "g1.csv"), _scores(parallel, tmp_path / "g2.csv")
-    assert one == two
+    one = _scores(course, tmp_path / "g.csv")
     total = _total(load("fold_batchnorm"))
     assert one["ref", "fold_batchnorm"] == (total, total)
     assert one["blank", "fold_batchnorm"] == (0.0, total)
@@ -477,8 +482,8 @@ def test_parallel_workers_grade_like_one_run(tmp_path):
     if not _visible_passes(load("fold_batchnorm"), code):
         expected -= load("fold_batchnorm").VISIBLE_POINTS
     assert one["wrong", "fold_batchnorm"] == (expected, total) and 0 < expected < total
-    assert f"autograde seed {SEED}" in (parallel.root / "grading_seeds.log").read_text()
-    assert not parallel.issues()
+    assert f"autograde seed {SEED}" in (course.root / "grading_seeds.log").read_text()
+    assert not course.issues()
 
 
 @pytest.mark.parametrize("workers", [0, -2, 1.5, "2", None, True])
@@ -505,6 +510,10 @@ def test_cli_workers_option(capsys):
 
     parser = build_parser()
     assert parser.parse_args(["autograde"]).workers == 1
+    assert parser.parse_args(["autograde"]).scheduler is None
+    assert parser.parse_args(["autograde", "--scheduler", "tcp://h:8786"]).scheduler \
+        == "tcp://h:8786"
+    assert parser.parse_args(["grade-all", "s", "g.csv", "--scheduler", "tcp://h:1"]).scheduler
     assert parser.parse_args(["autograde", "--workers", "3"]).workers == 3
     assert parser.parse_args(["grade-all", "subs", "g.csv", "--workers", "2"]).workers == 2
     for bad in ("0", "-1", "x"):
