@@ -131,13 +131,14 @@ publish: book
 # ---------------------------------------------------------------------------------------
 # Exercises and grading (autograder/; nbgrader 0.9). See book/instructors.md.
 #   make check NB=exercises/knn/knn_classify.ipynb          student: visible tests + validate
-#   make check NB=exercises/knn/knn_classify.ipynb HIDDEN=1 ... and the hidden checks (isolated)
+#   make check NB=exercises/knn/knn_classify.ipynb HIDDEN=1 ... and the hidden checks (clean room)
 #   make exercises                                          specs -> solutions/ -> exercises/
 #   make roster ROSTER=students.csv                         bulk-import the class
 #   make grade SUBMISSIONS=submissions/ GRADES=grades.csv   collect, autograde, feedback, export
 # COURSE is the grading course directory (default: course/, never committed).
-# WORKERS=N (autograde, grade) grades N students at a time, one nbgrader process and kernel
-# each (default 1: the whole class in one nbgrader run); the grades are the same.
+# WORKERS=N (autograde, grade) grades N students at a time, each in a sandbox of its own
+# (default 1); SCHEDULER=tcp://host:8786 sends one task per student to a Dask cluster
+# instead. The grades are the same either way.
 # ---------------------------------------------------------------------------------------
 AUTOGRADER  = $(PY) -m autograder --course $(COURSE) --timeout $(CELL_TIMEOUT)
 COURSE      ?= course
@@ -146,6 +147,7 @@ SUBMISSIONS ?= submissions
 GRADES      ?= grades.csv
 ROSTER      ?= roster.csv
 WORKERS     ?= 1
+SCHEDULER   ?=
 NB          ?=
 HIDDEN      ?=
 # the term (course, grade): ASSIGN="rank=2026-01-10T23:59 noise" LATE_POLICY=mark|zero
@@ -176,7 +178,7 @@ collect: $(STAMP)
 	$(AUTOGRADER) collect $(SUBMISSIONS)
 
 autograde: $(STAMP)
-	$(AUTOGRADER) autograde --workers $(WORKERS)
+	$(AUTOGRADER) autograde --workers $(WORKERS) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
 
 feedback: $(STAMP)
 	$(AUTOGRADER) feedback
@@ -185,4 +187,5 @@ grades: $(STAMP)
 	$(AUTOGRADER) export $(GRADES)
 
 grade: $(STAMP)
-	$(AUTOGRADER) grade-all $(SUBMISSIONS) $(GRADES) --workers $(WORKERS) $(TERM_OPTS)
+	$(AUTOGRADER) grade-all $(SUBMISSIONS) $(GRADES) --workers $(WORKERS) \
+	  $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(TERM_OPTS)
