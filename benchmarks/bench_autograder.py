@@ -2,9 +2,11 @@
 
 A temporary nbgrader course is set up with :class:`autograder.course.Course`; each
 student submits the reference solution of every exercise (written into the released
-notebook, as a student would); the measured call is ``Course.autograde``: with
-``workers=1`` one nbgrader run over every submission, one notebook after the other; with
-``workers=N`` one nbgrader process per student, N at a time, sharing the gradebook.
+notebook, as a student would); the measured call is ``Course.autograde``: every student's
+notebooks run in a sandbox of their own (:mod:`autograder.sandbox`), one student at a
+time with ``workers=1``, N at a time with ``workers=N``, then the clean-room verifier
+scores every answer. ``verify=False`` leaves the verifier out (the course's ``verify``
+replaced by a no-op on that instance), to measure what the verifier adds.
 """
 from __future__ import annotations
 
@@ -100,7 +102,7 @@ def _scores(course):
     return out
 
 
-def autograde(n_students, cell_timeout, workers=1, assignments=None):
+def autograde(n_students, cell_timeout, workers=1, assignments=None, verify=True):
     """Prepare a graded class; return the measured call (``Course.autograde``).
 
     Parameters
@@ -113,6 +115,8 @@ def autograde(n_students, cell_timeout, workers=1, assignments=None):
         Passed to :meth:`Course.autograde`: nbgrader processes grading at a time.
     assignments : list of str, optional
         Only these assignments (chapters) of ``solutions/`` (default: all of them).
+    verify : bool
+        Run the clean-room verifier after nbgrader (default), or leave it out.
 
     Returns
     -------
@@ -139,6 +143,8 @@ def autograde(n_students, cell_timeout, workers=1, assignments=None):
             w.writerow([s, s, "Student", f"{s}@example.org"])
     course.import_roster(base / "roster.csv")
     course.collect(base / "subs")
+    if not verify:
+        course.verify = lambda *args, **kwargs: {}
 
     def work():
         sampler = TreeRssSampler()

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -530,15 +531,25 @@ def row_book(cfg, reps, tmp):
             "lines": lines}
 
 
-def _verifier_line():
+def _verifier_line(S=None):
+    """The clean-room verifier's cost: one student's full set with and without it."""
+    if S is None:
+        return _line("autograder", "one student, with the clean-room verifier",
+                     "without the verifier", status="not run", note="minutes per run")
+    t1, t0 = S["one_student"]["seconds_median"], S["one_student_no_verifier"]["seconds_median"]
     return _line("autograder", "one student, with the clean-room verifier", "without the verifier",
-                 status="pending", note="the clean-room verifier does not exist yet")
+                 _fmt_s(t1), _fmt_s(t0), t1 / t0, "<= 1.5x (adds at most 50 %)", t1 / t0 <= 1.5,
+                 note="the same run; the verifier grades every answer again in a fresh, limited "
+                      "process per notebook; "
+                      + (f"median of {S['one_student']['repetitions']} repetitions"
+                         if S["one_student"]["repetitions"] >= 5 else
+                         f"{S['one_student']['repetitions']} repetition(s) instead of 5"))
 
 
-def _grade_children(c, n_students, workers, reps):
+def _grade_children(c, n_students, workers, reps, verify=True):
     """``reps`` children grading a class of ``n_students`` with ``workers``."""
     kw = {"n_students": n_students, "workers": workers, "cell_timeout": c["cell_timeout"],
-          "assignments": c["assignments"]}
+          "assignments": c["assignments"], "verify": verify}
     return [H.run_child("bench_autograder:autograde", kw,
                         timeout=c["timeout"] + 120 * n_students) for _ in range(reps)]
 
@@ -557,8 +568,9 @@ def _class_lines(c, S, res, t1):
     reps_note = (f"median of {c['reps_class']} repetitions" if c["reps_class"] >= 5 else
                  f"{c['reps_class']} repetition(s) instead of 5: minutes per class")
     return [
-        _line("autograder", f"{n} students with {w} workers", f"{n} students serially (one nbgrader run)",
-              _fmt_s(tp), _fmt_s(ts), ts / tp, None, None,
+        _line("autograder", f"{n} students with {w} workers", f"{n} students serially (one at a time)",
+              _fmt_s(tp), _fmt_s(ts), ts / tp, f">= 1.6x with {w} workers on {cores} cores",
+              ts / tp >= 1.6,
               note=f"{reps_note}; this machine has {cores} logical cores and a notebook's kernel "
                    "runs mostly on one core, so the speed-up is bounded by the cores, less "
                    "each process's own nbgrader start-up; peak resident memory of the whole "
@@ -569,8 +581,8 @@ def _class_lines(c, S, res, t1):
               differ == 0 and n_graded == n * res["class_serial"][-1]["out"]["notebooks_per_student"]),
         _line("autograder", f"{n} students serially, time per student", "one student alone",
               _fmt_s(ts / n), _fmt_s(t1), t1 / (ts / n), None, None,
-              note="one nbgrader run for the class spreads nbgrader's start-up over the "
-                   f"students; {reps_note}"),
+              note="every student is graded in a sandbox of its own (its own nbgrader run); "
+                   f"{reps_note}"),
     ]
 
 
@@ -581,8 +593,11 @@ def row_autograder(cfg, reps, tmp):
         return _pending("autograder", "autograder", "not run in --quick mode (minutes)",
                         status="not run", extra=[_verifier_line()])
     c = cfg
-    res = {"one_student": _grade_children(c, 1, 1, c["reps"]),
+    res = {"one_student": [], "one_student_no_verifier": [],
            "class_serial": [], "class_workers": []}
+    for _ in range(c["reps"]):  # interleaved: with and without the verifier, same load
+        res["one_student"] += _grade_children(c, 1, 1, 1)
+        res["one_student_no_verifier"] += _grade_children(c, 1, 1, 1, verify=False)
     for _ in range(c["reps_class"]):  # interleaved, so that a change of load hits both
         res["class_serial"] += _grade_children(c, c["students"], 1, 1)
         res["class_workers"] += _grade_children(c, c["students"], c["workers"], 1)
@@ -601,10 +616,11 @@ def row_autograder(cfg, reps, tmp):
                      f"a class of {c['students']} students"),
             "subject": "autograder.course.Course.autograde (nbgrader 0.9)",
             "measurements": S,
-            "note": ("The class is graded serially (one nbgrader run) and with "
-                     f"{c['workers']} workers (one nbgrader process per student) in the same run; "
-                     "the clean-room verifier is pending."),
-            "lines": lines + [_verifier_line()]}
+            "note": ("Each student is graded in a sandbox of its own (nbgrader in a throwaway "
+                     "course), then by the clean-room verifier; the class serially and with "
+                     f"{c['workers']} workers in the same run; load average (1 min) at the end "
+                     f"{os.getloadavg()[0]:.2f}."),
+            "lines": lines + [_verifier_line(S)]}
 
 
 def _pending(row, title, why, status="pending", extra=()):

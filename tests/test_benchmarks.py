@@ -87,8 +87,10 @@ def test_missing_code_is_pending_and_listed(quick):
     rows = {r["id"]: r for r in quick["rows"]}
     assert rows["grid"]["status"] == "pending" and rows["grid"]["measurements"] == {}
     assert all(ln["ratio"] is None and ln["status"] == "pending" for ln in rows["grid"]["lines"])
-    statuses = {ln["status"] for ln in rows["autograder"]["lines"]}
-    assert "pending" in statuses  # the clean-room verifier
+    # the clean-room verifier's line is there, not measured in quick mode (minutes per run)
+    verifier = [ln for ln in rows["autograder"]["lines"] if "clean-room verifier" in ln["what"]]
+    assert len(verifier) == 1 and verifier[0]["status"] == "not run"
+    assert verifier[0]["ratio"] is None
     assert any(u.startswith("grid:") and "pending" in u for u in quick["unmet"])
     # every goal not met appears in the closing list
     for row in quick["rows"]:
