@@ -18,7 +18,9 @@ the notebook can change what the tests see (an IPython input transformer, a patc
   under that id is killed afterwards;
 * the registered check runs in the grader's process: it draws the inputs, calls a
   stand-in for the student's function that sends the arguments to the child as JSON
-  (arrays as ``.npy`` bytes, loaded with ``allow_pickle=False``) and receives the result,
+  (arrays as ``.npy`` bytes, loaded with ``allow_pickle=False``; a ``torch.nn.Sequential``
+  of standard layers as its layers and state dict, rebuilt in the child, its state sent
+  back after the call) and receives the result,
   the arguments after the call (so "inputs untouched" is still tested) or the name and
   text of the exception in the same plain form, and compares with ``repeval_ref`` where
   no student code ever ran;
@@ -105,11 +107,83 @@ def encode(x):
     if isinstance(x, dict):
         return {"t": "dict", "v": [[encode(k), encode(v)] for k, v in x.items()]}
     if type(x).__module__.startswith("torch") and type(x).__name__ == "Tensor":
-        return {"t": "torch", "v": _npy(x.detach().cpu().numpy())}
+        return {"t": "torch", "v": _npy(x.detach().cpu().numpy()), "rg": bool(x.requires_grad)}
+    if _is_module(x):
+        return {"t": "module", "spec": _module_spec(x), **_module_state(x)}
     if type(x) is np.random.Generator:      # its state is a dict of plain numbers
         return {"t": "gen", "bg": type(x.bit_generator).__name__,
                 "v": json.dumps(x.bit_generator.state)}
     raise Unsupported(type(x).__name__)
+
+
+#: torch.nn layers that travel as plain data: constructor arguments read from the layer
+_LAYER_ARGS = {
+    "Linear": lambda m: [m.in_features, m.out_features, m.bias is not None],
+    "BatchNorm1d": lambda m: [m.num_features, m.eps, m.momentum, m.affine,
+                              m.track_running_stats],
+    "BatchNorm2d": lambda m: [m.num_features, m.eps, m.momentum, m.affine,
+                              m.track_running_stats],
+    "Dropout": lambda m: [m.p],
+    **{k: (lambda m: []) for k in ("ReLU", "Tanh", "GELU", "Sigmoid", "Identity")},
+}
+
+
+def _is_module(x):
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(x, torch.nn.Module)
+
+
+def _module_spec(m):
+    """A torch module as nested plain data (``Sequential`` of the layers of
+    :data:`_LAYER_ARGS`); raises :class:`Unsupported` for anything else (hooks, custom
+    classes, subclasses of those layers)."""
+    name = type(m).__name__
+    if type(m).__module__.split(".")[:3] != ["torch", "nn", "modules"]:
+        raise Unsupported(f"a torch module of class {name}")
+    if m._forward_hooks or m._forward_pre_hooks or m._backward_hooks:
+        raise Unsupported(f"a torch module {name} with hooks")
+    if name == "Sequential":
+        return {"k": name, "c": [_module_spec(c) for c in m]}
+    if name not in _LAYER_ARGS:
+        raise Unsupported(f"a torch module {name}")
+    return {"k": name, "a": _LAYER_ARGS[name](m)}
+
+
+def _module_state(m):
+    """The parts of a module's state a check can observe, as plain data: its state dict,
+    every submodule's training flag, each parameter's requires_grad and gradient."""
+    params = dict(m.named_parameters())
+    return {"state": {k: _npy(v.detach().cpu().numpy()) for k, v in m.state_dict().items()},
+            "train": {n: bool(mod.training) for n, mod in m.named_modules()},
+            "rg": {n: bool(p.requires_grad) for n, p in params.items()},
+            "grad": {n: (None if p.grad is None else _npy(p.grad.detach().cpu().numpy()))
+                     for n, p in params.items()}}
+
+
+class ModuleState:
+    """A module's state as it came back from the child (see :func:`_module_state`)."""
+
+    def __init__(self, d):
+        self.d = d
+
+    def apply(self, m):
+        """Copy this state into the grader's module ``m`` (same architecture)."""
+        import torch
+
+        state = {k: torch.from_numpy(_unnpy(v).copy()) for k, v in self.d["state"].items()}
+        m.load_state_dict(state)
+        for name, mod in m.named_modules():
+            if name in self.d["train"]:
+                mod.training = bool(self.d["train"][name])
+        for name, p in m.named_parameters():
+            g = self.d["grad"].get(name)
+            p.grad = None if g is None else torch.from_numpy(_unnpy(g).copy())
+
+    def __repr__(self):
+        return "<torch module state>"
 
 
 def decode(d):
@@ -138,7 +212,12 @@ def decode(d):
     if t == "torch":
         import torch
 
-        return torch.from_numpy(_unnpy(d["v"]).copy())
+        out = torch.from_numpy(_unnpy(d["v"]).copy())
+        if d.get("rg") and out.is_floating_point():
+            out.requires_grad_(True)   # "still attached to a graph" is observable
+        return out
+    if t == "module":
+        return ModuleState(d)
     if t == "gen":
         gen = np.random.Generator(getattr(np.random, d["bg"])())
         gen.bit_generator.state = json.loads(d["v"])
@@ -194,11 +273,36 @@ def enc(x):
     if type(x) in (tuple, list): return {"t": type(x).__name__, "v": [enc(v) for v in x]}
     if type(x) is dict: return {"t": "dict", "v": [[enc(k), enc(v)] for k, v in x.items()]}
     if type(x).__module__.startswith("torch") and type(x).__name__ == "Tensor":
-        return {"t": "torch", "v": npy(x.detach().cpu().numpy())}
+        return {"t": "torch", "v": npy(x.detach().cpu().numpy()), "rg": bool(x.requires_grad)}
     if type(x) is np.random.Generator:
         return {"t": "gen", "bg": type(x.bit_generator).__name__,
                 "v": json.dumps(x.bit_generator.state)}
+    if "torch" in sys.modules and isinstance(x, sys.modules["torch"].nn.Module):
+        ps = dict(x.named_parameters())
+        return {"t": "module",
+                "state": {k: npy(v.detach().cpu().numpy()) for k, v in x.state_dict().items()},
+                "train": {n: bool(m.training) for n, m in x.named_modules()},
+                "rg": {n: bool(p.requires_grad) for n, p in ps.items()},
+                "grad": {n: (None if p.grad is None else npy(p.grad.detach().cpu().numpy()))
+                         for n, p in ps.items()}}
     return {"t": "opaque", "type": type(x).__name__, "repr": repr(x)[:200]}
+
+
+def build(spec):
+    import torch.nn as nn
+    k, a = spec["k"], spec.get("a", [])
+    if k == "Sequential": return nn.Sequential(*[build(c) for c in spec["c"]])
+    if k == "Linear": return nn.Linear(a[0], a[1], bias=a[2])
+    if k in ("BatchNorm1d", "BatchNorm2d"):
+        return getattr(nn, k)(a[0], eps=a[1], momentum=a[2], affine=a[3],
+                              track_running_stats=a[4])
+    if k == "Dropout": return nn.Dropout(a[0])
+    if k in ("ReLU", "Tanh", "GELU", "Sigmoid", "Identity"): return getattr(nn, k)()
+    raise ValueError(k)
+
+
+def arr(v):
+    return np.load(io.BytesIO(base64.b64decode(v)), allow_pickle=False)
 
 
 def dec(d):
@@ -212,8 +316,20 @@ def dec(d):
         if t == "np": return a[()]
         if t == "torch":
             import torch
-            return torch.from_numpy(a.copy())
+            out = torch.from_numpy(a.copy())
+            if d.get("rg") and out.is_floating_point(): out.requires_grad_(True)
+            return out
         return a
+    if t == "module":
+        import torch
+        m = build(d["spec"])
+        m.load_state_dict({k: torch.from_numpy(arr(v).copy()) for k, v in d["state"].items()})
+        for n, sub in m.named_modules(): sub.training = bool(d["train"].get(n, sub.training))
+        for n, p in m.named_parameters():
+            p.requires_grad_(bool(d["rg"].get(n, True)))
+            g = d["grad"].get(n)
+            p.grad = None if g is None else torch.from_numpy(arr(g).copy())
+        return m
     if t == "gen":
         g = np.random.Generator(getattr(np.random, d["bg"])())
         g.bit_generator.state = json.loads(d["v"])
@@ -505,7 +621,16 @@ def _raise_like(error):
 
 def _write_back(sent, got):
     """Copy the child's post-call arguments into the grader's arrays (mutation checks)."""
-    if isinstance(sent, np.random.Generator) and isinstance(got, np.random.Generator):
+    if isinstance(got, ModuleState) and _is_module(sent):
+        got.apply(sent)
+    elif (type(sent).__name__ == "Tensor" and type(got).__name__ == "Tensor"
+          and type(sent).__module__.startswith("torch")):
+        if tuple(sent.shape) == tuple(got.shape) and not sent.requires_grad:
+            try:
+                sent.data.copy_(got.detach())
+            except (TypeError, RuntimeError):
+                pass
+    elif isinstance(sent, np.random.Generator) and isinstance(got, np.random.Generator):
         sent.bit_generator.state = got.bit_generator.state
     elif isinstance(sent, np.ndarray) and isinstance(got, np.ndarray):
         if sent.shape == got.shape and sent.flags.writeable:
@@ -515,7 +640,7 @@ def _write_back(sent, got):
                 pass
     elif isinstance(sent, list) and isinstance(got, list) and len(sent) == len(got):
         for i, (s, g) in enumerate(zip(sent, got)):
-            if isinstance(s, np.ndarray):
+            if isinstance(s, np.ndarray) or _is_module(s) or type(s).__name__ == "Tensor":
                 _write_back(s, g)
             elif not isinstance(s, (list, dict)):
                 sent[i] = g

@@ -168,20 +168,57 @@ def test_plain_data_round_trip_without_pickle():
         encode(lambda: 0)
 
 
+def test_torch_modules_travel_as_layers_and_state():
+    """A Sequential of standard layers goes to the child as its layers and state and
+    comes back as state (weights, running statistics, training flags, gradients); any
+    other module is refused, so its check is left to nbgrader's score."""
+    import torch
+
+    from autograder.cleanroom import ModuleState, Unsupported, _write_back
+
+    torch.manual_seed(0)
+    enc = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4),
+                              torch.nn.ReLU(), torch.nn.Dropout(0.2))
+    enc[1].running_mean.fill_(2.0)
+    enc.train()
+    enc[1].eval()
+    back = decode(encode(enc))
+    assert isinstance(back, ModuleState)
+    other = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4),
+                                torch.nn.ReLU(), torch.nn.Dropout(0.2))
+    _write_back(other, back)
+    for (k, a), (k2, b) in zip(enc.state_dict().items(), other.state_dict().items()):
+        assert k == k2 and torch.equal(a, b)
+    assert [m.training for m in other.modules()] == [m.training for m in enc.modules()]
+    x = torch.ones(2, 3, requires_grad=True)
+    assert decode(encode(x)).requires_grad and not decode(encode(x.detach())).requires_grad
+
+    class Custom(torch.nn.Module):
+        def forward(self, x):
+            return x
+
+    for bad in (Custom(), torch.nn.Sequential(Custom()), torch.nn.Conv1d(1, 1, 1)):
+        with pytest.raises(Unsupported):
+            encode(bad)
+
+
 # ---------------------------------------------------------------- honest answers
 @pytest.mark.parametrize("name,code", [("rank_bound", RANK_SCIPY),
                                        ("retrieval_metrics", RETRIEVAL_LOOPS),
-                                       ("knn_classify", None), ("wilson_interval", None)])
+                                       ("knn_classify", None), ("wilson_interval", None),
+                                       ("frozen_features", None)])
 def test_honest_answers_written_differently_get_full_marks(name, code):
     spec = load(name)
     verdicts = verify_source(spec, code or solution_source(spec), SEED, FAST)
+    assert all(v.points is not None for v in verdicts)  # every cell verified here
     got, top = _score(verdicts)
     assert top == float(spec.VISIBLE_POINTS) + sum(check_points(c) for c in spec.HIDDEN)
     assert got == top, [v.message for v in verdicts if v.points != v.max_points]
 
 
 @pytest.mark.parametrize("exercise,variant", [(e, v) for e in ("knn_classify", "rank_bound",
-                                                              "retrieval_metrics", "rankme")
+                                                              "retrieval_metrics", "rankme",
+                                                              "frozen_features")
                                               for v in WRONG.get(e, {})])
 def test_verifier_agrees_with_the_in_process_checks_on_wrong_answers(exercise, variant):
     spec = load(exercise)
