@@ -178,6 +178,11 @@ def _load_data(args, encoder=None):
             size = 96 if args.image_size is None else args.image_size
             train, test = (PreparedImages(x, y, prepare, size) for x, y in (train, test))
             name = f"{name}-{size}px"
+        elif args.backbone.startswith("zoo:"):
+            # the zoo's small encoders were trained on (x / 255 - MEAN) / STD (zoo.inputs.to_tensor)
+            from repeval_ref.zoo.registry import MEAN, STD
+
+            train, test = (((x - MEAN) / STD, y) for x, y in (train, test))
         return train, test, n_classes, name
     from sklearn.model_selection import train_test_split
 

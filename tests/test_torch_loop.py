@@ -174,3 +174,26 @@ def test_loop_on_an_image_folder_with_a_local_torchvision_backbone(tmp_path, mon
     assert "features: train (12, 16), test (4, 16)" in err  # 75/25 split of 16 images
     assert re.search(r"^probe accuracy: \d\.\d+$", out, re.M)
     assert "encoder state unchanged: True" in out and "chosen probe:" in out
+
+
+def test_zoo_small_encoder_gets_the_zoo_normalisation():
+    """`--backbone zoo:NAME --data fashion-mnist` feeds the small zoo encoders exactly what
+    they were trained on: ``zoo.inputs.to_tensor`` of the uint8 images (not just / 255)."""
+    import numpy as np
+    import torch
+
+    from repeval_ref import loop
+    from repeval_ref.datasets import fashion_mnist
+    from repeval_ref.zoo.inputs import to_tensor
+
+    try:
+        images, labels = fashion_mnist("test")
+    except (FileNotFoundError, OSError) as exc:  # pragma: no cover - `make data` installs it
+        pytest.skip(f"Fashion-MNIST not installed: {exc}")
+    args = loop._parse(["--backbone", "zoo:supervised_cnn", "--data", "fashion-mnist", "--limit", "50"])
+    enc = loop._build_encoder(args, None, 10, lambda *_: None)
+    _, (x, y), _, _ = loop._load_data(args, enc)
+    assert torch.equal(y, torch.from_numpy(labels[:50]))
+    torch.testing.assert_close(x, to_tensor(images[:50]), rtol=0, atol=1e-6)
+    assert abs(float(x.mean())) < 0.5  # normalised, where / 255 alone has mean ~0.29 and no negatives
+    assert float(x.min()) < 0
