@@ -325,7 +325,11 @@ def test_cluttered_garments_are_where_the_boxes_say(test_split):
     assert np.array_equal(side, boxes[:, 3] - boxes[:, 1])
     assert side.min() == 14 and side.max() == 28
     assert boxes[:, :2].min() >= 0 and boxes[:, 2:].max() <= 56
+    photo, row, col = ds.cluttered_crops("test", seed=2)   # the public view of the same draws
     lay = variants._cluttered_layout(10000, "test", 2, 56)
+    assert np.array_equal(photo, lay["photo"]) and np.array_equal(row, lay["row"])
+    assert np.array_equal(col, lay["col"]) and photo.dtype == np.int64
+    assert set(np.unique(photo)) == set(range(len(ds.BACKGROUND_PHOTOS)))
     bank = [half_resolution_by_hand(ds.background_photos()[n]) for n in ds.BACKGROUND_PHOTOS]
     for i in range(0, 10000, 41):
         background = bank[lay["photo"][i]][lay["row"][i]:lay["row"][i] + 56,
@@ -391,3 +395,14 @@ def test_variant_bad_arguments(call, exc, argname):
     with pytest.raises(exc) as excinfo:
         call()
     assert argname in str(excinfo.value) and "\n" not in str(excinfo.value)
+
+
+def test_cluttered_crops_validates_its_arguments():
+    with pytest.raises(ValueError, match="split"):
+        ds.cluttered_crops("val")
+    with pytest.raises(ValueError, match="seed"):
+        ds.cluttered_crops("test", seed=-1)
+    with pytest.raises(ValueError, match="canvas"):
+        ds.cluttered_crops("test", canvas=20)
+    a, b = ds.cluttered_crops("test", seed=3), ds.cluttered_crops("test", seed=3, canvas=60)
+    assert not np.array_equal(a[1], b[1]) or not np.array_equal(a[2], b[2])

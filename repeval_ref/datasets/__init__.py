@@ -19,7 +19,8 @@
 * :mod:`.variants` -- Fashion-MNIST under a nuisance shift (garments blended onto
   photograph crops in the manner of MNIST-M, :func:`fashion_mnist_shifted`) and in
   clutter (shrunk garments at random places on larger photograph crops, with their boxes,
-  :func:`fashion_mnist_cluttered`); :func:`resize_matrix` is their area resampling.
+  :func:`fashion_mnist_cluttered`, and where each background came from, :func:`cluttered_crops`);
+  :func:`resize_matrix` is their area resampling.
 
 The 8 x 8 ``sklearn.datasets.load_digits`` images used by the PyTorch reference loop are
 loaded by :func:`repeval_ref.torch.models.digits_images`.
@@ -70,7 +71,7 @@ from .toy import (
     synthetic_encoders,
     toy_geometry,
 )
-from .variants import fashion_mnist_cluttered, fashion_mnist_shifted, resize_matrix
+from .variants import cluttered_crops, fashion_mnist_cluttered, fashion_mnist_shifted, resize_matrix
 
 __all__ = [
     "TOY_GEOMETRIES",
@@ -96,6 +97,7 @@ __all__ = [
     "read_idx",
     "fashion_mnist_shifted",
     "fashion_mnist_cluttered",
+    "cluttered_crops",
     "resize_matrix",
     "BACKGROUND_PHOTOS",
     "background_photos",

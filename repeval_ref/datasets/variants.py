@@ -181,6 +181,39 @@ def _cluttered_layout(n, split, seed, canvas):
     return {"photo": photo, "row": row, "col": col, "side": side, "top": top, "left": left}
 
 
+def cluttered_crops(split, *, seed=0, canvas=56):
+    """Where the background of each :func:`fashion_mnist_cluttered` image was cut from.
+
+    The same draws as that function with the same ``split``, ``seed`` and ``canvas``
+    (it calls the same layout), without loading any image: a canvas's photograph and
+    the corner of its crop in the half-resolution photograph. Grouping images by
+    ``photo`` (or by part of a photograph) gives regions whose images share a
+    background, for splits and bootstraps by region.
+
+    Parameters
+    ----------
+    split : {"train", "test"}
+    seed : int
+        As in :func:`fashion_mnist_cluttered`, ``>= 0``.
+    canvas : int
+        As in :func:`fashion_mnist_cluttered`, ``>= 28``.
+
+    Returns
+    -------
+    photo : numpy.ndarray of int64, shape (N,)
+        Index into :data:`BACKGROUND_PHOTOS` (N = 60000 for ``"train"``, 10000 for ``"test"``).
+    row, col : numpy.ndarray of int64, shape (N,)
+        Top-left corner of the ``canvas x canvas`` crop in the photograph halved in
+        each direction (``background_photos()[name]`` has twice these coordinates).
+    """
+    split = _check_split(split)
+    seed = _check_seed(seed)
+    canvas = check_int(canvas, "canvas", minimum=28, maximum=min(p.shape[0] for p in _photo_bank()))
+    n = 60000 if split == "train" else 10000
+    lay = _cluttered_layout(n, split, seed, canvas)
+    return lay["photo"].copy(), lay["row"].copy(), lay["col"].copy()
+
+
 def _scaled_garments(garments, side):
     """Garments resized to ``side x side`` by area averaging, rounded (halves up) to uint8.
 
