@@ -145,9 +145,10 @@ def diffusion_spectral_entropy(X, sigma, t=1, n_sub=10000, rng=None, base=2.0):
     (:func:`repeval_ref._symeig.eigvalsh_two_stage`; the same eigenvalues as
     ``scipy.linalg.eigvalsh`` up to rounding, tested). The value is exact in that
     sense (no approximation beyond floating point). Measured at ``n_sub = 10000``,
-    ``d = 768`` on two shared cores (load average about 2): 42 s, of which the kernel
-    4.5 s (Gram matrix by ``?syrk``), the band reduction about 31 s and LAPACK's band
-    solver about 5.5 s; the one-stage route takes minutes. Not faster, measured and
+    ``d = 768`` on two shared cores (load average about 2): 35 to 45 s (the
+    benchmark's median is in ``benchmarks/results.json``); in one 42 s run the kernel
+    took 4.5 s (Gram matrix by ``?syrk``), the band reduction about 31 s and LAPACK's
+    band solver about 5.5 s; the one-stage route takes minutes. Not faster, measured and
     left: LAPACK's own ``dsyevd_2stage`` (in the OpenBLAS that numpy ships) took
     14 s at ``n = 4000`` against 3.7 s here; only the top eigenvalues plus the exact
     trace :math:`\sum_i \mu_i^t` leave a tail whose entropy share is bounded only
