@@ -151,7 +151,7 @@ def diffusion_spectral_entropy(X, sigma, t=1, n_sub=10000, rng=None, base=2.0):
     band solver about 5.5 s; the one-stage route takes minutes. Not faster, measured and
     left: LAPACK's own ``dsyevd_2stage`` (in the OpenBLAS that numpy ships) took
     14 s at ``n = 4000`` against 3.7 s here; only the top eigenvalues plus the exact
-    trace :math:`\sum_i \mu_i^t` leave a tail whose entropy share is bounded only
+    trace :math:`\\sum_i \\mu_i^t` leave a tail whose entropy share is bounded only
     loosely (at ``n = 3000``, ``t = 1``, sigma = 10 the bound's width with the top
     800 eigenvalues is still 3e-3 of the value), so that route cannot promise 1e-6.
     Memory: one ``n_sub x n_sub`` float64 matrix (800 MB at ``n_sub = 10000``),
