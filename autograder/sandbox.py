@@ -145,6 +145,9 @@ class Confinement:
         """Give ``path`` (a tree inside the sandbox) to the sandbox user."""
         if self.uid is None:
             return
+        if not os.path.isdir(path):  # one file (os.walk yields nothing for it)
+            os.chown(path, self.uid, self.uid, follow_symlinks=False)
+            return
         for dirpath, dirnames, filenames in os.walk(path):
             os.chown(dirpath, self.uid, self.uid)
             for f in filenames:
