@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 
 from autograder.build import build_notebook, notebook_path, notebook_text, solution_source
-from autograder.checks import check_points, format_findings, run_check
+from autograder.checks import check_points, run_check
 from autograder.cleanroom import verify_source
 from autograder.exercises import load
+from exercise_grading import (answer_function, assert_below_reference, assert_full_marks,
+                              assert_loses_exactly, scores)
 
 NAME = "merge_topk"
 SEEDS = (1, 77, 4242)
@@ -115,47 +117,27 @@ WRONG = {
 
 
 def _fn(source):
-    ns = {}
-    exec(compile(source, "<answer>", "exec"), ns)
-    return ns[NAME]
+    return answer_function(source, NAME)
 
 
 def _scores(fn, seed):
-    spec = load(NAME)
-    out = {}
-    for check in spec.HIDDEN:
-        findings = run_check(check, fn, seed)
-        out[check.split("/", 1)[1]] = (sum(f.points for f in findings), format_findings(check, findings, seed))
-    return out
+    return scores(NAME, fn, seed)
 
 
 @pytest.mark.parametrize("source", ["solution", "heapq", "loop"])
 def test_reference_and_honest_alternatives_score_full_marks(source):
     code = {"solution": solution_source(load(NAME)), "heapq": HONEST_HEAPQ, "loop": HONEST_LOOP}[source]
-    for seed in SEEDS:
-        for aspect, (got, report) in _scores(_fn(code), seed).items():
-            assert got == check_points(f"{NAME}/{aspect}"), report
+    assert_full_marks(NAME, code, SEEDS)
 
 
 @pytest.mark.parametrize("variant", sorted(WRONG))
 def test_each_mistake_loses_exactly_its_checks_and_is_named(variant):
     source, failing, words = WRONG[variant]
-    for seed in SEEDS[:2]:
-        reports = []
-        for aspect, (got, report) in _scores(_fn(source), seed).items():
-            if aspect in failing:
-                assert got == 0, report
-                reports.append(report)
-            else:
-                assert got == check_points(f"{NAME}/{aspect}"), report
-        assert any(words in r for r in reports), (words, reports)
+    assert_loses_exactly(NAME, source, failing, words, SEEDS[:2])
 
 
 def test_wrong_answers_score_below_the_reference():
-    spec = load(NAME)
-    top = sum(check_points(c) for c in spec.HIDDEN)
-    for source, _, _ in WRONG.values():
-        assert sum(v[0] for v in _scores(_fn(source), 5).values()) < top
+    assert_below_reference(NAME, [source for source, _, _ in WRONG.values()])
 
 
 def test_mutating_answer_loses_only_properties():
