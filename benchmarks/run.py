@@ -174,7 +174,7 @@ def row_knn(cfg, reps, tmp):
               mem / (full_matrix_mb / 10), "< 1/10 of "
               f"{c['goal_n_query']:,} x {c['n_bank']:,} x 4 B", mem < full_matrix_mb / 10,
               note="the finiteness check of the bank (a boolean copy, briefly), its row norms "
-                   "and one ~8 MB tile of similarities per worker; knn_classify makes no normalised copy of the bank "
+                   "and one ~4 MB tile of similarities per worker; knn_classify makes no normalised copy of the bank "
                    f"({c['n_bank'] * c['d'] * 4 / 1e6:.0f} MB), faiss's index holds one"),
         _line("knn", "identical predictions where faiss's top-k has no tie",
               "faiss IndexFlatIP + same vote", f"{n_diff_no_tie} differ",

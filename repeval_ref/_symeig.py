@@ -101,8 +101,10 @@ def eigvalsh_two_stage(A, bandwidth=None, overwrite_a=False):
     Parameters
     ----------
     A : numpy.ndarray of shape (n, n)
-        Symmetric (not checked: the strict upper triangle is read only inside the
-        diagonal blocks of the updates, so it must hold the same values).
+        Symmetric. Only its lower triangle and the diagonal blocks of the grid of
+        ``_ROWS`` rows (``[i, i + _ROWS)`` for ``i`` multiple of ``_ROWS``) are read,
+        so the rest of the upper triangle may hold anything (tested with NaN); the
+        diagonal blocks must be symmetric (not checked).
     bandwidth : int, optional
         Half-width ``b`` of the intermediate band (default ``_BAND``).
     overwrite_a : bool

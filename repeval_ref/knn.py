@@ -18,7 +18,7 @@ Implementation notes
   unchanged (all votes of a row are scaled by the same positive number). The nearest
   neighbour always gets weight exactly 1, so even ``tau = 1e-4`` is safe.
 * **Tiles.** The test set is processed in blocks of 512 rows (``block_size``) and the
-  bank in chunks of columns, so that one tile of similarities takes about 8 MB and
+  bank in chunks of columns, so that one tile of similarities takes about 4 MB and
   stays in the cache while it is scaled and searched; the full ``n_test x n_train``
   matrix never exists, and the memory does not grow with either bank. The tiles are
   a fixed grid (it depends only on ``block_size`` and the dtype), and each tile's
@@ -54,6 +54,7 @@ Implementation notes
 from __future__ import annotations
 
 import os
+import threading
 from collections import deque
 from itertools import islice
 from concurrent.futures import ThreadPoolExecutor
@@ -101,8 +102,10 @@ def _keep_mask(sims, k):
 def _row_norms(X):
     """Euclidean norms of the rows of ``X``, in chunks of ~16 MB (no full-size temporary).
 
-    Returns ``None`` when some row's norm cannot be trusted (zero, or a sum of squares
-    that under- or overflows: entries below about 1e-154 or above 1e154 in float64);
+    Returns ``None`` when some row's norm cannot be trusted (zero, NaN or infinite: a
+    NaN or infinite entry, or a sum of squares that under- or overflows: entries below
+    about 1e-154 or above 1e154 in float64); so a finite result also proves every entry
+    finite;
     the caller then falls back to :func:`repeval_ref._validation.unit_rows`, which
     rescales such rows first and rejects true zero rows.
     """
@@ -194,8 +197,10 @@ def _top_k_partition(sims, k):
 
 # The tiled search. One tile of similarities (query rows x bank columns) takes about
 # _TILE_BYTES, so that it stays in the cache while it is divided by the bank's norms
-# and compared with the running thresholds; _TILE_ROWS query rows make a block.
-_TILE_BYTES = 8 * 2**20
+# and compared with the running thresholds: with two workers, two tiles, their bank
+# rows and masks take about 22 MB, inside a 32 MB L3 (8 MB tiles spill out of it;
+# in one A/B run at 4,096 queries they were 2.5 % slower); _TILE_ROWS query rows make a block.
+_TILE_BYTES = 4 * 2**20
 _TILE_ROWS = 512
 #: worker threads of the tiled search: None follows the BLAS's thread count; an int
 #: forces it (tests force 2 to run the threaded path on any machine)
@@ -239,7 +244,7 @@ def _merge_hits(best_v, best_i, rows, vals, cols, k):
     best_i[sub] = np.take_along_axis(cand_i, take, axis=1)
 
 
-def _candidates(raw, norms, t, offset, mask, pending):
+def _candidates(raw, norms, t, offset, mask, pending, dense=False):
     """Append to ``pending`` the entries of a tile above each row's threshold ``t``.
 
     With ``norms`` (the tile's bank rows are not unit-length) the tile holds products
@@ -249,6 +254,12 @@ def _candidates(raw, norms, t, offset, mask, pending):
     similarity ``raw / norm`` is then computed (the division of the scaled path, so the
     same value) and compared with ``t`` exactly. ``pending`` receives (rows, values,
     training indices), row-major.
+
+    Each row's maximum is compared first, and only the rows whose maximum passes (the
+    live rows) are searched, unless ``dense``: then the whole tile is compared at once
+    (in the first tiles nearly every row is live, and the row maxima would be one more
+    pass over the tile). Returns the number of live rows, from which the caller
+    chooses ``dense`` for the next tile (thresholds only rise, so the number falls).
     """
     if norms is None:
         bound = t
@@ -257,21 +268,30 @@ def _candidates(raw, norms, t, offset, mask, pending):
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
             bound = np.where(t > 0, t * norms.min() * (1 - eps), t * norms.max() * (1 + eps))
         bound = bound.astype(raw.dtype)
-    # Rows whose largest entry does not pass have no candidate: one reduction per row
-    # (no mask written) settles most rows once the thresholds have risen.
-    live = np.flatnonzero(raw.max(axis=1) > bound)
-    if live.size == 0:
-        return
-    w = raw.shape[1]
-    if live.size == raw.shape[0]:
+    m, w = raw.shape
+    if dense:
+        n_live = None
+    else:
+        # Rows whose largest entry does not pass have no candidate: one reduction per
+        # row (no mask written) settles most rows once the thresholds have risen.
+        live = np.flatnonzero(raw.max(axis=1) > bound)
+        n_live = live.size
+        if n_live == 0:
+            return 0
+    # Many live rows: compare the whole tile (no entry of a settled row can pass, so
+    # they add nothing); copying the live rows out would cost more than comparing the
+    # others. Few live rows: compare a copy of just those.
+    if dense or 8 * n_live >= m:
         np.greater(raw, bound[:, None], out=mask)
         hit = np.flatnonzero(mask)
         rows = hit // w
         cols = hit - rows * w
         vals = raw.ravel()[hit]
+        if n_live is None:
+            n_live = int(np.count_nonzero(np.bincount(rows, minlength=m)))
     else:
         sub = raw[live]
-        part = mask[:live.size]
+        part = mask[:n_live]
         np.greater(sub, bound[live][:, None], out=part)
         hit = np.flatnonzero(part)
         rows = hit // w
@@ -284,9 +304,10 @@ def _candidates(raw, norms, t, offset, mask, pending):
         rows, vals, cols = rows[keep], vals[keep], cols[keep]
     if rows.size:
         pending.append((rows, vals, cols + offset))
+    return n_live
 
 
-def _block_neighbours(queries, bank, norms, k, width, offset=0):
+def _block_neighbours(queries, bank, norms, k, width, offset=0, scratch=None):
     """The ``k`` nearest bank rows of each query, over tiles of ``width`` bank rows.
 
     If the first tile is wider than ``k``, its ``k`` best come from :func:`_top_k`;
@@ -314,6 +335,10 @@ def _block_neighbours(queries, bank, norms, k, width, offset=0):
         Bank rows per tile.
     offset : int
         Training index of ``bank[0]``.
+    scratch : dict, optional
+        Buffers kept from an earlier call on the same thread (``"tile"``, ``"mask"``),
+        reused when large enough: a fresh multi-megabyte buffer costs its page faults
+        every time (on a kernel that backs it with huge pages, several ms per tile).
 
     Returns
     -------
@@ -325,11 +350,17 @@ def _block_neighbours(queries, bank, norms, k, width, offset=0):
         entries of similarity ``-inf`` (index ``offset + n``).
     """
     m, n = queries.shape[0], bank.shape[0]
-    buf = np.empty(m * min(width, n), dtype=queries.dtype)
-    mask = np.empty(buf.size, dtype=bool)
+    size = m * min(width, n)
+    scratch = {} if scratch is None else scratch
+    buf = scratch.get("tile")
+    if buf is None or buf.size < size or buf.dtype != queries.dtype:
+        buf = scratch["tile"] = np.empty(size, dtype=queries.dtype)
+        scratch["mask"] = np.empty(size, dtype=bool)
+    mask = scratch["mask"]
     best_v = np.full((m, k), -np.inf, dtype=queries.dtype)
     best_i = np.full((m, k), offset + n, dtype=np.intp)
     pending = []
+    dense = True
     for c0 in range(0, n, width):
         c1 = min(n, c0 + width)
         w = c1 - c0
@@ -346,7 +377,9 @@ def _block_neighbours(queries, bank, norms, k, width, offset=0):
             best_v = np.take_along_axis(vals, order, axis=1)
             best_i = np.take_along_axis(cols, order, axis=1) + offset
             continue
-        _candidates(tile, scale, best_v[:, k - 1], c0 + offset, mask[:m * w].reshape(m, w), pending)
+        n_live = _candidates(tile, scale, best_v[:, k - 1], c0 + offset,
+                             mask[:m * w].reshape(m, w), pending, dense)
+        dense = 2 * n_live >= m  # most rows still live: skip the row maxima next time
         # Candidates wait until there are about as many as queries: merging less often
         # is cheaper, and a threshold that rises later only lets a few more entries in.
         if pending and (sum(p[0].size for p in pending) >= m or c1 == n):
@@ -378,7 +411,7 @@ def knn_classify(train_h, train_y, test_h,  # bank, its labels, queries
     n_classes : int
         Number of classes ``K >= 1``; predictions lie in ``0 .. K - 1``.
     block_size : int, optional
-        Test rows per block (default 512); a tile of similarities holds about 8 MB, so
+        Test rows per block (default 512); a tile of similarities holds about 4 MB, so
         its number of bank columns follows from it. The predictions do not depend on
         it, except through the last-bit rounding of the similarity products (see Notes).
     dtype : {numpy.float64, numpy.float32}
@@ -452,7 +485,9 @@ def _neighbour_blocks(train_h, train_y, test_h, n_classes, block_size, dtype, k)
         raise TypeError(f"dtype must be float32 or float64, got {dtype!r}") from exc
     if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise TypeError(f"dtype must be float32 or float64, got {dtype}")
-    train_h = as_float_array(train_h, "train_h", dtype=dtype)
+    # The bank's NaN/inf check comes from its row norms below (a norm is finite only
+    # if every entry of its row is), which saves a pass over the largest input.
+    train_h = as_float_array(train_h, "train_h", dtype=dtype, allow_nonfinite=True)
     test_h = as_float_array(test_h, "test_h", dtype=dtype)
     if test_h.shape[1] != train_h.shape[1]:
         raise ValueError(
@@ -464,8 +499,10 @@ def _neighbour_blocks(train_h, train_y, test_h, n_classes, block_size, dtype, k)
         block_size = check_int(block_size, "block_size", minimum=1)
 
     bank_norms = _row_norms(train_h)
-    if bank_norms is None:  # extreme magnitudes or a zero row: normalise a copy instead
-        train_h = unit_rows(train_h, "train_h")
+    if bank_norms is None:  # non-finite entries, extreme magnitudes or a zero row
+        if not np.all(np.isfinite(train_h)):
+            raise ValueError("train_h contains NaN or infinite values")
+        train_h = unit_rows(train_h, "train_h")  # normalise a copy instead
     queries = unit_rows(test_h, "test_h")
     n_train, n_test = train_h.shape[0], queries.shape[0]
     if block_size is None:
@@ -481,10 +518,15 @@ def _neighbour_blocks(train_h, train_y, test_h, n_classes, block_size, dtype, k)
     edges = [width * (n_tiles * j // n_seg) for j in range(n_seg)] + [n_train]
     units = [(start, lo, hi) for start in starts for lo, hi in zip(edges[:-1], edges[1:])]
 
+    per_thread = threading.local()  # each worker's tile and mask, reused across units
+
     def search(unit):
         start, lo, hi = unit
+        if not hasattr(per_thread, "scratch"):
+            per_thread.scratch = {}
         return _block_neighbours(queries[start:start + block_size], train_h[lo:hi],
-                                 None if bank_norms is None else bank_norms[lo:hi], k, width, lo)
+                                 None if bank_norms is None else bank_norms[lo:hi], k, width, lo,
+                                 scratch=per_thread.scratch)
 
     def blocks():
         from threadpoolctl import threadpool_limits

@@ -13,6 +13,8 @@ start from pairwise relations between samples, an N x N object; here
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ._streaming import accumulate_moments, is_batch_iterator, iter_batches
@@ -139,23 +141,29 @@ def diffusion_spectral_entropy(X, sigma, t=1, n_sub=10000, rng=None, base=2.0):
     small ``sigma`` makes :math:`P \\approx I` and the entropy close to
     :math:`\\log_b n`. Larger ``t`` damps small eigenvalues (noise). Expanding the
     kernel for unit-norm rows links DSE to Self-Cluster (002, section 3.2). Time
-    :math:`O(n_{sub}^2 d + n_{sub}^3)`: the squared distances come from one matrix
-    product of the centred subsample, and above ``_DENSE_MAX`` rows the eigenvalues
-    from a reduction to a band by level-3 products followed by LAPACK's band solver
+    :math:`O(n_{sub}^2 d + n_{sub}^3)`: the squared distances come from products of the
+    centred subsample, one triangle of the kernel is built by row blocks on worker
+    threads, and above ``_DENSE_MAX`` rows the eigenvalues come from a reduction to a
+    band by level-3 products followed by LAPACK's band solver
     (:func:`repeval_ref._symeig.eigvalsh_two_stage`; the same eigenvalues as
     ``scipy.linalg.eigvalsh`` up to rounding, tested). The value is exact in that
     sense (no approximation beyond floating point). Measured at ``n_sub = 10000``,
-    ``d = 768`` on two shared cores (load average about 2): 35 to 45 s (the
-    benchmark's median is in ``benchmarks/results.json``); in one 42 s run the kernel
-    took 4.5 s (Gram matrix by ``?syrk``), the band reduction about 31 s and LAPACK's
-    band solver about 5.5 s; the one-stage route takes minutes. Not faster, measured and
-    left: LAPACK's own ``dsyevd_2stage`` (in the OpenBLAS that numpy ships) took
-    14 s at ``n = 4000`` against 3.7 s here; only the top eigenvalues plus the exact
-    trace :math:`\\sum_i \\mu_i^t` leave a tail whose entropy share is bounded only
+    ``d = 768`` on two cores: about 24 s on a quiet machine (the benchmark's median is
+    in ``benchmarks/results.json``): the kernel about 1 s, the band reduction about
+    17-20 s and LAPACK's band solver about 5.5 s; the one-stage route takes minutes.
+    The kernel went from 4 s to 1 s by filling one triangle on two threads in memory
+    mapped without transparent huge pages (see :func:`_fresh_matrix`). Not faster,
+    measured and left: LAPACK's own ``dsyevd_2stage`` (in the OpenBLAS that numpy
+    ships) took 14 s at ``n = 4000`` against 3.7 s here; MKL's ``dsyevd`` (through
+    ``torch.linalg.eigvalsh``) 3.4 s against 2.5 s at ``n = 4000``; band half-widths
+    of 64 and 96 (within the noise of 48); BLAS ``?symm``/``?syr2k`` on the trailing
+    matrix (twice as slow as the blocked products); only the top eigenvalues plus the
+    exact trace :math:`\sum_i \mu_i^t` leave a tail whose entropy share is bounded only
     loosely (at ``n = 3000``, ``t = 1``, sigma = 10 the bound's width with the top
     800 eigenvalues is still 3e-3 of the value), so that route cannot promise 1e-6.
-    Memory: one ``n_sub x n_sub`` float64 matrix (800 MB at ``n_sub = 10000``),
-    worked on in place, plus the subsample.
+    Memory: one ``n_sub x n_sub`` float64 matrix (800 MB at ``n_sub = 10000``; only
+    its lower triangle and diagonal blocks are written), worked on in place, plus the
+    subsample.
 
     Not centred (distances are translation invariant anyway). Seed 002, section 3.2.
 
@@ -196,51 +204,112 @@ def diffusion_spectral_entropy(X, sigma, t=1, n_sub=10000, rng=None, base=2.0):
     return float(-(p * np.log(p)).sum() / np.log(base))
 
 
-def _syrk(Xc):
-    """``Xc @ Xc.T`` in its lower triangle (Fortran order; the strict upper one is unset)."""
-    import scipy.linalg.blas
+def _fresh_matrix(n):
+    """An uninitialised C-ordered ``n x n`` float64 array in private anonymous memory.
 
-    Xf = np.asfortranarray(Xc, dtype=np.float64)
-    return scipy.linalg.blas.dsyrk(1.0, Xf, lower=1)
-
-
-def _normalised_kernel_eigvals(Xs, sigma, block=512):
-    """Eigenvalues of ``D^{-1/2} G D^{-1/2}`` for the Gaussian kernel ``G`` of the rows of ``Xs``.
-
-    One ``n x n`` float64 buffer, filled and transformed in place: the squared
-    distances ``|x_i|^2 + |x_j|^2 - 2 x_i^T x_j`` of the centred rows (centring keeps
-    the cancellation small; distances do not change), whose products ``x_i^T x_j``
-    come from BLAS ``?syrk`` (one triangle, half the flops of ``Xc @ Xc.T``) and are
-    mirrored block by block, so the matrix is exactly symmetric, with a zero diagonal;
-    then the kernel and its normalisation.
+    Not ``np.empty``: numpy asks the kernel for transparent huge pages for large
+    arrays, and where the kernel then compacts memory on each fault (THP ``defrag``
+    set to ``madvise``, as on the project's machines), the first touch of 800 MB takes
+    about 2 s; in 4 kB pages it takes about 0.3 s, and the reduction that follows runs
+    as fast (measured on the benchmark's size).
     """
-    import scipy.linalg
+    import mmap
+
+    nbytes = max(8 * n * n, 1)
+    try:
+        buf = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    except (AttributeError, OSError, ValueError):  # pragma: no cover - not a POSIX mmap
+        return np.empty((n, n))
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):
+        buf.madvise(mmap.MADV_NOHUGEPAGE)
+    return np.frombuffer(buf, dtype=np.float64, count=n * n).reshape(n, n)
+
+
+def _kernel_lower(Xs, sigma):
+    """``D^{-1/2} G D^{-1/2}`` for the Gaussian kernel ``G`` of the rows of ``Xs``, one triangle.
+
+    Row blocks of :data:`repeval_ref._symeig._ROWS` rows, on the grid that the band
+    reduction reads, are filled by as many worker threads as the BLAS has threads (each
+    with a one-thread BLAS): block ``[r0, r1)`` gets its columns ``0 .. r1 - 1``, i.e.
+    the lower triangle and the diagonal block in full, from one product of the centred
+    rows (centring keeps the cancellation in ``|x_i|^2 + |x_j|^2 - 2 x_i^T x_j`` small;
+    distances do not change), then the kernel in place. The strict upper triangle
+    outside the diagonal blocks is never written: every entry stands for its mirror
+    image, so the operator is exactly symmetric, and each diagonal block is made
+    exactly symmetric from its lower triangle. Row sums add each block's rows and, for
+    the rows above it, its columns.
+
+    Returns
+    -------
+    numpy.ndarray of shape (n, n)
+        Valid in the lower triangle and in the diagonal blocks of the grid.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_limits
+
+    from ._symeig import _ROWS
+    from .knn import _blas_threads
 
     Xc = Xs - Xs.mean(axis=0)
     sq = np.einsum("ij,ij->i", Xc, Xc)
     n = Xc.shape[0]
-    # the Gram matrix by BLAS ?syrk (half the flops of a full product): it fills the
-    # lower triangle of a Fortran-ordered array, which is the upper triangle of its
-    # C-ordered transpose
-    G = _syrk(Xc).T
-    del Xc
-    for r0 in range(0, n, block):
-        r1 = min(n, r0 + block)
-        G[r1:, r0:r1] = G[r0:r1, r1:].T
-        diag = G[r0:r1, r0:r1]
-        diag[...] = np.triu(diag) + np.triu(diag, 1).T
-    G *= -2.0
-    G += sq[:, None]
-    G += sq[None, :]
-    np.maximum(G, 0.0, out=G)
-    np.fill_diagonal(G, 0.0)
-    G *= -1.0 / (2.0 * sigma * sigma)
-    np.exp(G, out=G)
-    inv_root = 1.0 / np.sqrt(G.sum(axis=1))  # row sums >= 1 (diagonal is 1)
-    G *= inv_root[:, None]
-    G *= inv_root[None, :]
-    if n <= _DENSE_MAX:
-        # G is symmetric, so G.T is the same matrix in Fortran order: LAPACK works on
-        # it in place, without a copy
-        return scipy.linalg.eigvalsh(G.T, overwrite_a=True, check_finite=False)
+    G = _fresh_matrix(n)
+    blocks = [(r0, min(n, r0 + _ROWS)) for r0 in range(0, n, _ROWS)]
+    # long blocks (near the bottom) first, so that the workers finish together
+    blocks.reverse()
+    scale = -1.0 / (2.0 * sigma * sigma)
+
+    def symmetric_diagonal(g, r0, r1):
+        d = g[:, r0:r1]
+        d[...] = np.tril(d) + np.tril(d, -1).T
+
+    def fill(block):
+        r0, r1 = block
+        g = G[r0:r1, :r1]
+        np.matmul(Xc[r0:r1], Xc[:r1].T, out=g)
+        symmetric_diagonal(g, r0, r1)
+        g *= -2.0
+        g += sq[r0:r1, None]
+        g += sq[None, :r1]
+        np.maximum(g, 0.0, out=g)
+        i = np.arange(r1 - r0)
+        g[i, r0 + i] = 0.0
+        g *= scale
+        np.exp(g, out=g)
+        symmetric_diagonal(g, r0, r1)  # the two sums of squares were added in either order
+        return g.sum(axis=1), g[:, :r0].sum(axis=0)
+
+    def normalise(block):
+        r0, r1 = block
+        g = G[r0:r1, :r1]
+        g *= inv_root[r0:r1, None]
+        g *= inv_root[None, :r1]
+        symmetric_diagonal(g, r0, r1)
+
+    workers = max(1, min(_blas_threads(), os.cpu_count() or 1))
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
+        sums = list(pool.map(fill, blocks))
+        row_sums = np.zeros(n)
+        for (r0, r1), (own, above) in zip(blocks, sums):
+            row_sums[r0:r1] += own
+            row_sums[:r0] += above
+        inv_root = 1.0 / np.sqrt(row_sums)  # row sums >= 1 (the diagonal is 1)
+        list(pool.map(normalise, blocks))
+    return G
+
+
+def _normalised_kernel_eigvals(Xs, sigma):
+    """Eigenvalues of ``D^{-1/2} G D^{-1/2}`` for the Gaussian kernel ``G`` of the rows of ``Xs``.
+
+    The matrix is built in one ``n x n`` float64 buffer (:func:`_kernel_lower`, one
+    triangle) and its eigenvalues computed in place.
+    """
+    import scipy.linalg
+
+    G = _kernel_lower(Xs, sigma)
+    if G.shape[0] <= _DENSE_MAX:
+        # G.T is the same buffer in Fortran order, whose upper triangle is G's lower one:
+        # LAPACK works on it in place, without a copy
+        return scipy.linalg.eigvalsh(G.T, lower=False, overwrite_a=True, check_finite=False)
     return eigvalsh_two_stage(G, overwrite_a=True)

@@ -74,27 +74,62 @@ def test_edge_cases_against_the_dense_route(monkeypatch, dense_max):
     assert big == pytest.approx(dense_route(X, 1e5), rel=1e-6)
 
 
-def test_kernel_buffer_is_symmetric_and_exact():
-    """The dsyrk Gram matrix, mirrored block by block, matches pdist's kernel and is symmetric."""
-    rng = np.random.default_rng(12)
-    X = rng.normal(size=(1100, 9)) + 2.0  # > one mirroring block of 512 rows
-    seen = {}
+@pytest.mark.parametrize("n", [1100, 256, 257, 7])
+def test_kernel_buffer_holds_the_exact_lower_triangle(n):
+    """The one-triangle kernel (row blocks of _ROWS rows, lower triangle and diagonal
+    blocks in full) matches pdist's normalised kernel there, and every diagonal block
+    is exactly symmetric; the upper triangle outside them is never read."""
+    from repeval_ref._symeig import _ROWS
 
-    def capture(G, overwrite_a=False):
-        seen["G"] = G.copy()
-        return scipy.linalg.eigvalsh(G)
-
-    mp = pytest.MonkeyPatch()
-    mp.setattr(rel, "_DENSE_MAX", 10)
-    mp.setattr(rel, "eigvalsh_two_stage", capture)
-    try:
-        rel._normalised_kernel_eigvals(X, 2.0)
-    finally:
-        mp.undo()
-    S = seen["G"]
-    # symmetric up to rounding: (g + s_i) + s_j and (g + s_j) + s_i, and d_i d_j, round
-    # differently; exp scales that by the exponent (about 10 here)
-    np.testing.assert_allclose(S, S.T, rtol=1e-13, atol=0)
+    rng = np.random.default_rng(12 + n)
+    X = rng.normal(size=(n, 9)) + 2.0
+    S = np.array(rel._kernel_lower(X, 2.0))
     G = np.exp(-squareform(pdist(X, "sqeuclidean")) / 8.0)
     d = 1 / np.sqrt(G.sum(axis=1))
-    np.testing.assert_allclose(S, G * d[:, None] * d[None, :], rtol=1e-10, atol=1e-14)
+    want = G * d[:, None] * d[None, :]
+    i, j = np.tril_indices(n)
+    np.testing.assert_allclose(S[i, j], want[i, j], rtol=1e-10, atol=1e-14)
+    for r0 in range(0, n, _ROWS):
+        blk = S[r0:r0 + _ROWS, r0:r0 + _ROWS]
+        assert np.array_equal(blk, blk.T)
+        np.testing.assert_allclose(blk, want[r0:r0 + _ROWS, r0:r0 + _ROWS], rtol=1e-10, atol=1e-14)
+
+
+def test_kernel_eigenvalues_ignore_the_unwritten_triangle(monkeypatch):
+    """Both eigenvalue routes read only what the kernel writes: NaN in the rest of the
+    upper triangle changes nothing."""
+    from repeval_ref._symeig import _ROWS
+
+    rng = np.random.default_rng(13)
+    X = rng.normal(size=(700, 5))
+    real = rel._kernel_lower
+
+    def poisoned(Xs, sigma):
+        S = real(Xs, sigma)
+        upper = np.triu(np.ones(S.shape, dtype=bool), 1)
+        for r0 in range(0, S.shape[0], _ROWS):
+            upper[r0:r0 + _ROWS, r0:r0 + _ROWS] = False
+        S[upper] = np.nan
+        return S
+
+    want = np.sort(rel._normalised_kernel_eigvals(X, 1.5))
+    monkeypatch.setattr(rel, "_kernel_lower", poisoned)
+    for dense_max in (10, 2000):  # band route, then LAPACK's one-stage route
+        monkeypatch.setattr(rel, "_DENSE_MAX", dense_max)
+        got = rel._normalised_kernel_eigvals(X, 1.5)
+        assert np.all(np.isfinite(got))
+        np.testing.assert_allclose(np.sort(got), want, atol=1e-12)
+
+
+@pytest.mark.parametrize("n", [1, 3, 600])
+def test_fresh_matrix_is_a_writable_c_ordered_float64_buffer(n):
+    """The kernel's buffer (private anonymous memory, no huge pages) behaves like
+    np.empty((n, n)): C-contiguous, writable, float64, and it can be worked on in place
+    by the band reduction."""
+    G = rel._fresh_matrix(n)
+    assert G.shape == (n, n) and G.dtype == np.float64 and G.flags.c_contiguous and G.flags.writeable
+    rng = np.random.default_rng(n)
+    M = rng.normal(size=(n, n))
+    G[...] = M + M.T
+    want = scipy.linalg.eigvalsh(M + M.T)
+    np.testing.assert_allclose(rel.eigvalsh_two_stage(G, overwrite_a=True), want, atol=1e-10)

@@ -162,3 +162,60 @@ def test_unscaled_prefilter_loses_nothing_under_rounding(small_tiles, dtype):
             want = cols.reshape(-1, 25)
             np.testing.assert_array_equal(np.sort(c, axis=1), want)
             np.testing.assert_array_equal(np.sort(v, axis=1), np.sort(sims[rows, cols].reshape(-1, 25), axis=1))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_bank_entry_is_rejected_from_the_norms(bad):
+    """The bank's NaN/inf check rides on its row norms: a bad entry anywhere, in float32
+    or float64, still raises ValueError naming train_h."""
+    rng = np.random.default_rng(3)
+    for dtype in (np.float32, np.float64):
+        train = rng.normal(size=(57, 6))
+        train[41, 4] = bad
+        with pytest.raises(ValueError, match="train_h contains NaN or infinite"):
+            knn_classify(train, rng.integers(0, 3, 57), rng.normal(size=(5, 6)), 4, 0.1, 3,
+                         dtype=dtype)
+
+
+def test_finite_bank_whose_squares_overflow_is_searched(small_tiles):
+    """Entries near 1e30 overflow x**2 in float32 (the norms are inf) but are finite:
+    the bank is normalised by the fallback instead, with the predictions of a bank
+    scaled down by the same positive factor (cosines do not change)."""
+    rng = np.random.default_rng(4)
+    small_tiles(4 * 3 * 10, 2)
+    train = rng.normal(size=(90, 5))
+    y = rng.integers(0, 4, 90)
+    test = rng.normal(size=(13, 5))
+    big = (train * 1e30).astype(np.float32)
+    with np.errstate(over="ignore"):
+        assert np.all(np.isfinite(big)) and not np.all(np.isfinite(np.linalg.norm(big, axis=1)))
+    expected = knn_classify(train, y, test, 7, 0.2, 4)
+    assert np.array_equal(knn_classify(big, y, test, 7, 0.2, 4, dtype=np.float32), expected)
+
+
+def test_worker_buffers_are_reused_and_results_unchanged(small_tiles, monkeypatch):
+    """Each worker keeps one tile buffer across the units it searches (a fresh
+    multi-megabyte buffer costs page faults); units of different widths share it and
+    the neighbours are still those of a full sort."""
+    rng = np.random.default_rng(5)
+    small_tiles(8 * 8 * 9, 2)  # block_size 8: tiles of 9 bank rows
+    train = rng.normal(size=(203, 8))
+    test = rng.normal(size=(41, 8))
+    y = rng.integers(0, 5, 203)
+    seen = []
+    real = knn_mod._block_neighbours
+
+    def spy(*args, scratch=None, **kw):
+        out = real(*args, scratch=scratch, **kw)
+        seen.append((id(scratch), scratch["tile"].ctypes.data))
+        return out
+
+    monkeypatch.setattr(knn_mod, "_block_neighbours", spy)
+    pred = knn_classify(train, y, test, 6, 0.1, 5, block_size=8)
+    nbrs, sims = full_sort_neighbours(train, test, 6)
+    assert np.array_equal(pred, literal_vote(nbrs, sims, y, 0.1, 5))
+    per_scratch = {}
+    for sid, addr in seen:
+        per_scratch.setdefault(sid, set()).add(addr)
+    assert len(seen) > len(per_scratch) >= 1  # several units per worker buffer
+    assert all(len(a) == 1 for a in per_scratch.values())  # one allocation each
