@@ -158,7 +158,7 @@ def diffusion_spectral_entropy(X, sigma, t=1, n_sub=10000, rng=None, base=2.0):
     ``torch.linalg.eigvalsh``) 3.4 s against 2.5 s at ``n = 4000``; band half-widths
     of 64 and 96 (within the noise of 48); BLAS ``?symm``/``?syr2k`` on the trailing
     matrix (twice as slow as the blocked products); only the top eigenvalues plus the
-    exact trace :math:`\sum_i \mu_i^t` leave a tail whose entropy share is bounded only
+    exact trace :math:`\\sum_i \\mu_i^t` leave a tail whose entropy share is bounded only
     loosely (at ``n = 3000``, ``t = 1``, sigma = 10 the bound's width with the top
     800 eigenvalues is still 3e-3 of the value), so that route cannot promise 1e-6.
     Memory: one ``n_sub x n_sub`` float64 matrix (800 MB at ``n_sub = 10000``; only
