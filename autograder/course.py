@@ -85,6 +85,15 @@ def _check_workers(workers):
     return int(workers)
 
 
+def _verify_one(exercise, nb, seed, limits):
+    """Clean-room verdicts of one notebook (module level, so that a worker process of
+    :meth:`Course.verify` can run it from plain, picklable arguments)."""
+    from .cleanroom import verify_notebook
+    from .exercises import load
+
+    return verify_notebook(load(exercise), nb, seed, limits)
+
+
 def run_nbgrader(root, *args, timeout=None, env_extra=None, log=None):
     """Run ``python -m nbgrader <args>`` on course directory ``root``; return the process."""
     cmd = [sys.executable, "-m", "nbgrader", *map(str, args),
@@ -830,25 +839,33 @@ class Course:
         """Grade every answer in the clean room (:mod:`autograder.cleanroom`) and record
         its scores in the gradebook over nbgrader's in-kernel ones; a notebook where the
         two differ gets a line in ``grading_issues.csv``. Returns the verdicts by key.
-        ``workers`` is accepted for symmetry and ignored: the notebooks are verified one at
-        a time (see below)."""
+
+        With ``workers > 1`` the notebooks are verified by that many worker processes
+        (not threads: the checks swap ``sys.stdout`` and the warnings filters while they
+        run, process-wide state that two threads of checks would corrupt; a benchmark
+        lost its own output that way). The verdicts do not depend on the number of
+        workers (tested). The answers' own work runs in the clean-room children either way.
+        """
         from nbgrader.api import Gradebook, MissingEntry
 
-        from .cleanroom import likely_cause, verify_notebook
-        from .exercises import all_specs
+        from .cleanroom import likely_cause
+        from .exercises import EXERCISES
 
-        specs = {s.NAME: s for s in all_specs()}
+        workers = _check_workers(workers)
         limits = {"call_s": max(1.0, 0.8 * self.timeout), "start_s": float(self.timeout)}
-        keys = [k for k in sorted(answers) if k[2] in specs]
+        keys = [k for k in sorted(answers) if k[2] in EXERCISES]
+        if workers == 1 or len(keys) < 2:
+            verdicts = {key: _verify_one(key[2], answers[key], seed, limits) for key in keys}
+        else:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
 
-        def one(key):
-            return verify_notebook(specs[key[2]], answers[key], seed, limits)
-
-        # one notebook at a time: the checks swap sys.stdout and the warnings filters
-        # while they run (process-wide state), so two threads of checks would corrupt them
-        # (a benchmark lost its own output that way); the answers' own work is in the
-        # clean-room children
-        verdicts = {key: one(key) for key in keys}
+            # spawned, not forked: the grader may hold threads (and their locks) here
+            with ProcessPoolExecutor(max_workers=min(workers, len(keys)),
+                                     mp_context=multiprocessing.get_context("spawn")) as pool:
+                futures = {key: pool.submit(_verify_one, key[2], answers[key], seed, limits)
+                           for key in keys}
+                verdicts = {key: futures[key].result() for key in keys}
         policy = self.term().get("late_policy", "mark")
         with Gradebook(self.shared_db_url()) as gb:
             for (student, assignment, notebook), cells in verdicts.items():
