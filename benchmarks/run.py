@@ -571,9 +571,14 @@ def _class_lines(c, S, res, t1):
         _line("autograder", f"{n} students with {w} workers", f"{n} students serially (one at a time)",
               _fmt_s(tp), _fmt_s(ts), ts / tp, f">= 1.6x with {w} workers on {cores} cores",
               ts / tp >= 1.6,
-              note=f"{reps_note}; this machine has {cores} logical cores and a notebook's kernel "
-                   "runs mostly on one core, so the speed-up is bounded by the cores, less "
-                   "each process's own nbgrader start-up; peak resident memory of the whole "
+              note=f"{reps_note}; this machine has {cores} logical cores"
+                   + (f"; a speed-up above {cores} means that the serial run left the cores partly "
+                      "idle (a student's grading waits on nbgrader's, the kernels' and the clean "
+                      "room's start-ups, which a second worker fills) or ran under more load"
+                      if ts / tp > cores else
+                      "; a notebook's kernel runs mostly on one core, so the speed-up is bounded by "
+                      "the cores, less each process's own nbgrader start-up")
+                   + "; peak resident memory of the whole "
                    f"process tree (summed, sampled every 0.25 s) {_fmt_mb(tree['class_workers'])} "
                    f"with {w} workers vs {_fmt_mb(tree['class_serial'])} serially"),
         _line("autograder", f"grades, {n} students with {w} workers", "serially",
