@@ -865,7 +865,17 @@ class Course:
                                      mp_context=multiprocessing.get_context("spawn")) as pool:
                 futures = {key: pool.submit(_verify_one, key[2], answers[key], seed, limits)
                            for key in keys}
-                verdicts = {key: futures[key].result() for key in keys}
+                verdicts, lost = {}, []
+                for key in keys:
+                    try:
+                        verdicts[key] = futures[key].result()
+                    except Exception as exc:  # a worker died (the pool is then broken)
+                        lost.append((key, exc))
+            for key, exc in lost:  # verified again here, one at a time
+                self.log(f"clean-room worker failed on {'/'.join(key)} "
+                         f"({type(exc).__name__}: {exc}); verified in the grader's process")
+                verdicts[key] = _verify_one(key[2], answers[key], seed, limits)
+            verdicts = {key: verdicts[key] for key in keys}
         policy = self.term().get("late_policy", "mark")
         with Gradebook(self.shared_db_url()) as gb:
             for (student, assignment, notebook), cells in verdicts.items():

@@ -84,7 +84,15 @@ def _grades(course):
 
 
 @pytest.fixture(scope="module")
-def three_ways(collected):
+def ungraded(collected):
+    """A copy of the collected course made before any grading (for the broken pool)."""
+    base, serial = collected
+    shutil.copytree(serial.root, base / "broken")
+    return base / "broken"
+
+
+@pytest.fixture(scope="module")
+def three_ways(collected, ungraded):
     from distributed import LocalCluster
 
     base, serial = collected
@@ -130,3 +138,39 @@ def test_scheduler_must_be_an_address(tmp_path):
     for bad in ("", "   ", 8786):
         with pytest.raises(ValueError, match="scheduler"):
             course.autograde(seed=1, scheduler=bad)
+
+
+class _BrokenPool:
+    """Stands in for ProcessPoolExecutor: every task fails as if its worker had died."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def submit(self, *args, **kwargs):
+        from concurrent.futures import Future
+        from concurrent.futures.process import BrokenProcessPool
+
+        fut = Future()
+        fut.set_exception(BrokenProcessPool("a worker died"))
+        return fut
+
+
+def test_a_broken_verifier_pool_falls_back_to_the_same_grades(ungraded, three_ways, monkeypatch):
+    """If the clean-room worker processes die, each notebook is verified again in the
+    grader's process, with a line in the log, and the grades are those of a serial run."""
+    import concurrent.futures
+
+    serial = three_ways[0]
+    messages = []
+    broken = Course(ungraded, repo=serial.repo, timeout=TIMEOUT, log=messages.append)
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", _BrokenPool)
+    assert broken.autograde(seed=SEED, workers=2) == SEED
+    assert _grades(broken) == _grades(serial)
+    failed = [m for m in messages if "clean-room worker failed" in m]
+    assert len(failed) == 4 and all("BrokenProcessPool" in m for m in failed)
