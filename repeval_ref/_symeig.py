@@ -25,7 +25,6 @@ machine, where a multi-threaded BLAS call waits for its slowest thread.
 """
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -133,9 +132,9 @@ def eigvalsh_two_stage(A, bandwidth=None, overwrite_a=False):
     b = min(b, max(n - 1, 1))
     from threadpoolctl import threadpool_limits
 
-    from .knn import _blas_threads
+    from .knn import _pool_size
 
-    workers = max(1, min(_blas_threads(), os.cpu_count() or 1))
+    workers = _pool_size()
     with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
         for j in range(0, max(n - b - 1, 0), b):
             _reduce_panel(A, j, b, pool, workers)

@@ -218,6 +218,11 @@ def _blas_threads():
     return max(counts) if counts else 1
 
 
+def _pool_size():
+    """Worker threads for a tiled computation: the BLAS's threads, at most the cores."""
+    return max(1, min(_blas_threads(), os.cpu_count() or 1))
+
+
 def _merge_hits(best_v, best_i, rows, vals, cols, k):
     """Fold new candidates into the running top-``k`` lists, in place.
 
@@ -510,8 +515,7 @@ def _neighbour_blocks(train_h, train_y, test_h, n_classes, block_size, dtype, k)
     k = min(k, n_train)
     width = max(1, _TILE_BYTES // (dtype.itemsize * block_size))
     n_tiles = -(-n_train // width)
-    workers = _WORKERS if _WORKERS is not None else min(_blas_threads(), os.cpu_count() or 1)
-    workers = max(1, int(workers))
+    workers = max(1, int(_WORKERS)) if _WORKERS is not None else _pool_size()
     starts = list(range(0, n_test, block_size))
     # Fewer blocks than workers: each block's bank is cut into stretches of whole tiles.
     n_seg = max(1, min(n_tiles, workers // len(starts)))

@@ -13,8 +13,6 @@ start from pairwise relations between samples, an N x N object; here
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from ._streaming import accumulate_moments, is_batch_iterator, iter_batches
@@ -249,7 +247,7 @@ def _kernel_lower(Xs, sigma):
     from threadpoolctl import threadpool_limits
 
     from ._symeig import _ROWS
-    from .knn import _blas_threads
+    from .knn import _pool_size
 
     Xc = Xs - Xs.mean(axis=0)
     sq = np.einsum("ij,ij->i", Xc, Xc)
@@ -268,7 +266,6 @@ def _kernel_lower(Xs, sigma):
         r0, r1 = block
         g = G[r0:r1, :r1]
         np.matmul(Xc[r0:r1], Xc[:r1].T, out=g)
-        symmetric_diagonal(g, r0, r1)
         g *= -2.0
         g += sq[r0:r1, None]
         g += sq[None, :r1]
@@ -287,8 +284,7 @@ def _kernel_lower(Xs, sigma):
         g *= inv_root[None, :r1]
         symmetric_diagonal(g, r0, r1)
 
-    workers = max(1, min(_blas_threads(), os.cpu_count() or 1))
-    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(_pool_size()) as pool:
         sums = list(pool.map(fill, blocks))
         row_sums = np.zeros(n)
         for (r0, r1), (own, above) in zip(blocks, sums):
