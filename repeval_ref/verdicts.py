@@ -56,7 +56,7 @@ def chance_verdict(correct, n, test_labels, protocol="accuracy"):
     dict
         See the module docstring; ``numbers`` holds ``accuracy``, ``wilson95`` and ``chance``.
     """
-    from .noise import wilson_interval
+    from .uncertainty import wilson_interval
 
     if not (isinstance(n, (int, np.integer)) and n >= 1):
         raise ValueError(f"n must be a positive integer, got {n!r}")
