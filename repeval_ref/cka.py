@@ -18,7 +18,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import as_float_array, check_int, check_positive, check_same_length
+from ._validation import (
+    as_float_array,
+    check_bool,
+    check_int,
+    check_positive,
+    check_rng,
+    check_same_length,
+)
 
 __all__ = ["linear_cka", "rbf_cka", "hsic_unbiased", "minibatch_cka", "MinibatchCKA", "cka_matrix"]
 
@@ -40,6 +47,19 @@ def _center_columns(X, name):
     Xc = X - X.mean(axis=0, keepdims=True)
     Xc[:, constant] = 0.0
     return Xc / np.max(np.abs(Xc))
+
+
+def _same_rows(arrays, name):
+    """Row count of ``arrays[0]``; ``ValueError`` naming ``{name}[i]`` if another differs.
+
+    ``arrays`` is the validated list of per-layer arrays given as argument ``name``
+    (the samples are the rows, so every layer must have the same number of them).
+    """
+    n = arrays[0].shape[0]
+    for i, A in enumerate(arrays):
+        if A.shape[0] != n:
+            raise ValueError(f"{name}[{i}] has {A.shape[0]} rows but {name}[0] has {n}")
+    return n
 
 
 def _hsic_linear(Xc, Yc):
@@ -96,8 +116,7 @@ def linear_cka(X, Y, debiased=False):
         Non-2-D input, fewer than 2 rows, different numbers of rows, NaN/inf, or an
         input whose every column is constant (zero after centring).
     """
-    if not isinstance(debiased, (bool, np.bool_)):
-        raise TypeError(f"debiased must be True or False, got {debiased!r}")
+    debiased = check_bool(debiased, "debiased")
     X = as_float_array(X, "X", ndim=2, min_rows=4 if debiased else 2)
     Y = as_float_array(Y, "Y", ndim=2, min_rows=4 if debiased else 2)
     check_same_length(X=X, Y=Y)
@@ -295,8 +314,7 @@ def rbf_cka(X, Y, sigma_frac=0.5, debiased=False, median="full"):
     ValueError
         For bad input, an unknown ``median``, or a zero median (mostly duplicate rows).
     """
-    if not isinstance(debiased, (bool, np.bool_)):
-        raise TypeError(f"debiased must be True or False, got {debiased!r}")
+    debiased = check_bool(debiased, "debiased")
     sigma_frac = check_positive(sigma_frac, "sigma_frac")
     if not isinstance(median, str) or median not in _RBF_MEDIANS:
         raise ValueError(f"median must be 'full' or 'pairs', got {median!r}")
@@ -352,15 +370,12 @@ class MinibatchCKA:
             raise TypeError("features must be a list or tuple of per-layer arrays")
         if len(features) != self.n_layers:
             raise ValueError(f"features has {len(features)} layers but {self.n_layers} were declared")
+        arrays = [as_float_array(np.asarray(F).reshape(np.shape(F)[0], -1) if np.ndim(F) > 2 else F,
+                                 f"features[{i}]", ndim=2, min_rows=4)
+                  for i, F in enumerate(features)]
+        b = _same_rows(arrays, "features")
         tilde = []
-        b = None
-        for i, F in enumerate(features):
-            F = as_float_array(np.asarray(F).reshape(np.shape(F)[0], -1) if np.ndim(F) > 2 else F,
-                               f"features[{i}]", ndim=2, min_rows=4)
-            if b is None:
-                b = F.shape[0]
-            elif F.shape[0] != b:
-                raise ValueError(f"features[{i}] has {F.shape[0]} rows but features[0] has {b}")
+        for F in arrays:
             K = F @ F.T
             np.fill_diagonal(K, 0.0)
             tilde.append(K)
@@ -414,8 +429,6 @@ def minibatch_cka(layers, batch_size=256, rng=None):
     numpy.ndarray of float64, shape (m, m)
         Symmetric, unit diagonal; entry ``(i, j)`` compares ``layers[i]`` and ``layers[j]``.
     """
-    from ._validation import check_rng
-
     if isinstance(layers, np.ndarray) or not isinstance(layers, (list, tuple)) or not layers:
         raise TypeError("layers must be a non-empty list or tuple of arrays")
     batch_size = check_int(batch_size, "batch_size", minimum=4)
@@ -427,10 +440,7 @@ def minibatch_cka(layers, batch_size=256, rng=None):
         if A.ndim < 2:
             raise ValueError(f"layers[{i}] must be at least 2-dimensional, got shape {A.shape}")
         arrays.append(A)
-    n = arrays[0].shape[0]
-    for i, A in enumerate(arrays):
-        if A.shape[0] != n:
-            raise ValueError(f"layers[{i}] has {A.shape[0]} rows but layers[0] has {n}")
+    n = _same_rows(arrays, "layers")
     if n < 4:
         raise ValueError(f"layers need at least 4 samples, got {n}")
     acc = MinibatchCKA(len(arrays))
@@ -457,10 +467,7 @@ def _layer_list(layers, name, min_rows):
         if np.ndim(A) > 2:
             A = np.asarray(A).reshape(np.shape(A)[0], -1)
         arrays.append(as_float_array(A, f"{name}[{i}]", ndim=2, min_rows=min_rows))
-    n = arrays[0].shape[0]
-    for i, A in enumerate(arrays):
-        if A.shape[0] != n:
-            raise ValueError(f"{name}[{i}] has {A.shape[0]} rows but {name}[0] has {n}")
+    _same_rows(arrays, name)
     return arrays
 
 
@@ -528,8 +535,7 @@ def cka_matrix(features_a, features_b=None, kind="linear", debiased=False, sigma
         An unknown ``kind``; a non-positive ``sigma_frac``; a layer that is not finite,
         has too few rows, is constant, or has another number of rows than the rest.
     """
-    if not isinstance(debiased, (bool, np.bool_)):
-        raise TypeError(f"debiased must be True or False, got {debiased!r}")
+    debiased = check_bool(debiased, "debiased")
     if not isinstance(kind, str) or kind not in _CKA_KINDS:
         raise ValueError(f"kind must be 'linear' or 'rbf', got {kind!r}")
     sigma_frac = check_positive(sigma_frac, "sigma_frac")

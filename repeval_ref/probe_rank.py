@@ -40,6 +40,22 @@ __all__ = ["rank_bound", "soft_rank_floor", "norm_constrained_residual"]
 _NORMS = ("frobenius", "spectral")
 
 
+def _one_hot_problem(H, y, n_classes):
+    """Validated ``H`` (float64, n x d), labels ``y`` (int64, n) and one-hot ``Y`` (n x K)."""
+    H = as_float_array(H, "H")
+    n_classes = check_int(n_classes, "n_classes", minimum=1)
+    y = as_labels(y, "y", n=H.shape[0], n_classes=n_classes)
+    Y = np.zeros((H.shape[0], n_classes))
+    Y[np.arange(H.shape[0]), y] = 1.0
+    return H, y, Y
+
+
+def _above_rounding(s, shape):
+    """Mask of the singular values ``s`` (descending) of a matrix of ``shape`` that count
+    as nonzero: those above ``max(shape) * eps * s[0]``, as in ``numpy.linalg.matrix_rank``."""
+    return s > max(shape) * np.finfo(float).eps * (s[0] if s.size else 0.0)
+
+
 def rank_bound(H, y, n_classes):
     """Least-squares residual of the best affine probe and the rank floor below it.
 
@@ -77,13 +93,7 @@ def rank_bound(H, y, n_classes):
     Book ``book/rank.md``; seed 000, "A linear probe is limited by the rank of the
     representation".
     """
-    H = as_float_array(H, "H")
-    n_classes = check_int(n_classes, "n_classes", minimum=1)
-    y = as_labels(y, "y", n=H.shape[0], n_classes=n_classes)
-    n = H.shape[0]
-
-    Y = np.zeros((n, n_classes))
-    Y[np.arange(n), y] = 1.0
+    H, y, Y = _one_hot_problem(H, y, n_classes)
     # The best unpenalised bias centres both sides, so the residual is that of the
     # least-squares fit of the centred Y by the centred H. Solving it on the design
     # [1, H] instead makes lstsq's rank cut-off compare H with the column of ones:
@@ -111,11 +121,7 @@ def rank_bound(H, y, n_classes):
 
 def _centred_problem(H, y, n_classes):
     """Validated, column-centred ``H`` (float64) and one-hot ``Y`` (n x K)."""
-    H = as_float_array(H, "H")
-    n_classes = check_int(n_classes, "n_classes", minimum=1)
-    y = as_labels(y, "y", n=H.shape[0], n_classes=n_classes)
-    Y = np.zeros((H.shape[0], n_classes))
-    Y[np.arange(H.shape[0]), y] = 1.0
+    H, _, Y = _one_hot_problem(H, y, n_classes)
     return H - H.mean(axis=0), Y - Y.mean(axis=0)
 
 
@@ -178,7 +184,7 @@ def soft_rank_floor(H, y, n_classes, weight_norm, norm="frobenius"):
     tail_y = np.array([sy2[k:].sum() for k in range(K)])          # T_k, k = 0 .. K-1
     sh = np.linalg.svd(Hc, compute_uv=False)
     # values at rounding level count as zero, as in numpy.linalg.matrix_rank
-    sh[sh <= max(Hc.shape) * np.finfo(float).eps * (sh[0] if sh.size else 0.0)] = 0.0
+    sh[~_above_rounding(sh, Hc.shape)] = 0.0
     sh = np.concatenate([sh, np.zeros(max(0, K - sh.size))])     # sigma_1 .. sigma_m, padded
     if norm == "frobenius":
         t = sh[:K]                                                # sigma_{k+1}(Hc)
@@ -230,7 +236,7 @@ def norm_constrained_residual(H, y, n_classes, weight_norm):
     Hc, Yc = _centred_problem(H, y, n_classes)
     B = check_positive(weight_norm, "weight_norm", allow_zero=True)
     U, s, _ = np.linalg.svd(Hc, full_matrices=False)
-    keep = s > max(Hc.shape) * np.finfo(float).eps * (s[0] if s.size else 0.0)
+    keep = _above_rounding(s, Hc.shape)
     U, s = U[:, keep], s[keep]
     C = U.T @ Yc                                  # coordinates of Yc along the left vectors
     c2 = np.sum(C**2, axis=1)

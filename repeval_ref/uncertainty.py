@@ -41,6 +41,18 @@ def _pair(a_correct, b_correct):
     return a, b
 
 
+def _bootstrap_args(n_boot, rng, level):
+    """The checked replicate count (``>= 1``), random generator and confidence level."""
+    return (check_int(n_boot, "n_boot", minimum=1), check_rng(rng),
+            check_probability_level(level))
+
+
+def _percentile_interval(values, level):
+    """``(lo, hi) = np.percentile(values, [100 (1 - level) / 2, 100 (1 + level) / 2])``."""
+    lo, hi = np.percentile(values, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
+    return float(lo), float(hi)
+
+
 def wilson_interval(k, n, z=_Z95):
     """Wilson score interval for a binomial proportion ``k / n``.
 
@@ -209,16 +221,13 @@ def paired_bootstrap_ci(a_correct, b_correct, n_boot, rng, level=0.95):
     Book ``book/noise.md``; seed 000, "How much a top-1 number moves by chance".
     """
     a, b = _pair(a_correct, b_correct)
-    n_boot = check_int(n_boot, "n_boot", minimum=1)
-    rng = check_rng(rng)
-    level = check_probability_level(level)
+    n_boot, rng, level = _bootstrap_args(n_boot, rng, level)
     n = a.shape[0]
     cell_counts = np.bincount(2 * a.astype(np.int64) + b.astype(np.int64), minlength=4)
     gain = (cell_counts[1] - cell_counts[2]) / n
     counts = rng.multinomial(n, cell_counts / n, size=n_boot)
     gains = (counts[:, 1] - counts[:, 2]) / n
-    lo, hi = np.percentile(gains, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
-    return float(gain), float(lo), float(hi)
+    return (float(gain),) + _percentile_interval(gains, level)
 
 
 def expected_max_of_normals(m):
@@ -357,14 +366,11 @@ def item_bootstrap_ci(item_stats, metric, n_boot, rng, level=0.95):
     vectors, where only four cells matter.
     """
     stats_ = _item_stats(item_stats, "item_stats")
-    n_boot = check_int(n_boot, "n_boot", minimum=1)
-    rng = check_rng(rng)
-    level = check_probability_level(level)
+    n_boot, rng, level = _bootstrap_args(n_boot, rng, level)
     value = _apply_metric(metric, stats_.sum(axis=0)[None], 1)[0]
     values = np.concatenate([_apply_metric(metric, t, t.shape[0])
                              for (t,) in _replicate_totals([stats_], n_boot, rng)])
-    lo, hi = np.percentile(values, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
-    return float(value), float(lo), float(hi)
+    return (float(value),) + _percentile_interval(values, level)
 
 
 def paired_item_bootstrap_ci(a_stats, b_stats, metric, n_boot, rng, level=0.95):
@@ -411,12 +417,9 @@ def paired_item_bootstrap_ci(a_stats, b_stats, metric, n_boot, rng, level=0.95):
     b = _item_stats(b_stats, "b_stats")
     if b.shape[0] != a.shape[0]:
         raise ValueError(f"b_stats has {b.shape[0]} items but a_stats has {a.shape[0]}")
-    n_boot = check_int(n_boot, "n_boot", minimum=1)
-    rng = check_rng(rng)
-    level = check_probability_level(level)
+    n_boot, rng, level = _bootstrap_args(n_boot, rng, level)
     gain = (_apply_metric(metric, b.sum(axis=0)[None], 1)[0]
             - _apply_metric(metric, a.sum(axis=0)[None], 1)[0])
     gains = np.concatenate([_apply_metric(metric, tb, tb.shape[0]) - _apply_metric(metric, ta, ta.shape[0])
                             for ta, tb in _replicate_totals([a, b], n_boot, rng)])
-    lo, hi = np.percentile(gains, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
-    return float(gain), float(lo), float(hi)
+    return (float(gain),) + _percentile_interval(gains, level)
