@@ -2,7 +2,9 @@
 
 ``benchmarks/bench_report.py`` times ``repeval report`` against this code path (a k-NN
 pass per k, a cold-started probe fit per C) on the same files. Only the relative
-imports were made absolute; nothing else was changed. Not used by the package.
+imports were made absolute, and later the modules ``repeval_ref.noise`` and
+``repeval_ref.similarity`` imported under their new names ``repeval_ref.uncertainty`` and
+``repeval_ref.cka`` (the same functions); nothing else was changed. Not used by the package.
 
 The ``repeval`` command: evaluate your own features with the course's protocols.
 
