@@ -2,7 +2,9 @@
 
 ``benchmarks/bench_report.py`` times ``repeval report`` against this code path (a k-NN
 pass per k, a cold-started probe fit per C) on the same files. Only the relative
-imports were made absolute; nothing else was changed. Not used by the package.
+imports were made absolute, and later the modules ``repeval_ref.noise`` and
+``repeval_ref.similarity`` imported under their new names ``repeval_ref.uncertainty`` and
+``repeval_ref.cka`` (the same functions); nothing else was changed. Not used by the package.
 
 The ``repeval`` command: evaluate your own features with the course's protocols.
 
@@ -316,7 +318,7 @@ def _acc_entry(correct):
 
 
 def _acc_from_counts(k, n):
-    from repeval_ref.noise import wilson_interval
+    from repeval_ref.uncertainty import wilson_interval
 
     lo, hi = wilson_interval(k, n)
     return {"accuracy": k / n, "correct": k, "n": n, "wilson95": [lo, hi]}
@@ -709,8 +711,8 @@ def cmd_report(args):
 def cmd_compare(args):
     from sklearn.model_selection import train_test_split
 
-    from repeval_ref.noise import mcnemar_exact, paired_bootstrap_ci
-    from repeval_ref.similarity import linear_cka, rbf_cka
+    from repeval_ref.uncertainty import mcnemar_exact, paired_bootstrap_ci
+    from repeval_ref.cka import linear_cka, rbf_cka
 
     progress = Progress(6, enabled=not args.quiet)
     xa, ya = load_features(args.a, "A", need_labels=False)

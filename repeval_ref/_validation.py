@@ -15,6 +15,10 @@ __all__ = [
     "as_float_array",
     "as_labels",
     "check_same_length",
+    "check_same_width",
+    "as_train_test",
+    "check_bool",
+    "as_sequence",
     "check_int",
     "check_positive",
     "check_probability_level",
@@ -128,6 +132,79 @@ def check_same_length(**arrays):
     if len(set(lengths.values())) > 1:
         desc = ", ".join(f"{k} has {v}" for k, v in lengths.items())
         raise ValueError(f"mismatched lengths: {desc}")
+
+
+def check_same_width(a, b, name_a, name_b):
+    """Raise ``ValueError`` unless ``a`` and ``b`` have the same number of columns.
+
+    Parameters
+    ----------
+    a, b : array of shape (n_a, d_a) and (n_b, d_b)
+        Already validated 2-D arrays (NumPy arrays or PyTorch tensors: only
+        ``.shape`` is read).
+    name_a, name_b : str
+        Argument names used in the message, which reads
+        ``"{name_a} has {d_a} features but {name_b} has {d_b}"``.
+    """
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"{name_a} has {a.shape[1]} features but {name_b} has {b.shape[1]}")
+
+
+def as_train_test(train_h, train_y, test_h, test_y):
+    """Validate a labelled training set and a labelled test set of features.
+
+    Parameters
+    ----------
+    train_h : array_like of shape (n, d)
+    train_y : array_like of int, shape (n,)
+    test_h : array_like of shape (n_test, d)
+    test_y : array_like of int, shape (n_test,)
+
+    Returns
+    -------
+    (train_h, train_y, test_h, test_y)
+        Float64 features (:func:`as_float_array`) and int64 labels (:func:`as_labels`),
+        checked in the order ``train_h``, ``test_h``, their widths
+        (:func:`check_same_width`), ``train_y``, ``test_y``.
+    """
+    train_h = as_float_array(train_h, "train_h")
+    test_h = as_float_array(test_h, "test_h")
+    check_same_width(test_h, train_h, "test_h", "train_h")
+    train_y = as_labels(train_y, "train_y", n=train_h.shape[0])
+    test_y = as_labels(test_y, "test_y", n=test_h.shape[0])
+    return train_h, train_y, test_h, test_y
+
+
+def check_bool(value, name):
+    """Return ``value`` as a Python bool; anything but a bool raises ``TypeError``.
+
+    ``True``/``False`` and NumPy booleans are accepted; ``1``, ``"yes"`` or ``None``
+    are not (a switch given as a number is usually an argument in the wrong place).
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def as_sequence(value, name, kind):
+    """Return ``value`` as a list, rejecting strings and objects that cannot be iterated.
+
+    Parameters
+    ----------
+    value : iterable
+        A list, tuple, array or other finite iterable.
+    name : str
+        Argument name used in the message.
+    kind : str
+        What the entries should be, for the message ``"{name} must be a sequence of
+        {kind}, got {value!r}"`` (``TypeError``). The entries are not checked here.
+    """
+    if isinstance(value, (str, bytes)) or value is None:
+        raise TypeError(f"{name} must be a sequence of {kind}, got {value!r}")
+    try:
+        return list(value)
+    except TypeError as exc:
+        raise TypeError(f"{name} must be a sequence of {kind}, got {value!r}") from exc
 
 
 def check_int(value, name, *, minimum=None, maximum=None):

@@ -61,7 +61,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ._validation import as_float_array, as_labels, check_int, check_positive, unit_rows
+from ._validation import (
+    as_float_array,
+    as_labels,
+    as_sequence,
+    check_int,
+    check_positive,
+    check_same_width,
+    unit_rows,
+)
 
 __all__ = ["knn_classify", "knn_classify_curve"]
 
@@ -494,10 +502,7 @@ def _neighbour_blocks(train_h, train_y, test_h, n_classes, block_size, dtype, k)
     # if every entry of its row is), which saves a pass over the largest input.
     train_h = as_float_array(train_h, "train_h", dtype=dtype, allow_nonfinite=True)
     test_h = as_float_array(test_h, "test_h", dtype=dtype)
-    if test_h.shape[1] != train_h.shape[1]:
-        raise ValueError(
-            f"test_h has {test_h.shape[1]} features but train_h has {train_h.shape[1]}"
-        )
+    check_same_width(test_h, train_h, "test_h", "train_h")
     n_classes = check_int(n_classes, "n_classes", minimum=1)
     train_y = as_labels(train_y, "train_y", n=train_h.shape[0], n_classes=n_classes)
     if block_size is not None:
@@ -633,9 +638,8 @@ def knn_classify_curve(train_h, train_y, test_h,  # bank, its labels, queries
     similarity product and one top-``max(ks)`` selection per block, then
     ``O(n_test max(ks))`` work per ``k`` instead of a full pass per ``k``.
     """
-    if isinstance(ks, (str, bytes)) or not hasattr(ks, "__iter__"):
-        raise TypeError(f"ks must be a sequence of integers, got {ks!r}")
-    ks = [check_int(k, f"ks[{i}]", minimum=1) for i, k in enumerate(ks)]
+    ks = [check_int(k, f"ks[{i}]", minimum=1)
+          for i, k in enumerate(as_sequence(ks, "ks", "integers"))]
     if not ks:
         raise ValueError("ks is empty; give at least one number of neighbours")
     tau = check_positive(tau, "tau")

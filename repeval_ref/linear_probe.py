@@ -24,31 +24,17 @@ about. Both functions share the private steps below, so they cannot drift apart.
 """
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
-from ._validation import as_float_array, as_labels, check_int, check_positive
+from ._validation import as_sequence, as_train_test, check_int, check_positive
 
 __all__ = ["linear_probe_done_right", "linear_probe_warm_path", "probe_accuracy_grid"]
 
 
 def _check_inputs(train_h, train_y, test_h, test_y, Cs, seed):
     """Validate and convert the arguments shared by both public functions."""
-    train_h = as_float_array(train_h, "train_h")
-    test_h = as_float_array(test_h, "test_h")
-    if test_h.shape[1] != train_h.shape[1]:
-        raise ValueError(
-            f"test_h has {test_h.shape[1]} features but train_h has {train_h.shape[1]}"
-        )
-    train_y = as_labels(train_y, "train_y", n=train_h.shape[0])
-    test_y = as_labels(test_y, "test_y", n=test_h.shape[0])
-    if isinstance(Cs, (str, bytes)) or isinstance(Cs, numbers.Number) or Cs is None:
-        raise TypeError(f"Cs must be a sequence of positive numbers, got {Cs!r}")
-    try:
-        Cs = list(Cs)
-    except TypeError as exc:
-        raise TypeError(f"Cs must be a sequence of positive numbers, got {Cs!r}") from exc
+    train_h, train_y, test_h, test_y = as_train_test(train_h, train_y, test_h, test_y)
+    Cs = as_sequence(Cs, "Cs", "positive numbers")
     if not Cs:
         raise ValueError("Cs is empty; give at least one regularisation strength")
     Cs = [check_positive(C, f"Cs[{i}]") for i, C in enumerate(Cs)]

@@ -304,9 +304,10 @@ def _main(args):
     if args.save_features is not None:
         _save_features(args.save_features, h_train, y_train, h_test, y_test, log)
     elif args.cache_dir is not None:
-        from repeval_ref.torch.extract import _safe
+        from repeval_ref.torch.extract import cache_folder_name
 
-        log(f"evaluate these features: repeval report {os.path.join(args.cache_dir, _safe(args.backbone))}")
+        log("evaluate these features: repeval report "
+            f"{os.path.join(args.cache_dir, cache_folder_name(args.backbone))}")
 
     probe = train_probe(h_train, y_train, n_classes, epochs=args.probe_epochs, lr=args.lr,
                         batch_size=args.batch_size, seed=args.seed)

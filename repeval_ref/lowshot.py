@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import as_float_array, as_labels, check_int, check_rng, unit_rows
+from ._validation import as_train_test, check_int, check_rng, unit_rows
 
 __all__ = ["low_shot_eval"]
 
@@ -71,14 +71,7 @@ def low_shot_eval(train_h, train_y,  # pool the support sets are drawn from
     -----
     Book ``book/noise.md``; seed 000, "Low-shot evaluation with honest error bars".
     """
-    train_h = as_float_array(train_h, "train_h")
-    test_h = as_float_array(test_h, "test_h")
-    if test_h.shape[1] != train_h.shape[1]:
-        raise ValueError(
-            f"test_h has {test_h.shape[1]} features but train_h has {train_h.shape[1]}"
-        )
-    train_y = as_labels(train_y, "train_y", n=train_h.shape[0])
-    test_y = as_labels(test_y, "test_y", n=test_h.shape[0])
+    train_h, train_y, test_h, test_y = as_train_test(train_h, train_y, test_h, test_y)
     n_per_class = check_int(n_per_class, "n_per_class", minimum=1)
     n_draws = check_int(n_draws, "n_draws", minimum=2)
     rng = check_rng(rng, "rng")

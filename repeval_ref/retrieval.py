@@ -31,7 +31,15 @@ import numbers
 import numpy as np
 from scipy.special import gammaln
 
-from ._validation import as_float_array, as_labels, check_int, unit_rows
+from ._validation import (
+    as_float_array,
+    as_labels,
+    as_sequence,
+    check_bool,
+    check_int,
+    check_same_width,
+    unit_rows,
+)
 
 __all__ = ["retrieval_metrics", "ranking_metrics", "precision_at_k"]
 
@@ -45,12 +53,7 @@ def _check_ks(ks):
     """Return ``ks`` as a tuple of ints >= 1 (a single int is accepted as one cutoff)."""
     if isinstance(ks, numbers.Integral) and not isinstance(ks, bool):
         ks = (ks,)
-    if isinstance(ks, (str, bytes)):
-        raise TypeError(f"ks must be a sequence of integers, got {ks!r}")
-    try:
-        ks = tuple(ks)
-    except TypeError:
-        raise TypeError(f"ks must be a sequence of integers, got {ks!r}") from None
+    ks = as_sequence(ks, "ks", "integers")
     if len(ks) == 0:
         raise ValueError("ks must contain at least one cutoff")
     return tuple(check_int(k, "ks", minimum=1) for k in ks)
@@ -60,12 +63,6 @@ def _check_ties(ties):
     if not isinstance(ties, str) or ties not in TIES:
         raise ValueError(f"ties must be one of {', '.join(map(repr, TIES))}; got {ties!r}")
     return ties
-
-
-def _check_flag(value, name):
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
-    return bool(value)
 
 
 def _order(s, ties):
@@ -310,7 +307,7 @@ def ranking_metrics(scores, relevance, ks=(1, 5, 10), *, ties="index", ignore=No
     scores, relevance, ignore = _check_ranking_inputs(scores, relevance, ignore)
     ks = _check_ks(ks)
     ties = _check_ties(ties)
-    per_query = _check_flag(per_query, "per_query")
+    per_query = check_bool(per_query, "per_query")
     names = _names(ks, ("recall", "precision", "hit", "ndcg"))
     return _finish(_rank_rows(scores, relevance, ignore, ks, ties, names), names, per_query)
 
@@ -450,14 +447,11 @@ def retrieval_metrics(query_h, query_y, corpus_h, corpus_y, ks=(1, 5, 10), *, ti
     corpus_h = as_float_array(corpus_h, "corpus_h", ndim=2)
     query_y = as_labels(query_y, "query_y", n=query_h.shape[0])
     corpus_y = as_labels(corpus_y, "corpus_y", n=corpus_h.shape[0])
-    if query_h.shape[1] != corpus_h.shape[1]:
-        raise ValueError(
-            f"query_h has {query_h.shape[1]} features but corpus_h has {corpus_h.shape[1]}"
-        )
+    check_same_width(query_h, corpus_h, "query_h", "corpus_h")
     ks = _check_ks(ks)
     ties = _check_ties(ties)
-    exclude_self = _check_flag(exclude_self, "exclude_self")
-    per_query = _check_flag(per_query, "per_query")
+    exclude_self = check_bool(exclude_self, "exclude_self")
+    per_query = check_bool(per_query, "per_query")
     if exclude_self and query_h.shape[0] != corpus_h.shape[0]:
         raise ValueError(
             f"exclude_self needs the queries to be the corpus, but query_h has "

@@ -50,7 +50,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from ._validation import as_float_array, as_labels, check_positive
+from ._validation import as_float_array, as_labels, check_bool, check_positive, check_same_width
 
 __all__ = ["ridge_probe", "ridge_loo", "loo_scores"]
 
@@ -119,13 +119,9 @@ def ridge_probe(train_h, train_y, test_h, lam, bias=True):
     """
     H, y = _check_train(train_h, train_y)
     Ht = as_float_array(test_h, "test_h", ndim=2)
-    if Ht.shape[1] != H.shape[1]:
-        raise ValueError(
-            f"test_h has {Ht.shape[1]} features but train_h has {H.shape[1]}"
-        )
+    check_same_width(Ht, H, "test_h", "train_h")
     lam = _check_lam(lam)
-    if not isinstance(bias, (bool, np.bool_)):
-        raise TypeError(f"bias must be True or False, got {bias!r}")
+    bias = check_bool(bias, "bias")
     T = _targets(y, int(y.max()) + 1)
     if bias:
         h_mean, t_mean = H.mean(axis=0), T.mean(axis=0)

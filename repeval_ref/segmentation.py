@@ -204,7 +204,7 @@ def region_bootstrap_miou(counts, regions, n_boot, rng, level=0.95):
     validation tiles). With few regions (under a dozen or so) a percentile interval is
     itself unreliable: it can only recombine the regions it has seen.
     """
-    from .noise import item_bootstrap_ci
+    from .uncertainty import item_bootstrap_ci
 
     c = as_float_array(counts, "counts", ndim=3)
     if c.shape[1] != 2:

@@ -32,6 +32,18 @@ def _out(name, fired, message, rule, **numbers):
     return {"name": name, "fired": bool(fired), "message": message, "rule": rule, "numbers": numbers}
 
 
+def _check_count(value, name, minimum):
+    """Check that ``value`` is an integer ``>= minimum`` (1 or 0), else ``ValueError``.
+
+    The message reads ``"{name} must be a positive integer"`` (``minimum=1``) or
+    ``"... a non-negative integer"`` (``minimum=0``). A count of the wrong type is a
+    ``ValueError`` here too, since the verdicts are fed numbers read from a report.
+    """
+    if not (isinstance(value, (int, np.integer)) and value >= minimum):
+        kind = "positive" if minimum == 1 else "non-negative"
+        raise ValueError(f"{name} must be a {kind} integer, got {value!r}")
+
+
 def chance_verdict(correct, n, test_labels, protocol="accuracy"):
     """Does an accuracy lie at or below chance?
 
@@ -56,10 +68,9 @@ def chance_verdict(correct, n, test_labels, protocol="accuracy"):
     dict
         See the module docstring; ``numbers`` holds ``accuracy``, ``wilson95`` and ``chance``.
     """
-    from .noise import wilson_interval
+    from .uncertainty import wilson_interval
 
-    if not (isinstance(n, (int, np.integer)) and n >= 1):
-        raise ValueError(f"n must be a positive integer, got {n!r}")
+    _check_count(n, "n", 1)
     if not (isinstance(correct, (int, np.integer)) and 0 <= correct <= n):
         raise ValueError(f"correct must be an integer in [0, n], got {correct!r}")
     labels = np.asarray(test_labels)
@@ -106,8 +117,7 @@ def collapse_verdict(rankme, mean_cosine, d, centred_dimension=None):
     -------
     dict
     """
-    if not (isinstance(d, (int, np.integer)) and d >= 1):
-        raise ValueError(f"d must be a positive integer, got {d!r}")
+    _check_count(d, "d", 1)
     for name, v in (("rankme", rankme), ("mean_cosine", mean_cosine)):
         if v is not None and not np.isfinite(v):
             raise ValueError(f"{name} must be finite or None, got {v!r}")
@@ -203,8 +213,7 @@ def dropped_features_verdict(n_constant, n_zero_rows, d, n):
     dict
     """
     for name, v in (("n_constant", n_constant), ("n_zero_rows", n_zero_rows), ("d", d), ("n", n)):
-        if not (isinstance(v, (int, np.integer)) and v >= 0):
-            raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
+        _check_count(v, name, 0)
     rule = ("fires when some feature columns are constant (dropped from the probe) or some "
             "rows are all zeros (no cosine similarity)")
     parts = []
@@ -238,8 +247,7 @@ def few_per_class_verdict(train_labels, needed=MIN_PER_CLASS):
     labels = np.asarray(train_labels)
     if labels.ndim != 1 or labels.size == 0:
         raise ValueError("train_labels must be a non-empty 1-D array")
-    if not (isinstance(needed, (int, np.integer)) and needed >= 1):
-        raise ValueError(f"needed must be a positive integer, got {needed!r}")
+    _check_count(needed, "needed", 1)
     classes, counts = np.unique(labels, return_counts=True)
     j = int(np.argmin(counts))
     small = int(np.sum(counts < needed))

@@ -433,7 +433,7 @@ def test_transfer_setup_geometry():
 
 def test_transfer_setup_reproduces_feature_distortion_ordering():
     from repeval_ref import transfer
-    from repeval_ref.finetune import prediction_error
+    from repeval_ref.lpft_theory import prediction_error
 
     S = ds.transfer_setup(0)
     res = transfer(S["X"], S["y"], S["B0"], S["v0"], S["lr"], S["steps"])

@@ -1,10 +1,10 @@
-"""Tests of repeval_ref.finetune: LP, FT and LP-FT in a two-layer linear network."""
+"""Tests of repeval_ref.lpft_theory: LP, FT and LP-FT in a two-layer linear network."""
 import numpy as np
 import pytest
 import torch
 
 from repeval_ref import layerwise_lr, prediction_error, transfer
-from repeval_ref.finetune import linear_net_gradients
+from repeval_ref.lpft_theory import linear_net_gradients
 
 C = 1 / np.sqrt(2)
 

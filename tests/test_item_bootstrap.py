@@ -13,7 +13,7 @@ import pytest
 from sklearn.metrics import jaccard_score
 
 import repeval_ref as R
-from repeval_ref import noise
+from repeval_ref import uncertainty
 
 
 def _tiles(rng, n_tiles=60, side=8, n_classes=3, acc=0.8):
@@ -90,10 +90,10 @@ def test_contract_is_one_multinomial_draw_replayed_by_hand():
 def test_blocks_leave_the_result_unchanged(monkeypatch):
     stats_ = np.random.default_rng(4).random((30, 2)) + 0.1
     full = R.item_bootstrap_ci(stats_, _ratio_metric, 300, 11)
-    monkeypatch.setattr(noise, "_BLOCK_ENTRIES", 7 * 30)         # blocks of 7 replicates
+    monkeypatch.setattr(uncertainty, "_BLOCK_ENTRIES", 7 * 30)         # blocks of 7 replicates
     assert R.item_bootstrap_ci(stats_, _ratio_metric, 300, 11) == full
     pa = R.paired_item_bootstrap_ci(stats_, stats_[::-1].copy(), _ratio_metric, 300, 11)
-    monkeypatch.setattr(noise, "_BLOCK_ENTRIES", 1 << 22)
+    monkeypatch.setattr(uncertainty, "_BLOCK_ENTRIES", 1 << 22)
     assert R.paired_item_bootstrap_ci(stats_, stats_[::-1].copy(), _ratio_metric, 300, 11) == pa
 
 

@@ -1,4 +1,4 @@
-"""Tests of repeval_ref.noise: Wilson interval, paired tests and the paired bootstrap."""
+"""Tests of repeval_ref.uncertainty: Wilson interval, paired tests and the paired bootstrap."""
 import numpy as np
 import pytest
 from scipy import stats

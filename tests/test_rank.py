@@ -1,4 +1,4 @@
-"""Tests of repeval_ref.rank.rank_bound (book/rank.md; seed 000, what a linear probe can read)."""
+"""Tests of repeval_ref.probe_rank.rank_bound (book/rank.md; seed 000, what a linear probe can read)."""
 from __future__ import annotations
 
 import numpy as np

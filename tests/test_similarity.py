@@ -1,4 +1,4 @@
-"""Tests of repeval_ref.similarity.linear_cka (linear centred kernel alignment)."""
+"""Tests of repeval_ref.cka.linear_cka (linear centred kernel alignment)."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import ortho_group
 
-from repeval_ref.similarity import _hsic_linear, linear_cka
+from repeval_ref.cka import _hsic_linear, linear_cka
 
 
 def _hsic_gram(K, L):

@@ -6,7 +6,7 @@ Contract: ``transfer(X, y, B0, v0, lr, steps)`` runs full-batch gradient descent
 LP moves only v from (v0, B0); FT moves both from (v0, B0); LP-FT runs FT from
 (v_LP, B0); each for ``steps`` steps at step ``lr``. On the setup of the exercise the ID
 and OOD errors must show the ordering of Kumar et al. (2022).
-Reference: :func:`repeval_ref.transfer`, :func:`repeval_ref.finetune.prediction_error`,
+Reference: :func:`repeval_ref.transfer`, :func:`repeval_ref.lpft_theory.prediction_error`,
 :func:`repeval_ref.datasets.transfer_setup`.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ def _ref(*args):
 
 
 def _error(v, B, X, v_star, B_star):
-    from repeval_ref.finetune import prediction_error
+    from repeval_ref.lpft_theory import prediction_error
 
     return prediction_error(v, B, X, v_star, B_star)
 

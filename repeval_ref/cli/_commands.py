@@ -166,8 +166,8 @@ READ_TOGETHER = ("how to read them together: the paired bootstrap interval is a 
 
 def cmd_compare(args):
     from ..knn import knn_classify
-    from ..noise import mcnemar_exact, paired_bootstrap_ci
-    from ..similarity import linear_cka, rbf_cka
+    from ..uncertainty import mcnemar_exact, paired_bootstrap_ci
+    from ..cka import linear_cka, rbf_cka
 
     progress = Progress(enabled=not args.quiet)
     xa, ya = _load_for_compare(args.a, "A")

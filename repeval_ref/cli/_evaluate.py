@@ -48,7 +48,7 @@ def blas_threads(n):
 
 
 def acc_from_counts(k, n):
-    from ..noise import wilson_interval
+    from ..uncertainty import wilson_interval
 
     lo, hi = wilson_interval(k, n)
     return {"accuracy": k / n, "correct": k, "n": n, "wilson95": [lo, hi]}

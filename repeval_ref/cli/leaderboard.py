@@ -227,7 +227,7 @@ def _evaluate_rest(entry, res, pred_knn, X, Xtr, Xte, ytr, yte, args, counts, pr
 def pairwise(names, correct, n_boot, seed, correction):
     """Every pair's paired bootstrap interval and McNemar p, corrected across pairs."""
     from ..multiple_testing import adjust_pvalues
-    from ..noise import mcnemar_exact, paired_bootstrap_ci
+    from ..uncertainty import mcnemar_exact, paired_bootstrap_ci
 
     pairs = []
     for i, j in itertools.combinations(range(len(names)), 2):

@@ -38,7 +38,7 @@ order it uses. Real images keep the order of their files.
 
 Nothing here evaluates anything: the protocols live in their own modules
 (:mod:`repeval_ref.knn`, :mod:`repeval_ref.linear_probe`, :mod:`repeval_ref.lowshot`,
-:mod:`repeval_ref.finetune`, :mod:`repeval_ref.labelfree`, :mod:`repeval_ref.rank`).
+:mod:`repeval_ref.lpft_theory`, :mod:`repeval_ref.labelfree`, :mod:`repeval_ref.probe_rank`).
 The numbers each setup produces with those protocols are listed in the docstrings and
 checked in ``tests/test_datasets.py`` (the real images in ``tests/test_datasets_real.py``).
 

@@ -109,7 +109,7 @@ def transfer_setup(rng):
 
     With ``rng=0`` and :func:`repeval_ref.transfer` at the suggested ``lr`` and
     ``steps``, the mean squared errors against the true function
-    (:func:`repeval_ref.finetune.prediction_error`) are: ID 5.4e-3 for LP, 4e-31
+    (:func:`repeval_ref.lpft_theory.prediction_error`) are: ID 5.4e-3 for LP, 4e-31
     for FT and 7e-32 for LP-FT; OOD 0.012 for LP, 0.172 for FT and 0.0065 for
     LP-FT. FT fits the ID data best and is an order of magnitude worse than LP out
     of distribution; LP-FT is best on both, as Kumar et al. found.

@@ -60,6 +60,7 @@ __all__ = [
     "extract_features",
     "model_fingerprint",
     "dataset_fingerprint",
+    "cache_folder_name",
     "resolve_device",
     "StaleCacheError",
     "POOLINGS",
@@ -369,12 +370,28 @@ def dataset_fingerprint(dataset, n_probe=32):
 # ----------------------------------------------------------------------------------
 # Cache
 
-def _safe(name):
+def cache_folder_name(name):
+    """The name a model or data name takes as a folder (or file) name in the feature cache.
+
+    Every character other than a letter, a digit, ``-``, ``_`` and ``.`` becomes ``_``;
+    :func:`extract_features` keeps the features of model ``m`` on data ``x`` under
+    ``cache_dir/cache_folder_name(m)/cache_folder_name(x)``. Public so that a script
+    can say where the cache put them (``repeval_ref.loop`` prints that path).
+
+    Parameters
+    ----------
+    name : object
+        Any name; it is turned into a string first.
+
+    Returns
+    -------
+    str
+    """
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in str(name))
 
 
 def _file_for(directory, layer, pooling):
-    return os.path.join(directory, f"{_safe(layer)}__{pooling}.npy")
+    return os.path.join(directory, f"{cache_folder_name(layer)}__{pooling}.npy")
 
 
 def _read_meta(directory):
@@ -681,7 +698,9 @@ def extract_features(model, data, layers=None, *, poolings=("cls",), batch_size=
 
     directory = None
     if cache_dir is not None:
-        directory = os.path.join(os.fspath(cache_dir), _safe(model_name or type(model).__name__), _safe(data_name))
+        directory = os.path.join(os.fspath(cache_dir),
+                                 cache_folder_name(model_name or type(model).__name__),
+                                 cache_folder_name(data_name))
         model_fp = model_fingerprint(model)
         data_fp = str(data_fingerprint) if data_fingerprint is not None else dataset_fingerprint(dataset)
         state, meta = _cache_state(directory, model_fp, data_fp, wanted, settings)

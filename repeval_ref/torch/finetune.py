@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from torch import nn
 
 from .._validation import check_int, check_positive
-from ..finetune import layerwise_lr_scales
+from ..lpft_theory import layerwise_lr_scales
 from .models import default_blocks
 
 __all__ = ["parameter_layers", "freeze_all_but_last", "layerwise_lr_groups"]

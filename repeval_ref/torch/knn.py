@@ -43,7 +43,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .._validation import as_float_array, as_labels, check_int, check_positive
+from .._validation import as_float_array, as_labels, check_int, check_positive, check_same_width
 from ..knn import _settle_near_ties
 
 __all__ = ["knn_classify_torch", "knn_classify_sharded", "topk_neighbors", "weighted_vote", "shard_range"]
@@ -228,8 +228,7 @@ def topk_neighbors(bank, queries, k, *, query_block=1024, bank_block=65536, inde
 def _prepare(train_h, train_y, test_h, k, tau, n_classes, dtype, device, query_block, bank_block):
     train = _as_tensor(train_h, "train_h", dtype)
     test = _as_tensor(test_h, "test_h", dtype)
-    if train.shape[1] != test.shape[1]:
-        raise ValueError(f"test_h has {test.shape[1]} features but train_h has {train.shape[1]}")
+    check_same_width(test, train, "test_h", "train_h")
     k = check_int(k, "k", minimum=1)
     tau = check_positive(tau, "tau")
     n_classes = check_int(n_classes, "n_classes", minimum=1)
@@ -397,8 +396,7 @@ def knn_classify_sharded(train_shard_h, train_shard_y, test_h, k, tau, n_classes
     if empty_shard:
         train = train_shard_h.detach()
         test = _as_tensor(test_h, "test_h", dtype)
-        if train.shape[1] != test.shape[1]:
-            raise ValueError(f"test_h has {test.shape[1]} features but train_shard_h has {train.shape[1]}")
+        check_same_width(test, train, "test_h", "train_shard_h")
         k = check_int(k, "k", minimum=1)
         tau = check_positive(tau, "tau")
         n_classes = check_int(n_classes, "n_classes", minimum=1)

@@ -49,7 +49,7 @@ COLUMNS = ("knn20", "probe_cls", "probe_mean", "attentive", "ft_id", "ft_ood", "
 
 
 def _acc(pred, y):
-    from ..noise import wilson_interval
+    from ..uncertainty import wilson_interval
 
     k, n = int(np.sum(pred == y)), int(y.size)
     lo, hi = wilson_interval(k, n)
@@ -64,7 +64,7 @@ def _probe(htr, ytr, hte, yte):
     n = htr.shape[0]
     keep = htr[np.random.default_rng(0).permutation(n)[n // 5:]].std(axis=0) > 0
     best_c, acc = linear_probe_done_right(htr[:, keep], ytr, hte[:, keep], yte, TABLE_PROTOCOL["Cs"], seed=0)
-    from ..noise import wilson_interval
+    from ..uncertainty import wilson_interval
 
     n = int(yte.size)
     k = int(round(acc * n))
