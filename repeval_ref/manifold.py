@@ -11,9 +11,9 @@ from collections import namedtuple
 
 import numpy as np
 
-from ._streaming import is_batch_iterator, iter_batches
+from .labelfree._streaming import is_batch_iterator, iter_batches
 from ._validation import as_float_array, check_int, check_rng
-from .labelfree import two_nn_id
+from .labelfree.intrinsic_dimension import two_nn_id
 
 __all__ = ["two_nn_id_batched", "TwoNNBatched"]
 

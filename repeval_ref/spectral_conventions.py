@@ -73,7 +73,7 @@ def spectrum_metrics(eigenvalues, fit_range=(10, 0.9), eps=1e-7):
         ``rankme``, ``ne_sum``, ``kappa``, ``alpha``, ``rankme_star``, ``ne_sum_star``,
         ``kappa_star``.
     """
-    from .labelfree import _rankme_from_sigma
+    from .labelfree.intrinsic_dimension import _rankme_from_sigma
     from .spectral import _alpha_from_spectrum, _check_fit_range
 
     lam = as_float_array(eigenvalues, "eigenvalues", ndim=1, min_rows=2)
@@ -102,7 +102,7 @@ def spectrum_metrics(eigenvalues, fit_range=(10, 0.9), eps=1e-7):
 
 
 def _centred_eigenvalues(X, center):
-    from .labelfree import _singular_values
+    from .labelfree.intrinsic_dimension import _singular_values
 
     Z = as_float_array(X, "X", ndim=2, min_rows=2)
     return _singular_values(Z, center=center) ** 2
@@ -139,7 +139,7 @@ def rankme_squared_shares(X, center=True, eps=1e-7):
     ValueError
         Non-finite or too small ``X``, negative ``eps``, or all singular values zero.
     """
-    from .labelfree import _rankme_from_sigma
+    from .labelfree.intrinsic_dimension import _rankme_from_sigma
 
     center = _check_center(center)
     eps = check_positive(eps, "eps", allow_zero=True)

@@ -132,7 +132,7 @@ def eigvalsh_two_stage(A, bandwidth=None, overwrite_a=False):
     b = min(b, max(n - 1, 1))
     from threadpoolctl import threadpool_limits
 
-    from .knn import _pool_size
+    from ..knn import _pool_size
 
     workers = _pool_size()
     with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:

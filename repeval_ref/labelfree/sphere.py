@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._streaming import accumulate_moments, gram_eigenvalues, iter_batches
-from ._validation import as_float_array, check_int, check_positive, check_same_length, unit_rows
+from .._validation import as_float_array, check_int, check_positive, check_same_length, unit_rows
 from .relational import _unit_batch
 
 __all__ = [

@@ -17,7 +17,7 @@ import numpy as np
 
 from ._streaming import accumulate_moments, is_batch_iterator, iter_batches
 from ._symeig import eigvalsh_two_stage
-from ._validation import as_float_array, check_int, check_positive, check_rng
+from .._validation import as_float_array, check_int, check_positive, check_rng
 
 __all__ = ["self_cluster", "diffusion_spectral_entropy"]
 
@@ -247,7 +247,7 @@ def _kernel_lower(Xs, sigma):
     from threadpoolctl import threadpool_limits
 
     from ._symeig import _ROWS
-    from .knn import _pool_size
+    from ..knn import _pool_size
 
     Xc = Xs - Xs.mean(axis=0)
     sq = np.einsum("ij,ij->i", Xc, Xc)

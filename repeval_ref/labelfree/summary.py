@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import geometry, labelfree, relational, spectral
+from . import intrinsic_dimension as labelfree, relational, spectral, sphere as geometry
 from ._streaming import accumulate_moments, gram_eigenvalues, is_batch_iterator
-from ._validation import as_float_array
+from .._validation import as_float_array
 
 __all__ = ["label_free_summary"]
 

@@ -32,7 +32,7 @@ import numbers
 import numpy as np
 
 from ._streaming import accumulate_moments, gram_eigenvalues
-from ._validation import as_float_array, check_int, check_positive, check_rng
+from .._validation import as_float_array, check_int, check_positive, check_rng
 
 __all__ = [
     "gram_spectrum",
@@ -303,7 +303,7 @@ def condition_number(X, center=False, rtol=None):
             raise ValueError(f"rtol must be < 1, got {rtol}")
     what = "the centred X" if center else "X"
     if _in_memory(X):
-        from .labelfree import _singular_values
+        from .intrinsic_dimension import _singular_values
 
         Z = as_float_array(X, "X", ndim=2)
         sigma = _singular_values(Z, center=center)

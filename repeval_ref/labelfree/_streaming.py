@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import as_float_array
+from .._validation import as_float_array
 
 # target size of one float64 block read from an array (bytes)
 _BLOCK_BYTES = 32 * 2**20

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.neighbors import NearestNeighbors
 
-from ._validation import as_float_array, check_positive
+from .._validation import as_float_array, check_positive
 
 __all__ = ["rankme", "rankme_normalized", "two_nn_id"]
 
