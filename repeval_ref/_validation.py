@@ -17,6 +17,8 @@ __all__ = [
     "check_same_length",
     "check_int",
     "check_positive",
+    "check_bool",
+    "check_center",
     "check_probability_level",
     "check_rng",
     "check_bool_vector",
@@ -160,6 +162,27 @@ def check_positive(value, name, *, allow_zero=False):
     elif value <= 0:
         raise ValueError(f"{name} must be > 0, got {value}")
     return value
+
+
+def check_bool(value, name):
+    """Return ``value`` as a Python bool; anything but ``True``/``False`` raises ``TypeError``.
+
+    NumPy booleans are accepted; ``0``, ``1``, ``None`` and strings are not, so that a
+    flag given in the wrong place (for example a number meant for the next argument)
+    is caught instead of being read as true or false.
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def check_center(center):
+    """Return the ``center`` flag of a label-free metric as a Python bool (see :func:`check_bool`).
+
+    ``center=True`` subtracts the column means of the features before their spectrum
+    is taken (book ``book/rankme.md`` states each metric's convention).
+    """
+    return check_bool(center, "center")
 
 
 def check_probability_level(level, name="level"):

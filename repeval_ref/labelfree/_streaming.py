@@ -1,5 +1,7 @@
 """Row batches of a feature matrix, and the float64 moments accumulated over them.
 
+Book: ``book/rankme.md`` (label-free checks on features too large for memory).
+
 The label-free metrics of seed 002 (section 3) need only the d x d second-moment matrix
 of the features (or of their unit-normalised rows), never an N x N matrix. This module
 reads a feature matrix in row batches, so that ``N`` may exceed the memory:
@@ -129,6 +131,10 @@ class Moments:
         if center:
             return self.scatter
         return self.scatter + self.n * np.outer(self.mean, self.mean)
+
+    def eigenvalues(self, center):
+        """Eigenvalues of :meth:`gram`, largest first (:func:`gram_eigenvalues`)."""
+        return gram_eigenvalues(self.gram(center))
 
 
 def accumulate_moments(X, name="X", *, transform=None, block_rows=None):

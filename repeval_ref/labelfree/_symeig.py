@@ -1,5 +1,9 @@
 """Eigenvalues of a large dense symmetric matrix in two stages: to a band, then LAPACK.
 
+Book: ``book/rankme.md`` (the diffusion spectral entropy,
+:func:`repeval_ref.diffusion_spectral_entropy`, of a 10,000-row subsample) and
+``book/performance.md``.
+
 LAPACK's one-stage route (``dsytrd`` inside ``eigh``/``eigvalsh``) reduces the matrix to
 tridiagonal form with one matrix-vector product per column, so it streams the whole
 trailing matrix from memory ``n`` times; at ``n = 10,000`` that is minutes on two
@@ -132,9 +136,9 @@ def eigvalsh_two_stage(A, bandwidth=None, overwrite_a=False):
     b = min(b, max(n - 1, 1))
     from threadpoolctl import threadpool_limits
 
-    from ..knn import _pool_size
+    from .._parallel import pool_size
 
-    workers = _pool_size()
+    workers = pool_size()
     with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
         for j in range(0, max(n - b - 1, 0), b):
             _reduce_panel(A, j, b, pool, workers)

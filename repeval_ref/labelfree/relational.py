@@ -1,42 +1,32 @@
 """Relational label-free metrics: Self-Cluster and diffusion spectral entropy (DSE).
 
-Seed 002, section 3.2 ("Relational metrics"); book chapter on label-free checks. Both
-start from pairwise relations between samples, an N x N object; here
+Book: ``book/rankme.md`` (label-free checks); seed 002, section 3.2 ("Relational
+metrics"). Both start from pairwise relations between samples, an N x N object; here
 
 * :func:`self_cluster` never forms it: it uses
   :math:`\\lVert \\tilde X \\tilde X^\\top \\rVert_F = \\lVert \\tilde X^\\top \\tilde X \\rVert_F`
   and accumulates the d x d matrix :math:`\\tilde X^\\top \\tilde X` over row batches
-  (002's reformulation), so ``X`` may be a ``numpy.memmap`` or an iterator of batches;
+  (002's reformulation, :func:`~repeval_ref.labelfree.sphere.unit_moments`), so ``X``
+  may be a ``numpy.memmap`` or an iterator of batches;
 * :func:`diffusion_spectral_entropy` forms an ``n_sub x n_sub`` kernel on a uniform
   random subsample of the rows (002 uses ``n_sub = 10000``) and takes all its
-  eigenvalues, at that size by a two-stage reduction (:mod:`repeval_ref._symeig`).
+  eigenvalues, at that size by a two-stage reduction
+  (:mod:`repeval_ref.labelfree._symeig`).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ._streaming import accumulate_moments, is_batch_iterator, iter_batches
-from ._symeig import eigvalsh_two_stage
 from .._validation import as_float_array, check_int, check_positive, check_rng
+from ._streaming import is_batch_iterator, iter_batches
+from ._symeig import eigvalsh_two_stage
+from .sphere import unit_moments
 
-__all__ = ["self_cluster", "diffusion_spectral_entropy"]
+__all__ = ["self_cluster", "self_cluster_of_gram", "diffusion_spectral_entropy"]
 
 #: kernels up to this size go to LAPACK's one-stage ``eigvalsh`` (fast while the matrix
 #: is small); larger ones to the two-stage band reduction, minutes faster at 10,000
 _DENSE_MAX = 2000
-
-
-def _unit_batch(name):
-    def transform(batch, start):
-        norms = np.linalg.norm(batch, axis=1, keepdims=True)
-        bad = np.flatnonzero(norms[:, 0] == 0)
-        if bad.size:
-            raise ValueError(
-                f"{name} has a zero vector at row {start + bad[0]}; it cannot be unit-normalised"
-            )
-        return batch / norms
-
-    return transform
 
 
 def self_cluster(X):
@@ -72,13 +62,41 @@ def self_cluster(X):
     -------
     float
     """
-    mom = accumulate_moments(X, "X", transform=_unit_batch("X"))
+    mom = unit_moments(X, "X")
     n, d = mom.n, mom.d
     if n < 2:
         raise ValueError(f"X needs at least 2 rows, got {n}")
     if d < 2:
         raise ValueError("X needs at least 2 columns (with d = 1 every unit row is +-1)")
-    G = mom.gram(False)
+    return self_cluster_of_gram(mom.gram(False), n)
+
+
+def self_cluster_of_gram(gram, n):
+    """Self-Cluster from the d x d Gram matrix :math:`\\tilde X^\\top \\tilde X` of ``n`` unit rows.
+
+    .. math:: F = \\lVert \\tilde X^\\top \\tilde X \\rVert_F^2, \\qquad
+       \\text{Self-Cluster} = \\frac{d\\,F - N(d + N - 1)}{(d - 1)(N - 1) N};
+
+    see :func:`self_cluster` for the normalisation. Seed 002, section 3.2.
+
+    Parameters
+    ----------
+    gram : array_like of shape (d, d)
+        Uncentred Gram matrix of the unit-normalised rows, ``d >= 2``.
+    n : int
+        Number of rows, ``>= 2``.
+
+    Returns
+    -------
+    float
+        1 for a collapse to one direction, about 0 for rows spread uniformly on the
+        sphere, at least :math:`-1/(\\max(N, d) - 1)`.
+    """
+    G = as_float_array(gram, "gram", ndim=2, min_rows=2)
+    if G.shape[0] != G.shape[1]:
+        raise ValueError(f"gram must be square, got shape {G.shape}")
+    n = check_int(n, "n", minimum=2)
+    d = G.shape[0]
     F = float(np.sum(G * G))
     return float((d * F - n * (d + n - 1)) / ((d - 1) * (n - 1) * n))
 
@@ -143,7 +161,7 @@ def diffusion_spectral_entropy(X, sigma, t=1, n_sub=10000, rng=None, base=2.0):
     centred subsample, one triangle of the kernel is built by row blocks on worker
     threads, and above ``_DENSE_MAX`` rows the eigenvalues come from a reduction to a
     band by level-3 products followed by LAPACK's band solver
-    (:func:`repeval_ref._symeig.eigvalsh_two_stage`; the same eigenvalues as
+    (:func:`repeval_ref.labelfree._symeig.eigvalsh_two_stage`; the same eigenvalues as
     ``scipy.linalg.eigvalsh`` up to rounding, tested). The value is exact in that
     sense (no approximation beyond floating point). Measured at ``n_sub = 10000``,
     ``d = 768`` on two cores: about 24 s on a quiet machine (the benchmark's median is
@@ -226,7 +244,7 @@ def _fresh_matrix(n):
 def _kernel_lower(Xs, sigma):
     """``D^{-1/2} G D^{-1/2}`` for the Gaussian kernel ``G`` of the rows of ``Xs``, one triangle.
 
-    Row blocks of :data:`repeval_ref._symeig._ROWS` rows, on the grid that the band
+    Row blocks of :data:`repeval_ref.labelfree._symeig._ROWS` rows, on the grid that the band
     reduction reads, are filled by as many worker threads as the BLAS has threads (each
     with a one-thread BLAS): block ``[r0, r1)`` gets its columns ``0 .. r1 - 1``, i.e.
     the lower triangle and the diagonal block in full, from one product of the centred
@@ -246,8 +264,8 @@ def _kernel_lower(Xs, sigma):
 
     from threadpoolctl import threadpool_limits
 
+    from .._parallel import pool_size
     from ._symeig import _ROWS
-    from ..knn import _pool_size
 
     Xc = Xs - Xs.mean(axis=0)
     sq = np.einsum("ij,ij->i", Xc, Xc)
@@ -284,7 +302,7 @@ def _kernel_lower(Xs, sigma):
         g *= inv_root[None, :r1]
         symmetric_diagonal(g, r0, r1)
 
-    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(_pool_size()) as pool:
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(pool_size()) as pool:
         sums = list(pool.map(fill, blocks))
         row_sums = np.zeros(n)
         for (r0, r1), (own, above) in zip(blocks, sums):

@@ -1,119 +1,231 @@
-"""Spectral label-free metrics: alpha-ReQ, NE-sum, stable rank, condition number.
+"""Spectral label-free metrics of a feature matrix: RankMe, alpha-ReQ, NE-sum, kappa, dimensions.
 
-Seed 002, section 3.1 ("Spectral metrics") and section 4.1 ("Sensitivity of spectral
-metrics"); book chapter on label-free checks. Every metric here is a function of the
-eigenvalues of one d x d matrix,
+Book: ``book/rankme.md`` (label-free checks); seed 000 ("Measuring a representation
+without labels"), seed 002, section 3.1 ("Spectral metrics") and section 4.1
+("Sensitivity of spectral metrics"), seed 003, section 5 ("Intrinsic geometry").
 
-* ``center=True``: the centred scatter :math:`\\tilde X^\\top \\tilde X`, with
-  :math:`\\tilde X = X - \\mathbf 1 \\bar x^\\top`, proportional to the covariance;
-* ``center=False``: the raw second-moment matrix :math:`X^\\top X`.
+Each function here takes the features ``X`` (an array, a ``numpy.memmap`` or an
+iterator of ``(n_b, d)`` row batches, so that ``N`` may exceed the memory), computes
+their spectrum (:mod:`repeval_ref.labelfree.spectrum`) and applies one metric of an
+eigenvalue list (:mod:`repeval_ref.labelfree.eigenvalue_metrics`) to it. The
+scale-free metrics do not depend on whether one uses the scatter or the covariance
+(scatter / (N - 1)).
 
-Its eigenvalues are the squared singular values :math:`\\sigma_i^2` of
-:math:`\\tilde X` (or :math:`X`). The d x d matrix is accumulated in float64 from row
-batches (:mod:`repeval_ref._streaming`), so ``X`` may be an array, a ``numpy.memmap``
-(for example ``np.load(path, mmap_mode="r")``) or an iterator of ``(n_b, d)`` batches,
-and ``N`` may exceed the memory: memory is :math:`O(d^2)` plus one batch, time
-:math:`O(N d^2)`.
+Each function states its default centring: Garrido et al. take RankMe of the
+embeddings as they are (not centred); 002 computes the covariance spectrum (centred)
+for alpha-ReQ and NE-sum, and :math:`\\kappa(X)` and the stable rank on the matrix
+``X`` itself (not centred); 003 centres for its covariance geometry (participation
+ratio, explained-variance dimension, isotropy). For centred ``X`` the stable rank and
+NE-sum coincide.
 
-The scale-free metrics (all but the raw spectrum) do not depend on whether one uses
-the scatter or the covariance (scatter / (N - 1)).
-
-Each function states its default centring; 002 computes the covariance spectrum
-(centred) for alpha-ReQ and NE-sum, and :math:`\\kappa(X)` and the stable rank on the
-matrix ``X`` itself (not centred). For centred ``X`` the stable rank and NE-sum coincide.
-
-:func:`power_law_spectrum` and :func:`sample_features_with_spectrum` generate the
-synthetic spectra of the sensitivity study (002, section 4.1).
+Other libraries' conventions are written here beside the papers' ones, so that the
+book can show, computed, how far the numbers part: the ``reptrix`` library's
+``get_rankme`` takes the entropy of the shares of the eigenvalues :math:`\\sigma_i^2`
+of the centred covariance (:func:`rankme_squared_shares`; Garrido et al. use the
+singular values :math:`\\sigma_i`), and its alpha fit weights the point of index ``i``
+by ``1/i`` (:func:`alpha_req_weighted`).
 """
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
-from ._streaming import accumulate_moments, gram_eigenvalues
-from .._validation import as_float_array, check_int, check_positive, check_rng
+from .._validation import as_float_array, check_center, check_positive
+from ._streaming import accumulate_moments
+from .eigenvalue_metrics import (
+    _check_int_pair,
+    _check_rtol,
+    alpha_req_of_spectrum,
+    alpha_req_weighted_of_spectrum,
+    check_fit_range,
+    condition_number_of_gram_spectrum,
+    condition_number_of_spectrum,
+    explained_variance_dimension_of_spectrum,
+    isotropy_ratio_of_spectrum,
+    ne_sum_of_spectrum,
+    participation_ratio_of_spectrum,
+    rankme_of_spectrum,
+    stable_rank_of_spectrum,
+)
+from .spectrum import (
+    covariance_spectrum,
+    feature_singular_values,
+    gram_spectrum,
+    is_in_memory,
+    singular_values,
+)
 
 __all__ = [
-    "gram_spectrum",
+    "rankme",
+    "rankme_normalized",
+    "rankme_squared_shares",
     "alpha_req",
+    "alpha_req_weighted",
     "ne_sum",
     "stable_rank",
     "condition_number",
-    "power_law_spectrum",
-    "sample_features_with_spectrum",
+    "participation_ratio",
+    "explained_variance_dimension",
+    "isotropy_ratio",
 ]
 
 
-def _check_center(center):
-    if not isinstance(center, (bool, np.bool_)):
-        raise TypeError(f"center must be True or False, got {center!r}")
-    return bool(center)
+def _subject(center):
+    """How the messages of a spectrum that is zero name the features."""
+    return "the centred X" if center else "X"
 
 
-def _spectrum(X, center, name="X"):
-    """Eigenvalues (largest first) of the streamed d x d Gram matrix, and N."""
-    mom = accumulate_moments(X, name)
-    lam = gram_eigenvalues(mom.gram(center))
-    return lam, mom.n
+# ----------------------------------------------------------------------------- RankMe
 
 
-def _nonzero_spectrum(lam, what):
-    if not lam[0] > 0:
-        raise ValueError(f"{what} is zero (all singular values vanish); the metric is undefined")
-    return lam
+def _rankme_of_features(sigma, center, eps):
+    """RankMe of the singular values of the features ``Z`` (the message names ``Z``)."""
+    if not float(sigma.sum()) > 0:
+        raise ValueError(
+            "Z has all singular values zero"
+            + (" after centring (every column is constant)" if center else " (Z is all zeros)")
+            + "; the effective rank is undefined"
+        )
+    return rankme_of_spectrum(sigma, eps)
 
 
-def gram_spectrum(X, center=True):
-    """Squared singular values of ``X`` (centred or not), largest first, streamed.
+def rankme(Z, center=False, eps=1e-7):
+    """Effective rank of a feature matrix (RankMe, Garrido et al. 2023).
 
-    .. math:: \\lambda_1 \\ge \\dots \\ge \\lambda_d \\ge 0, \\qquad
-       \\lambda_i = \\sigma_i^2(\\tilde X) \\;\\text{(or } \\sigma_i^2(X)\\text{)},
+    With singular values :math:`\\sigma_1 \\ge \\dots \\ge \\sigma_m` of ``Z``,
+    :math:`m = \\min(n, d)`, the normalised shares are
 
-    the eigenvalues of the d x d matrix :math:`\\tilde X^\\top \\tilde X` (``center=True``)
-    or :math:`X^\\top X`. Divide by ``N - 1`` for the covariance eigenvalues. When
-    ``N < d`` the trailing ``d - N`` (or ``d - N + 1`` centred) values are zero up to
-    rounding.
+    .. math:: p_i = \\frac{\\sigma_i}{\\sum_j \\sigma_j} + \\epsilon,
+
+    and the effective rank is :math:`\\exp\\bigl(-\\sum_i p_i \\log p_i\\bigr)`
+    (:func:`~repeval_ref.labelfree.eigenvalue_metrics.rankme_of_spectrum`).
+    Equal non-zero singular values in ``r`` directions give ``r`` (up to the tiny
+    :math:`\\epsilon`); one dominant direction gives a value near 1.
+
+    Book ``book/rankme.md`` (seed 000, "Measuring a representation without
+    labels"; seed 002, section 3.1). Garrido et al. take the embeddings as
+    they are (``center=False``, the default); the course's simulation centres them
+    first (``center=True``). State the convention when you compare numbers.
 
     Parameters
     ----------
-    X : array_like of shape (n, d), numpy.memmap, or iterator of (n_b, d) arrays
-        Features, one row per sample.
-    center : bool, default True
-        Subtract the column means (streamed, exact).
+    Z : array_like of shape (n, d), numpy.memmap, or iterator of (n_b, d) arrays
+        Features, one row per sample. A memory map or an iterator of row batches is
+        streamed through the d x d Gram matrix (memory independent of ``n``): its
+        first ``min(n, d)`` eigenvalues are kept and those below
+        ``d * eps_machine * lambda_1`` (the Gram matrix's rounding level) are taken as
+        zero, so the value matches the SVD of the array to about 1e-10 relative.
+    center : bool, default False
+        Subtract the column means before the SVD. Makes the value invariant to a
+        translation of all features.
+    eps : float, default 1e-7
+        Small non-negative constant added to every share to keep the logarithm
+        finite; ``eps=0`` gives the exact spectral entropy (``0 log 0 = 0``).
 
     Returns
     -------
-    numpy.ndarray of float64, shape (d,)
+    float
+        The effective rank, between about 1 and ``min(n, d)``.
+
+    Raises
+    ------
+    ValueError
+        If ``Z`` is not a finite 2-D array, if ``eps < 0``, or if all singular
+        values are zero (an all-zero matrix, or constant columns with
+        ``center=True``).
     """
-    center = _check_center(center)
-    lam, _ = _spectrum(X, center)
-    return lam
+    center = check_center(center)
+    eps = check_positive(eps, "eps", allow_zero=True)
+    sigma = feature_singular_values(Z, center).values
+    return _rankme_of_features(sigma, center, eps)
 
 
-def _index_bound(value, d, which):
-    """Turn one end of ``fit_range`` into a 1-based inclusive eigenvalue index.
+def rankme_normalized(Z, center=False, eps=1e-7):
+    """RankMe divided by the feature dimension, :math:`\\text{RankMe}^\\star = \\text{RankMe}/d`.
 
-    An ``int`` is a 1-based index; a ``float`` in (0, 1] is the fraction ``f`` of ``d``
-    meaning index ``floor(f * d)``. A lower bound of ``0`` (or ``0.0``, or a fraction
-    whose floor is 0) means "from the first eigenvalue", index 1.
+    Seed 002, section 4.1 divides RankMe (and NE-sum, kappa) by the representation
+    dimension ``d`` (the number of columns, not ``min(N, d)``) to compare encoders of
+    different widths. See :func:`rankme` for the parameters, the centring convention
+    and the streamed inputs (``numpy.memmap`` or an iterator of batches). Book
+    ``book/rankme.md``.
+
+    With ``eps=0`` the value lies in (0, 1]. With ``eps > 0`` it can exceed 1
+    slightly, because every share is raised by ``eps``: its largest value, reached
+    by ``d`` equal non-zero singular values (``n >= d``), is
+    :math:`(1/d + \\epsilon)^{-(1 + d\\epsilon)} / d \\approx 1 + d\\epsilon(\\ln d - 1)`,
+    for example 1.00014 for ``d = 300`` and the default ``eps = 1e-7``.
+
+    Parameters
+    ----------
+    Z : array_like of shape (n, d), numpy.memmap, or iterator of (n_b, d) arrays
+        Features, one row per sample.
+    center : bool, default False
+        Subtract the column means first.
+    eps : float, default 1e-7
+        Added to every share, ``>= 0``.
+
+    Returns
+    -------
+    float
+        ``rankme(Z, center, eps) / d``; in (0, 1] for ``eps=0``, at most
+        :math:`(1/d + \\epsilon)^{-(1 + d\\epsilon)} / d` otherwise.
     """
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"fit_range {which} must be an int index or a float fraction, got {value!r}")
-    lower = which == "lower"
-    if lower and value == 0:
-        return 1
-    if isinstance(value, numbers.Integral):
-        idx = int(value)
-        if idx < 1:
-            minimum = ">= 0 (0 or 1 both mean the first eigenvalue)" if lower else ">= 1 (1-based)"
-            raise ValueError(f"fit_range {which} index must be {minimum}, got {idx}")
-        return idx
-    value = float(value)
-    if not (0.0 < value <= 1.0):
-        raise ValueError(f"fit_range {which} fraction must lie in (0, 1], got {value}")
-    idx = int(np.floor(value * d))
-    return max(idx, 1) if lower else idx
+    center = check_center(center)
+    eps = check_positive(eps, "eps", allow_zero=True)
+    sv = feature_singular_values(Z, center)
+    return _rankme_of_features(sv.values, center, eps) / sv.d
+
+
+def _squared_singular_values(X, center):
+    """Eigenvalues :math:`\\sigma_i^2` of the SVD of the in-memory ``X`` (``n >= 2``)."""
+    Z = as_float_array(X, "X", ndim=2, min_rows=2)
+    return singular_values(Z, center=center) ** 2
+
+
+def rankme_squared_shares(X, center=True, eps=1e-7):
+    """Effective rank from the shares of the eigenvalues :math:`\\sigma_i^2` (reptrix's convention).
+
+    .. math:: q_i = \\frac{\\sigma_i^2}{\\sum_j \\sigma_j^2} + \\epsilon, \\qquad
+       \\exp\\Bigl(-\\sum_i q_i \\log q_i\\Bigr),
+
+    with :math:`\\sigma_i` the singular values of the column-centred ``X``
+    (``center=True``, as reptrix's PCA does) or of ``X``: RankMe of the spectrum
+    taken on the eigenvalues instead of the singular values
+    (:func:`~repeval_ref.labelfree.eigenvalue_metrics.rankme_of_spectrum` of
+    :math:`\\sigma_i^2`). The shares :math:`q_i` are the explained-variance ratios of
+    a PCA. Garrido et al. (2023) define RankMe with :math:`\\sigma_i` itself
+    (:func:`rankme`); the squares concentrate the distribution, so this value is never
+    larger than RankMe of the same spectrum for ``eps = 0`` (equal for a flat
+    spectrum). Book ``book/rankme.md``.
+
+    Parameters
+    ----------
+    X : array_like of shape (n, d)
+        Features, ``n >= 2``.
+    center : bool, default True
+        Subtract the column means first (reptrix's PCA does).
+    eps : float, default 1e-7
+        Added to every share, ``>= 0`` (reptrix uses ``1e-7``).
+
+    Returns
+    -------
+    float
+        The effective rank of the explained-variance ratios, in about [1, min(n, d)].
+
+    Raises
+    ------
+    ValueError
+        Non-finite or too small ``X``, negative ``eps``, or all singular values zero.
+    """
+    center = check_center(center)
+    eps = check_positive(eps, "eps", allow_zero=True)
+    lam = _squared_singular_values(X, center)
+    if not lam.sum() > 0:
+        raise ValueError("X has all singular values zero" + (" after centring" if center else "")
+                         + "; the effective rank is undefined")
+    return rankme_of_spectrum(lam, eps)
+
+
+# ------------------------------------------------------------------------ alpha-ReQ
 
 
 def alpha_req(X, fit_range=(10, 0.9), center=True):
@@ -122,7 +234,8 @@ def alpha_req(X, fit_range=(10, 0.9), center=True):
     With the eigenvalues :math:`\\lambda_1 \\ge \\dots \\ge \\lambda_d` of the
     covariance of ``X`` indexed from 1, fits :math:`\\lambda_i \\propto i^{-\\alpha}` by
     ordinary least squares of :math:`\\log \\lambda_i` on :math:`\\log i` over
-    :math:`i \\in [i_{lo}, i_{hi}]` (both ends included) and returns minus the slope.
+    :math:`i \\in [i_{lo}, i_{hi}]` (both ends included) and returns minus the slope
+    (:func:`~repeval_ref.labelfree.eigenvalue_metrics.alpha_req_of_spectrum`).
 
     ``fit_range=(lo, hi)`` selects 1-based, inclusive indices
     :math:`i \\in [i_{lo}, i_{hi}]` (eigenvalue ``i`` is ``lam[i - 1]``): an ``int`` is
@@ -135,16 +248,18 @@ def alpha_req(X, fit_range=(10, 0.9), center=True):
     (002, section 3.1 and appendix B.1, which shows that including the head
     eigenvalues can flip the sign of the correlation with accuracy).
 
-    Book: label-free checks chapter; seed 002, section 3.1. Centres by default (the
+    Book ``book/rankme.md``; seed 002, section 3.1. Centres by default (the
     spectrum of the covariance matrix).
 
     Parameters
     ----------
     X : array_like of shape (n, d), numpy.memmap, or iterator of (n_b, d) arrays
+        Features, one row per sample.
     fit_range : (int or float, int or float), default (10, 0.9)
         ``(lo, hi)``: 1-based inclusive indices, or fractions of ``d`` (floored); a
         lower bound of 0 means the first eigenvalue (see above).
     center : bool, default True
+        Subtract the column means (the covariance spectrum, as in 002).
 
     Returns
     -------
@@ -158,41 +273,51 @@ def alpha_req(X, fit_range=(10, 0.9), center=True):
         in the range is zero (up to ``d * eps`` relative to the largest): for example
         when ``N <= d`` the covariance is rank deficient; narrow the range.
     """
-    center = _check_center(center)
-    _check_fit_range(fit_range)
-    lam, _ = _spectrum(X, center)
-    return _alpha_from_spectrum(lam, fit_range, "the covariance of X" if center else "X")
+    center = check_center(center)
+    check_fit_range(fit_range)
+    lam = gram_spectrum(X, center)
+    return alpha_req_of_spectrum(lam, fit_range, name="the covariance of X" if center else "X")
 
 
-def _check_fit_range(fit_range):
-    if not isinstance(fit_range, (tuple, list)) or len(fit_range) != 2:
-        raise TypeError(f"fit_range must be a pair (lo, hi), got {fit_range!r}")
+def alpha_req_weighted(X, fit_range=(6, 100), center=True):
+    """Power-law exponent fitted with weights ``1/i`` on the log-log spectrum (reptrix's alpha).
+
+    Minimises :math:`\\sum_{i = i_{lo}}^{i_{hi}} \\frac{1}{i}\\,(\\log \\lambda_i - c +
+    \\alpha \\log i)^2` over :math:`(\\alpha, c)` and returns :math:`\\alpha`, with
+    :math:`\\lambda_i` the eigenvalues (1-based, decreasing) of the covariance of
+    ``X``, from an SVD of the in-memory ``X``
+    (:func:`~repeval_ref.labelfree.eigenvalue_metrics.alpha_req_weighted_of_spectrum`).
+    The weights favour the head of the range, where the points lie sparsely on a
+    logarithmic axis. The default range, indices 6 to 100 (1-based, inclusive), is
+    reptrix's ``np.arange(5, 100)`` in 0-based indices. Compare :func:`alpha_req`
+    (unweighted, 002's range :math:`[10, 0.9 d]`). Book ``book/rankme.md``.
+
+    Parameters
+    ----------
+    X : array_like of shape (n, d)
+        Features, ``n >= 2``.
+    fit_range : (int, int), default (6, 100)
+        1-based inclusive indices ``lo < hi <= min(n, d)``.
+    center : bool, default True
+        Subtract the column means first.
+
+    Returns
+    -------
+    float
+        The weighted exponent (positive for a decaying spectrum).
+
+    Raises
+    ------
+    ValueError
+        A range outside the spectrum, with fewer than 2 points, or holding a zero
+        eigenvalue.
+    """
+    center = check_center(center)
+    _check_int_pair(fit_range)
+    return alpha_req_weighted_of_spectrum(_squared_singular_values(X, center), fit_range)
 
 
-def _alpha_from_spectrum(lam, fit_range, what):
-    """alpha-ReQ from eigenvalues sorted decreasingly (see :func:`alpha_req`)."""
-    d = lam.shape[0]
-    lo = _index_bound(fit_range[0], d, "lower")
-    hi = _index_bound(fit_range[1], d, "upper")
-    if hi > d:
-        raise ValueError(f"fit_range upper index {hi} exceeds the dimension d={d}")
-    if hi - lo + 1 < 2:
-        raise ValueError(
-            f"fit_range gives indices {lo}..{hi} for d={d}; at least 2 eigenvalues are "
-            "needed to fit a line"
-        )
-    _nonzero_spectrum(lam, what)
-    sel = lam[lo - 1:hi]
-    tol = d * np.finfo(float).eps * lam[0]
-    if np.any(sel <= tol):
-        n_zero = int(np.count_nonzero(sel <= tol))
-        raise ValueError(
-            f"{n_zero} eigenvalue(s) in the fit range {lo}..{hi} are zero (the spectrum "
-            f"has rank below {hi}); the log-log fit is undefined, narrow fit_range"
-        )
-    logi = np.log(np.arange(lo, hi + 1, dtype=float))
-    slope = np.polyfit(logi, np.log(sel), 1)[0]
-    return float(-slope)
+# --------------------------------------------------------- NE-sum, stable rank, kappa
 
 
 def ne_sum(X, center=True):
@@ -204,26 +329,28 @@ def ne_sum(X, center=True):
     with :math:`C` the covariance (or the scatter; the ratio is the same), lying
     between 1 (one direction) and ``d`` (whitened features). With ``center=True``
     (default, the covariance as in 002) it equals :func:`stable_rank` of the centred
-    matrix (002, section 3.1). Seed 002, section 3.1.
+    matrix (002, section 3.1). Book ``book/rankme.md``; seed 002, section 3.1.
 
     Parameters
     ----------
     X : array_like of shape (n, d), numpy.memmap, or iterator of (n_b, d) arrays
+        Features, one row per sample.
     center : bool, default True
+        Subtract the column means (the covariance, as in 002).
 
     Returns
     -------
     float
+        NE-sum, in [1, d].
 
     Raises
     ------
     ValueError
         If every eigenvalue is zero (constant features when centred).
     """
-    center = _check_center(center)
-    lam, _ = _spectrum(X, center)
-    _nonzero_spectrum(lam, "the covariance of X" if center else "X")
-    return float(lam.sum() / lam[0])
+    center = check_center(center)
+    lam = gram_spectrum(X, center)
+    return ne_sum_of_spectrum(lam, name="the covariance of X" if center else "X")
 
 
 def stable_rank(X, center=False):
@@ -232,27 +359,30 @@ def stable_rank(X, center=False):
     .. math:: \\operatorname{sr}(X) = \\frac{\\sum_i \\sigma_i^2}{\\sigma_1^2}.
 
     Computed on ``X`` as given (``center=False``, default); with ``center=True`` it is
-    :func:`ne_sum`. Seed 002, section 3.1.
+    :func:`ne_sum`. Book ``book/rankme.md``; seed 002, section 3.1.
 
     Parameters
     ----------
     X : array_like of shape (n, d), numpy.memmap, or iterator of (n_b, d) arrays
+        Features, one row per sample.
     center : bool, default False
+        Subtract the column means first (002 takes ``X`` itself).
 
     Returns
     -------
     float
+        The stable rank, in [1, min(n, d)].
     """
-    center = _check_center(center)
-    lam, _ = _spectrum(X, center)
-    _nonzero_spectrum(lam, "the centred X" if center else "X")
-    return float(lam.sum() / lam[0])
+    center = check_center(center)
+    lam = gram_spectrum(X, center)
+    return stable_rank_of_spectrum(lam, name=_subject(center))
 
 
 def condition_number(X, center=False, rtol=None):
     """Largest over smallest non-zero singular value, :math:`\\kappa = \\sigma_1 / \\sigma_r`.
 
-    A singular value counts as non-zero when :math:`\\sigma_i > \\text{rtol}\\,\\sigma_1`.
+    A singular value counts as non-zero when :math:`\\sigma_i > \\text{rtol}\\,\\sigma_1`
+    (:func:`~repeval_ref.labelfree.eigenvalue_metrics.condition_number_of_spectrum`).
     Two routes, chosen by the type of ``X``:
 
     * an in-memory array (``numpy.ndarray`` that is not a memory map, or array_like):
@@ -262,26 +392,30 @@ def condition_number(X, center=False, rtol=None):
       ``numpy.linalg.cond(X)`` (relative agreement about ``kappa * eps``), up to
       :math:`\\kappa \\approx 1 / (\\max(N, d)\\,\\epsilon)`.
     * a ``numpy.memmap`` or an iterator of row batches (features too big for memory):
-      the eigenvalues of the streamed float64 d x d Gram matrix. Their rounding error is
-      about :math:`d\\,\\epsilon\\,\\sigma_1^2`, so singular values are resolved only
-      down to about ``sqrt(d * eps) * sigma_1`` (a relative resolution of order
-      :math:`\\sqrt{\\epsilon}`, about 4e-7 for d = 768), which is the default
-      ``rtol``. Values of kappa near or above ``1 / sqrt(d * eps)`` (about 2.4e6 for
-      d = 768) cannot be resolved: they come out too small, and a ``RuntimeWarning``
-      is issued when the returned value is within a factor 10 of that limit
-      (:math:`\\sigma_r < 10 \\sqrt{d \\epsilon}\\, \\sigma_1`). Load the array
-      into memory for an exact value.
+      the eigenvalues of the streamed float64 d x d Gram matrix
+      (:func:`~repeval_ref.labelfree.eigenvalue_metrics.condition_number_of_gram_spectrum`).
+      Their rounding error is about :math:`d\\,\\epsilon\\,\\sigma_1^2`, so singular
+      values are resolved only down to about ``sqrt(d * eps) * sigma_1`` (a relative
+      resolution of order :math:`\\sqrt{\\epsilon}`, about 4e-7 for d = 768), which is
+      the default ``rtol``. Values of kappa near or above ``1 / sqrt(d * eps)`` (about
+      2.4e6 for d = 768) cannot be resolved: they come out too small, and a
+      ``RuntimeWarning`` is issued when the returned value is within a factor 10 of
+      that limit (:math:`\\sigma_r < 10 \\sqrt{d \\epsilon}\\, \\sigma_1`). Load the
+      array into memory for an exact value.
 
-    A rank-deficient ``X`` reports the condition number of its non-zero part (where
-    ``numpy.linalg.cond`` returns a huge value or inf). Seed 002, section 3.1 (002
-    notes that kappa mainly tracks the conditioning of closed-form OLS probes rather
-    than representation quality). Not centred by default (kappa of the matrix ``X``,
-    as in 002).
+    The two default tolerances differ on purpose: each is the relative accuracy of the
+    singular values on its route. A rank-deficient ``X`` reports the condition number
+    of its non-zero part (where ``numpy.linalg.cond`` returns a huge value or inf).
+    Book ``book/rankme.md``; seed 002, section 3.1 (002 notes that kappa mainly tracks
+    the conditioning of closed-form OLS probes rather than representation quality).
+    Not centred by default (kappa of the matrix ``X``, as in 002).
 
     Parameters
     ----------
     X : array_like of shape (n, d), numpy.memmap, or iterator of (n_b, d) arrays
+        Features, one row per sample.
     center : bool, default False
+        Subtract the column means first.
     rtol : float, optional
         Relative tolerance in (0, 1) on singular values; default ``max(n, d) * eps``
         (SVD route) or ``sqrt(d * eps)`` (Gram route).
@@ -296,149 +430,88 @@ def condition_number(X, center=False, rtol=None):
     RuntimeWarning
         Gram route only, when the value is at the resolution limit described above.
     """
-    center = _check_center(center)
-    if rtol is not None:
-        rtol = check_positive(rtol, "rtol")
-        if rtol >= 1:
-            raise ValueError(f"rtol must be < 1, got {rtol}")
-    what = "the centred X" if center else "X"
-    if _in_memory(X):
-        from .intrinsic_dimension import _singular_values
-
-        Z = as_float_array(X, "X", ndim=2)
-        sigma = _singular_values(Z, center=center)
-        return _kappa_from_singular_values(sigma, Z.shape, rtol, what)
-    lam, n = _spectrum(X, center)
-    return _kappa_from_spectrum(lam, rtol, what, n=n)
+    center = check_center(center)
+    rtol = _check_rtol(rtol)
+    what = _subject(center)
+    if is_in_memory(X):
+        sv = feature_singular_values(X, center, name="X")
+        if rtol is None:
+            rtol = max(sv.n, sv.d) * np.finfo(float).eps
+        return condition_number_of_spectrum(sv.values, rtol, name=what)
+    mom = accumulate_moments(X, "X")
+    return condition_number_of_gram_spectrum(mom.eigenvalues(center), mom.n, rtol, name=what)
 
 
-def _in_memory(X):
-    """True for an array held in memory (SVD route), False for a memmap or an iterator."""
-    from ._streaming import is_batch_iterator
-
-    return not (is_batch_iterator(X) or isinstance(X, np.memmap))
+# ------------------------------------------------------- covariance geometry (003, 5)
 
 
-def _kappa_from_singular_values(sigma, shape, rtol, what):
-    """kappa from the singular values of an SVD (largest first) of a matrix of ``shape``."""
-    if rtol is None:
-        rtol = max(shape) * np.finfo(float).eps
-    if not (sigma.size and sigma[0] > 0):
-        raise ValueError(f"{what} is zero (all singular values vanish); the metric is undefined")
-    kept = sigma[sigma > rtol * sigma[0]]
-    return float(sigma[0] / kept[-1])
+def participation_ratio(X):
+    """Participation ratio of the covariance spectrum, an effective dimension.
 
+    .. math:: d_{\\text{eff}} = \\frac{\\bigl(\\sum_i \\lambda_i\\bigr)^2}{\\sum_i \\lambda_i^2}
+       = \\frac{(\\sum_i \\sigma_i^2)^2}{\\sum_i \\sigma_i^4},
 
-def _kappa_from_spectrum(lam, rtol, what, n=None):
-    """kappa from the eigenvalues of a streamed Gram matrix (see :func:`condition_number`).
-
-    Only the first ``min(n, d)`` eigenvalues are used (``X`` has at most that many
-    non-zero singular values; the rest are rounding noise).
-    """
-    limit = float(np.sqrt(lam.shape[0] * np.finfo(float).eps))
-    if rtol is None:
-        rtol = limit
-    _nonzero_spectrum(lam, what)
-    if n is not None:
-        lam = lam[:min(int(n), lam.shape[0])]
-    sigma = np.sqrt(lam)
-    kept = sigma[sigma > rtol * sigma[0]]
-    kappa = float(sigma[0] / kept[-1])
-    if kappa * limit > 0.1:
-        import warnings
-
-        warnings.warn(
-            f"condition number {kappa:.3g} from the streamed Gram matrix is at its "
-            f"resolution limit (singular values below about {limit:.1e} x the largest "
-            "are not resolved); the true value may be larger. Pass an in-memory array "
-            "for an SVD-based value.",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-    return kappa
-
-
-def power_law_spectrum(alpha, d):
-    """Eigenvalues :math:`\\lambda_i \\propto i^{-\\alpha}`, sorted decreasing, summing to 1.
-
-    For ``alpha > 0`` the spectrum decays; ``alpha = 0`` is flat (whitened); for
-    ``alpha < 0`` the values :math:`i^{|\\alpha|}` are sorted in decreasing order, which
-    gives a long flat head and a sharp drop at the tail (002, section 4.1, figure 2a).
-    The values for ``alpha`` and ``-alpha`` have the same ratio of largest to smallest,
-    :math:`d^{|\\alpha|}`.
+    ``d`` when all eigenvalues are equal, 1 when one direction carries all the
+    variance. Centred. Book ``book/rankme.md``; seed 003, section 5 ("Effective
+    dimension").
 
     Parameters
     ----------
-    alpha : float
-        Exponent (any finite real).
-    d : int
-        Number of eigenvalues, ``>= 1``.
+    X : array_like of shape (n, d), numpy.memmap, or iterator of (n_b, d) arrays
+        Features, one row per sample; not constant.
 
     Returns
     -------
-    numpy.ndarray of float64, shape (d,)
+    float
+        In [1, d].
     """
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
-        raise TypeError(f"alpha must be a real number, got {alpha!r}")
-    alpha = float(alpha)
-    if not np.isfinite(alpha):
-        raise ValueError(f"alpha must be finite, got {alpha}")
-    d = check_int(d, "d", minimum=1)
-    # log-space normalisation avoids overflow of i**|alpha| for large d and alpha
-    logv = -alpha * np.log(np.arange(1, d + 1, dtype=float))
-    logv -= logv.max()
-    v = np.exp(logv)
-    v /= v.sum()
-    return np.sort(v)[::-1].copy()
+    return participation_ratio_of_spectrum(covariance_spectrum(X))
 
 
-def sample_features_with_spectrum(eigenvalues, n, rng=None, exact=False):
-    """Draw ``n`` feature vectors whose covariance has the given eigenvalues.
+def explained_variance_dimension(X, threshold=0.9):
+    """Number of principal components needed to explain a share ``threshold`` of the variance.
 
-    With a random orthogonal :math:`Q` (Haar: QR of a Gaussian matrix, column signs
-    fixed by the diagonal of ``R``, Mezzadri 2007)
-    and :math:`\\Lambda = \\operatorname{diag}(\\lambda)`:
-
-    * ``exact=False``: rows :math:`x = Q \\Lambda^{1/2} z`, :math:`z \\sim N(0, I)`;
-      the population covariance is :math:`Q \\Lambda Q^\\top`.
-    * ``exact=True``: :math:`X = \\sqrt{n-1}\\, U \\Lambda^{1/2} Q^\\top` with ``U`` an
-      (n, d) matrix of orthonormal, column-centred columns; then the column means are
-      zero and the *sample* covariance is exactly :math:`Q \\Lambda Q^\\top`, so every
-      spectral metric of ``X`` equals the metric of the spectrum. Needs ``n > d``.
-
-    Seed 002, section 4.1 (simulated eigenspectra).
+    The smallest ``k`` with :math:`\\sum_{i \\le k} \\lambda_i \\ge \\text{threshold}
+    \\sum_i \\lambda_i`; the comparison allows a relative rounding slack of 1e-12 (ten
+    equal eigenvalues need exactly 9 components for 90 %). Centred. Book
+    ``book/rankme.md``; seed 003, section 5 (``dims_for_90pct_var``).
 
     Parameters
     ----------
-    eigenvalues : array_like of shape (d,)
-        Non-negative covariance eigenvalues.
-    n : int
-        Number of rows, ``>= 2``.
-    rng : numpy.random.Generator or int, optional
-    exact : bool, default False
+    X : array_like of shape (n, d), numpy.memmap, or iterator of (n_b, d) arrays
+        Features, one row per sample; not constant.
+    threshold : float, default 0.9
+        In (0, 1].
 
     Returns
     -------
-    numpy.ndarray of float64, shape (n, d)
+    int
+        In [1, d].
     """
-    lam = as_float_array(eigenvalues, "eigenvalues", ndim=1)
-    if np.any(lam < 0):
-        raise ValueError(f"eigenvalues must be >= 0, got smallest {lam.min()}")
-    n = check_int(n, "n", minimum=2)
-    rng = check_rng(rng)
-    if not isinstance(exact, (bool, np.bool_)):
-        raise TypeError(f"exact must be True or False, got {exact!r}")
-    d = lam.shape[0]
-    # Haar-distributed orthogonal matrix: QR of a Gaussian matrix, signs fixed by diag(R)
-    Q, R = np.linalg.qr(rng.standard_normal((d, d)))
-    Q = Q * np.where(np.diag(R) < 0, -1.0, 1.0)
-    root = np.sqrt(lam)
-    if not exact:
-        Z = rng.standard_normal((n, d))
-        return (Z * root) @ Q.T
-    if n <= d:
-        raise ValueError(f"exact=True needs n > d, got n={n}, d={d}")
-    G = rng.standard_normal((n, d))
-    G -= G.mean(axis=0)
-    U, _ = np.linalg.qr(G)  # columns orthonormal and (being in the span of centred G) centred
-    return np.sqrt(n - 1) * (U * root) @ Q.T
+    threshold = check_positive(threshold, "threshold")
+    if threshold > 1:
+        raise ValueError(f"threshold must be <= 1, got {threshold}")
+    return explained_variance_dimension_of_spectrum(covariance_spectrum(X), threshold)
+
+
+def isotropy_ratio(X):
+    """Smallest over largest eigenvalue of the covariance, :math:`\\lambda_d / \\lambda_1`.
+
+    1 for perfectly isotropic features, 0 when some direction has no variance.
+    Eigenvalues below :math:`d\\,\\epsilon\\,\\lambda_1` (the rounding level of the
+    streamed d x d matrix) count as 0. The smallest of all ``d`` covariance eigenvalues
+    is taken (zero when the covariance is rank deficient, e.g. ``N <= d``), not the
+    smallest of the ``min(N, d)`` singular values as in 003's dashboard code. Centred.
+    Book ``book/rankme.md``; seed 003, section 5 ("Isotropy").
+
+    Parameters
+    ----------
+    X : array_like of shape (n, d), numpy.memmap, or iterator of (n_b, d) arrays
+        Features, one row per sample; not constant.
+
+    Returns
+    -------
+    float
+        In [0, 1].
+    """
+    return isotropy_ratio_of_spectrum(covariance_spectrum(X))

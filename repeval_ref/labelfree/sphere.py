@@ -1,126 +1,108 @@
-"""Intrinsic geometry of a representation: dimension, isotropy, alignment, uniformity.
+"""Label-free metrics on the unit sphere: mean pairwise cosine, alignment, uniformity, spread.
 
-Seed 003, section 5 ("Intrinsic geometry") and section 7 (the evaluation dashboard);
-Wang and Isola (2020) for alignment and uniformity. The spectral quantities use the
-eigenvalues :math:`\\lambda_1 \\ge \\dots \\ge \\lambda_d` of the *centred* covariance
-(003 centres), streamed through a d x d matrix (:mod:`repeval_ref._streaming`); the
-mean pairwise cosine needs only the sum of the unit rows. So all of them accept an
-array, a ``numpy.memmap`` or an iterator of ``(n_b, d)`` batches. Uniformity needs
-all pairs and is computed in row blocks (never an N x N matrix in memory).
+Book: ``book/rankme.md`` (label-free checks); seed 003, section 5 ("Intrinsic
+geometry") and section 7 (the evaluation dashboard); Wang and Isola (2020) for
+alignment and uniformity; seed 000 ("Measuring a representation without labels") for
+the per-coordinate spread of unit embeddings. Every metric here looks only at the
+directions :math:`u_i = x_i / \\lVert x_i \\rVert` of the rows (no centring).
 
-Differences from 003's dashboard code: the average cosine is computed from
-:math:`\\lVert\\sum_i u_i\\rVert^2` in :math:`O(Nd)` instead of an N x N similarity
-matrix; the isotropy ratio takes the smallest of all ``d`` covariance eigenvalues
-(zero when the covariance is rank deficient, e.g. ``N <= d``), not the smallest of the
-``min(N, d)`` singular values.
+The mean pairwise cosine needs only the sum of the unit rows, so it accepts an array,
+a ``numpy.memmap`` or an iterator of ``(n_b, d)`` batches and is computed in
+:math:`O(Nd)` from :math:`\\lVert\\sum_i u_i\\rVert^2` (003's dashboard builds an
+N x N similarity matrix). Uniformity needs all pairs and is computed in row blocks
+(never an N x N matrix in memory). :func:`unit_row_transform` and
+:func:`unit_moments` give the unit rows and their moments batch by batch, for
+Self-Cluster (:mod:`repeval_ref.labelfree.relational`) and the one-pass summary.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ._streaming import accumulate_moments, gram_eigenvalues, iter_batches
 from .._validation import as_float_array, check_int, check_positive, check_same_length, unit_rows
-from .relational import _unit_batch
+from ._streaming import accumulate_moments, iter_batches
 
 __all__ = [
-    "participation_ratio",
-    "explained_variance_dimension",
-    "isotropy_ratio",
+    "unit_row_transform",
+    "unit_moments",
+    "mean_pairwise_cosine_of_sum",
     "mean_pairwise_cosine",
     "alignment",
     "uniformity",
+    "unit_coordinate_std",
 ]
 
 
-def _cov_eigenvalues(X):
-    mom = accumulate_moments(X, "X")
-    lam = gram_eigenvalues(mom.gram(True))
-    if not lam[0] > 0:
-        raise ValueError("X is constant (its covariance is zero); the metric is undefined")
-    return lam, mom.n
+def unit_row_transform(name="X"):
+    """A batch transform (for :func:`~repeval_ref.labelfree._streaming.iter_batches`) to unit rows.
+
+    Parameters
+    ----------
+    name : str, default "X"
+        Argument name used in error messages.
+
+    Returns
+    -------
+    callable
+        ``transform(batch, start)``: the rows of ``batch`` divided by their Euclidean
+        norms; a zero row raises ``ValueError`` naming its index in the whole input
+        (``start`` is the index of the batch's first row).
+    """
+    def transform(batch, start):
+        norms = np.linalg.norm(batch, axis=1, keepdims=True)
+        bad = np.flatnonzero(norms[:, 0] == 0)
+        if bad.size:
+            raise ValueError(
+                f"{name} has a zero vector at row {start + bad[0]}; it cannot be unit-normalised"
+            )
+        return batch / norms
+
+    return transform
 
 
-def participation_ratio(X):
-    """Participation ratio of the covariance spectrum, an effective dimension.
+def unit_moments(X, name="X"):
+    """Float64 mean and centred scatter of the unit-normalised rows of ``X``, streamed.
 
-    .. math:: d_{\\text{eff}} = \\frac{\\bigl(\\sum_i \\lambda_i\\bigr)^2}{\\sum_i \\lambda_i^2}
-       = \\frac{(\\sum_i \\sigma_i^2)^2}{\\sum_i \\sigma_i^4},
-
-    ``d`` when all eigenvalues are equal, 1 when one direction carries all the
-    variance. Centred. Seed 003, section 5 ("Effective dimension").
+    Their uncentred Gram matrix gives Self-Cluster, their sum (``n * mean``) the mean
+    pairwise cosine (:func:`mean_pairwise_cosine_of_sum`).
 
     Parameters
     ----------
     X : array_like of shape (n, d), numpy.memmap, or iterator of (n_b, d) arrays
+        Features; no zero row.
+    name : str, default "X"
+        Argument name used in error messages.
+
+    Returns
+    -------
+    repeval_ref.labelfree._streaming.Moments
+    """
+    return accumulate_moments(X, name, transform=unit_row_transform(name))
+
+
+def mean_pairwise_cosine_of_sum(unit_sum, n):
+    """Average cosine over the pairs of distinct unit rows, from their sum ``s``.
+
+    .. math:: \\frac{1}{N(N-1)} \\sum_{i \ne j} u_i^\\top u_j
+       = \\frac{\\lVert s \\rVert^2 - N}{N (N - 1)},
+
+    clipped to its range :math:`[-1/(N-1), 1]` (rounding can step out of it).
+
+    Parameters
+    ----------
+    unit_sum : array_like of shape (d,)
+        :math:`s = \\sum_i u_i` over the ``n`` unit rows.
+    n : int
+        Number of rows, ``>= 2``.
 
     Returns
     -------
     float
-        In [1, d].
+        In [-1/(N-1), 1].
     """
-    lam, _ = _cov_eigenvalues(X)
-    return _pr_from_spectrum(lam)
-
-
-def _pr_from_spectrum(lam):
-    s = lam / lam[0]  # scale-free; avoids overflow of the squares
-    return float(s.sum() ** 2 / np.sum(s * s))
-
-
-def explained_variance_dimension(X, threshold=0.9):
-    """Number of principal components needed to explain a share ``threshold`` of the variance.
-
-    The smallest ``k`` with :math:`\\sum_{i \\le k} \\lambda_i \\ge \\text{threshold}
-    \\sum_i \\lambda_i`; the comparison allows a relative rounding slack of 1e-12 (ten
-    equal eigenvalues need exactly 9 components for 90 %). Centred. Seed 003, section
-    5 (``dims_for_90pct_var``).
-
-    Parameters
-    ----------
-    X : array_like of shape (n, d), numpy.memmap, or iterator of (n_b, d) arrays
-    threshold : float, default 0.9
-        In (0, 1].
-
-    Returns
-    -------
-    int
-    """
-    threshold = check_positive(threshold, "threshold")
-    if threshold > 1:
-        raise ValueError(f"threshold must be <= 1, got {threshold}")
-    lam, _ = _cov_eigenvalues(X)
-    return _evd_from_spectrum(lam, threshold)
-
-
-def _evd_from_spectrum(lam, threshold):
-    share = np.cumsum(lam) / lam.sum()
-    return int(np.argmax(share >= threshold - 1e-12)) + 1
-
-
-def isotropy_ratio(X):
-    """Smallest over largest eigenvalue of the covariance, :math:`\\lambda_d / \\lambda_1`.
-
-    1 for perfectly isotropic features, 0 when some direction has no variance.
-    Eigenvalues below :math:`d\\,\\epsilon\\,\\lambda_1` (the rounding level of the
-    streamed d x d matrix) count as 0. Centred. Seed 003, section 5 ("Isotropy").
-
-    Parameters
-    ----------
-    X : array_like of shape (n, d), numpy.memmap, or iterator of (n_b, d) arrays
-
-    Returns
-    -------
-    float
-        In [0, 1].
-    """
-    lam, _ = _cov_eigenvalues(X)
-    return _isotropy_from_spectrum(lam)
-
-
-def _isotropy_from_spectrum(lam):
-    d = lam.shape[0]
-    smallest = lam[-1] if lam[-1] > d * np.finfo(float).eps * lam[0] else 0.0
-    return float(smallest / lam[0])
+    s = as_float_array(unit_sum, "unit_sum", ndim=1)
+    n = check_int(n, "n", minimum=2)
+    value = (float(s @ s) - n) / (n * (n - 1.0))
+    return float(min(1.0, max(-1.0 / (n - 1), value)))
 
 
 def mean_pairwise_cosine(X):
@@ -148,14 +130,13 @@ def mean_pairwise_cosine(X):
     """
     s = None
     n = 0
-    for u in iter_batches(X, "X", transform=_unit_batch("X")):
+    for u in iter_batches(X, "X", transform=unit_row_transform("X")):
         part = u.sum(axis=0)
         s = part if s is None else s + part
         n += u.shape[0]
     if n < 2:
         raise ValueError(f"X needs at least 2 rows, got {n}")
-    value = (float(s @ s) - n) / (n * (n - 1.0))
-    return float(min(1.0, max(-1.0 / (n - 1), value)))
+    return mean_pairwise_cosine_of_sum(s, n)
 
 
 def alignment(X, Y, alpha=2.0):
@@ -231,7 +212,7 @@ def uniformity(X, t=2.0, block_size=None):
         block_size = max(1, (4 * 2**20) // max(1, n))
     block_size = check_int(block_size, "block_size", minimum=1)
     # unit rows, streamed in row blocks (a float32 memmap stays mapped)
-    U = np.concatenate(list(iter_batches(X, "X", transform=_unit_batch("X"))))
+    U = np.concatenate(list(iter_batches(X, "X", transform=unit_row_transform("X"))))
     total = -np.inf
     for lo in range(0, n - 1, block_size):
         hi = min(n - 1, lo + block_size)
@@ -246,3 +227,30 @@ def uniformity(X, t=2.0, block_size=None):
         total = np.logaddexp(total, block)
     n_pairs = n * (n - 1) / 2.0
     return float(min(0.0, total - np.log(n_pairs)))
+
+
+def unit_coordinate_std(Z):
+    """Standard deviation of every coordinate of the unit-normalised embeddings.
+
+    Each row is divided by its Euclidean norm, then the population standard deviation
+    (``ddof=0``) of each column is taken. If all rows point the same way (complete
+    collapse) every value is 0; for directions spread uniformly on the sphere each is
+    close to :math:`1/\\sqrt{d}`. Seed 000, "Measuring a representation without
+    labels" (the per-coordinate spread of unit embeddings as a collapse check). Book
+    ``book/rankme.md``.
+
+    Parameters
+    ----------
+    Z : array_like of shape (n, d)
+        Embeddings, no zero row.
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (d,)
+        Each coordinate's spread over the unit rows, in [0, 1].
+    """
+    Z = as_float_array(Z, "Z", ndim=2)
+    norms = np.linalg.norm(Z, axis=1)
+    if np.any(norms == 0):
+        raise ValueError(f"Z has a zero row (row {int(np.flatnonzero(norms == 0)[0])}); it cannot be normalised")
+    return np.std(Z / norms[:, None], axis=0)

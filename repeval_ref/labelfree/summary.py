@@ -1,25 +1,45 @@
 """Every streamed label-free metric from two passes over the features.
 
-Each public metric of :mod:`repeval_ref.spectral`, :mod:`repeval_ref.geometry` and
-:mod:`repeval_ref.relational` reads the features once. For a large memory-mapped file
-(seed 002 computes its metrics on up to ImageNet-size sets) :func:`label_free_summary`
-reads them only twice:
+Book: ``book/rankme.md`` (label-free checks); seed 002, section 3 (spectral and
+relational metrics) and seed 003, section 5 (covariance geometry). Each public metric
+of :mod:`repeval_ref.labelfree.spectral`, :mod:`repeval_ref.labelfree.sphere` and
+:mod:`repeval_ref.labelfree.relational` reads the features once. For a large
+memory-mapped file (seed 002 computes its metrics on up to ImageNet-size sets)
+:func:`label_free_summary` reads them only twice:
 
-1. the float64 mean and centred scatter of the rows (:mod:`repeval_ref._streaming`),
-   which give both the centred and the uncentred d x d Gram matrix and hence every
-   spectral and covariance-geometry metric;
-2. the same moments of the unit-normalised rows, which give Self-Cluster
+1. the float64 mean and centred scatter of the rows
+   (:mod:`repeval_ref.labelfree._streaming`), which give both the centred and the
+   uncentred d x d Gram matrix and hence every spectral and covariance-geometry metric
+   (:mod:`repeval_ref.labelfree.eigenvalue_metrics` of their eigenvalues);
+2. the same moments of the unit-normalised rows
+   (:func:`~repeval_ref.labelfree.sphere.unit_moments`), which give Self-Cluster
    (their uncentred Gram matrix) and the mean pairwise cosine (their sum).
 
-Memory is :math:`O(d^2)` plus one row block; time :math:`O(N d^2)`.
+Memory is :math:`O(d^2)` plus one row block; time :math:`O(N d^2)`. Only the public
+functions of those modules are used, so the summary computes each metric exactly as
+the single function does.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from . import intrinsic_dimension as labelfree, relational, spectral, sphere as geometry
-from ._streaming import accumulate_moments, gram_eigenvalues, is_batch_iterator
 from .._validation import as_float_array
+from ._streaming import accumulate_moments, is_batch_iterator
+from .eigenvalue_metrics import (
+    alpha_req_of_spectrum,
+    check_fit_range,
+    condition_number_of_gram_spectrum,
+    condition_number_of_spectrum,
+    explained_variance_dimension_of_spectrum,
+    isotropy_ratio_of_spectrum,
+    ne_sum_of_spectrum,
+    participation_ratio_of_spectrum,
+    rankme_of_spectrum,
+    stable_rank_of_spectrum,
+)
+from .relational import self_cluster_of_gram
+from .spectrum import is_in_memory, singular_values, singular_values_from_gram
+from .sphere import mean_pairwise_cosine_of_sum, unit_moments
 
 __all__ = ["label_free_summary"]
 
@@ -75,11 +95,11 @@ def label_free_summary(X, fit_range=(10, 0.9), threshold=0.9):
     if is_batch_iterator(X):
         raise TypeError("label_free_summary reads X twice; pass an array or a numpy.memmap, "
                         "not an iterator")
-    spectral._check_fit_range(fit_range)
+    check_fit_range(fit_range)
     mom = accumulate_moments(X, "X")
     n, d = mom.n, mom.d
-    centred = gram_eigenvalues(mom.gram(True))
-    raw = gram_eigenvalues(mom.gram(False))
+    centred = mom.eigenvalues(True)
+    raw = mom.eigenvalues(False)
     out, notes = {"n": n, "d": d}, {}
 
     def put(name, fn):
@@ -89,58 +109,43 @@ def label_free_summary(X, fit_range=(10, 0.9), threshold=0.9):
             out[name] = None
             notes[name] = str(exc)
 
-    if spectral._in_memory(X):  # in memory: the singular values of an SVD, as the single metrics
-        sigma = labelfree._singular_values(as_float_array(X, "X", ndim=2))
+    if is_in_memory(X):  # in memory: the singular values of an SVD, as the single metrics
+        sigma = singular_values(as_float_array(X, "X", ndim=2))
 
         def kappa_value():
-            return spectral._kappa_from_singular_values(sigma, (n, d), None, "X")
+            return condition_number_of_spectrum(sigma, max(n, d) * np.finfo(float).eps, name="X")
     else:
-        sigma = labelfree._sigma_from_gram(raw, n)
+        sigma = singular_values_from_gram(raw, n)
 
         def kappa_value():
-            return spectral._kappa_from_spectrum(raw, None, "X", n=n)
+            return condition_number_of_gram_spectrum(raw, n, name="X")
 
-    def rankme_value():
-        return labelfree._rankme_from_sigma(sigma, False, 1e-7)
-
-    put("rankme", rankme_value)
-    put("rankme_normalized", lambda: rankme_value() / d)
-    put("alpha_req", lambda: spectral._alpha_from_spectrum(centred, fit_range, "the covariance of X"))
-
-    def ratio(lam, what):
-        spectral._nonzero_spectrum(lam, what)
-        return float(lam.sum() / lam[0])
-
-    put("ne_sum", lambda: ratio(centred, "the covariance of X"))
-    put("stable_rank", lambda: ratio(raw, "X"))
+    cov = "the covariance of X"
+    put("rankme", lambda: rankme_of_spectrum(sigma, 1e-7, name="X"))
+    put("rankme_normalized", lambda: rankme_of_spectrum(sigma, 1e-7, name="X") / d)
+    put("alpha_req", lambda: alpha_req_of_spectrum(centred, fit_range, name=cov))
+    put("ne_sum", lambda: ne_sum_of_spectrum(centred, name=cov))
+    put("stable_rank", lambda: stable_rank_of_spectrum(raw, name="X"))
     put("condition_number", kappa_value)
-
-    def geo(fn, *extra):
-        spectral._nonzero_spectrum(centred, "the covariance of X")
-        return fn(centred, *extra)
-
-    put("participation_ratio", lambda: geo(geometry._pr_from_spectrum))
-    put("explained_variance_dim", lambda: geo(geometry._evd_from_spectrum, threshold))
-    put("isotropy_ratio", lambda: geo(geometry._isotropy_from_spectrum))
+    put("participation_ratio", lambda: participation_ratio_of_spectrum(centred, name=cov))
+    put("explained_variance_dim",
+        lambda: explained_variance_dimension_of_spectrum(centred, threshold, name=cov))
+    put("isotropy_ratio", lambda: isotropy_ratio_of_spectrum(centred, name=cov))
 
     try:
-        unit = accumulate_moments(X, "X", transform=relational._unit_batch("X"))
+        unit = unit_moments(X, "X")
     except ValueError as exc:
         for name in ("self_cluster", "mean_pairwise_cosine"):
             out[name] = None
             notes[name] = str(exc)
     else:
-        G = unit.gram(False)
-        F = float(np.sum(G * G))
         if n >= 2 and d >= 2:
-            out["self_cluster"] = float((d * F - n * (d + n - 1)) / ((d - 1) * (n - 1) * n))
+            out["self_cluster"] = self_cluster_of_gram(unit.gram(False), n)
         else:
             out["self_cluster"] = None
             notes["self_cluster"] = "needs at least 2 rows and 2 columns"
         if n >= 2:
-            s = unit.mean * n
-            value = (float(s @ s) - n) / (n * (n - 1.0))
-            out["mean_pairwise_cosine"] = float(min(1.0, max(-1.0 / (n - 1), value)))
+            out["mean_pairwise_cosine"] = mean_pairwise_cosine_of_sum(unit.mean * n, n)
         else:
             out["mean_pairwise_cosine"] = None
             notes["mean_pairwise_cosine"] = "needs at least 2 rows"
