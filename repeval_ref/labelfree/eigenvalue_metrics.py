@@ -89,7 +89,7 @@ def _require_nonzero(lam, name):
 
 
 def gram_rounding_level(eigenvalues):
-    """Rounding level of the eigenvalues of a d x d symmetric matrix, :math:`d\\,\\epsilon\\,\\lambda_1`.
+    """Rounding level :math:`d\\,\\epsilon\\,\\lambda_1` of the eigenvalues of a d x d matrix.
 
     An eigenvalue computed from a float64 Gram or covariance matrix is exact only up to
     about this much, so the label-free metrics take the values at or below it as zero.
@@ -125,7 +125,8 @@ def rankme_of_spectrum(singular_values, eps=1e-7, *, name="the spectrum"):
     Parameters
     ----------
     singular_values : array_like of shape (m,)
-        Non-negative values, any order, not all zero.
+        The singular values :math:`\\sigma_i` (or the eigenvalues, for reptrix's
+        convention), any order, not all zero.
     eps : float, default 1e-7
         Added to every share, ``>= 0``; ``eps=0`` gives the exact spectral entropy.
     name : str, default "the spectrum"
@@ -347,7 +348,8 @@ def stable_rank_of_spectrum(eigenvalues, *, name="the spectrum"):
     Parameters
     ----------
     eigenvalues : array_like of shape (d,)
-        Non-negative values, any order, not all zero.
+        Eigenvalues :math:`\\sigma_i^2` of :math:`X^\\top X` (or of the centred scatter),
+        any order, not all zero.
     name : str, default "the spectrum"
         What the values are, for the error message of an all-zero spectrum.
 
@@ -361,7 +363,7 @@ def stable_rank_of_spectrum(eigenvalues, *, name="the spectrum"):
 
 
 def ne_sum_of_spectrum(eigenvalues, *, name="the spectrum"):
-    """NE-sum (He and Ozay 2022) of covariance eigenvalues: :math:`\\operatorname{tr}(C) / \\lambda_{\\max}(C)`.
+    """NE-sum (He and Ozay 2022) of covariance eigenvalues, :math:`\\operatorname{tr} C / \\lambda_1`.
 
     The same quantity as :func:`stable_rank_of_spectrum`, under the name 002 uses for
     the covariance spectrum (:func:`repeval_ref.ne_sum` centres the features first).
@@ -377,7 +379,7 @@ def ne_sum_of_spectrum(eigenvalues, *, name="the spectrum"):
     Returns
     -------
     float
-        In [1, d].
+        NE-sum, in [1, d]: 1 for one direction, ``d`` for whitened features.
     """
     return stable_rank_of_spectrum(eigenvalues, name=name)
 
@@ -411,7 +413,7 @@ def condition_number_of_spectrum(singular_values, rtol=None, *, name="the spectr
     Parameters
     ----------
     singular_values : array_like of shape (m,)
-        Non-negative values, any order, not all zero.
+        Singular values, any order, not all zero; their relative accuracy sets ``rtol``.
     rtol : float, optional
         Relative tolerance in (0, 1); default ``m * eps``.
     name : str, default "the spectrum"
@@ -420,7 +422,7 @@ def condition_number_of_spectrum(singular_values, rtol=None, *, name="the spectr
     Returns
     -------
     float
-        ``>= 1``.
+        ``sigma_1 / sigma_r``, ``>= 1`` (1 for equal values).
     """
     sigma = check_spectrum(singular_values, "singular_values")
     rtol = _check_rtol(rtol)
@@ -453,12 +455,12 @@ def condition_number_of_gram_spectrum(eigenvalues, n=None, rtol=None, *, name="t
     rtol : float, optional
         Relative tolerance in (0, 1) on the singular values; default ``sqrt(d * eps)``.
     name : str, default "the spectrum"
-        What the values are, for the error message of an all-zero spectrum.
+        Describes the eigenvalues in the error raised when they are all zero.
 
     Returns
     -------
     float
-        ``>= 1``.
+        ``>= 1``; at most about ``1 / sqrt(d * eps)`` (the resolution limit).
 
     Warns
     -----
@@ -492,7 +494,7 @@ def condition_number_of_gram_spectrum(eigenvalues, n=None, rtol=None, *, name="t
 
 
 def participation_ratio_of_spectrum(eigenvalues, *, name="the spectrum"):
-    """Participation ratio :math:`(\\sum_i \\lambda_i)^2 / \\sum_i \\lambda_i^2`, an effective dimension.
+    """Participation ratio :math:`(\\sum_i \\lambda_i)^2 / \\sum_i \\lambda_i^2` (effective dimension).
 
     ``d`` when all eigenvalues are equal, 1 when one carries everything.
     :func:`repeval_ref.participation_ratio` is this function of the covariance
@@ -501,14 +503,15 @@ def participation_ratio_of_spectrum(eigenvalues, *, name="the spectrum"):
     Parameters
     ----------
     eigenvalues : array_like of shape (d,)
-        Non-negative values, any order, not all zero.
+        Covariance (or scatter) eigenvalues, any order, not all zero; their scale does
+        not matter.
     name : str, default "the spectrum"
         What the values are, for the error message of an all-zero spectrum.
 
     Returns
     -------
     float
-        In [1, d].
+        The participation ratio, in [1, d].
     """
     lam = _require_nonzero(check_spectrum(eigenvalues), name)
     s = lam / lam[0]  # scale-free; avoids overflow of the squares
@@ -526,7 +529,8 @@ def explained_variance_dimension_of_spectrum(eigenvalues, threshold=0.9, *, name
     Parameters
     ----------
     eigenvalues : array_like of shape (d,)
-        Non-negative values, any order, not all zero.
+        Covariance eigenvalues (the variances of the principal components), any order,
+        not all zero.
     threshold : float, default 0.9
         In (0, 1].
     name : str, default "the spectrum"
@@ -535,7 +539,7 @@ def explained_variance_dimension_of_spectrum(eigenvalues, threshold=0.9, *, name
     Returns
     -------
     int
-        In [1, d].
+        The number of components ``k``, in [1, d].
     """
     threshold = check_positive(threshold, "threshold")
     if threshold > 1:
@@ -555,7 +559,8 @@ def isotropy_ratio_of_spectrum(eigenvalues, *, name="the spectrum"):
     Parameters
     ----------
     eigenvalues : array_like of shape (d,)
-        Non-negative values, any order, not all zero.
+        All ``d`` covariance eigenvalues (zeros included: a rank-deficient covariance
+        has isotropy 0), any order, not all zero.
     name : str, default "the spectrum"
         What the values are, for the error message of an all-zero spectrum.
 

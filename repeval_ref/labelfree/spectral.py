@@ -264,7 +264,7 @@ def alpha_req(X, fit_range=(10, 0.9), center=True):
     Returns
     -------
     float
-        The exponent alpha (positive for a decaying spectrum).
+        Minus the fitted slope: positive when the covariance spectrum decays.
 
     Raises
     ------
@@ -413,9 +413,9 @@ def condition_number(X, center=False, rtol=None):
     Parameters
     ----------
     X : array_like of shape (n, d), numpy.memmap, or iterator of (n_b, d) arrays
-        Features, one row per sample.
+        Features; a memory map or an iterator takes the Gram route.
     center : bool, default False
-        Subtract the column means first.
+        Subtract the column means first (002 takes ``X`` itself).
     rtol : float, optional
         Relative tolerance in (0, 1) on singular values; default ``max(n, d) * eps``
         (SVD route) or ``sqrt(d * eps)`` (Gram route).
@@ -458,12 +458,12 @@ def participation_ratio(X):
     Parameters
     ----------
     X : array_like of shape (n, d), numpy.memmap, or iterator of (n_b, d) arrays
-        Features, one row per sample; not constant.
+        Features, one row per sample; not constant (the covariance must not be zero).
 
     Returns
     -------
     float
-        In [1, d].
+        The participation ratio, in [1, d] (``d`` for isotropic features).
     """
     return participation_ratio_of_spectrum(covariance_spectrum(X))
 
@@ -486,7 +486,7 @@ def explained_variance_dimension(X, threshold=0.9):
     Returns
     -------
     int
-        In [1, d].
+        The number of principal components ``k``, in [1, d].
     """
     threshold = check_positive(threshold, "threshold")
     if threshold > 1:
@@ -507,7 +507,7 @@ def isotropy_ratio(X):
     Parameters
     ----------
     X : array_like of shape (n, d), numpy.memmap, or iterator of (n_b, d) arrays
-        Features, one row per sample; not constant.
+        Features; not all rows equal.
 
     Returns
     -------

@@ -141,9 +141,9 @@ def feature_singular_values(Z, center=False, *, name="Z"):
     Parameters
     ----------
     Z : array_like of shape (n, d), numpy.memmap, or iterator of (n_b, d) arrays
-        Features, one row per sample.
+        Features, one row per sample; the type chooses the route.
     center : bool, default False
-        Subtract the column means first.
+        Subtract the column means before the decomposition.
     name : str, default "Z"
         Argument name used in error messages.
 

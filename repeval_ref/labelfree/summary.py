@@ -24,19 +24,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import as_float_array
+from . import eigenvalue_metrics as spec
 from ._streaming import accumulate_moments, is_batch_iterator
-from .eigenvalue_metrics import (
-    alpha_req_of_spectrum,
-    check_fit_range,
-    condition_number_of_gram_spectrum,
-    condition_number_of_spectrum,
-    explained_variance_dimension_of_spectrum,
-    isotropy_ratio_of_spectrum,
-    ne_sum_of_spectrum,
-    participation_ratio_of_spectrum,
-    rankme_of_spectrum,
-    stable_rank_of_spectrum,
-)
 from .relational import self_cluster_of_gram
 from .spectrum import is_in_memory, singular_values, singular_values_from_gram
 from .sphere import mean_pairwise_cosine_of_sum, unit_moments
@@ -95,7 +84,7 @@ def label_free_summary(X, fit_range=(10, 0.9), threshold=0.9):
     if is_batch_iterator(X):
         raise TypeError("label_free_summary reads X twice; pass an array or a numpy.memmap, "
                         "not an iterator")
-    check_fit_range(fit_range)
+    spec.check_fit_range(fit_range)
     mom = accumulate_moments(X, "X")
     n, d = mom.n, mom.d
     centred = mom.eigenvalues(True)
@@ -113,24 +102,25 @@ def label_free_summary(X, fit_range=(10, 0.9), threshold=0.9):
         sigma = singular_values(as_float_array(X, "X", ndim=2))
 
         def kappa_value():
-            return condition_number_of_spectrum(sigma, max(n, d) * np.finfo(float).eps, name="X")
+            rtol = max(n, d) * np.finfo(float).eps  # the SVD's rank tolerance, as condition_number
+            return spec.condition_number_of_spectrum(sigma, rtol, name="X")
     else:
         sigma = singular_values_from_gram(raw, n)
 
         def kappa_value():
-            return condition_number_of_gram_spectrum(raw, n, name="X")
+            return spec.condition_number_of_gram_spectrum(raw, n, name="X")
 
     cov = "the covariance of X"
-    put("rankme", lambda: rankme_of_spectrum(sigma, 1e-7, name="X"))
-    put("rankme_normalized", lambda: rankme_of_spectrum(sigma, 1e-7, name="X") / d)
-    put("alpha_req", lambda: alpha_req_of_spectrum(centred, fit_range, name=cov))
-    put("ne_sum", lambda: ne_sum_of_spectrum(centred, name=cov))
-    put("stable_rank", lambda: stable_rank_of_spectrum(raw, name="X"))
+    put("rankme", lambda: spec.rankme_of_spectrum(sigma, 1e-7, name="X"))
+    put("rankme_normalized", lambda: spec.rankme_of_spectrum(sigma, 1e-7, name="X") / d)
+    put("alpha_req", lambda: spec.alpha_req_of_spectrum(centred, fit_range, name=cov))
+    put("ne_sum", lambda: spec.ne_sum_of_spectrum(centred, name=cov))
+    put("stable_rank", lambda: spec.stable_rank_of_spectrum(raw, name="X"))
     put("condition_number", kappa_value)
-    put("participation_ratio", lambda: participation_ratio_of_spectrum(centred, name=cov))
+    put("participation_ratio", lambda: spec.participation_ratio_of_spectrum(centred, name=cov))
     put("explained_variance_dim",
-        lambda: explained_variance_dimension_of_spectrum(centred, threshold, name=cov))
-    put("isotropy_ratio", lambda: isotropy_ratio_of_spectrum(centred, name=cov))
+        lambda: spec.explained_variance_dimension_of_spectrum(centred, threshold, name=cov))
+    put("isotropy_ratio", lambda: spec.isotropy_ratio_of_spectrum(centred, name=cov))
 
     try:
         unit = unit_moments(X, "X")
