@@ -475,9 +475,7 @@ def condition_number_of_gram_spectrum(eigenvalues, n=None, rtol=None, *, name="t
     _require_nonzero(lam, name)
     if n is not None:
         lam = lam[:min(check_int(n, "n", minimum=1), lam.shape[0])]
-    sigma = np.sqrt(lam)
-    kept = sigma[sigma > rtol * sigma[0]]
-    kappa = float(sigma[0] / kept[-1])
+    kappa = condition_number_of_spectrum(np.sqrt(lam), rtol, name=name)
     if kappa * limit > 0.1:
         warnings.warn(
             f"condition number {kappa:.3g} from the streamed Gram matrix is at its "
