@@ -410,7 +410,7 @@ def _label_free(X, args, progress, cosine_skip=None):
     ``cosine_skip``: reason why the metrics on unit-normalised rows
     (:data:`COSINE_METRICS`) cannot run (zero rows); they are then marked skipped.
     """
-    from repeval_ref import geometry, labelfree, manifold, relational, spectral
+    from repeval_ref import labelfree
 
     rng = np.random.default_rng(args.seed)
     out = {}
@@ -429,23 +429,23 @@ def _label_free(X, args, progress, cosine_skip=None):
     progress.step("spectral metrics")
     run("rankme", lambda: labelfree.rankme(X), "not centred (Garrido et al.)")
     run("rankme_normalized", lambda: labelfree.rankme_normalized(X), "RankMe / d (002, RankMe*)")
-    run("alpha_req", lambda: spectral.alpha_req(X), "centred; fit over i in [10, floor(0.9 d)]")
-    run("ne_sum", lambda: spectral.ne_sum(X), "centred; trace / largest eigenvalue")
-    run("ne_sum_normalized", lambda: spectral.ne_sum(X) / X.shape[1], "NE-sum / d")
-    run("stable_rank", lambda: spectral.stable_rank(X), "not centred")
-    run("condition_number", lambda: spectral.condition_number(X), "not centred; non-zero singular values")
+    run("alpha_req", lambda: labelfree.alpha_req(X), "centred; fit over i in [10, floor(0.9 d)]")
+    run("ne_sum", lambda: labelfree.ne_sum(X), "centred; trace / largest eigenvalue")
+    run("ne_sum_normalized", lambda: labelfree.ne_sum(X) / X.shape[1], "NE-sum / d")
+    run("stable_rank", lambda: labelfree.stable_rank(X), "not centred")
+    run("condition_number", lambda: labelfree.condition_number(X), "not centred; non-zero singular values")
     progress.step("geometry")
-    run("participation_ratio", lambda: geometry.participation_ratio(X), "centred")
-    run("dims_for_90pct_variance", lambda: geometry.explained_variance_dimension(X, 0.9), "centred")
-    run("isotropy_ratio", lambda: geometry.isotropy_ratio(X), "centred; smallest / largest eigenvalue")
-    run("mean_pairwise_cosine", lambda: geometry.mean_pairwise_cosine(X), "not centred")
+    run("participation_ratio", lambda: labelfree.participation_ratio(X), "centred")
+    run("dims_for_90pct_variance", lambda: labelfree.explained_variance_dimension(X, 0.9), "centred")
+    run("isotropy_ratio", lambda: labelfree.isotropy_ratio(X), "centred; smallest / largest eigenvalue")
+    run("mean_pairwise_cosine", lambda: labelfree.mean_pairwise_cosine(X), "not centred")
     n_uni = min(X.shape[0], args.pair_samples)
     sub = X if n_uni == X.shape[0] else X[np.sort(rng.choice(X.shape[0], n_uni, replace=False))]
-    run("uniformity", lambda: geometry.uniformity(sub), f"t = 2, on {n_uni} rows")
+    run("uniformity", lambda: labelfree.uniformity(sub), f"t = 2, on {n_uni} rows")
     out["alignment"] = {"value": None, "note": "needs positive pairs (two views per sample); "
                         "use repeval_ref.alignment"}
     progress.step("relational metrics")
-    run("self_cluster", lambda: relational.self_cluster(X), "rows l2-normalised")
+    run("self_cluster", lambda: labelfree.self_cluster(X), "rows l2-normalised")
     try:
         sigma = _median_distance(X, rng)
     except ValueError as exc:
@@ -453,7 +453,7 @@ def _label_free(X, args, progress, cosine_skip=None):
     else:
         n_dse = min(X.shape[0], args.dse_samples)
         run("diffusion_spectral_entropy",
-            lambda: relational.diffusion_spectral_entropy(X, sigma, n_sub=args.dse_samples, rng=rng),
+            lambda: labelfree.diffusion_spectral_entropy(X, sigma, n_sub=args.dse_samples, rng=rng),
             f"bits; sigma = median pairwise distance = {sigma:.4g}; {n_dse} rows")
     progress.step("intrinsic dimension (TwoNN)")
     unique = np.unique(X, axis=0)
@@ -461,7 +461,7 @@ def _label_free(X, args, progress, cosine_skip=None):
     dup_note = f"; {dup} duplicate rows removed" if dup else ""
     run("two_nn_id", lambda: labelfree.two_nn_id(unique), "all rows" + dup_note)
     try:
-        res = manifold.two_nn_id_batched(unique, batch_size=args.id_batch, rng=rng)
+        res = labelfree.two_nn_id_batched(unique, batch_size=args.id_batch, rng=rng)
     except ValueError as exc:
         out["two_nn_id_batched"] = {"value": None, "note": _short(exc)}
     else:
@@ -600,7 +600,7 @@ def _report_rows(rep):
 
 def cmd_report(args):
     from repeval_ref.lowshot import low_shot_eval
-    from repeval_ref.spectral import gram_spectrum
+    from repeval_ref.labelfree.spectrum import gram_spectrum
 
     progress = Progress(8 + len(KNN_CURVE_KS) + len(SHOTS), enabled=not args.quiet)
     train_x, train_y = load_features(args.train, "TRAIN")

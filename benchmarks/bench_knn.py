@@ -109,10 +109,11 @@ def products(paths, k, tau, n_classes, out, mode="blas"):
         from threadpoolctl import threadpool_limits
 
         from repeval_ref import knn as K
+        from repeval_ref._parallel import blas_thread_count
 
         rows = K._auto_block_size(nb, 4)
         cols = max(1, K._TILE_BYTES // (4 * rows))
-        workers = K._blas_threads()
+        workers = blas_thread_count()
 
         def block(s):
             qb = q[s:s + rows]

@@ -38,7 +38,7 @@ def _fit(lam, lo=10, hi_frac=0.9):
 
 
 def streamed(path, n_rows):
-    from repeval_ref.spectral import alpha_req
+    from repeval_ref.labelfree.spectral import alpha_req
 
     X = np.load(path, mmap_mode="r")[:n_rows]
 

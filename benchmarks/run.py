@@ -303,9 +303,9 @@ def row_grid(cfg, reps, tmp):
 
 
 def row_labelfree(cfg, reps, tmp):
-    if not (_exists("repeval_ref.spectral") and _exists("repeval_ref._streaming")):
+    if not (_exists("repeval_ref.labelfree.spectral") and _exists("repeval_ref.labelfree._streaming")):
         return _pending("labelfree", "streamed label-free metrics",
-                        "repeval_ref.spectral not written yet")
+                        "repeval_ref.labelfree.spectral not written yet")
     from . import bench_labelfree as B
 
     c = cfg
@@ -397,8 +397,9 @@ def row_labelfree(cfg, reps, tmp):
 
 
 def row_dse(cfg, reps, tmp):
-    if not _exists("repeval_ref._symeig"):
-        return _pending("dse", "diffusion spectral entropy", "repeval_ref._symeig not written yet")
+    if not _exists("repeval_ref.labelfree._symeig"):
+        return _pending("dse", "diffusion spectral entropy",
+                        "repeval_ref.labelfree._symeig not written yet")
     from . import bench_labelfree as B
 
     c = cfg

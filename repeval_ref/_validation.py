@@ -21,6 +21,7 @@ __all__ = [
     "as_sequence",
     "check_int",
     "check_positive",
+    "check_center",
     "check_probability_level",
     "check_rng",
     "check_bool_vector",
@@ -237,6 +238,15 @@ def check_positive(value, name, *, allow_zero=False):
     elif value <= 0:
         raise ValueError(f"{name} must be > 0, got {value}")
     return value
+
+
+def check_center(center):
+    """Return the ``center`` flag of a label-free metric as a Python bool (see :func:`check_bool`).
+
+    ``center=True`` subtracts the column means of the features before their spectrum
+    is taken (book ``book/rankme.md`` states each metric's convention).
+    """
+    return check_bool(center, "center")
 
 
 def check_probability_level(level, name="level"):

@@ -53,7 +53,6 @@ Implementation notes
 """
 from __future__ import annotations
 
-import os
 import threading
 from collections import deque
 from itertools import islice
@@ -61,6 +60,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ._parallel import pool_size
 from ._validation import (
     as_float_array,
     as_labels,
@@ -213,22 +213,6 @@ _TILE_ROWS = 512
 #: worker threads of the tiled search: None follows the BLAS's thread count; an int
 #: forces it (tests force 2 to run the threaded path on any machine)
 _WORKERS = None
-
-
-def _blas_threads():
-    """Threads of the loaded BLAS libraries (1 where threadpoolctl cannot tell)."""
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-        return 1
-    counts = [info.get("num_threads") or 1 for info in threadpool_info()
-              if info.get("user_api") == "blas"]
-    return max(counts) if counts else 1
-
-
-def _pool_size():
-    """Worker threads for a tiled computation: the BLAS's threads, at most the cores."""
-    return max(1, min(_blas_threads(), os.cpu_count() or 1))
 
 
 def _merge_hits(best_v, best_i, rows, vals, cols, k):
@@ -520,7 +504,7 @@ def _neighbour_blocks(train_h, train_y, test_h, n_classes, block_size, dtype, k)
     k = min(k, n_train)
     width = max(1, _TILE_BYTES // (dtype.itemsize * block_size))
     n_tiles = -(-n_train // width)
-    workers = max(1, int(_WORKERS)) if _WORKERS is not None else _pool_size()
+    workers = max(1, int(_WORKERS)) if _WORKERS is not None else pool_size()
     starts = list(range(0, n_test, block_size))
     # Fewer blocks than workers: each block's bank is cut into stretches of whole tiles.
     n_seg = max(1, min(n_tiles, workers // len(starts)))

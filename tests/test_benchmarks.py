@@ -135,7 +135,7 @@ def test_faiss_side_vote_matches_knn_classify():
 
 
 def test_naive_fit_matches_alpha_req():
-    from repeval_ref.spectral import alpha_req
+    from repeval_ref.labelfree.spectral import alpha_req
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(400, 40)) * np.arange(1, 41) ** -0.7

@@ -7,7 +7,7 @@ import scipy.linalg
 from scipy import stats
 from scipy.spatial.distance import cdist, pdist, squareform
 
-import repeval_ref.relational as rel
+import repeval_ref.labelfree.relational as rel
 from repeval_ref import diffusion_spectral_entropy
 
 
@@ -79,7 +79,7 @@ def test_kernel_buffer_holds_the_exact_lower_triangle(n):
     """The one-triangle kernel (row blocks of _ROWS rows, lower triangle and diagonal
     blocks in full) matches pdist's normalised kernel there, and every diagonal block
     is exactly symmetric; the upper triangle outside them is never read."""
-    from repeval_ref._symeig import _ROWS
+    from repeval_ref.labelfree._symeig import _ROWS
 
     rng = np.random.default_rng(12 + n)
     X = rng.normal(size=(n, 9)) + 2.0
@@ -98,7 +98,7 @@ def test_kernel_buffer_holds_the_exact_lower_triangle(n):
 def test_kernel_eigenvalues_ignore_the_unwritten_triangle(monkeypatch):
     """Both eigenvalue routes read only what the kernel writes: NaN in the rest of the
     upper triangle changes nothing."""
-    from repeval_ref._symeig import _ROWS
+    from repeval_ref.labelfree._symeig import _ROWS
 
     rng = np.random.default_rng(13)
     X = rng.normal(size=(700, 5))

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from scipy.spatial.distance import cdist
 from scipy.stats import ortho_group
 
-from repeval_ref.labelfree import _singular_values, rankme, two_nn_id
+from repeval_ref.labelfree import rankme, two_nn_id
+from repeval_ref.labelfree.spectrum import singular_values as _singular_values
 
 
 def _with_singular_values(sigma, n, d, seed):

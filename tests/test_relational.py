@@ -5,7 +5,7 @@ from scipy import stats
 from scipy.spatial.distance import cdist
 
 from repeval_ref import diffusion_spectral_entropy, self_cluster
-from repeval_ref.relational import _subsample
+from repeval_ref.labelfree.relational import _subsample
 
 
 def _sphere(n, d, seed=0):

@@ -93,7 +93,7 @@ def test_float32_memmap_gives_the_in_memory_value(fn, tmp_path):
 
 
 def test_memmap_is_read_in_blocks(tmp_path, monkeypatch):
-    from repeval_ref import _streaming
+    from repeval_ref.labelfree import _streaming
 
     monkeypatch.setattr(_streaming, "_BLOCK_BYTES", 8 * 12 * 16)  # 16 rows per block
     X = _data(100, 12)

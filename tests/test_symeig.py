@@ -1,4 +1,4 @@
-"""Two-stage symmetric eigenvalues (repeval_ref._symeig), against LAPACK's one-stage route."""
+"""Two-stage symmetric eigenvalues (repeval_ref.labelfree._symeig), against LAPACK's one-stage route."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 import scipy.linalg
 from scipy.stats import ortho_group
 
-from repeval_ref._symeig import eigvalsh_two_stage
+from repeval_ref.labelfree._symeig import eigvalsh_two_stage
 
 
 def sym(rng, n):

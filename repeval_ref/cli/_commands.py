@@ -47,7 +47,7 @@ def report_verdicts(rep, train_x, train_y, test_y, spectrum, n_zero_rows):
 
 
 def cmd_report(args):
-    from ..spectral import gram_spectrum
+    from ..labelfree.spectrum import gram_spectrum
 
     progress = Progress(enabled=not args.quiet)
     train_x, train_y, test_x, test_y, src = load_split(args.train, args.test,

@@ -241,8 +241,8 @@ def label_free_section(X, *, seed, pair_samples=5000, dse_samples=2000, id_batch
     unit-normalised rows cannot run (zero rows). ``full=False`` leaves out the costly
     all-pairs metrics (uniformity, diffusion spectral entropy, TwoNN on all rows).
     """
-    from .. import geometry, labelfree, manifold, relational
-    from ..summary import label_free_summary
+    from ..labelfree import (diffusion_spectral_entropy, label_free_summary, two_nn_id,
+                             two_nn_id_batched, uniformity)
 
     rng = np.random.default_rng(seed)
     out = {}
@@ -293,7 +293,7 @@ def label_free_section(X, *, seed, pair_samples=5000, dse_samples=2000, id_batch
     if full:
         n_uni = min(X.shape[0], pair_samples)
         sub = X if n_uni == X.shape[0] else X[np.sort(rng.choice(X.shape[0], n_uni, replace=False))]
-        run("uniformity", lambda: geometry.uniformity(sub), f"t = 2, on {n_uni} rows")
+        run("uniformity", lambda: uniformity(sub), f"t = 2, on {n_uni} rows")
         tick()
         try:
             sigma = _median_distance(X, rng)
@@ -302,7 +302,7 @@ def label_free_section(X, *, seed, pair_samples=5000, dse_samples=2000, id_batch
         else:
             n_dse = min(X.shape[0], dse_samples)
             run("diffusion_spectral_entropy",
-                lambda: relational.diffusion_spectral_entropy(X, sigma, n_sub=dse_samples, rng=rng),
+                lambda: diffusion_spectral_entropy(X, sigma, n_sub=dse_samples, rng=rng),
                 f"bits; sigma = median pairwise distance = {sigma:.4g}; {n_dse} rows")
         tick()
     unique = np.unique(X, axis=0)
@@ -311,13 +311,13 @@ def label_free_section(X, *, seed, pair_samples=5000, dse_samples=2000, id_batch
     if full:
         if unique.shape[0] > id_samples:
             pick = np.sort(rng.choice(unique.shape[0], id_samples, replace=False))
-            run("two_nn_id", lambda: labelfree.two_nn_id(unique[pick]),
+            run("two_nn_id", lambda: two_nn_id(unique[pick]),
                 f"a random {id_samples} of the {unique.shape[0]} distinct rows (--id-samples)" + dup_note)
         else:
-            run("two_nn_id", lambda: labelfree.two_nn_id(unique), "all rows" + dup_note)
+            run("two_nn_id", lambda: two_nn_id(unique), "all rows" + dup_note)
         tick()
     try:
-        res = manifold.two_nn_id_batched(unique, batch_size=id_batch, rng=rng)
+        res = two_nn_id_batched(unique, batch_size=id_batch, rng=rng)
     except ValueError as exc:
         put("two_nn_id_batched", None, _short(exc))
     else:

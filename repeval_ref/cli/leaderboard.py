@@ -198,7 +198,7 @@ def _evaluate_one(entry, d, tr, te, args, classes, counts, progress):
 
 
 def _evaluate_rest(entry, res, pred_knn, X, Xtr, Xte, ytr, yte, args, counts, progress):
-    from ..spectral import gram_spectrum
+    from ..labelfree.spectrum import gram_spectrum
     from ..verdicts import (chance_verdict, collapse_verdict, dropped_features_verdict,
                             spectrum_cliff_verdict)
 
