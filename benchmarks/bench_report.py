@@ -91,7 +91,7 @@ def old_source(commit=BEFORE_COMMIT, repo=REPO, path=BEFORE_PATH):
         raise HistoryUnavailable(f"git show {commit}:{path} took over 120 s") from None
     if proc.returncode != 0:
         why = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
-        raise HistoryUnavailable(f"git show {commit[:12]}:{path} in {repo}: {why}")
+        raise HistoryUnavailable(f"git show {commit}:{path} in {repo}: {why}")
     return proc.stdout
 
 
