@@ -117,14 +117,14 @@ zoo-table: $(STAMP) data
 # executed chapters, so the book is built first (an unchanged book only re-renders).
 DECK ?= _build/repeval-interview.apkg
 deck: book
-	$(PY) -m repeval_ref._interview $(DECK) --root . --build _build
+	$(PY) -m repeval_book.interview $(DECK) --root . --build _build
 
 clean:
 	rm -rf _build
 
 # Publish the built book to the gh-pages branch of the repository (ghp-import, from the book
 # extra). The Colab buttons open _sources/<chapter>.ipynb on that branch (see
-# _ext/repeval_book.py; the branch is repeval_pages_branch in _config.yml).
+# repeval_book/sphinx_ext.py; the branch is repeval_pages_branch in _config.yml).
 publish: book
 	$(VENV)/bin/ghp-import -n -p -f -b gh-pages _build/html
 

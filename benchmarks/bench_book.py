@@ -16,7 +16,7 @@ from pathlib import Path
 from ._harness import REPO
 
 _SKIP = {"_build", ".git", ".venv", "node_modules", "benchmarks", "tests", "course",
-         "exercises", "solutions", "autograder", "repeval_ref", "repeval_ref.egg-info",
+         "exercises", "solutions", "autograder", "repeval_ref", "repeval_book", "repeval_ref.egg-info",
          ".pytest_cache", ".hypothesis", "__pycache__"}
 
 

@@ -2,11 +2,18 @@
 
 Both sides read the same two ``.npz`` files (TRAIN and TEST float32 features with
 integer labels) and write a complete report (tables, JSON, plots) to a fresh folder.
-The competitor is :mod:`benchmarks._report_before`, a frozen copy of the command-line
-code that ran one full similarity pass per k of the k-NN curve and fitted the
-logistic-regression probe from scratch for every C. The subject is today's
-:func:`repeval_ref.cli.main`: one similarity pass for the whole k-NN curve and the C
-sweep warm-started along the regularisation path.
+The competitor is the command-line code of commit :data:`BEFORE_COMMIT`
+(``repeval_ref/cli.py`` there, one module), which ran one full similarity pass per k of
+the k-NN curve and fitted the logistic-regression probe from scratch for every C. It is
+not kept in the tree: :func:`write_before` takes it from git history (``git show``) into
+a temporary folder at run time, with its relative imports made absolute, so that it calls
+today's formula modules of :mod:`repeval_ref` (``knn_classify``, the probe, the label-free
+metrics) exactly as the report called them then. The subject is today's
+:func:`repeval_ref.cli.main`: one similarity pass for the whole k-NN curve and the C sweep
+warm-started along the regularisation path.
+
+Where the history is not there (a tarball, a shallow clone, no git), :func:`write_before`
+raises :class:`HistoryUnavailable` and the row is written as not run, with the reason.
 
 Each child returns the k-NN curve (correct counts per k) and the probe's chosen C and
 test accuracy, so the parent checks that the k-NN numbers are identical and that the
@@ -14,12 +21,174 @@ probe accuracies lie within the stated tolerance.
 """
 from __future__ import annotations
 
+import ast
 import contextlib
+import importlib.util
 import io
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
+
+#: The commit whose ``repeval_ref/cli.py`` is the report before issue 19 (the last commit
+#: before the command line became the package ``repeval_ref/cli/``).
+BEFORE_COMMIT = "41cec37b29c0b93d46ec16630d69c54963b4298b"
+#: Where that command-line code lived at :data:`BEFORE_COMMIT`.
+BEFORE_PATH = "repeval_ref/cli.py"
+#: The package its relative imports (``from .knn import knn_classify``) refer to.
+BEFORE_PACKAGE = "repeval_ref"
+#: The repository whose history holds :data:`BEFORE_COMMIT`: this checkout.
+REPO = Path(__file__).resolve().parent.parent
+
+
+class HistoryUnavailable(RuntimeError):
+    """The old report cannot be taken from git: no git, no repository, or no such commit."""
+
+
+def old_source(commit=BEFORE_COMMIT, repo=REPO, path=BEFORE_PATH):
+    """Text of ``path`` at ``commit`` in the git repository ``repo``.
+
+    Parameters
+    ----------
+    commit : str
+        A commit (hash or any name git accepts).
+    repo : str or path-like
+        The repository's top folder. Git does not look above it for another repository.
+    path : str
+        The file's path inside the repository (POSIX).
+
+    Returns
+    -------
+    str
+        The file as committed.
+
+    Raises
+    ------
+    ValueError
+        If ``commit`` or ``path`` is not a non-empty string.
+    HistoryUnavailable
+        If ``repo`` is not a folder, git is not installed, ``repo`` is not a git repository,
+        or the commit (or the file in it) is not in its history, as in a shallow clone.
+    """
+    if not isinstance(commit, str) or not commit.strip() or commit.startswith("-"):
+        raise ValueError(f"commit must be a commit name, got {commit!r}")
+    if not isinstance(path, str) or not path.strip():
+        raise ValueError(f"path must be a file path inside the repository, got {path!r}")
+    repo = Path(repo).resolve()
+    if not repo.is_dir():
+        raise HistoryUnavailable(f"{repo} is not a folder")
+    env = dict(os.environ, GIT_CEILING_DIRECTORIES=str(repo.parent), GIT_PAGER="cat", LC_ALL="C")
+    try:
+        proc = subprocess.run(["git", "-C", str(repo), "show", f"{commit}:{path}"], env=env,
+                              capture_output=True, text=True, timeout=120)
+    except FileNotFoundError:
+        raise HistoryUnavailable("git is not installed") from None
+    except subprocess.TimeoutExpired:
+        raise HistoryUnavailable(f"git show {commit}:{path} took over 120 s") from None
+    if proc.returncode != 0:
+        why = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+        raise HistoryUnavailable(f"git show {commit}:{path} in {repo}: {why}")
+    return proc.stdout
+
+
+_RELATIVE = re.compile(r"\bfrom\s+\.(?=[\s\w])")
+
+
+def absolute_imports(source, package=BEFORE_PACKAGE):
+    """``source`` with its one-level relative imports made imports of ``package``.
+
+    Parameters
+    ----------
+    source : str
+        Python source of a module of ``package`` (``from .knn import x``, ``from . import y``).
+    package : str
+        The package the module belonged to.
+
+    Returns
+    -------
+    str
+        The same source with ``from .knn import x`` as ``from package.knn import x`` and
+        ``from . import y`` as ``from package import y``; nothing else changes.
+
+    Raises
+    ------
+    ValueError
+        If ``source`` does not parse, ``package`` is not a dotted name, or an import is
+        relative by more than one level (the old command line had none).
+    """
+    if not isinstance(package, str) or not all(p.isidentifier() for p in package.split(".")):
+        raise ValueError(f"package must be a dotted module name, got {package!r}")
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, TypeError) as exc:
+        raise ValueError(f"source must be Python source: {exc}") from None
+    lines = source.splitlines(keepends=True)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            if node.level != 1:
+                raise ValueError(f"source line {node.lineno}: an import {node.level} levels up")
+            i = node.lineno - 1
+            new = _RELATIVE.sub(f"from {package}" + ("." if node.module else ""), lines[i], count=1)
+            if new == lines[i]:
+                raise ValueError(f"source line {node.lineno}: the relative import is not on its first line")
+            lines[i] = new
+    out = "".join(lines)
+    left = [n.lineno for n in ast.walk(ast.parse(out)) if isinstance(n, ast.ImportFrom) and n.level]
+    if left:
+        raise ValueError(f"source lines {left}: relative imports that could not be rewritten")
+    return out
+
+
+def write_before(folder, commit=BEFORE_COMMIT, repo=REPO):
+    """Rebuild the report before issue 19 from git history as one module in ``folder``.
+
+    Parameters
+    ----------
+    folder : str or path-like
+        A temporary folder (created if missing).
+    commit : str, default :data:`BEFORE_COMMIT`
+    repo : str or path-like, default :data:`REPO`
+        Where to look for ``commit``; see :func:`old_source`.
+
+    Returns
+    -------
+    str
+        Path of the written module, ``folder/report_before.py``; :func:`before` imports it.
+
+    Raises
+    ------
+    HistoryUnavailable
+        As in :func:`old_source`.
+    """
+    source = absolute_imports(old_source(commit, repo))
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / "report_before.py"
+    target.write_text(source, encoding="utf-8")
+    return str(target)
+
+
+def load_before(module):
+    """Import the module :func:`write_before` wrote (under the name ``report_before``).
+
+    Raises
+    ------
+    ValueError
+        If ``module`` is not a file, or it has no ``main``.
+    """
+    if not Path(module).is_file():
+        raise ValueError(f"module must be the file write_before wrote, got {module!r}")
+    spec = importlib.util.spec_from_file_location("report_before", module)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    if not callable(getattr(mod, "main", None)):
+        raise ValueError(f"module {module!r} has no main()")
+    return mod
 
 
 def make_data(tmp, n_train, n_test, d, n_classes, noise=4.0, rank=48, seed=0):
@@ -62,13 +231,13 @@ def _runner(main, paths, out):
     return work
 
 
-def before(paths, out):
-    from benchmarks._report_before import main
-
-    return _runner(main, paths, out)
+def before(paths, out, module):
+    """The competitor: ``main`` of the module :func:`write_before` wrote, on ``paths``."""
+    return _runner(load_before(module).main, paths, out)
 
 
 def repeval(paths, out):
+    """The subject: today's :func:`repeval_ref.cli.main` on ``paths``."""
     from repeval_ref.cli import main
 
     return _runner(main, paths, out)

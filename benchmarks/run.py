@@ -455,16 +455,27 @@ def row_dse(cfg, reps, tmp):
 
 
 def row_report(cfg, reps, tmp):
+    """The report row. ``cfg`` may name ``before_commit`` and ``git_repo``, where the old
+    command line is taken from (default: :data:`benchmarks.bench_report.BEFORE_COMMIT` in
+    this checkout); without that history the row is not run and says why."""
     from . import bench_report as B
 
     c = cfg
+    commit, repo = c.get("before_commit", B.BEFORE_COMMIT), c.get("git_repo", B.REPO)
+    try:
+        module = B.write_before(Path(tmp) / "report_before", commit, repo)
+    except B.HistoryUnavailable as exc:
+        return _pending("report", "repeval report",
+                        f"skipped: the report before issue 19 is rebuilt at run time from "
+                        f"{B.BEFORE_PATH} of commit {commit} in the git history, which is not "
+                        f"available here ({exc})", status="not run")
     paths = B.make_data(tmp, c["n_train"], c["n_test"], c["d"], c["n_classes"])
     res = {"repeval": [], "before": []}
     for i in range(c["reps"]):  # interleaved, so that a change of load hits both sides
         for t in ("before", "repeval"):
             out = str(Path(tmp) / f"report_{t}_{i}")
-            res[t].append(H.run_child(f"bench_report:{t}", {"paths": paths, "out": out},
-                                      timeout=c["timeout"]))
+            kw = {"paths": paths, "out": out, **({"module": module} if t == "before" else {})}
+            res[t].append(H.run_child(f"bench_report:{t}", kw, timeout=c["timeout"]))
     S = {t: H.summarise(r) for t, r in res.items()}
     new, old = res["repeval"][-1]["out"], res["before"][-1]["out"]
     t_new, t_old = S["repeval"]["seconds_median"], S["before"]["seconds_median"]
@@ -493,7 +504,7 @@ def row_report(cfg, reps, tmp):
     ]
     return {"id": "report", "title": "repeval report", "status": "measured", "size": size,
             "subject": "repeval_ref.cli.main(['report', ...])",
-            "competitor": "benchmarks/_report_before.py (the command-line code of commit 41cec37)",
+            "competitor": f"{B.BEFORE_PATH} of commit {commit[:12]} (from git history)",
             "measurements": S, "note": reps_note, "lines": lines}
 
 

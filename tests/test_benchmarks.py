@@ -184,3 +184,80 @@ def test_class_size_option():
     for bad in ("0", "-1", "two"):
         with pytest.raises(SystemExit):
             run._parse(["--students", bad])
+
+
+# ----------------------------------------------------------------------------- report row: old code from git
+def test_the_report_before_is_rebuilt_from_git_history(tmp_path):
+    from benchmarks import bench_report
+
+    try:
+        module = bench_report.write_before(tmp_path / "old")
+    except bench_report.HistoryUnavailable as exc:  # a tarball or a shallow clone
+        pytest.skip(f"no git history here: {exc}")
+    source = open(module, encoding="utf-8").read()
+    # the command line as it was: one module, relative imports now absolute, nothing else
+    assert source == bench_report.absolute_imports(
+        bench_report.old_source(bench_report.BEFORE_COMMIT))
+    assert "from repeval_ref.knn import knn_classify" in source
+    assert "from repeval_ref import __version__" in source and "from ." not in source
+    old = bench_report.load_before(module)
+    assert old.__file__ == module and callable(old.main)
+    assert old.build_parser().parse_args(["report", "a.npz", "b.npz"]).test == "b.npz"
+
+
+def test_absolute_imports_rewrites_only_the_relative_imports():
+    from benchmarks import bench_report
+
+    src = ("import os\nfrom .knn import knn_classify\nfrom . import geometry, spectral\n"
+           "def f():\n    from .noise import (wilson_interval,\n        x)\n    return '.knn'\n")
+    assert bench_report.absolute_imports(src) == (
+        "import os\nfrom repeval_ref.knn import knn_classify\nfrom repeval_ref import geometry, spectral\n"
+        "def f():\n    from repeval_ref.noise import (wilson_interval,\n        x)\n    return '.knn'\n")
+    with pytest.raises(ValueError, match="levels up"):
+        bench_report.absolute_imports("from ..x import y\n")
+    with pytest.raises(ValueError, match="source"):
+        bench_report.absolute_imports("def broken(:\n")
+    with pytest.raises(ValueError, match="package"):
+        bench_report.absolute_imports("import os\n", package="not a name")
+
+
+@pytest.mark.parametrize("where", ["missing commit", "not a repository", "no git"])
+def test_report_row_without_the_history_is_skipped_with_the_reason(where, tmp_path, monkeypatch):
+    from benchmarks import bench_report
+
+    cfg = dict(run.QUICK["report"])
+    if where == "missing commit":
+        cfg["before_commit"] = "0" * 40
+        expect = "0" * 40
+    elif where == "not a repository":
+        (tmp_path / "tarball").mkdir()
+        cfg["git_repo"] = str(tmp_path / "tarball")
+        expect = "not a git repository"
+    else:
+        monkeypatch.setenv("PATH", str(tmp_path))      # no git on the PATH
+        expect = "git is not installed"
+    with pytest.raises(bench_report.HistoryUnavailable, match=expect):
+        bench_report.write_before(tmp_path / "old", cfg.get("before_commit", bench_report.BEFORE_COMMIT),
+                                  cfg.get("git_repo", bench_report.REPO))
+    row = run.row_report(cfg, 1, str(tmp_path))
+    assert row["id"] == "report" and row["status"] == "not run"
+    assert row["note"].startswith("skipped: ") and expect in row["note"]
+    assert bench_report.BEFORE_PATH in row["note"]
+    [line] = row["lines"]
+    assert line["status"] == "not run" and line["met"] is None and line["note"] == row["note"]
+    assert not list(tmp_path.glob("report_*"))      # skipped before any data or child
+    assert run.unmet({"rows": [row]}) == [f"report: repeval report — not run ({row['note']})"]
+
+
+def test_old_source_validates_its_arguments(tmp_path):
+    from benchmarks import bench_report
+
+    for bad in ("", "--output=x", None):
+        with pytest.raises(ValueError, match="commit"):
+            bench_report.old_source(bad)
+    with pytest.raises(ValueError, match="path"):
+        bench_report.old_source(bench_report.BEFORE_COMMIT, path="")
+    with pytest.raises(bench_report.HistoryUnavailable, match="not a folder"):
+        bench_report.old_source(bench_report.BEFORE_COMMIT, repo=tmp_path / "absent")
+    with pytest.raises(ValueError, match="module"):
+        bench_report.load_before(str(tmp_path / "absent.py"))

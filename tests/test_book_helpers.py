@@ -1,10 +1,10 @@
-"""Tests of the book plumbing in repeval_ref._book (glue_all, plain, the palette)."""
+"""Tests of the book plumbing in repeval_book.glue (glue_all, plain, the palette)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from repeval_ref import _book
+from repeval_book import glue as _book
 
 
 def test_glue_all_glues_plain_values_with_the_prefix_and_no_display():

@@ -171,7 +171,7 @@ def _book_imports() -> dict[str, set[str]]:
                     continue
                 for name in names:
                     top = name.split(".")[0]
-                    if top not in sys.stdlib_module_names and top != "repeval_ref":
+                    if top not in sys.stdlib_module_names and top not in ("repeval_ref", "repeval_book"):
                         found.setdefault(top, set()).add(page.name)
     return found
 

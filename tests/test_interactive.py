@@ -1,5 +1,5 @@
-"""repeval_ref.interactive (book plumbing for interactive figures) and the book's Sphinx
-extension _ext/repeval_book.py (plotly.js from _static, Colab notebooks).
+"""repeval_book.interactive (book plumbing for interactive figures) and the book's Sphinx
+extension repeval_book.sphinx_ext (plotly.js from _static, Colab notebooks).
 
 The figures' behaviour in a browser (controls change the plot, nothing is fetched from
 outside) is checked by tests/test_book_browser.py on the built book."""
@@ -11,7 +11,6 @@ import itertools
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +19,8 @@ import pytest
 pytest.importorskip("plotly")
 import plotly.graph_objects as go  # noqa: E402
 
-from repeval_ref import interactive  # noqa: E402
-from repeval_ref.interactive import decision_plane, frame_figure  # noqa: E402
+from repeval_book import interactive  # noqa: E402
+from repeval_book.interactive import decision_plane, frame_figure  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -181,17 +180,14 @@ def test_decision_plane_validates(bad, match):
 @pytest.fixture(scope="module")
 def ext():
     pytest.importorskip("myst_nb")
-    sys.path.insert(0, str(ROOT / "_ext"))
-    try:
-        import repeval_book
-        yield repeval_book
-    finally:
-        sys.path.remove(str(ROOT / "_ext"))
+    from repeval_book import sphinx_ext
+
+    return sphinx_ext
 
 
 def test_chapter_requirements_follow_the_imports(ext):
-    cells = [{"cell_type": "code", "source": "import pandas as pd\nfrom repeval_ref._book import glue_all\n%matplotlib inline"},
-             {"cell_type": "code", "source": ["from repeval_ref.interactive import frame_figure\n", "import numpy"]},
+    cells = [{"cell_type": "code", "source": "import pandas as pd\nfrom repeval_book.glue import glue_all\n%matplotlib inline"},
+             {"cell_type": "code", "source": ["from repeval_book.interactive import frame_figure\n", "import numpy"]},
              {"cell_type": "markdown", "source": "import statsmodels"},
              {"cell_type": "code", "source": "def broken(:"}]
     assert ext.chapter_requirements(cells) == ["myst-nb", "pandas", "plotly"]
@@ -221,7 +217,7 @@ def test_config_loads_the_extension_and_publishes_where_colab_looks(ext):
     import yaml
 
     cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
-    assert cfg["sphinx"]["local_extensions"]["repeval_book"] == "_ext/"
+    assert "repeval_book.sphinx_ext" in cfg["sphinx"]["extra_extensions"]
     branch = cfg["sphinx"]["config"]["repeval_pages_branch"]
     makefile = (ROOT / "Makefile").read_text()
     m = re.search(r"^publish:.*\n((?:\t.*\n)+)", makefile, flags=re.M)

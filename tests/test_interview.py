@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from repeval_ref._exercises import exercise_index
-from repeval_ref._interview import (Question, collect_questions, count_dropdowns_regex,
+from repeval_book.exercise_index import exercise_index
+from repeval_book.interview import (Question, collect_questions, count_dropdowns_regex,
                                     deck_fields, interview_markdown, toc_documents,
                                     write_deck)
 

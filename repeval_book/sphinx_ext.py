@@ -1,7 +1,8 @@
-"""Sphinx extension of the repeval book (Jupyter Book 1.x, loaded through `local_extensions`
-in _config.yml). Book plumbing only; nothing here is course material.
+"""Sphinx extension of the repeval book (Jupyter Book 1.x, listed as ``repeval_book.sphinx_ext``
+under ``sphinx.extra_extensions`` in _config.yml). Book plumbing only; nothing here is course
+material.
 
-1. Interactive figures (:mod:`repeval_ref.interactive`): while the chapters execute, the
+1. Interactive figures (:mod:`repeval_book.interactive`): while the chapters execute, the
    environment variable ``REPEVAL_BOOK_BUILD=1`` tells the helper to leave plotly.js out of
    the cell output; this extension copies the ``plotly.min.js`` shipped by the ``plotly``
    Python package to ``_build/html/_static/plotly/`` and adds a ``<script>`` for it to the
@@ -28,7 +29,7 @@ import shutil
 from html import escape
 from pathlib import Path
 
-from repeval_ref.interactive import BOOK_ENV, plotly_js_path
+from .interactive import BOOK_ENV, plotly_js_path
 
 PLOTLY_STATIC = "plotly/plotly.min.js"
 MARKER = 'class="repeval-interactive"'
@@ -46,10 +47,10 @@ EXTRA_PIP = {
     "pytrec_eval": "pytrec-eval-terrier",
     "psutil": "psutil",
 }
-#: Modules of the course package whose optional imports a chapter then needs too.
+#: Modules of the course's packages whose optional imports a chapter then needs too.
 IMPLIED_PIP = {
-    "repeval_ref._book": "myst-nb",           # glue_all hands numbers to myst-nb's glue
-    "repeval_ref.interactive": "plotly",
+    "repeval_book.glue": "myst-nb",           # glue_all hands numbers to myst-nb's glue
+    "repeval_book.interactive": "plotly",
 }
 
 
@@ -121,10 +122,11 @@ def setup_cell_source(repo_url: str, requirements: list[str], docname: str,
            if fashion_mnist else "")
     return (
         "# Set-up on a fresh machine (Colab, a new virtual environment): fetch the course\n"
-        "# repository, install its reference package and what this chapter imports, and work in\n"
-        "# the chapter's folder. Where repeval_ref is importable already, nothing happens.\n"
+        "# repository, install its packages (repeval_ref, repeval_book) and what this chapter\n"
+        "# imports, and work in the chapter's folder. Where both are importable already,\n"
+        "# nothing happens.\n"
         "import importlib, importlib.util, os, subprocess, sys\n"
-        "if importlib.util.find_spec(\"repeval_ref\") is None:\n"
+        "if any(importlib.util.find_spec(m) is None for m in (\"repeval_ref\", \"repeval_book\")):\n"
         f"    if not os.path.isdir({json.dumps(repo_dir)}):\n"
         f"        subprocess.run([\"git\", \"clone\", \"--depth\", \"1\", {json.dumps(repo_url)}], check=True)\n"
         f"    subprocess.run([sys.executable, \"-m\", \"pip\", \"install\", \"--quiet\", {pip}], check=True)\n"

@@ -12,7 +12,7 @@ settings (k for a linear probe) costs nothing.
 Where plotly.js comes from:
 
 * in the built book (``plotly_js="book"``, chosen automatically while Jupyter Book executes
-  the chapters, see ``_ext/repeval_book.py``) the HTML carries no script: the book's Sphinx
+  the chapters, see :mod:`repeval_book.sphinx_ext`) the HTML carries no script: the book's Sphinx
   extension copies the ``plotly.min.js`` that the ``plotly`` Python package ships into
   ``_build/html/_static/plotly/`` and adds it to exactly the pages that show such a figure;
 * anywhere else (a notebook on Binder or Colab, ``plotly_js="inline"``) the same

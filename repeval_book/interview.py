@@ -490,7 +490,7 @@ def write_deck(questions, path, build_dir="_build", missing="raise"):
 
 
 def main(argv=None):
-    """``python -m repeval_ref._interview OUT.apkg [--root .] [--build _build]``."""
+    """``python -m repeval_book.interview OUT.apkg [--root .] [--build _build]``."""
     import argparse
 
     parser = argparse.ArgumentParser(description="Write the book's interview questions as an "

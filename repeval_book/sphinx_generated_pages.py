@@ -1,4 +1,4 @@
-"""Sphinx hook: re-read the generated pages whenever the book is rebuilt.
+"""Sphinx extension: re-read the generated pages whenever the book is rebuilt.
 
 ``book/interview.md`` and ``book/exercises.md`` are built from other files (the chapters'
 interview questions, the exercise notebooks) that Sphinx does not know they depend on, so
