@@ -209,10 +209,10 @@ def test_absolute_imports_rewrites_only_the_relative_imports():
     from benchmarks import bench_report
 
     src = ("import os\nfrom .knn import knn_classify\nfrom . import geometry, spectral\n"
-           "def f():\n    from .noise import (wilson_interval,\n        x)\n    return '.knn'\n")
+           "def f():\n    from .uncertainty import (wilson_interval,\n        x)\n    return '.knn'\n")
     assert bench_report.absolute_imports(src) == (
         "import os\nfrom repeval_ref.knn import knn_classify\nfrom repeval_ref import geometry, spectral\n"
-        "def f():\n    from repeval_ref.noise import (wilson_interval,\n        x)\n    return '.knn'\n")
+        "def f():\n    from repeval_ref.uncertainty import (wilson_interval,\n        x)\n    return '.knn'\n")
     with pytest.raises(ValueError, match="levels up"):
         bench_report.absolute_imports("from ..x import y\n")
     with pytest.raises(ValueError, match="source"):
