@@ -105,7 +105,8 @@ bench-class: $(STAMP)
 # and manifest (about 40 minutes on 2 busy cores; `python -m repeval_ref.zoo train --only NAME`
 # retrains one). Tests and the book never retrain; they load the shipped weights.
 # zoo-table writes the evaluation table of the Performance appendix (its rows took about 40
-# minutes in all on 2 busy cores; `python -m repeval_ref.zoo table --only ROW --merge` redoes one).
+# minutes in all on 2 busy cores; `python -m repeval_ref.zoo table --out benchmarks/results/zoo_table.json
+# --only ROW --merge` redoes one).
 zoo: $(STAMP) data
 	$(PY) -m repeval_ref.zoo train
 

@@ -111,7 +111,7 @@ def products(paths, k, tau, n_classes, out, mode="blas"):
         from repeval_ref import knn as K
         from repeval_ref._parallel import blas_thread_count
 
-        rows = K._auto_block_size(nb, 4)
+        rows = K.auto_block_size(nb, 4)
         cols = max(1, K._TILE_BYTES // (4 * rows))
         workers = blas_thread_count()
 

@@ -73,10 +73,13 @@ from ._validation import (
 
 __all__ = ["knn_classify", "knn_classify_curve"]
 
-def _auto_block_size(n_train, itemsize=8):
+def auto_block_size(n_train, itemsize=8):
     """Rows of the test set per block by default (``_TILE_ROWS``, whatever the bank).
 
     The arguments are kept for the callers that chunk their queries in whole blocks.
+    Public because the ``repeval`` command (:mod:`repeval_ref.cli._evaluate`) chunks its
+    k-NN curve in blocks of this size, so that its numbers are those of
+    :func:`knn_classify`.
     """
     return _TILE_ROWS
 
@@ -500,7 +503,7 @@ def _neighbour_blocks(train_h, train_y, test_h, n_classes, block_size, dtype, k)
     queries = unit_rows(test_h, "test_h")
     n_train, n_test = train_h.shape[0], queries.shape[0]
     if block_size is None:
-        block_size = _auto_block_size(n_train, dtype.itemsize)
+        block_size = auto_block_size(n_train, dtype.itemsize)
     k = min(k, n_train)
     width = max(1, _TILE_BYTES // (dtype.itemsize * block_size))
     n_tiles = -(-n_train // width)
@@ -566,7 +569,7 @@ def _vote(kept, rows, labels, m, tau, n_classes):
         rows * n_classes + labels, weights=weights, minlength=m * n_classes
     ).reshape(m, n_classes)
     if n_classes > 1:
-        _settle_near_ties(votes, labels, weights, n_classes)
+        settle_near_ties(votes, labels, weights, n_classes)
     return np.argmax(votes, axis=1)
 
 
@@ -651,7 +654,7 @@ def knn_classify_curve(train_h, train_y, test_h,  # bank, its labels, queries
     return out
 
 
-def _settle_near_ties(votes, labels, weights, n_classes):
+def settle_near_ties(votes, labels, weights, n_classes):
     """Re-add, in place, the votes of rows whose two best classes (nearly) tie.
 
     ``np.bincount`` adds in input order (training index), so two classes whose
@@ -660,6 +663,9 @@ def _settle_near_ties(votes, labels, weights, n_classes):
     totals lie within ``1e-12`` (relative) of each other, each class's weights are
     re-added in decreasing order: equal sets of weights then give bitwise equal
     totals, and the exact tie goes to the smaller label. Other rows are untouched.
+
+    Public because the PyTorch k-NN (:func:`repeval_ref.torch.knn.knn_classify_torch`)
+    settles its ties with the same step, so that both give the same labels.
 
     Parameters
     ----------

@@ -512,7 +512,7 @@ def test_low_shot_support_mean_of_zero_is_a_skipped_entry(tmp_path, capsys):
 @pytest.fixture(scope="module")
 def loop_outputs(tmp_path_factory):
     """The loop on the default digits encoder, writing both of its feature layouts."""
-    from repeval_ref.loop import main as loop_main
+    from repeval_ref.cli.loop import main as loop_main
 
     d = tmp_path_factory.mktemp("loop")
     err = io.StringIO()
@@ -619,3 +619,63 @@ def test_compare_says_how_to_read_interval_and_p_together(tmp_path, capsys):
                  "--probe-c", "1"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "how to read them together" in out and "p < 0.05" in out
+
+
+# ------------------------------------------------- repeval loop / repeval zoo: one command
+
+
+def _program(*args, timeout=120, cwd=None):
+    import os
+
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", COLUMNS="100")
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
+
+
+def test_repeval_lists_loop_and_zoo(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    assert info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "{report,compare,leaderboard,loop,zoo}" in text
+    assert "python -m repeval_ref.loop" in text and "python -m repeval_ref.zoo" in text
+
+
+@pytest.mark.parametrize("old, new", [(["-m", "repeval_ref.loop"], ["-m", "repeval_ref.cli", "loop"]),
+                                      (["-m", "repeval_ref.zoo"], ["-m", "repeval_ref.cli", "zoo"]),
+                                      (["-m", "repeval_ref.zoo", "table"], ["-m", "repeval_ref.cli", "zoo", "table"])])
+def test_help_of_repeval_loop_and_zoo_is_that_of_the_python_m_forms(old, new):
+    """Same arguments, same help; only the program name differs (and so argparse's line wrapping)."""
+    a, b = _program(*old, "--help"), _program(*new, "--help")
+    assert a.returncode == b.returncode == 0, a.stderr + b.stderr
+    old_prog, new_prog = "python -m repeval_ref." + old[1].rsplit(".", 1)[1], "repeval " + new[2]
+    assert f"usage: {old_prog}" in a.stdout and f"usage: {new_prog}" in b.stdout
+    assert " ".join(a.stdout.replace(old_prog, new_prog).split()) == " ".join(b.stdout.split())
+
+
+def test_zoo_table_needs_its_output_path(tmp_path):
+    """`zoo table` writes where its caller says: --out is required, nothing goes to benchmarks/results."""
+    for cmd in (["-m", "repeval_ref.zoo", "table"], ["-m", "repeval_ref.cli", "zoo", "table"]):
+        proc = _program(*cmd, cwd=tmp_path)
+        assert proc.returncode == 2
+        assert "the following arguments are required: --out" in proc.stderr
+    from repeval_ref.zoo.table import write_table
+
+    with pytest.raises(TypeError):
+        write_table()  # noqa - the path is required
+    with pytest.raises(ValueError, match="path"):
+        write_table("", ["raw_pixels"])  # refused before any computation
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_repeval_zoo_table_real_run(tmp_path):
+    """One real run of `repeval zoo` (about a minute): the raw-pixel row, written at --out only."""
+    out = tmp_path / "t" / "zoo_table.json"
+    proc = _program("-m", "repeval_ref.cli", "zoo", "table", "--out", str(out), "--only", "raw_pixels",
+                    timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "raw_pixels done" in proc.stdout
+    table = json.loads(out.read_text())
+    assert [r["name"] for r in table["rows"]] == ["raw_pixels"]
+    assert 0.5 < table["rows"][0]["knn20"]["acc"] <= 1
+    assert (tmp_path / "t" / "zoo_table.md").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t"]

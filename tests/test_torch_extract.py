@@ -9,7 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from repeval_ref.torch import BackboneUnavailable, SmallCNN, TinyViT, default_blocks, load_backbone
+from repeval_ref.backbones import BackboneUnavailable, load_backbone
+from repeval_ref.torch import SmallCNN, TinyViT, default_blocks
 from repeval_ref.torch.extract import (
     BlockTaps,
     StaleCacheError,

@@ -31,7 +31,7 @@ def test_loop_grid_with_cache_reuses_features(tmp_path, capsys):
     # In-process (the subprocess run above covers the command itself): faster on 2 cores.
     import torch
 
-    from repeval_ref.loop import main
+    from repeval_ref.cli.loop import main
 
     args = ["--pretrain-epochs", "0", "--probe-epochs", "5", "--grid", "--cache-dir", str(tmp_path)]
     threads = torch.get_num_threads()
@@ -56,7 +56,7 @@ PREFIX = "python -m repeval_ref.loop: error: "
 
 def _error_line(capsys, argv):
     """Run main(argv), expect exit status 2 and one clean error line on stderr; return it."""
-    from repeval_ref.loop import main
+    from repeval_ref.cli.loop import main
 
     with pytest.raises(SystemExit) as info:
         main(argv)
@@ -133,7 +133,7 @@ def test_loop_refuses_a_named_backbone_without_weights(monkeypatch, capsys):
 def test_loop_random_init_runs_with_a_warning(tmp_path, monkeypatch, capsys):
     import torch
 
-    from repeval_ref.loop import main
+    from repeval_ref.cli.loop import main
 
     _fake_torchvision(monkeypatch)
     data = _image_folder(tmp_path / "imgs", size=(8, 8))
@@ -155,7 +155,7 @@ def test_loop_on_an_image_folder_with_a_local_torchvision_backbone(tmp_path, mon
     """The image-folder path, with a stand-in for torchvision (not installed here)."""
     import torch
 
-    from repeval_ref.loop import main
+    from repeval_ref.cli.loop import main
     from repeval_ref.torch import SmallCNN
 
     _image_folder(tmp_path / "imgs")
@@ -182,7 +182,7 @@ def test_zoo_small_encoder_gets_the_zoo_normalisation():
     import numpy as np
     import torch
 
-    from repeval_ref import loop
+    from repeval_ref.cli import loop
     from repeval_ref.datasets import fashion_mnist
     from repeval_ref.zoo.inputs import to_tensor
 
@@ -197,3 +197,35 @@ def test_zoo_small_encoder_gets_the_zoo_normalisation():
     torch.testing.assert_close(x, to_tensor(images[:50]), rtol=0, atol=1e-6)
     assert abs(float(x.mean())) < 0.5  # normalised, where / 255 alone has mean ~0.29 and no negatives
     assert float(x.min()) < 0
+
+
+# ------------------------------------------ `repeval loop` is `python -m repeval_ref.loop`
+
+def _both_forms(*args, timeout=240):
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", COLUMNS="100")
+    runs = [subprocess.run([sys.executable, *form, *args], capture_output=True, text=True, timeout=timeout, env=env)
+            for form in (["-m", "repeval_ref.loop"], ["-m", "repeval_ref.cli", "loop"])]
+    return runs
+
+
+def test_repeval_loop_and_the_old_form_print_the_same():
+    """A real short run of both forms: same stdout and stderr, bit for bit."""
+    old, new = _both_forms("--pretrain-epochs", "1", "--probe-epochs", "2", "--limit", "300")
+    assert old.returncode == new.returncode == 0, old.stderr + new.stderr
+    assert re.search(r"^probe accuracy: \d\.\d+$", old.stdout, re.M)
+    assert "encoder state unchanged: True" in old.stdout
+    assert old.stdout == new.stdout and old.stderr == new.stderr
+    assert "DeprecationWarning" not in old.stderr  # the command is not deprecated, only the import path
+
+
+def test_repeval_loop_errors_name_the_command_typed(capsys):
+    from repeval_ref.cli import main as repeval
+
+    with pytest.raises(SystemExit) as info:
+        repeval(["loop", "--probe-epochs", "0"])
+    assert info.value.code == 2
+    assert capsys.readouterr().err == "repeval loop: error: --probe-epochs must be >= 1, got 0\n"
+    old, new = _both_forms("--batch-size", "1")
+    assert old.returncode == new.returncode == 2
+    assert old.stderr.startswith(PREFIX) and new.stderr.startswith("repeval loop: error: ")
+    assert old.stderr[len(PREFIX):] == new.stderr[len("repeval loop: error: "):]

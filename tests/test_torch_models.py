@@ -8,9 +8,10 @@ import pytest
 import torch
 from torch import nn
 
-from repeval_ref.torch import SmallCNN, TinyViT, default_blocks, load_backbone
+from repeval_ref.backbones import load_backbone
+from repeval_ref.torch import SmallCNN, TinyViT, default_blocks
 from repeval_ref.torch.extract import extract_features
-from repeval_ref.torch.models import _Block, default_prefix_tokens
+from repeval_ref.torch.models import TransformerBlock, default_prefix_tokens
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -25,7 +26,7 @@ class _TVEncoder(nn.Module):
         self.dropout = nn.Dropout(0.0)
         layers = OrderedDict()
         for i in range(depth):
-            layers[f"encoder_layer_{i}"] = _Block(dim, heads, 2)
+            layers[f"encoder_layer_{i}"] = TransformerBlock(dim, heads, 2)
         self.layers = nn.Sequential(layers)
         self.ln = nn.LayerNorm(dim)
 

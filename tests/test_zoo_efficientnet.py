@@ -263,8 +263,9 @@ def test_wrong_image_shapes(model):
 # The loop's real-backbone path
 
 def test_loop_with_the_zoo_backbone_extracts_the_direct_features(tmp_path, capsys, model):
-    from repeval_ref.loop import main
-    from repeval_ref.torch.models import digits_images, load_backbone
+    from repeval_ref.cli.loop import main
+    from repeval_ref.backbones import load_backbone
+    from repeval_ref.datasets import digits_images
 
     code = main(["--backbone", "zoo:efficientnet_lite0", "--limit", "24", "--image-size", "64",
                  "--probe-epochs", "2", "--batch-size", "16", "--cache-dir", str(tmp_path)])
@@ -284,7 +285,7 @@ def test_loop_with_the_zoo_backbone_extracts_the_direct_features(tmp_path, capsy
 
 
 def test_loop_refuses_weights_for_a_zoo_backbone_and_unknown_names(capsys):
-    from repeval_ref.loop import main
+    from repeval_ref.cli.loop import main
 
     for argv, match in ((["--backbone", "zoo:efficientnet_lite0", "--weights", "w.pth"], "--weights is for"),
                         (["--backbone", "zoo:nope"], "unknown.*'nope'.*efficientnet_lite0")):
@@ -297,7 +298,7 @@ def test_loop_refuses_weights_for_a_zoo_backbone_and_unknown_names(capsys):
 
 def test_loop_on_fashion_mnist_at_96_px(capsys, model):
     from repeval_ref.datasets import fashion_mnist
-    from repeval_ref.loop import main
+    from repeval_ref.cli.loop import main
 
     try:
         images, labels = fashion_mnist("test")

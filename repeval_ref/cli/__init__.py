@@ -16,6 +16,12 @@ probe predictions of the two (paired bootstrap interval, exact McNemar test).
 writes one ranked table with error bars, pairwise tests corrected for multiplicity,
 and label-free rankings beside the accuracy ranking (CSV, Markdown, JSON, HTML).
 
+``repeval loop ...`` runs the PyTorch reference loop (:mod:`.loop`; the same program as
+``python -m repeval_ref.loop``) and ``repeval zoo ...`` trains, evaluates and tabulates
+the zoo (:mod:`.zoo`; the same program as ``python -m repeval_ref.zoo``). Both take
+their own arguments (``repeval loop --help``), print what the ``python -m`` forms print
+and end with their exit status; only the program name in usage and error lines differs.
+
 Input files: ``.npz`` with arrays ``features`` (n, d) and ``labels`` (n,); ``.npy``
 feature files whose labels sit next to them (see ``--help``); PyTorch ``.pt``/``.pth``
 files holding a dict with ``features`` and ``labels`` tensors or a pair
@@ -28,7 +34,8 @@ call the streamed functions on a ``numpy.memmap`` instead
 
 The layer is split by concern: :mod:`._inputs` (reading and checking),
 :mod:`._evaluate` (calls into the package), :mod:`._render` (tables, plots, files),
-:mod:`._commands` (report, compare) and :mod:`.leaderboard`.
+:mod:`._commands` (report, compare), :mod:`.leaderboard`, :mod:`.loop` (with
+:mod:`.pretrain`, the training of its small CNN) and :mod:`.zoo`.
 """
 from __future__ import annotations
 
@@ -127,7 +134,7 @@ def build_parser():
         epilog=FILES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version="%(prog)s " + _version())
-    sub = parser.add_subparsers(dest="command", metavar="{report,compare,leaderboard}")
+    sub = parser.add_subparsers(dest="command", metavar="{report,compare,leaderboard,loop,zoo}")
 
     rp = sub.add_parser(
         "report", help="evaluate one representation (train and test features)",
@@ -201,7 +208,26 @@ def build_parser():
     cp.set_defaults(func=cmd_compare)
 
     add_leaderboard_parser(sub, FILES_HELP, _positive_int, _fraction, _c_grid, _wrap)
+    # Listed here for `repeval --help`; main() hands their arguments to their own parsers.
+    for name, summary in PROGRAMS.items():
+        sub.add_parser(name, help=summary, add_help=False)
     return parser
+
+
+#: subcommands that are whole programs with their own parser (:mod:`.loop`, :mod:`.zoo`)
+PROGRAMS = {
+    "loop": "the PyTorch reference loop (same as python -m repeval_ref.loop; see repeval loop --help)",
+    "zoo": "train, evaluate and tabulate the zoo (same as python -m repeval_ref.zoo; see repeval zoo --help)",
+}
+
+
+def _run_program(name, argv):
+    """Run the program of subcommand ``name`` on ``argv``, named ``repeval NAME``; its exit status."""
+    if name == "loop":
+        from .loop import main as program
+    else:
+        from .zoo import main as program
+    return program(list(argv), prog=f"repeval {name}")
 
 
 def _version():
@@ -212,6 +238,9 @@ def _version():
 
 def main(argv=None):
     """Entry point of the ``repeval`` console script; returns the exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in PROGRAMS:
+        return _run_program(argv[0], argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

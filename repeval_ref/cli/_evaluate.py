@@ -74,10 +74,10 @@ def knn_curve_predictions(train_x, ytr, test_x, ks, n_classes, progress=None, la
     -------
     numpy.ndarray of int64, shape (len(ks), n_test)
     """
-    from ..knn import _auto_block_size, knn_classify_curve
+    from ..knn import auto_block_size, knn_classify_curve
 
     n_test = test_x.shape[0]
-    block = _auto_block_size(train_x.shape[0])
+    block = auto_block_size(train_x.shape[0])
     chunk = block * max(1, 4096 // block)
     out = np.empty((len(ks), n_test), dtype=np.int64)
     task = progress.task(label, n_test, unit="queries") if progress else None

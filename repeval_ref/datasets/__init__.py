@@ -22,8 +22,8 @@
   :func:`fashion_mnist_cluttered`, and where each background came from, :func:`cluttered_crops`);
   :func:`resize_matrix` is their area resampling.
 
-The 8 x 8 ``sklearn.datasets.load_digits`` images used by the PyTorch reference loop are
-loaded by :func:`repeval_ref.torch.models.digits_images`.
+* :mod:`.digits` -- the 8 x 8 ``sklearn.datasets.load_digits`` images of the PyTorch
+  reference loop, as tensors with a stratified split (:func:`digits_images`).
 
 Synthetic generators take a random source ``rng`` (a ``numpy.random.Generator`` or an
 integer seed, see :func:`repeval_ref._validation.check_rng`) and size arguments, and
@@ -49,7 +49,8 @@ the photographs listed in :mod:`.photos` (CC BY 2.0, CC0, public domain).
 """
 from __future__ import annotations
 
-from . import fashion, photos, setups, textures, toy, variants
+from . import digits, fashion, photos, setups, textures, toy, variants
+from .digits import digits_images
 from .fashion import FASHION_MNIST_CLASSES, fashion_mnist, read_idx
 from .photos import BACKGROUND_PHOTOS, background_photos
 from .setups import (
@@ -101,4 +102,5 @@ __all__ = [
     "resize_matrix",
     "BACKGROUND_PHOTOS",
     "background_photos",
+    "digits_images",
 ]

@@ -10,12 +10,18 @@ Modules
 ``probe``    non-affine BatchNorm + Linear probe, its training, and its folding into a Linear
 ``grid``     many probes trained at once (DINOv2-style grid), selected on validation data
 ``knn``      exact weighted k-NN with blocked similarities and a running top-k (also sharded)
-``models``   the built-in small CNN, a tiny ViT stand-in, and torchvision/timm backbones
+``models``   the built-in small CNN, a tiny ViT (and its transformer block), block names
+``schedule`` the cosine learning-rate factor (with optional warm-up) of every trained probe
 ``data``     an image-folder dataset read with Pillow (no torchvision needed)
 ``attentive`` a trainable attentive probe (one learned query per head) on frozen tokens
 ``finetune`` partial fine-tuning (train the last j blocks) and layer-wise learning-rate groups
 
-The command ``python -m repeval_ref.loop`` (:mod:`repeval_ref.loop`) runs the whole loop.
+The command ``repeval loop`` (:mod:`repeval_ref.cli.loop`; also ``python -m
+repeval_ref.loop``) runs the whole loop. Loading torchvision, timm or zoo backbones by
+name is :mod:`repeval_ref.backbones`, one floor above this package and
+:mod:`repeval_ref.zoo`; ``load_backbone``, ``BackboneUnavailable``, ``digits_images`` and
+``pretrain_encoder`` are still reachable from here for one release, with a
+DeprecationWarning naming their new homes (:mod:`repeval_ref.torch._deprecated`).
 """
 from .freeze import (
     evaluation_mode,
@@ -40,24 +46,15 @@ from .extract import (
 )
 from .grid import GridResult, grid_accuracies, grid_views, probe_grid_search, train_probe_grid
 from .knn import knn_classify_sharded, knn_classify_torch, shard_range, topk_neighbors, weighted_vote
-from .models import (
-    BackboneUnavailable,
-    SmallCNN,
-    TinyViT,
-    default_blocks,
-    default_prefix_tokens,
-    digits_images,
-    load_backbone,
-    pretrain_encoder,
-)
+from .models import SmallCNN, TinyViT, TransformerBlock, default_blocks, default_prefix_tokens
 from .probe import LinearProbe, fold_probe, probe_accuracy, running_mean_shift, train_probe
+from .schedule import cosine_factor, cosine_schedule
 from .data import ImageFolder, PreparedImages
 from .attentive import AttentiveProbe, attentive_predict, train_attentive_probe
 from .finetune import freeze_all_but_last, layerwise_lr_groups, parameter_layers
 
 __all__ = [
     "AttentiveProbe",
-    "BackboneUnavailable",
     "BlockTaps",
     "Features",
     "GridResult",
@@ -68,11 +65,13 @@ __all__ = [
     "SmallCNN",
     "StaleCacheError",
     "TinyViT",
+    "TransformerBlock",
     "attentive_predict",
+    "cosine_factor",
+    "cosine_schedule",
     "dataset_fingerprint",
     "default_blocks",
     "default_prefix_tokens",
-    "digits_images",
     "evaluation_mode",
     "extract_features",
     "fold_probe",
@@ -83,12 +82,10 @@ __all__ = [
     "knn_classify_sharded",
     "knn_classify_torch",
     "layerwise_lr_groups",
-    "load_backbone",
     "model_fingerprint",
     "module_device",
     "parameter_layers",
     "pool_output",
-    "pretrain_encoder",
     "probe_accuracy",
     "probe_grid_search",
     "resolve_device",
@@ -105,3 +102,11 @@ __all__ = [
     "training_flags",
     "weighted_vote",
 ]
+
+
+def __getattr__(name):
+    """``load_backbone``, ``BackboneUnavailable``, ``digits_images``, ``pretrain_encoder``:
+    moved out of this package; reachable here for one release, with a DeprecationWarning."""
+    from ._deprecated import moved_attribute
+
+    return moved_attribute(__name__, name)

@@ -23,6 +23,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .._validation import as_float_array, as_labels, check_int, check_positive
+from .schedule import cosine_factor
 
 __all__ = ["AttentiveProbe", "train_attentive_probe", "attentive_predict"]
 
@@ -166,7 +167,7 @@ def train_attentive_probe(train_tokens, train_y, *, n_classes=10, n_heads=4, n_p
         for b in range(per_epoch):
             idx = order[b * batch_size:(b + 1) * batch_size]
             for group in opt.param_groups:
-                group["lr"] = lr * 0.5 * (1 + math.cos(math.pi * step / steps))
+                group["lr"] = lr * cosine_factor(step, steps)
             loss = F.cross_entropy(probe(x[idx])[0], yt[idx])
             opt.zero_grad(set_to_none=True)
             loss.backward()

@@ -54,13 +54,13 @@ from .freeze import evaluation_mode
 from .models import default_blocks, default_prefix_tokens
 
 __all__ = [
+    "cache_name",
     "pool_output",
     "BlockTaps",
     "Features",
     "extract_features",
     "model_fingerprint",
     "dataset_fingerprint",
-    "cache_folder_name",
     "resolve_device",
     "StaleCacheError",
     "POOLINGS",
@@ -370,18 +370,19 @@ def dataset_fingerprint(dataset, n_probe=32):
 # ----------------------------------------------------------------------------------
 # Cache
 
-def cache_folder_name(name):
-    """The name a model or data name takes as a folder (or file) name in the feature cache.
+def cache_name(name):
+    """The file-system-safe form of a model, data or layer name, as the cache writes it.
 
-    Every character other than a letter, a digit, ``-``, ``_`` and ``.`` becomes ``_``;
-    :func:`extract_features` keeps the features of model ``m`` on data ``x`` under
-    ``cache_dir/cache_folder_name(m)/cache_folder_name(x)``. Public so that a script
-    can say where the cache put them (``repeval_ref.loop`` prints that path).
+    Letters, digits, ``-``, ``_`` and ``.`` are kept; every other character becomes
+    ``_`` (so ``"zoo:efficientnet_lite0"`` is ``"zoo_efficientnet_lite0"``). A cache
+    folder is ``cache_dir/cache_name(model_name)/cache_name(data_name)``. Public so that
+    a caller (the loop command) can name the folder it had written, e.g. for
+    ``repeval report``.
 
     Parameters
     ----------
-    name : object
-        Any name; it is turned into a string first.
+    name : str
+        Any name; a non-string is read through ``str`` (as the cache always did).
 
     Returns
     -------
@@ -391,7 +392,7 @@ def cache_folder_name(name):
 
 
 def _file_for(directory, layer, pooling):
-    return os.path.join(directory, f"{cache_folder_name(layer)}__{pooling}.npy")
+    return os.path.join(directory, f"{cache_name(layer)}__{pooling}.npy")
 
 
 def _read_meta(directory):
@@ -698,9 +699,7 @@ def extract_features(model, data, layers=None, *, poolings=("cls",), batch_size=
 
     directory = None
     if cache_dir is not None:
-        directory = os.path.join(os.fspath(cache_dir),
-                                 cache_folder_name(model_name or type(model).__name__),
-                                 cache_folder_name(data_name))
+        directory = os.path.join(os.fspath(cache_dir), cache_name(model_name or type(model).__name__), cache_name(data_name))
         model_fp = model_fingerprint(model)
         data_fp = str(data_fingerprint) if data_fingerprint is not None else dataset_fingerprint(dataset)
         state, meta = _cache_state(directory, model_fp, data_fp, wanted, settings)

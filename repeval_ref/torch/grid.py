@@ -37,12 +37,9 @@ from torch import nn
 from .._validation import as_labels, check_int, check_positive
 from .freeze import evaluation_mode
 from .probe import LinearProbe, _features_tensor
+from .schedule import cosine_factor
 
 __all__ = ["train_probe_grid", "grid_accuracies", "probe_grid_search", "grid_views", "GridResult"]
-
-
-def _cosine(step, total):
-    return 0.5 * (1.0 + math.cos(math.pi * min(step, total) / total))
 
 
 def _check_views(views, name, n=None):
@@ -124,7 +121,7 @@ def train_probe_grid(views, labels, n_classes, lrs, *, epochs=30, batch_size=128
                 idx = order[start:start + batch_size]
                 if idx.numel() >= 2:  # BatchNorm needs two samples; the schedule advances anyway
                     yb = y[idx]
-                    factor = _cosine(step, total)
+                    factor = cosine_factor(step, total)
                     for stack in stacks:
                         stack.step(idx, yb, factor, momentum, weight_decay)
                 step += 1

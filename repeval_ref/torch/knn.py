@@ -44,7 +44,7 @@ import numpy as np
 import torch
 
 from .._validation import as_float_array, as_labels, check_int, check_positive, check_same_width
-from ..knn import _settle_near_ties
+from ..knn import settle_near_ties
 
 __all__ = ["knn_classify_torch", "knn_classify_sharded", "topk_neighbors", "weighted_vote", "shard_range"]
 
@@ -338,7 +338,7 @@ def weighted_vote(vals, idx, labels, tau, n_classes):
         votes.scatter_add_(1, lab[:, j:j + 1], weights[:, j:j + 1])
     votes = votes.numpy()
     if n_classes > 1:  # the reference's rule for (nearly) tied classes: re-add by weight
-        _settle_near_ties(votes, lab.numpy().ravel(), weights.numpy().ravel(), n_classes)
+        settle_near_ties(votes, lab.numpy().ravel(), weights.numpy().ravel(), n_classes)
     return np.argmax(votes, axis=1).astype(np.int64)
 
 

@@ -1,49 +1,38 @@
-"""Encoders for the reference loop: a built-in small CNN, a tiny ViT, and real backbones.
+"""Architectures of the reference loop: a built-in small CNN and a tiny ViT, and how to read a model's blocks.
 
-Book: chapter "Linear probes", the PyTorch reference loop; seed 000, "In PyTorch"
-(a real backbone replaces the small encoder, the rest of the loop is unchanged).
+Book: chapter "Linear probes", the PyTorch reference loop; seed 000, "In PyTorch".
 
 * :class:`SmallCNN` is the offline default: a three-block convolutional network with
-  BatchNorm (so that evaluation mode matters) for 8x8 ``load_digits`` images. It is
-  trained for a few epochs by :func:`pretrain_encoder`, or used at random
-  initialisation.
+  BatchNorm (so that evaluation mode matters) for 8x8 ``load_digits`` images. The loop
+  trains it for a few epochs (:func:`repeval_ref.cli.pretrain.pretrain_encoder`), or
+  uses it at random initialisation.
 * :class:`TinyViT` is a ViT-shaped module (patch embedding, class token, ``blocks``
-  that return token sequences). It stands in for a real ViT in tests of hooks,
-  pooling and layer choice, since neither torchvision nor timm is required.
-* :func:`load_backbone` builds a torchvision or timm architecture and loads its
-  weights from a *local* file. Both libraries are imported only when asked for; a
-  download that cannot happen offline is reported with a message that says what to do.
+  of :class:`TransformerBlock` that return token sequences). It stands in for a real
+  ViT in tests of hooks, pooling and layer choice, since neither torchvision nor timm
+  is required, and it is the architecture of the zoo's ViTs.
 * :func:`default_blocks` names a model's blocks (read from the modules themselves, so
   torchvision's ``encoder.layers.encoder_layer_<i>`` comes out right) and
   :func:`default_prefix_tokens` says how many class/register tokens precede the patch
   tokens (timm's ``num_prefix_tokens``), which the ``"mean"`` pooling leaves out.
+
+Loading torchvision, timm or zoo backbones by name is :mod:`repeval_ref.backbones`,
+one floor above this package; the digits images are :func:`repeval_ref.datasets.digits_images`.
 """
 from __future__ import annotations
-
-import importlib
-import os
-import urllib.error
 
 import numpy as np
 import torch
 from torch import nn
 
-from .._validation import as_labels, check_int, check_positive
+from .._validation import check_int
 
 __all__ = [
     "SmallCNN",
     "TinyViT",
-    "pretrain_encoder",
-    "load_backbone",
+    "TransformerBlock",
     "default_blocks",
     "default_prefix_tokens",
-    "BackboneUnavailable",
-    "digits_images",
 ]
-
-
-class BackboneUnavailable(RuntimeError):
-    """A requested backbone library or its weights are not available on this machine."""
 
 
 class SmallCNN(nn.Module):
@@ -94,11 +83,31 @@ class SmallCNN(nn.Module):
         return self.feature_map(x).mean(dim=(2, 3))
 
 
-class _Block(nn.Module):
-    """Pre-norm transformer block: tokens (b, t, d) -> tokens (b, t, d)."""
+class TransformerBlock(nn.Module):
+    """Pre-norm transformer block: tokens (b, t, dim) -> tokens (b, t, dim).
+
+    ``x + attn(norm1(x))``, then ``+ mlp(norm2(.))`` with a GELU MLP of width
+    ``mlp_ratio * dim``. It is public because it is the block of :class:`TinyViT` and,
+    with the same layout, of the MAE decoder (:mod:`repeval_ref.zoo.mae`) and of test
+    stand-ins for torchvision's ViT encoder.
+
+    Parameters
+    ----------
+    dim : int
+        Token width; divisible by ``heads``.
+    heads : int
+        Attention heads.
+    mlp_ratio : int
+        Hidden width of the MLP over ``dim``.
+    """
 
     def __init__(self, dim, heads, mlp_ratio):
         super().__init__()
+        dim = check_int(dim, "dim", minimum=1)
+        heads = check_int(heads, "heads", minimum=1)
+        mlp_ratio = check_int(mlp_ratio, "mlp_ratio", minimum=1)
+        if dim % heads:
+            raise ValueError(f"dim={dim} is not divisible by heads={heads}")
         self.norm1 = nn.LayerNorm(dim)
         self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
         self.norm2 = nn.LayerNorm(dim)
@@ -139,7 +148,7 @@ class TinyViT(nn.Module):
         self.patch_embed = nn.Conv2d(in_channels, dim, patch_size, stride=patch_size)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
         self.pos_embed = nn.Parameter(0.02 * torch.randn(1, 1 + n_patches, dim))
-        self.blocks = nn.ModuleList(_Block(dim, heads, mlp_ratio) for _ in range(depth))
+        self.blocks = nn.ModuleList(TransformerBlock(dim, heads, mlp_ratio) for _ in range(depth))
         self.norm = nn.LayerNorm(dim)
         self.out_dim = dim
 
@@ -188,195 +197,6 @@ class TinyViT(nn.Module):
 
     def forward(self, x):
         return self.forward_tokens(x)[:, 0]
-
-
-def pretrain_encoder(encoder, images, labels, n_classes, *, epochs=3, lr=3e-3, batch_size=64, seed=0):
-    """Train ``encoder`` plus a throw-away linear head by cross-entropy (supervised pre-training).
-
-    The head is discarded, as the projection head of a pre-trained model is before
-    evaluation; the encoder is returned in evaluation mode. This only exists so that
-    the offline demo has an encoder whose features mean something.
-
-    Parameters
-    ----------
-    encoder : torch.nn.Module with attribute ``out_dim``
-    images : torch.Tensor of shape (n, ...)
-    labels : array_like of int, shape (n,)
-    n_classes : int
-    epochs, batch_size : int
-    lr : float
-        Adam learning rate.
-    seed : int
-        Seed of the shuffling and of the head's initialisation.
-
-    Returns
-    -------
-    torch.nn.Module
-        ``encoder`` itself (trained in place), in evaluation mode.
-    """
-    if not isinstance(encoder, nn.Module):
-        raise TypeError(f"encoder must be a torch.nn.Module, got {type(encoder).__name__}")
-    if not isinstance(images, torch.Tensor):
-        raise TypeError(f"images must be a torch.Tensor, got {type(images).__name__}")
-    n_classes = check_int(n_classes, "n_classes", minimum=2)
-    y = torch.from_numpy(as_labels(labels, "labels", n=images.shape[0], n_classes=n_classes))
-    epochs = check_int(epochs, "epochs", minimum=1)
-    batch_size = check_int(batch_size, "batch_size", minimum=1)
-    lr = check_positive(lr, "lr")
-    out_dim = getattr(encoder, "out_dim", None)
-    if out_dim is None:
-        raise ValueError("encoder needs an integer attribute out_dim (its feature dimension)")
-    gen = torch.Generator().manual_seed(int(seed))
-    head = nn.Linear(out_dim, n_classes)
-    with torch.no_grad():
-        head.weight.normal_(0, 0.01, generator=gen)
-        head.bias.zero_()
-    opt = torch.optim.Adam(list(encoder.parameters()) + list(head.parameters()), lr=lr)
-    encoder.train()
-    for _ in range(epochs):
-        order = torch.randperm(images.shape[0], generator=gen)
-        for start in range(0, images.shape[0], batch_size):
-            idx = order[start:start + batch_size]
-            if idx.numel() < 2:  # a batch of one has no BatchNorm statistics
-                continue
-            loss = nn.functional.cross_entropy(head(encoder(images[idx])), y[idx])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-    return encoder.eval()
-
-
-# ----------------------------------------------------------------------------------
-# Real backbones (torchvision / timm), loaded from local weights only.
-
-def _import_library(library):
-    if library not in ("torchvision", "timm"):
-        raise ValueError(f"library must be 'torchvision' or 'timm', got {library!r}")
-    try:
-        return importlib.import_module(library)
-    except ImportError as exc:
-        raise BackboneUnavailable(
-            f"{library} is not installed, so a {library} backbone cannot be built. Install a "
-            f"{library} build that matches this torch ({torch.__version__}), or use the "
-            "built-in SmallCNN (the default of `python -m repeval_ref.loop`)."
-        ) from exc
-
-
-def _offline_message(library, arch):
-    return (
-        f"could not download pretrained weights for {library} model {arch!r}: this machine "
-        "cannot reach the model hub. Download the weights elsewhere, copy the file here, "
-        "and pass its path as weights=... (or --weights PATH)."
-    )
-
-
-def _load_state(path):
-    """The state dict stored in ``path``; ValueError naming the file if it is not a checkpoint."""
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except OSError:  # unreadable file: the OS error says why
-        raise
-    except Exception as exc:  # torch.load's errors differ by file kind (KeyError, EOFError, ...)
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ValueError(
-            f"weights file {path!r} is not a PyTorch checkpoint that loads with weights_only=True "
-            f"({type(exc).__name__}: {first[:200]}); save it with torch.save(model.state_dict(), path)"
-        ) from exc
-    if isinstance(state, dict):
-        for key in ("state_dict", "model", "module"):  # common checkpoint wrappers
-            if key in state and isinstance(state[key], dict):
-                state = state[key]
-                break
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise ValueError(f"weights file {path!r} does not hold a state dict of tensors")
-    return state
-
-
-def _strip_classifier(model):
-    """Replace the classification head by the identity so ``forward`` returns features."""
-    if hasattr(model, "reset_classifier"):  # timm
-        model.reset_classifier(0)
-        return model
-    for attr in ("fc", "head", "heads", "classifier"):
-        if isinstance(getattr(model, attr, None), nn.Module):
-            setattr(model, attr, nn.Identity())
-            return model
-    return model
-
-
-def load_backbone(arch, weights=None, *, library="torchvision", hub=False, keep_head=False):
-    """Build a torchvision or timm backbone and load its weights from a local file, or load a zoo encoder.
-
-    Parameters
-    ----------
-    arch : str
-        Architecture name, e.g. ``"resnet50"`` or ``"vit_b_16"`` (torchvision), or
-        ``"vit_base_patch14_dinov2"`` (timm).
-    weights : str or os.PathLike, optional
-        Path to a local state dict (``torch.save(model.state_dict(), path)``, or a
-        checkpoint dict with a ``"state_dict"``/``"model"`` entry). Loaded with
-        ``weights_only=True``; a file that is not such a checkpoint is a
-        ``ValueError`` naming it. Without it the model is randomly initialised unless
-        ``hub=True`` (the loop command refuses that unless ``--random-init`` is given).
-    library : {"torchvision", "timm", "zoo"}
-        Which library builds the architecture; imported only now. ``"zoo"``: ``arch``
-        names an encoder of :mod:`repeval_ref.zoo`, returned by
-        :func:`repeval_ref.zoo.load` with its own weights (frozen; ``weights`` and
-        ``hub`` must be left out; its ``forward`` already returns pooled features).
-        ``arch="zoo:NAME"`` means the same whatever ``library`` says.
-    hub : bool
-        Ask the library to download pretrained weights. Offline this fails, and the
-        failure is re-raised as :class:`BackboneUnavailable` with instructions.
-    keep_head : bool
-        Keep the classification head (default: replaced by the identity, so the
-        model returns its pooled features).
-
-    Returns
-    -------
-    torch.nn.Module
-        The model in evaluation mode.
-    """
-    if not isinstance(arch, str) or not arch:
-        raise TypeError(f"arch must be a non-empty string, got {arch!r}")
-    if arch.startswith("zoo:"):
-        library, arch = "zoo", arch[len("zoo:"):]
-    if library == "zoo":
-        if weights is not None or hub:
-            raise ValueError(f"zoo encoder {arch!r} loads the weights shipped with it; leave out weights and hub")
-        from repeval_ref import zoo
-
-        return zoo.load(arch)
-    if weights is not None and hub:
-        raise ValueError("pass either weights (a local path) or hub=True, not both")
-    if weights is not None:
-        weights = os.fspath(weights)
-        if not os.path.isfile(weights):
-            raise FileNotFoundError(f"weights file not found: {weights!r}")
-    lib = _import_library(library)
-    try:
-        if library == "torchvision":
-            model = lib.models.get_model(arch, weights="DEFAULT" if hub else None)
-        else:
-            model = lib.create_model(arch, pretrained=bool(hub))
-    except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
-        raise BackboneUnavailable(_offline_message(library, arch)) from exc
-    except (OSError, RuntimeError) as exc:
-        if hub and any(w in str(exc).lower() for w in ("connect", "resolve", "network", "offline", "download", "urlopen")):
-            raise BackboneUnavailable(_offline_message(library, arch)) from exc
-        raise
-    if weights is not None:
-        state = _load_state(weights)
-        missing, unexpected = model.load_state_dict(state, strict=False)
-        head_names = ("fc.", "head.", "heads.", "classifier.")
-        missing = [k for k in missing if not k.startswith(head_names)]
-        if missing or unexpected:
-            raise ValueError(
-                f"weights file {weights!r} does not fit {library} {arch!r}: "
-                f"missing {missing[:5]}, unexpected {list(unexpected)[:5]}"
-            )
-    if not keep_head:
-        model = _strip_classifier(model)
-    return model.eval()
 
 
 def default_blocks(model):
@@ -456,20 +276,8 @@ def default_prefix_tokens(model):
     return 1
 
 
-def digits_images(seed=0, test_size=0.25):
-    """``load_digits`` as image tensors with a stratified train/test split.
+def __getattr__(name):
+    """Names that moved out of this module, still reachable for one release (with a warning)."""
+    from ._deprecated import moved_attribute
 
-    Returns
-    -------
-    x_train, x_test : torch.Tensor of shape (n, 1, 8, 8), float32 in [0, 1]
-    y_train, y_test : numpy.ndarray of int64
-    """
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-
-    d = load_digits()
-    x = (d.images / 16.0).astype(np.float32)[:, None]
-    xtr, xte, ytr, yte = train_test_split(
-        x, d.target.astype(np.int64), test_size=test_size, stratify=d.target, random_state=seed
-    )
-    return torch.from_numpy(xtr), torch.from_numpy(xte), ytr, yte
+    return moved_attribute(__name__, name)

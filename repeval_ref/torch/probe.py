@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from .._validation import as_labels, check_int, check_positive
+from .schedule import cosine_schedule
 
 __all__ = ["LinearProbe", "train_probe", "fold_probe", "probe_accuracy", "running_mean_shift"]
 
@@ -116,7 +117,7 @@ def train_probe(features, labels, n_classes, *, epochs=30, lr=0.1, weight_decay=
     opt = torch.optim.SGD(probe.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
     steps_per_epoch = math.ceil(h.shape[0] / batch_size)
     total = epochs * steps_per_epoch
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 0.5 * (1.0 + math.cos(math.pi * min(step, total) / total)))
+    sched = cosine_schedule(opt, total)
     gen = torch.Generator().manual_seed(int(seed))
     probe.train()
     for _ in range(epochs):

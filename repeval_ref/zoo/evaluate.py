@@ -72,7 +72,7 @@ def _full(name, checkpoint):
 
 def record_evaluation(name, *, small_only=False):
     """Compute and store in the manifest the accuracies of encoder ``name``; return them."""
-    from . import checkpoints
+    from .loader import checkpoints
     from .build import read_manifest, update_manifest
 
     entry = read_manifest()["encoders"][name]

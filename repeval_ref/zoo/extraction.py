@@ -148,7 +148,7 @@ def features(name, split, pooling="cls", dataset="fashion", checkpoint=None, *, 
     features : numpy.ndarray of float32, shape (n, d) or (n, 1 + p, d) for "tokens"
     labels : numpy.ndarray of int64, shape (n,)
     """
-    from . import load
+    from .loader import load
 
     if pooling not in POOLINGS:
         raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")

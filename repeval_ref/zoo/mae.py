@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..torch.models import _Block
+from ..torch.models import TransformerBlock
 
 __all__ = ["masked_reconstruction_loss", "patchify", "random_mask", "make_heads", "training_loss"]
 
@@ -73,7 +73,7 @@ class _Decoder(nn.Module):
         self.embed = nn.Linear(dim, dec_dim)
         self.mask_token = nn.Parameter(torch.zeros(1, 1, dec_dim))
         self.pos = nn.Parameter(0.02 * torch.randn(1, 1 + n_patches, dec_dim))
-        self.blocks = nn.ModuleList(_Block(dec_dim, heads, 2) for _ in range(depth))
+        self.blocks = nn.ModuleList(TransformerBlock(dec_dim, heads, 2) for _ in range(depth))
         self.norm = nn.LayerNorm(dec_dim)
         self.pred = nn.Linear(dec_dim, out)
 

@@ -15,7 +15,6 @@ out-of-distribution accuracy that fine-tuning from a random head loses).
 from __future__ import annotations
 
 import copy
-import math
 
 import numpy as np
 import torch
@@ -23,8 +22,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..torch.attentive import AttentiveProbe, train_attentive_probe
+from ..torch.schedule import cosine_factor
 
-__all__ = ["AttentiveProbe", "train_attentive_probe", "predict", "finetune", "predict_images"]
+__all__ = ["AttentiveProbe", "train_attentive_probe", "predict", "finetune", "linear_head"]
 
 
 def _fit(forward, params, x, y, epochs, lr, weight_decay, batch_size, seed, modules=()):
@@ -41,7 +41,7 @@ def _fit(forward, params, x, y, epochs, lr, weight_decay, batch_size, seed, modu
         for b in range(max(1, n // batch_size)):
             idx = order[b * batch_size:(b + 1) * batch_size]
             for g in opt.param_groups:
-                g["lr"] = lr * 0.5 * (1 + math.cos(math.pi * step / steps))
+                g["lr"] = lr * cosine_factor(step, steps)
             loss = F.cross_entropy(forward(x[idx]), y[idx])
             opt.zero_grad(set_to_none=True)
             loss.backward()

@@ -114,7 +114,7 @@ def _raw_row(tr, te):
 
 
 def _encoder_row(name, tr, te, *, finetune=True, log=print):
-    from . import load, manifest
+    from .loader import load, manifest
     from ..labelfree import rankme
     from .extraction import encoder_inputs, features, load_images
     from .probes import finetune as run_finetune, linear_head, predict
@@ -232,15 +232,33 @@ def render_markdown(table):
     return "\n".join(lines) + "\n"
 
 
-def write_table(path="benchmarks/results/zoo_table.json", names=None, *, merge=False):
+def write_table(path, names=None, *, merge=False):
     """Compute :func:`zoo_table`, write it as JSON at ``path`` and as Markdown beside it (``.md``).
 
     With ``merge=True`` the rows computed now replace those of the same name in the
     existing file and the others are kept (so rows can be computed in several runs);
     ``seconds`` is then the sum of the rows' own times.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The JSON file to write; the caller chooses it (``make zoo-table`` writes
+        ``benchmarks/results/zoo_table.json``). Its folder is created if needed.
+    names : list of str, optional
+        Rows to compute (see :func:`row_names`); default all.
+    merge : bool
+        Keep the rows of an existing ``path`` that are not computed now.
+
+    Returns
+    -------
+    dict
+        The table written.
     """
     import fcntl
 
+    if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise ValueError(f"path must be the JSON file to write (a non-empty path), got {path!r}")
+    path = os.fspath(path)
     table = zoo_table(names)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path + ".lock", "w") as lock:

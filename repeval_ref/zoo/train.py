@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import copy
 import importlib
-import math
 import time
 
 import numpy as np
 import torch
 
+from ..torch.schedule import cosine_factor
 from .inputs import to_tensor
 from .registry import CHECKPOINT_FRACTIONS, ENCODERS, build_encoder
 
@@ -40,13 +40,6 @@ def deterministic_torch():
 def checkpoint_name(epoch):
     """``"epoch2"``, ``"epoch0.5"``: the name of the checkpoint after ``epoch`` epochs."""
     return f"epoch{epoch:g}"
-
-
-def _lr_factor(step, total, warmup):
-    w = max(1, int(round(warmup * total)))
-    if step < w:
-        return (step + 1) / w
-    return 0.5 * (1 + math.cos(math.pi * (step - w) / max(1, total - w)))
 
 
 def train_encoder(name, images, labels, *, epochs=None, n_images=None, log=None):
@@ -106,6 +99,7 @@ def train_encoder(name, images, labels, *, epochs=None, n_images=None, log=None)
         raise ValueError(f"n_images={n_use} is smaller than one batch of {bs}")
     total = steps_per_epoch * cfg["epochs"]
     marks = {max(1, int(round(f * total))): f for f in CHECKPOINT_FRACTIONS}
+    warmup = max(1, int(round(cfg["warmup"] * total)))  # cfg["warmup"] is a share of the steps
     checkpoints, curve, step, shipped = [], [], 0, {}
     encoder.train()
     heads.train()
@@ -116,7 +110,7 @@ def train_encoder(name, images, labels, *, epochs=None, n_images=None, log=None)
         for b in range(steps_per_epoch):
             idx = order[b * bs:(b + 1) * bs]
             for group in opt.param_groups:
-                group["lr"] = cfg["lr"] * _lr_factor(step, total, cfg["warmup"])
+                group["lr"] = cfg["lr"] * cosine_factor(step, total, warmup)
             loss = objective.training_loss(encoder, heads, x_all[idx], y_all[idx], gen, cfg, state)
             opt.zero_grad(set_to_none=True)
             loss.backward()

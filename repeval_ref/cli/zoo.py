@@ -1,0 +1,82 @@
+"""``repeval zoo`` (also ``python -m repeval_ref.zoo``): train the zoo, evaluate it, write its table.
+
+Book: the Performance appendix (the zoo). ``repeval zoo ARGS`` and ``python -m
+repeval_ref.zoo ARGS`` take the same arguments and run the same code; only the program
+name in the usage and error lines differs. Subcommands:
+
+* ``train [--only NAME] [--skip-eval]``: the only place the zoo is trained
+  (:func:`repeval_ref.zoo.build.train_and_save`);
+* ``evaluate [--only NAME]``: the manifest's accuracies of the shipped weights
+  (:func:`repeval_ref.zoo.evaluate.record_evaluation`);
+* ``table --out PATH [--only ROW] [--merge]``: the evaluation table of the Performance
+  appendix (:func:`repeval_ref.zoo.table.write_table`), written where ``--out`` says
+  (``make zoo-table`` passes ``benchmarks/results/zoo_table.json``).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+PROG = "python -m repeval_ref.zoo"
+DESCRIPTION = "``{prog} train [--only NAME] [--skip-eval]`` and ``{prog} table``."
+
+
+def main(argv=None, prog=PROG):
+    """Run the zoo program; return 0 (argparse exits with status 2 on a bad command line).
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments (default ``sys.argv[1:]``).
+    prog : str
+        Program name of the usage and error lines: ``python -m repeval_ref.zoo``
+        (default) or ``repeval zoo``.
+    """
+    if not isinstance(prog, str) or not prog:
+        raise ValueError(f"prog must be a non-empty string, got {prog!r}")
+    from ..zoo.registry import ENCODERS
+
+    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION.format(prog=prog))
+    sub = parser.add_subparsers(dest="command", required=True)
+    tr = sub.add_parser("train", help="train the zoo's encoders (deterministic, one thread)")
+    tr.add_argument("--only", action="append", choices=sorted(ENCODERS), metavar="NAME",
+                    help=f"train only this encoder (repeatable); one of {', '.join(sorted(ENCODERS))}")
+    tr.add_argument("--skip-eval", action="store_true", help="do not compute the manifest's accuracies")
+    ev = sub.add_parser("evaluate", help="(re)compute the manifest's accuracies of shipped weights")
+    ev.add_argument("--only", action="append", choices=sorted(ENCODERS), metavar="NAME")
+    tb = sub.add_parser("table", help="write the evaluation table as JSON at --out and as Markdown beside it")
+    tb.add_argument("--out", required=True, metavar="PATH",
+                    help="the JSON file to write, e.g. benchmarks/results/zoo_table.json (the .md goes beside it)")
+    tb.add_argument("--only", action="append", metavar="ROW",
+                    help="compute only this row (repeatable): raw_pixels, a zoo encoder or efficientnet_lite0")
+    tb.add_argument("--merge", action="store_true", help="keep the other rows already in --out")
+    args = parser.parse_args(argv)
+    from ..zoo.train import deterministic_torch
+
+    deterministic_torch()  # one thread: the manifest's numbers are reproduced at one thread
+    if args.command == "train":
+        from ..zoo.build import train_and_save
+
+        names = args.only or list(ENCODERS)
+        for name in names:
+            entry = train_and_save(name)
+            print(f"{name}: {entry['training']['seconds']} s, final loss "
+                  f"{(entry['training']['loss_per_epoch'] or [float('nan')])[-1]}", flush=True)
+            if not args.skip_eval:
+                from ..zoo.evaluate import record_evaluation
+
+                print(record_evaluation(name), flush=True)
+    elif args.command == "evaluate":
+        from ..zoo.evaluate import record_evaluation
+
+        for name in args.only or list(ENCODERS):
+            print(record_evaluation(name), flush=True)
+    else:
+        from ..zoo.table import write_table
+
+        write_table(args.out, args.only, merge=args.merge)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
