@@ -26,7 +26,7 @@ PACKAGE_DIR = pathlib.Path(repeval_ref.__file__).parent
 
 #: Alias modules (``sys.modules[__name__] = new module``) and ``python -m`` entry points:
 #: they only re-export or run a module of a higher floor, and nothing imports them.
-ALIASES = {"repeval_ref.loop", "repeval_ref.zoo.__main__", "repeval_ref.cli.__main__"}
+ENTRY_POINTS = {"repeval_ref.loop", "repeval_ref.zoo.__main__", "repeval_ref.cli.__main__"}
 
 #: The one upward reach allowed, for one release: the lazy module ``__getattr__`` of
 #: repeval_ref.torch and repeval_ref.torch.models forwards the names that moved out
@@ -48,6 +48,14 @@ def _modules():
 
 
 MODULES = _modules()
+
+
+def _is_alias(path):
+    """An old module name kept for one release: the module replaces itself in sys.modules."""
+    return "sys.modules[__name__] =" in path.read_text()
+
+
+ALIASES = ENTRY_POINTS | {name for name, path in MODULES.items() if _is_alias(path)}
 
 
 def _resolve(module, level, current, is_package):
