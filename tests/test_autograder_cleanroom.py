@@ -262,6 +262,28 @@ def test_no_reference_or_grader_on_the_childs_path():
     assert got == top
 
 
+def test_the_child_loads_the_codec_yet_the_grader_stays_out_of_reach():
+    """The child program loads the codec from its file: no ``autograder`` module is in
+    the answer's ``sys.modules`` or importable, statically or dynamically, afterwards."""
+    import autograder.cleanroom_child as child
+
+    assert not any(type(h).__name__ == "RefuseForbidden" for h in sys.meta_path)
+    spec = load("rank_bound")
+    probe = ("import sys\n_seen = sorted(m for m in sys.modules if m.split('.')[0] in "
+             "('autograder', 'repeval_ref', 'cleanroom_codec', 'codec'))\n" + RANK_SCIPY +
+             "\n_orig = rank_bound\n\n\ndef rank_bound(H, y, n_classes):\n"
+             "    assert not _seen, _seen\n    return _orig(H, y, n_classes)\n")
+    got, top = _score(verify_source(spec, probe, SEED, FAST))
+    assert got == top
+    for code in ("import autograder.codec\n" + RANK_SCIPY,
+                 "import importlib\n_c = importlib.import_module('auto' + 'grader.codec')\n"
+                 + RANK_SCIPY):
+        verdicts = verify_source(spec, code, SEED, FAST)
+        assert _score(verdicts)[0] == 0.0
+        assert all("autograder" in v.message and "scores 0" in v.message for v in verdicts)
+    assert child.FORBIDDEN == ("repeval_ref", "autograder")
+
+
 def test_answer_cannot_write_outside_its_folder(tmp_path):
     course = tmp_path / "course"
     (course / "autograded" / "other").mkdir(parents=True)
