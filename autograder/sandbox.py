@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import glob as _glob
 import os
-import secrets
 import shutil
 import signal
 import stat
@@ -45,7 +44,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import PACKAGE_DIR
+from . import PACKAGE_DIR, confine
 
 #: limits of one student's nbgrader run (nbgrader, its kernel and their children)
 SANDBOX_LIMITS = {
@@ -60,75 +59,30 @@ GRADEBOOK = "gradebook.db"
 
 
 # ----------------------------------------------------------------- confinement
-def _world_reachable(path):
-    """True if every ancestor of ``path`` lets other users through (the x bit)."""
-    for parent in [Path(path), *Path(path).parents]:
-        try:
-            if not parent.stat().st_mode & 0o001:
-                return False
-        except OSError:
-            return False
-    return True
-
-
-def _closed_ancestor(path):
-    """The top-most ancestor of ``path`` that other users may not enter, or None."""
-    closed = None
-    for parent in reversed(Path(path).parents):
-        try:
-            if not parent.stat().st_mode & 0o001:
-                closed = parent
-                break
-        except OSError:
-            return None
-    return closed
-
-
-def _confine(libc, top, hide, size):
+def _mounts(libc, top, hide, size):
     """In the child, as root: a mount namespace with a private ``/tmp`` and ``/dev/shm``
     (``top``, the sandbox folder, bind-mounted back writable), ``hide`` covered by empty
     read-only tmpfs, and the interpreter's installation made reachable under a closed home
     directory. Returns False (nothing changed) where namespaces are not allowed."""
-    CLONE_NEWNS, MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = (
-        0x00020000, 0x1, 0x20, 0x1000, 0x4000, 0x40000)
-    if libc.unshare(CLONE_NEWNS) != 0:
-        return False
-    if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
-        return False
 
     def under_tmp(p):
-        return any(p == w or p.startswith(w + "/") for w in ("/tmp", "/dev/shm"))
+        return any(p == w or p.startswith(w + "/") for w in confine.TMP_DIRS)
 
     prefix = os.path.realpath(sys.base_prefix)
     ro = {os.path.realpath(p) for p in (prefix, sys.prefix, PACKAGE_DIR.parent)}
-    closed = {_closed_ancestor(p) for p in ro} - {None}
+    closed = {confine.closed_ancestor(p) for p in ro} - {None}
     keep_ro = [p for p in sorted(ro)
                if under_tmp(p) or any(p.startswith(str(c) + "/") for c in closed)]
-    fds = [(p, os.open(p, os.O_PATH | os.O_DIRECTORY), True) for p in keep_ro]
-    fds.append((top, os.open(top, os.O_PATH | os.O_DIRECTORY), False))
-    opts = f"size={int(size)},mode=1777".encode()
-    for where in (b"/tmp", b"/dev/shm"):
-        libc.mount(b"tmpfs", where, b"tmpfs", 0, opts)
-    for c in sorted(closed, key=str):
-        libc.mount(b"tmpfs", str(c).encode(), b"tmpfs", 0, b"size=1m,mode=0755")
-    for path, fd, readonly in fds:
-        os.makedirs(path, exist_ok=True)
-        src = f"/proc/self/fd/{fd}".encode()
-        if libc.mount(src, path.encode(), None, MS_BIND | MS_REC, None) == 0 and readonly:
-            libc.mount(b"none", path.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY, None)
-        os.close(fd)
+    if not confine.private_mounts(libc, size,
+                                  keep=[(p, True) for p in keep_ro] + [(top, False)],
+                                  cover=sorted(closed, key=str)):
+        return False
     for h in hide:
         h = os.path.realpath(h)
         inside = [p for p in [top, *ro] if p == h or p.startswith(h + "/")]
         if os.path.isdir(h) and not under_tmp(h) and not inside:
-            libc.mount(b"tmpfs", h.encode(), b"tmpfs", MS_RDONLY, b"size=4k,mode=0000")
+            confine.cover_empty(libc, h)
     return True
-
-
-def _kill_uid(uid):
-    from .cleanroom import _kill_uid as kill
-
-    return kill(uid)
 
 
 class Confinement:
@@ -139,7 +93,7 @@ class Confinement:
         self.hide = [str(h) for h in hide]
         self.limits = {**SANDBOX_LIMITS, **(limits or {})}
         self.root = os.geteuid() == 0
-        self.uid = (200000 + secrets.randbelow(700000)) if self.root else None
+        self.uid = confine.new_uid() if self.root else None
 
     def own(self, path):
         """Give ``path`` (a tree inside the sandbox) to the sandbox user."""
@@ -154,30 +108,18 @@ class Confinement:
                 os.chown(os.path.join(dirpath, f), self.uid, self.uid, follow_symlinks=False)
 
     def preexec(self, cpu_s):
+        """The ``preexec_fn`` of a confined nbgrader run with a CPU limit of ``cpu_s``
+        seconds (:func:`autograder.confine.preexec_confined`)."""
         lim, uid, top, hide = self.limits, self.uid, self.top, self.hide
-        libc = None
-        if uid is not None:
-            from .cleanroom import _libc
+        libc = confine.load_libc() if uid is not None else None
 
-            libc = _libc()
+        def mount():  # in the child, before nbgrader starts
+            _mounts(libc, top, hide, lim["file_bytes"])
 
-        def limit():  # in the child, before nbgrader starts
-            import resource
-
-            os.setsid()
-            if libc is not None:
-                _confine(libc, top, hide, lim["file_bytes"])
-            if uid is not None:
-                os.setgroups([])
-                os.setgid(uid)
-                os.setuid(uid)
-                resource.setrlimit(resource.RLIMIT_NPROC, (int(lim["processes"]),) * 2)
-            resource.setrlimit(resource.RLIMIT_AS, (int(lim["memory_bytes"]),) * 2)
-            resource.setrlimit(resource.RLIMIT_FSIZE, (int(lim["file_bytes"]),) * 2)
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            resource.setrlimit(resource.RLIMIT_CPU, (int(cpu_s), int(cpu_s) + 5))
-
-        return limit
+        return confine.preexec_confined(
+            uid=uid, mount=mount if libc is not None else None, cpu_s=cpu_s, cpu_grace_s=5,
+            memory_bytes=lim["memory_bytes"], file_bytes=lim["file_bytes"],
+            processes=lim["processes"])
 
     def run(self, cmd, cwd, env, wall_s):
         """Run ``cmd`` confined; returns (exit code, output). Past ``wall_s`` seconds the
@@ -199,8 +141,9 @@ class Confinement:
         return proc.returncode, out or ""
 
     def cleanup(self):
+        """Kill every process left under the sandbox user id (as root)."""
         if self.uid is not None:
-            _kill_uid(self.uid)
+            confine.kill_uid(self.uid)
 
 
 # ----------------------------------------------------------------- reading results safely

@@ -116,6 +116,29 @@ def test_registry_points_and_specs_agree():
         assert hidden > spec.VISIBLE_POINTS, f"{spec.NAME}: hidden tests must weigh most"
 
 
+def test_one_list_of_exercises_names_the_specs_and_the_check_modules():
+    """``EXERCISES`` is the only list: ``CHECK_MODULES`` is it, every exercise has a check
+    module of its name, every module there is one of them (or a helper), and each module
+    defines the hidden checks of its exercise (wilson_interval also those of its two
+    other functions)."""
+    import importlib
+    from pathlib import Path
+
+    from autograder import checks as checks_pkg
+    from autograder import exercises as exercises_pkg
+    from autograder.checks import CHECK_MODULES, checks_for
+
+    assert CHECK_MODULES == EXERCISES and len(set(EXERCISES)) == len(EXERCISES) == 16
+    modules = {p.stem for p in Path(checks_pkg.__file__).parent.glob("[a-z]*.py")}
+    assert modules - {"worker"} == set(EXERCISES)
+    specs = {p.stem for p in Path(exercises_pkg.__file__).parent.glob("[a-z]*.py")}
+    assert specs == set(EXERCISES)
+    for name in EXERCISES:
+        module = importlib.import_module(f"autograder.checks.{name}")
+        defined = {getattr(f, "check_name", None) for f in vars(module).values()} - {None}
+        assert checks_for(name) and set(load(name).HIDDEN) <= defined, name
+
+
 def test_findings_are_plain_and_roundtrip():
     f = run_check("knn_classify/ties", lambda *a: np.zeros(5, dtype=int), 3)
     d = [x.to_dict() for x in f]

@@ -18,8 +18,9 @@ import pytest
 from autograder import REPO_ROOT
 from autograder.build import grade_ids, solution_source
 from autograder.checks import check_points, run_check
-from autograder.cleanroom import (DEFAULT_LIMITS, Sandbox, decode, encode, static_imports,
-                                  verify_source)
+from autograder.cleanroom import static_imports, verify_source
+from autograder.cleanroom_process import DEFAULT_LIMITS, Sandbox
+from autograder.codec import decode, encode
 from autograder.exercises import load
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -138,13 +139,13 @@ def _score(verdicts):
 
 
 def _sandbox_processes():
-    """Processes running the clean room's child program (its import hook's class name)."""
+    """Processes running the clean room's child program (its file's name)."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                    if b"class _Refuse" in fh.read():
+                    if b"cleanroom_child.py" in fh.read():
                         found.append(int(entry))
             except OSError:
                 continue
@@ -174,7 +175,8 @@ def test_torch_modules_travel_as_layers_and_state():
     other module is refused, so its check is left to nbgrader's score."""
     import torch
 
-    from autograder.cleanroom import ModuleState, Unsupported, _write_back
+    from autograder.codec import ModuleState, Unsupported
+    from autograder.codec import write_back as _write_back
 
     torch.manual_seed(0)
     enc = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4),
@@ -258,6 +260,28 @@ def test_no_reference_or_grader_on_the_childs_path():
              "    assert not _found, _found\n    return _orig(H, y, n_classes)\n")
     got, top = _score(verify_source(spec, probe, SEED, FAST))
     assert got == top
+
+
+def test_the_child_loads_the_codec_yet_the_grader_stays_out_of_reach():
+    """The child program loads the codec from its file: no ``autograder`` module is in
+    the answer's ``sys.modules`` or importable, statically or dynamically, afterwards."""
+    import autograder.cleanroom_child as child
+
+    assert not any(type(h).__name__ == "RefuseForbidden" for h in sys.meta_path)
+    spec = load("rank_bound")
+    probe = ("import sys\n_seen = sorted(m for m in sys.modules if m.split('.')[0] in "
+             "('autograder', 'repeval_ref', 'cleanroom_codec', 'codec'))\n" + RANK_SCIPY +
+             "\n_orig = rank_bound\n\n\ndef rank_bound(H, y, n_classes):\n"
+             "    assert not _seen, _seen\n    return _orig(H, y, n_classes)\n")
+    got, top = _score(verify_source(spec, probe, SEED, FAST))
+    assert got == top
+    for code in ("import autograder.codec\n" + RANK_SCIPY,
+                 "import importlib\n_c = importlib.import_module('auto' + 'grader.codec')\n"
+                 + RANK_SCIPY):
+        verdicts = verify_source(spec, code, SEED, FAST)
+        assert _score(verdicts)[0] == 0.0
+        assert all("autograder" in v.message and "scores 0" in v.message for v in verdicts)
+    assert child.FORBIDDEN == ("repeval_ref", "autograder")
 
 
 def test_answer_cannot_write_outside_its_folder(tmp_path):

@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 
+from ..exercises import EXERCISES
 from ._framework import (  # noqa: F401  (re-exported)
     SEED_ENV,
     CheckTimeout,
@@ -42,25 +43,10 @@ __all__ = [
     "rng_for", "call_student", "finding", "SEED_ENV", "CHECK_MODULES",
 ]
 
-#: Modules holding checks, one per exercise (or group of exercises). Add yours here.
-CHECK_MODULES = [
-    "knn_classify",
-    "linear_probe_done_right",
-    "ridge_loo",
-    "fold_batchnorm",
-    "frozen_features",
-    "rank_bound",
-    "attentive_probe",
-    "transfer",
-    "low_shot_eval",
-    "wilson_interval",
-    "region_bootstrap_miou",
-    "merge_topk",
-    "rankme",
-    "two_nn_id",
-    "retrieval_metrics",
-    "linear_cka",
-]
+#: Modules holding checks: one per exercise of :data:`autograder.exercises.EXERCISES`, of
+#: the exercise's name (a module may also register the checks of further functions of its
+#: notebook). Add a new exercise there, not here.
+CHECK_MODULES = list(EXERCISES)
 
 _loaded = False
 

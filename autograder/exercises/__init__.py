@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import importlib
 
-#: Every exercise, in the order of the book. Add a new spec module's name here.
+#: Every exercise, in the order of the book: the one list of them. Add a new spec module's
+#: name here; its checks are the module of the same name in :mod:`autograder.checks`
+#: (``autograder.checks.CHECK_MODULES`` is this list).
 EXERCISES = [
     "linear_probe_done_right",
     "ridge_loo",

@@ -1,0 +1,129 @@
+"""The clean room's child program: holds one answer and calls its functions on request.
+
+Run by :class:`autograder.cleanroom_process.Sandbox` as ``python -I -S <room>/
+cleanroom_child.py SITE`` in the room (an empty temporary folder holding ``answer.py``,
+a copy of this file and of ``codec.py``), where ``SITE`` is the site-packages it may
+import NumPy, SciPy, scikit-learn and torch from. It holds no grading code:
+
+1. an import hook (:class:`RefuseForbidden`) refuses :data:`FORBIDDEN`, the course's
+   reference package and the grader, and records every attempt; only then is ``SITE``
+   put on ``sys.path`` and the codec loaded, by its path (:func:`load_codec`), without
+   the ``autograder`` package ever being importable;
+2. the answer (``answer.py``) runs as ``__main__`` with a ``get_ipython`` that does
+   nothing; the result (``{"ok": true}`` or the exception) is one JSON line on the
+   original standard output, whose descriptors 0 to 2 now point to ``/dev/null``;
+3. then one JSON request per line on standard input: ``{"op": "visible", "source"}``
+   runs the visible test cell, ``{"op": "call", "name", "args", "kwargs"}`` calls the
+   answer's function on the decoded arguments and sends back the result and the
+   arguments after the call (:func:`autograder.codec.encode` with ``lenient=True``), or
+   the exception's type, text and the answer's frames of its traceback.
+
+Every reply lists the forbidden imports attempted so far. The grader's module imports this
+file only for :data:`FORBIDDEN`; nothing runs unless it is the main program.
+"""
+import json
+import os
+import sys
+import traceback
+
+#: packages an answer may not import (it scores 0 for the exercise)
+FORBIDDEN = ("repeval_ref", "autograder")
+
+
+class RefuseForbidden:
+    """Import hook (first on ``sys.meta_path``) refusing :data:`FORBIDDEN` packages and
+    recording each attempt in :attr:`attempts`."""
+
+    def __init__(self):
+        self.attempts = []
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in FORBIDDEN:
+            self.attempts.append(name)
+            raise ImportError(f"{name} may not be imported by an answer (it scores 0)")
+        return None
+
+
+def load_codec(path):
+    """The codec module compiled from the file ``path`` (no ``sys.path`` entry, no entry
+    in ``sys.modules``, no bytecode written)."""
+    if not os.path.isfile(path):
+        raise ValueError(f"path must name the codec's file, got {path!r}")
+    module = type(sys)("cleanroom_codec")
+    module.__file__ = path
+    with open(path) as fh:
+        source = fh.read()
+    exec(compile(source, path, "exec"), module.__dict__)
+    return module
+
+
+class _Shell:
+    """``get_ipython()`` of the answer: every method does nothing."""
+
+    def __getattr__(self, name):
+        return lambda *a, **k: None
+
+
+def main(argv):
+    """Run the child (``argv``: ``[program, SITE]``)."""
+    if len(argv) != 2:
+        raise ValueError("argv must be [program, site-packages]")
+    site = argv[1]
+    refuse = RefuseForbidden()
+    sys.meta_path.insert(0, refuse)
+    sys.path[:] = [p for p in sys.path if p and "site-packages" not in p] + [site]
+    codec = load_codec(os.path.join(os.path.dirname(argv[0]), "codec.py"))
+
+    proto_in = os.fdopen(os.dup(0), "r")
+    proto_out = os.fdopen(os.dup(1), "w")
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+
+    def where(tb):
+        frames = [f for f in traceback.extract_tb(tb) if f.filename == "answer.py"]
+        return "".join(traceback.format_list(frames[-3:]))
+
+    def fail(exc):
+        return {"error": {"type": type(exc).__name__, "message": str(exc)[:2000],
+                          "where": where(exc.__traceback__)}, "forbidden": refuse.attempts}
+
+    def send(msg):
+        proto_out.write(json.dumps(msg) + "\n")
+        proto_out.flush()
+
+    def enc(x):
+        return codec.encode(x, lenient=True)
+
+    def dec(d):
+        return codec.decode(d, build_modules=True)
+
+    ns = {"__name__": "__main__", "get_ipython": lambda: _Shell()}
+    try:
+        code = open("answer.py").read()
+        exec(compile(code, "answer.py", "exec"), ns)
+        send({"ok": True, "forbidden": refuse.attempts})
+    except BaseException as exc:
+        send(fail(exc))
+    for line in proto_in:
+        req = json.loads(line)
+        try:
+            if req["op"] == "visible":
+                exec(compile(req["source"], "visible_tests.py", "exec"), ns)
+                send({"ok": True, "forbidden": refuse.attempts})
+                continue
+            fn = ns.get(req["name"])
+            if not callable(fn):
+                raise NameError(f"name {req['name']!r} is not defined")
+            args = [dec(a) for a in req["args"]]
+            kwargs = {k: dec(v) for k, v in req["kwargs"].items()}
+            out = fn(*args, **kwargs)
+            send({"result": enc(out), "args": [enc(a) for a in args],
+                  "kwargs": {k: enc(v) for k, v in kwargs.items()},
+                  "forbidden": refuse.attempts})
+        except BaseException as exc:
+            send(fail(exc))
+
+
+if __name__ == "__main__":
+    main(sys.argv)

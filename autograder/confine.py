@@ -1,0 +1,328 @@
+"""OS-level confinement of a child process: one module for the sandbox and the clean room.
+
+Both places that run a student's code in a child process of the grader
+(:mod:`autograder.sandbox`, nbgrader's own run; :mod:`autograder.cleanroom_process`, the
+clean-room verifier) confine it the same way when the grader runs as root:
+
+* a user id of its own, drawn by :func:`new_uid` from a range no real account uses; the
+  child drops to it (:func:`drop_to`) and every process left under it is killed
+  afterwards (:func:`kill_uid`);
+* a mount namespace of its own (:func:`private_mounts`) where ``/tmp`` and ``/dev/shm``
+  are empty, size-limited tmpfs, the folders it still needs are bind-mounted back through
+  descriptors opened before they were hidden, and closed home directories are covered;
+* resource limits set between ``fork`` and ``exec`` (:func:`set_limits`, all of it
+  through :func:`preexec_confined`);
+* an interpreter that the sandbox user may run (:func:`sandbox_python`).
+
+Which folders each caller keeps or covers is its own policy (:func:`private_tmp` for the
+clean room; the course directory, the interpreter and the sandbox folder for nbgrader's
+run, in :mod:`autograder.sandbox`); without root none of this applies (see the two
+callers). Everything here works on plain paths and numbers,
+so it runs in the forked child before ``exec``.
+"""
+from __future__ import annotations
+
+import os
+import resource
+import secrets
+import shutil
+import signal
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+__all__ = ["FIRST_UID", "UID_COUNT", "TMP_DIRS", "load_libc", "new_uid", "uid_processes",
+           "kill_uid", "world_can", "closed_ancestor", "sandbox_python", "private_mounts",
+           "private_tmp", "cover_empty", "drop_to", "set_limits", "preexec_confined"]
+
+#: user ids of sandboxes: ``FIRST_UID <= uid < FIRST_UID + UID_COUNT``
+FIRST_UID = 200000
+UID_COUNT = 700000
+#: the machine's shared temporary folders, private (empty tmpfs) in a confined child
+TMP_DIRS = ("/tmp", "/dev/shm")
+
+# flags of unshare(2) and mount(2) (linux/sched.h, linux/mount.h)
+_CLONE_NEWNS = 0x00020000
+_MS_RDONLY, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x1, 0x20, 0x1000, 0x4000, 0x40000
+
+
+# ----------------------------------------------------------------- user ids and processes
+def load_libc():
+    """The C library (``ctypes.CDLL``) for ``unshare`` and ``mount``, or None where it
+    cannot be loaded."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True)
+    except (OSError, ImportError):  # pragma: no cover
+        return None
+
+
+def new_uid():
+    """A fresh user id for one sandbox, drawn at random from
+    ``[FIRST_UID, FIRST_UID + UID_COUNT)``."""
+    return FIRST_UID + secrets.randbelow(UID_COUNT)
+
+
+def _check_uid(uid):
+    if isinstance(uid, bool) or not isinstance(uid, int):
+        raise ValueError(f"uid must be an int, got {type(uid).__name__}")
+    if not FIRST_UID <= uid < FIRST_UID + UID_COUNT:
+        raise ValueError(f"uid must be a sandbox user id in [{FIRST_UID}, "
+                         f"{FIRST_UID + UID_COUNT}), got {uid}")
+
+
+def uid_processes(uid):
+    """Process ids (read from ``/proc``) whose real user id is ``uid``.
+
+    Parameters
+    ----------
+    uid : int
+        A sandbox user id (see :func:`new_uid`).
+
+    Returns
+    -------
+    list of int
+    """
+    _check_uid(uid)
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as fh:
+                for line in fh:
+                    if line.startswith("Uid:"):
+                        if int(line.split()[1]) == uid:
+                            pids.append(int(entry))
+                        break
+        except OSError:
+            continue
+    return pids
+
+
+def kill_uid(uid, rounds=50):
+    """Kill every process of the sandbox user ``uid``: a helper that becomes ``uid`` sends
+    SIGKILL to all it may signal, i.e. exactly those, until none is left (at most
+    ``rounds`` times). Needs root.
+
+    Parameters
+    ----------
+    uid : int
+        A sandbox user id (see :func:`new_uid`); any other id is refused, so that no real
+        account's processes can be killed by mistake.
+    rounds : int
+        Tries at most.
+
+    Returns
+    -------
+    bool
+        True when no process of ``uid`` is left.
+    """
+    _check_uid(uid)
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"rounds must be a positive int, got {rounds!r}")
+    for _ in range(rounds):
+        if not uid_processes(uid):
+            return True
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the helper
+            try:
+                os.setgid(uid)
+                os.setuid(uid)
+                os.kill(-1, signal.SIGKILL)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        time.sleep(0.02)
+    return not uid_processes(uid)
+
+
+# ----------------------------------------------------------------- what other users reach
+def world_can(path, mode):
+    """True if another user may reach ``path`` (the x bit on every ancestor) and has the
+    permission bits ``mode`` (``0o004`` read, ``0o001`` execute) on ``path`` itself."""
+    if isinstance(mode, bool) or not isinstance(mode, int) or not 0 < mode < 8:
+        raise ValueError(f"mode must be permission bits of other users (1..7), got {mode!r}")
+    p = Path(path)
+    for parent in [p, *p.parents]:
+        try:
+            m = parent.stat().st_mode
+        except OSError:
+            return False
+        need = 0o001 if parent != p else mode
+        if not m & need:
+            return False
+    return True
+
+
+def closed_ancestor(path):
+    """The top-most ancestor of ``path`` that other users may not enter (no x bit, e.g.
+    ``/root``), or None (also when an ancestor cannot be read)."""
+    closed = None
+    for parent in reversed(Path(path).parents):
+        try:
+            if not parent.stat().st_mode & 0o001:
+                closed = parent
+                break
+        except OSError:
+            return None
+    return closed
+
+
+def sandbox_python():
+    """The interpreter a sandbox user may run, and the site-packages it imports from.
+
+    Returns
+    -------
+    (str, str, bool)
+        ``(interpreter, site-packages, drop)``: this interpreter, or, when it lives where
+        another user cannot reach it (``/root``), a system interpreter of the same
+        version; ``drop`` is True when the grader is root and both are reachable by
+        another user, i.e. when the child may run under a sandbox user id.
+    """
+    site = sysconfig.get_paths()["purelib"]
+    exe = os.path.realpath(sys.executable)
+    if os.geteuid() != 0:
+        return exe, site, False
+    ver = f"{sys.version_info.major}.{sys.version_info.minor}"
+    for cand in (exe, shutil.which(f"python{ver}") or "", f"/usr/bin/python{ver}"):
+        if cand and world_can(os.path.realpath(cand), 0o001) and world_can(site, 0o004):
+            return os.path.realpath(cand), site, True
+    return exe, site, False
+
+
+# ----------------------------------------------------------------- mounts (in the child)
+def private_mounts(libc, tmp_size, keep=(), cover=()):
+    """In the child, as root: a mount namespace of its own with empty ``/tmp`` and
+    ``/dev/shm`` (tmpfs of ``tmp_size`` bytes, mode 1777).
+
+    Parameters
+    ----------
+    libc : ctypes.CDLL
+        From :func:`load_libc`.
+    tmp_size : int
+        Size of each private tmpfs in bytes.
+    keep : sequence of (str, bool)
+        Folders the child still needs, each with whether it is read-only: reached through
+        a descriptor opened before anything is mounted, and bind-mounted back at the same
+        path after (so one under ``/tmp`` or under a covered folder stays reachable).
+    cover : sequence of str
+        Folders covered by an empty tmpfs (1 MiB, mode 0755) before the kept ones are
+        bound back (closed home directories that hold a kept folder).
+
+    Returns
+    -------
+    bool
+        False (nothing changed) where a mount namespace is not allowed.
+    """
+    if int(tmp_size) <= 0:
+        raise ValueError(f"tmp_size must be a positive number of bytes, got {tmp_size!r}")
+    if libc.unshare(_CLONE_NEWNS) != 0:
+        return False
+    if libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
+        return False
+    fds = [(path, os.open(path, os.O_PATH | os.O_DIRECTORY), readonly)
+           for path, readonly in keep]
+    opts = f"size={int(tmp_size)},mode=1777".encode()
+    for where in TMP_DIRS:
+        libc.mount(b"tmpfs", where.encode(), b"tmpfs", 0, opts)
+    for c in cover:
+        libc.mount(b"tmpfs", str(c).encode(), b"tmpfs", 0, b"size=1m,mode=0755")
+    for path, fd, readonly in fds:
+        os.makedirs(path, exist_ok=True)
+        src = f"/proc/self/fd/{fd}".encode()
+        if libc.mount(src, path.encode(), None, _MS_BIND | _MS_REC, None) == 0 and readonly:
+            libc.mount(b"none", path.encode(), None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY, None)
+        os.close(fd)
+    return True
+
+
+def private_tmp(libc, size, keep=()):
+    """In the child (as root, before dropping to the sandbox user): :func:`private_mounts`
+    with an empty, size-limited ``/tmp`` and ``/dev/shm``, so the child cannot touch the
+    machine's temporary directory; nothing happens where that is not allowed.
+
+    ``keep`` lists directories the child still needs (the site-packages it imports NumPy
+    from) that may lie under ``/tmp`` (a clone checked out there): each of those is
+    bind-mounted back read-only at the same path inside the new one.
+
+    Returns
+    -------
+    bool
+        False (nothing changed) where a mount namespace is not allowed.
+    """
+    hidden = [os.path.realpath(k) for k in keep
+              if any(os.path.realpath(k).startswith(w + "/") for w in TMP_DIRS)]
+    return private_mounts(libc, size, keep=[(k, True) for k in hidden])
+
+
+def cover_empty(libc, path):
+    """Cover the folder ``path`` by an empty read-only tmpfs (mode 0000) in the child's
+    mount namespace (after :func:`private_mounts`). Returns True on success."""
+    if not str(path):
+        raise ValueError("path must name a folder")
+    return libc.mount(b"tmpfs", str(path).encode(), b"tmpfs", _MS_RDONLY,
+                      b"size=4k,mode=0000") == 0
+
+
+# ----------------------------------------------------------------- user id and limits
+def drop_to(uid):
+    """In the child, as root: become the sandbox user ``uid`` (no supplementary groups)."""
+    _check_uid(uid)
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+
+
+def set_limits(*, cpu_s, cpu_grace_s, memory_bytes, file_bytes, processes=None):
+    """Resource limits of the calling process (and what it starts): CPU time (soft
+    ``cpu_s``, hard ``cpu_s + cpu_grace_s`` seconds), address space, file size, no core
+    files, and, if ``processes`` is given, the number of processes of its user."""
+    resource.setrlimit(resource.RLIMIT_CPU, (int(cpu_s), int(cpu_s) + int(cpu_grace_s)))
+    resource.setrlimit(resource.RLIMIT_AS, (int(memory_bytes),) * 2)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (int(file_bytes),) * 2)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if processes is not None:
+        resource.setrlimit(resource.RLIMIT_NPROC, (int(processes),) * 2)
+
+
+def preexec_confined(*, uid, mount, cpu_s, cpu_grace_s, memory_bytes, file_bytes,
+                     processes):
+    """The ``preexec_fn`` of a confined child (run between ``fork`` and ``exec``).
+
+    In this order: a new session (so the whole process group can be killed), ``mount()``
+    (the caller's mount namespace, if not None), the sandbox user ``uid`` (if not None),
+    then the limits of :func:`set_limits` (``processes`` only under a sandbox user id).
+
+    Parameters
+    ----------
+    uid : int or None
+        Sandbox user id (:func:`new_uid`), or None to keep the grader's.
+    mount : callable or None
+        Called in the child before it drops to ``uid``.
+    cpu_s, cpu_grace_s : int
+        Soft CPU-time limit and the extra seconds before the hard one.
+    memory_bytes, file_bytes, processes : int
+        Address space, largest file, processes and threads of the sandbox user.
+    """
+    if uid is not None:
+        _check_uid(uid)
+    for name, value in (("cpu_s", cpu_s), ("memory_bytes", memory_bytes),
+                        ("file_bytes", file_bytes), ("processes", processes)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise ValueError(f"{name} must be a positive number, got {value!r}")
+    if isinstance(cpu_grace_s, bool) or not isinstance(cpu_grace_s, int) or cpu_grace_s < 0:
+        raise ValueError(f"cpu_grace_s must be a non-negative int, got {cpu_grace_s!r}")
+
+    def start():
+        os.setsid()
+        if mount is not None:
+            mount()
+        if uid is not None:
+            drop_to(uid)
+        set_limits(cpu_s=cpu_s, cpu_grace_s=cpu_grace_s, memory_bytes=memory_bytes,
+                   file_bytes=file_bytes, processes=processes if uid is not None else None)
+
+    return start
