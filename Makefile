@@ -21,7 +21,7 @@ define make_venv
 	$(if $(TORCH),$(PY) -m pip install --quiet -c constraints.txt --index-url $(TORCH_INDEX) torch)
 endef
 
-.PHONY: venv venv-student data test book bench bench-class clean axe publish zoo zoo-table deck
+.PHONY: venv venv-student data test test-fast book bench bench-class clean axe publish zoo zoo-table deck
 
 # Everything: the package and the book, grading, test and benchmark tool chains.
 $(STAMP): pyproject.toml constraints.txt
@@ -68,8 +68,18 @@ data:
 	fi
 
 # The suite includes the browser test of the built book, so the book is built first.
+# It runs on TEST_WORKERS processes (pytest-xdist); tests that share an expensive fixture
+# stay on one worker (tests/conftest.py). TEST_WORKERS=0 runs it in this process, serially.
+# test-fast leaves out the end-to-end tests marked slow (graded classes, the browser, real
+# zoo runs) and needs no built book: the loop a contributor runs between changes.
+TEST_WORKERS ?= 2
+PYTEST = $(PY) -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+
 test: $(STAMP) data book axe
-	$(PY) -m pytest -q
+	$(PYTEST)
+
+test-fast: $(STAMP) data
+	$(PYTEST) -m "not slow"
 
 # axe-core (Deque's accessibility rule engine, MPL-2.0) for the browser test of the built
 # book, from the npm registry into .node/ (ignored by git); needs node and npm.
