@@ -44,8 +44,14 @@ first: `np.argsort(-sims, axis=1, kind="stable")` does exactly that.
 
 **Return** a dict of Python floats: the mean over the kept queries of each quantity, under
 the keys `"recall@k"`, `"hit@k"`, `"ndcg@k"` for every `k` in `ks`, plus `"mrr"` and `"map"`
-(mean reciprocal rank and mean average precision). These definitions agree with
-`trec_eval`'s `recall_k`, `success_k`, `ndcg_cut_k`, `recip_rank` and `map`.
+(mean reciprocal rank and mean average precision). On one ranking without equal scores, the
+per-query values are those of `trec_eval`'s `recall_k`, `success_k`, `ndcg_cut_k`, `recip_rank`
+and `map` with binary relevance, and the means agree as long as every query has a relevant
+item. Two conventions here are not `trec_eval`'s: it orders equal scores by document name,
+*descending*, not by corpus index, smallest first; and it scores a query that appears in the
+relevance judgements without any relevant item as 0 on every measure and keeps it in the
+means, where this function leaves it out (`trec_eval` drops only a query that is absent from the
+judgements altogether).
 Do not modify the inputs.
 """
 
