@@ -68,12 +68,12 @@ data:
 	fi
 
 # The suite includes the browser test of the built book, so the book is built first.
-# It runs on TEST_WORKERS processes (pytest-xdist); tests that share an expensive fixture
-# stay on one worker (tests/conftest.py). TEST_WORKERS=0 runs it in this process, serially.
+# It runs on TEST_WORKERS processes (pytest-xdist), one test file at a time per worker,
+# so a module's shared fixture (a graded class, a browser) is made once. TEST_WORKERS=0 runs it in this process, serially.
 # test-fast leaves out the end-to-end tests marked slow (graded classes, the browser, real
 # zoo runs) and needs no built book: the loop a contributor runs between changes.
 TEST_WORKERS ?= 2
-PYTEST = $(PY) -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+PYTEST = $(PY) -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 test: $(STAMP) data book axe
 	$(PYTEST)

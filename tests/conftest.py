@@ -1,5 +1,37 @@
 """Shared fixtures."""
+import os
+import shutil
+import tempfile
+
 import pytest
+
+
+def _worker_tmpdir():
+    """Under pytest-xdist, give each worker its own temporary folder.
+
+    Several tests check that grading leaves nothing behind in the temporary folder and no
+    sandbox process running. With two workers, the other worker's grading (in flight at
+    that moment) would be counted; a folder per worker (``TMPDIR``, which every sandbox
+    and clean-room child inherits as a prefix of its own) keeps each worker's checks to
+    its own traces (``tests/worker_traces.py``). A serial run keeps the machine's
+    folder.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return None
+    base = tempfile.mkdtemp(prefix=f"repeval-tests-{worker}-")
+    os.chmod(base, 0o755)  # sandbox users must pass through it to their own folders
+    os.environ["TMPDIR"] = os.environ["REPEVAL_WORKER_TMPDIR"] = base
+    tempfile.tempdir = None
+    return base
+
+
+WORKER_TMPDIR = _worker_tmpdir()
+
+
+def pytest_unconfigure(config):
+    if WORKER_TMPDIR:
+        shutil.rmtree(WORKER_TMPDIR, ignore_errors=True)
 
 
 @pytest.fixture
@@ -11,22 +43,3 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
-
-
-def pytest_collection_modifyitems(config, items):
-    """Keep the tests that share a module- or class-scoped fixture on one xdist worker.
-
-    ``make test`` runs the suite with ``pytest -n 2 --dist loadgroup``: tests are dealt out
-    one at a time, except those in an ``xdist_group``, which all go to the same worker. A
-    test that uses an expensive shared fixture (a graded class, a built set of
-    notebooks, a browser) is put in the group of its module, so that the fixture is made
-    once, as in a serial run; every other test goes wherever a worker is free.
-    """
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        if info is None or item.get_closest_marker("xdist_group"):
-            continue
-        shared = any(d.scope in ("module", "class", "package")
-                     for defs in info.name2fixturedefs.values() for d in defs[-1:])
-        if shared:
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))

@@ -24,6 +24,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from autograder_cases import WRONG  # noqa: E402
 
+#: classes graded serially, by worker processes and by dask: left out of make test-fast
+pytestmark = pytest.mark.slow
+
 SEED = 777
 TIMEOUT = 8
 CRASH = "import os\n\nos._exit(1)\n"

@@ -39,6 +39,9 @@ from autograder.feedback import MATHJAX_FILE
 sys.path.insert(0, str(Path(__file__).parent))
 from autograder_cases import FEEDBACK_WORDS, WRONG  # noqa: E402
 
+#: a whole class graded by nbgrader: left out of make test-fast
+pytestmark = pytest.mark.slow
+
 try:  # the wrong solutions of the later chapters' exercises, and those the issue names
     from autograder_cases_more import FEEDBACK_WORDS_MORE, ISSUE_CASES, WRONG_MORE
 except ImportError:  # pragma: no cover

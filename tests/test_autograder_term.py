@@ -34,6 +34,9 @@ from autograder.checks import check_points
 from autograder.cli import main
 from autograder.exercises import load
 
+#: a term of releases, collections and gradings: left out of make test-fast
+pytestmark = pytest.mark.slow
+
 BOOK = REPO_ROOT / "book" / "instructors.md"
 CHAPTERS = ["noise", "rank"]
 

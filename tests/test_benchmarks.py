@@ -32,6 +32,7 @@ def quick(tmp_path_factory):
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow  # runs the quick benchmark rows
 def test_schema_and_machine(quick):
     assert quick["schema"] == run.SCHEMA and quick["mode"] == "quick"
     m = quick["machine"]

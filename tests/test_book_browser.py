@@ -37,6 +37,9 @@ from pathlib import Path
 
 import pytest
 
+#: every built page in a headless browser: left out of make test-fast
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 HTML = Path(os.environ.get("REPEVAL_BOOK_HTML", ROOT / "_build" / "html"))  # override: another build
 SCREENSHOTS = ROOT / "_build" / "screenshots"

@@ -667,6 +667,7 @@ def test_zoo_table_needs_its_output_path(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow  # trains and evaluates the zoo's probes
 def test_repeval_zoo_table_real_run(tmp_path):
     """One real run of `repeval zoo` (about a minute): the raw-pixel row, written at --out only."""
     out = tmp_path / "t" / "zoo_table.json"

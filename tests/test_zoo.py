@@ -178,6 +178,7 @@ def test_loaded_encoders_are_frozen_and_reject_wrong_image_shapes():
         encoder_inputs("mae_vit", np.zeros((2, 1, 28, 28), dtype=np.uint8))
 
 
+@pytest.mark.slow  # evaluates every shipped checkpoint
 def test_shipped_checkpoints_reproduce_the_manifest_accuracies(tmp_path):
     """Every checkpoint's 20-NN accuracy, and each final checkpoint's probe accuracy, on the
     manifest's small subsets (features recomputed from the weights: a fresh cache).
