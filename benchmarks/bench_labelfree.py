@@ -87,7 +87,21 @@ def self_cluster_naive(path, n_rows):
     return work
 
 
-def dse_default(path, n_rows, n_sub=10000):
+def make_unit_memmap(tmp, n, d, seed=3, name="unit.npy"):
+    """An ``(n, d)`` float32 ``.npy`` of unit-norm Gaussian rows: a flat spectrum.
+
+    With the defaults at ``(20000, 128)`` these are exactly the rows of issue 29's example
+    (``default_rng(3).standard_normal((20000, 128)).astype(float32)``, each row divided by
+    its norm in float32).
+    """
+    path = str(Path(tmp) / name)
+    X = np.random.default_rng(seed).standard_normal((n, d)).astype(np.float32)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    np.save(path, X)
+    return path
+
+
+def dse_default(path, n_rows, n_sub=10000, sigma=10.0):
     """Diffusion spectral entropy with its default subsample of 10,000 rows."""
     import time
 
@@ -97,13 +111,13 @@ def dse_default(path, n_rows, n_sub=10000):
 
     def work():
         c0 = time.process_time()
-        value = diffusion_spectral_entropy(X, sigma=10.0, n_sub=n_sub, rng=np.random.default_rng(0))
+        value = diffusion_spectral_entropy(X, sigma=sigma, n_sub=n_sub, rng=np.random.default_rng(0))
         return {"dse": value, "cpu_seconds": time.process_time() - c0}
 
     return work
 
 
-def dse_dense(path, n_rows, n_sub):
+def dse_dense(path, n_rows, n_sub, sigma=10.0):
     """The previous route, as the competitor: the same subsample, exact pairwise distances
     (``scipy.spatial.distance.pdist``) and LAPACK's one-stage ``eigvalsh`` of the whole
     normalised kernel."""
@@ -121,7 +135,7 @@ def dse_dense(path, n_rows, n_sub):
         Xs = np.asarray(X[np.sort(rng.choice(n, size=n_sub, replace=False))] if n > n_sub else X,
                         dtype=np.float64)
         G = squareform(pdist(Xs, "sqeuclidean"))
-        G *= -1.0 / (2.0 * 10.0 ** 2)
+        G *= -1.0 / (2.0 * sigma ** 2)
         np.exp(G, out=G)
         r = 1.0 / np.sqrt(G.sum(axis=1))
         G *= r[:, None]

@@ -133,3 +133,49 @@ def test_fresh_matrix_is_a_writable_c_ordered_float64_buffer(n):
     G[...] = M + M.T
     want = scipy.linalg.eigvalsh(M + M.T)
     np.testing.assert_allclose(rel.eigvalsh_two_stage(G, overwrite_a=True), want, atol=1e-10)
+
+
+def _unit_rows(n, d, seed):
+    X = np.random.default_rng(seed).standard_normal((n, d)).astype(np.float32)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    return X
+
+
+# issue 29's inputs at a size the dense route handles: unit-norm Gaussian rows (a flat
+# spectrum) at d = 128 and sigma = 1 or 0.1, and a power-law spectrum at d = 768 with a
+# tenth of the usual sigma; the band route (with LAPACK's dsytrd_sb2st and the in-place
+# products) must give the dense route's value to 1e-12 relative
+@pytest.mark.parametrize("kind,d,sigma", [("unit", 128, 1.0), ("unit", 128, 0.1),
+                                          ("power", 768, 1.0), ("power", 768, 10.0)])
+def test_issue_inputs_equal_the_dense_route(two_stage, kind, d, sigma):
+    n = 700
+    if kind == "unit":
+        X = _unit_rows(n, d, seed=3)
+    else:
+        X = (np.random.default_rng(0).standard_normal((n, d)) * np.arange(1, d + 1) ** -0.6)
+    got = diffusion_spectral_entropy(X, sigma=sigma)
+    want = dense_route(np.asarray(X, dtype=np.float64), sigma)
+    assert abs(got - want) <= 1e-12 * abs(want)
+
+
+def test_subsampled_unit_rows_equal_the_dense_route_of_the_same_rows(two_stage):
+    """The default route on more rows than n_sub keeps rng.choice's rows, then the value
+    is the dense route's on exactly those rows."""
+    X = _unit_rows(2000, 128, seed=3)
+    got = diffusion_spectral_entropy(X, sigma=1.0, n_sub=600, rng=0)
+    idx = np.sort(np.random.default_rng(0).choice(2000, size=600, replace=False))
+    want = dense_route(X[idx].astype(np.float64), 1.0)
+    assert abs(got - want) <= 1e-12 * abs(want)
+
+
+def test_band_route_without_the_lapack_shortcuts(two_stage, monkeypatch):
+    """Where SciPy's library lacks dsytrd_sb2st and cblas_dgemm, the NumPy/eig_banded
+    fallbacks give the same value."""
+    from repeval_ref.labelfree import _lapack
+
+    X = _unit_rows(500, 128, seed=4)
+    fast = diffusion_spectral_entropy(X, sigma=1.0)
+    monkeypatch.setattr(_lapack, "_symbol", lambda name: None)
+    assert _lapack.band_to_tridiagonal(np.ones((3, 10))) is None
+    slow = diffusion_spectral_entropy(X, sigma=1.0)
+    assert abs(fast - slow) <= 1e-12 * abs(slow)
