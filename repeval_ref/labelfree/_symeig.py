@@ -127,6 +127,23 @@ def _trailing_product(C, VT, blocks, pool, workers):
     return sum(pool.map(part, range(workers)))
 
 
+def _update_factors(V, T, X, pool, workers):
+    """``U = [V, Y]`` and ``W = [Y, V]`` with ``Y = X - V (T^T V^T X) / 2``, rows split among the workers."""
+    m, kk = V.shape
+    M = 0.5 * (T.T @ (V.T @ X))
+    U, W = np.empty((m, 2 * kk)), np.empty((m, 2 * kk))
+
+    def rows(part):
+        r0, r1 = part
+        Y = X[r0:r1] - V[r0:r1] @ M
+        U[r0:r1, :kk], U[r0:r1, kk:] = V[r0:r1], Y
+        W[r0:r1, :kk], W[r0:r1, kk:] = Y, V[r0:r1]
+
+    edges = np.linspace(0, m, workers + 1).astype(int)
+    list(pool.map(rows, zip(edges[:-1], edges[1:])))
+    return U, W
+
+
 def _reduce_to_band(A, b, pool, workers):
     """Zero everything below the band of half-width ``b``, panel by panel, in place.
 
@@ -147,8 +164,7 @@ def _reduce_to_band(A, b, pool, workers):
         edges = _row_blocks(s, m, _ROWS)
         blocks = list(zip(edges[:-1], edges[1:]))
         X = _trailing_product(C, V @ T, blocks, pool, workers)
-        Y = X - 0.5 * (V @ (T.T @ (V.T @ X)))
-        U, W = np.hstack([V, Y]), np.hstack([Y, V])
+        U, W = _update_factors(V, T, X, pool, workers)
         ahead = step + 1 < len(starts)
         strip = min(b, m) if ahead else 0
         if ahead:  # the next panel's columns first, then its QR beside the rest

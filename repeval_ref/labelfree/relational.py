@@ -265,7 +265,7 @@ def _kernel_lower(Xs, sigma):
     from threadpoolctl import threadpool_limits
 
     from .._parallel import pool_size
-    from ._symeig import _ROWS
+    from ._symeig import _COLS, _ROWS
 
     Xc = Xs - Xs.mean(axis=0)
     sq = np.einsum("ij,ij->i", Xc, Xc)
@@ -283,15 +283,20 @@ def _kernel_lower(Xs, sigma):
     def fill(block):
         r0, r1 = block
         g = G[r0:r1, :r1]
-        np.matmul(Xc[r0:r1], Xc[:r1].T, out=g)
-        g *= -2.0
-        g += sq[r0:r1, None]
-        g += sq[None, :r1]
-        np.maximum(g, 0.0, out=g)
+        # in column tiles of _COLS, so that the product and the element-wise passes that
+        # follow it stay in the cache
+        for c0 in range(0, r1, _COLS):
+            c1 = min(r1, c0 + _COLS)
+            t = g[:, c0:c1]
+            np.matmul(Xc[r0:r1], Xc[c0:c1].T, out=t)
+            t *= -2.0
+            t += sq[r0:r1, None]
+            t += sq[None, c0:c1]
+            np.maximum(t, 0.0, out=t)
+            t *= scale
+            np.exp(t, out=t)
         i = np.arange(r1 - r0)
-        g[i, r0 + i] = 0.0
-        g *= scale
-        np.exp(g, out=g)
+        g[i, r0 + i] = 1.0  # exp(0): a row's distance to itself is 0
         symmetric_diagonal(g, r0, r1)  # the two sums of squares were added in either order
         return g.sum(axis=1), g[:, :r0].sum(axis=0)
 
