@@ -163,16 +163,25 @@ def diffusion_spectral_entropy(X, sigma, t=1, n_sub=10000, rng=None, base=2.0):
     band by level-3 products followed by LAPACK's band solver
     (:func:`repeval_ref.labelfree._symeig.eigvalsh_two_stage`; the same eigenvalues as
     ``scipy.linalg.eigvalsh`` up to rounding, tested). The value is exact in that
-    sense (no approximation beyond floating point). Measured at ``n_sub = 10000``,
-    ``d = 768`` on two cores: about 24 s on a quiet machine (the benchmark's median is
-    in ``benchmarks/results.json``): the kernel about 1 s, the band reduction about
-    17-20 s and LAPACK's band solver about 5.5 s; the one-stage route takes minutes.
-    The kernel went from 4 s to 1 s by filling one triangle on two threads in memory
-    mapped without transparent huge pages (see :func:`_fresh_matrix`). Not faster,
-    measured and left: LAPACK's own ``dsyevd_2stage`` (in the OpenBLAS that numpy
-    ships) took 14 s at ``n = 4000`` against 3.7 s here; MKL's ``dsyevd`` (through
-    ``torch.linalg.eigvalsh``) 3.4 s against 2.5 s at ``n = 4000``; band half-widths
-    of 64 and 96 (within the noise of 48); BLAS ``?symm``/``?syr2k`` on the trailing
+    sense (no approximation beyond floating point). Measured at ``n_sub = 10000`` on
+    two cores (row ``dse`` of ``benchmarks/results.json``, four inputs: ``d`` 128 and
+    768, a flat and a power-law spectrum, two bandwidths): 24-28 s on a quiet machine
+    and up to about 30 s on a loaded one. The split: the kernel about 1 s at
+    ``d = 128`` and 2.3 s at ``d = 768``, the reduction to a band 20-21 s, and the band
+    stage (LAPACK's ``dsytrd_sb2st`` then ``dsterf``, one thread) about 4 s; the time
+    depends on ``n_sub`` and ``d``, not on ``sigma`` or the spectrum. To go faster pass
+    a smaller ``n_sub``: on 20,000 unit-norm rows of dimension 128 (sigma 1),
+    ``n_sub = 7000`` took 9 s and ``n_sub = 5000`` 4 s, but the entropy grows with the
+    subsample (7.49, 7.38 and 7.26 bits at 10,000, 7,000 and 5,000 rows), so compare
+    values only at one ``n_sub``. The kernel went from 4 s to 1 s by filling one
+    triangle on two threads in column tiles that stay in the cache, in memory mapped
+    without transparent huge pages (see :func:`_fresh_matrix`). Not faster, measured
+    and left: LAPACK's own ``dsyevd_2stage`` (in the OpenBLAS that numpy ships) took
+    14 s at ``n = 4000`` against 3.7 s for the band route of that time; MKL's
+    ``dsyevd`` (through ``torch.linalg.eigvalsh``) 3.4 s against 2.5 s at
+    ``n = 4000``; band half-widths of 32, 64 and 96 (within the noise of 48) and
+    worker tiles of 128 or 512 rows;
+    BLAS ``?symm``/``?syr2k`` on the trailing
     matrix (twice as slow as the blocked products); only the top eigenvalues plus the
     exact trace :math:`\\sum_i \\mu_i^t` leave a tail whose entropy share is bounded only
     loosely (at ``n = 3000``, ``t = 1``, sigma = 10 the bound's width with the top
