@@ -2,7 +2,7 @@
 
 One short notebook (batchnorm/fold_batchnorm) and four students: the reference, a typical
 wrong answer, a kernel that crashes (``os._exit``) and an infinite
-loop (cut by the per-cell timeout). The same collected course is copied three times and
+loop (cut by the per-cell timeout; it sleeps, see ``LOOP``). The same collected course is copied three times and
 graded with the same seed; every cell's score and comment and every problem logged must
 match, and the crash and the loop cost only their own student's points.
 """
@@ -30,7 +30,11 @@ pytestmark = pytest.mark.slow
 SEED = 777
 TIMEOUT = 8
 CRASH = "import os\n\nos._exit(1)\n"
-LOOP = "while True:\n    pass\n"
+#: a loop that never ends, cut by the per-cell timeout. It sleeps rather than spins: the
+#: class is graded four times here, and a spinning loop would burn a core for the whole
+#: timeout of each (about a minute of CPU in all) that the other test worker needs; the
+#: clean room's own tests keep the spinning loop (tests/test_autograder_cleanroom.py)
+LOOP = "import time\n\nwhile True:\n    time.sleep(0.5)\n"
 
 
 def _with_code(blank, code):
