@@ -158,6 +158,12 @@ def encode(x, *, lenient=False):
     """
     if x is None:
         return {"t": "none"}
+    if isinstance(x, np.generic):  # first: numpy.float64 is also a float, with another repr
+        if not isinstance(x, np.object_):
+            return {"t": "np", "v": to_npy(np.asarray(x))}
+        if lenient:
+            return _opaque(x)
+        raise Unsupported("an object scalar")
     if isinstance(x, bool):
         return {"t": "bool", "v": x}
     if isinstance(x, int):
@@ -172,12 +178,6 @@ def encode(x, *, lenient=False):
         if lenient:
             return _opaque(x)
         raise Unsupported("an object array")
-    if isinstance(x, np.generic):
-        if not isinstance(x, np.object_):
-            return {"t": "np", "v": to_npy(np.asarray(x))}
-        if lenient:
-            return _opaque(x)
-        raise Unsupported("an object scalar")
     if type(x) in (tuple, list) or (not lenient and isinstance(x, (tuple, list))):
         return {"t": type(x).__name__ if type(x) in (tuple, list) else "list",
                 "v": [encode(v, lenient=lenient) for v in x]}

@@ -219,6 +219,30 @@ def test_honest_answers_written_differently_get_full_marks(name, code):
     assert got == top, [v.message for v in verdicts if v.points != v.max_points]
 
 
+@pytest.mark.parametrize("name,lost", [("wilson_interval", {}),
+                                       ("rank_bound", {"rank_bound/properties": "Python float"}),
+                                       ("linear_cka", {"linear_cka/properties": "Python float"})])
+def test_answers_returning_numpy_scalars_are_graded_on_their_values(name, lost):
+    """An answer that returns numpy.float64 where a float is expected (NumPy reductions do)
+    is graded like any other: such values used to come back from the child as the text
+    "np.float64(...)", which failed to decode. Only the exercises whose statement asks for
+    a Python float lose that one check, with a message that says so."""
+    spec = load(name)
+    wrap = (f"\n\nimport numpy as _np\n_reference = {name}\n\n\n"
+            f"def {name}(*args, **kwargs):\n"
+            "    out = _reference(*args, **kwargs)\n"
+            "    if isinstance(out, tuple):\n"
+            "        return tuple(_np.float64(v) if isinstance(v, float) else v for v in out)\n"
+            "    return _np.float64(out) if isinstance(out, float) else out\n")
+    verdicts = verify_source(spec, solution_source(spec) + wrap, SEED, FAST)
+    short = {v.grade_id: v for v in verdicts if v.points != v.max_points}
+    by_check = {check: gid for check, gid in grade_ids(spec).items()}
+    assert set(short) == {by_check[c] for c in lost}, [v.message for v in short.values()]
+    for check, words in lost.items():
+        v = short[by_check[check]]
+        assert v.points == 0 and words in v.message and "float64" in v.message
+
+
 @pytest.mark.parametrize("exercise,variant", [(e, v) for e in ("knn_classify", "rank_bound",
                                                               "retrieval_metrics", "rankme",
                                                               "frozen_features")

@@ -91,3 +91,14 @@ def test_the_child_loads_the_codec_from_its_file_only():
     assert np.array_equal(y["a"], x["a"]) and y["g"].random() == x["g"].random()
     with pytest.raises(ValueError, match="path"):
         load_codec(str(Path(codec.__file__).with_name("no_such_codec.py")))
+
+
+@pytest.mark.parametrize("lenient", [False, True])
+def test_numpy_scalars_keep_their_type_and_value(lenient):
+    # numpy.float64 subclasses float, and its repr is "np.float64(...)" under NumPy 2
+    for x in (np.float64(0.1), np.float32(2.5), np.float16(-1.0), np.int64(-3), np.uint8(7),
+              np.bool_(True), np.complex128(1 + 2j), np.float64("nan")):
+        back = codec.decode(codec.encode(x, lenient=lenient))
+        assert type(back) is type(x)
+        assert np.array_equal(np.asarray(back), np.asarray(x), equal_nan=True)
+    assert codec.decode(codec.encode([np.float64(0.5), 0.5]))[1].__class__ is float
