@@ -48,6 +48,7 @@ import nbformat
 
 from . import PACKAGE_DIR, REPO_ROOT
 from .checks import SEED_ENV
+from .safe_files import MAX_FILE_BYTES, Refused, open_regular, read_regular, walk_regular, zip_members
 
 ISSUES_FILE = "grading_issues.csv"
 #: the instructor's choices for the term: assigned chapters, due dates, late policy
@@ -405,39 +406,58 @@ class Course:
         return max(votes, key=votes.get) if votes else None
 
     def _student_files(self, entry):
-        """(name, bytes, time) of every .ipynb of one student's folder or zip file; the
-        time is the file's modification time (of the zip entry), an aware datetime."""
-        files = []
+        """(name, bytes, time) of every .ipynb of one student's folder or zip file, and the
+        (name, reason) of the files refused; the time is the file's modification time (of
+        the zip entry), an aware datetime. Only regular files are read, never through a
+        link and at most :data:`autograder.safe_files.MAX_FILE_BYTES` each
+        (:mod:`autograder.safe_files`); files is None for a zip file that cannot be read."""
+        files, refused = [], []
         if entry.is_dir():
-            for p in sorted(entry.rglob("*.ipynb")):
-                if ".ipynb_checkpoints" not in p.parts:
-                    when = _dt.datetime.fromtimestamp(p.stat().st_mtime, _dt.timezone.utc)
-                    files.append((p.name, p.read_bytes(), when))
+            paths, bad = walk_regular(entry, ".ipynb")
+            refused += [(str(p.relative_to(entry)), why) for p, why in bad
+                        if ".ipynb_checkpoints" not in p.parts]
+            for p in paths:
+                if ".ipynb_checkpoints" in p.parts:
+                    continue
+                try:
+                    data, mtime = read_regular(p)
+                except Refused as why:
+                    refused.append((str(p.relative_to(entry)), str(why)))
+                    continue
+                files.append((p.name, data, _dt.datetime.fromtimestamp(mtime, _dt.timezone.utc)))
         elif entry.suffix == ".zip":
             try:
-                with zipfile.ZipFile(entry) as zf:
-                    for info in zf.infolist():
-                        name = info.filename
-                        if name.endswith(".ipynb") and ".ipynb_checkpoints" not in name \
-                                and not name.startswith("__MACOSX"):
-                            when = _dt.datetime(*info.date_time, tzinfo=_dt.timezone.utc)
-                            files.append((Path(name).name, zf.read(info), when))
-            except zipfile.BadZipFile:
-                return None
-        return files
+                fh, _ = open_regular(entry, 16 * MAX_FILE_BYTES)
+            except Refused as why:
+                return None, [(entry.name, str(why))]
+            try:
+                with fh, zipfile.ZipFile(fh) as zf:
+                    members, bad = zip_members(zf, ".ipynb")
+            except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError):
+                return None, refused
+            refused += [(name, why) for name, why in bad
+                        if ".ipynb_checkpoints" not in name and not name.startswith("__MACOSX")]
+            for info, data in members:
+                name = info.filename
+                if ".ipynb_checkpoints" not in name and not name.startswith("__MACOSX"):
+                    when = _dt.datetime(*info.date_time, tzinfo=_dt.timezone.utc)
+                    files.append((Path(name).name, data, when))
+        return files, refused
 
     @staticmethod
     def _stated_timestamp(entry, assignment):
         """The submission time a folder states in nbgrader's ``timestamp.txt`` (what
         ``nbgrader submit`` writes): ``<entry>/<assignment>/timestamp.txt``, else one at
-        the top of the folder; None without either."""
-        if not entry.is_dir():
+        the top of the folder; None without either (a link or anything but a small regular
+        file is not read)."""
+        if not entry.is_dir() or entry.is_symlink():
             return None
         for stamp in (entry / assignment / "timestamp.txt", entry / "timestamp.txt"):
-            if stamp.is_file():
+            if os.path.lexists(stamp):
                 try:
-                    return parse_due(stamp.read_text().strip())
-                except ValueError:
+                    text = read_regular(stamp, 4096)[0].decode("utf-8").strip()
+                    return parse_due(text)
+                except (Refused, UnicodeDecodeError, ValueError):
                     return None
         return None
 
@@ -476,82 +496,101 @@ class Course:
             if why:
                 self.record_issue(student, "*", "*", why)
                 continue
-            files = self._student_files(entry)
-            if files is None:
-                self.record_issue(student, "*", "*", f"{entry.name} is not a readable zip file")
-                files = []
-            found = {}      # exercise -> notebook node
-            problems = {}   # exercise -> reason
-            times = {}      # assignment -> latest file time
-            for fname, data, when in files:
-                try:
-                    nb = nbformat.reads(data.decode("utf-8"), as_version=4)
-                except Exception as exc:  # invalid JSON, wrong encoding, not a notebook
-                    ex = Path(fname).stem if Path(fname).stem in index else None
-                    if ex is None:
-                        self.record_issue(student, "?", fname,
-                                          f"unreadable file ignored ({type(exc).__name__})")
-                        continue
-                    problems[ex] = (f"Your file {fname} could not be read as a notebook "
-                                    f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]}).")
-                    continue
-                ex = self._identify(nb, index) or (Path(fname).stem if Path(fname).stem in index
-                                                   else None)
-                if ex is None:
-                    other = self._identify(nb, everything)
-                    if other is not None:
-                        self.record_issue(student, everything[other], other,
-                                          f"{fname} belongs to the chapter "
-                                          f"{everything[other]}, which is not assigned this "
-                                          "term; ignored")
-                        continue
-                    self.record_issue(student, "?", fname,
-                                      "not recognised as any exercise notebook; ignored")
-                    continue
-                times[index[ex]] = max(times.get(index[ex], when), when)
-                notes = []
-                if fname != f"{ex}.ipynb":
-                    self.record_issue(student, index[ex], ex,
-                                      f"submitted as {fname}; graded as {ex}.ipynb")
-                    notes.append(f"Your file {fname} was recognised as {ex}.ipynb and "
-                                 "graded as such.")
-                if ex in found:
-                    self.record_issue(student, index[ex], ex,
-                                      f"several files for this exercise; used {fname}")
-                restored = self._restore_deleted_cells(nb, index[ex], ex)
-                if restored:
-                    self.record_issue(student, index[ex], ex,
-                                      "deleted read-only cell(s) restored from the release: "
-                                      + ", ".join(restored))
-                    notes.append("Read-only cells were missing from your notebook and were "
-                                 "put back from the release before grading: "
-                                 + ", ".join(restored) + ".")
-                for line in _solution_syntax_errors(nb):
-                    self.record_issue(student, index[ex], ex, line)
-                if notes:
-                    self._add_note(nb, " ".join(notes))
-                found[ex] = nb
-                problems.pop(ex, None)
-            assignments = sorted({index[e] for e in list(found) + list(problems)})
-            for a in assignments:
-                dest = self.root / "submitted" / student / a
-                if dest.exists():
-                    shutil.rmtree(dest)
-                dest.mkdir(parents=True)
-                # nbgrader compares this time with the due date: the time the folder
-                # states (nbgrader submit's timestamp.txt), else the newest notebook's
-                when = (self._stated_timestamp(entry, a) or times.get(a)
-                        or _dt.datetime.now(_dt.timezone.utc))
-                (dest / "timestamp.txt").write_text(_fmt_time(when))
-                for ex in sorted(e for e, aa in index.items() if aa == a):
-                    if ex in found:
-                        nbformat.write(found[ex], str(dest / f"{ex}.ipynb"))
-                        continue
-                    reason = problems.get(ex, "No notebook for this exercise was submitted.")
-                    self.record_issue(student, a, ex, reason)
-                    nbformat.write(self._blank(a, ex, reason), str(dest / f"{ex}.ipynb"))
-            collected[student] = assignments
+            if entry.is_symlink() or not (entry.is_dir() or entry.suffix == ".zip"):
+                what = "a symbolic link" if entry.is_symlink() else "neither a folder nor a zip file"
+                self.record_issue(student, "*", "*", f"{entry.name} is {what}: not collected")
+                continue
+            try:
+                collected_now = self._collect_one(entry, student, index, everything)
+            except Exception as exc:  # one bad submission never stops the others
+                self.record_issue(student, "*", "*", "collecting this submission failed "
+                                  f"({type(exc).__name__}: {str(exc)[:200]}): not collected")
+                continue
+            collected[student] = collected_now
         return collected
+
+    def _collect_one(self, entry, student, index, everything):
+        """Collect one student's folder or zip file; returns the assignments written."""
+        files, refused = self._student_files(entry)
+        if files is None:
+            self.record_issue(student, "*", "*", f"{entry.name} is not a readable zip file")
+            files = []
+        found = {}      # exercise -> notebook node
+        problems = {}   # exercise -> reason
+        for name, why in refused:
+            ex = Path(name).stem if Path(name).stem in index else None
+            self.record_issue(student, index[ex] if ex else "?", ex or name, f"{name} {why}")
+            if ex:  # graded as the blank release, with the reason, unless a copy is readable
+                problems.setdefault(ex, f"Your file {name} {why}.")
+        times = {}      # assignment -> latest file time
+        for fname, data, when in files:
+            try:
+                nb = nbformat.reads(data.decode("utf-8"), as_version=4)
+            except Exception as exc:  # invalid JSON, wrong encoding, not a notebook
+                ex = Path(fname).stem if Path(fname).stem in index else None
+                if ex is None:
+                    self.record_issue(student, "?", fname,
+                                      f"unreadable file ignored ({type(exc).__name__})")
+                    continue
+                problems[ex] = (f"Your file {fname} could not be read as a notebook "
+                                f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]}).")
+                continue
+            ex = self._identify(nb, index) or (Path(fname).stem if Path(fname).stem in index
+                                               else None)
+            if ex is None:
+                other = self._identify(nb, everything)
+                if other is not None:
+                    self.record_issue(student, everything[other], other,
+                                      f"{fname} belongs to the chapter "
+                                      f"{everything[other]}, which is not assigned this "
+                                      "term; ignored")
+                    continue
+                self.record_issue(student, "?", fname,
+                                  "not recognised as any exercise notebook; ignored")
+                continue
+            times[index[ex]] = max(times.get(index[ex], when), when)
+            notes = []
+            if fname != f"{ex}.ipynb":
+                self.record_issue(student, index[ex], ex,
+                                  f"submitted as {fname}; graded as {ex}.ipynb")
+                notes.append(f"Your file {fname} was recognised as {ex}.ipynb and "
+                             "graded as such.")
+            if ex in found:
+                self.record_issue(student, index[ex], ex,
+                                  f"several files for this exercise; used {fname}")
+            restored = self._restore_deleted_cells(nb, index[ex], ex)
+            if restored:
+                self.record_issue(student, index[ex], ex,
+                                  "deleted read-only cell(s) restored from the release: "
+                                  + ", ".join(restored))
+                notes.append("Read-only cells were missing from your notebook and were "
+                             "put back from the release before grading: "
+                             + ", ".join(restored) + ".")
+            for line in _solution_syntax_errors(nb):
+                self.record_issue(student, index[ex], ex, line)
+            if notes:
+                self._add_note(nb, " ".join(notes))
+            found[ex] = nb
+            problems.pop(ex, None)
+        assignments = sorted({index[e] for e in list(found) + list(problems)})
+        for a in assignments:
+            dest = self.root / "submitted" / student / a
+            if dest.exists():
+                shutil.rmtree(dest)
+            dest.mkdir(parents=True)
+            # nbgrader compares this time with the due date: the time the folder
+            # states (nbgrader submit's timestamp.txt), else the newest notebook's
+            when = (self._stated_timestamp(entry, a) or times.get(a)
+                    or _dt.datetime.now(_dt.timezone.utc))
+            (dest / "timestamp.txt").write_text(_fmt_time(when))
+            for ex in sorted(e for e, aa in index.items() if aa == a):
+                if ex in found:
+                    nbformat.write(found[ex], str(dest / f"{ex}.ipynb"))
+                    continue
+                reason = problems.get(ex, "No notebook for this exercise was submitted.")
+                self.record_issue(student, a, ex, reason)
+                nbformat.write(self._blank(a, ex, reason), str(dest / f"{ex}.ipynb"))
+        return assignments
 
     # -- autograde
     def submissions(self):

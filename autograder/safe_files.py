@@ -1,0 +1,214 @@
+"""Reading what students handed in without following their links.
+
+A submission folder is written by students (or unpacked from what they uploaded), so any
+name in it may be a symbolic link (to another student's notebook, to the gradebook, to a
+root-only file), a FIFO that blocks whoever opens it, a device such as ``/dev/zero`` that
+never ends, or a file too large to hold in memory. The functions here read only regular
+files, open them without following a link in the last component (``O_NOFOLLOW``) and check
+what they opened (``fstat``) before reading at most a fixed number of bytes, and never walk
+into a linked folder. What they refuse comes back with a reason for ``grading_issues.csv``.
+"""
+from __future__ import annotations
+
+import os
+import stat
+import zipfile
+from pathlib import Path
+
+__all__ = ["MAX_FILE_BYTES", "Refused", "open_regular", "read_regular", "walk_regular",
+           "zip_members"]
+
+#: the largest file of a submission that is read: a notebook with its outputs and figures
+MAX_FILE_BYTES = 32 << 20
+
+_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) \
+    | getattr(os, "O_CLOEXEC", 0)
+
+
+class Refused(Exception):
+    """A file of a submission that is not read; ``str()`` is the reason."""
+
+
+def _kind(mode):
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return "not a regular file"
+
+
+def _check_limit(limit):
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise ValueError(f"limit must be an integer >= 0, got {limit!r}")
+    return limit
+
+
+def open_regular(path, limit=MAX_FILE_BYTES):
+    """The regular file ``path`` opened for reading (binary) without following a link.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file. A symbolic link (in the last component), a FIFO, a device or a socket is
+        refused, and so is a file of more than ``limit`` bytes.
+    limit : int
+        Largest size accepted, ``>= 0``.
+
+    Returns
+    -------
+    (file object, os.stat_result)
+        The open file (the caller closes it) and the ``fstat`` of what was opened.
+
+    Raises
+    ------
+    Refused
+        With the reason, when the file is not opened.
+    ValueError
+        If ``limit`` is not an integer >= 0.
+    """
+    limit = _check_limit(limit)
+    try:
+        fd = os.open(os.fspath(path), _FLAGS)
+    except OSError as exc:
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            raise Refused(f"cannot be opened ({type(exc).__name__})") from None
+        raise Refused(f"is {_kind(mode)}: not read") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Refused(f"is {_kind(st.st_mode)}: not read")
+        if st.st_size > limit:
+            raise Refused(f"is larger than {limit:,} bytes ({st.st_size:,}): not read")
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb"), st
+
+
+def read_regular(path, limit=MAX_FILE_BYTES):
+    """The bytes and modification time of the regular file ``path``, read without following
+    a link (see :func:`open_regular`).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    limit : int
+        Most bytes read, ``>= 0``.
+
+    Returns
+    -------
+    (bytes, float)
+        The content and ``st_mtime`` of the file opened.
+
+    Raises
+    ------
+    Refused
+        With the reason, when the file is not read (also when it grows past ``limit``
+        while being read).
+    ValueError
+        If ``limit`` is not an integer >= 0.
+    """
+    fh, st = open_regular(path, limit)
+    with fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise Refused(f"is larger than {limit:,} bytes: not read")
+    return data, st.st_mtime
+
+
+def walk_regular(top, suffix=None):
+    """Paths of the regular files under the folder ``top``, never entering a linked folder,
+    and the other entries refused.
+
+    Parameters
+    ----------
+    top : str or os.PathLike
+        A folder; it must not itself be a symbolic link.
+    suffix : str, optional
+        Keep only names ending with it (for example ``".ipynb"``); the others are neither
+        returned nor refused.
+
+    Returns
+    -------
+    files : list of pathlib.Path
+        Sorted.
+    refused : list of (pathlib.Path, str)
+        Links, FIFOs, devices and sockets (with the suffix, when one is given), and linked
+        folders, each with its reason.
+
+    Raises
+    ------
+    Refused
+        If ``top`` is a symbolic link or not a folder.
+    """
+    top = Path(top)
+    mode = os.lstat(top).st_mode
+    if not stat.S_ISDIR(mode):
+        raise Refused(f"is {_kind(mode)}: not read")
+    files, refused = [], []
+    for root, dirs, names in os.walk(top, followlinks=False):
+        base = Path(root)
+        for d in list(dirs):
+            if os.path.islink(base / d):
+                dirs.remove(d)
+                refused.append((base / d, "is a symbolic link to a folder: not read"))
+        dirs.sort()
+        for name in sorted(names):
+            if suffix is not None and not name.endswith(suffix):
+                continue
+            path = base / name
+            mode = os.lstat(path).st_mode
+            if stat.S_ISREG(mode):
+                files.append(path)
+            else:
+                refused.append((path, f"is {_kind(mode)}: not read"))
+    return sorted(files), refused
+
+
+def zip_members(zf, suffix=None, limit=MAX_FILE_BYTES):
+    """The members of an open zip file that are regular files, read with a size cap.
+
+    Parameters
+    ----------
+    zf : zipfile.ZipFile
+    suffix : str, optional
+        Keep only names ending with it.
+    limit : int
+        Most bytes read of one member (its header's size is not trusted).
+
+    Returns
+    -------
+    members : list of (zipfile.ZipInfo, bytes)
+    refused : list of (str, str)
+        Member names refused (links, members too large) with the reason.
+    """
+    if not isinstance(zf, zipfile.ZipFile):
+        raise ValueError(f"zf must be a zipfile.ZipFile, got {type(zf).__name__}")
+    limit = _check_limit(limit)
+    members, refused = [], []
+    for info in zf.infolist():
+        if info.is_dir() or (suffix is not None and not info.filename.endswith(suffix)):
+            continue
+        mode = info.external_attr >> 16   # Unix mode, when the zip was made on Unix
+        if stat.S_IFMT(mode) and not stat.S_ISREG(mode):  # many writers set no type bits
+            refused.append((info.filename, f"is {_kind(mode)} in the zip file: not read"))
+            continue
+        if info.file_size > limit:
+            refused.append((info.filename, f"is larger than {limit:,} bytes "
+                                           f"({info.file_size:,}): not read"))
+            continue
+        with zf.open(info) as fh:
+            data = fh.read(limit + 1)
+        if len(data) > limit:
+            refused.append((info.filename, f"is larger than {limit:,} bytes: not read"))
+            continue
+        members.append((info, data))
+    return members, refused
