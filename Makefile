@@ -157,7 +157,10 @@ publish: book
 # (default 1); SCHEDULER=tcp://host:8786 sends one task per student to a Dask cluster
 # instead. The grades are the same either way.
 # ---------------------------------------------------------------------------------------
-AUTOGRADER  = $(PY) -m autograder --course $(COURSE) --timeout $(CELL_TIMEOUT)
+# a path as one shell word, whatever it holds (spaces, parentheses, quotes): LMS downloads
+# are named like "knn_classify (1).ipynb"
+shell_quote = '$(subst ','\'',$(1))'
+AUTOGRADER  = $(PY) -m autograder --course $(call shell_quote,$(COURSE)) --timeout $(CELL_TIMEOUT)
 COURSE      ?= course
 CELL_TIMEOUT ?= 60
 SUBMISSIONS ?= submissions
@@ -175,8 +178,8 @@ TERM_OPTS    = $(if $(ASSIGN),--assign $(ASSIGN)) $(if $(LATE_POLICY),--late-pol
 .PHONY: check exercises release-exercises course roster collect autograde feedback grades grade
 
 check: $(STUDENT_STAMP)
-	@test -n "$(NB)" || { echo "usage: make check NB=exercises/<chapter>/<name>.ipynb"; exit 2; }
-	$(AUTOGRADER) check $(if $(HIDDEN),--hidden) $(NB)
+	@test -n $(call shell_quote,$(NB)) || { echo "usage: make check NB=exercises/<chapter>/<name>.ipynb"; exit 2; }
+	$(AUTOGRADER) check $(if $(HIDDEN),--hidden) $(call shell_quote,$(NB))
 
 exercises: $(STAMP)
 	$(AUTOGRADER) build
@@ -189,10 +192,10 @@ course: $(STAMP)
 	$(AUTOGRADER) setup $(TERM_OPTS)
 
 roster: $(STAMP)
-	$(AUTOGRADER) roster $(ROSTER)
+	$(AUTOGRADER) roster $(call shell_quote,$(ROSTER))
 
 collect: $(STAMP)
-	$(AUTOGRADER) collect $(SUBMISSIONS)
+	$(AUTOGRADER) collect $(call shell_quote,$(SUBMISSIONS))
 
 autograde: $(STAMP)
 	$(AUTOGRADER) autograde --workers $(WORKERS) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
@@ -201,8 +204,8 @@ feedback: $(STAMP)
 	$(AUTOGRADER) feedback
 
 grades: $(STAMP)
-	$(AUTOGRADER) export $(GRADES)
+	$(AUTOGRADER) export $(call shell_quote,$(GRADES))
 
 grade: $(STAMP)
-	$(AUTOGRADER) grade-all $(SUBMISSIONS) $(GRADES) --workers $(WORKERS) \
+	$(AUTOGRADER) grade-all $(call shell_quote,$(SUBMISSIONS)) $(call shell_quote,$(GRADES)) --workers $(WORKERS) \
 	  $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(TERM_OPTS)

@@ -95,8 +95,14 @@ def cmd_roster(args):
     course = _course(args)
     if not (course.root / "gradebook.db").exists():
         course.setup()
+    before = set(course.roster())
     proc = course.import_roster(args.csv)
-    print(proc.stdout.strip() or "roster imported")
+    after = set(course.roster())
+    for line in proc.stdout.strip().splitlines():
+        print(line)
+    new = len(after - before)
+    print(f"roster: {len(after)} student{'s' if len(after) != 1 else ''} in the course, "
+          f"{new} new from {args.csv}")
     return 0
 
 

@@ -227,3 +227,21 @@ def test_installed_versions_meet_the_declared_minimums_of_the_book():
         if parts < low:
             short.append(f"{name} {have} < {'.'.join(map(str, low))}")
     assert not short, short
+
+
+def test_make_check_takes_a_file_name_with_spaces_parentheses_and_quotes(tmp_path):
+    """LMS downloads are named like "fold_batchnorm (1).ipynb": `make check NB=...` passes
+    the path to the checker as one word, whatever it holds."""
+    folder = tmp_path / "my work"
+    folder.mkdir()
+    nb = folder / "fold_batchnorm (1) it's mine.ipynb"
+    shutil.copy(ROOT / "exercises" / "batchnorm" / "fold_batchnorm.ipynb", nb)
+    out = subprocess.run(["make", "-s", "check", f"NB={nb}"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    text = out.stdout + out.stderr
+    assert "SCORE: visible tests 0 / 2" in text, text       # the blank notebook was checked
+    assert "still the stub" in text and "No such file" not in text, text
+    for var in ("ROSTER", "SUBMISSIONS", "GRADES", "COURSE"):
+        dry = _dry_run("grade" if var != "ROSTER" else "roster", f"{var}=a b's (1)")
+        assert dry.returncode == 0, dry.stderr
+        assert "'a b'\\''s (1)'" in dry.stdout, (var, dry.stdout)
