@@ -98,11 +98,10 @@ def cmd_roster(args):
     before = set(course.roster())
     proc = course.import_roster(args.csv)
     after = set(course.roster())
-    for line in proc.stdout.strip().splitlines():
-        print(line)
-    new = len(after - before)
+    if proc.stdout.strip():
+        print(proc.stdout.strip())
     print(f"roster: {len(after)} student{'s' if len(after) != 1 else ''} in the course, "
-          f"{new} new from {args.csv}")
+          f"{len(after - before)} new from {args.csv}")
     return 0
 
 

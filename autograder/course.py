@@ -411,20 +411,24 @@ class Course:
         the zip entry), an aware datetime. Only regular files are read, never through a
         link and at most :data:`autograder.safe_files.MAX_FILE_BYTES` each
         (:mod:`autograder.safe_files`); files is None for a zip file that cannot be read."""
+        def kept(name):  # editor and archiver leftovers are not submissions
+            parts = Path(name).parts
+            return ".ipynb_checkpoints" not in parts and (not parts or parts[0] != "__MACOSX")
+
         files, refused = [], []
         if entry.is_dir():
             paths, bad = walk_regular(entry, ".ipynb")
             refused += [(str(p.relative_to(entry)), why) for p, why in bad
-                        if ".ipynb_checkpoints" not in p.parts]
-            for p in paths:
-                if ".ipynb_checkpoints" in p.parts:
+                        if kept(p.relative_to(entry))]
+            for rel in (p.relative_to(entry) for p in paths):
+                if not kept(rel):
                     continue
                 try:
-                    data, mtime = read_regular(p)
+                    data, mtime = read_regular(rel, top=entry)
                 except Refused as why:
-                    refused.append((str(p.relative_to(entry)), str(why)))
+                    refused.append((str(rel), str(why)))
                     continue
-                files.append((p.name, data, _dt.datetime.fromtimestamp(mtime, _dt.timezone.utc)))
+                files.append((rel.name, data, _dt.datetime.fromtimestamp(mtime, _dt.timezone.utc)))
         elif entry.suffix == ".zip":
             try:
                 fh, _ = open_regular(entry, 16 * MAX_FILE_BYTES)
@@ -435,13 +439,10 @@ class Course:
                     members, bad = zip_members(zf, ".ipynb")
             except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError):
                 return None, refused
-            refused += [(name, why) for name, why in bad
-                        if ".ipynb_checkpoints" not in name and not name.startswith("__MACOSX")]
-            for info, data in members:
-                name = info.filename
-                if ".ipynb_checkpoints" not in name and not name.startswith("__MACOSX"):
-                    when = _dt.datetime(*info.date_time, tzinfo=_dt.timezone.utc)
-                    files.append((Path(name).name, data, when))
+            refused += [(name, why) for name, why in bad if kept(name)]
+            files += [(Path(info.filename).name, data,
+                       _dt.datetime(*info.date_time, tzinfo=_dt.timezone.utc))
+                      for info, data in members if kept(info.filename)]
         return files, refused
 
     @staticmethod
@@ -452,10 +453,10 @@ class Course:
         file is not read)."""
         if not entry.is_dir() or entry.is_symlink():
             return None
-        for stamp in (entry / assignment / "timestamp.txt", entry / "timestamp.txt"):
-            if os.path.lexists(stamp):
+        for stamp in (Path(assignment, "timestamp.txt"), Path("timestamp.txt")):
+            if os.path.lexists(entry / stamp):
                 try:
-                    text = read_regular(stamp, 4096)[0].decode("utf-8").strip()
+                    text = read_regular(stamp, 4096, top=entry)[0].decode("utf-8").strip()
                     return parse_due(text)
                 except (Refused, UnicodeDecodeError, ValueError):
                     return None

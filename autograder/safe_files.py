@@ -49,7 +49,41 @@ def _check_limit(limit):
     return limit
 
 
-def open_regular(path, limit=MAX_FILE_BYTES):
+def _open(path, top):
+    """A descriptor of ``path`` opened with :data:`_FLAGS`; under ``top``, every folder on
+    the way is opened without following a link too (``dir_fd`` by ``dir_fd``)."""
+    if top is None:
+        return os.open(os.fspath(path), _FLAGS)
+    parts = Path(path).parts
+    if not parts or Path(path).is_absolute() or ".." in parts:
+        raise ValueError(f"path must be relative to top and stay inside it, got {path!r}")
+    folder = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(top, folder)
+    try:
+        for name in parts[:-1]:
+            nxt = os.open(name, folder | getattr(os, "O_NOFOLLOW", 0), dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        return os.open(parts[-1], _FLAGS, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def _why_not_opened(path, top, exc):
+    full = Path(path) if top is None else Path(top, path)
+    if top is not None:  # only then are the folders on the way refused when linked
+        parts = full.parts
+        for i in range(len(Path(top).parts) + 1, len(parts)):
+            if os.path.islink(Path(*parts[:i])):
+                return "lies in a linked folder: not read"
+    try:
+        mode = os.lstat(full).st_mode
+    except OSError:
+        return f"cannot be opened ({type(exc).__name__})"
+    return f"is {_kind(mode)}: not read"
+
+
+def open_regular(path, limit=MAX_FILE_BYTES, *, top=None):
     """The regular file ``path`` opened for reading (binary) without following a link.
 
     Parameters
@@ -59,6 +93,9 @@ def open_regular(path, limit=MAX_FILE_BYTES):
         refused, and so is a file of more than ``limit`` bytes.
     limit : int
         Largest size accepted, ``>= 0``.
+    top : str or os.PathLike, optional
+        A folder that ``path`` is relative to: then no folder between ``top`` and the file
+        may be a link either (for folders someone else can write into).
 
     Returns
     -------
@@ -70,17 +107,13 @@ def open_regular(path, limit=MAX_FILE_BYTES):
     Refused
         With the reason, when the file is not opened.
     ValueError
-        If ``limit`` is not an integer >= 0.
+        If ``limit`` is not an integer >= 0, or ``path`` leaves ``top``.
     """
     limit = _check_limit(limit)
     try:
-        fd = os.open(os.fspath(path), _FLAGS)
+        fd = _open(path, top)
     except OSError as exc:
-        try:
-            mode = os.lstat(path).st_mode
-        except OSError:
-            raise Refused(f"cannot be opened ({type(exc).__name__})") from None
-        raise Refused(f"is {_kind(mode)}: not read") from None
+        raise Refused(_why_not_opened(path, top, exc)) from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -93,15 +126,17 @@ def open_regular(path, limit=MAX_FILE_BYTES):
     return os.fdopen(fd, "rb"), st
 
 
-def read_regular(path, limit=MAX_FILE_BYTES):
+def read_regular(path, limit=MAX_FILE_BYTES, *, top=None):
     """The bytes and modification time of the regular file ``path``, read without following
-    a link (see :func:`open_regular`).
+    a link (see :func:`open_regular`, which takes the same arguments).
 
     Parameters
     ----------
     path : str or os.PathLike
     limit : int
         Most bytes read, ``>= 0``.
+    top : str or os.PathLike, optional
+        The folder ``path`` is relative to; no folder on the way may be a link.
 
     Returns
     -------
@@ -114,9 +149,9 @@ def read_regular(path, limit=MAX_FILE_BYTES):
         With the reason, when the file is not read (also when it grows past ``limit``
         while being read).
     ValueError
-        If ``limit`` is not an integer >= 0.
+        If ``limit`` is not an integer >= 0, or ``path`` leaves ``top``.
     """
-    fh, st = open_regular(path, limit)
+    fh, st = open_regular(path, limit, top=top)
     with fh:
         data = fh.read(limit + 1)
     if len(data) > limit:

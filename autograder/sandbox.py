@@ -37,7 +37,6 @@ import glob as _glob
 import os
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
@@ -45,6 +44,7 @@ import time
 from pathlib import Path
 
 from . import PACKAGE_DIR, confine
+from .safe_files import Refused, read_regular
 
 #: limits of one student's nbgrader run (nbgrader, its kernel and their children)
 SANDBOX_LIMITS = {
@@ -150,34 +150,12 @@ class Confinement:
 def read_inside(top, *parts, limit=MAX_RESULT_BYTES):
     """Bytes of the regular file ``top/parts...``, following no symbolic link at any
     level (the sandbox user may have replaced any folder inside ``top`` by a link to
-    somewhere else); None if it is missing, a link, not a regular file, or too big."""
-    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    somewhere else); None if it is missing, a link, not a regular file, or too big
+    (:func:`autograder.safe_files.read_regular` with ``top``)."""
     try:
-        for name in parts[:-1]:
-            nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            os.close(fd)
-            fd = nxt
-        f = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
-    except OSError:
-        os.close(fd)
+        return read_regular(Path(*parts), limit, top=top)[0]
+    except Refused:
         return None
-    os.close(fd)
-    try:
-        st = os.fstat(f)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            return None
-        chunks, total = [], 0
-        while True:
-            b = os.read(f, 1 << 20)
-            if not b:
-                break
-            total += len(b)
-            if total > limit:
-                return None
-            chunks.append(b)
-        return b"".join(chunks)
-    finally:
-        os.close(f)
 
 
 # ----------------------------------------------------------------- the task

@@ -236,7 +236,7 @@ def test_answers_returning_numpy_scalars_are_graded_on_their_values(name, lost):
             "    return _np.float64(out) if isinstance(out, float) else out\n")
     verdicts = verify_source(spec, solution_source(spec) + wrap, SEED, FAST)
     short = {v.grade_id: v for v in verdicts if v.points != v.max_points}
-    by_check = {check: gid for check, gid in grade_ids(spec).items()}
+    by_check = grade_ids(spec)
     assert set(short) == {by_check[c] for c in lost}, [v.message for v in short.values()]
     for check, words in lost.items():
         v = short[by_check[check]]

@@ -154,5 +154,12 @@ def test_read_regular_and_walk_regular(tmp_path):
         ("pipe.ipynb", "is a FIFO")]
     with pytest.raises(Refused, match="symbolic link"):
         walk_regular(tmp_path / "linked")
+    # under a base folder, no folder on the way may be a link, and the path stays inside
+    assert read_regular("sub/b.ipynb", top=tmp_path)[0] == b"{}"
+    with pytest.raises(Refused, match="linked folder"):
+        read_regular("linked/b.ipynb", top=tmp_path)
+    for bad in ("../a.ipynb", str(f), ""):
+        with pytest.raises(ValueError, match="path"):
+            read_regular(bad, top=tmp_path / "sub")
     with pytest.raises(ValueError, match="zf"):
         zip_members(str(tmp_path / "x.zip"))

@@ -424,6 +424,11 @@ axe.run(document, {resultTypes: ['violations']}).then((r) => r.violations.map((v
   targets: v.nodes.slice(0, 3).map((n) => n.target.join(' '))})))
 """
 
+@functools.lru_cache(maxsize=1)
+def _axe_js() -> str:
+    return AXE.read_text()
+
+
 #: (page, width) -> what one load of the page at that width showed: the layout measured
 #: first, then axe-core's violations (or the error axe raised). The layout test and the
 #: accessibility test read the same load, so each page is opened once per width, not twice.
@@ -441,7 +446,7 @@ def _at_width(browser: DevTools, site: str, page: str, width: str) -> dict:
             seen["layout"] = browser.evaluate(_OVERFLOW)
             if AXE.exists():
                 try:
-                    browser.evaluate(AXE.read_text())
+                    browser.evaluate(_axe_js())
                     seen["violations"] = browser.evaluate(_AXE_RUN, await_promise=True)
                 except Exception as exc:  # reported by the accessibility test, not here
                     seen["axe_error"] = f"{type(exc).__name__}: {exc}"
@@ -472,7 +477,7 @@ def test_page_fits_the_screen(site, browser, page, width):
 def axe_source() -> str:
     if not AXE.exists():
         _missing(f"axe-core is not installed ({AXE} missing); run `make axe`")
-    return AXE.read_text()
+    return _axe_js()
 
 
 @pytest.mark.parametrize("width", list(WIDTHS))
