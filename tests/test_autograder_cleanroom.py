@@ -512,14 +512,25 @@ def _cell_grades(course, student):
     return out
 
 
+def _cell_view(cell):
+    """(source, text of each output stream, the other outputs) of one cell, as a reader sees
+    it: a kernel may send one printed line as one stream message or as several (under load
+    "...(1/1)" and "\\n" came apart), and a notebook shows the pieces as one text."""
+    streams, other = {}, []
+    for o in cell.get("outputs", []):
+        if o.get("output_type") == "stream":
+            streams[o.get("name")] = streams.get(o.get("name"), "") + o.get("text", "")
+        else:
+            other.append(o.get("text", "") or o.get("ename", ""))
+    return cell.source, sorted(streams.items()), other
+
+
 def _feedback_view(folder):
-    """The cells (source, outputs' text) of every autograded notebook under ``folder``."""
+    """The cells (see :func:`_cell_view`) of every autograded notebook under ``folder``."""
     out = {}
     for p in sorted(Path(folder).rglob("*.ipynb")):
         nb = nbformat.read(str(p), as_version=4)
-        out[str(p.relative_to(folder))] = [
-            (c.source, [o.get("text", "") or o.get("ename", "") for o in c.get("outputs", [])])
-            for c in nb.cells]
+        out[str(p.relative_to(folder))] = [_cell_view(c) for c in nb.cells]
     return out
 
 
