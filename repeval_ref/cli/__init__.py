@@ -5,8 +5,14 @@ over a curve of k, the honestly tuned linear probe, the closed-form ridge probe 
 exact leave-one-out, low-shot nearest-class-mean) and every label-free metric of the
 package on a training and a test set of features, states verdicts in plain words, and
 writes ``report.md``, ``report.json`` and PNG plots. Without TEST it reads a folder
-written by ``python -m repeval_ref.loop``, or splits one labelled file
-(``--test-fraction``, seeded and stratified).
+written by ``python -m repeval_ref.loop`` (whose train and test parts are never
+re-split), or splits one labelled file (``--test-fraction``, seeded and stratified).
+
+Every command follows one split rule and one set of defaults (:data:`LOW_SHOT_DRAWS`,
+:data:`PAIRED_BOOTSTRAP`, :data:`TEST_FRACTION`), so the same inputs and settings give
+the same accuracies and low-shot figures in the loop, ``report``, ``compare`` and
+``leaderboard``. An all-zero feature row is refused with one line naming the file and
+the row, as other bad input is.
 
 ``repeval compare A B`` compares two representations of the same images (two
 encoders, or two layers): linear and RBF CKA, and a paired comparison of the k-NN and

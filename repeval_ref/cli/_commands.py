@@ -107,10 +107,6 @@ def cmd_report(args):
     return 0
 
 
-#: the heading of the report's accuracy table, which says what each kind of spread is
-ACCURACY_HEADER = "test accuracy [95% Wilson interval]; low-shot: mean ± std over draws"
-
-
 def _report_markdown(rep, what):
     acc_rows, lf_rows = R.report_rows(rep)
     draws = {e["draws"] for e in rep["low_shot"] if e["mean"] is not None}
@@ -119,7 +115,7 @@ def _report_markdown(rep, what):
            "Every accuracy comes with its 95 % Wilson interval in brackets. The low-shot rows are "
            f"different: {R.LOWSHOT_SPREAD}"
            + (f" ({', '.join(map(str, sorted(draws)))} draws per shot count)." if draws else "."), "",
-           R.md_table(acc_rows, ["protocol", ACCURACY_HEADER]), ""]
+           R.md_table(acc_rows, ["protocol", R.ACCURACY_HEADER]), ""]
     curve = rep["knn"]["curve"]
     md += ["Weighted k-NN accuracy against k: "
            + ", ".join(f"k={e['k']}: {100 * e['accuracy']:.2f}%" for e in curve) + ".", ""]
@@ -133,7 +129,7 @@ def _print_report(rep, what, outdir, n_plots):
     acc_rows, lf_rows = R.report_rows(rep, plus="+-")
     print(R._wrap(what.replace("`", "")))
     print()
-    print(R.table(acc_rows, ["protocol", ACCURACY_HEADER.replace("±", "+-")]))
+    print(R.table(acc_rows, ["protocol", R.ACCURACY_HEADER.replace("±", "+-")]))
     print()
     print(R.table(lf_rows, ["label-free metric (TRAIN)", "value", "convention"]))
     print("\nverdicts:")

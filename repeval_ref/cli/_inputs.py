@@ -469,6 +469,8 @@ def split_rows(inp, test_fraction, seed, who):
 
 def split_text(split):
     """The split in words, for the commands' printed output."""
+    if not isinstance(split, dict) or "rule" not in split:
+        raise ValueError(f"split must be a dict from split_rows, got {split!r}")
     if split["rule"] == "stratified":
         how = (f"split once, stratified by class, test fraction {split['test_fraction']:g}, "
                f"seed {split['seed']}")

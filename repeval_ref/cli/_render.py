@@ -230,6 +230,9 @@ def md_table(rows, headers):
     return "\n".join([line(headers), "|" + "|".join("---" for _ in headers) + "|"] + [line(r) for r in rows])
 
 
+#: the heading of an accuracy table with low-shot rows: it says what each kind of spread is
+ACCURACY_HEADER = "test accuracy [95% Wilson interval]; low-shot: mean ± std over draws"
+
 #: what the spread of a low-shot figure is, wherever it stands beside Wilson intervals
 LOWSHOT_SPREAD = "mean ± std over draws of the support set, not an interval"
 

@@ -14,8 +14,9 @@ split and are never re-split; single files are split once (stratified, seeded). 
 encoder is evaluated on that split: weighted k-NN, the linear probe with C chosen on a
 split of TRAIN, low-shot nearest class mean (mean and std over the shared default number
 of draws), label-free metrics and verdicts. An all-zero feature row is refused with one
-line naming the file and the row, as in ``repeval report``. Every pair of encoders gets a paired bootstrap interval and an
-exact McNemar p-value per protocol, corrected across pairs (Holm or Benjamini-Hochberg).
+line naming the file and the row, as in ``repeval report``. Every pair of encoders gets a
+paired bootstrap interval and an exact McNemar p-value per protocol, corrected across
+pairs (Holm or Benjamini-Hochberg).
 
 Outputs (``--out``): ``leaderboard.csv``, ``leaderboard.md``, ``leaderboard.json`` and
 ``leaderboard.html`` (self-contained: plots inline as base64 PNG, no external files).

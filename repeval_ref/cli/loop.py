@@ -404,8 +404,8 @@ def _print_summary(args, h_train, y_train, h_test, y_test, log):
             zero = zero_rows(x)
             if zero.size:
                 raise InputError(zero_rows_message(w, zero, x.shape[0]))
-        summ = summary_section(xtr, ytr, xte, yte, seed=args.seed, progress=Progress(enabled=bool(args.progress)),
-                               who=who)
+        summ = summary_section(xtr, ytr, xte, yte, seed=args.seed, who=who,
+                               progress=Progress(enabled=bool(args.progress)))
     except InputError as exc:
         print(f"the protocols of repeval report: not computed ({exc})")
         return
@@ -413,7 +413,8 @@ def _print_summary(args, h_train, y_train, h_test, y_test, log):
           f"{summ['n_test']} test images, seed {summ['seed']}; low-shot: mean +- std over "
           f"{summ['draws']} draws):")
     rows = R.headline_rows(summ["knn"], summ["linear_probe"], summ["low_shot"], plus="+-")
-    print("\n".join("  " + line for line in R.table(rows, ["protocol", "test accuracy [95% Wilson]"]).splitlines()))
+    text = R.table(rows, ["protocol", R.ACCURACY_HEADER.replace("±", "+-")])
+    print("\n".join("  " + line for line in text.splitlines()))
 
 
 def _save_features(folder, h_train, y_train, h_test, y_test, log):
