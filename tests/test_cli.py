@@ -382,47 +382,31 @@ def test_entry_point_is_declared():
     assert eps[0].value == "repeval_ref.cli:main"
 
 
-def test_zero_feature_row_skips_cosine_parts_and_names_the_file(tmp_path, small, capsys):
+def test_zero_feature_row_is_refused_naming_the_file_and_row(tmp_path, small, capsys):
     X, y = small
     Xz = X.copy()
     Xz[4] = 0.0  # cosine similarity cannot normalise a zero vector
     paths = _write_pair(tmp_path, Xz, y, X, y)
     out = tmp_path / "o"
-    assert _run_report(paths, out) == 2  # incomplete report: exit 2, one line on stderr
+    assert _run_report(paths, out) == 2  # refused: exit 2, one line on stderr
     msg = _error(capsys)
-    assert f"TRAIN file {paths[0]}: feature row 4 is all zeros" in msg
-    assert "train_h" not in msg and "skipped" in msg
-    rep = json.loads((out / "report.json").read_text())
-    assert rep["knn"]["curve"] == [] and "row 4" in rep["knn"]["skipped"]
-    assert all(e["mean"] is None for e in rep["low_shot"])
-    # the parts that do not use cosine similarity still ran, on the same data
-    assert rep["linear_probe"]["accuracy"] is not None and rep["ridge_probe"]["n"] == 30
-    lf = rep["label_free"]
-    for name in ("mean_pairwise_cosine", "uniformity", "self_cluster"):
-        assert lf[name]["value"] is None and lf[name]["note"].startswith("skipped")
-    from repeval_ref import ne_sum, rankme
-
-    assert lf["rankme"]["value"] == pytest.approx(rankme(Xz), rel=1e-12)
-    assert lf["ne_sum"]["value"] == pytest.approx(ne_sum(Xz), rel=1e-12)
-    assert "Incomplete report" in (out / "report.md").read_text()
-    assert (out / "knn_vs_k.png").exists()
+    assert f"TRAIN file {paths[0]}: feature row 4 is all zeros (1 of 30 rows)" in msg
+    assert "train_h" not in msg and "remove such rows" in msg
+    assert not out.exists()  # refused before anything is computed or written
 
 
-def test_zero_feature_row_in_test_names_test(tmp_path, small, capsys):
+def test_zero_feature_rows_in_test_are_listed_in_the_file_numbering(tmp_path, small, capsys):
     X, y = small
     Xz = X.copy()
-    Xz[2] = 0.0
-    Xz[9] = 0.0
+    Xz[[2, 9]] = 0.0
     paths = _write_pair(tmp_path, X, y, Xz, y)
     assert _run_report(paths, tmp_path / "o") == 2
     msg = _error(capsys)
-    assert f"TEST file {paths[1]}: feature row 2 is all zeros (2 such rows in all)" in msg
-    rep = json.loads((tmp_path / "o" / "report.json").read_text())
-    # TRAIN is fine: its cosine-based label-free metrics still run
-    assert rep["label_free"]["self_cluster"]["value"] is not None
+    assert f"TEST file {paths[1]}: feature rows 2, 9 are all zeros (2 of 30 rows)" in msg
+    assert not (tmp_path / "o").exists()
 
 
-def test_compare_with_a_zero_row_skips_only_knn(tmp_path, small, capsys):
+def test_compare_refuses_a_zero_row_with_labels_and_accepts_it_without(tmp_path, small, capsys):
     X, y = small
     Xz = X.copy()
     Xz[0] = 0.0
@@ -432,8 +416,14 @@ def test_compare_with_a_zero_row_skips_only_knn(tmp_path, small, capsys):
                "--probe-c", "1", "--out", str(tmp_path / "c")])
     assert rc == 2
     assert f"A file {tmp_path / 'a.npz'}: feature row 0 is all zeros" in _error(capsys)
-    res = json.loads((tmp_path / "c" / "compare.json").read_text())
-    assert "skipped" in res["paired"]["knn"] and "mcnemar_p" in res["paired"]["probe"]
+    assert not (tmp_path / "c").exists()
+    # without labels only CKA runs, which a zero row does not disturb
+    np.save(tmp_path / "a.npy", Xz)
+    np.save(tmp_path / "b.npy", X)
+    assert main(["compare", str(tmp_path / "a.npy"), str(tmp_path / "b.npy"), "--quiet",
+                 "--out", str(tmp_path / "c2")]) == 0
+    res = json.loads((tmp_path / "c2" / "compare.json").read_text())
+    assert res["linear_cka"] == pytest.approx(linear_cka(Xz, X)) and res["paired"] is None
 
 
 def test_npz_that_is_not_a_zip_archive(tmp_path, small, capsys):

@@ -5,8 +5,14 @@ over a curve of k, the honestly tuned linear probe, the closed-form ridge probe 
 exact leave-one-out, low-shot nearest-class-mean) and every label-free metric of the
 package on a training and a test set of features, states verdicts in plain words, and
 writes ``report.md``, ``report.json`` and PNG plots. Without TEST it reads a folder
-written by ``python -m repeval_ref.loop``, or splits one labelled file
-(``--test-fraction``, seeded and stratified).
+written by ``python -m repeval_ref.loop`` (whose train and test parts are never
+re-split), or splits one labelled file (``--test-fraction``, seeded and stratified).
+
+Every command follows one split rule and one set of defaults (:data:`LOW_SHOT_DRAWS`,
+:data:`PAIRED_BOOTSTRAP`, :data:`TEST_FRACTION`), so the same inputs and settings give
+the same accuracies and low-shot figures in the loop, ``report``, ``compare`` and
+``leaderboard``. An all-zero feature row is refused with one line naming the file and
+the row, as other bad input is.
 
 ``repeval compare A B`` compares two representations of the same images (two
 encoders, or two layers): linear and RBF CKA, and a paired comparison of the k-NN and
@@ -45,13 +51,14 @@ import sys
 
 import numpy as np
 
-from ._evaluate import KNN_CURVE_KS, KNN_HEADLINE_KS, KNN_TAU, PROBE_CS, SHOTS
+from ._evaluate import (KNN_CURVE_KS, KNN_HEADLINE_KS, KNN_TAU, LOW_SHOT_DRAWS, PAIRED_BOOTSTRAP, PROBE_CS,
+                        SHOTS, TEST_FRACTION)
 from ._inputs import InputError, _short, load_features
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT = 0, 1, 2
 
 __all__ = ["main", "build_parser", "load_features", "InputError", "KNN_TAU", "KNN_CURVE_KS",
-           "KNN_HEADLINE_KS", "PROBE_CS", "SHOTS"]
+           "KNN_HEADLINE_KS", "PROBE_CS", "SHOTS", "LOW_SHOT_DRAWS", "PAIRED_BOOTSTRAP", "TEST_FRACTION"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -103,12 +110,19 @@ input files:
              DIR/test.npz), or one folder of its --cache-dir (MODEL/DATA-train holds
              __flat.npy and labels.npy; MODEL alone stands for its -train and -test)
 
+one split rule for every command: a loop folder's train and test parts are the split
+and are never re-split; a single labelled file is split once, stratified by class and
+seeded by --seed, identically by report (--test-fraction), compare and leaderboard.
+With the same inputs and settings the commands print the same accuracies and low-shot
+figures (low-shot: mean +- std over the same default number of draws).
+
 Bad input (missing file or key, length mismatch, NaN/inf, non-numeric data, a single
-class, a class too small to split) ends with a one-line message and exit status 2.
-An all-zero feature row has no cosine similarity: the cosine-based parts (weighted
-k-NN, low-shot nearest class mean, cosine label-free metrics) are skipped, the rest is
-still written, and the command ends with a one-line message naming the file and row,
-exit status 2."""
+class, a class too small to split) ends with a one-line message naming the file and,
+where it applies, the row within that file (counted from 0), and exit status 2.
+An all-zero feature row is refused the same way: cosine similarity (weighted k-NN,
+low-shot nearest class mean, cosine label-free metrics) is undefined for it, and no
+command drops images or leaves a protocol out; remove such rows from every input of
+those images. (compare without labels only computes CKA and accepts them.)"""
 
 PROBE_C_HELP = ("candidate inverse regularisation strengths C of the logistic-regression probe, "
                 "comma separated, tried on a validation split of the training part; the first "
@@ -155,13 +169,14 @@ def build_parser():
                     help="test features and labels, same feature dimension")
     rp.add_argument("--test-fraction", type=_fraction, default=None, metavar="F",
                     help="without TEST: hold out this share of TRAIN's rows for testing "
-                         "(stratified by class, seeded by --seed)")
+                         "(stratified by class, seeded by --seed); not for a loop folder, whose "
+                         "train and test parts are never re-split")
     rp.add_argument("--out", default="repeval_report", metavar="DIR",
                     help="output directory, created if needed (default: %(default)s)")
     rp.add_argument("--seed", type=int, default=0,
                     help="seed of every random choice: split, probe validation split, low-shot "
                          "draws, subsamples (default: %(default)s)")
-    rp.add_argument("--draws", type=_positive_int, default=10,
+    rp.add_argument("--draws", type=_positive_int, default=LOW_SHOT_DRAWS,
                     help="low-shot support draws per shot count, >= 2 (default: %(default)s)")
     rp.add_argument("--dse-samples", type=_positive_int, default=2000, metavar="N",
                     help="rows used by the diffusion spectral entropy, an N x N eigenproblem "
@@ -183,19 +198,23 @@ def build_parser():
         "compare", help="compare two representations of the same images",
         description=_wrap("Linear CKA (biased and debiased) and RBF CKA between A and B (same "
                           "images, same order: two encoders or two layers). With labels, the "
-                          "images are split once (stratified) into train and test, and the k-NN "
-                          "and linear-probe predictions of A and B on the same test images are "
-                          "compared: accuracy with 95% Wilson intervals, the gain of B over A "
-                          "with a paired bootstrap interval, and the exact McNemar p-value, "
-                          "with a line on reading the two together."),
+                          "images are split as every command splits them (a loop folder's own "
+                          "train and test parts; a single file once, stratified and seeded), and "
+                          "the k-NN and linear-probe predictions of A and B on the same test "
+                          "images are compared: accuracy with 95% Wilson intervals, the gain of B "
+                          "over A with a paired bootstrap interval, and the exact McNemar p-value, "
+                          "with a line on reading the two together. The output names A and B by "
+                          "their paths and prints the split sizes and the seed."),
         epilog=FILES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     cp.add_argument("a", metavar="A", help="features of encoder/layer A (labels optional)")
     cp.add_argument("b", metavar="B", help="features of encoder/layer B for the same images")
-    cp.add_argument("--test-fraction", type=_fraction, default=0.25,
-                    help="share of images held out for testing (default: %(default)s)")
-    cp.add_argument("--k", type=_positive_int, default=20, help="k of the weighted k-NN (default: %(default)s)")
-    cp.add_argument("--boot", type=_positive_int, default=10000,
+    cp.add_argument("--test-fraction", type=_fraction, default=TEST_FRACTION,
+                    help="share of images held out for testing when A and B are single files; "
+                         "loop folders keep their own parts (default: %(default)s)")
+    cp.add_argument("--k", type=_positive_int, default=KNN_HEADLINE_KS[0],
+                    help="k of the weighted k-NN (default: %(default)s)")
+    cp.add_argument("--boot", type=_positive_int, default=PAIRED_BOOTSTRAP,
                     help="paired bootstrap replicates (default: %(default)s)")
     cp.add_argument("--cka-samples", type=_positive_int, default=2000, metavar="N",
                     help="rows used by RBF CKA, which forms N x N kernels (default: %(default)s)")

@@ -12,15 +12,20 @@ import warnings
 
 import numpy as np
 
-from ._inputs import InputError, _short
+from ._inputs import InputError, _check_classes, _short
 
 KNN_TAU = 0.07
 KNN_HEADLINE_KS = (20, 200)
 KNN_CURVE_KS = (1, 5, 10, 20, 50, 100, 200)
 PROBE_CS = tuple(10.0 ** np.arange(-4, 3))
 SHOTS = (1, 5, 20)
-COSINE_METRICS = ("mean_pairwise_cosine", "uniformity", "self_cluster")
-ZERO_ROWS_SHORT = "all-zero feature rows, cosine similarity undefined (see the report's note)"
+#: Low-shot support draws per shot count: the one default of every command (report,
+#: leaderboard, the loop's summary), so that they print the same low-shot figures.
+LOW_SHOT_DRAWS = 10
+#: Paired bootstrap replicates per pair: the one default of compare and leaderboard.
+PAIRED_BOOTSTRAP = 10000
+#: Share of a single labelled file held out for testing by compare and leaderboard.
+TEST_FRACTION = 0.25
 
 
 # --------------------------------------------------------------------- BLAS threads
@@ -57,6 +62,39 @@ def acc_from_counts(k, n):
 def acc_entry(correct):
     correct = np.asarray(correct, dtype=bool)
     return acc_from_counts(int(correct.sum()), int(correct.size))
+
+
+# ------------------------------------------------------------------------- classes
+
+
+def class_indices(train_y, test_y, who=("TRAIN", "TEST"), test_rows=None):
+    """Classes of TRAIN, and both label arrays as indices into them (-1: unseen in TRAIN).
+
+    Parameters
+    ----------
+    train_y, test_y : numpy.ndarray of int64
+    who : (str, str)
+        The training and test rows as error lines name them (their files, or the parts
+        of one file).
+    test_rows : numpy.ndarray of int, optional
+        Each test row's number in its file (default ``0, 1, ...``).
+
+    Returns
+    -------
+    classes, counts : numpy.ndarray
+        The TRAIN classes and their sizes.
+    ytr, yte : numpy.ndarray of int64
+    """
+    if len(who) != 2:
+        raise ValueError(f"who must name the training and the test rows, got {who!r}")
+    classes, counts = _check_classes(train_y, who[0])
+    pos = np.searchsorted(classes, test_y).clip(0, classes.size - 1)
+    yte = np.where(classes[pos] == test_y, pos, -1)
+    if np.all(yte < 0):
+        row = 0 if test_rows is None else int(test_rows[0])
+        raise InputError(f"TEST has label {test_y[0]} that never occurs in TRAIN ({who[1]}, row {row}; "
+                         f"no label of it occurs in {who[0]})")
+    return classes, counts, np.searchsorted(classes, train_y), yte
 
 
 # --------------------------------------------------------------------------- k-NN
@@ -107,28 +145,29 @@ def knn_section(train_x, ytr, test_x, yte, n_classes, progress=None, ks=KNN_CURV
 # --------------------------------------------------------------------- linear probe
 
 
-def probe_columns(train_x, seed):
+def probe_columns(train_x, seed, who="TRAIN"):
     """Columns kept for the probe: those not constant on the probe's fitting part.
 
     Replicates the split of :func:`repeval_ref.linear_probe.linear_probe_done_right`
     (the fitting part is ``permutation(n)[n // 5:]``); a constant feature carries no
-    information and cannot be standardised.
+    information and cannot be standardised. ``who`` names the training rows in the
+    error line (the file, or the part of it).
     """
     n = train_x.shape[0]
     fit = np.random.default_rng(seed).permutation(n)[n // 5:]
     keep = np.ptp(train_x[fit], axis=0) > 0
     if not keep.any():
-        raise InputError("TRAIN: every feature is constant; no probe can be fitted")
+        raise InputError(f"{who}: every feature is constant; no probe can be fitted")
     return keep
 
 
-def probe_section(train_x, ytr, test_x, yte, seed, Cs, progress=None):
+def probe_section(train_x, ytr, test_x, yte, seed, Cs, progress=None, who="TRAIN"):
     """The honestly tuned probe (C chosen on a split of TRAIN); info, accuracy entry, predictions."""
     from sklearn.exceptions import ConvergenceWarning
 
     from ..linear_probe import linear_probe_warm_path
 
-    keep = probe_columns(train_x, seed)
+    keep = probe_columns(train_x, seed, who)
     task = progress.task("linear probe", len(Cs) + 1, unit="fits") if progress else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.filterwarnings("always", category=ConvergenceWarning)
@@ -146,13 +185,14 @@ def probe_section(train_x, ytr, test_x, yte, seed, Cs, progress=None):
 # ---------------------------------------------------------------------------- ridge
 
 
-def ridge_section(train_x, ytr, test_x, yte):
+def ridge_section(train_x, ytr, test_x, yte, who="TRAIN"):
+    """The ridge probe with its penalty chosen by exact leave-one-out; accuracy entry and grid."""
     from ..ridge import ridge_loo, ridge_probe
 
     centred = train_x - train_x.mean(axis=0)
     scale = float(np.sum(centred**2)) / train_x.shape[1]
     if not scale > 0:
-        raise InputError("TRAIN: every feature is constant; the ridge probe is undefined")
+        raise InputError(f"{who}: every feature is constant; the ridge probe is undefined")
     lams = scale * np.logspace(-6, 2, 17)
     best, press = ridge_loo(train_x, ytr, lams)
     pred = np.argmax(ridge_probe(train_x, ytr, test_x, best), axis=1)
@@ -163,8 +203,13 @@ def ridge_section(train_x, ytr, test_x, yte):
 # ------------------------------------------------------------------------- low-shot
 
 
-def low_shot_section(train_x, ytr, test_x, yte, counts, draws, seed, cosine_skip=None,
-                     shots_list=SHOTS, progress=None):
+def low_shot_section(train_x, ytr, test_x, yte, counts, draws, seed, shots_list=SHOTS, progress=None):
+    """Low-shot nearest-class-mean accuracy per shot count: mean and std over ``draws`` draws.
+
+    The spread is the standard deviation over random support sets, not an interval;
+    every table labels it so. Test rows whose class is unseen in TRAIN are left out
+    (said in the entry's note).
+    """
     from ..lowshot import low_shot_eval
 
     seen = yte >= 0  # test rows whose class occurs in TRAIN
@@ -172,10 +217,8 @@ def low_shot_section(train_x, ytr, test_x, yte, counts, draws, seed, cosine_skip
     task = progress.task("low-shot nearest class mean", len(shots_list), unit="shot counts") \
         if progress else None
     for shots in shots_list:
-        entry = {"shots": shots, "mean": None, "std": None, "draws": 0, "note": ""}
-        if cosine_skip:
-            entry["note"] = ZERO_ROWS_SHORT
-        elif shots > counts.min():
+        entry = {"shots": shots, "mean": None, "std": None, "draws": 0, "seed": seed, "note": ""}
+        if shots > counts.min():
             entry["note"] = f"smallest TRAIN class has {counts.min()} samples"
         else:
             try:
@@ -232,14 +275,14 @@ def _median_distance(X, rng, m=2000):
 
 
 def label_free_section(X, *, seed, pair_samples=5000, dse_samples=2000, id_batch=1000,
-                       id_samples=10000, cosine_skip=None, progress=None, full=True):
+                       id_samples=10000, progress=None, full=True):
     """Every label-free metric on the training features; failures become notes.
 
     The spectral and covariance metrics, Self-Cluster and the mean pairwise cosine come
     from :func:`repeval_ref.label_free_summary` (one SVD and two passes instead of one
-    decomposition per metric). ``cosine_skip``: reason why the metrics on
-    unit-normalised rows cannot run (zero rows). ``full=False`` leaves out the costly
-    all-pairs metrics (uniformity, diffusion spectral entropy, TwoNN on all rows).
+    decomposition per metric). ``full=False`` leaves out the costly all-pairs metrics
+    (uniformity, diffusion spectral entropy, TwoNN on all rows). The commands refuse
+    all-zero rows before this runs, so the metrics on unit-normalised rows are defined.
     """
     from ..labelfree import (diffusion_spectral_entropy, label_free_summary, two_nn_id,
                              two_nn_id_batched, uniformity)
@@ -258,9 +301,6 @@ def label_free_section(X, *, seed, pair_samples=5000, dse_samples=2000, id_batch
                      **extra}
 
     def run(name, fn, note=None):
-        if cosine_skip and name in COSINE_METRICS:
-            put(name, None, f"skipped: {ZERO_ROWS_SHORT}")
-            return
         try:
             value = fn()
         except (ValueError, ArithmeticError) as exc:
@@ -281,9 +321,7 @@ def label_free_section(X, *, seed, pair_samples=5000, dse_samples=2000, id_batch
                      ("mean_pairwise_cosine", "mean_pairwise_cosine"),
                      ("self_cluster", "self_cluster")):
         value = summ[src]
-        if key in COSINE_METRICS and cosine_skip:
-            put(key, None, f"skipped: {ZERO_ROWS_SHORT}")
-        elif value is None:
+        if value is None:
             put(key, None, _short(ValueError(notes.get(src, "undefined"))))
         else:
             put(key, value / d if key == "ne_sum_normalized" else value)
@@ -330,3 +368,32 @@ def label_free_section(X, *, seed, pair_samples=5000, dse_samples=2000, id_batch
     if task:
         task.close()
     return out
+
+
+# ------------------------------------------------------------------- one summary
+
+
+def summary_section(train_x, train_y, test_x, test_y, *, seed=0, draws=LOW_SHOT_DRAWS, probe_c=PROBE_CS,
+                    blas=1, progress=None, who=("TRAIN", "TEST")):
+    """The headline numbers of ``repeval report``, computed by the same calls as the report.
+
+    Weighted k-NN at :data:`KNN_HEADLINE_KS`, the linear probe with C chosen on a
+    validation split of TRAIN, and low-shot nearest class mean at :data:`SHOTS`, each
+    with the report's defaults; the loop prints these so that its numbers and the
+    report's agree on the same features.
+
+    Returns
+    -------
+    dict
+        ``knn`` (list of entries), ``linear_probe``, ``low_shot``, ``seed``, ``draws``,
+        ``n_train`` and ``n_test``.
+    """
+    if not isinstance(draws, (int, np.integer)) or draws < 2:
+        raise ValueError(f"draws must be an integer >= 2, got {draws!r}")
+    classes, counts, ytr, yte = class_indices(train_y, test_y, who)
+    curve, _ = knn_section(train_x, ytr, test_x, yte, classes.size, progress, ks=KNN_HEADLINE_KS)
+    with blas_threads(blas):
+        info, entry, _ = probe_section(train_x, ytr, test_x, yte, seed, probe_c, progress, who[0])
+        low = low_shot_section(train_x, ytr, test_x, yte, counts, draws, seed, progress=progress)
+    return {"knn": curve, "linear_probe": {**entry, **info}, "low_shot": low, "seed": seed,
+            "draws": int(draws), "n_train": int(train_x.shape[0]), "n_test": int(test_x.shape[0])}

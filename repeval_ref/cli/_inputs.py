@@ -9,6 +9,7 @@ that names the argument and the file.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -141,7 +142,8 @@ def _read_pt(path, arg, need_labels):
         )
     if labels is None and need_labels:
         raise InputError(f"{arg} file {path} has no entry 'labels'")
-    return _to_numpy(feats, f"{arg} features"), (None if labels is None else _to_numpy(labels, f"{arg} labels"))
+    return (_to_numpy(feats, f"{arg} file {path}: features"),
+            None if labels is None else _to_numpy(labels, f"{arg} file {path}: labels"))
 
 
 def _pt_load_error(path, arg, exc):
@@ -169,11 +171,38 @@ def _short(exc):
 def load_features(path, arg, need_labels=True):
     """Read ``(features, labels)`` from an .npz, .npy or .pt file; validate both.
 
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A features file, or one folder of the loop's feature cache.
+    arg : str
+        The role of the input in the command (``TRAIN``, ``A``, an encoder's name):
+        every error line starts with it and names the file.
+    need_labels : bool
+        Whether a missing labels array is an error.
+
     Returns
     -------
     features : numpy.ndarray of float64, shape (n, d)
     labels : numpy.ndarray of int64, shape (n,), or None (only when not needed)
     """
+    feats, labels, _ = read_file(path, arg, need_labels)
+    return feats, labels
+
+
+def read_file(path, arg, need_labels=True):
+    """:func:`load_features`, plus the path of the file actually read.
+
+    A folder of the loop's cache stands for its features file (``__flat.npy``), so
+    error lines and row numbers refer to that file.
+
+    Returns
+    -------
+    features, labels : numpy.ndarray (labels None when absent and not needed)
+    file : pathlib.Path
+    """
+    if not isinstance(arg, str) or not arg:
+        raise ValueError(f"arg must be a non-empty string, got {arg!r}")
     path = Path(path)
     if not path.exists():
         raise InputError(f"{arg} file not found: {path}")
@@ -189,39 +218,42 @@ def load_features(path, arg, need_labels=True):
     else:
         raise InputError(f"{arg} file {path} has an unsupported type {suffix or '(none)'}; "
                          "use .npz, .npy or .pt")
-    feats = _check_features(feats, arg)
+    who = f"{arg} file {path}"
+    feats = _check_features(feats, who)
     if labels is not None:
-        labels = _check_labels(labels, arg, feats.shape[0])
-    return feats, labels
+        labels = _check_labels(labels, who, feats.shape[0])
+    return feats, labels, path
 
 
-def _check_features(X, arg):
+def _check_features(X, who):
     if X.dtype == object or not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
-        raise InputError(f"{arg}: features must be numeric, got dtype {X.dtype}")
+        raise InputError(f"{who}: features must be numeric, got dtype {X.dtype}")
     if np.iscomplexobj(X):
-        raise InputError(f"{arg}: features must be real numbers, got dtype {X.dtype}")
+        raise InputError(f"{who}: features must be real numbers, got dtype {X.dtype}")
     if X.ndim != 2:
-        raise InputError(f"{arg}: features must be a 2-D array (n, d), got shape {X.shape}")
+        raise InputError(f"{who}: features must be a 2-D array (n, d), got shape {X.shape}")
     if X.shape[0] == 0 or X.shape[1] == 0:
-        raise InputError(f"{arg}: features are empty (shape {X.shape})")
+        raise InputError(f"{who}: features are empty (shape {X.shape})")
     X = X.astype(np.float64)
     finite = np.isfinite(X)
     if not finite.all():
         row = int(np.flatnonzero(~finite.all(axis=1))[0])
-        raise InputError(f"{arg}: features contain NaN or infinite values (first in row {row})")
+        raise InputError(f"{who}: features contain NaN or infinite values (first in row {row})")
     return X
 
 
-def _check_labels(y, arg, n):
+def _check_labels(y, who, n):
     if y.dtype == object or not (np.issubdtype(y.dtype, np.number) or y.dtype == bool):
-        raise InputError(f"{arg}: labels must be integers, got dtype {y.dtype}")
+        raise InputError(f"{who}: labels must be integers, got dtype {y.dtype}")
     if y.ndim != 1:
-        raise InputError(f"{arg}: labels must be a 1-D array, got shape {y.shape}")
+        raise InputError(f"{who}: labels must be a 1-D array, got shape {y.shape}")
     if y.shape[0] != n:
-        raise InputError(f"{arg}: {n} feature rows but {y.shape[0]} labels; they must have the same length")
+        raise InputError(f"{who}: {n} feature rows but {y.shape[0]} labels; they must have the same length")
     if not np.issubdtype(y.dtype, np.integer) and y.dtype != bool:
-        if not np.all(np.isfinite(y)) or not np.all(y == np.round(y)):
-            raise InputError(f"{arg}: labels must be whole numbers (class ids)")
+        bad = ~np.isfinite(y) | (y != np.round(np.nan_to_num(y)))
+        if bad.any():
+            raise InputError(f"{who}: labels must be whole numbers (class ids); "
+                             f"row {int(np.flatnonzero(bad)[0])} is not")
     return y.astype(np.int64)
 
 
@@ -239,21 +271,37 @@ def _check_classes(y, arg, *, min_per_class=2, why="the probe's model selection 
     return classes, counts
 
 
-def _zero_row_note(X, arg, path):
-    """A user-facing sentence when some feature rows are all zeros, else None.
+#: Why an all-zero feature row is refused rather than skipped or dropped.
+ZERO_ROW_REASON = ("cosine similarity (weighted k-NN, low-shot nearest class mean, the cosine "
+                   "label-free metrics) is undefined for it, and repeval neither drops images nor "
+                   "switches a protocol off: remove such rows from every input of these images")
 
-    Cosine similarity (weighted k-NN, low-shot nearest class mean, the cosine-based
-    label-free metrics) needs unit-normalised rows, which a zero row does not have.
+
+def zero_rows(X):
+    """Indices of the rows of ``X`` that are all zeros.
+
+    Parameters
+    ----------
+    X : numpy.ndarray, shape (n, d)
+
+    Returns
+    -------
+    numpy.ndarray of int64
     """
-    zero = np.flatnonzero(~X.any(axis=1))
-    if zero.size == 0:
-        return None
-    more = f" ({zero.size} such rows in all)" if zero.size > 1 else ""
-    return (f"{arg} file {path}: feature row {int(zero[0])} is all zeros{more}, so its cosine "
-            "similarity is undefined")
+    X = np.asarray(X)
+    if X.ndim != 2:
+        raise ValueError(f"X must be a 2-D array, got shape {X.shape}")
+    return np.flatnonzero(~X.any(axis=1))
 
 
-# ------------------------------------------------------------------------- protocols
+def zero_rows_message(who, rows, n):
+    """The one-line refusal of all-zero rows ``rows`` (numbered in the file ``who`` names)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if rows.ndim != 1 or rows.size == 0:
+        raise ValueError("rows must be a non-empty 1-D array of row numbers")
+    shown = ", ".join(str(int(r)) for r in rows[:8]) + (", ..." if rows.size > 8 else "")
+    noun = f"feature row {shown} is" if rows.size == 1 else f"feature rows {shown} are"
+    return f"{who}: {noun} all zeros ({rows.size} of {n} rows); {ZERO_ROW_REASON}"
 
 
 # ------------------------------------------------------------------- the loop's folders
@@ -304,6 +352,133 @@ def split_folder(folder):
     return None
 
 
+@dataclass(frozen=True)
+class Input:
+    """One input as read: the rows of its parts stacked, the training part first.
+
+    Attributes
+    ----------
+    x : numpy.ndarray of float64, shape (n, d)
+    y : numpy.ndarray of int64, shape (n,), or None
+    files : tuple of pathlib.Path
+        The file read for each part: one for a features file, two (train, test) for a
+        folder the loop wrote for one model.
+    sizes : tuple of int
+        Rows of each part.
+    roles : tuple of str
+        The role named in error lines for each part (``TRAIN``, ``TEST``, ``A``, ...).
+    path : pathlib.Path
+        The path as the user gave it.
+    """
+
+    x: np.ndarray
+    y: np.ndarray | None
+    files: tuple
+    sizes: tuple
+    roles: tuple
+    path: Path
+
+    @property
+    def n_train(self):
+        """Rows of the training part when the input has train and test parts, else None."""
+        return self.sizes[0] if len(self.sizes) == 2 else None
+
+    def parts(self):
+        """``(role, file, rows)`` of each part, ``rows`` the slice of :attr:`x` it fills."""
+        bounds = np.cumsum((0,) + tuple(self.sizes))
+        return [(role, f, slice(int(a), int(b)))
+                for role, f, a, b in zip(self.roles, self.files, bounds[:-1], bounds[1:])]
+
+
+def read_input(path, arg, need_labels=True, *, part_roles=None):
+    """Read one input of a command: a features file, a cache folder, or a loop folder.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    arg : str
+        The input's role in error lines.
+    need_labels : bool
+        Whether a single file without labels is an error (the loop's train and test
+        parts always need theirs).
+    part_roles : (str, str), optional
+        The roles of the train and test parts of a loop folder in error lines
+        (default: ``arg`` for both).
+
+    Returns
+    -------
+    Input
+    """
+    if not isinstance(arg, str) or not arg:
+        raise ValueError(f"arg must be a non-empty string, got {arg!r}")
+    if part_roles is not None and (len(part_roles) != 2 or not all(isinstance(r, str) for r in part_roles)):
+        raise ValueError(f"part_roles must be two strings, got {part_roles!r}")
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{arg} file not found: {path}")
+    pair = split_folder(path) if path.is_dir() else None
+    if pair is None:
+        x, y, f = read_file(path, arg, need_labels)
+        return Input(x, y, (f,), (x.shape[0],), (arg,), path)
+    roles = tuple(part_roles or (arg, arg))
+    (xa, ya, fa), (xb, yb, fb) = (read_file(p, r) for p, r in zip(pair, roles))
+    if xa.shape[1] != xb.shape[1]:
+        raise InputError(f"{arg}: the train and test features in {path} have different dimensions "
+                         f"({fa}: {xa.shape[1]}, {fb}: {xb.shape[1]})")
+    return Input(np.vstack([xa, xb]), np.concatenate([ya, yb]), (fa, fb),
+                 (xa.shape[0], xb.shape[0]), roles, path)
+
+
+def refuse_zero_rows(inp):
+    """Raise :class:`InputError` naming the file and rows if any feature row of ``inp`` is all zeros.
+
+    Rows are numbered within the file that holds them (from 0, as NumPy indexes them).
+    """
+    if not isinstance(inp, Input):
+        raise ValueError(f"inp must be an Input, got {type(inp).__name__}")
+    for role, f, rows in inp.parts():
+        zero = zero_rows(inp.x[rows])
+        if zero.size:
+            raise InputError(zero_rows_message(f"{role} file {f}", zero, rows.stop - rows.start))
+
+
+def split_rows(inp, test_fraction, seed, who):
+    """Training and test rows of ``inp`` under the one split rule of every command.
+
+    An input with train and test parts (a loop folder) is never re-split: its parts
+    are the split. A single file is split once, stratified by class and seeded
+    (:func:`stratified_split`), the same way by every command.
+
+    Returns
+    -------
+    train, test : numpy.ndarray of int64
+        Sorted row indices into ``inp.x``.
+    split : dict
+        The rule applied, its sizes and, for a stratified split, its fraction and seed.
+    """
+    if not isinstance(inp, Input) or inp.y is None:
+        raise ValueError("inp must be an Input with labels")
+    if inp.n_train is not None:
+        tr, te = np.arange(inp.n_train), np.arange(inp.n_train, inp.x.shape[0])
+        split = {"rule": "the train and test parts of the folder", "files": [str(f) for f in inp.files]}
+    else:
+        tr, te = stratified_split(inp.y, test_fraction, seed, who)
+        split = {"rule": "stratified", "test_fraction": test_fraction, "seed": seed}
+    return tr, te, {**split, "n_train": int(tr.size), "n_test": int(te.size)}
+
+
+def split_text(split):
+    """The split in words, for the commands' printed output."""
+    if not isinstance(split, dict) or "rule" not in split:
+        raise ValueError(f"split must be a dict from split_rows, got {split!r}")
+    if split["rule"] == "stratified":
+        how = (f"split once, stratified by class, test fraction {split['test_fraction']:g}, "
+               f"seed {split['seed']}")
+    else:
+        how = "the folder's own train and test parts, not re-split"
+    return f"{split['n_train']} training and {split['n_test']} test images ({how})"
+
+
 def load_split(train, test, *, test_fraction=None, seed=0, arg_train="TRAIN", arg_test="TEST"):
     """Training and test features with labels, from two inputs, a loop folder, or one split file.
 
@@ -311,7 +486,8 @@ def load_split(train, test, *, test_fraction=None, seed=0, arg_train="TRAIN", ar
     ----------
     train : path
         A features file or folder; alone (``test`` None), a folder the loop wrote
-        for one model, or a labelled file that is split with ``test_fraction``.
+        for one model (its parts are the split, never re-split), or a labelled file
+        that is split with ``test_fraction``.
     test : path or None
     test_fraction : float in (0, 1), optional
         Share of the rows of ``train`` held out (stratified, seeded), when ``test``
@@ -322,29 +498,41 @@ def load_split(train, test, *, test_fraction=None, seed=0, arg_train="TRAIN", ar
     -------
     train_x, train_y, test_x, test_y : numpy.ndarray
     sources : dict
-        What was read: ``train``, ``test`` (paths as text) and ``split`` (None or a
-        description of the split).
+        ``train``, ``test`` (the files read, as text), ``split`` (None or a
+        description of the split), ``who`` (the training and test parts as error
+        lines name them) and ``test_rows`` (each test row's number in its file).
     """
-    split = None
-    if test is None:
-        pair = split_folder(train)
-        if pair is not None:
-            train, test = pair
     if test is not None:
         if test_fraction is not None:
             raise InputError("--test-fraction splits a single file; it cannot be combined with a TEST input")
-        train_x, train_y = load_features(train, arg_train)
-        test_x, test_y = load_features(test, arg_test)
+        parts = [read_input(p, a) for p, a in ((train, arg_train), (test, arg_test))]
+        for inp, a in zip(parts, (arg_train, arg_test)):
+            if inp.n_train is not None:
+                raise InputError(f"{a} {inp.path} is a folder with train and test parts; give it alone")
+            refuse_zero_rows(inp)
+        (a, b) = parts
+        return a.x, a.y, b.x, b.y, {"train": str(a.files[0]), "test": str(b.files[0]), "split": None,
+                                    "who": (f"{arg_train} file {a.files[0]}", f"{arg_test} file {b.files[0]}"),
+                                    "test_rows": np.arange(b.x.shape[0])}
+    if not Path(train).exists():
+        raise InputError(f"{arg_train} file not found: {train}")
+    inp = read_input(train, arg_train, part_roles=(arg_train, arg_test))
+    if inp.n_train is not None and test_fraction is not None:
+        raise InputError(f"{train} holds its own train and test parts ({inp.files[0].name}, "
+                         f"{inp.files[1].name}), which are never re-split; leave out --test-fraction")
+    if inp.n_train is None and test_fraction is None:
+        raise InputError(f"give a TEST input, or --test-fraction to split {train} into train and test")
+    refuse_zero_rows(inp)
+    tr, te, split = split_rows(inp, test_fraction, seed, f"{arg_train} file {inp.files[0]}")
+    if inp.n_train is not None:
+        src = {"train": str(inp.files[0]), "test": str(inp.files[1]), "split": split,
+               "who": tuple(f"{r} file {f}" for r, f in zip(inp.roles, inp.files)),
+               "test_rows": te - inp.n_train}
     else:
-        if test_fraction is None:
-            raise InputError(f"give a TEST input, or --test-fraction to split {train} into train and test")
-        x, y = load_features(train, arg_train)
-        tr, te = stratified_split(y, test_fraction, seed, arg_train)
-        train_x, train_y, test_x, test_y = x[tr], y[tr], x[te], y[te]
-        split = {"test_fraction": test_fraction, "seed": seed, "stratified": True,
-                 "n_train": int(tr.size), "n_test": int(te.size)}
-    return train_x, train_y, test_x, test_y, {"train": str(train), "test": str(test) if test else None,
-                                              "split": split}
+        src = {"train": str(inp.files[0]), "test": None, "split": split,
+               "who": (f"the training part of {inp.files[0]}", f"the test part of {inp.files[0]}"),
+               "test_rows": te}
+    return inp.x[tr], inp.y[tr], inp.x[te], inp.y[te], src
 
 
 def stratified_split(y, test_fraction, seed, arg="labels"):

@@ -1,7 +1,13 @@
-"""Progress on stderr that moves within each stage (tqdm bars), or nothing with --quiet."""
+"""Progress on stderr: tqdm bars on a terminal, one plain line per stage otherwise, nothing with --quiet.
+
+A bar redraws itself with carriage returns, which a log file keeps as clutter; so bars
+are drawn only when stderr is a terminal (``isatty``). Elsewhere each stage writes one
+line when it ends (``linear probe: 8/8 fits in 1.2 s``).
+"""
 from __future__ import annotations
 
 import sys
+import time
 
 
 class _Silent:
@@ -12,8 +18,33 @@ class _Silent:
         pass
 
 
+class _Line:
+    """A stage's progress as one line, written when the stage ends: no carriage return."""
+
+    def __init__(self, label, total, unit, stream):
+        self.label, self.total, self.unit, self.stream = label, total, unit, stream
+        self.done = 0
+        self.start = time.perf_counter()
+
+    def update(self, n=1):
+        self.done += n
+
+    def close(self):
+        seconds = time.perf_counter() - self.start
+        self.stream.write(f"{self.label}: {self.done}/{self.total} {self.unit} in {seconds:.1f} s\n")
+        self.stream.flush()
+
+
+def is_terminal(stream):
+    """Whether ``stream`` is an open terminal (False for files, pipes and closed streams)."""
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
 class Progress:
-    """Hands out one tqdm bar per stage; ``enabled=False`` gives silent stand-ins.
+    """Hands out one progress reporter per stage; ``enabled=False`` gives silent stand-ins.
 
     Parameters
     ----------
@@ -22,15 +53,23 @@ class Progress:
     """
 
     def __init__(self, enabled=True):
+        if not isinstance(enabled, bool):
+            raise ValueError(f"enabled must be True or False, got {enabled!r}")
         self.enabled = enabled
 
     def task(self, label, total, unit="steps"):
-        """A bar for one stage of ``total`` units; call ``update(n)`` and ``close()``."""
+        """A reporter for one stage of ``total`` units; call ``update(n)`` and ``close()``.
+
+        A tqdm bar when stderr is a terminal, else one line at ``close()``.
+        """
         if not self.enabled:
             return _Silent()
+        stream = sys.stderr
+        if not is_terminal(stream):
+            return _Line(label, total, unit, stream)
         from tqdm import tqdm
 
-        return tqdm(total=total, desc=label, unit=f" {unit}", file=sys.stderr, leave=True,
+        return tqdm(total=total, desc=label, unit=f" {unit}", file=stream, leave=True,
                     dynamic_ncols=True, mininterval=0.5)
 
     def stage(self, label):

@@ -2,31 +2,52 @@
 
 Every output file is first written under a temporary name in its folder and then
 renamed (:func:`write_files`), so an interrupted or failed run leaves no half-written
-file behind.
+file behind; the files are created with the user's umask, as any program's are.
+Every Markdown table goes through :func:`md_table`, which escapes its cells.
 """
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
 from pathlib import Path
 
 import numpy as np
 
-from ._evaluate import KNN_TAU, LABEL_FREE_NAMES, ZERO_ROWS_SHORT
+from ._evaluate import KNN_TAU, LABEL_FREE_NAMES
+
+
+def _new_temp_file(outdir, name):
+    """A new, empty temporary file beside ``outdir / name``: ``(fd, path)``.
+
+    Created by ``os.open`` with mode 0o666, which the kernel reduces by the process's
+    umask (``tempfile.mkstemp`` would give 0o600 whatever the umask), and with
+    ``O_EXCL``, so an existing file is never reused.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        tmp = outdir / f".{name}.{secrets.token_hex(8)}.tmp"
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name for {outdir / name}")
 
 
 def write_files(outdir, contents):
     """Write ``{name: str or bytes}`` into ``outdir``: all to temporary files first, then renamed.
 
+    The files get the permissions the user's umask allows (0644 under umask 022).
     Raises OSError (from the file system) before any final name is touched if a
     temporary file cannot be written.
     """
     outdir = Path(outdir)
+    if not isinstance(contents, dict) or not all(isinstance(k, str) and k and "/" not in k for k in contents):
+        raise ValueError("contents must map plain file names to str or bytes")
     outdir.mkdir(parents=True, exist_ok=True)
     staged = []
     try:
         for name, data in contents.items():
-            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=outdir)
+            fd, tmp = _new_temp_file(outdir, name)
             staged.append((tmp, outdir / name))
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data.encode() if isinstance(data, str) else data)
@@ -80,6 +101,44 @@ def _pyplot():
     return _Figures
 
 
+def place_labels_inside(fig, ax, pad_px=2.0):
+    """Keep every annotation of ``ax`` inside the axes.
+
+    Each label is first put on the side of its point that faces the centre of the
+    axes (``ha``/``va`` chosen by position); after a draw, a label that still crosses
+    an edge is shifted back inside, and one wider than the axes is shortened with an
+    ellipsis. Call it after the layout is final (``tight_layout``).
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Annotation
+
+    if ax not in fig.axes:
+        raise ValueError("ax must be an axes of fig")
+    labels = [t for t in ax.texts if isinstance(t, Annotation)]
+    to_axes = ax.transData + ax.transAxes.inverted()
+    for t in labels:
+        fx, fy = to_axes.transform(t.xy)
+        t.set_horizontalalignment("right" if fx > 0.5 else "left")
+        t.set_verticalalignment("top" if fy > 0.5 else "bottom")
+        t.set_position((-3 if fx > 0.5 else 3, -3 if fy > 0.5 else 3))
+    if not isinstance(fig.canvas, FigureCanvasAgg):
+        FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    box = ax.get_window_extent(renderer)
+    points_per_px = 72.0 / fig.dpi
+    for t in labels:
+        ext = t.get_window_extent(renderer)
+        while ext.width > box.width - 2 * pad_px and len(t.get_text()) > 1:
+            t.set_text(t.get_text()[:-2] + "…")
+            ext = t.get_window_extent(renderer)
+        dx = max(0.0, box.x0 + pad_px - ext.x0) - max(0.0, ext.x1 - (box.x1 - pad_px))
+        dy = max(0.0, box.y0 + pad_px - ext.y0) - max(0.0, ext.y1 - (box.y1 - pad_px))
+        if dx or dy:
+            ox, oy = t.get_position()
+            t.set_position((ox + dx * points_per_px, oy + dy * points_per_px))
+
+
 def report_plots(spectrum, knn_curve, lowshot):
     """The report's three PNG plots as ``{file name: bytes}``."""
     plt = _pyplot()
@@ -100,16 +159,12 @@ def report_plots(spectrum, knn_curve, lowshot):
     files["spectrum.png"] = figure_bytes(fig)
 
     fig, ax = plt.subplots(figsize=(5, 3.6))
-    if knn_curve:
-        ks = [e["k"] for e in knn_curve]
-        acc = np.array([e["accuracy"] for e in knn_curve])
-        lo = np.array([e["wilson95"][0] for e in knn_curve])
-        hi = np.array([e["wilson95"][1] for e in knn_curve])
-        ax.errorbar(ks, acc, yerr=[acc - lo, hi - acc], marker="o", capsize=3)
-        ax.set_xscale("log")
-    else:
-        ax.text(0.5, 0.5, "skipped: zero feature rows\n(cosine similarity undefined)",
-                ha="center", va="center", transform=ax.transAxes)
+    ks = [e["k"] for e in knn_curve]
+    acc = np.array([e["accuracy"] for e in knn_curve])
+    lo = np.array([e["wilson95"][0] for e in knn_curve])
+    hi = np.array([e["wilson95"][1] for e in knn_curve])
+    ax.errorbar(ks, acc, yerr=[acc - lo, hi - acc], marker="o", capsize=3)
+    ax.set_xscale("log")
     ax.set_xlabel("k (neighbours)")
     ax.set_ylabel("test accuracy (95% Wilson)")
     ax.set_title(f"Weighted k-NN, tau = {KNN_TAU}")
@@ -123,7 +178,7 @@ def report_plots(spectrum, knn_curve, lowshot):
                     yerr=[e["std"] for e in done], marker="o", capsize=3)
     ax.set_xscale("log")
     ax.set_xlabel("labelled examples per class")
-    ax.set_ylabel("accuracy (mean +- std over draws)")
+    ax.set_ylabel("accuracy (mean ± std over draws)")
     ax.set_title("Low-shot nearest class mean")
     fig.tight_layout()
     files["lowshot.png"] = figure_bytes(fig)
@@ -154,36 +209,68 @@ def table(rows, headers):
     return "\n".join([line, sep] + body)
 
 
+def md_cell(value):
+    """``value`` as the text of one Markdown table cell.
+
+    Line breaks become spaces, and backslashes and pipes are escaped, so the cell
+    can neither end its row nor split into two cells.
+    """
+    text = " ".join(str(value).splitlines())
+    return text.replace("\\", "\\\\").replace("|", "\\|")
+
+
 def md_table(rows, headers):
-    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(out)
+    """A Markdown (GFM) table, every header and cell escaped by :func:`md_cell`."""
+    if any(len(r) != len(headers) for r in rows):
+        raise ValueError("rows must have as many cells as headers")
+
+    def line(cells):
+        return "| " + " | ".join(md_cell(c) for c in cells) + " |"
+
+    return "\n".join([line(headers), "|" + "|".join("---" for _ in headers) + "|"] + [line(r) for r in rows])
 
 
-def report_rows(rep):
-    acc_rows = []
-    if rep["knn"].get("skipped"):
-        acc_rows.append([f"weighted k-NN (tau={KNN_TAU})", f"skipped: {ZERO_ROWS_SHORT}"])
-    for e in rep["knn"]["headline"]:
-        acc_rows.append([f"weighted k-NN (k={e['k']}, tau={KNN_TAU})", acc_text(e)])
-    p = rep["linear_probe"]
-    dropped = p["dropped_constant_features"]
+#: the heading of an accuracy table with low-shot rows: it says what each kind of spread is
+ACCURACY_HEADER = "test accuracy [95% Wilson interval]; low-shot: mean ± std over draws"
+
+#: what the spread of a low-shot figure is, wherever it stands beside Wilson intervals
+LOWSHOT_SPREAD = "mean ± std over draws of the support set, not an interval"
+
+
+def lowshot_text(e, plus="±", percent="%"):
+    """A low-shot entry as ``95.60% ± 1.66 (std over 10 draws)``, or why it was skipped."""
+    if e["mean"] is None:
+        return f"skipped: {e['note']}"
+    return (f"{100 * e['mean']:.2f}{percent} {plus} {100 * e['std']:.2f} "
+            f"(std over {e['draws']} draws)")
+
+
+def headline_rows(knn, probe, low_shot, plus="±"):
+    """Rows ``[protocol, result]`` of the headline k-NN entries, the probe and the low-shot entries.
+
+    The report and the loop's summary print these same rows, so equal numbers read equal.
+    """
+    rows = [[f"weighted k-NN (k={e['k']}, tau={KNN_TAU})", acc_text(e)] for e in knn]
+    dropped = probe["dropped_constant_features"]
     extra = f"; {dropped} constant features dropped" if dropped else ""
-    acc_rows.append([f"linear probe (C={fmt(p['best_C'], 3)}, chosen on a split of TRAIN{extra})",
-                     acc_text(p)])
+    rows.append([f"linear probe (C={fmt(probe['best_C'], 3)}, chosen on a split of TRAIN{extra})",
+                 acc_text(probe)])
+    rows += [[f"low-shot nearest class mean, {e['shots']}-shot", lowshot_text(e, plus)] for e in low_shot]
+    return rows
+
+
+def report_rows(rep, plus="±"):
+    """The report's accuracy rows and label-free rows (``[metric, value, convention]``)."""
+    knn = rep["knn"]["headline"]
+    acc_rows = headline_rows(knn, rep["linear_probe"], rep["low_shot"], plus)
     r = rep["ridge_probe"]
-    acc_rows.append([f"ridge probe (lambda={fmt(r['best_lambda'], 3)}, exact leave-one-out)", acc_text(r)])
-    for e in rep["low_shot"]:
-        if e["mean"] is None:
-            acc_rows.append([f"low-shot nearest class mean, {e['shots']}-shot", f"skipped: {e['note']}"])
-        else:
-            acc_rows.append([f"low-shot nearest class mean, {e['shots']}-shot ({e['draws']} draws)",
-                             f"{100 * e['mean']:.2f}% +- {100 * e['std']:.2f}"])
+    acc_rows.insert(len(knn) + 1, [f"ridge probe (lambda={fmt(r['best_lambda'], 3)}, exact leave-one-out)",
+                                   acc_text(r)])
     lf_rows = []
     for name, e in rep["label_free"].items():
         val = fmt(e["value"])
         if e.get("std") is not None:
-            val += f" +- {fmt(e['std'])}"
+            val += f" {plus} {fmt(e['std'])}"
         lf_rows.append([LABEL_FREE_NAMES.get(name, (name,))[0], val, e.get("note", "")])
     return acc_rows, lf_rows
 

@@ -9,11 +9,14 @@ such inputs, or a TOML list::
     method = "supervised"        # optional; the training method
 
 Every encoder must hold the same images in the same order (same labels). The rows are
-split once (stratified, seeded) into train and test, or the loop's own train/test
-folders are used, and every encoder is evaluated on that split: weighted k-NN, the
-linear probe with C chosen on a split of TRAIN, low-shot nearest class mean, label-free
-metrics and verdicts. Every pair of encoders gets a paired bootstrap interval and an
-exact McNemar p-value per protocol, corrected across pairs (Holm or Benjamini-Hochberg).
+split by the rule of every ``repeval`` command: the loop's own train/test parts are the
+split and are never re-split; single files are split once (stratified, seeded). Every
+encoder is evaluated on that split: weighted k-NN, the linear probe with C chosen on a
+split of TRAIN, low-shot nearest class mean (mean and std over the shared default number
+of draws), label-free metrics and verdicts. An all-zero feature row is refused with one
+line naming the file and the row, as in ``repeval report``. Every pair of encoders gets a
+paired bootstrap interval and an exact McNemar p-value per protocol, corrected across
+pairs (Holm or Benjamini-Hochberg).
 
 Outputs (``--out``): ``leaderboard.csv``, ``leaderboard.md``, ``leaderboard.json`` and
 ``leaderboard.html`` (self-contained: plots inline as base64 PNG, no external files).
@@ -34,9 +37,11 @@ from pathlib import Path
 import numpy as np
 
 from . import _render as R
-from ._evaluate import (KNN_TAU, SHOTS, acc_entry, blas_threads, knn_curve_predictions,
-                        label_free_section, low_shot_section, probe_section)
-from ._inputs import InputError, _check_classes, _short, load_features, split_folder, stratified_split
+from ._evaluate import (KNN_HEADLINE_KS, KNN_TAU, LOW_SHOT_DRAWS, PAIRED_BOOTSTRAP, PROBE_CS, SHOTS,
+                        TEST_FRACTION, acc_entry, blas_threads, knn_curve_predictions, label_free_section,
+                        low_shot_section, probe_section)
+from ._inputs import (InputError, _check_classes, _short, read_input, refuse_zero_rows, split_folder,
+                      split_rows, split_text)
 from ._progress import Progress
 
 FEATURE_SUFFIXES = (".npz", ".npy", ".pt", ".pth")
@@ -142,38 +147,35 @@ def resolve_entries(inputs):
 
 
 def _load_entry(e):
-    pair = split_folder(e["path"]) if e["path"].is_dir() else None
-    if pair is None:
-        x, y = load_features(e["path"], e["name"])
-        return {"x": x, "y": y}
-    xtr, ytr = load_features(pair[0], e["name"])
-    xte, yte = load_features(pair[1], e["name"])
-    if xtr.shape[1] != xte.shape[1]:
-        raise InputError(f"{e['name']}: train and test features in {e['path']} have different dimensions")
-    return {"x": np.vstack([xtr, xte]), "y": np.concatenate([ytr, yte]), "n_train": xtr.shape[0]}
+    """One encoder read and checked (all-zero rows refused); an :class:`~._inputs.Input`."""
+    inp = read_input(e["path"], f"encoder {e['name']}")
+    refuse_zero_rows(inp)
+    return inp
 
 
 def load_encoders(entries):
     """Read every encoder and check that they describe the same images in the same order."""
     data = [_load_entry(e) for e in entries]
-    ref, ref_name = data[0], entries[0]["name"]
+    ref, ref_e = data[0], entries[0]
+    ref_name = ref_e["name"]
     for e, d in zip(entries[1:], data[1:]):
-        if d["x"].shape[0] != ref["x"].shape[0]:
-            raise InputError(f"{e['name']} has {d['x'].shape[0]} rows but {ref_name} has "
-                             f"{ref['x'].shape[0]}; every encoder needs the same images in the same order")
-        if d.get("n_train") != ref.get("n_train"):
-            raise InputError(f"{e['name']} and {ref_name} are split differently into train and test "
+        paths = f"({e['path']} vs {ref_e['path']})"
+        if d.x.shape[0] != ref.x.shape[0]:
+            raise InputError(f"{e['name']} has {d.x.shape[0]} rows but {ref_name} has "
+                             f"{ref.x.shape[0]} {paths}; every encoder needs the same images in the same order")
+        if d.sizes != ref.sizes:
+            raise InputError(f"{e['name']} and {ref_name} are split differently into train and test {paths} "
                              "(give every encoder as one file, or every one as a loop folder)")
-        if not np.array_equal(d["y"], ref["y"]):
-            a, b = set(np.unique(ref["y"]).tolist()), set(np.unique(d["y"]).tolist())
+        if not np.array_equal(d.y, ref.y):
+            a, b = set(np.unique(ref.y).tolist()), set(np.unique(d.y).tolist())
             if a != b:
                 extra = sorted(b - a)[:3] or sorted(a - b)[:3]
                 raise InputError(f"{e['name']} and {ref_name} have mismatched classes (class "
-                                 f"{extra[0]} occurs in only one of them); every encoder needs the "
+                                 f"{extra[0]} occurs in only one of them) {paths}; every encoder needs the "
                                  "same labelled images")
-            row = int(np.flatnonzero(d["y"] != ref["y"])[0])
+            row = int(np.flatnonzero(d.y != ref.y)[0])
             raise InputError(f"{e['name']} and {ref_name} list their labels in a different order "
-                             f"(first difference at row {row}); every encoder needs the same images "
+                             f"(first difference at row {row}) {paths}; every encoder needs the same images "
                              "in the same order")
     return data
 
@@ -182,15 +184,11 @@ def load_encoders(entries):
 
 
 def _evaluate_one(entry, d, tr, te, args, classes, counts, progress):
-    X = d["x"]
-    yi = np.searchsorted(classes, d["y"])
+    X = d.x
+    yi = np.searchsorted(classes, d.y)
     Xtr, Xte, ytr, yte = X[tr], X[te], yi[tr], yi[te]
-    zero = int((~X.any(axis=1)).sum())
     res = {"name": entry["name"], "path": str(entry["path"]), "method": entry["method"],
            "dim": int(X.shape[1])}
-    if zero:
-        raise InputError(f"{entry['name']}: {zero} feature rows are all zeros, so cosine similarity "
-                         "(k-NN, low-shot) is undefined; remove them from every encoder")
     pred_knn = knn_curve_predictions(Xtr, ytr, Xte, (args.k,), classes.size, progress,
                                      label=f"{entry['name']}: k-NN")[0]
     with blas_threads(args.blas_threads):
@@ -202,7 +200,8 @@ def _evaluate_rest(entry, res, pred_knn, X, Xtr, Xte, ytr, yte, args, counts, pr
     from ..verdicts import (chance_verdict, collapse_verdict, dropped_features_verdict,
                             spectrum_cliff_verdict)
 
-    info, probe_acc, pred_probe = probe_section(Xtr, ytr, Xte, yte, args.seed, args.probe_c, progress)
+    info, probe_acc, pred_probe = probe_section(Xtr, ytr, Xte, yte, args.seed, args.probe_c, progress,
+                                                f"the training part of {entry['name']} ({entry['path']})")
     res["knn"] = acc_entry(pred_knn == yte)
     res["probe"] = {**probe_acc, "best_C": info["best_C"],
                     "dropped_constant_features": info["dropped_constant_features"]}
@@ -288,12 +287,12 @@ def _acc_cell(e):
     return f"{100 * e['accuracy']:.2f} [{100 * lo:.2f}, {100 * hi:.2f}]"
 
 
-def _lowshot_cell(entries, shots):
+def _lowshot_cell(entries, shots, plus="±"):
     e = next((x for x in entries if x["shots"] == shots), None)
-    return "skipped" if e is None or e["mean"] is None else f"{100 * e['mean']:.2f} +- {100 * e['std']:.2f}"
+    return "skipped" if e is None or e["mean"] is None else f"{100 * e['mean']:.2f} {plus} {100 * e['std']:.2f}"
 
 
-def _main_rows(board):
+def _main_rows(board, plus="±"):
     results, rank = board["encoders"], board["ranking"]
     by_name = {r["name"]: r for r in results}
     rows = []
@@ -304,14 +303,25 @@ def _main_rows(board):
             mark = "separated" if row["separated_from_next"] else f"NOT separated (p_adj {row['p_adjusted_vs_next']:.3g})"
         fired = [v["name"].replace("_", " ") for v in r["verdicts"] if v["fired"]]
         rows.append([str(row["rank"]), r["name"], r["method"] or "—", _acc_cell(r["knn"]), _acc_cell(r["probe"]),
-                     *[_lowshot_cell(r["low_shot"], s) for s in SHOTS], mark, ", ".join(fired) or "none"])
+                     *[_lowshot_cell(r["low_shot"], s, plus) for s in SHOTS], mark, ", ".join(fired) or "none"])
     return rows
 
 
-def _headers(board):
-    return ["rank", "encoder", "method", f"k-NN k={board['settings']['k']} % [95% Wilson]",
-            "linear probe % [95% Wilson]", *[f"{s}-shot nearest class mean %" for s in SHOTS],
-            f"vs next ({board['settings']['rank_by']})", "verdicts"]
+def _headers(board, plus="±"):
+    s = board["settings"]
+    return ["rank", "encoder", "method", f"k-NN k={s['k']} % [95% Wilson]",
+            "linear probe % [95% Wilson]",
+            *[f"{k}-shot nearest class mean %, mean {plus} std over {s['draws']} draws" for k in SHOTS],
+            f"vs next ({s['rank_by']})", "verdicts"]
+
+
+def _settings_text(board):
+    """Sizes, split rule, seed and low-shot draws in one sentence (Markdown, HTML and terminal)."""
+    s = board["settings"]
+    return (f"{len(board['encoders'])} encoders on the same {split_text(s['split'])}, "
+            f"{s['n_classes']} classes, seed {s['seed']} (split, probe validation split, low-shot "
+            f"draws, bootstrap); low-shot columns: mean and standard deviation over {s['draws']} "
+            "draws of the support set, not an interval.")
 
 
 def _lf_rows(board):
@@ -338,8 +348,7 @@ PAIR_HEADERS = ["pair", "difference, pts [95% paired bootstrap]", "images only o
 def render_markdown(board):
     s = board["settings"]
     md = ["# repeval leaderboard", "",
-          f"{len(board['encoders'])} encoders on the same {s['n_train']} training and {s['n_test']} "
-          f"test images ({s['n_classes']} classes, seed {s['seed']}). Ranked by {s['rank_by']} accuracy; "
+          f"{_settings_text(board)} Ranked by {s['rank_by']} accuracy; "
           f"neighbours in the ranking count as separated when the {s['correction_name']}-adjusted "
           f"McNemar p is below {s['alpha']} and the paired bootstrap interval excludes 0.", ""]
     md += [R.md_table(_main_rows(board), _headers(board)), ""]
@@ -374,15 +383,18 @@ def render_csv(board):
     lf_keys = list(LABEL_FREE_RANKINGS)
     w.writerow(["rank", "encoder", "method", "path", "knn_accuracy", "knn_wilson_low", "knn_wilson_high",
                 "probe_accuracy", "probe_wilson_low", "probe_wilson_high", "probe_C",
-                *[f"lowshot_{s}_mean" for s in SHOTS], *lf_keys, "separated_from_next", "verdicts"])
+                *[f"lowshot_{s}_mean" for s in SHOTS], *[f"lowshot_{s}_std_over_draws" for s in SHOTS],
+                *lf_keys, "separated_from_next", "verdicts"])
     by_name = {r["name"]: r for r in board["encoders"]}
     for row in board["ranking"]:
         r = by_name[row["name"]]
         low = {e["shots"]: e["mean"] for e in r["low_shot"]}
+        std = {e["shots"]: e["std"] for e in r["low_shot"]}
         w.writerow([row["rank"], r["name"], r["method"] or "", r["path"],
                     r["knn"]["accuracy"], *r["knn"]["wilson95"],
                     r["probe"]["accuracy"], *r["probe"]["wilson95"], r["probe"]["best_C"],
                     *["" if low.get(s) is None else low[s] for s in SHOTS],
+                    *["" if std.get(s) is None else std[s] for s in SHOTS],
                     *["" if r["label_free"].get(k) is None else r["label_free"][k] for k in lf_keys],
                     row.get("separated_from_next", ""),
                     ";".join(v["name"] for v in r["verdicts"] if v["fired"])])
@@ -408,22 +420,36 @@ def _plots(board):
     ax.set_title("Accuracy by encoder")
     fig.tight_layout()
     plots = {"accuracy": R.figure_bytes(fig)}
-    keys = [k for k in LABEL_FREE_RANKINGS if all(by_name[n]["label_free"].get(k) is not None for n in names)]
-    if keys:
-        fig, axes = plt.subplots(1, len(keys), figsize=(2.6 * len(keys), 2.8), squeeze=False)
-        for ax, k in zip(axes[0], keys):
-            xs = [by_name[n]["label_free"][k] for n in names]
-            ys = [100 * by_name[n][s["rank_by"]]["accuracy"] for n in names]
-            ax.scatter(xs, ys)
-            for x_, y_, n in zip(xs, ys, names):
-                ax.annotate(n, (x_, y_), fontsize=7, xytext=(3, 3), textcoords="offset points")
-            ax.set_xlabel(LABEL_FREE_RANKINGS[k][0], fontsize=8)
-            ax.tick_params(labelsize=7)
-        axes[0][0].set_ylabel(f"{s['rank_by']} accuracy, %", fontsize=8)
-        fig.suptitle("Label-free metrics against accuracy", fontsize=9)
-        fig.tight_layout()
+    fig = label_free_figure(board)
+    if fig is not None:
         plots["label_free"] = R.figure_bytes(fig)
     return plots
+
+
+def label_free_figure(board):
+    """Scatter plots of each label-free score against accuracy, names kept inside the axes; or None."""
+    plt = R._pyplot()
+    s = board["settings"]
+    names = [r["name"] for r in board["ranking"]]
+    by_name = {r["name"]: r for r in board["encoders"]}
+    keys = [k for k in LABEL_FREE_RANKINGS if all(by_name[n]["label_free"].get(k) is not None for n in names)]
+    if not keys:
+        return None
+    fig, axes = plt.subplots(1, len(keys), figsize=(2.6 * len(keys), 2.8), squeeze=False)
+    for ax, k in zip(axes[0], keys):
+        xs = [by_name[n]["label_free"][k] for n in names]
+        ys = [100 * by_name[n][s["rank_by"]]["accuracy"] for n in names]
+        ax.scatter(xs, ys)
+        for x_, y_, n in zip(xs, ys, names):
+            ax.annotate(n, (x_, y_), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        ax.set_xlabel(LABEL_FREE_RANKINGS[k][0], fontsize=8)
+        ax.tick_params(labelsize=7)
+    axes[0][0].set_ylabel(f"{s['rank_by']} accuracy, %", fontsize=8)
+    fig.suptitle("Label-free metrics against accuracy", fontsize=9)
+    fig.tight_layout()
+    for ax in axes[0]:
+        R.place_labels_inside(fig, ax)
+    return fig
 
 
 def _html_table(rows, headers):
@@ -452,8 +478,7 @@ def render_html(board, plots):
              "img{max-width:100%}")
     return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>repeval leaderboard</title>"
             f"<style>{style}</style></head><body><h1>repeval leaderboard</h1>"
-            f"<p>{len(board['encoders'])} encoders, {s['n_train']} training and {s['n_test']} test images, "
-            f"{s['n_classes']} classes, seed {s['seed']}. Ranked by {html.escape(s['rank_by'])} accuracy; "
+            f"<p>{html.escape(_settings_text(board))} Ranked by {html.escape(s['rank_by'])} accuracy; "
             f"pairwise McNemar p-values adjusted by {html.escape(s['correction_name'])}.</p>"
             + _html_table(_main_rows(board), _headers(board)) + img
             + "<h2>Verdicts</h2>" + (f"<ul>{verdicts}</ul>" if verdicts else "<p>No verdict fired.</p>")
@@ -475,18 +500,13 @@ def cmd_leaderboard(args):
     if outdir.exists() and not outdir.is_dir():
         raise InputError(f"cannot create output directory {outdir}: a file of that name exists")
     data = load_encoders(entries)
-    y = data[0]["y"]
-    classes, _ = _check_classes(y, "labels", why="the images are split into train and test")
-    if "n_train" in data[0]:
-        n_tr = data[0]["n_train"]
-        tr, te = np.arange(n_tr), np.arange(n_tr, y.size)
-        unseen = np.setdiff1d(np.unique(y[te]), np.unique(y[tr]))
-        if unseen.size:
-            raise InputError(f"test label {unseen[0]} never occurs in the training part")
-        classes, _ = _check_classes(y[tr], "TRAIN")
-    else:
-        tr, te = stratified_split(y, args.test_fraction, args.seed, "labels")
-    counts = np.unique(y[tr], return_counts=True)[1]
+    ref = data[0]
+    y = ref.y
+    tr, te, split = split_rows(ref, args.test_fraction, args.seed, f"the labels of {ref.files[0]}")
+    unseen = np.setdiff1d(np.unique(y[te]), np.unique(y[tr]))
+    if unseen.size:
+        raise InputError(f"test label {unseen[0]} never occurs in the training part ({ref.files[-1]})")
+    classes, counts = _check_classes(y[tr], f"the training part of {ref.path}")
     results, correct = [], {"knn": [], "probe": []}
     for e, d in zip(entries, data):
         res, corr = _evaluate_one(e, d, tr, te, args, classes, counts, progress)
@@ -508,9 +528,9 @@ def cmd_leaderboard(args):
     board = {
         "settings": {"k": args.k, "tau": KNN_TAU, "rank_by": args.rank_by, "alpha": args.alpha,
                      "correction": args.correction, "correction_name": CORRECTIONS[args.correction],
-                     "seed": args.seed, "test_fraction": None if "n_train" in data[0] else args.test_fraction,
+                     "seed": args.seed, "test_fraction": split.get("test_fraction"), "split": split,
                      "n_train": int(tr.size), "n_test": int(te.size), "n_classes": int(classes.size),
-                     "n_boot": args.boot, "probe_C_grid": list(args.probe_c)},
+                     "n_boot": args.boot, "draws": args.draws, "probe_C_grid": list(args.probe_c)},
         "encoders": results, "pairs": pairs,
         "ranking": ranking(results, args.rank_by, pairs[args.rank_by], args.alpha),
         "label_free_rankings": label_free_rankings(results, args.rank_by),
@@ -524,7 +544,9 @@ def cmd_leaderboard(args):
         written = R.write_files(outdir, files)
     except OSError as exc:
         raise InputError(f"cannot write the leaderboard to {outdir}: {_short(exc)}") from None
-    print(R.table(_main_rows(board), _headers(board)))
+    print(R._wrap(_settings_text(board)))
+    print()
+    print(R.table(_main_rows(board, "+-"), _headers(board, "+-")))
     if warning:
         print("\n" + R._wrap("warning: " + warning))
     for r in results:
@@ -566,11 +588,13 @@ def add_leaderboard_parser(sub, files_help, positive_int, fraction, c_grid, wrap
                     help="feature files or loop folders (one encoder each), a folder of them, or a .toml list")
     lp.add_argument("--out", default="repeval_leaderboard", metavar="DIR",
                     help="output directory, created if needed (default: %(default)s)")
-    lp.add_argument("--test-fraction", type=fraction, default=0.25,
-                    help="share of images held out for testing (default: %(default)s)")
+    lp.add_argument("--test-fraction", type=fraction, default=TEST_FRACTION,
+                    help="share of images held out for testing when the encoders are single files; "
+                         "loop folders keep their own parts (default: %(default)s)")
     lp.add_argument("--seed", type=int, default=0, help="seed of the split, probe split, draws and "
                     "bootstrap (default: %(default)s)")
-    lp.add_argument("--k", type=positive_int, default=20, help="k of the weighted k-NN (default: %(default)s)")
+    lp.add_argument("--k", type=positive_int, default=KNN_HEADLINE_KS[0],
+                    help="k of the weighted k-NN (default: %(default)s)")
     lp.add_argument("--rank-by", choices=("probe", "knn"), default="probe",
                     help="protocol of the ranking (default: %(default)s)")
     lp.add_argument("--correction", choices=tuple(CORRECTIONS), default="holm",
@@ -578,13 +602,13 @@ def add_leaderboard_parser(sub, files_help, positive_int, fraction, c_grid, wrap
                          "bh (Benjamini-Hochberg false discovery rate) (default: %(default)s)")
     lp.add_argument("--alpha", type=fraction, default=0.05,
                     help="level below which an adjusted p separates two encoders (default: %(default)s)")
-    lp.add_argument("--boot", type=positive_int, default=2000,
+    lp.add_argument("--boot", type=positive_int, default=PAIRED_BOOTSTRAP,
                     help="paired bootstrap replicates per pair (default: %(default)s)")
-    lp.add_argument("--draws", type=positive_int, default=5,
+    lp.add_argument("--draws", type=positive_int, default=LOW_SHOT_DRAWS,
                     help="low-shot support draws per shot count, >= 2 (default: %(default)s)")
     lp.add_argument("--id-batch", type=positive_int, default=1000, metavar="N",
                     help="batch size of the batched TwoNN dimension (default: %(default)s)")
-    lp.add_argument("--probe-c", type=c_grid, default=tuple(10.0 ** np.arange(-4, 3)), metavar="C1,C2,...",
+    lp.add_argument("--probe-c", type=c_grid, default=PROBE_CS, metavar="C1,C2,...",
                     help="candidate C of the probe (default: 1e-4,...,100)")
     lp.add_argument("--blas-threads", type=positive_int, default=1, metavar="N",
                     help=BLAS_HELP)

@@ -11,7 +11,11 @@ evaluation mode" and "In PyTorch". The loop
 2. extracts the features frozen (evaluation mode and ``torch.no_grad()``), optionally
    through the disk cache;
 3. fits a linear classifier behind a BatchNorm without scale or shift, and prints
-   its test accuracy;
+   its test accuracy (``probe accuracy: ...``, the loop's own probe), then the numbers
+   ``repeval report`` computes on the same features (weighted k-NN, the linear probe
+   with C chosen on a validation split, low-shot nearest class mean; the same calls and
+   defaults, so a report on ``--save-features DIR`` prints the same numbers; skip them
+   with ``--no-summary``);
 4. compares every parameter and buffer of the encoder (BatchNorm statistics too) with
    a snapshot taken before extraction, bit by bit;
 5. folds the BatchNorm into the linear layer and prints the largest logit difference;
@@ -99,7 +103,13 @@ def _parse(argv, prog=PROG):
                         "the layout `repeval report DIR` reads")
     p.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--progress", action="store_true", help="progress bars (needs tqdm)")
+    p.add_argument("--progress", action="store_true",
+                   help="progress bars (needs tqdm), drawn only when stderr is a terminal")
+    p.add_argument("--summary", action=argparse.BooleanOptionalAction, default=True,
+                   help="after the loop's own probe, print the numbers repeval report computes on "
+                        "these features: weighted k-NN, the linear probe with C chosen on a "
+                        "validation split, low-shot nearest class mean (default: on; --no-summary "
+                        "skips them, e.g. on a large set where the probe's sweep over C is slow)")
     return p.parse_args(argv)
 
 
@@ -315,7 +325,7 @@ def _main(args):
         y_train, y_test = train[1].numpy(), test[1].numpy()
     else:
         kw = dict(layers=[""], poolings=("flat",), batch_size=args.batch_size, device=device,
-                  cache_dir=args.cache_dir, model_name=args.backbone, progress=args.progress)
+                  cache_dir=args.cache_dir, model_name=args.backbone, progress=_bars(args))
         f_train = extract_features(encoder, train, data_name=f"{data_name}-train", **kw)
         f_test = extract_features(encoder, test, data_name=f"{data_name}-test", **kw)
         if args.cache_dir is not None:
@@ -334,6 +344,10 @@ def _main(args):
     probe = train_probe(h_train, y_train, n_classes, epochs=args.probe_epochs, lr=args.lr,
                         batch_size=args.batch_size, seed=args.seed)
     print(f"probe accuracy: {probe_accuracy(probe, h_test, y_test):.3f}")
+    print(f"  (the loop's own probe: BatchNorm without scale or shift and a linear layer, SGD for "
+          f"{args.probe_epochs} epochs, seed {args.seed}; not the tuned probe of repeval report)")
+    if args.summary:
+        _print_summary(args, h_train, y_train, h_test, y_test, log)
 
     changed = state_diff(encoder, snapshot)
     if changed:
@@ -358,6 +372,49 @@ def _main(args):
     restored = not state_diff(encoder, snapshot)
     log(f"(the encoder was restored after that demonstration: {restored})")
     return 0 if restored else 1
+
+
+def _bars(args):
+    """Whether extraction draws progress bars: asked for, and stderr is a terminal."""
+    from ._progress import is_terminal
+
+    return bool(args.progress) and is_terminal(sys.stderr)
+
+
+def _print_summary(args, h_train, y_train, h_test, y_test, log):
+    """Print the headline numbers of ``repeval report`` on these features (same calls, same defaults).
+
+    Features are taken as float64, as the report reads the saved files. When the
+    report would refuse the features (an all-zero row, a class with one image), the
+    summary says so in one line instead.
+    """
+    from . import _render as R
+    from ._evaluate import summary_section
+    from ._inputs import InputError, zero_rows, zero_rows_message
+    from ._progress import Progress
+
+    parts = [(np.asarray(h.detach().cpu() if hasattr(h, "detach") else h, dtype=np.float64),
+              np.asarray(y, dtype=np.int64)) for h, y in ((h_train, y_train), (h_test, y_test))]
+    (xtr, ytr), (xte, yte) = parts
+    who = ("the training features", "the test features")
+    if args.save_features is not None:
+        who = tuple(os.path.join(args.save_features, f"{n}.npz") for n in ("train", "test"))
+    try:
+        for (x, _), w in zip(parts, who):
+            zero = zero_rows(x)
+            if zero.size:
+                raise InputError(zero_rows_message(w, zero, x.shape[0]))
+        summ = summary_section(xtr, ytr, xte, yte, seed=args.seed, who=who,
+                               progress=Progress(enabled=bool(args.progress)))
+    except InputError as exc:
+        print(f"the protocols of repeval report: not computed ({exc})")
+        return
+    print(f"the protocols of repeval report on these features ({summ['n_train']} training and "
+          f"{summ['n_test']} test images, seed {summ['seed']}; low-shot: mean +- std over "
+          f"{summ['draws']} draws):")
+    rows = R.headline_rows(summ["knn"], summ["linear_probe"], summ["low_shot"], plus="+-")
+    text = R.table(rows, ["protocol", R.ACCURACY_HEADER.replace("±", "+-")])
+    print("\n".join("  " + line for line in text.splitlines()))
 
 
 def _save_features(folder, h_train, y_train, h_test, y_test, log):
@@ -388,7 +445,7 @@ def _run_grid(args, encoder, train, test, n_classes, data_name, device):
         tokens = taps.outputs[layers[-1]].ndim == 3
     poolings = ("cls", "mean") if tokens else ("mean",)
     kw = dict(layers=layers, poolings=poolings, batch_size=args.batch_size, device=device,
-              cache_dir=args.cache_dir, model_name=args.backbone, progress=args.progress)
+              cache_dir=args.cache_dir, model_name=args.backbone, progress=_bars(args))
     f_train = extract_features(encoder, train, data_name=f"{data_name}-train-blocks", **kw)
     f_test = extract_features(encoder, test, data_name=f"{data_name}-test-blocks", **kw)
     views = ("cls", "cls+mean") if tokens else ("mean",)
