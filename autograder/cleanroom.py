@@ -93,8 +93,13 @@ def forbidden_message(names):
             "course's reference package or the grader, so this exercise scores 0")
 
 
-def verify_source(spec, source, seed, limits=None):
+def verify_source(spec, source, seed, limits=None, hide=()):
     """Clean-room verdicts for exercise ``spec`` on the answer ``source``.
+
+    ``limits`` go over :data:`DEFAULT_LIMITS` (``total_s`` bounds the whole exercise: a
+    child that keeps the grader busy past it is stopped and every check not yet scored
+    scores 0 with that reason); ``hide`` lists folders the answer must not see (the
+    course directory), besides the repository and the installed packages.
 
     Returns
     -------
@@ -115,7 +120,7 @@ def verify_source(spec, source, seed, limits=None):
         msg = forbidden_message(banned)
         return [CellVerdict(g, 0.0, p, msg) for g, p in cells]
     out = []
-    with Sandbox(source, limits) as box:
+    with Sandbox(source, limits, hide) as box:
         start = box.started
         if "dead" in start or "error" in start:
             if "error" in start:
@@ -141,6 +146,9 @@ def verify_source(spec, source, seed, limits=None):
                 out.append(CellVerdict(ids[check], 0.0, pts,
                                        f"not run: {func} timed out in an earlier check"))
                 continue
+            if box.dead and "wall-clock limit" in box.dead:
+                out.append(CellVerdict(ids[check], 0.0, pts, f"not run: {box.dead}"))
+                continue
             box.unsupported = None
             findings = run_check(check, remote_function(box, func), seed,
                                  time_limit=limits["call_s"] * 10)
@@ -157,9 +165,9 @@ def verify_source(spec, source, seed, limits=None):
     return out
 
 
-def verify_notebook(spec, nb, seed, limits=None):
+def verify_notebook(spec, nb, seed, limits=None, hide=()):
     """:func:`verify_source` on the solution cells of notebook ``nb``."""
-    return verify_source(spec, solution_source(nb), seed, limits)
+    return verify_source(spec, solution_source(nb), seed, limits, hide)
 
 
 #: source fragments of code that reaches into the kernel that runs the tests

@@ -26,14 +26,15 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
+import select
 import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
-from . import cleanroom_child, codec, confine
+from . import REPO_ROOT, cleanroom_child, codec, confine
 
 __all__ = ["DEFAULT_LIMITS", "Sandbox", "remote_function"]
 
@@ -45,12 +46,41 @@ DEFAULT_LIMITS = {
     "file_bytes": 64 << 20,    # largest file it may write (RLIMIT_FSIZE)
     "call_s": 30.0,            # wall clock of one call of the student's function
     "start_s": 60.0,           # wall clock to start and run the answer's top level
+    "total_s": 600.0,          # wall clock of the whole exercise: start, visible tests, checks
 }
+#: the longest message taken from the child (one reply: a result and the arguments)
+MAX_MESSAGE_BYTES = 512 << 20
 
 #: the files of the child's program copied into every room (read-only)
 _PROGRAM = (Path(cleanroom_child.__file__), Path(codec.__file__))
 #: the child's program inside the room, named through the child's working directory
 _PROGRAM_VIA_CWD = "/proc/self/cwd/" + _PROGRAM[0].name
+
+
+def _hidden_folders(site, hide=()):
+    """What the clean room covers, as root: ``(cover, packages)``.
+
+    ``cover``: the repository (its solutions, the reference package and the grader, unless
+    the "repository" is the site-packages folder of an installed copy) and ``hide``;
+    ``packages``: the folders of ``repeval_ref``, ``autograder`` and ``repeval_book``
+    wherever they are installed, covered after the site-packages is bound back. An answer
+    then finds no file of the reference to load by path, whatever it tries."""
+    import importlib.util
+
+    site = os.path.realpath(site)
+    cover = [os.path.realpath(h) for h in hide]
+    if os.path.realpath(REPO_ROOT) != site:
+        cover.append(os.path.realpath(REPO_ROOT))
+    packages = []
+    for name in ("repeval_ref", "autograder", "repeval_book"):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        for where in (spec.submodule_search_locations or []) if spec else []:
+            packages.append(os.path.realpath(where))
+    packages = [p for p in dict.fromkeys(packages) if os.path.isdir(p)]
+    return sorted(set(c for c in cover if os.path.isdir(c))), packages
 
 
 class Sandbox:
@@ -62,6 +92,9 @@ class Sandbox:
         The answer's Python source (``answer.py`` in the room).
     limits : dict, optional
         Over :data:`DEFAULT_LIMITS`.
+    hide : sequence of str, optional
+        More folders the child must not see (the course directory), covered as root
+        like the repository (:func:`_hidden_folders`).
 
     Attributes
     ----------
@@ -76,10 +109,11 @@ class Sandbox:
         Set by :func:`remote_function` when an argument could not travel.
     """
 
-    def __init__(self, source, limits=None):
+    def __init__(self, source, limits=None, hide=()):
         if not isinstance(source, str):
             raise ValueError(f"source must be Python source text, got {type(source).__name__}")
         self.limits = {**DEFAULT_LIMITS, **(limits or {})}
+        self.deadline = time.monotonic() + float(self.limits["total_s"])
         self.dir = Path(tempfile.mkdtemp(prefix="autograder-cleanroom-"))
         (self.dir / "answer.py").write_text(source)
         for path in _PROGRAM:
@@ -96,8 +130,13 @@ class Sandbox:
         lim = self.limits
         libc = confine.load_libc() if self.uid is not None else None
 
+        cover, packages = _hidden_folders(site, hide)
+        keep = (site, os.path.dirname(python))
+
         def mount():  # in the child, as root, before it drops to the sandbox user
-            confine.private_tmp(libc, lim["file_bytes"], keep=(site,))
+            if confine.private_tmp(libc, lim["file_bytes"], keep=keep, cover=cover):
+                for folder in packages:
+                    confine.cover_empty(libc, folder)
 
         program = _PROGRAM_VIA_CWD if libc is not None else str(self.dir / _PROGRAM[0].name)
         start = confine.preexec_confined(
@@ -107,56 +146,124 @@ class Sandbox:
         self.proc = subprocess.Popen(
             [python, "-I", "-S", program, site], cwd=str(self.dir), env=env,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            text=True, preexec_fn=start, close_fds=True)
+            bufsize=0, preexec_fn=start, close_fds=True)
+        os.set_blocking(self.proc.stdin.fileno(), False)
+        self._inbox = b""
         self.forbidden = []
         self.dead = None
         self.unsupported = None
         self.started = self._receive(self.limits["start_s"])
 
+    def _remaining(self, seconds):
+        """``seconds``, cut to what is left of the whole exercise's wall-clock budget."""
+        return max(0.0, min(float(seconds), self.deadline - time.monotonic()))
+
+    def _over_budget(self):
+        why = (f"the grading of this exercise went past its wall-clock limit of "
+               f"{self.limits['total_s']:g} s (your code kept it busy), so it was stopped")
+        self.dead = why
+        self.close()
+        return {"dead": why}
+
     def _receive(self, seconds):
-        """The child's next message, or a dict ``{"dead": reason}``."""
+        """The child's next message, or a dict ``{"dead": reason}``.
+
+        The pipe is read in pieces with a deadline (``seconds``, and never past the whole
+        exercise's budget ``limits["total_s"]``), so a child that writes half a line, or
+        floods the pipe, cannot keep the grader waiting or fill its memory: a message
+        longer than :data:`MAX_MESSAGE_BYTES` ends the child."""
         if self.dead:
             return {"dead": self.dead}
-        sel = selectors.DefaultSelector()
-        sel.register(self.proc.stdout, selectors.EVENT_READ)
-        ready = sel.select(timeout=seconds)
-        sel.close()
-        line = self.proc.stdout.readline() if ready else None
-        if not line:
-            if ready:
-                self.proc.wait(timeout=5)
+        return self._receive_until(*self._window(seconds), seconds)
+
+    def _window(self, seconds):
+        """``(end, budget_cut)``: when a wait of ``seconds`` ends, and whether the whole
+        exercise's budget ends it first."""
+        now = time.monotonic()
+        return now + self._remaining(seconds), self.deadline - now < seconds
+
+    def _receive_until(self, end, budget_cut, seconds):
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._inbox:
+            left = end - time.monotonic()
+            if left <= 0:
+                if budget_cut:
+                    return self._over_budget()
+                why = (f"your code did not return within {seconds:g} s (an infinite loop, "
+                       "or far too slow for these small inputs)")
+                self.dead = why
+                self.close()
+                return {"dead": why}
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                try:
+                    self.proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
                 code = self.proc.returncode
                 why = (f"your code ended the grading process (exit code {code}"
                        + (", killed: CPU-time limit" if code == -signal.SIGXCPU else
                           ", killed by a signal" if code and code < 0 else "") + ")")
-            else:
-                why = (f"your code did not return within {seconds:g} s (an infinite loop, "
-                       "or far too slow for these small inputs)")
-            self.dead = why
-            self.close()
-            return {"dead": why}
+                self.dead = why
+                self.close()
+                return {"dead": why}
+            self._inbox += chunk
+            if len(self._inbox) > MAX_MESSAGE_BYTES and b"\n" not in self._inbox:
+                self.dead = (f"the grading process sent a message of more than "
+                             f"{MAX_MESSAGE_BYTES >> 20} MiB")
+                self.close()
+                return {"dead": self.dead}
+        line, _, self._inbox = self._inbox.partition(b"\n")
         try:
-            msg = json.loads(line)
+            msg = json.loads(line.decode("utf-8"))
+            if not isinstance(msg, dict):
+                raise ValueError("not a JSON object")
         except ValueError:
             self.dead = "the grading process sent something that is not a result"
             self.close()
             return {"dead": self.dead}
-        for name in msg.get("forbidden", []):
-            if name not in self.forbidden:
-                self.forbidden.append(name)
+        forbidden = msg.get("forbidden", [])
+        for name in forbidden if isinstance(forbidden, list) else ["(garbled list)"]:
+            if str(name) not in self.forbidden:
+                self.forbidden.append(str(name))
         return msg
 
     def request(self, req, seconds):
         """Send the request ``req`` (a JSON-ready dict) and return the child's reply, or
-        ``{"dead": reason}`` when it is gone or does not answer within ``seconds``."""
+        ``{"dead": reason}`` when it is gone or does not answer within ``seconds``.
+
+        The request is written without blocking, under the same deadline as the reply:
+        a child that stops reading its input cannot stall the grader either."""
         if self.dead:
             return {"dead": self.dead}
-        try:
-            self.proc.stdin.write(json.dumps(req) + "\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass
-        return self._receive(seconds)
+        data = (json.dumps(req) + "\n").encode("utf-8")
+        end, budget_cut = self._window(seconds)
+        fd = self.proc.stdin.fileno()
+        view = memoryview(data)
+        while view:
+            left = end - time.monotonic()
+            if left <= 0:
+                if budget_cut:
+                    return self._over_budget()
+                self.dead = (f"your code did not return within {seconds:g} s (it stopped "
+                             "reading the grader's requests)")
+                self.close()
+                return {"dead": self.dead}
+            _, ready, _ = select.select([], [fd], [], left)
+            if not ready:
+                continue
+            try:
+                view = view[os.write(fd, view[:1 << 16]):]
+            except BlockingIOError:
+                continue
+            except (BrokenPipeError, OSError):
+                break
+        if self.dead:
+            return {"dead": self.dead}
+        return self._receive_until(end, budget_cut, seconds)
 
     def close(self):
         """Kill the child's process group (and, as root, every process of its user id)

@@ -34,16 +34,18 @@ from pathlib import Path
 
 __all__ = ["FIRST_UID", "UID_COUNT", "TMP_DIRS", "load_libc", "new_uid", "uid_processes",
            "kill_uid", "world_can", "closed_ancestor", "sandbox_python", "private_mounts",
-           "private_tmp", "cover_empty", "drop_to", "set_limits", "preexec_confined"]
+           "private_tmp", "loopback_up", "cover_empty", "drop_to", "set_limits", "preexec_confined"]
 
 #: user ids of sandboxes: ``FIRST_UID <= uid < FIRST_UID + UID_COUNT``
 FIRST_UID = 200000
 UID_COUNT = 700000
 #: the machine's shared temporary folders, private (empty tmpfs) in a confined child
-TMP_DIRS = ("/tmp", "/dev/shm")
+#: (those that do not exist on a machine are left alone)
+TMP_DIRS = ("/tmp", "/dev/shm", "/var/tmp", "/run/lock")
 
 # flags of unshare(2) and mount(2) (linux/sched.h, linux/mount.h)
 _CLONE_NEWNS = 0x00020000
+_CLONE_NEWNET = 0x40000000
 _MS_RDONLY, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x1, 0x20, 0x1000, 0x4000, 0x40000
 
 
@@ -194,9 +196,12 @@ def sandbox_python():
 
 
 # ----------------------------------------------------------------- mounts (in the child)
-def private_mounts(libc, tmp_size, keep=(), cover=()):
-    """In the child, as root: a mount namespace of its own with empty ``/tmp`` and
-    ``/dev/shm`` (tmpfs of ``tmp_size`` bytes, mode 1777).
+def private_mounts(libc, tmp_size, keep=(), cover=(), network=True):
+    """In the child, as root: a mount namespace of its own with empty ``/tmp``,
+    ``/dev/shm``, ``/var/tmp`` and ``/run/lock`` (:data:`TMP_DIRS`; tmpfs of ``tmp_size``
+    bytes, mode 1777), and, with ``network=False``, a network namespace of its own too:
+    no interface but a loopback that is down, so nothing on the machine (a Dask scheduler,
+    a database) can be reached.
 
     Parameters
     ----------
@@ -210,7 +215,9 @@ def private_mounts(libc, tmp_size, keep=(), cover=()):
         path after (so one under ``/tmp`` or under a covered folder stays reachable).
     cover : sequence of str
         Folders covered by an empty tmpfs (1 MiB, mode 0755) before the kept ones are
-        bound back (closed home directories that hold a kept folder).
+        bound back (closed home directories that hold a kept folder, the repository).
+    network : bool
+        Keep the machine's network (True) or take a network namespace with none.
 
     Returns
     -------
@@ -219,7 +226,7 @@ def private_mounts(libc, tmp_size, keep=(), cover=()):
     """
     if int(tmp_size) <= 0:
         raise ValueError(f"tmp_size must be a positive number of bytes, got {tmp_size!r}")
-    if libc.unshare(_CLONE_NEWNS) != 0:
+    if libc.unshare(_CLONE_NEWNS | (0 if network else _CLONE_NEWNET)) != 0:
         return False
     if libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
         return False
@@ -227,7 +234,8 @@ def private_mounts(libc, tmp_size, keep=(), cover=()):
            for path, readonly in keep]
     opts = f"size={int(tmp_size)},mode=1777".encode()
     for where in TMP_DIRS:
-        libc.mount(b"tmpfs", where.encode(), b"tmpfs", 0, opts)
+        if os.path.isdir(where) and not os.path.islink(where):
+            libc.mount(b"tmpfs", where.encode(), b"tmpfs", 0, opts)
     for c in cover:
         libc.mount(b"tmpfs", str(c).encode(), b"tmpfs", 0, b"size=1m,mode=0755")
     for path, fd, readonly in fds:
@@ -239,23 +247,49 @@ def private_mounts(libc, tmp_size, keep=(), cover=()):
     return True
 
 
-def private_tmp(libc, size, keep=()):
+def private_tmp(libc, size, keep=(), cover=(), network=False):
     """In the child (as root, before dropping to the sandbox user): :func:`private_mounts`
-    with an empty, size-limited ``/tmp`` and ``/dev/shm``, so the child cannot touch the
-    machine's temporary directory; nothing happens where that is not allowed.
+    with empty, size-limited temporary folders, ``cover`` (folders such as the repository
+    and the course, whose files the child must not read) covered by empty tmpfs, and, by
+    default, no network; nothing happens where that is not allowed.
 
     ``keep`` lists directories the child still needs (the site-packages it imports NumPy
-    from) that may lie under ``/tmp`` (a clone checked out there): each of those is
-    bind-mounted back read-only at the same path inside the new one.
+    from) that may lie under a temporary folder (a clone checked out there) or under a
+    covered folder (a virtual environment inside the repository): each of those is
+    bind-mounted back read-only at the same path.
 
     Returns
     -------
     bool
         False (nothing changed) where a mount namespace is not allowed.
     """
+    tops = list(TMP_DIRS) + [os.path.realpath(c) for c in cover]
     hidden = [os.path.realpath(k) for k in keep
-              if any(os.path.realpath(k).startswith(w + "/") for w in TMP_DIRS)]
-    return private_mounts(libc, size, keep=[(k, True) for k in hidden])
+              if any(os.path.realpath(k).startswith(w + "/") for w in tops)]
+    return private_mounts(libc, size, keep=[(k, True) for k in hidden],
+                          cover=[os.path.realpath(c) for c in cover if os.path.isdir(c)],
+                          network=network)
+
+
+def loopback_up():
+    """In the child, after :func:`private_mounts` with ``network=False``: bring up the
+    loopback interface of its new network namespace, so that processes of the child talk
+    to each other over ``127.0.0.1`` (nbgrader and its kernel) while the machine's own
+    loopback, where a grader's services listen, stays out of reach. Returns True on
+    success."""
+    import fcntl
+    import socket
+    import struct
+
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            got = fcntl.ioctl(sock, siocgifflags, struct.pack("16sh", b"lo", 0))
+            flags = struct.unpack("16sh", got[:18])[1]
+            fcntl.ioctl(sock, siocsifflags, struct.pack("16sh", b"lo", flags | iff_up))
+        return True
+    except OSError:
+        return False
 
 
 def cover_empty(libc, path):

@@ -86,13 +86,14 @@ def _check_workers(workers):
     return int(workers)
 
 
-def _verify_one(exercise, nb, seed, limits):
+def _verify_one(exercise, nb, seed, limits, hide=()):
     """Clean-room verdicts of one notebook (module level, so that a worker process of
-    :meth:`Course.verify` can run it from plain, picklable arguments)."""
+    :meth:`Course.verify` can run it from plain, picklable arguments); ``hide``: folders
+    the answer must not see (the course)."""
     from .cleanroom import verify_notebook
     from .exercises import load
 
-    return verify_notebook(load(exercise), nb, seed, limits)
+    return verify_notebook(load(exercise), nb, seed, limits, hide)
 
 
 def run_nbgrader(root, *args, timeout=None, env_extra=None, log=None):
@@ -897,10 +898,12 @@ class Course:
         from .exercises import EXERCISES
 
         workers = _check_workers(workers)
-        limits = {"call_s": max(1.0, 0.8 * self.timeout), "start_s": float(self.timeout)}
+        limits = {"call_s": max(1.0, 0.8 * self.timeout), "start_s": float(self.timeout),
+                  "total_s": max(60.0, 20.0 * self.timeout)}
+        hide = (str(self.root),)
         keys = [k for k in sorted(answers) if k[2] in EXERCISES]
         if workers == 1 or len(keys) < 2:
-            verdicts = {key: _verify_one(key[2], answers[key], seed, limits) for key in keys}
+            verdicts = {key: _verify_one(key[2], answers[key], seed, limits, hide) for key in keys}
         else:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
@@ -908,7 +911,7 @@ class Course:
             # spawned, not forked: the grader may hold threads (and their locks) here
             with ProcessPoolExecutor(max_workers=min(workers, len(keys)),
                                      mp_context=multiprocessing.get_context("spawn")) as pool:
-                futures = {key: pool.submit(_verify_one, key[2], answers[key], seed, limits)
+                futures = {key: pool.submit(_verify_one, key[2], answers[key], seed, limits, hide)
                            for key in keys}
                 verdicts, lost = {}, []
                 for key in keys:
@@ -919,7 +922,7 @@ class Course:
             for key, exc in lost:  # verified again here, one at a time
                 self.log(f"clean-room worker failed on {'/'.join(key)} "
                          f"({type(exc).__name__}: {exc}); verified in the grader's process")
-                verdicts[key] = _verify_one(key[2], answers[key], seed, limits)
+                verdicts[key] = _verify_one(key[2], answers[key], seed, limits, hide)
             verdicts = {key: verdicts[key] for key in keys}
         policy = self.term().get("late_policy", "mark")
         with Gradebook(self.shared_db_url()) as gb:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import glob as _glob
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -53,6 +54,8 @@ SANDBOX_LIMITS = {
     "file_bytes": 256 << 20,     # largest file written (RLIMIT_FSIZE); also /tmp's size
     "wall_s": None,              # whole run; None: 120 s + the cell timeout per code cell
 }
+#: the most of nbgrader's output kept for the log of one run
+MAX_LOG_BYTES = 4 << 20
 #: the largest result file taken back from a sandbox
 MAX_RESULT_BYTES = 64 << 20
 GRADEBOOK = "gradebook.db"
@@ -60,8 +63,9 @@ GRADEBOOK = "gradebook.db"
 
 # ----------------------------------------------------------------- confinement
 def _mounts(libc, top, hide, size):
-    """In the child, as root: a mount namespace with a private ``/tmp`` and ``/dev/shm``
-    (``top``, the sandbox folder, bind-mounted back writable), ``hide`` covered by empty
+    """In the child, as root: a network namespace whose only interface is a loopback of
+    its own (no route to the machine's services), a mount namespace with private
+    temporary folders (``top``, the sandbox folder, bind-mounted back writable), ``hide`` covered by empty
     read-only tmpfs, and the interpreter's installation made reachable under a closed home
     directory. Returns False (nothing changed) where namespaces are not allowed."""
 
@@ -75,8 +79,9 @@ def _mounts(libc, top, hide, size):
                if under_tmp(p) or any(p.startswith(str(c) + "/") for c in closed)]
     if not confine.private_mounts(libc, size,
                                   keep=[(p, True) for p in keep_ro] + [(top, False)],
-                                  cover=sorted(closed, key=str)):
+                                  cover=sorted(closed, key=str), network=False):
         return False
+    confine.loopback_up()  # nbgrader reaches its kernel on a loopback of their own
     for h in hide:
         h = os.path.realpath(h)
         inside = [p for p in [top, *ro] if p == h or p.startswith(h + "/")]
@@ -123,27 +128,53 @@ class Confinement:
 
     def run(self, cmd, cwd, env, wall_s):
         """Run ``cmd`` confined; returns (exit code, output). Past ``wall_s`` seconds the
-        whole process group (and, as root, every process of the sandbox user) is killed."""
+        whole process group (and, as root, every process of the sandbox user) is killed.
+
+        The output is read with a deadline and kept up to :data:`MAX_LOG_BYTES`: a
+        process that left the group (``setsid``) and holds the pipe open, or floods it,
+        cannot keep the grader waiting or fill its memory."""
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                text=True, errors="replace",
                                 preexec_fn=self.preexec(wall_s), close_fds=True)
-        try:
-            out, _ = proc.communicate(timeout=wall_s)
-        except subprocess.TimeoutExpired:
+        out, over = _read_until(proc, time.monotonic() + wall_s, MAX_LOG_BYTES)
+        if over:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except OSError:
                 pass
-            out, _ = proc.communicate()
-            out = (out or "") + f"\n[autograder] stopped after {wall_s:g} s (wall-clock limit)\n"
+            out += f"\n[autograder] stopped after {wall_s:g} s (wall-clock limit)\n".encode()
         self.cleanup()
-        return proc.returncode, out or ""
+        more, _ = _read_until(proc, time.monotonic() + 5, MAX_LOG_BYTES - len(out))
+        proc.stdout.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover - a process that cannot die
+            pass
+        return proc.returncode, (out + more).decode("utf-8", "replace")
 
     def cleanup(self):
         """Kill every process left under the sandbox user id (as root)."""
         if self.uid is not None:
             confine.kill_uid(self.uid)
+
+
+def _read_until(proc, end, cap):
+    """Bytes from ``proc``'s output pipe until it closes or the monotonic time ``end``,
+    at most ``cap`` of them (the rest is read and dropped); ``(data, timed_out)``."""
+    fd = proc.stdout.fileno()
+    data = bytearray()
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            return bytes(data), True
+        ready, _, _ = select.select([fd], [], [], left)
+        if not ready:
+            continue
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return bytes(data), False
+        if len(data) < cap:
+            data += chunk[:max(0, cap - len(data))]
 
 
 # ----------------------------------------------------------------- reading results safely
