@@ -105,11 +105,22 @@ def cmd_roster(args):
     return 0
 
 
+def _time_options(parser):
+    parser.add_argument("--times", metavar="CSV", help="submission times stated by the "
+                        "instructor (an LMS export): columns student, timestamp and "
+                        "optionally assignment; default: when each file reached this machine")
+    parser.add_argument("--submitted-at", metavar="TIME", help="one submission time for "
+                        "every student (YYYY-MM-DD HH:MM, UTC unless an offset is given)")
+    parser.add_argument("--require-roster", action="store_true", help="refuse to collect "
+                        "into a course without a roster")
+
+
 def cmd_collect(args):
     course = _course(args)
     if not (course.root / "exercises").exists():
         course.setup()
-    got = course.collect(args.folder)
+    got = course.collect(args.folder, times=args.times, submitted_at=args.submitted_at,
+                   require_roster=args.require_roster)
     for student, assignments in got.items():
         print(f"{student}: {', '.join(assignments) or 'nothing recognised'}")
     return 0
@@ -157,7 +168,8 @@ def cmd_grade_all(args):
     course.setup(assignments, due=due, late_policy=policy)
     if args.roster:
         course.import_roster(args.roster)
-    course.collect(args.folder)
+    course.collect(args.folder, times=args.times, submitted_at=args.submitted_at,
+                   require_roster=args.require_roster)
     seed = course.autograde(seed=args.seed, workers=args.workers, scheduler=args.scheduler)
     course.feedback()
     out = course.export(args.csv)
@@ -459,6 +471,7 @@ def build_parser():
     s.set_defaults(func=cmd_roster)
     s = sub.add_parser("collect", help="collect a folder of student folders or zip files")
     s.add_argument("folder")
+    _time_options(s)
     s.set_defaults(func=cmd_collect)
     s = sub.add_parser("autograde", help="autograde every collected submission")
     s.add_argument("--seed", type=int, default=None, help="grading seed (default: random, logged)")
@@ -474,6 +487,7 @@ def build_parser():
     s.add_argument("csv")
     s.add_argument("--roster", default=None)
     s.add_argument("--seed", type=int, default=None)
+    _time_options(s)
     _add_workers(s)
     _add_term(s)
     s.set_defaults(func=cmd_grade_all)
@@ -500,6 +514,9 @@ def main(argv=None):
     except RuntimeError as exc:
         print(f"autograder {args.command}: {exc}", file=sys.stderr)
         return 1
+    except ValueError as exc:   # bad input the user gave (a times file, a due date)
+        print(f"autograder {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

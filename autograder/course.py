@@ -121,6 +121,62 @@ def parse_due(text):
     return when.astimezone(_dt.timezone.utc)
 
 
+#: the flag of a chapter a student never handed in
+NOT_SUBMITTED = "nothing was submitted for this chapter: it scores 0"
+
+
+def read_submission_times(path):
+    """Submission times stated by the instructor, from a CSV file (an LMS export).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A CSV file with a header naming a ``student`` (or ``id``) column and a
+        ``timestamp`` (or ``submitted_at``) column, and optionally an ``assignment``
+        column; times as :func:`parse_due` reads them (UTC unless an offset is given).
+
+    Returns
+    -------
+    dict
+        ``{(student, assignment or None): datetime}``.
+
+    Raises
+    ------
+    ValueError
+        Naming the file and the line, for a missing column, an empty student or a time
+        that is not a date.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"times file not found: {path}")
+    out = {}
+    with path.open(newline="", encoding="utf-8-sig") as fh:
+        reader = csv.DictReader(fh)
+        cols = {c.strip().lower(): c for c in reader.fieldnames or []}
+        who = cols.get("student") or cols.get("id")
+        when = cols.get("timestamp") or cols.get("submitted_at")
+        if who is None or when is None:
+            raise ValueError(f"times file {path}: the header must name a student (or id) "
+                             f"and a timestamp (or submitted_at) column, got "
+                             f"{reader.fieldnames}")
+        for line, row in enumerate(reader, start=2):
+            student = (row.get(who) or "").strip()
+            if not student:
+                raise ValueError(f"times file {path}, line {line}: no student id")
+            try:
+                stamp = parse_due(row.get(when) or "")
+            except ValueError:
+                raise ValueError(f"times file {path}, line {line}: {row.get(when)!r} is not "
+                                 "a date") from None
+            a = (row.get(cols["assignment"]) or "").strip() if "assignment" in cols else ""
+            out[student, a or None] = stamp
+    return out
+
+
+def _utc(seconds):
+    return _dt.datetime.fromtimestamp(seconds, _dt.timezone.utc)
+
+
 def _fmt_time(when):
     return when.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
 
@@ -180,6 +236,7 @@ class Course:
     """
 
     def __init__(self, root, repo=REPO_ROOT, timeout=60, log=print):
+        self.submission_times, self.submitted_at = {}, None
         self.root = Path(root).resolve()
         self.repo = Path(repo).resolve()
         self.timeout = int(timeout)
@@ -407,9 +464,11 @@ class Course:
         return max(votes, key=votes.get) if votes else None
 
     def _student_files(self, entry):
-        """(name, bytes, time) of every .ipynb of one student's folder or zip file, and the
-        (name, reason) of the files refused; the time is the file's modification time (of
-        the zip entry), an aware datetime. Only regular files are read, never through a
+        """(name, bytes, arrived, claimed) of every .ipynb of one student's folder or zip
+        file, and the (name, reason) of the files refused. ``arrived`` is when the file
+        (the zip file) reached this machine, its inode change time, which no tool of the
+        student's sets; ``claimed`` is the time the file carries (its modification time,
+        the zip entry's date), which the student controls. Both are aware datetimes. Only regular files are read, never through a
         link and at most :data:`autograder.safe_files.MAX_FILE_BYTES` each
         (:mod:`autograder.safe_files`); files is None for a zip file that cannot be read."""
         def kept(name):  # editor and archiver leftovers are not submissions
@@ -425,14 +484,14 @@ class Course:
                 if not kept(rel):
                     continue
                 try:
-                    data, mtime = read_regular(rel, top=entry)
+                    data, st = read_regular(rel, top=entry, full_stat=True)
                 except Refused as why:
                     refused.append((str(rel), str(why)))
                     continue
-                files.append((rel.name, data, _dt.datetime.fromtimestamp(mtime, _dt.timezone.utc)))
+                files.append((rel.name, data, _utc(st.st_ctime), _utc(st.st_mtime)))
         elif entry.suffix == ".zip":
             try:
-                fh, _ = open_regular(entry, 16 * MAX_FILE_BYTES)
+                fh, zst = open_regular(entry, 16 * MAX_FILE_BYTES)
             except Refused as why:
                 return None, [(entry.name, str(why))]
             try:
@@ -441,7 +500,7 @@ class Course:
             except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError):
                 return None, refused
             refused += [(name, why) for name, why in bad if kept(name)]
-            files += [(Path(info.filename).name, data,
+            files += [(Path(info.filename).name, data, _utc(zst.st_ctime),
                        _dt.datetime(*info.date_time, tzinfo=_dt.timezone.utc))
                       for info, data in members if kept(info.filename)]
         return files, refused
@@ -475,8 +534,20 @@ class Course:
         return (f"the folder {student!r} matches no student id of the roster: not graded. "
                 "Fix the folder name or add the student to the roster, then collect again.")
 
-    def collect(self, folder):
+    def collect(self, folder, times=None, submitted_at=None, require_roster=False):
         """Copy a folder of submissions into ``submitted/<student>/<assignment>/``.
+
+        The submission time nbgrader compares with the due date comes from the
+        instructor's side only: the row of ``times`` (a CSV file such as an LMS export,
+        :func:`read_submission_times`), else ``submitted_at`` (one time for everyone),
+        else when the files reached this machine (their inode change time). A
+        ``timestamp.txt``, a file's modification time or a zip entry's date are written by
+        the student's tools and never used; one earlier than the time used by more than an
+        hour gets a line in ``grading_issues.csv``.
+
+        Without a roster every folder name is taken as a student id: each one gets a line
+        in ``grading_issues.csv`` saying so (a typo then becomes a student of its own), and
+        with ``require_roster`` collecting refuses to start (ValueError).
 
         ``folder`` holds one entry per student, named by the student id: a directory of
         notebooks (any nesting) or a ``.zip`` file. Each notebook is matched to its
@@ -486,9 +557,21 @@ class Course:
         becomes the blank release with an explanation. Returns ``{student: [assignments]}``.
         """
         folder = Path(folder)
+        self.submission_times = read_submission_times(times) if times is not None else {}
+        self.submitted_at = parse_due(submitted_at) if submitted_at is not None else None
+        if times is None and submitted_at is None:
+            self.log("submission times: when each file reached this machine (no --times "
+                     "file or --submitted-at given); if the folder was copied here after "
+                     "the due date, give the LMS's times with --times")
         index = self.exercise_index()
         everything = _exercise_index(self.repo)       # every chapter, assigned or not
         roster = set(self.roster())
+        if require_roster and not roster:
+            raise ValueError("require_roster: the course has no roster; import one first "
+                             "(autograder roster students.csv)")
+        if not roster:
+            self.log("no roster: every folder name is taken as a student id (import one "
+                     "with `autograder roster`, or pass --require-roster to refuse)")
         collected = {}
         for entry in sorted(folder.iterdir()):
             if entry.name.startswith("."):
@@ -498,6 +581,9 @@ class Course:
             if why:
                 self.record_issue(student, "*", "*", why)
                 continue
+            if not roster:
+                self.record_issue(student, "*", "*", "graded without a roster: the folder "
+                                  f"name {student!r} is taken as the student id unchecked")
             if entry.is_symlink() or not (entry.is_dir() or entry.suffix == ".zip"):
                 what = "a symbolic link" if entry.is_symlink() else "neither a folder nor a zip file"
                 self.record_issue(student, "*", "*", f"{entry.name} is {what}: not collected")
@@ -524,8 +610,9 @@ class Course:
             self.record_issue(student, index[ex] if ex else "?", ex or name, f"{name} {why}")
             if ex:  # graded as the blank release, with the reason, unless a copy is readable
                 problems.setdefault(ex, f"Your file {name} {why}.")
-        times = {}      # assignment -> latest file time
-        for fname, data, when in files:
+        times = {}      # assignment -> latest arrival
+        claims = {}     # assignment -> latest time the files carry
+        for fname, data, when, claim in files:
             try:
                 nb = nbformat.reads(data.decode("utf-8"), as_version=4)
             except Exception as exc:  # invalid JSON, wrong encoding, not a notebook
@@ -551,6 +638,7 @@ class Course:
                                   "not recognised as any exercise notebook; ignored")
                 continue
             times[index[ex]] = max(times.get(index[ex], when), when)
+            claims[index[ex]] = max(claims.get(index[ex], claim), claim)
             notes = []
             if fname != f"{ex}.ipynb":
                 self.record_issue(student, index[ex], ex,
@@ -580,10 +668,18 @@ class Course:
             if dest.exists():
                 shutil.rmtree(dest)
             dest.mkdir(parents=True)
-            # nbgrader compares this time with the due date: the time the folder
-            # states (nbgrader submit's timestamp.txt), else the newest notebook's
-            when = (self._stated_timestamp(entry, a) or times.get(a)
-                    or _dt.datetime.now(_dt.timezone.utc))
+            # nbgrader compares this time with the due date: one the instructor states,
+            # else the arrival of the files here; never a time inside the submission
+            when = (self.submission_times.get((student, a))
+                    or self.submission_times.get((student, None)) or self.submitted_at
+                    or times.get(a) or _dt.datetime.now(_dt.timezone.utc))
+            claim = self._stated_timestamp(entry, a) or claims.get(a)
+            if claim is not None and claim < when - _dt.timedelta(hours=1):
+                self.record_issue(
+                    student, a, "*", f"the submission carries the time {_fmt_time(claim)} "
+                    f"(its timestamp.txt, file or zip-entry dates), earlier than when it "
+                    f"reached the grader, {_fmt_time(when)}; times inside a submission are "
+                    "not trusted, so it is graded as submitted at the later time")
             (dest / "timestamp.txt").write_text(_fmt_time(when))
             for ex in sorted(e for e, aa in index.items() if aa == a):
                 if ex in found:
@@ -1017,6 +1113,10 @@ class Course:
             rows = list(csv.DictReader(fh))
         assigned = set(self.assignments())
         rows = [r for r in rows if r["assignment"] in assigned]
+        for r in rows:   # a chapter never handed in is flagged like a missing notebook
+            if not (self.root / "submitted" / r["student_id"] / r["assignment"]).is_dir():
+                self.record_issue(r["student_id"], r["assignment"], "*",
+                                  NOT_SUBMITTED)
         flags = self._flags()
         totals = {}
         for r in rows:

@@ -126,9 +126,10 @@ def open_regular(path, limit=MAX_FILE_BYTES, *, top=None):
     return os.fdopen(fd, "rb"), st
 
 
-def read_regular(path, limit=MAX_FILE_BYTES, *, top=None):
+def read_regular(path, limit=MAX_FILE_BYTES, *, top=None, full_stat=False):
     """The bytes and modification time of the regular file ``path``, read without following
-    a link (see :func:`open_regular`, which takes the same arguments).
+    a link (see :func:`open_regular`, which takes the same arguments); with ``full_stat``
+    the whole ``os.stat_result`` of the file opened instead of its ``st_mtime``.
 
     Parameters
     ----------
@@ -156,7 +157,7 @@ def read_regular(path, limit=MAX_FILE_BYTES, *, top=None):
         data = fh.read(limit + 1)
     if len(data) > limit:
         raise Refused(f"is larger than {limit:,} bytes: not read")
-    return data, st.st_mtime
+    return data, (st if full_stat else st.st_mtime)
 
 
 def walk_regular(top, suffix=None):

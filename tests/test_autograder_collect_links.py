@@ -163,3 +163,80 @@ def test_read_regular_and_walk_regular(tmp_path):
             read_regular(bad, top=tmp_path / "sub")
     with pytest.raises(ValueError, match="zf"):
         zip_members(str(tmp_path / "x.zip"))
+
+
+# ---------------------------------------------------------------- times (issue 30, item 6)
+def _zip_dated(path, nb_bytes, year):
+    with zipfile.ZipFile(path, "w") as zf:
+        info = zipfile.ZipInfo("knn_classify.ipynb", date_time=(year, 12, 31, 12, 0, 0))
+        zf.writestr(info, nb_bytes)
+
+
+def _stamp(course, student):
+    import datetime as dt
+
+    text = (course.root / "submitted" / student / "knn" / "timestamp.txt").read_text()
+    return dt.datetime.strptime(text, "%Y-%m-%d %H:%M:%S.%f UTC").replace(
+        tzinfo=dt.timezone.utc)
+
+
+def test_backdated_zip_and_timestamp_are_not_trusted(tmp_path):
+    """A zip whose entries are dated 2019 and a folder whose timestamp.txt and file times
+    say 2019 are both recorded at their arrival (now), each with a line naming the claim."""
+    import datetime as dt
+
+    course = _course(tmp_path)
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    _zip_dated(subs / "zipped.zip", _release(), 2019)
+    (subs / "stamped" / "knn").mkdir(parents=True)
+    nb = subs / "stamped" / "knn" / "knn_classify.ipynb"
+    nb.write_bytes(_release())
+    (subs / "stamped" / "knn" / "timestamp.txt").write_text("2019-12-31 12:00:00 UTC")
+    old = dt.datetime(2019, 12, 31, tzinfo=dt.timezone.utc).timestamp()
+    os.utime(nb, (old, old))
+    before = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
+    course.collect(subs)
+    for student in ("zipped", "stamped"):
+        assert _stamp(course, student) > before, student
+        lines = [p for s_, _, p in _problems(course) if s_ == student]
+        assert any("2019-12-31" in p and "not trusted" in p for p in lines), lines
+
+
+def test_times_stated_by_the_instructor_win(tmp_path):
+    import csv
+
+    course = _course(tmp_path)
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    _zip_dated(subs / "zipped.zip", _release(), 2019)
+    (subs / "other").mkdir()
+    (subs / "other" / "knn_classify.ipynb").write_bytes(_release())
+    times = tmp_path / "lms.csv"
+    with times.open("w", newline="") as fh:
+        csv.writer(fh).writerows([["student", "assignment", "timestamp"],
+                                  ["zipped", "knn", "2026-01-09 08:30:00+01:00"]])
+    course.collect(subs, times=times, submitted_at="2026-01-20 10:00")
+    assert str(_stamp(course, "zipped")).startswith("2026-01-09 07:30:00")
+    assert str(_stamp(course, "other")).startswith("2026-01-20 10:00:00")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("student,timestamp\nzipped,yesterday-ish\n")
+    with pytest.raises(ValueError, match=r"bad.csv, line 2"):
+        course.collect(subs, times=bad)
+    bad.write_text("who,when\nzipped,2026-01-01\n")
+    with pytest.raises(ValueError, match="student"):
+        course.collect(subs, times=bad)
+
+
+def test_no_roster_is_named_per_student_and_can_be_refused(tmp_path):
+    course = _course(tmp_path)
+    subs = tmp_path / "subs"
+    (subs / "alcie").mkdir(parents=True)          # a typo nobody would notice
+    (subs / "alcie" / "knn_classify.ipynb").write_bytes(_release())
+    with pytest.raises(ValueError, match="require_roster"):
+        course.collect(subs, require_roster=True)
+    assert not (course.root / "submitted").exists()
+    course.collect(subs)
+    assert [(s_, p) for s_, _, p in _problems(course) if "without a roster" in p] == [
+        ("alcie", "graded without a roster: the folder name 'alcie' is taken as the "
+                  "student id unchecked")]
