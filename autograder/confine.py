@@ -226,7 +226,9 @@ def private_mounts(libc, tmp_size, keep=(), cover=(), network=True):
     """
     if int(tmp_size) <= 0:
         raise ValueError(f"tmp_size must be a positive number of bytes, got {tmp_size!r}")
-    if libc.unshare(_CLONE_NEWNS | (0 if network else _CLONE_NEWNET)) != 0:
+    # without a network namespace (not allowed here) the mounts still apply
+    if (network or libc.unshare(_CLONE_NEWNS | _CLONE_NEWNET) != 0) \
+            and libc.unshare(_CLONE_NEWNS) != 0:
         return False
     if libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
         return False

@@ -27,30 +27,23 @@ ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, use
 SEED = 4
 FAST = {"call_s": 3.0, "start_s": 20.0, "cpu_s": 60, "memory_bytes": 2 << 30}
 
-#: write the start of a reply into every pipe the answer can write to, then never finish
-HALF_LINE = """
+#: for every pipe the answer can write to: {action}
+_EVERY_PIPE = """
 import os, stat, time
 for _fd in range(3, 64):
     try:
         if stat.S_ISFIFO(os.fstat(_fd).st_mode):
-            os.write(_fd, b'{"ok": tr')
+{action}
     except OSError:
         pass
-time.sleep(10 ** 6)
 """
-
+#: the start of a reply that never ends
+HALF_LINE = _EVERY_PIPE.format(action="            os.write(_fd, b'{\"ok\": tr')") + \
+    "time.sleep(10 ** 6)\n"
 #: a reply line that never ends: megabytes of one JSON string
-FLOOD = """
-import os, stat
-for _fd in range(3, 64):
-    try:
-        if stat.S_ISFIFO(os.fstat(_fd).st_mode):
-            os.write(_fd, b'{"ok": true, "x": "')
-            while True:
-                os.write(_fd, b"x" * (1 << 20))
-    except OSError:
-        pass
-"""
+FLOOD = _EVERY_PIPE.format(action="            os.write(_fd, b'{\"ok\": true, \"x\": \"')\n"
+                           "            while True:\n"
+                           "                os.write(_fd, b'x' * (1 << 20))")
 
 
 def _score(verdicts):
