@@ -8,7 +8,11 @@ Two entry points share one ranking engine:
 * :func:`retrieval_metrics` ranks a labelled corpus by cosine similarity to labelled
   queries, an item being relevant when it carries the query's label (seed 003,
   section 4), processed in blocks of queries so that memory stays bounded;
-* :func:`precision_at_k` is the per-query precision at one cutoff.
+* :func:`precision_at_k` is the per-query precision at one cutoff;
+* :func:`ir_evaluator_metrics` takes queries, a corpus and the relevant documents of each
+  query as mappings from ids, the inputs of sentence-transformers'
+  ``InformationRetrievalEvaluator``, and computes its six families of numbers with its
+  conventions, which differ from trec_eval's in two of them (see its docstring).
 
 Two quantities that are often confused are kept apart here:
 
@@ -27,6 +31,7 @@ is ``book/retrieval.md``.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
 
 import numpy as np
 from scipy.special import gammaln
@@ -41,7 +46,7 @@ from ._validation import (
     unit_rows,
 )
 
-__all__ = ["retrieval_metrics", "ranking_metrics", "precision_at_k"]
+__all__ = ["retrieval_metrics", "ranking_metrics", "precision_at_k", "ir_evaluator_metrics"]
 
 # Upper bound on the number of score entries ranked at once (query block x items).
 _BLOCK_ENTRIES = 1 << 21
@@ -483,3 +488,173 @@ def retrieval_metrics(query_h, query_y, corpus_h, corpus_y, ks=(1, 5, 10), *, ti
             "no query has a relevant corpus item (no label of query_y occurs in corpus_y"
             + (" apart from the query itself)" if exclude_self else ")")
         ) from None
+
+
+SIMILARITIES = ("cosine", "dot")
+
+
+def _check_cutoffs(ks, name):
+    if isinstance(ks, numbers.Integral) and not isinstance(ks, bool):
+        ks = (ks,)
+    ks = as_sequence(ks, name, "integers")
+    if len(ks) == 0:
+        raise ValueError(f"{name} must contain at least one cutoff")
+    return tuple(check_int(k, name, minimum=1) for k in ks)
+
+
+def _stack_vectors(mapping, name):
+    """Ids (in the mapping's order) and their vectors stacked as a float array (n, d)."""
+    if not isinstance(mapping, Mapping):
+        raise TypeError(f"{name} must be a mapping from ids to vectors, got {type(mapping).__name__}")
+    if len(mapping) == 0:
+        raise ValueError(f"{name} is empty")
+    ids = list(mapping)
+    try:
+        rows = [np.asarray(mapping[i]) for i in ids]
+    except Exception as exc:  # pragma: no cover - exotic containers
+        raise TypeError(f"{name} must map ids to numeric vectors") from exc
+    widths = {r.shape for r in rows}
+    if len(widths) != 1:
+        raise ValueError(f"{name} holds vectors of different shapes: {sorted(map(str, widths))}")
+    X = as_float_array(np.stack(rows), name, ndim=2)
+    return ids, X
+
+
+def ir_evaluator_metrics(queries, corpus, relevant_docs, *, similarity="cosine",
+                         accuracy_at_k=(1, 3, 5, 10), precision_recall_at_k=(1, 3, 5, 10),
+                         mrr_at_k=(10,), ndcg_at_k=(10,), map_at_k=(100,)):
+    """Retrieval numbers with the conventions of sentence-transformers' IR evaluator.
+
+    The inputs are those of ``sentence_transformers.evaluation.InformationRetrievalEvaluator``
+    with embeddings in place of texts: ``queries`` and ``corpus`` map ids to vectors and
+    ``relevant_docs`` maps a query id to the ids of its relevant documents. Every query ranks
+    the whole corpus by ``similarity``, highest first; equal scores keep the order of
+    ``corpus`` (a stable sort, which is this function's choice: sentence-transformers leaves
+    the order of tied documents to ``torch.topk`` and to a heap that compares the ids). Only
+    queries that appear in ``relevant_docs`` with at least one id are scored, and ``R`` is the
+    number of ids listed for a query, *including ids that are not in the corpus* (they can
+    never be retrieved). With ``rel_j`` the relevance (0/1) of the document at rank ``j``:
+
+    * ``accuracy@k``: 1 if a relevant document is in the top ``k`` (what
+      :func:`ranking_metrics` calls ``hit@k`` and trec_eval ``success_k``);
+    * ``precision@k`` = :math:`\\sum_{j \\le k} rel_j / k` and ``recall@k`` =
+      :math:`\\sum_{j \\le k} rel_j / R`, as in :func:`ranking_metrics`;
+    * ``mrr@k``: ``1 / j`` for the first relevant ``j <= k``, and 0 when none is in the top
+      ``k`` (the package's ``mrr`` and trec_eval's ``recip_rank`` read the whole ranking);
+    * ``ndcg@k``: binary gains, :math:`\\sum_{j \\le k} rel_j / \\log_2(j + 1)` divided by
+      :math:`\\sum_{j \\le \\min(k, R)} 1 / \\log_2(j + 1)`, as in :func:`ranking_metrics`;
+    * ``map@k``: :math:`\\sum_{j \\le k,\\ rel_j = 1} \\mathrm{precision@}j` divided by
+      :math:`\\min(k, R)`, not by ``R`` as trec_eval's ``map`` and ranx's ``map@k`` divide, so
+      a query with more relevant documents than ``k`` is not penalised for the ones beyond the
+      cutoff.
+
+    Each value is the mean over the scored queries.
+
+    Parameters
+    ----------
+    queries : Mapping[hashable, array_like of shape (d,)]
+        Query embeddings by query id; no zero vector when ``similarity="cosine"``.
+    corpus : Mapping[hashable, array_like of shape (d,)]
+        Document embeddings by document id, in the order used to break ties.
+    relevant_docs : Mapping[hashable, Iterable[hashable]]
+        Relevant document ids of each query id (a set, list or tuple).
+    similarity : {"cosine", "dot"}, default "cosine"
+        Cosine similarity (sentence-transformers' ``cos_sim``) or the plain dot product
+        (``dot_score``).
+    accuracy_at_k, precision_recall_at_k, mrr_at_k, ndcg_at_k, map_at_k : sequence of int
+        Cutoffs (each >= 1), with the evaluator's defaults. A cutoff beyond the corpus
+        means the whole ranking; precision still divides by ``k``.
+
+    Returns
+    -------
+    dict of str -> float
+        ``accuracy@k``, ``precision@k``, ``recall@k``, ``mrr@k``, ``ndcg@k`` and ``map@k``
+        for the cutoffs of each family, in that order.
+
+    Raises
+    ------
+    ValueError
+        An empty ``queries`` or ``corpus``, vectors of different lengths, NaN/inf, a zero
+        vector under cosine similarity, an empty or non-positive cutoff, an unknown
+        ``similarity``, or no query with a relevant document in ``relevant_docs``.
+    TypeError
+        Arguments that are not mappings, non-numeric vectors, non-integer cutoffs.
+
+    Notes
+    -----
+    Book ``book/retrieval.md``. The conventions are read from the evaluator's documentation
+    and source (sentence-transformers 5.1); sentence-transformers itself is not a
+    dependency. Unlike :func:`retrieval_metrics` with ``exclude_self=True``, the evaluator
+    does not drop a document whose id equals the query's id.
+    """
+    q_ids, Q = _stack_vectors(queries, "queries")
+    c_ids, C = _stack_vectors(corpus, "corpus")
+    check_same_width(Q, C, "queries", "corpus")
+    if not isinstance(relevant_docs, Mapping):
+        raise TypeError(f"relevant_docs must be a mapping from query ids to document ids, "
+                        f"got {type(relevant_docs).__name__}")
+    if not isinstance(similarity, str) or similarity not in SIMILARITIES:
+        raise ValueError(f"similarity must be one of {SIMILARITIES}, got {similarity!r}")
+    families = {"accuracy": _check_cutoffs(accuracy_at_k, "accuracy_at_k"),
+                "precision_recall": _check_cutoffs(precision_recall_at_k, "precision_recall_at_k"),
+                "mrr": _check_cutoffs(mrr_at_k, "mrr_at_k"),
+                "ndcg": _check_cutoffs(ndcg_at_k, "ndcg_at_k"),
+                "map": _check_cutoffs(map_at_k, "map_at_k")}
+    position = {cid: j for j, cid in enumerate(c_ids)}
+    kept, rel_sets = [], []
+    for i, qid in enumerate(q_ids):
+        docs = relevant_docs.get(qid)
+        if docs is None:
+            continue
+        if isinstance(docs, (str, bytes)) or not hasattr(docs, "__iter__"):
+            raise TypeError(f"relevant_docs[{qid!r}] must be a collection of document ids")
+        docs = set(docs)
+        if docs:
+            kept.append(i)
+            rel_sets.append(docs)
+    if not kept:
+        raise ValueError("relevant_docs gives no query of queries a relevant document, so every "
+                         "query would be left out")
+    if similarity == "cosine":
+        Q = unit_rows(Q, "queries")
+        C = unit_rows(C, "corpus")
+    Q = Q[kept]
+    n_c = C.shape[0]
+    R = np.array([len(d) for d in rel_sets], dtype=np.float64)
+    max_k = min(max(max(ks) for ks in families.values()), n_c)
+    ranks = np.arange(1, max_k + 1, dtype=np.float64)
+    discount = 1.0 / np.log2(ranks + 1.0)
+    parts = []
+    block = _block_rows(n_c, "index")
+    for start in range(0, Q.shape[0], block):
+        stop = min(start + block, Q.shape[0])
+        order = np.argsort(-(Q[start:stop] @ C.T), axis=1, kind="stable")[:, :max_k]
+        rel = np.zeros((stop - start, n_c), dtype=bool)
+        for row, docs in enumerate(rel_sets[start:stop]):
+            cols = [position[d] for d in docs if d in position]
+            rel[row, cols] = True
+        parts.append(np.take_along_axis(rel, order, axis=1))
+    hits = np.concatenate(parts).astype(np.float64)          # (n_kept, max_k), ranked order
+    found = np.cumsum(hits, axis=1)
+    first = np.where(hits.any(axis=1), np.argmax(hits, axis=1) + 1.0, np.inf)
+
+    out = {}
+    for k in families["accuracy"]:
+        out[f"accuracy@{k}"] = float(np.mean(found[:, min(k, max_k) - 1] > 0))
+    for k in families["precision_recall"]:
+        out[f"precision@{k}"] = float(np.mean(found[:, min(k, max_k) - 1] / k))
+    for k in families["precision_recall"]:
+        out[f"recall@{k}"] = float(np.mean(found[:, min(k, max_k) - 1] / R))
+    for k in families["mrr"]:
+        out[f"mrr@{k}"] = float(np.mean(np.where(first <= k, 1.0 / first, 0.0)))
+    for k in families["ndcg"]:
+        kk = min(k, max_k)
+        dcg = hits[:, :kk] @ discount[:kk]
+        ideal_len = np.minimum(R, k).astype(int)
+        full = np.cumsum(1.0 / np.log2(np.arange(1, int(ideal_len.max()) + 1) + 1.0))
+        out[f"ndcg@{k}"] = float(np.mean(dcg / full[ideal_len - 1]))
+    for k in families["map"]:
+        kk = min(k, max_k)
+        ap = np.sum(hits[:, :kk] * found[:, :kk] / ranks[:kk], axis=1) / np.minimum(R, k)
+        out[f"map@{k}"] = float(np.mean(ap))
+    return out

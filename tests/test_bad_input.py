@@ -82,6 +82,10 @@ VALID = {
     # the other exported functions
     "ranking_metrics": lambda: dict(scores=_feat(4, 6), relevance=(_feat(4, 6, 1) > 0.5) * 1.0, ks=(1, 3)),
     "precision_at_k": lambda: dict(scores=_feat(4, 6), relevance=(_feat(4, 6, 1) > 0.5) * 1.0, k=3),
+    "ir_evaluator_metrics": lambda: dict(queries={f"q{i}": v for i, v in enumerate(_feat(3, 4))},
+                                         corpus={f"d{j}": v for j, v in enumerate(_feat(7, 4, 1))},
+                                         relevant_docs={"q0": {"d1", "d2"}, "q1": {"d5"}}),
+    "f1_scores": lambda: dict(y_true=_labels(9, 3), y_pred=_labels(9, 3)[::-1].copy()),
     "probe_accuracy_grid": lambda: dict(train_h=_feat(30, 3), train_y=_labels(30, 2),
                                         test_h=_feat(10, 3, 1), test_y=_labels(10, 2), Cs=[0.1, 1.0]),
     "loo_scores": lambda: dict(train_h=_feat(12, 3), train_y=_labels(12, 3), lam=0.1),
@@ -175,6 +179,7 @@ ARRAYS = {
     "retrieval_metrics": {"query_h": "f", "query_y": "y", "corpus_h": "f", "corpus_y": "y"},
     "ranking_metrics": {"scores": "f", "relevance": "f"},
     "precision_at_k": {"scores": "f", "relevance": "f"},
+    "f1_scores": {"y_true": "y", "y_pred": "y"},
     "linear_cka": {"X": "f", "Y": "f"},
     "rbf_cka": {"X": "f", "Y": "f"},
     "hsic_unbiased": {"K": "f", "L": "f"},
@@ -427,6 +432,11 @@ SPECIFIC = [
     ("ranking_metrics", "ignore", np.zeros((4, 5), bool)), ("ranking_metrics", "ignore", np.full((4, 6), 2)),
     ("ranking_metrics", "ignore", "all"), ("ranking_metrics", "ks", (0,)), ("ranking_metrics", "ks", ()),
     ("ranking_metrics", "ties", "stable"), ("ranking_metrics", "per_query", "no"),
+    # ir_evaluator_metrics: mappings, cutoffs, the similarity; f1_scores: labels, zero_division
+    ("ir_evaluator_metrics", "queries", {}), ("ir_evaluator_metrics", "corpus", [[1.0, 2.0]]),
+    ("ir_evaluator_metrics", "relevant_docs", {"nobody": {"d0"}}),
+    ("ir_evaluator_metrics", "map_at_k", (0,)), ("ir_evaluator_metrics", "similarity", "l2"),
+    ("f1_scores", "labels", []), ("f1_scores", "labels", [0, 0]), ("f1_scores", "zero_division", 0.5),
     ("precision_at_k", "k", 0), ("precision_at_k", "k", 1.5), ("precision_at_k", "ties", "first"),
     ("precision_at_k", "relevance", -np.ones((4, 6))), ("precision_at_k", "ignore", np.ones((3, 6), bool)),
     # merge_topk: k < 1, NaN similarities, negative or overlapping indices, ragged queries

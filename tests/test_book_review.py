@@ -16,14 +16,21 @@ Three things a reader notices at once and a reviewer should not have to find by 
   cite them. Every citation must match an entry (first author, year and any co-authors it
   names) whose list names the citing page, and every page an entry names must cite its first
   author. The list therefore cannot drift from the pages in either direction.
+* **Set-up cells in view.** A reader should see only code that teaches. :func:`setup_only`
+  says whether a code cell does nothing but bookkeeping (imports, thread limits, seeds,
+  warning filters, plot style, glue calls); every such cell of a chapter must carry a tag that
+  hides or removes it (``hide-input`` where the imports are worth a click, ``remove-cell``
+  otherwise).
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
+import ast
 from pathlib import Path
 
+import jupytext
 import pytest
 import yaml
 
@@ -441,3 +448,102 @@ def test_part_captions_share_one_style():
     captions = [part["caption"] for part in toc["parts"]]
     odd = [c for c in captions if not re.fullmatch(r"[A-Z][a-z-]*(?: [a-z][a-z-]*)*", c)]
     assert not odd, f"captions not in the book's style (sentence case, no numbering): {odd}"
+
+
+# --------------------------------------------------------------------------------------------
+# (e) no set-up cell in view
+# --------------------------------------------------------------------------------------------
+
+HIDING_TAGS = {"remove-cell", "remove-input", "hide-input", "hide-cell"}
+
+# Calls that only prepare the page: thread limits, seeds, warning filters, plot and table style,
+# the glue that hands numbers to the prose, and a seeded generator.
+_BOOKKEEPING_CALLS = {
+    "threadpool_limits", "set_num_threads", "manual_seed", "seed", "default_rng",
+    "filterwarnings", "simplefilter", "resetwarnings", "set_option", "set_printoptions",
+    "use", "rc", "update", "set_style", "glue", "glue_all", "cycler",
+}
+# Names whose items may be set in a set-up cell: os.environ[...] = ..., plt.rcParams[...] = ...
+_BOOKKEEPING_TARGETS = {"environ", "rcParams"}
+
+
+def _call_name(node) -> str | None:
+    if isinstance(node, ast.Call):
+        f = node.func
+        return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+    return None
+
+
+def _target_name(node) -> str | None:
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        if isinstance(node, ast.Attribute) and node.attr in _BOOKKEEPING_TARGETS:
+            return node.attr
+        node = node.value
+    return node.id if isinstance(node, ast.Name) and node.id in _BOOKKEEPING_TARGETS else None
+
+
+def _bookkeeping(stmt) -> bool:
+    if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Pass)):
+        return True
+    if isinstance(stmt, ast.Expr):
+        return _call_name(stmt.value) in _BOOKKEEPING_CALLS or isinstance(stmt.value, ast.Constant)
+    if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        if all(_target_name(t) for t in targets):
+            return True
+        return _call_name(stmt.value) in _BOOKKEEPING_CALLS
+    if isinstance(stmt, (ast.For, ast.With, ast.If)):
+        return all(_bookkeeping(s) for s in stmt.body + getattr(stmt, "orelse", []))
+    return False
+
+
+def setup_only(source: str) -> bool:
+    """True when a code cell does nothing but set the page up (see the module docstring)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:          # IPython magics and the like: not plain set-up
+        return False
+    return bool(tree.body) and all(_bookkeeping(s) for s in tree.body)
+
+
+def shown_setup_cells(source: str, page: str = "page") -> list[str]:
+    """The set-up cells of a MyST page that a reader would see, as ``page: cell n: first line``."""
+    nb = jupytext.reads(source, fmt="myst")
+    out = []
+    for n, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
+        tags = set(cell.metadata.get("tags", []))
+        if not tags & HIDING_TAGS and setup_only(cell.source):
+            out.append(f"{page}: code cell {n + 1}: {cell.source.strip().splitlines()[0]}")
+    return out
+
+
+def test_setup_checker_on_planted_cells():
+    assert setup_only("import numpy as np\nfrom scipy import stats\n")
+    assert setup_only("import os\nfor v in ('OMP_NUM_THREADS',):\n    os.environ[v] = '1'\n")
+    assert setup_only("threadpool_limits(1)\nplt.rcParams['font.size'] = 9\n"
+                      "plt.rcParams.update({'figure.dpi': 100})\nwarnings.simplefilter('ignore')\n")
+    assert setup_only("rng = np.random.default_rng(0)\ntorch.manual_seed(0)\n")
+    assert setup_only("glue_all({'a': a}, prefix='p_')\n")
+    assert not setup_only("import numpy as np\nx = np.ones(3)\nprint(x.sum())\n")
+    assert not setup_only("def f(x):\n    return x\n")
+    assert not setup_only("")
+    page = ("```{code-cell} ipython3\nimport numpy as np\n```\n\n"
+            "```{code-cell} ipython3\n:tags: [remove-cell]\nthreadpool_limits(1)\n```\n\n"
+            "```{code-cell} ipython3\nnp.ones(2).sum()\n```\n")
+    assert shown_setup_cells(page, "toy") == ["toy: code cell 1: import numpy as np"]
+
+
+# The demonstrations issue rewrites the experiments of these three pages and owns their cells;
+# their set-up cells are hidden there. Strict: once they are, this marker must go.
+_REWRITTEN_ELSEWHERE = {"attentive", "lpft", "encoders"}
+
+
+@pytest.mark.parametrize("path", [
+    pytest.param(p, id=p.stem, marks=pytest.mark.xfail(
+        strict=True, reason="set-up cell still shown; the page belongs to the demonstrations issue"))
+    if p.stem in _REWRITTEN_ELSEWHERE else pytest.param(p, id=p.stem)
+    for p in CHAPTERS])
+def test_no_setup_cell_is_shown(path):
+    shown = shown_setup_cells(path.read_text(), path.name)
+    assert not shown, ("set-up cells in view (tag them remove-cell, or hide-input when the "
+                       "imports are worth showing on request):\n" + "\n".join(shown))
