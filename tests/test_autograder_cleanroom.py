@@ -26,6 +26,7 @@ from autograder.exercises import load
 sys.path.insert(0, str(Path(__file__).parent))
 from autograder_cases import WRONG  # noqa: E402
 from worker_traces import started_here, temp_root  # noqa: E402
+from course_roster import import_roster  # noqa: E402
 
 SEED = 4242
 FAST = {"call_s": 5.0, "start_s": 30.0, "cpu_s": 30, "memory_bytes": 2 << 30}
@@ -434,6 +435,7 @@ def _grade_class(base, course_root, answers, workers=2):
             nbformat.write(_with_code(spec, code), str(path))
     course = Course(course_root, timeout=20, log=lambda *a: None)
     course.setup(EXERCISE_ASSIGNMENTS)
+    import_roster(course, answers, base)
     course.collect(subs)
     return course
 

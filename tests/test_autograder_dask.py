@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from autograder_cases import WRONG  # noqa: E402
+from course_roster import import_roster  # noqa: E402
 
 #: classes graded serially, by worker processes and by dask: left out of make test-fast
 pytestmark = pytest.mark.slow
@@ -65,6 +66,7 @@ def collected(tmp_path_factory):
         path = subs / student / "batchnorm" / "fold_batchnorm.ipynb"
         path.parent.mkdir(parents=True)
         nbformat.write(nb, str(path))
+    import_roster(course, ["crash", "loop", "ref", "wrong"], base)
     course.collect(subs)
     return base, course
 

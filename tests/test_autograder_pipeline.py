@@ -38,6 +38,7 @@ from autograder.feedback import MATHJAX_FILE
 
 sys.path.insert(0, str(Path(__file__).parent))
 from autograder_cases import FEEDBACK_WORDS, WRONG  # noqa: E402
+from course_roster import import_roster  # noqa: E402
 
 #: a whole class graded by nbgrader: left out of make test-fast
 pytestmark = pytest.mark.slow
@@ -185,13 +186,7 @@ def graded(tmp_path_factory):
     RELEASE["root"] = course.root / "exercises"
     expected = _make_submissions(base / "subs")
     students = sorted({s for s, _ in expected})
-    roster = base / "roster.csv"
-    with roster.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["id", "first_name", "last_name", "email"])
-        for s in students:
-            w.writerow([s, s.title(), "Student", f"{s}@example.org"])
-    course.import_roster(roster)
+    import_roster(course, students, base)
     course.collect(base / "subs")
     # two students at a time, as an instructor runs it (`autograder autograde --workers 2`):
     # the robust student's loop waits out its time limits while another student is graded;
@@ -422,7 +417,8 @@ def _small_class(tmp_path):
     for student, nb in (("ref", _with_code_from(blank, solution_source(spec))),
                         ("wrong", _with_code_from(blank, wrong_code)), ("blank", blank)):
         _write(nb, subs / student / "batchnorm" / "fold_batchnorm.ipynb")
-    course.collect(subs)  # no roster: `autograde --create` adds the students
+    import_roster(course, ["blank", "ref", "wrong"], tmp_path)
+    course.collect(subs)
     return course
 
 
