@@ -30,6 +30,7 @@ __all__ = [
     "expected_max_of_normals",
     "item_bootstrap_ci",
     "paired_item_bootstrap_ci",
+    "paired_comparison",
 ]
 
 _Z95 = 1.959963984540054
@@ -423,3 +424,75 @@ def paired_item_bootstrap_ci(a_stats, b_stats, metric, n_boot, rng, level=0.95):
     gains = np.concatenate([_apply_metric(metric, tb, tb.shape[0]) - _apply_metric(metric, ta, ta.shape[0])
                             for ta, tb in _replicate_totals([a, b], n_boot, rng)])
     return (float(gain),) + _percentile_interval(gains, level)
+
+
+# ------------------------------------------------------------- one paired comparison, in words
+SHOWN = "shown"
+NOT_SHOWN = "not shown at this scale"
+
+
+def paired_comparison(a_correct, b_correct, n_boot, rng, level=0.95, power=0.8):
+    """Everything one paired accuracy comparison should report, and whether it shows a difference.
+
+    The gain of B over A is called ``"shown"`` only when its paired bootstrap interval
+    (:func:`paired_bootstrap_ci`) excludes zero; otherwise the verdict is ``"not shown
+    at this scale"``. Alongside come the exact McNemar p-value (:func:`mcnemar_exact`),
+    the counts of discordant items, and what a rerun would need: the smallest
+    difference this many items can detect at the observed discordance
+    (:func:`repeval_ref.power.paired_detectable_difference`), and the items needed to
+    detect the observed difference at the observed discordance
+    (:func:`repeval_ref.power.paired_sample_size`), both at two-sided level
+    ``1 - level`` with the given power.
+
+    Parameters
+    ----------
+    a_correct, b_correct : array_like of 0/1 or bool, shape (n,)
+        Per-item correctness of models A and B on the same items.
+    n_boot : int
+        Bootstrap replicates, ``>= 1``.
+    rng : numpy.random.Generator or int
+    level : float, default 0.95
+        Confidence level of the interval, in (0, 1); the power calculations use
+        ``alpha = 1 - level``.
+    power : float, default 0.8
+        Power of the two sample-size numbers, in [0.5, 1).
+
+    Returns
+    -------
+    dict
+        ``gain`` (``mean(b) - mean(a)``), ``lo``, ``hi`` (paired bootstrap interval),
+        ``mcnemar_p``, ``n``, ``only_a`` and ``only_b`` (items only A, only B gets
+        right), ``discordance`` (``(only_a + only_b) / n``), ``verdict`` (``"shown"``
+        or ``"not shown at this scale"``), ``detectable`` (smallest detectable
+        difference at ``n`` items; ``inf`` when none is) and ``needed_n`` (items
+        needed for the observed gain; ``None`` when the gain is zero).
+
+    Raises
+    ------
+    ValueError
+        As :func:`paired_bootstrap_ci`, or ``power`` outside [0.5, 1).
+
+    Notes
+    -----
+    Book ``book/noise.md``; seed 000, "How much a top-1 number moves by chance".
+    Connor (1987) for the sample sizes (see :mod:`repeval_ref.power`).
+    """
+    from .power import paired_detectable_difference, paired_sample_size
+
+    a, b = _pair(a_correct, b_correct)
+    n_boot, rng, level = _bootstrap_args(n_boot, rng, level)
+    gain, lo, hi = paired_bootstrap_ci(a, b, n_boot, rng, level)
+    n = a.shape[0]
+    only_a = int(np.count_nonzero(a & ~b))
+    only_b = int(np.count_nonzero(~a & b))
+    psi = (only_a + only_b) / n
+    alpha = 1.0 - level
+    # power is validated here even when the discordance leaves nothing to compute
+    detectable = paired_detectable_difference(n, psi if psi > 0 else 1.0, alpha, power)
+    if psi == 0:
+        detectable = float("inf")
+    needed = None if gain == 0 else paired_sample_size(abs(gain), psi, alpha, power)
+    shown = lo > 0 or hi < 0
+    return {"gain": gain, "lo": lo, "hi": hi, "mcnemar_p": mcnemar_exact(a, b), "n": int(n),
+            "only_a": only_a, "only_b": only_b, "discordance": float(psi),
+            "verdict": SHOWN if shown else NOT_SHOWN, "detectable": detectable, "needed_n": needed}

@@ -146,6 +146,16 @@ VALID = {
                                            Cs=[0.1, 1.0], seed=0),
     "holm": lambda: dict(p=np.array([0.01, 0.04, 0.3])),
     "benjamini_hochberg": lambda: dict(p=np.array([0.01, 0.04, 0.3])),
+    # checks that can fail, power and one paired comparison (issue 26)
+    "paired_comparison": lambda: dict(a_correct=_bits(1), b_correct=_bits(2), n_boot=20, rng=_rng(3)),
+    "paired_sample_size": lambda: dict(difference=0.02, discordance=0.1),
+    "paired_detectable_difference": lambda: dict(n=1000, discordance=0.1),
+    "discordance_upper_bound": lambda: dict(accuracy_a=0.8, accuracy_b=0.7),
+    "unpaired_detectable_difference": lambda: dict(n=1000, accuracy=0.7),
+    "token_norm_ratios": lambda: dict(norms=np.abs(_feat(5, 6)) + 0.1),
+    "high_norm_tokens": lambda: dict(norms=np.abs(_feat(5, 6)) + 0.1, threshold=4.0),
+    "attention_mass_ratio": lambda: dict(attention=np.full((6, 3, 3), 1 / 9), masks=np.eye(3, dtype=bool)[None].repeat(6, 0),
+                                         n_boot=20, rng=_rng(3)),
 }
 
 NOT_COVERED_HERE = {"frozen_features", "MinibatchCKA"}  # see the module docstring
@@ -172,6 +182,9 @@ ARRAYS = {
     "mcnemar_exact": {"a_correct": "b", "b_correct": "b"},
     "paired_bootstrap_ci": {"a_correct": "b", "b_correct": "b"},
     "paired_standard_error": {"a_correct": "b", "b_correct": "b"},
+    "paired_comparison": {"a_correct": "b", "b_correct": "b"},
+    "token_norm_ratios": {"norms": "f"},
+    "high_norm_tokens": {"norms": "f"},
     "region_bootstrap_miou": {"counts": "f", "regions": "y"},
     "rankme": {"Z": "f"},
     "rankme_normalized": {"Z": "f"},
@@ -261,6 +274,13 @@ SCALARS = {
     "tile_iou_counts": ["n_classes"],
     "region_bootstrap_miou": ["n_boot", "level"],
     "precision_at_k": ["k"],
+    "paired_comparison": ["n_boot", "level", "power"],
+    "paired_sample_size": ["difference", "discordance", "alpha", "power"],
+    "paired_detectable_difference": ["n", "discordance", "alpha", "power"],
+    "discordance_upper_bound": ["accuracy_a", "accuracy_b"],
+    "unpaired_detectable_difference": ["n", "accuracy", "alpha", "power"],
+    "high_norm_tokens": ["threshold"],
+    "attention_mass_ratio": ["n_boot", "level"],
 }
 
 
@@ -315,7 +335,7 @@ GENERIC = _generic_cases()
 def test_generic_bad_array(name, arg, what, make):
     named = arg
     if what.startswith("one") and name in ("mcnemar_exact", "paired_bootstrap_ci",
-                                           "paired_standard_error") and arg == "a_correct":
+                                           "paired_standard_error", "paired_comparison") and arg == "a_correct":
         named = "b_correct"  # the length of b_correct is checked against a_correct
     _expect_error(name, arg, make(), named=named)
 
@@ -448,6 +468,26 @@ SPECIFIC = [
     # linear_cka: constant features (zero after centring), too few rows, lengths
     ("linear_cka", "X", np.ones((10, 3))), ("linear_cka", "Y", np.full((10, 2), 7.0)),
     ("linear_cka", "X", _feat(1, 3)), ("linear_cka", "Y", _feat(9, 2, 1)),
+    # power: shares outside [0, 1], a difference above the discordance, alpha and power ranges
+    ("paired_sample_size", "difference", 0.0), ("paired_sample_size", "difference", 1.5),
+    ("paired_sample_size", "discordance", 0.01), ("paired_sample_size", "power", 1.0),
+    ("paired_detectable_difference", "n", 0), ("paired_detectable_difference", "discordance", 0.0),
+    ("paired_detectable_difference", "discordance", np.nan), ("paired_detectable_difference", "alpha", 0.0),
+    ("paired_detectable_difference", "power", 0.3),
+    ("discordance_upper_bound", "accuracy_a", -0.1), ("discordance_upper_bound", "accuracy_b", 1.1),
+    ("unpaired_detectable_difference", "accuracy", 2.0), ("unpaired_detectable_difference", "alpha", 1.0),
+    ("paired_comparison", "power", 0.1), ("paired_comparison", "level", 0.0), ("paired_comparison", "rng", "seed"),
+    # artifact tokens: negative norms, a zero median, a threshold that is not above 1
+    ("token_norm_ratios", "norms", -np.ones((3, 4))), ("token_norm_ratios", "norms", np.zeros((3, 4))),
+    ("high_norm_tokens", "threshold", 1.0), ("high_norm_tokens", "threshold", np.nan),
+    # attention-mass ratio: shapes, weights that do not sum to one, empty regions
+    ("attention_mass_ratio", "attention", np.full((6, 3, 3), 0.2)),
+    ("attention_mass_ratio", "attention", np.full((6, 9), 1 / 9)),
+    ("attention_mass_ratio", "attention", np.full(6, 1.0)), ("attention_mass_ratio", "attention", "abc"),
+    ("attention_mass_ratio", "attention", None),
+    ("attention_mass_ratio", "masks", np.zeros((6, 3, 3), bool)), ("attention_mass_ratio", "masks", "abc"),
+    ("attention_mass_ratio", "masks", np.full((6, 3, 3), 2)), ("attention_mass_ratio", "n_boot", 0),
+    ("attention_mass_ratio", "level", 1.0), ("attention_mass_ratio", "rng", "seed"),
 ]
 
 

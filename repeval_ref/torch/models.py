@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .._validation import check_int
+from .._validation import check_bool, check_int
 
 __all__ = [
     "SmallCNN",
@@ -188,12 +188,31 @@ class TinyViT(nn.Module):
         cls = self.cls_token.expand(p.shape[0], -1, -1)
         return torch.cat([cls, p], dim=1) + pos
 
-    def forward_tokens(self, x):
-        """Final normalised tokens, shape (b, 1 + p, dim): class token first, then the patches."""
+    def forward_tokens(self, x, pre_norm=False):
+        """Tokens after the last block, shape (b, 1 + p, dim): class token first, then the patches.
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (b, c, H, W)
+        pre_norm : bool, default False
+            ``False`` returns the encoder's output, the last block's tokens passed through
+            the final LayerNorm ``self.norm``. ``True`` returns the residual stream itself,
+            the same tokens *before* that normalisation, so that
+            ``self.norm(forward_tokens(x, pre_norm=True))`` is ``forward_tokens(x)``.
+
+        Notes
+        -----
+        Read the token norms from ``pre_norm=True``. A LayerNorm centres and rescales every
+        token to the same norm before its affine map (``sqrt(dim)`` up to ``eps``), so after
+        it each token's norm is bounded by the spread of the affine weights, whatever the
+        token was: a high-norm artifact token (Darcet et al. 2024) is visible only before
+        the final normalisation (:func:`repeval_ref.high_norm_tokens`).
+        """
+        pre_norm = check_bool(pre_norm, "pre_norm")
         t = self.tokens(x)
         for block in self.blocks:
             t = block(t)
-        return self.norm(t)
+        return t if pre_norm else self.norm(t)
 
     def forward(self, x):
         return self.forward_tokens(x)[:, 0]
