@@ -533,16 +533,7 @@ def test_setup_checker_on_planted_cells():
     assert shown_setup_cells(page, "toy") == ["toy: code cell 1: import numpy as np"]
 
 
-# The demonstrations issue rewrites the experiments of these three pages and owns their cells;
-# their set-up cells are hidden there. Strict: once they are, this marker must go.
-_REWRITTEN_ELSEWHERE = {"attentive", "lpft", "encoders"}
-
-
-@pytest.mark.parametrize("path", [
-    pytest.param(p, id=p.stem, marks=pytest.mark.xfail(
-        strict=True, reason="set-up cell still shown; the page belongs to the demonstrations issue"))
-    if p.stem in _REWRITTEN_ELSEWHERE else pytest.param(p, id=p.stem)
-    for p in CHAPTERS])
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
 def test_no_setup_cell_is_shown(path):
     shown = shown_setup_cells(path.read_text(), path.name)
     assert not shown, ("set-up cells in view (tag them remove-cell, or hide-input when the "
