@@ -183,8 +183,10 @@ def test_shipped_checkpoints_reproduce_the_manifest_accuracies(tmp_path):
     """Every checkpoint's 20-NN accuracy, and each final checkpoint's probe accuracy, on the
     manifest's small subsets (features recomputed from the weights: a fresh cache).
 
-    Tolerance: 1e-6 on the torch version that wrote the manifest; otherwise 0.01
-    (ten of the 1,000 test images may change their prediction).
+    Tolerance: 1e-6 for the 20-NN on the torch version that wrote the manifest, and two
+    of the 1,000 test images for the probe there (its L-BFGS fit sums through the BLAS
+    kernel that OpenBLAS picks for the processor, ``OPENBLAS_CORETYPE``: on one machine
+    the DINO probe moved from 0.687 to 0.686); otherwise 0.01 for both (ten images).
     """
     from repeval_ref.knn import knn_classify
     from repeval_ref.linear_probe import linear_probe_done_right
@@ -205,7 +207,7 @@ def test_shipped_checkpoints_reproduce_the_manifest_accuracies(tmp_path):
             if ck == entry["final"]:
                 _, probe = linear_probe_done_right(htr, ytr, hte, yte, evaluate.PROTOCOL["Cs"],
                                                    seed=evaluate.PROTOCOL["probe_seed"])
-                assert probe == pytest.approx(info["small"]["probe"], abs=tol), (name, ck)
+                assert probe == pytest.approx(info["small"]["probe"], abs=max(tol, 2e-3)), (name, ck)
 
 
 def test_feature_poolings_agree_and_cache_is_reused(tmp_path):
