@@ -74,13 +74,41 @@ FASHION_SUBSET_SIZES = {"train": 10000, "test": 5000}
 
 #: task -> {"train", "test", "both"} -> SHA-256 of the content (see :func:`content_sha256`).
 TASK_SHA256 = {
-    "fashion": {"train": "", "test": "", "both": ""},
-    "fashion_shifted": {"train": "", "test": "", "both": ""},
-    "fashion_cluttered": {"train": "", "test": "", "both": ""},
-    "fashion_corrupted": {"train": "", "test": "", "both": ""},
-    "mnist_5k": {"train": "", "test": "", "both": ""},
-    "sklearn_digits": {"train": "", "test": "", "both": ""},
-    "opencv_digits": {"train": "", "test": "", "both": ""},
+    "fashion": {
+        "train": "8d19f420003a5cf4d0a8dfc8e3e6017179503ed09e0cdc5840fb32791010ef72",
+        "test": "4ae28be3510931fe8ff165119fdaf4f523a0bebd49a5e1d9c6d197e7e145bdd6",
+        "both": "73ee8cd0d5dbe045130de567454e574cee26ae6568b8030f7b0bfd28372d4864",
+    },
+    "fashion_shifted": {
+        "train": "607f72f555a4a3d78ad9dbe1ff80769c92d526918e8c7cf7b71595e9d3244f9e",
+        "test": "a80a9c5ef73b49b0fa07520227b6b8b3325120c3f04f2fc79a8c186020b759d0",
+        "both": "07d98456fce201abab10a08c4fa77cf6403613ad120ef7dcab390887aa1fb880",
+    },
+    "fashion_cluttered": {
+        "train": "521b53d182fad610bd815e3778c4cc40709298e9442150af2d8dc70bdb0162a9",
+        "test": "a8a57f08e9fb3b16285456b20c872428f766a42e025bd580137dcbadb128e668",
+        "both": "e9cac529ed4c51f2bb12415c98a5ce55e84e510c9c621790e1822d9e5d8992e6",
+    },
+    "fashion_corrupted": {
+        "train": "9a910830e59e655a7db0c49b294019f1e4807feecbebac3ca09e5fec5cae88ec",
+        "test": "687f5717e79f8920f6c157902d2fecc86ac19fd83da6d7d614248249a2aef97a",
+        "both": "ec992301132aca77daf20fe30f552acc73aa104e6e01935431bc71f7cff2514a",
+    },
+    "mnist_5k": {
+        "train": "22ad24201f5a95431c7a59a3d33889171069bdc6cb732ecb955b1c084578c83b",
+        "test": "8a7e97e99bc28862a8965d0a9cfe12b263ae3b1aa0df827955e4ef7753b47bb9",
+        "both": "2fb8a132ed298f5b73b3f38c11265a4c6f7ba91aa0417af83cc5b50b04c5be20",
+    },
+    "sklearn_digits": {
+        "train": "d6c5c1c135a0e26fe957eb2afc4b61dc32916e6aed2230bd4b1e8ba6b6a552ce",
+        "test": "b2d8b2977331ceaa8389fba525789691996a50a373907e195a44cd5de6947cb8",
+        "both": "b9a7fe088efc8c96196a671cd6856ccabfd4fe08a620bc01d954d36ab7b437c9",
+    },
+    "opencv_digits": {
+        "train": "4124822e5c0f0db3273ed0de93d2a9e7a7165d5127c04ec64ae53004517a1099",
+        "test": "fdf76a3fceee8ea77327090f0c3c76f3df52beddcbcad900614a30a1856aad42",
+        "both": "67bd35b44c967cc2de033bd537d08b696db6e2f6f43255b979e927adf13049c9",
+    },
 }
 
 _SPLIT_CODE = {"train": 0, "test": 1}
