@@ -560,3 +560,24 @@ def test_the_make_target_and_the_extra_exist():
     extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert any(req.startswith("mlxtend") for req in extras["suite"])
     assert ",suite]" in makefile
+
+
+def test_licences_agree_with_the_notice_and_debian():
+    notice = (ROOT / "THIRD_PARTY.md").read_text()
+    rows = [ln for ln in notice.splitlines() if ln.startswith("| ")]
+
+    def row(marker):
+        found = [ln for ln in rows if marker in ln]
+        assert len(found) == 1, marker
+        return found[0]
+
+    assert "CC BY-SA 3.0" in row("mnist_5k.csv.gz") and "CC BY-SA 3.0" in ds.task_card("mnist_5k")["licence"]
+    assert "CC BY 4.0" in row("digits.csv.gz") and ds.task_card("sklearn_digits")["licence"] == "CC BY 4.0"
+    opencv = row("opencv-doc")
+    assert "Apache-2.0 AND BSD-3-Clause" in opencv
+    assert ds.task_card("opencv_digits")["licence"].startswith("Apache-2.0 AND BSD-3-Clause")
+    copyright = Path("/usr/share/doc/opencv-doc/copyright")
+    if copyright.is_file():
+        # the first stanza, Files: *, covers samples/data/digits.png
+        stanza = copyright.read_text().split("\nFiles: *\n", 1)[1].split("\n\n", 1)[0]
+        assert "License: Apache-2.0 AND BSD-3-Clause" in stanza
