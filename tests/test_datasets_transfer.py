@@ -14,7 +14,6 @@ import csv
 import gzip
 import hashlib
 import io
-import shutil
 import subprocess
 import sys
 from collections import Counter

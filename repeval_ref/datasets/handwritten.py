@@ -18,13 +18,12 @@ Splits. The test rows are one stratified draw with ``numpy.random.default_rng(0)
 each class contributes its share of the test set (largest remainders settle the
 rounding; classes in increasing order, each taking the first rows of a random
 permutation of its rows), every other row is a training row, and both splits keep the
-order of the source. MNIST-5k and OpenCV hold 500
-images of each digit, so their 1,000 test images are exactly 100 per class and their
-training images exactly 400 per class; scikit-learn's digits hold 174 to 183 per class,
-and the test set takes 48 to 51 of each. The test sizes are chosen so that an accuracy
-has a standard error of at most 1.6 points (1,000 images) or 2.2 points (500 images),
-while leaving at least 400 (MNIST, OpenCV) or about 130 (scikit-learn) training images
-per class for a probe.
+order of the source. MNIST-5k and OpenCV hold 500 images of each digit, so their 1,000
+test images are exactly 100 per class and their training images exactly 400 per class;
+scikit-learn's digits hold 174 to 183 per class, and the test set takes 48 to 51 of
+each. The test sizes are chosen so that an accuracy has a standard error of at most
+1.6 points (1,000 images) or 2.2 points (500 images), while leaving 400 (MNIST, OpenCV)
+or about 130 (scikit-learn) training images per class for a probe.
 
 Checks. Every source file is verified before it is parsed (SHA-256 of the
 decompressed CSV text for MNIST-5k, of the decoded pixels for ``digits.png``; the

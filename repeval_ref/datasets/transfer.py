@@ -47,7 +47,15 @@ import numpy as np
 from ._common import DataNotInstalledError, _content_sha256, _stratified_choice
 from .corruptions import CORRUPTIONS, corrupt
 from .fashion import FASHION_MNIST_CLASSES, FASHION_MNIST_FILES, _locate, fashion_mnist, fashion_mnist_dir
-from .handwritten import DIGIT_CLASSES, mnist_5k, mnist_5k_file, opencv_digits, opencv_digits_file, sklearn_digits_28
+from .handwritten import (
+    DIGIT_CLASSES,
+    SPLIT_SIZES,
+    mnist_5k,
+    mnist_5k_file,
+    opencv_digits,
+    opencv_digits_file,
+    sklearn_digits_28,
+)
 from .variants import fashion_mnist_cluttered, fashion_mnist_shifted
 
 __all__ = [
@@ -479,8 +487,6 @@ def task_card(name):
     if name.startswith("fashion"):
         n_train, n_test = FASHION_SUBSET_SIZES["train"], FASHION_SUBSET_SIZES["test"]
     else:
-        from .handwritten import SPLIT_SIZES
-
         n_train, n_test = SPLIT_SIZES[name]
     return {
         "name": name,
