@@ -652,10 +652,14 @@ TASK_HEADERS = ["task", "title", "train", "test", "classes", "image size", "shif
 
 def settings_text(suite):
     s = suite["settings"]
-    rules = sorted({split_text(suite["per_task"][t]["split"]).split("(", 1)[1].rstrip(")")
-                    for t in suite["tasks"]})
-    return (f"{len(suite['encoders'])} encoders on {len(suite['tasks'])} tasks; split rule: "
-            f"{'; '.join(rules)}; seed {s['seed']} (probe validation split, low-shot draws, bootstraps); "
+    rules = set()
+    for t in suite["tasks"]:
+        sp = suite["per_task"][t]["split"]
+        rules.add(split_text(sp).split("(", 1)[1].rstrip(")") if sp["rule"] == "stratified" else
+                  "each task's own train and test parts, never re-split")
+    n_t = len(suite["tasks"])
+    return (f"{len(suite['encoders'])} encoders on {n_t} task{'s' if n_t != 1 else ''}; split rule: "
+            f"{'; '.join(sorted(rules))}; seed {s['seed']} (probe validation split, low-shot draws, bootstraps); "
             f"{s['shots']}-shot figures are the mean and standard deviation over {s['draws']} draws of the "
             "support set, not an interval.")
 
