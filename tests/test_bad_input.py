@@ -146,6 +146,13 @@ VALID = {
                                            Cs=[0.1, 1.0], seed=0),
     "holm": lambda: dict(p=np.array([0.01, 0.04, 0.3])),
     "benjamini_hochberg": lambda: dict(p=np.array([0.01, 0.04, 0.3])),
+    # rankings across the tasks of a suite (issue 27)
+    "task_ranks": lambda: dict(scores=_feat(5, 3)),
+    "mean_rank": lambda: dict(scores=_feat(5, 3)),
+    "tau_b_matrix": lambda: dict(scores=_feat(5, 3)),
+    "kendall_tau_b": lambda: dict(x=_feat(6, 1)[:, 0], y=_feat(6, 1, 1)[:, 0]),
+    "rank_bootstrap": lambda: dict(correct=[_rng(1).random((4, 30)) < 0.6, _rng(2).random((4, 20)) < 0.7],
+                                   n_boot=50, seed=0, level=0.9),
 }
 
 NOT_COVERED_HERE = {"frozen_features", "MinibatchCKA"}  # see the module docstring
@@ -190,6 +197,10 @@ ARRAYS = {
     "unit_coordinate_std": {"Z": "f"},
     "rankme_squared_shares": {"X": "f"},
     "alpha_req_weighted": {"X": "f"},
+    "task_ranks": {"scores": "f"},
+    "mean_rank": {"scores": "f"},
+    "tau_b_matrix": {"scores": "f"},
+    "kendall_tau_b": {"x": "v", "y": "v"},
     **{name: {"X": "f"} for name in (
         "gram_spectrum", "alpha_req", "ne_sum", "stable_rank", "condition_number",
         "self_cluster", "diffusion_spectral_entropy", "two_nn_id_batched",
@@ -261,6 +272,7 @@ SCALARS = {
     "tile_iou_counts": ["n_classes"],
     "region_bootstrap_miou": ["n_boot", "level"],
     "precision_at_k": ["k"],
+    "rank_bootstrap": ["n_boot", "level"],
 }
 
 
