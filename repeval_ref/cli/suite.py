@@ -68,7 +68,6 @@ SUITE_SHOTS = 10
 RANK_BOOTSTRAP = 1000
 #: version of what the result cache stores; bump when an evaluation changes
 RESULT_CACHE_VERSION = 1
-FEATURE_SUFFIXES = (".npz", ".npy", ".pt", ".pth")
 
 
 def protocol_title(p, s):
