@@ -26,12 +26,12 @@ endef
 # venv, so it is compiled once here, at install time, on the test's own input.
 WARM_NUMBA = $(PY) tests/ranx_case.py
 
-.PHONY: venv venv-student data test test-fast book bench bench-class clean axe publish zoo zoo-table deck
+.PHONY: venv venv-student data data-extra test test-fast book bench bench-class clean axe publish zoo zoo-table deck
 
 # Everything: the package and the book, grading, test and benchmark tool chains.
 $(STAMP): pyproject.toml constraints.txt
 	$(make_venv)
-	$(PY) -m pip install --quiet -c constraints.txt -e ".[book,grading,dev,bench,zoo]"
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[book,grading,dev,bench,zoo,suite]"
 	$(WARM_NUMBA)
 	touch $(STAMP) $(STUDENT_STAMP)
 
@@ -71,6 +71,30 @@ data:
 	else \
 	  echo "to install them run: sudo apt-get install dataset-fashion-mnist (Debian/Ubuntu)"; \
 	  echo "or $(FASHION_HINT)"; exit 1; \
+	fi
+
+# Optional data of the transfer suite (repeval_ref.datasets.transfer): OpenCV's 5,000
+# hand-written digits (digits.png), shipped by Debian's opencv-doc (about 96 MB to
+# download, 270 MB installed, hence not part of `make data`). Read from
+# $REPEVAL_DATA/digits.png when that exists, else from where the package puts it; a root
+# shell with apt-get installs the package, otherwise this says how and fails. Without it
+# the suite skips the opencv_digits task. (The loader checks the pixels' SHA-256.)
+OPENCV_DIGITS := /usr/share/doc/opencv-doc/examples/data/digits.png
+
+data-extra:
+	@if [ -n "$(REPEVAL_DATA)" ] && [ -f "$(REPEVAL_DATA)/digits.png" ]; then \
+	  echo "OpenCV digits: $(REPEVAL_DATA)/digits.png"; exit 0; fi; \
+	if [ -f "$(OPENCV_DIGITS)" ]; then echo "OpenCV digits: $(OPENCV_DIGITS)"; exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends opencv-doc \
+	    || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends opencv-doc; } \
+	    || exit 1; \
+	  test -f "$(OPENCV_DIGITS)" || { echo "still missing: $(OPENCV_DIGITS)"; exit 1; }; \
+	  echo "OpenCV digits: $(OPENCV_DIGITS)"; \
+	else \
+	  echo "OpenCV digits: missing; run: sudo apt-get install opencv-doc (Debian/Ubuntu)"; \
+	  echo "or copy samples/data/digits.png of https://github.com/opencv/opencv into a directory and set REPEVAL_DATA to it"; \
+	  exit 1; \
 	fi
 
 # The suite includes the browser test of the built book, so the book is built first.

@@ -4,6 +4,7 @@ Usage::
 
     python -m benchmarks.run            # full sizes (make bench); about 20 minutes on 2 cores
     python -m benchmarks.run --quick    # tiny sizes, 1-2 repetitions: checks the harness
+    python -m benchmarks.run --rows suite --reps 1   # the suite: about 20 minutes (see bench_suite)
     python -m benchmarks.run --rows knn,ridge --out /tmp/r.json
     python -m benchmarks.run --rows autograder --students 20 --reps 1 --merge   # make bench-class
 
@@ -42,7 +43,7 @@ from . import _harness as H
 
 SCHEMA = "repeval-bench/1"
 DEFAULT_OUT = Path(__file__).resolve().parent / "results.json"
-ROW_IDS = ("knn", "ridge", "grid", "labelfree", "dse", "report", "book", "autograder")
+ROW_IDS = ("knn", "ridge", "grid", "labelfree", "dse", "report", "book", "autograder", "suite")
 
 # Sizes: the issue's sizes, except where a deviation is stated in the row's note.
 FULL = {
@@ -68,6 +69,9 @@ FULL = {
     "book": {"reps_full": 2, "reps_rebuild": 5, "timeout": 900},
     "autograder": {"reps": 1, "students": 2, "workers": 2, "reps_class": 1, "cell_timeout": 60,
                    "timeout": 900, "assignments": None},
+    # the issue's sizes: every zoo encoder (EfficientNet-Lite0 included), every installed task
+    "suite": {"encoders": None, "tasks": None, "rank_boot": 1000, "cold_goal_s": 1200, "warm_goal_s": 60,
+              "timeout": 3600},
 }
 QUICK = {
     "reps": 1,
@@ -85,6 +89,9 @@ QUICK = {
                 {"id": "unit16_s01", "kind": "unit", "n_rows": 2_000, "d": 16, "sigma": 0.1},
             ]},
     "report": {"n_train": 1_500, "n_test": 500, "d": 32, "n_classes": 10, "reps": 1, "timeout": 600},
+    # two small zoo encoders on the smallest task: checks the row in seconds (no goal at these sizes)
+    "suite": {"encoders": ["random_vit", "supervised_cnn"], "tasks": ["sklearn_digits"], "rank_boot": 200,
+              "cold_goal_s": None, "warm_goal_s": None, "timeout": 600},
     "book": None,       # too slow for a quick run: written as "not run"
     "autograder": None,  # minutes; `--quick --students N` runs QUICK_CLASS instead
 }
@@ -698,13 +705,61 @@ def row_autograder(cfg, reps, tmp):
             "lines": lines + [_verifier_line(S)]}
 
 
+def row_suite(cfg, reps, tmp):
+    """``repeval suite`` cold (a fresh cache folder) and warm (the same folder again)."""
+    from . import bench_suite as B
+
+    c = cfg
+    from repeval_ref.zoo import known_names
+
+    installed = B.installed_tasks()
+    tasks = installed if c["tasks"] is None else [t for t in c["tasks"] if t in installed]
+    if not tasks:
+        return _pending("suite", "repeval suite", "not run: no task of the transfer suite is installed here "
+                        "(make data)", status="not run")
+    encoders = list(known_names()) if c["encoders"] is None else list(c["encoders"])
+    cold, warm = [], []
+    for i in range(reps):  # each repetition starts from its own empty cache
+        cache = str(Path(tmp) / f"suite_cache_{i}")
+        kw = {"encoders": encoders, "tasks": tasks, "cache": cache, "rank_boot": c["rank_boot"]}
+        cold.append(H.run_child("bench_suite:suite", dict(kw, out=str(Path(tmp) / f"suite_cold_{i}")),
+                                timeout=c["timeout"]))
+        warm.append(H.run_child("bench_suite:suite", dict(kw, out=str(Path(tmp) / f"suite_warm_{i}")),
+                                timeout=c["timeout"]))
+    S = {"cold": H.summarise(cold), "warm": H.summarise(warm)}
+    t_cold, t_warm = S["cold"]["seconds_median"], S["warm"]["seconds_median"]
+    same = all(w["out"]["cells"] == cold[0]["out"]["cells"] for w in cold + warm)
+    hits = warm[-1]["out"]["cache"]
+    all_read = hits["features_computed"] == 0 and hits["evaluations_computed"] == 0
+    size = (f"{len(encoders)} encoders ({', '.join(encoders)}) x {len(tasks)} tasks ({', '.join(tasks)}); "
+            f"k-NN, probe, 10-shot; {c['rank_boot']} rank-bootstrap replicates")
+    quick = c["cold_goal_s"] is None
+    why = "quick sizes: the goals are for the full suite" if quick else ""
+    lines = [
+        _line("suite", "repeval suite from nothing cached", "goal of the issue", _fmt_s(t_cold), None, None,
+              None if quick else f"<= {c['cold_goal_s']} s", None if quick else t_cold <= c["cold_goal_s"],
+              note=why),
+        _line("suite", "repeval suite from the cache", "the cold run", _fmt_s(t_warm), _fmt_s(t_cold),
+              t_cold / t_warm, None if quick else f"<= {c['warm_goal_s']} s",
+              None if quick else t_warm <= c["warm_goal_s"],
+              note=("every feature and evaluation read back" if all_read else
+                    f"the warm run recomputed {hits}") + (f"; {why}" if why else "")),
+        _line("suite", "the same accuracies cold and warm", "the cold run", "identical" if same else "DIFFER",
+              None, None, "identical", same),
+    ]
+    return {"id": "suite", "title": "repeval suite", "status": "measured", "size": size,
+            "subject": "repeval_ref.cli.main(['suite', ...])", "competitor": "the issue's goals",
+            "measurements": S, "note": f"{reps} repetition(s) of each side", "lines": lines}
+
+
 def _pending(row, title, why, status="pending", extra=()):
     return {"id": row, "title": title, "status": status, "note": why, "measurements": {},
             "lines": [_line(row, title, "—", status=status, note=why)] + list(extra)}
 
 
 ROWS = {"knn": row_knn, "ridge": row_ridge, "grid": row_grid, "labelfree": row_labelfree,
-        "dse": row_dse, "report": row_report, "book": row_book, "autograder": row_autograder}
+        "dse": row_dse, "report": row_report, "book": row_book, "autograder": row_autograder,
+        "suite": row_suite}
 
 
 # --------------------------------------------------------------------------- output

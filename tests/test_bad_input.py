@@ -156,6 +156,13 @@ VALID = {
     "high_norm_tokens": lambda: dict(norms=np.abs(_feat(5, 6)) + 0.1, threshold=4.0),
     "attention_mass_ratio": lambda: dict(attention=np.full((6, 3, 3), 1 / 9), masks=np.eye(3, dtype=bool)[None].repeat(6, 0),
                                          n_boot=20, rng=_rng(3)),
+    # rankings across the tasks of a suite (issue 27)
+    "task_ranks": lambda: dict(scores=_feat(5, 3)),
+    "mean_rank": lambda: dict(scores=_feat(5, 3)),
+    "tau_b_matrix": lambda: dict(scores=_feat(5, 3)),
+    "kendall_tau_b": lambda: dict(x=_feat(6, 1)[:, 0], y=_feat(6, 1, 1)[:, 0]),
+    "rank_bootstrap": lambda: dict(correct=[_rng(1).random((4, 30)) < 0.6, _rng(2).random((4, 20)) < 0.7],
+                                   n_boot=50, seed=0, level=0.9),
 }
 
 NOT_COVERED_HERE = {"frozen_features", "MinibatchCKA"}  # see the module docstring
@@ -203,6 +210,10 @@ ARRAYS = {
     "unit_coordinate_std": {"Z": "f"},
     "rankme_squared_shares": {"X": "f"},
     "alpha_req_weighted": {"X": "f"},
+    "task_ranks": {"scores": "f"},
+    "mean_rank": {"scores": "f"},
+    "tau_b_matrix": {"scores": "f"},
+    "kendall_tau_b": {"x": "v", "y": "v"},
     **{name: {"X": "f"} for name in (
         "gram_spectrum", "alpha_req", "ne_sum", "stable_rank", "condition_number",
         "self_cluster", "diffusion_spectral_entropy", "two_nn_id_batched",
@@ -281,6 +292,7 @@ SCALARS = {
     "unpaired_detectable_difference": ["n", "accuracy", "alpha", "power"],
     "high_norm_tokens": ["threshold"],
     "attention_mass_ratio": ["n_boot", "level"],
+    "rank_bootstrap": ["n_boot", "level"],
 }
 
 

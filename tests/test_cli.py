@@ -626,7 +626,7 @@ def test_repeval_lists_loop_and_zoo(capsys):
         main(["--help"])
     assert info.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert "{report,compare,leaderboard,loop,zoo}" in text
+    assert "{report,compare,leaderboard,suite,loop,zoo}" in text
     assert "python -m repeval_ref.loop" in text and "python -m repeval_ref.zoo" in text
 
 

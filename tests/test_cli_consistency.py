@@ -1,6 +1,6 @@
 """One answer per question from every ``repeval`` command, and the polish of their outputs.
 
-The commands (the loop, ``report``, ``leaderboard``, ``compare``) run on the same inputs
+The commands (the loop, ``report``, ``leaderboard``, ``compare``, ``suite``) run on the same inputs
 and must print the same accuracies and low-shot figures: one split rule, one default
 number of low-shot draws and of bootstrap replicates. Their Markdown tables are parsed
 with markdown-it-py, their files follow the umask, their errors name the file and the
@@ -71,9 +71,17 @@ def outputs(loop_folders):
         runs[name] = _run(["report", str(d / name), "--out", str(d / f"r_{name}")] + QUICK)
     runs["board"] = _run(["leaderboard", str(d / "clean"), str(d / "noisy"), "--out", str(d / "lb")] + QUICK)
     runs["compare"] = _run(["compare", str(d / "clean"), str(d / "noisy"), "--out", str(d / "cmp")] + QUICK)
+    # the suite reads one folder per encoder holding one entry per task: here one task, "t",
+    # whose entry is the same loop folder (a link), with the report's 5-shot as its low-shot column
+    for name in ("clean", "noisy"):
+        (d / "suite_in" / name).mkdir(parents=True)
+        (d / "suite_in" / name / "t").symlink_to(d / name, target_is_directory=True)
+    runs["suite"] = _run(["suite", str(d / "suite_in" / "clean"), str(d / "suite_in" / "noisy"), "--shots", "5",
+                          "--out", str(d / "suite"), "--no-cache"] + QUICK)
     assert all(r[0] == 0 for r in runs.values()), {k: r[2] for k, r in runs.items()}
     return {"report": {n: _json(d / f"r_{n}" / "report.json") for n in ("clean", "noisy")},
             "board": _json(d / "lb" / "leaderboard.json"), "compare": _json(d / "cmp" / "compare.json"),
+            "suite": _json(d / "suite" / "suite.json"),
             "printed": {k: r[1] for k, r in runs.items()}, "dir": d}
 
 
@@ -110,6 +118,31 @@ def test_report_leaderboard_and_compare_agree_on_loop_folders(outputs, loop_fold
     assert (split["n_train"], split["n_test"]) == (settings["n_train"], settings["n_test"]) == sizes
 
 
+def test_the_suite_agrees_with_report_and_leaderboard_on_the_same_folders(outputs, loop_folders):
+    _, y, _, n_tr = loop_folders
+    suite = outputs["suite"]
+    task = suite["per_task"]["t"]
+    assert (task["n_train"], task["n_test"]) == (n_tr, y.size - n_tr)  # the folder's parts, not re-split
+    assert task["split"]["rule"] == outputs["board"]["settings"]["split"]["rule"]
+    board = {r["name"]: r for r in outputs["board"]["encoders"]}
+    for r in task["results"]:
+        rep = outputs["report"][r["name"]]
+        k20 = next(e for e in rep["knn"]["curve"] if e["k"] == 20)
+        assert (r["knn"]["correct"], r["knn"]["n"], r["knn"]["wilson95"]) == (k20["correct"], k20["n"], k20["wilson95"])
+        assert (r["probe"]["correct"], r["probe"]["best_C"]) == (rep["linear_probe"]["correct"],
+                                                                 rep["linear_probe"]["best_C"])
+        assert r["probe"]["correct"] == board[r["name"]]["probe"]["correct"]
+        five = next(e for e in rep["low_shot"] if e["shots"] == 5)
+        low = r["fewshot"]
+        assert (low["shots"], low["draws"], low["seed"]) == (5, LOW_SHOT_DRAWS, 0)
+        assert (low["mean"], low["std"]) == (five["mean"], five["std"])
+    # one pair in the task: the leaderboard's pair, the same interval and p
+    for proto in ("knn", "probe"):
+        (mine,) = task["pairs"][proto]
+        (theirs,) = outputs["board"]["pairs"][proto]
+        assert mine == theirs
+
+
 def test_compare_and_leaderboard_give_the_same_pair_verdict(outputs):
     """Two encoders: one pair, so Holm leaves p alone; same split, replicates and seed, same interval."""
     board, cmp = outputs["board"], outputs["compare"]
@@ -137,7 +170,7 @@ def test_compare_names_a_and_b_by_path_and_prints_both_split_sizes(outputs, loop
 
 
 def test_every_command_prints_its_seed(outputs):
-    for key in ("clean", "board", "compare"):
+    for key in ("clean", "board", "compare", "suite"):
         assert re.search(r"\bseed 0\b", outputs["printed"][key]), key
 
 
@@ -154,14 +187,23 @@ def test_one_file_is_split_the_same_way_by_every_command(tmp_path):
                 + QUICK + seed)[0] == 0
     assert _run(["compare", str(tmp_path / "a.npz"), str(tmp_path / "b.npz"), "--out", str(tmp_path / "c")]
                 + QUICK + seed)[0] == 0
+    for name in ("a", "b"):  # the suite: one folder per encoder, the task given as one file
+        (tmp_path / f"s_{name}").mkdir()
+        (tmp_path / f"s_{name}" / "t.npz").symlink_to(tmp_path / f"{name}.npz")
+    assert _run(["suite", str(tmp_path / "s_a"), str(tmp_path / "s_b"), "--out", str(tmp_path / "s"),
+                 "--no-cache", "--protocols", "knn,probe"] + QUICK + seed)[0] == 0
     rep, board, cmp = (_json(tmp_path / p) for p in ("r/report.json", "lb/leaderboard.json", "c/compare.json"))
+    mine = _json(tmp_path / "s" / "suite.json")["per_task"]["t"]
+    s_a = next(r for r in mine["results"] if r["name"] == "s_a")
     tr, te = train_test_split(np.arange(y.size), test_size=0.25, stratify=y, random_state=3)
     tr, te = np.sort(tr), np.sort(te)
     expected = int(np.sum(knn_classify(clean[tr], y[tr], clean[te], 20, 0.07, 4) == y[te]))
     k20 = next(e for e in rep["knn"]["curve"] if e["k"] == 20)
     a = next(r for r in board["encoders"] if r["name"] == "a")
     assert k20["correct"] == a["knn"]["correct"] == cmp["paired"]["knn"]["A"]["correct"] == expected
+    assert s_a["knn"]["correct"] == expected and mine["split"] == board["settings"]["split"]
     assert rep["linear_probe"]["correct"] == a["probe"]["correct"] == cmp["paired"]["probe"]["A"]["correct"]
+    assert s_a["probe"]["correct"] == a["probe"]["correct"]
     assert [(e["mean"], e["std"]) for e in rep["low_shot"]] == [(e["mean"], e["std"]) for e in a["low_shot"]]
     assert board["settings"]["split"]["n_test"] == cmp["paired"]["split"]["n_test"] == te.size
 
@@ -194,10 +236,12 @@ def test_the_commands_share_one_default_for_draws_and_replicates():
     rep = parser.parse_args(["report", "T"])
     board = parser.parse_args(["leaderboard"])
     cmp = parser.parse_args(["compare", "A", "B"])
-    assert rep.draws == board.draws == LOW_SHOT_DRAWS
-    assert board.boot == cmp.boot == PAIRED_BOOTSTRAP
-    assert board.test_fraction == cmp.test_fraction and board.k == cmp.k
-    assert board.probe_c == cmp.probe_c == rep.probe_c
+    suite = parser.parse_args(["suite"])
+    assert rep.draws == board.draws == suite.draws == LOW_SHOT_DRAWS
+    assert board.boot == cmp.boot == suite.boot == PAIRED_BOOTSTRAP
+    assert board.test_fraction == cmp.test_fraction == suite.test_fraction and board.k == cmp.k == suite.k
+    assert board.probe_c == cmp.probe_c == rep.probe_c == suite.probe_c
+    assert board.seed == suite.seed and board.correction == suite.correction and board.alpha == suite.alpha
 
 
 def test_a_loop_folder_is_never_re_split(loop_folders, capsys):
@@ -258,6 +302,8 @@ def test_every_markdown_table_the_commands_write_parses(tmp_path, outputs):
     for name in ("clean", "noisy"):
         html = _check_tables((outputs["dir"] / f"r_{name}" / "report.md").read_text())
         assert "± std over draws" in html
+    html = _check_tables((outputs["dir"] / "suite" / "suite.md").read_text())
+    assert "<th>encoder</th>" in html and "mean ± std over 10 draws" in html
 
 
 def test_the_zoo_table_markdown_parses():
@@ -325,7 +371,8 @@ def _one_line(err):
 def test_a_missing_path_is_not_found(tmp_path):
     missing = tmp_path / "nosuch.npz"
     for argv in (["report", str(missing)], ["report", str(missing), "--test-fraction", "0.2"],
-                 ["compare", str(missing), str(missing)], ["leaderboard", str(missing), str(missing)]):
+                 ["compare", str(missing), str(missing)], ["leaderboard", str(missing), str(missing)],
+                 ["suite", str(missing), str(missing)]):
         rc, _, err = _run(argv + ["--quiet"])
         assert rc == 2 and f"not found: {missing}" in _one_line(err), argv
 
@@ -375,7 +422,7 @@ def test_leaderboard_refuses_an_all_zero_row_naming_the_encoder_file_and_row(tmp
 
 
 def test_the_all_zero_row_policy_is_in_every_help(capsys):
-    for command in ("report", "compare", "leaderboard"):
+    for command in ("report", "compare", "leaderboard", "suite"):
         with pytest.raises(SystemExit):
             main([command, "--help"])
         text = " ".join(capsys.readouterr().out.split())

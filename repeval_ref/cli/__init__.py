@@ -10,8 +10,8 @@ re-split), or splits one labelled file (``--test-fraction``, seeded and stratifi
 
 Every command follows one split rule and one set of defaults (:data:`LOW_SHOT_DRAWS`,
 :data:`PAIRED_BOOTSTRAP`, :data:`TEST_FRACTION`), so the same inputs and settings give
-the same accuracies and low-shot figures in the loop, ``report``, ``compare`` and
-``leaderboard``. An all-zero feature row is refused with one line naming the file and
+the same accuracies and low-shot figures in the loop, ``report``, ``compare``,
+``leaderboard`` and ``suite``. An all-zero feature row is refused with one line naming the file and
 the row, as other bad input is.
 
 ``repeval compare A B`` compares two representations of the same images (two
@@ -21,6 +21,11 @@ probe predictions of the two (paired bootstrap interval, exact McNemar test).
 ``repeval leaderboard A B C ...`` evaluates many encoders on the same split and
 writes one ranked table with error bars, pairwise tests corrected for multiplicity,
 and label-free rankings beside the accuracy ranking (CSV, Markdown, JSON, HTML).
+
+``repeval suite ENCODER ...`` evaluates many encoders (zoo names, feature folders, a
+``--backbone``) on the tasks of the transfer suite and writes a model x task table with
+Wilson intervals, ranks per task, the mean rank and Kendall's tau between tasks with
+bootstrap intervals, and paired tests within each task (:mod:`.suite`).
 
 ``repeval loop ...`` runs the PyTorch reference loop (:mod:`.loop`; the same program as
 ``python -m repeval_ref.loop``) and ``repeval zoo ...`` trains, evaluates and tabulates
@@ -40,7 +45,7 @@ call the streamed functions on a ``numpy.memmap`` instead
 
 The layer is split by concern: :mod:`._inputs` (reading and checking),
 :mod:`._evaluate` (calls into the package), :mod:`._render` (tables, plots, files),
-:mod:`._commands` (report, compare), :mod:`.leaderboard`, :mod:`.loop` (with
+:mod:`._commands` (report, compare), :mod:`.leaderboard`, :mod:`.suite`, :mod:`.loop` (with
 :mod:`.pretrain`, the training of its small CNN) and :mod:`.zoo`.
 """
 from __future__ import annotations
@@ -138,6 +143,7 @@ def _wrap(text):
 def build_parser():
     from ._commands import cmd_compare, cmd_report
     from .leaderboard import BLAS_HELP, add_leaderboard_parser
+    from .suite import add_suite_parser
 
     parser = _Parser(
         prog="repeval",
@@ -148,7 +154,7 @@ def build_parser():
         epilog=FILES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version="%(prog)s " + _version())
-    sub = parser.add_subparsers(dest="command", metavar="{report,compare,leaderboard,loop,zoo}")
+    sub = parser.add_subparsers(dest="command", metavar="{report,compare,leaderboard,suite,loop,zoo}")
 
     rp = sub.add_parser(
         "report", help="evaluate one representation (train and test features)",
@@ -227,6 +233,7 @@ def build_parser():
     cp.set_defaults(func=cmd_compare)
 
     add_leaderboard_parser(sub, FILES_HELP, _positive_int, _fraction, _c_grid, _wrap)
+    add_suite_parser(sub, FILES_HELP, _positive_int, _fraction, _c_grid, _wrap)
     # Listed here for `repeval --help`; main() hands their arguments to their own parsers.
     for name, summary in PROGRAMS.items():
         sub.add_parser(name, help=summary, add_help=False)

