@@ -39,6 +39,25 @@ c.Execute.error_on_timeout = {
                   "stopped: check your code for an infinite loop"],
 }
 c.Execute.raise_on_iopub_timeout = False
+# Every output is in once the last cell has run: stop the kernel at once (a graceful
+# shutdown waits about half a second per notebook for the kernel to wind down).
+c.Execute.shutdown_kernel = "immediate"
+
+# Autograding forks each notebook's kernel from a process that has already imported the
+# scientific stack (autograder.kernel_fork; AUTOGRADER_KERNEL_FORK=0 turns it off).
+from nbgrader.converters.autograde import Autograde as _Autograde  # noqa: E402
+from nbgrader.preprocessors import Execute as _Execute  # noqa: E402
+
+from autograder.kernel_fork import ForkExecute, fork_enabled, start_server  # noqa: E402
+
+if fork_enabled():
+    import sys as _sys
+
+    if "autograde" in _sys.argv[1:2]:  # the imports overlap nbgrader's own start-up
+        start_server()
+    c.Autograde.autograde_preprocessors = [
+        ForkExecute if pp is _Execute else pp
+        for pp in _Autograde.class_traits()["autograde_preprocessors"].make_dynamic_default()]
 
 # Output limits keep a runaway print loop from bloating the gradebook and the feedback.
 c.LimitOutput.max_lines = 200

@@ -54,6 +54,11 @@ SANDBOX_LIMITS = {
     "file_bytes": 256 << 20,     # largest file written (RLIMIT_FSIZE); also /tmp's size
     "wall_s": None,              # whole run; None: 120 s + the cell timeout per code cell
 }
+#: a student's submission of at least this many notebooks has its kernels forked from a
+#: warm process (:mod:`autograder.kernel_fork`); fewer start the usual way
+FORK_FROM_NOTEBOOKS = 3
+#: :data:`autograder.kernel_fork.ENV` (not imported: that module loads nbgrader)
+KERNEL_FORK_ENV = "AUTOGRADER_KERNEL_FORK"
 #: the most of nbgrader's output kept for the log of one run
 MAX_LOG_BYTES = 4 << 20
 #: the largest result file taken back from a sandbox
@@ -296,6 +301,11 @@ def grade_in_sandbox(job):
         timeout = int(job["timeout"])
         wall = conf.limits["wall_s"] or 120 + timeout * max(cells, 1)
         env = _env(course, timeout, job["seed"], home)
+        notebooks = sum(name.endswith(".ipynb") for parts in job["assignments"].values()
+                        for name in parts["files"])
+        if notebooks < FORK_FROM_NOTEBOOKS:
+            # the fork server's imports (about 3 s of CPU) pay off from the third notebook
+            env[KERNEL_FORK_ENV] = "0"
         policy = f"--LateSubmissionPlugin.penalty_method={job.get('late_policy', 'none')}"
 
         def restore_gradebook():

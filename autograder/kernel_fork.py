@@ -1,0 +1,226 @@
+"""nbgrader's kernels forked from a warm process (:mod:`autograder.kernel_fork_server`).
+
+:class:`ForkExecute` is nbgrader's ``Execute`` preprocessor with a kernel manager whose
+provisioner asks one fork server per grading process for each kernel instead of starting
+``python -m ipykernel_launcher`` from nothing. The kernel is the same program in the same
+sandbox (the server is a child of the grading process and inherits its user, namespaces
+and limits); only the imports are already done. Anything the server cannot do (another
+kernel command, a server that failed to start or holds threads) falls back to the usual
+launch, so grading never depends on it. ``$AUTOGRADER_KERNEL_FORK=0`` turns it off.
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from jupyter_client import AsyncKernelManager
+from jupyter_client.provisioning import LocalProvisioner
+from nbgrader.preprocessors import Execute
+
+__all__ = ["ENV", "ForkExecute", "ForkKernelManager", "ForkProvisioner", "fork_enabled",
+           "start_server"]
+
+#: environment variable: "0" turns the fork server off
+ENV = "AUTOGRADER_KERNEL_FORK"
+_SERVER_FILE = Path(__file__).with_name("kernel_fork_server.py")
+_BOOT = ("import runpy, sys; sys.argv = sys.argv[1:]; "
+         "runpy.run_path(sys.argv[0], run_name='__main__')")
+
+
+def fork_enabled():
+    """Whether kernels are forked (``$AUTOGRADER_KERNEL_FORK`` is not ``0``)."""
+    return os.environ.get(ENV, "1") != "0"
+
+
+class _Server:
+    """The fork server of this process (started on first use, ended with it)."""
+
+    def __init__(self):
+        read_fd, write_fd = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _BOOT, str(_SERVER_FILE), str(write_fd)],
+                stdin=subprocess.PIPE, pass_fds=(write_fd,), close_fds=True, text=True)
+        finally:
+            os.close(write_fd)
+        self.replies = os.fdopen(read_fd, "r")
+        self.lock = threading.Lock()
+        self.started = time.monotonic()
+        self.is_ready = False
+
+    def ready(self, timeout=0.0):
+        """Whether the imports are done (waits at most ``timeout`` seconds)."""
+        if not self.is_ready:
+            first = self._read(timeout)
+            if not first:
+                return False
+            if not first.get("ready"):
+                raise OSError("the kernel fork server did not start")
+            self.is_ready = True
+        return True
+
+    def _read(self, timeout):
+        ready, _, _ = select.select([self.replies], [], [], timeout)
+        if not ready:
+            if not self.is_ready:
+                return {}
+            raise OSError("the kernel fork server did not answer")
+        line = self.replies.readline()
+        if not line:
+            raise OSError("the kernel fork server ended")
+        return json.loads(line)
+
+    def ask(self, request, timeout=30.0):
+        with self.lock:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+            return self._read(timeout)
+
+
+_server = None
+_server_lock = threading.Lock()
+
+
+def start_server():
+    """Start this process's fork server without waiting for its imports (a no-op when
+    it runs already or forking is off); :class:`ForkProvisioner` uses it once ready."""
+    global _server
+    if not fork_enabled():
+        return None
+    with _server_lock:
+        if _server is None or _server.proc.poll() is not None:
+            try:
+                _server = _Server()
+            except (OSError, ValueError):
+                _server = None
+        return _server
+
+
+def _ready_server():
+    """The server if its imports are done, else None (the kernel is then launched the
+    usual way rather than waiting: the server never makes a notebook slower)."""
+    server = _server if _server is not None else start_server()
+    if server is None or server.proc.poll() is not None:
+        return None
+    try:
+        return server if server.ready(0.0) else None
+    except (OSError, ValueError):
+        return None
+
+
+class _ForkedKernel:
+    """The part of :class:`subprocess.Popen` a provisioner uses, for a forked kernel
+    (a child of the server, not of this process: watched through a pidfd)."""
+
+    stdin = stdout = stderr = None
+
+    def __init__(self, server, pid):
+        self.server = server
+        self.pid = pid
+        self.returncode = None
+        try:
+            self._fd = os.pidfd_open(pid)
+        except (OSError, AttributeError):
+            self._fd = None
+
+    def _exited(self, timeout=0.0):
+        if self._fd is None:
+            return True
+        ready, _, _ = select.select([self._fd], [], [], timeout)
+        return bool(ready)
+
+    def poll(self):
+        if self.returncode is not None:
+            return self.returncode
+        if not self._exited():
+            return None
+        try:
+            code = self.server.ask({"op": "status", "pid": self.pid}).get("code")
+        except (OSError, ValueError):
+            code = -1
+        if code is None:  # exited but not reaped yet: ask again shortly
+            return None
+        self.returncode = int(code)
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        return self.returncode
+
+    def wait(self, timeout=None):
+        end = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            left = 0.05 if end is None else min(0.05, end - time.monotonic())
+            if left <= 0:
+                raise subprocess.TimeoutExpired([str(self.pid)], timeout)
+            self._exited(left)
+        return self.returncode
+
+    def send_signal(self, signum):
+        if self.returncode is not None:
+            return
+        if self._fd is not None:
+            signal.pidfd_send_signal(self._fd, signum)
+        else:
+            os.kill(self.pid, signum)
+
+    def terminate(self):
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self):
+        self.send_signal(signal.SIGKILL)
+
+
+def _is_ipykernel(cmd):
+    return (len(cmd) >= 3 and cmd[1:3] == ["-m", "ipykernel_launcher"]
+            and os.path.realpath(cmd[0]) == os.path.realpath(sys.executable))
+
+
+class ForkProvisioner(LocalProvisioner):
+    """:class:`~jupyter_client.provisioning.LocalProvisioner` whose Python kernels are
+    forked by the server; every other command is launched as usual."""
+
+    async def launch_kernel(self, cmd, **kwargs):
+        server = _ready_server() if fork_enabled() and _is_ipykernel(cmd) else None
+        if server is None:
+            return await super().launch_kernel(cmd, **kwargs)
+        env = dict(kwargs.get("env") or os.environ)
+        cwd = str(kwargs.get("cwd") or os.getcwd())
+        try:
+            reply = server.ask({"op": "spawn", "argv": list(cmd[3:]), "env": env,
+                                "cwd": cwd})
+        except (OSError, ValueError):
+            reply = {}
+        if "pid" not in reply:
+            return await super().launch_kernel(cmd, **kwargs)
+        self.process = _ForkedKernel(server, int(reply["pid"]))
+        self.pid = self.process.pid
+        self.pgid = self.process.pid  # the child called setsid()
+        self.cwd = cwd
+        return self.connection_info
+
+
+class ForkKernelManager(AsyncKernelManager):
+    """An :class:`~jupyter_client.AsyncKernelManager` that uses :class:`ForkProvisioner`."""
+
+    async def _async_pre_start_kernel(self, **kw):
+        self.kernel_id = self.kernel_id or kw.pop("kernel_id", str(uuid.uuid4()))
+        if self.provisioner is None:
+            self.provisioner = ForkProvisioner(kernel_id=self.kernel_id,
+                                               kernel_spec=self.kernel_spec, parent=self)
+        return await super()._async_pre_start_kernel(**kw)
+
+
+class ForkExecute(Execute):
+    """nbgrader's ``Execute`` preprocessor with :class:`ForkKernelManager`."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("kernel_manager_class", ForkKernelManager)
+        super().__init__(*args, **kwargs)

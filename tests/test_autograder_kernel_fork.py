@@ -1,0 +1,174 @@
+"""Kernels forked from a warm process behave as kernels started from nothing
+(autograder.kernel_fork): same working directory, environment, arguments, path and
+``__main__``; fresh random seeds; none of the grader's modules; interrupts, crashes and
+the end of the server handled as for an ordinary kernel; and a fallback whenever the
+server cannot fork."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbclient.exceptions import DeadKernelError
+from jupyter_client import AsyncKernelManager
+from nbformat.v4 import new_code_cell, new_notebook
+
+from autograder import kernel_fork, sandbox
+
+PROBE = """\
+import json, os, sys
+print(json.dumps({
+    "cwd": os.getcwd(), "marker": os.environ.get("KERNEL_FORK_MARKER"),
+    "path0": sys.path[0] if sys.path[0] else os.getcwd(), "main": sys.modules["__main__"].__name__,
+    "grader": sorted(m for m in sys.modules if m.split(".")[0] in ("autograder", "repeval_ref")),
+    "numpy_loaded": "numpy" in sys.modules, "pid": os.getpid(), "ppid": os.getppid(),
+    "sid": os.getsid(0),
+}))
+"""
+
+
+def _start(mp):
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        mp.setenv(var, "1")
+    mp.setenv("KERNEL_FORK_MARKER", "from-the-grader")
+    mp.setattr(kernel_fork, "_server", None)
+    server = kernel_fork.start_server()
+    assert server is not None and server.ready(120.0)
+    return server
+
+
+def _stop(server):
+    try:
+        server.proc.stdin.close()
+    except OSError:  # the test ended it already
+        pass
+    server.proc.wait(30)
+
+
+@pytest.fixture(scope="module")
+def warm():
+    """One fork server started from an environment where forking is safe (one thread:
+    BLAS pools of one), as the grading sandbox's environment is."""
+    with pytest.MonkeyPatch.context() as mp:
+        server = _start(mp)
+        yield server
+        _stop(server)
+
+
+def _run(nb, cwd, manager=kernel_fork.ForkKernelManager, **kw):
+    client = NotebookClient(nb, timeout=kw.pop("timeout", 60), kernel_name="python3",
+                            kernel_manager_class=manager, resources={"metadata": {"path": str(cwd)}},
+                            **kw)
+    kinds = []
+    with client.setup_kernel():
+        kinds.append(type(client.km.provisioner.process).__name__)
+        for i, cell in enumerate(nb.cells):
+            client.execute_cell(cell, i)
+    return kinds[0]
+
+
+def _probe(nb):
+    import json
+
+    out = "".join(o.get("text", "") for o in nb.cells[0].outputs if o.output_type == "stream")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_a_forked_kernel_sees_what_a_fresh_kernel_sees(warm, tmp_path):
+    forked, fresh = new_notebook(cells=[new_code_cell(PROBE)]), new_notebook(cells=[new_code_cell(PROBE)])
+    assert _run(forked, tmp_path) == "_ForkedKernel"
+    assert _run(fresh, tmp_path, manager=AsyncKernelManager) == "Popen"
+    a, b = _probe(forked), _probe(fresh)
+    for key in ("cwd", "marker", "path0", "main", "grader"):
+        assert a[key] == b[key], key
+    assert a["cwd"] == str(tmp_path) and a["marker"] == "from-the-grader"
+    assert a["grader"] == []  # nothing of the grader or the reference rides along
+    assert a["numpy_loaded"]  # ... only the libraries' import state
+    assert a["ppid"] == warm.proc.pid and a["sid"] == a["pid"]  # a session of its own
+
+
+def test_each_fork_draws_its_own_seeds(warm, tmp_path):
+    code = "import numpy as np, random\nprint(np.random.rand(), random.random())"
+    draws = set()
+    for _ in range(2):
+        nb = new_notebook(cells=[new_code_cell(code)])
+        _run(nb, tmp_path)
+        draws.add(nb.cells[0].outputs[0]["text"])
+    assert len(draws) == 2
+
+
+def test_a_timeout_interrupts_the_forked_kernel_and_the_next_cell_runs(warm, tmp_path):
+    nb = new_notebook(cells=[new_code_cell("import time\nwhile True:\n    time.sleep(0.1)"),
+                             new_code_cell("print('after')")])
+    start = time.monotonic()
+    _run(nb, tmp_path, timeout=3, interrupt_on_timeout=True, allow_errors=True,
+         error_on_timeout={"ename": "CellTimeoutError", "evalue": "", "traceback": []})
+    assert time.monotonic() - start < 30
+    assert nb.cells[1].outputs[0]["text"] == "after\n"
+
+
+def test_a_crashing_answer_is_a_dead_kernel(warm, tmp_path):
+    nb = new_notebook(cells=[new_code_cell("import os\nos._exit(3)")])
+    with pytest.raises(DeadKernelError):
+        _run(nb, tmp_path)
+
+
+def test_kernels_end_with_their_server(monkeypatch, tmp_path):
+    server = _start(monkeypatch)
+    nb = new_notebook(cells=[new_code_cell("import os\nprint(os.getpid())")])
+    client = NotebookClient(nb, timeout=60, kernel_name="python3",
+                            kernel_manager_class=kernel_fork.ForkKernelManager)
+    with client.setup_kernel():
+        client.execute_cell(nb.cells[0], 0)
+        pid = int(nb.cells[0].outputs[0]["text"])
+        server.proc.kill()
+        server.proc.wait(10)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and os.path.exists(f"/proc/{pid}"):
+            with open(f"/proc/{pid}/stat") as fh:
+                if fh.read().split(")")[-1].split()[0] == "Z":
+                    break
+            time.sleep(0.2)
+        gone = not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read(
+        ).split(")")[-1].split()[0] == "Z"
+        assert gone
+    _stop(server)
+
+
+def test_without_a_ready_server_the_kernel_starts_as_usual(monkeypatch, tmp_path):
+    monkeypatch.setenv(kernel_fork.ENV, "0")
+    monkeypatch.setattr(kernel_fork, "_server", None)
+    nb = new_notebook(cells=[new_code_cell("print(1)")])
+    assert _run(nb, tmp_path) == "Popen"
+    assert nb.cells[0].outputs[0]["text"] == "1\n"
+
+
+def test_a_server_holding_threads_refuses_to_fork(tmp_path):
+    """BLAS thread pools left on (no OPENBLAS_NUM_THREADS=1): the server answers with an
+    error, and the provisioner then launches the kernel itself."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    read_fd, write_fd = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-c", kernel_fork._BOOT, str(kernel_fork._SERVER_FILE),
+                             str(write_fd)], stdin=subprocess.PIPE, pass_fds=(write_fd,),
+                            env=env, text=True)
+    os.close(write_fd)
+    replies = os.fdopen(read_fd)
+    import json
+
+    ready = json.loads(replies.readline())
+    if ready["threads"] == 1:
+        proc.kill()
+        pytest.skip("the BLAS libraries started no thread here")
+    proc.stdin.write(json.dumps({"op": "spawn", "argv": [], "env": {}, "cwd": "/"}) + "\n")
+    proc.stdin.flush()
+    assert "error" in json.loads(replies.readline())
+    proc.stdin.close()
+    proc.wait(30)
+
+
+def test_the_sandbox_names_the_switch_kernel_fork_reads():
+    assert sandbox.KERNEL_FORK_ENV == kernel_fork.ENV
