@@ -103,7 +103,7 @@ data-extra:
 # test-fast leaves out the end-to-end tests marked slow (graded classes, the browser, real
 # zoo runs) and needs no built book: the loop a contributor runs between changes.
 TEST_WORKERS ?= 2
-PYTEST = $(PY) -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+PYTEST = $(PY) -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 test: $(STAMP) data book axe
 	$(PYTEST)

@@ -32,7 +32,8 @@ WORKER_TMPDIR = _worker_tmpdir()
 #: the longest test files, longest first (measured on the 2-core machine): pytest-xdist's
 #: ``--dist loadfile`` hands out files in collection order, so these start first and the
 #: short files fill the gaps at the end (longest-first scheduling) instead of one long file
-#: starting last on a worker while the other one idles
+#: starting last on a worker while the other one idles. The Makefile passes
+#: ``--no-loadscope-reorder``: xdist would otherwise sort the files by their number of tests
 LONGEST_FIRST = (
     "test_autograder_pipeline.py", "test_autograder_dask.py", "test_book_browser.py",
     "test_autograder_cleanroom.py", "test_autograder_term.py", "test_benchmarks.py",
