@@ -6,13 +6,19 @@ of :data:`SEEDS`. It must lose points; the first failing hidden check's hint mus
 mistake's cause; and no hint may name the cause of another mistake of the table that the
 answer does not have. The visible tests' assertion texts are the exercise's own and are
 not hints, so they are left out.
+
+The same answer graded in process (what a hidden cell's ``grade`` prints on the feedback
+page, run in the student's kernel) must print exactly what the clean room reports (what
+``autograder check --hidden`` prints), warnings included.
 """
+import linecache
 import sys
 from pathlib import Path
 
 import pytest
 
-from autograder.build import solution_source
+from autograder.build import grade_ids, solution_source
+from autograder.checks import format_findings, run_check
 from autograder.cleanroom import verify_source
 from autograder.exercises import load
 
@@ -26,9 +32,27 @@ FAST = {"call_s": 5.0, "start_s": 30.0, "cpu_s": 30, "memory_bytes": 2 << 30}
 CASES = [(ex, var) for ex, table in MISTAKES.items() for var in table]
 
 
+def _in_kernel(spec, source, seed):
+    """What each hidden cell prints in the kernel: {grade id: format_findings text}."""
+    code = solution_source(spec) + "\n" + source
+    # the clean room runs the answer as answer.py: the same name and lines here, so that
+    # the traceback lines of a failing call read the same (the kernel names its cell)
+    linecache.cache["answer.py"] = (len(code), None, code.splitlines(True), "answer.py")
+    namespace = {}
+    exec(compile(code, "answer.py", "exec"), namespace)
+    ids = grade_ids(spec)
+    return {ids[c]: format_findings(c, run_check(c, namespace.get(c.split("/", 1)[0]), seed),
+                                    seed) for c in spec.HIDDEN}
+
+
 def _hints(spec, source, seed):
-    """The clean room's verdicts: (points, max points, [failing hidden checks' texts])."""
+    """The clean room's verdicts: (points, max points, [failing hidden checks' texts]);
+    asserts that they print what the kernel's hidden cells print."""
     verdicts = verify_source(spec, solution_source(spec) + "\n" + source, seed, FAST)
+    kernel = _in_kernel(spec, source, seed)
+    for v in verdicts:
+        if v.grade_id in kernel and v.points is not None:
+            assert v.message == kernel[v.grade_id], (seed, v.message, kernel[v.grade_id])
     hidden = [v for v in verdicts if not v.grade_id.endswith("_visible_tests")]
     got = sum(v.points or 0.0 for v in verdicts)
     top = sum(v.max_points for v in verdicts)
