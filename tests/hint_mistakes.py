@@ -133,3 +133,30 @@ def wilson_interval(k, n, z=1.959963984540054):
 }
 
 MISTAKES = {"knn_classify": KNN, "wilson_interval": WILSON}
+
+# ------------------------------------------- the wrong answers of the check tests
+def _with_known_wrong_answers(table):
+    """``table`` plus the wrong answers of ``autograder_cases`` and
+    ``autograder_cases_more`` whose named problem is listed (their feedback words are
+    the cause), and a blank stub of every graded function of every exercise (its
+    NotImplementedError is the cause: no hint may send it after a formula)."""
+    from autograder.exercises import EXERCISES, load
+    from autograder_cases import FEEDBACK_WORDS, WRONG
+    from autograder_cases_more import FEEDBACK_WORDS_MORE, WRONG_MORE
+
+    out = {name: dict(table.get(name, {})) for name in EXERCISES}
+    words = {**FEEDBACK_WORDS, **FEEDBACK_WORDS_MORE}
+    for wrong in (WRONG, WRONG_MORE):
+        for name, variants in wrong.items():
+            for variant, (source, _) in variants.items():
+                if (name, variant) in words and variant not in out[name]:
+                    out[name][variant] = (source, words[name, variant])
+    for name in EXERCISES:
+        for func in dict.fromkeys(c.split("/", 1)[0] for c in load(name).HIDDEN):
+            stub = (f"\ndef {func}(*args, **kwargs):\n"
+                    "    raise NotImplementedError()\n")
+            out[name].setdefault(f"stub_{func}", (stub, "NotImplementedError"))
+    return out
+
+
+MISTAKES = _with_known_wrong_answers(MISTAKES)

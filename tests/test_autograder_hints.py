@@ -11,7 +11,9 @@ The same answer graded in process (what a hidden cell's ``grade`` prints on the 
 page, run in the student's kernel) must print exactly what the clean room reports (what
 ``autograder check --hidden`` prints), warnings included.
 """
+import dataclasses
 import linecache
+import re
 import sys
 from pathlib import Path
 
@@ -29,7 +31,28 @@ from hint_mistakes import MISTAKES  # noqa: E402
 SEEDS = (20240611, 7, 1234)
 FAST = {"call_s": 5.0, "start_s": 30.0, "cpu_s": 30, "memory_bytes": 2 << 30}
 
-CASES = [(ex, var) for ex, table in MISTAKES.items() for var in table]
+#: exercises whose checks build torch models or fit scikit-learn probes: seconds per
+#: answer, so their cases run with the slow tests (`make test-fast` leaves them out)
+HEAVY = {"frozen_features", "linear_probe_done_right", "attentive_probe", "transfer"}
+
+#: known gaps, kept visible: the answer's hints are right in the kernel, but the clean
+#: room scores a memory property it cannot observe (the answer's allocations happen in
+#: the child process, the check measures the grader's), so it passes there (issue 30,
+#: item 5: a property check a wrong answer passes)
+KNOWN_GAPS = {
+    ("two_nn_id", "distance_matrix"): "the clean room credits no_n_by_n_matrix",
+    ("linear_cka", "gram_matrices"): "the clean room credits no_gram_matrix",
+}
+
+
+def _case(exercise, variant):
+    marks = [pytest.mark.slow] if exercise in HEAVY else []
+    if (exercise, variant) in KNOWN_GAPS:
+        marks.append(pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[exercise, variant]))
+    return pytest.param(exercise, variant, marks=marks, id=f"{exercise}-{variant}")
+
+
+CASES = [_case(ex, var) for ex, table in MISTAKES.items() for var in table]
 
 
 def _in_kernel(spec, source, seed):
@@ -45,6 +68,11 @@ def _in_kernel(spec, source, seed):
                                     seed) for c in spec.HIDDEN}
 
 
+def _points(text):
+    """The points of a ``format_findings`` text ("name: 1 / 3 points ...")."""
+    return float(text.split(": ", 1)[1].split(" / ", 1)[0])
+
+
 def _hints(spec, source, seed):
     """The clean room's verdicts: (points, max points, [failing hidden checks' texts]);
     asserts that they print what the kernel's hidden cells print."""
@@ -53,10 +81,20 @@ def _hints(spec, source, seed):
     for v in verdicts:
         if v.grade_id in kernel and v.points is not None:
             assert v.message == kernel[v.grade_id], (seed, v.message, kernel[v.grade_id])
+    # a check that passes a model cannot travel to the clean room: `check --hidden` runs
+    # it on the answer in a separate process, with the findings printed here
+    verdicts = [v if v.points is not None else dataclasses.replace(
+        v, points=_points(kernel[v.grade_id]), message=kernel[v.grade_id]) for v in verdicts]
     hidden = [v for v in verdicts if not v.grade_id.endswith("_visible_tests")]
     got = sum(v.points or 0.0 for v in verdicts)
     top = sum(v.max_points for v in verdicts)
-    return got, top, [v.message for v in hidden if (v.points or 0.0) < v.max_points]
+    return got, top, [_said(v.message) for v in hidden if (v.points or 0.0) < v.max_points]
+
+
+def _said(text):
+    """A check's text without the names of its findings (a check's summary names what it
+    tests, e.g. "(unpenalised bias)", whatever the answer did): the hints alone."""
+    return re.sub(r"\[FAIL\] .*? \(\d+(?:\.\d+)?/\d+(?:\.\d+)?\): ", "[FAIL] ", text)
 
 
 @pytest.mark.parametrize("exercise,variant", CASES)

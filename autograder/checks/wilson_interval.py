@@ -287,8 +287,9 @@ def bootstrap_matches_reference(fn, rng):
     for n, n_boot, level in ((200, 500, 0.95), (57, 301, 0.8)):
         a, b = _pairs(rng, n)
         seed = int(rng.integers(0, 2**31))
-        want = _bootstrap(a, b, n_boot, np.random.default_rng(seed), level=level)
-        got = _boot_call(fn, a, b, n_boot, np.random.default_rng(seed), level=level)
+        ref_gen, gen = np.random.default_rng(seed), np.random.default_rng(seed)
+        want = _bootstrap(a, b, n_boot, ref_gen, level=level)
+        got = _boot_call(fn, a, b, n_boot, gen, level=level)
         if all(abs(g - w) < 1e-12 for g, w in zip(got, want)):
             continue
         msg = (f"with n = {n}, n_boot = {n_boot}, level = {level} and "
@@ -296,6 +297,13 @@ def bootstrap_matches_reference(fn, rng):
                f"{got[2]:.4f}); expected ({want[0]:.4f}, {want[1]:.4f}, {want[2]:.4f}).")
         if abs(got[0] - want[0]) > 1e-12:
             msg += " The gain is mean(b) - mean(a): B's accuracy minus A's."
+        elif gen.bit_generator.state != ref_gen.bit_generator.state:
+            msg += (" After your function the generator is not where one multinomial draw "
+                    "leaves it: resampling n images with replacement only changes the four "
+                    "cell counts 2a + b, so the single call rng.multinomial(n, cell_counts "
+                    "/ n, size=n_boot) gives every replicate at once; take each replicate's "
+                    "gain (count[1] - count[2]) / n and np.percentile(gains, [100 (1 - "
+                    "level) / 2, 100 (1 + level) / 2]).")
         else:
             msg += (" Count the four cells 2a + b, draw all replicates with the single call "
                     "rng.multinomial(n, cell_counts / n, size=n_boot), take each replicate's "
