@@ -132,7 +132,58 @@ def wilson_interval(k, n, z=1.959963984540054):
 ''', "must be exactly"),
 }
 
-MISTAKES = {"knn_classify": KNN, "wilson_interval": WILSON}
+
+def _derived(exercise, old, new):
+    """The exercise's reference solution with the line ``old`` replaced by ``new``."""
+    from autograder.build import solution_source
+    from autograder.exercises import load
+
+    source = solution_source(load(exercise))
+    if source.count(old) != 1:
+        raise AssertionError(f"{exercise}: the solution no longer holds {old!r} once")
+    return source.replace(old, new)
+
+
+_FOLD_BIAS = "b_folded = b - W_folded.T @ mu"
+_TWONN_RETURN = "return float(len(X) / np.sum(np.log(r2 / r1)))"
+_RANKME_SHARES = "shares = sigma / sigma.sum() + eps"
+_CKA_CROSS = "cross = np.linalg.norm(Xc.T @ Yc) ** 2"
+_CKA_RETURN = ("return float(cross / (np.linalg.norm(Xc.T @ Xc) * "
+               "np.linalg.norm(Yc.T @ Yc)))")
+
+DERIVED = {
+    "fold_batchnorm": {
+        "bias_not_shifted": (_derived("fold_batchnorm", _FOLD_BIAS, "b_folded = b"),
+                             "the mean must be absorbed into the bias"),
+        "bias_with_original_w": (_derived("fold_batchnorm", _FOLD_BIAS,
+                                          "b_folded = b - W.T @ mu"), "uses the original W"),
+        "divides_by_variance": (_derived("fold_batchnorm", "W_folded = W / s[:, None]",
+                                         "W_folded = W / s[:, None] ** 2"),
+                                "row j of W must be divided by s_j"),
+    },
+    "two_nn_id": {
+        "n_minus_one": (_derived("two_nn_id", _TWONN_RETURN,
+                                 "return float((len(X) - 1) / np.sum(np.log(r2 / r1)))"),
+                        "not (N - 1)"),
+    },
+    "rankme": {
+        "no_eps": (_derived("rankme", _RANKME_SHARES, "shares = sigma / sigma.sum()"),
+                   "Add eps"),
+        "squared_singular_values": (_derived(
+            "rankme", _RANKME_SHARES, "shares = sigma ** 2 / (sigma ** 2).sum() + eps"),
+            "squared singular values"),
+    },
+    "linear_cka": {
+        "cross_not_squared": (_derived("linear_cka", _CKA_CROSS,
+                                       "cross = np.linalg.norm(Xc.T @ Yc)"), "not squared"),
+        "sqrt_denominator": (_derived("linear_cka", _CKA_RETURN, _CKA_RETURN.replace(
+            "(np.linalg.norm(Xc.T @ Xc) * np.linalg.norm(Yc.T @ Yc))",
+            "np.sqrt(np.linalg.norm(Xc.T @ Xc) * np.linalg.norm(Yc.T @ Yc))")),
+            "square root too many"),
+    },
+}
+
+MISTAKES = {"knn_classify": KNN, "wilson_interval": WILSON, **DERIVED}
 
 # ------------------------------------------- the wrong answers of the check tests
 def _with_known_wrong_answers(table):
