@@ -165,6 +165,9 @@ DERIVED = {
         "n_minus_one": (_derived("two_nn_id", _TWONN_RETURN,
                                  "return float((len(X) - 1) / np.sum(np.log(r2 / r1)))"),
                         "not (N - 1)"),
+        "inverse": (_derived("two_nn_id", _TWONN_RETURN,
+                             "return float(np.mean(np.log(r2 / r1)))"),
+                    "the inverse of the estimate"),
     },
     "rankme": {
         "no_eps": (_derived("rankme", _RANKME_SHARES, "shares = sigma / sigma.sum()"),
@@ -172,6 +175,10 @@ DERIVED = {
         "squared_singular_values": (_derived(
             "rankme", _RANKME_SHARES, "shares = sigma ** 2 / (sigma ** 2).sum() + eps"),
             "squared singular values"),
+        "entropy_not_exponentiated": (_derived(
+            "rankme", "return float(np.exp(-np.sum(shares * np.log(shares))))",
+            "return float(-np.sum(shares * np.log(shares)))"),
+            "entropy of the shares"),
     },
     "linear_cka": {
         "cross_not_squared": (_derived("linear_cka", _CKA_CROSS,
