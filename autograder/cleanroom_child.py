@@ -25,9 +25,22 @@ import json
 import os
 import sys
 import traceback
+import warnings
 
 #: packages an answer may not import (it scores 0 for the exercise)
 FORBIDDEN = ("repeval_ref", "autograder")
+
+
+def _errstate_warn():
+    """``np.errstate(all="warn")`` (as :func:`autograder.checks.call_student` sets it),
+    or a context that does nothing where NumPy is absent."""
+    import contextlib
+
+    try:
+        import numpy as np
+    except ImportError:
+        return contextlib.nullcontext()
+    return np.errstate(all="warn")
 
 
 class RefuseForbidden:
@@ -117,9 +130,14 @@ def main(argv):
                 raise NameError(f"name {req['name']!r} is not defined")
             args = [dec(a) for a in req["args"]]
             kwargs = {k: dec(v) for k, v in req["kwargs"].items()}
-            out = fn(*args, **kwargs)
+            # warnings travel back, so the grader's checks see what the kernel's would
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                with _errstate_warn():
+                    out = fn(*args, **kwargs)
             send({"result": enc(out), "args": [enc(a) for a in args],
                   "kwargs": {k: enc(v) for k, v in kwargs.items()},
+                  "warnings": [str(w.message) for w in caught][:50],
                   "forbidden": refuse.attempts})
         except BaseException as exc:
             send(fail(exc))

@@ -32,6 +32,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 from . import REPO_ROOT, cleanroom_child, codec, confine
@@ -348,6 +349,9 @@ def remote_function(box, name):
             raise RuntimeError(msg["dead"])
         if "error" in msg:
             _raise_like(msg["error"])
+        for text in msg.get("warnings", [])[:50]:
+            # re-raised here, where call_student records them (as in the kernel)
+            warnings.warn(str(text), RuntimeWarning, stacklevel=2)
         for s, g in zip(args, msg.get("args", [])):
             codec.write_back(s, codec.decode(g))
         for k, g in msg.get("kwargs", {}).items():

@@ -100,6 +100,15 @@ class StudentError(Exception):
     """The student's function failed in a way the check explains (raised by call_student)."""
 
 
+class NotWritten(Exception):
+    """The student's function is still the stub (it raised ``NotImplementedError``).
+
+    Not a :class:`StudentError`: a check that explains a failing call (and catches
+    StudentError to say what the inputs need) must not send a blank stub after a cause
+    it cannot have; :func:`run_check` reports the stub alone.
+    """
+
+
 class CheckTimeout(BaseException):
     """The time limit of a check ran out (raised by an interval timer; BaseException so
     that a student's ``except Exception`` cannot swallow it)."""
@@ -210,7 +219,8 @@ def call_student(fn, *args, what=None, **kwargs):
 
     Returns ``(result, warnings_list)``. Any exception is turned into
     :class:`StudentError` with a message that names the call and the error (and, for
-    ``NotImplementedError``, tells the student to write the function), showing only the
+    ``NotImplementedError``, :class:`NotWritten` telling the student to write the
+    function), showing only the
     student's own frames of the traceback.
     """
     label = what or getattr(fn, "__name__", "your function")
@@ -222,7 +232,7 @@ def call_student(fn, *args, what=None, **kwargs):
             try:
                 result = fn(*args, **kwargs)
             except NotImplementedError:
-                raise StudentError(
+                raise NotWritten(
                     f"{label} raised NotImplementedError: replace the stub with your "
                     "implementation") from None
             except (KeyboardInterrupt, SystemExit, CheckTimeout):
@@ -297,7 +307,7 @@ def run_check(name, student_fn, seed=None, time_limit=None):
         return [Finding(reg.summary, 0.0, reg.points, False,
                         f"stopped after {time_limit:g} s: your function did not return in "
                         "time (an infinite loop, or far too slow for these small inputs)")]
-    except StudentError as exc:
+    except (StudentError, NotWritten) as exc:
         return [Finding(reg.summary, 0.0, reg.points, False, str(exc))]
     except Exception as exc:  # a bug in the check must not stop grading
         return [Finding(reg.summary, 0.0, reg.points, False,

@@ -29,6 +29,58 @@ def _clusters(rng, n, d, K, spread=0.8):
     return h, y
 
 
+def _rule(train_h, train_y, test_h, k, tau, n_classes, *, weighted=True):
+    """The rule with ``k`` neighbours (clipped to 1 .. n_train), or with unweighted votes.
+
+    The diagnoses below compare an answer with these variants of the reference on the
+    check's own inputs: the answer's behaviour, never its source text, names the cause.
+    """
+    a = np.asarray(train_h, float)
+    a = a / np.linalg.norm(a, axis=1, keepdims=True)
+    q = np.asarray(test_h, float)
+    q = q / np.linalg.norm(q, axis=1, keepdims=True)
+    sims = q @ a.T
+    kk = int(min(max(k, 1), sims.shape[1]))
+    nbr = np.argsort(-sims, axis=1, kind="stable")[:, :kk]
+    s = np.take_along_axis(sims, nbr, axis=1)
+    w = np.exp((s - s[:, :1]) / tau) if weighted else np.ones_like(s)
+    votes = np.zeros((len(q), n_classes))
+    labels = np.asarray(train_y)[nbr]
+    for i in range(len(q)):
+        np.add.at(votes[i], labels[i], w[i])
+    return np.argmax(votes, axis=1)
+
+
+def _diagnose(got, train_h, train_y, test_h, k, tau, n_classes):
+    """The cause of wrong predictions ``got``, when they equal a typical mistake's.
+
+    Returns
+    -------
+    str
+        A sentence naming the mistake, or ``""`` when ``got`` matches none of them (or
+        a mistake would not change the predictions on these inputs).
+    """
+    want = _ref(train_h, train_y, test_h, k, tau, n_classes)
+    if count_mismatches(got, want) in (None, 0):
+        return ""
+    n_train = len(train_h)
+    for shift in (-1, 1):
+        kk = min(k, n_train) + shift
+        if not 1 <= kk <= n_train:
+            continue
+        alt = _rule(train_h, train_y, test_h, kk, tau, n_classes)
+        if count_mismatches(got, alt) == 0:
+            return (f" Your predictions are those of the rule with {kk} neighbours instead "
+                    f"of {min(k, n_train)}: check the number of neighbours you keep (an "
+                    "off-by-one in k, e.g. [:, :k + 1] or [:, 1:k + 1]).")
+    alt = _rule(train_h, train_y, test_h, k, tau, n_classes, weighted=False)
+    if count_mismatches(got, alt) == 0:
+        return (" Your predictions are those of a plain majority vote: every neighbour "
+                "counted the same. Weigh each neighbour's vote by exp(s / tau), its "
+                "similarity s divided by the temperature tau, and sum the weights per class.")
+    return ""
+
+
 def _predict(fn, *args):
     out, warns = call_student(fn, *args, what="knn_classify")
     return as_array(out, "knn_classify's result", ndim=1), warns
@@ -68,6 +120,9 @@ def matches_reference(fn, rng):
                     "protocol compares directions (cosine similarity), not lengths.")
     except StudentError:
         pass
+    if "normalise" not in msg:
+        got, _ = _predict(fn, train_h.copy(), train_y.copy(), test_h.copy(), k, tau, K)
+        msg += _diagnose(got, train_h, train_y, test_h, k, tau, K)
     return [finding("matches the reference", False, 3, msg)]
 
 
@@ -103,6 +158,7 @@ def small_tau(fn, rng):
             msg = (f"{miss} of {n_test} predictions differ at tau = {tau:g} (no overflow "
                    "warning was raised), where the rule is almost 1-NN: the most similar "
                    "of the k neighbours should decide.")
+            msg += _diagnose(got, train_h, train_y, q, near, tau, K)
         out.append(finding(f"tau = {tau:g}", ok, pts, msg))
     return out
 
@@ -116,6 +172,10 @@ def k_larger_than_bank(fn, rng):
     # unit rows, so that only the handling of k is tested here
     train_h /= np.linalg.norm(train_h, axis=1, keepdims=True)
     test_h /= np.linalg.norm(test_h, axis=1, keepdims=True)
+    try:    # first a k inside the bank: a failure there is not about k > n_train
+        _predict(fn, train_h.copy(), train_y.copy(), test_h.copy(), 5, 0.3, K)
+    except StudentError as exc:
+        return [finding("k > n_train", False, 1, f"with k = 5 and a bank of 12 rows: {exc}")]
     for k in (12, 20):
         want = _ref(train_h, train_y, test_h, k, 0.3, K)
         try:
@@ -126,9 +186,11 @@ def k_larger_than_bank(fn, rng):
                             f"({exc}). When k exceeds the bank, every stored feature votes: "
                             "use min(k, n_train) neighbours.")]
         if count_mismatches(got, want) != 0:
+            why = _diagnose(got, train_h, train_y, test_h, k, 0.3, K)
+            if not why:
+                why = " Every stored feature should vote (k = min(k, n_train))."
             return [finding("k > n_train", False, 1,
-                            f"with k = {k} and a bank of 12 rows the predictions differ: "
-                            "every stored feature should vote (k = min(k, n_train)).")]
+                            f"with k = {k} and a bank of 12 rows the predictions differ." + why)]
     return [finding("k > n_train", True, 1, "")]
 
 
@@ -150,6 +212,11 @@ def ties(fn, rng):
     got, _ = _predict(fn, train_h.copy(), train_y.copy(), q.copy(), 2, 0.1, K)
     miss = count_mismatches(got, want)
     ok = miss == 0
+    cause = _diagnose(got, train_h, train_y, q, 2, 0.1, K) if miss else ""
+    if cause:   # the ties are right; the answer keeps a wrong number of neighbours
+        return [finding("ties", False, 1,
+                        f"{miss} of {len(pairs)} predictions differ where each query has "
+                        "two identical neighbours of different labels and k = 2." + cause)]
     detail = ""
     if miss:
         i = int(np.flatnonzero(np.asarray(got) != want)[0])

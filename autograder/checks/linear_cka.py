@@ -46,6 +46,24 @@ def _uncentred(X, Y):
 
 
 
+def _centred_parts(X, Y):
+    """||Xc^T Yc||_F, ||Xc^T Xc||_F and ||Yc^T Yc||_F of the column-centred pair."""
+    Xc, Yc = X - X.mean(axis=0), Y - Y.mean(axis=0)
+    return (np.linalg.norm(Xc.T @ Yc), np.linalg.norm(Xc.T @ Xc),
+            np.linalg.norm(Yc.T @ Yc))
+
+
+#: typical slips in the formula: (their value from the parts, the hint naming the slip)
+_CKA_SLIPS = (
+    (lambda c, x, y: c / (x * y),
+     " Your numerator is ||X^T Y||_F, not squared: CKA is ||X^T Y||_F^2 / (||X^T X||_F "
+     "||Y^T Y||_F) on centred columns."),
+    (lambda c, x, y: c * c / np.sqrt(x * y),
+     " Your denominator has a square root too many: it is ||X^T X||_F ||Y^T Y||_F (each "
+     "Frobenius norm already scales like the numerator's square root)."),
+)
+
+
 def _close(a, b, rtol=1e-9):
     return abs(a - b) <= rtol * max(1e-12, abs(b))
 
@@ -63,6 +81,10 @@ def matches_reference(fn, rng):
         if _close(got, _uncentred(X, Y), 1e-7):
             msg += (" You did not centre the columns: subtract each column's mean from X and "
                     "from Y first (CKA compares centred Gram matrices).")
+        else:
+            parts = _centred_parts(X, Y)
+            msg += next((why for slip, why in _CKA_SLIPS
+                         if _close(got, float(slip(*parts)), 1e-7)), "")
         return [finding("matches the reference", False, 2, msg)]
     return [finding("matches the reference", True, 2, "")]
 
@@ -86,12 +108,15 @@ def scale_invariance(fn, rng):
     X, Y = _pair(rng, 50, 4, 4)
     base, _ = _call(fn, X, Y)
     small, _ = _call(fn, 1e-6 * X, 1e-5 * Y)
-    return gate([finding("scale invariance", _close(small, base, 1e-8), 1,
-                    f"multiplying X by 1e-6 and Y by 1e-5 changed your CKA from {base:.6g} "
-                    f"to {small:.6g}. CKA ignores the scale of each representation; a small "
-                    "constant added to the denominator (the common '+ 1e-10') dominates "
-                    "when the features are small. Do not add one.")],
-                differs(base, _ref(X, Y)))
+    wrong = differs(base, _ref(X, Y))
+    msg = (f"multiplying X by 1e-6 and Y by 1e-5 changed your CKA from {base:.6g} to "
+           f"{small:.6g}. CKA ignores the scale of each representation")
+    if wrong:   # the formula itself is off (see matches_reference), not a fudge constant
+        msg += ": numerator and denominator must scale alike."
+    else:
+        msg += ("; a small constant added to the denominator (the common '+ 1e-10') "
+                "dominates when the features are small. Do not add one.")
+    return gate([finding("scale invariance", _close(small, base, 1e-8), 1, msg)], wrong)
 
 
 @register(f"{EX}/properties", points=1,

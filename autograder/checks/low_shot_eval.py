@@ -53,8 +53,9 @@ def matches_reference(fn, rng):
     data = _data(rng)
     seed = int(rng.integers(0, 2**31))
     for n_per_class, n_draws in ((3, 6), (1, 4)):
-        want_m, want_s = _ref(*data, n_per_class, n_draws, np.random.default_rng(seed))
-        m, s, _ = _call(fn, data, n_per_class, n_draws, np.random.default_rng(seed))
+        ref_gen, gen = np.random.default_rng(seed), np.random.default_rng(seed)
+        want_m, want_s = _ref(*data, n_per_class, n_draws, ref_gen)
+        m, s, _ = _call(fn, data, n_per_class, n_draws, gen)
         if abs(m - want_m) < 1e-12 and abs(s - want_s) < 1e-12:
             continue
         where = (f"with n_per_class = {n_per_class}, n_draws = {n_draws} and "
@@ -69,6 +70,13 @@ def matches_reference(fn, rng):
                         "mean; the task asks for the standard deviation over draws (ddof=1).")
             else:
                 hint = " Your mean is right but the standard deviation differs."
+        elif _state(gen) not in (_state(ref_gen), _state(np.random.default_rng(seed))):
+            hint = (" After your function the generator is not where the prescribed calls "
+                    "leave it: you made other random calls (a permutation, a shuffle, a "
+                    "call without replace=False, an extra draw), so your supports differ. "
+                    "For each draw, loop over the classes of np.unique(train_y) in "
+                    "increasing order and call rng.choice(np.flatnonzero(train_y == label), "
+                    "size=n_per_class, replace=False) once per class, and nothing else.")
         else:
             hint = (" Your supports differ from the prescribed ones: for each draw, loop over "
                     "the classes of np.unique(train_y) in increasing order and call "

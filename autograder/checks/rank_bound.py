@@ -60,9 +60,14 @@ def matches_reference(fn, rng):
                     "numpy.linalg.lstsq on [H, 1] against the one-hot Y)")
         problems.append(msg)
     if floor != want_floor:
-        problems.append(f"the floor is {floor:g}, expected {want_floor} for rank "
-                        f"{np.linalg.matrix_rank(H)} and {K} classes (sum of the K - r - 1 "
-                        "smallest class counts)")
+        r_h = int(np.linalg.matrix_rank(H))
+        msg = (f"the floor is {floor:g}, expected {want_floor} for rank {r_h} and {K} "
+               "classes (sum of the K - r - 1 smallest class counts)")
+        m = max(K - r_h - 1, 0)
+        if m and floor in (m * len(y) // K, m * len(y) / K):   # the balanced-class count
+            msg += (f"; yours is (K - r - 1) n / K = {floor:g}, which holds only for "
+                    "balanced classes: sum the K - r - 1 SMALLEST counts (sort the counts)")
+        problems.append(msg)
     return [finding("matches the reference", not problems, 3, "; ".join(problems))]
 
 

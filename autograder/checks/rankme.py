@@ -67,6 +67,9 @@ def matches_reference(fn, rng):
                     "center=True.")
         elif _close(got, _entropy_rank(raw, 0.0)):
             msg += f" Add eps = {eps:g} to every share p_i = sigma_i / sum(sigma) before the entropy."
+        elif want > 0 and _close(got, float(np.log(want))):
+            msg += (" Your value is the entropy of the shares; RankMe is its exponential, "
+                    "exp(-sum p_i log p_i), which counts dimensions.")
         elif _close(got, _entropy_rank(raw ** 2, eps)):
             msg += (" You used the squared singular values (eigenvalues of Z^T Z); RankMe's "
                     "shares are the singular values themselves, normalised to sum to 1.")

@@ -62,6 +62,9 @@ def matches_reference(fn, rng):
         elif _close(got, want / 2):
             msg += (" Your value is half the estimate: use distances, not squared "
                     "distances (log(r2^2 / r1^2) = 2 log(r2 / r1)).")
+        elif got > 0 and _close(got, 1.0 / want):
+            msg += (" Your value is the mean of log(r2 / r1), the inverse of the estimate: "
+                    "the maximum-likelihood dimension is N / sum(log mu) = 1 / mean(log mu).")
         elif got == 0 or not np.isfinite(got):
             msg += (" Is each point its own nearest neighbour at distance 0? Exclude the "
                     "point itself: r1 and r2 are the distances to the two nearest OTHER "

@@ -54,6 +54,54 @@ def _wald(k, n, z):
     return p - half, p + half
 
 
+def _wilson_parts(k, n, z, *, shift=True, shrink=True, extra=True):
+    """The interval centred on p (no centre shift), without the shrink 1 + z^2/n or
+    without the extra variance z^2/(4n^2) (clipped to [0, 1]), for diagnosing an answer."""
+    p = k / n
+    den = 1.0 + z * z / n if shrink else 1.0
+    centre = (p + z * z / (2 * n)) / den if shift else p
+    half = z * np.sqrt(p * (1 - p) / n + (z * z / (4 * n * n) if extra else 0.0)) / den
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+#: typical mistakes of the Wilson interval: (what is left out, the missing part's hint)
+_WILSON_MISTAKES = (
+    (dict(shift=False), " Your interval is centred on p = k/n: Wilson's centre is shifted "
+     "towards 1/2, (p + z^2/(2n)) / (1 + z^2/n). Add z^2/(2n) to p before dividing."),
+    (dict(shrink=False), " Your centre and half-width are not divided by 1 + z^2/n: "
+     "centre (p + z^2/(2n)) / (1 + z^2/n), half-width z sqrt(p(1-p)/n + z^2/(4n^2)) / "
+     "(1 + z^2/n)."),
+    (dict(extra=False), " Your half-width lacks the term z^2/(4n^2) under the square "
+     "root: it is z sqrt(p(1-p)/n + z^2/(4n^2)) / (1 + z^2/n)."),
+)
+
+
+def _wilson_cause(fn, cases):
+    """A sentence naming the answer's mistake, found by comparing its intervals on
+    ``cases`` [(k, n, z), ...] with the mistakes' ("" when none matches)."""
+    got = []
+    for k, n, z in cases:
+        out, _ = call_student(fn, k, n, z, what="wilson_interval")
+        got.append(_floats(out, 2, "wilson_interval"))
+
+    def same(f):
+        return all(abs(g[0] - w[0]) < 1e-10 and abs(g[1] - w[1]) < 1e-10
+                   for g, w in zip(got, (f(*c) for c in cases)))
+
+    if same(lambda k, n, z: tuple(np.clip(_wald(k, n, z), 0.0, 1.0))):
+        return (" You computed the normal (Wald) interval p +- z sqrt(p(1-p)/n); "
+                "Wilson's centre is (p + z^2/(2n)) / (1 + z^2/n) and its half-width "
+                "z sqrt(p(1-p)/n + z^2/(4n^2)) / (1 + z^2/n).")
+    for leave_out, why in _WILSON_MISTAKES:
+        if same(lambda k, n, z, lo=leave_out: _wilson_parts(k, n, z, **lo)):
+            return why
+    if any(abs(z - 1.96) > 1e-9 for _, _, z in cases) and same(
+            lambda k, n, z: _wilson_parts(k, n, 1.96)):
+        return (" Your interval is the 95% one whatever z is: use the argument z (the "
+                "normal quantile of the level) rather than a fixed 1.96.")
+    return ""
+
+
 @register("wilson_interval/matches_reference", points=2,
           summary="the Wilson interval for random k, n and z")
 def wilson_matches_reference(fn, rng):
@@ -66,11 +114,7 @@ def wilson_matches_reference(fn, rng):
         if abs(lo - want[0]) > 1e-10 or abs(hi - want[1]) > 1e-10:
             msg = (f"wilson_interval({k}, {n}, z={z:.4f}) returned ({lo:.6f}, {hi:.6f}); the "
                    f"Wilson interval is ({want[0]:.6f}, {want[1]:.6f}).")
-            wald = _wald(k, n, z)
-            if abs(lo - wald[0]) < 1e-10 and abs(hi - wald[1]) < 1e-10:
-                msg += (" You computed the normal (Wald) interval p +- z sqrt(p(1-p)/n); "
-                        "Wilson's centre is (p + z^2/(2n)) / (1 + z^2/n) and its half-width "
-                        "z sqrt(p(1-p)/n + z^2/(4n^2)) / (1 + z^2/n).")
+            msg += _wilson_cause(fn, cases)
             return [finding("Wilson interval", False, 2, msg)]
     return [finding("Wilson interval", True, 2, "")]
 
@@ -117,7 +161,11 @@ def wilson_extremes(fn, rng):
         ok = end == exact and abs(other - other_want) < 1e-12
         msg = (f"wilson_interval({k}, {n}) returned ({lo!r}, {hi!r}); expected "
                f"({want[0]!r}, {want[1]!r}).")
-        if hi - lo < 1e-12:
+        cause = "" if ok else _wilson_cause(fn, [(k, n, Z95), (7, 40, Z95), (3, 10, 2.5)])
+        if cause and not (end != exact and abs(end - exact) < 1e-12 and
+                          abs(other - other_want) < 1e-12):
+            msg += cause
+        elif hi - lo < 1e-12:
             msg += (" An interval of zero width claims certainty after finitely many "
                     "trials: that is the Wald interval's failure at k = 0 and k = n, which "
                     "the Wilson interval avoids.")
@@ -239,8 +287,9 @@ def bootstrap_matches_reference(fn, rng):
     for n, n_boot, level in ((200, 500, 0.95), (57, 301, 0.8)):
         a, b = _pairs(rng, n)
         seed = int(rng.integers(0, 2**31))
-        want = _bootstrap(a, b, n_boot, np.random.default_rng(seed), level=level)
-        got = _boot_call(fn, a, b, n_boot, np.random.default_rng(seed), level=level)
+        ref_gen, gen = np.random.default_rng(seed), np.random.default_rng(seed)
+        want = _bootstrap(a, b, n_boot, ref_gen, level=level)
+        got = _boot_call(fn, a, b, n_boot, gen, level=level)
         if all(abs(g - w) < 1e-12 for g, w in zip(got, want)):
             continue
         msg = (f"with n = {n}, n_boot = {n_boot}, level = {level} and "
@@ -248,6 +297,13 @@ def bootstrap_matches_reference(fn, rng):
                f"{got[2]:.4f}); expected ({want[0]:.4f}, {want[1]:.4f}, {want[2]:.4f}).")
         if abs(got[0] - want[0]) > 1e-12:
             msg += " The gain is mean(b) - mean(a): B's accuracy minus A's."
+        elif gen.bit_generator.state != ref_gen.bit_generator.state:
+            msg += (" After your function the generator is not where one multinomial draw "
+                    "leaves it: resampling n images with replacement only changes the four "
+                    "cell counts 2a + b, so the single call rng.multinomial(n, cell_counts "
+                    "/ n, size=n_boot) gives every replicate at once; take each replicate's "
+                    "gain (count[1] - count[2]) / n and np.percentile(gains, [100 (1 - "
+                    "level) / 2, 100 (1 + level) / 2]).")
         else:
             msg += (" Count the four cells 2a + b, draw all replicates with the single call "
                     "rng.multinomial(n, cell_counts / n, size=n_boot), take each replicate's "

@@ -1,0 +1,220 @@
+"""Tables of typical mistakes for the hint test (issue 30, item 6).
+
+``MISTAKES[exercise][variant] = (source, cause)``: ``source`` redefines one graded
+function of the exercise with exactly one typical mistake (the notebook's other functions
+stay the reference solution's); ``cause`` is a phrase that the first failing hint must
+contain, because it names that mistake. ``CAUSES[exercise]`` lists every cause phrase of
+the exercise: a hint may only contain the phrases of the mistakes the answer has.
+
+Hints are diagnosed from the answer's behaviour on targeted inputs, never from its
+source text, so the phrases below must appear whatever the answer's variable names.
+"""
+
+# ------------------------------------------------------------------------ k-NN
+_KNN_HEAD = '''
+import numpy as np
+
+def knn_classify(bank, bank_y, queries, k, tau, n_classes):
+    a = np.asarray(bank, float); a = a / np.linalg.norm(a, axis=1, keepdims=True)
+    q = np.asarray(queries, float); q = q / np.linalg.norm(q, axis=1, keepdims=True)
+    sims = q @ a.T
+'''
+_KNN_VOTE = '''
+    s = np.take_along_axis(sims, nbr, axis=1)
+    w = np.exp((s - s.max(axis=1, keepdims=True)) / tau)
+    votes = np.zeros((len(sims), n_classes))
+    for i in range(len(sims)):
+        np.add.at(votes[i], np.asarray(bank_y)[nbr[i]], w[i])
+    return np.argmax(votes, axis=1)
+'''
+_KNN_SELECT = '''
+    kk = min(k, sims.shape[1])
+    nbr = np.argsort(-sims, axis=1, kind="stable")[:, :kk]
+'''
+
+KNN = {
+    "no_normalisation": ('''
+import numpy as np
+
+def knn_classify(bank, bank_y, queries, k, tau, n_classes):
+    sims = np.asarray(queries, float) @ np.asarray(bank, float).T
+''' + _KNN_SELECT + _KNN_VOTE, "normalise both banks"),
+    "overflow": (_KNN_HEAD + _KNN_SELECT + '''
+    w = np.exp(np.take_along_axis(sims, nbr, axis=1) / tau)
+    votes = np.zeros((len(sims), n_classes))
+    for i in range(len(sims)):
+        np.add.at(votes[i], np.asarray(bank_y)[nbr[i]], w[i])
+    return np.argmax(votes, axis=1)
+''', "votes overflow"),
+    "ties_to_larger": (_KNN_HEAD + _KNN_SELECT + _KNN_VOTE.replace(
+        "return np.argmax(votes, axis=1)",
+        "return n_classes - 1 - np.argmax(votes[:, ::-1], axis=1)"), "equal vote totals must go to the smaller label"),
+    "k_plus_one": (_KNN_HEAD + '''
+    kk = min(k + 1, sims.shape[1])
+    nbr = np.argsort(-sims, axis=1, kind="stable")[:, :kk]
+''' + _KNN_VOTE, "off-by-one in k"),
+    "k_minus_one": (_KNN_HEAD + '''
+    kk = min(k - 1, sims.shape[1])
+    nbr = np.argsort(-sims, axis=1, kind="stable")[:, :kk]
+''' + _KNN_VOTE, "off-by-one in k"),
+    "unweighted": (_KNN_HEAD + _KNN_SELECT + '''
+    votes = np.zeros((len(sims), n_classes))
+    for i in range(len(sims)):
+        np.add.at(votes[i], np.asarray(bank_y)[nbr[i]], 1.0)
+    return np.argmax(votes, axis=1)
+''', "plain majority vote"),
+    "no_min_k": (_KNN_HEAD + '''
+    if k > sims.shape[1]:
+        raise ValueError("k larger than the bank")
+    nbr = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+''' + _KNN_VOTE, "min(k, n_train)"),
+    "unstable_selection": (_KNN_HEAD + '''
+    kk = min(k, sims.shape[1])
+    nbr = np.argsort(-sims[:, ::-1], axis=1, kind="stable")[:, :kk]
+    nbr = sims.shape[1] - 1 - nbr
+''' + _KNN_VOTE, "smaller indices among equal similarities"),
+    "stub": ('''
+def knn_classify(bank, bank_y, queries, k, tau, n_classes):
+    raise NotImplementedError()
+''', "NotImplementedError"),
+}
+
+# -------------------------------------------------------------------- Wilson
+_WILSON_HEAD = '''
+import numpy as np
+
+def wilson_interval(k, n, z=1.959963984540054):
+    p = k / n
+'''
+_WILSON_ENDS = '''
+    lo, hi = max(0.0, centre - half), min(1.0, centre + half)
+    if k == 0:
+        lo = 0.0
+    if k == n:
+        hi = 1.0
+    return float(lo), float(hi)
+'''
+
+WILSON = {
+    "wald": (_WILSON_HEAD + '''
+    centre = p
+    half = z * np.sqrt(p * (1 - p) / n)
+''' + _WILSON_ENDS, "normal (Wald) interval"),
+    "no_centre_shift": (_WILSON_HEAD + '''
+    shrink = 1 + z * z / n
+    centre = p
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / shrink
+''' + _WILSON_ENDS, "centred on p = k/n"),
+    "no_shrink": (_WILSON_HEAD + '''
+    centre = p + z * z / (2 * n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+''' + _WILSON_ENDS, "not divided by 1 + z^2/n"),
+    "no_extra_variance": (_WILSON_HEAD + '''
+    shrink = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / shrink
+    half = z * np.sqrt(p * (1 - p) / n) / shrink
+''' + _WILSON_ENDS, "lacks the term z^2/(4n^2)"),
+    "fixed_z": ('''
+import numpy as np
+
+def wilson_interval(k, n, z=1.959963984540054):
+    z = 1.96
+    p = k / n
+    shrink = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / shrink
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / shrink
+''' + _WILSON_ENDS, "fixed 1.96"),
+    "inexact_ends": (_WILSON_HEAD + '''
+    shrink = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / shrink
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / shrink
+    return float(max(0.0, centre - half)), float(min(1.0, centre + half))
+''', "must be exactly"),
+}
+
+
+def _derived(exercise, old, new):
+    """The exercise's reference solution with the line ``old`` replaced by ``new``."""
+    from autograder.build import solution_source
+    from autograder.exercises import load
+
+    source = solution_source(load(exercise))
+    if source.count(old) != 1:
+        raise AssertionError(f"{exercise}: the solution no longer holds {old!r} once")
+    return source.replace(old, new)
+
+
+_FOLD_BIAS = "b_folded = b - W_folded.T @ mu"
+_TWONN_RETURN = "return float(len(X) / np.sum(np.log(r2 / r1)))"
+_RANKME_SHARES = "shares = sigma / sigma.sum() + eps"
+_CKA_CROSS = "cross = np.linalg.norm(Xc.T @ Yc) ** 2"
+_CKA_RETURN = ("return float(cross / (np.linalg.norm(Xc.T @ Xc) * "
+               "np.linalg.norm(Yc.T @ Yc)))")
+
+DERIVED = {
+    "fold_batchnorm": {
+        "bias_not_shifted": (_derived("fold_batchnorm", _FOLD_BIAS, "b_folded = b"),
+                             "the mean must be absorbed into the bias"),
+        "bias_with_original_w": (_derived("fold_batchnorm", _FOLD_BIAS,
+                                          "b_folded = b - W.T @ mu"), "uses the original W"),
+        "divides_by_variance": (_derived("fold_batchnorm", "W_folded = W / s[:, None]",
+                                         "W_folded = W / s[:, None] ** 2"),
+                                "row j of W must be divided by s_j"),
+    },
+    "two_nn_id": {
+        "n_minus_one": (_derived("two_nn_id", _TWONN_RETURN,
+                                 "return float((len(X) - 1) / np.sum(np.log(r2 / r1)))"),
+                        "not (N - 1)"),
+        "inverse": (_derived("two_nn_id", _TWONN_RETURN,
+                             "return float(np.mean(np.log(r2 / r1)))"),
+                    "the inverse of the estimate"),
+    },
+    "rankme": {
+        "no_eps": (_derived("rankme", _RANKME_SHARES, "shares = sigma / sigma.sum()"),
+                   "Add eps"),
+        "squared_singular_values": (_derived(
+            "rankme", _RANKME_SHARES, "shares = sigma ** 2 / (sigma ** 2).sum() + eps"),
+            "squared singular values"),
+        "entropy_not_exponentiated": (_derived(
+            "rankme", "return float(np.exp(-np.sum(shares * np.log(shares))))",
+            "return float(-np.sum(shares * np.log(shares)))"),
+            "entropy of the shares"),
+    },
+    "linear_cka": {
+        "cross_not_squared": (_derived("linear_cka", _CKA_CROSS,
+                                       "cross = np.linalg.norm(Xc.T @ Yc)"), "not squared"),
+        "sqrt_denominator": (_derived("linear_cka", _CKA_RETURN, _CKA_RETURN.replace(
+            "(np.linalg.norm(Xc.T @ Xc) * np.linalg.norm(Yc.T @ Yc))",
+            "np.sqrt(np.linalg.norm(Xc.T @ Xc) * np.linalg.norm(Yc.T @ Yc))")),
+            "square root too many"),
+    },
+}
+
+MISTAKES = {"knn_classify": KNN, "wilson_interval": WILSON, **DERIVED}
+
+# ------------------------------------------- the wrong answers of the check tests
+def _with_known_wrong_answers(table):
+    """``table`` plus the wrong answers of ``autograder_cases`` and
+    ``autograder_cases_more`` whose named problem is listed (their feedback words are
+    the cause), and a blank stub of every graded function of every exercise (its
+    NotImplementedError is the cause: no hint may send it after a formula)."""
+    from autograder.exercises import EXERCISES, load
+    from autograder_cases import FEEDBACK_WORDS, WRONG
+    from autograder_cases_more import FEEDBACK_WORDS_MORE, WRONG_MORE
+
+    out = {name: dict(table.get(name, {})) for name in EXERCISES}
+    words = {**FEEDBACK_WORDS, **FEEDBACK_WORDS_MORE}
+    for wrong in (WRONG, WRONG_MORE):
+        for name, variants in wrong.items():
+            for variant, (source, _) in variants.items():
+                if (name, variant) in words and variant not in out[name]:
+                    out[name][variant] = (source, words[name, variant])
+    for name in EXERCISES:
+        for func in dict.fromkeys(c.split("/", 1)[0] for c in load(name).HIDDEN):
+            stub = (f"\ndef {func}(*args, **kwargs):\n"
+                    "    raise NotImplementedError()\n")
+            out[name].setdefault(f"stub_{func}", (stub, "NotImplementedError"))
+    return out
+
+
+MISTAKES = _with_known_wrong_answers(MISTAKES)
