@@ -1,0 +1,17 @@
+"""The hint test (tests/test_autograder_hints.py) for the exercises whose checks build
+torch models or fit scikit-learn probes: seconds per answer, so they are slow tests, and a
+file of their own so that pytest-xdist grades them beside the other cases."""
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import test_autograder_hints as hints  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("exercise,variant", hints.HEAVY_CASES)
+def test_first_hint_names_the_real_cause(exercise, variant):
+    hints.check_first_hint(exercise, variant)
