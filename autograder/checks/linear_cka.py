@@ -56,8 +56,8 @@ def _centred_parts(X, Y):
 #: typical slips in the formula: (their value from the parts, the hint naming the slip)
 _CKA_SLIPS = (
     (lambda c, x, y: c / (x * y),
-     " Your numerator is ||X^T Y||_F, not squared: CKA is ||X^T Y||_F^2 / (||X^T X||_F "
-     "||Y^T Y||_F) on centred columns."),
+     " Your numerator is ||X^T Y||_F, not squared: on centred columns CKA divides the "
+     "squared Frobenius norm of X^T Y by the product of those of X^T X and Y^T Y."),
     (lambda c, x, y: c * c / np.sqrt(x * y),
      " Your denominator has a square root too many: it is ||X^T X||_F ||Y^T Y||_F (each "
      "Frobenius norm already scales like the numerator's square root)."),
