@@ -53,7 +53,6 @@ class _Server:
             os.close(write_fd)
         self.replies = os.fdopen(read_fd, "r")
         self.lock = threading.Lock()
-        self.started = time.monotonic()
         self.is_ready = False
 
     def ready(self, timeout=0.0):
@@ -107,8 +106,8 @@ def start_server():
 def _ready_server():
     """The server if its imports are done, else None (the kernel is then launched the
     usual way rather than waiting: the server never makes a notebook slower)."""
-    server = _server if _server is not None else start_server()
-    if server is None or server.proc.poll() is not None:
+    server = start_server()  # the running one, or a new one if it ended
+    if server is None:
         return None
     try:
         return server if server.ready(0.0) else None

@@ -4,12 +4,10 @@
 the end of the server handled as for an ordinary kernel; and a fallback whenever the
 server cannot fork."""
 import os
-import signal
 import subprocess
 import sys
 import time
 
-import nbformat
 import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
@@ -116,6 +114,15 @@ def test_a_crashing_answer_is_a_dead_kernel(warm, tmp_path):
         _run(nb, tmp_path)
 
 
+def _alive(pid):
+    """Whether ``pid`` runs (a zombie, exited but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def test_kernels_end_with_their_server(monkeypatch, tmp_path):
     server = _start(monkeypatch)
     nb = new_notebook(cells=[new_code_cell("import os\nprint(os.getpid())")])
@@ -127,13 +134,9 @@ def test_kernels_end_with_their_server(monkeypatch, tmp_path):
         server.proc.kill()
         server.proc.wait(10)
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and os.path.exists(f"/proc/{pid}"):
-            with open(f"/proc/{pid}/stat") as fh:
-                if fh.read().split(")")[-1].split()[0] == "Z":
-                    break
+        while _alive(pid) and time.monotonic() < deadline:
             time.sleep(0.2)
-        gone = not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read(
-        ).split(")")[-1].split()[0] == "Z"
+        gone = not _alive(pid)
         assert gone
     _stop(server)
 
