@@ -32,7 +32,7 @@ SEED = 777
 TIMEOUT = 8
 CRASH = "import os\n\nos._exit(1)\n"
 #: a loop that never ends, cut by the per-cell timeout. It sleeps rather than spins: the
-#: class is graded four times here, and a spinning loop would burn a core for the whole
+#: class is graded three times here, and a spinning loop would burn a core for the whole
 #: timeout of each (about a minute of CPU in all) that the other test worker needs; the
 #: clean room's own tests keep the spinning loop (tests/test_autograder_cleanroom.py)
 LOOP = "import time\n\nwhile True:\n    time.sleep(0.5)\n"
@@ -100,6 +100,10 @@ def ungraded(collected):
     return base / "broken"
 
 
+#: what the serial run's nbgrader sandboxes returned, by student (for the broken pool)
+_SANDBOX_RESULTS = {}
+
+
 @pytest.fixture(scope="module")
 def three_ways(collected, ungraded):
     from distributed import LocalCluster
@@ -107,7 +111,16 @@ def three_ways(collected, ungraded):
     base, serial = collected
     parallel = _copy(base, serial, "parallel")
     dask = _copy(base, serial, "dask")
-    assert serial.autograde(seed=SEED, workers=1) == SEED
+    run_sandboxes = Course._run_sandboxes
+
+    def recorded(self, jobs, workers, scheduler):
+        results = run_sandboxes(self, jobs, workers, scheduler)
+        _SANDBOX_RESULTS.update(copy.deepcopy(results))
+        return results
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Course, "_run_sandboxes", recorded)
+        assert serial.autograde(seed=SEED, workers=1) == SEED
     assert parallel.autograde(seed=SEED, workers=2) == SEED
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=None) as cluster:
@@ -172,13 +185,20 @@ class _BrokenPool:
 
 def test_a_broken_verifier_pool_falls_back_to_the_same_grades(ungraded, three_ways, monkeypatch):
     """If the clean-room worker processes die, each notebook is verified again in the
-    grader's process, with a line in the log, and the grades are those of a serial run."""
+    grader's process, with a line in the log, and the grades are those of a serial run.
+
+    Only the verifier's pool is under test here: nbgrader's sandboxes (the phase before
+    it, which the other tests of this file run three times) hand back what they handed
+    the serial run, so the class is not put through nbgrader a fourth time."""
     import concurrent.futures
 
     serial = three_ways[0]
+    assert sorted(_SANDBOX_RESULTS) == ["crash", "loop", "ref", "wrong"]
     messages = []
     broken = Course(ungraded, repo=serial.repo, timeout=TIMEOUT, log=messages.append)
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", _BrokenPool)
+    monkeypatch.setattr(Course, "_run_sandboxes", lambda self, jobs, workers, scheduler: {
+        job["student"]: copy.deepcopy(_SANDBOX_RESULTS[job["student"]]) for job in jobs})
     assert broken.autograde(seed=SEED, workers=2) == SEED
     assert _grades(broken) == _grades(serial)
     failed = [m for m in messages if "clean-room worker failed" in m]

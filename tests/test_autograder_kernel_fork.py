@@ -149,6 +149,29 @@ def test_without_a_ready_server_the_kernel_starts_as_usual(monkeypatch, tmp_path
     assert nb.cells[0].outputs[0]["text"] == "1\n"
 
 
+def test_a_kernel_waits_for_the_server_then_falls_back(monkeypatch):
+    """A kernel asked for while the server still imports waits for it (the imports a
+    kernel started from nothing would repeat cost more), at most READY_WAIT_S seconds;
+    a server not ready by then, or one that failed, means the usual launch."""
+    waits = []
+
+    class Slow:
+        def __init__(self, after):
+            self.after = after
+
+        def ready(self, timeout=0.0):
+            waits.append(timeout)
+            if self.after is None:
+                raise OSError("the kernel fork server did not start")
+            return self.after <= timeout
+
+    for after, expect in ((5.0, True), (kernel_fork.READY_WAIT_S + 1, False), (None, False)):
+        server = Slow(after)
+        monkeypatch.setattr(kernel_fork, "start_server", lambda s=server: s)
+        assert (kernel_fork._ready_server() is server) is expect
+    assert waits == [kernel_fork.READY_WAIT_S] * 3
+
+
 def test_a_server_holding_threads_refuses_to_fork(tmp_path):
     """BLAS thread pools left on (no OPENBLAS_NUM_THREADS=1): the server answers with an
     error, and the provisioner then launches the kernel itself."""

@@ -311,7 +311,8 @@ BACK_MATTER = {"book/performance", "book/references", "book/interview", "book/ex
 def test_page_renders_in_chromium(site, browser, page):
     if not (HTML / f"{page}.html").exists():
         pytest.fail(f"{page}.html was not built")
-    info = _load(browser, f"{site}/{page}.html")
+    seen = _at_width(browser, site, page, "laptop")  # the load the laptop-width tests read
+    info = seen["load"]
     assert info["length"] > 200, f"{page}: the page is (nearly) empty"
     assert not info["bad_responses"], f"{page}: failed requests {info['bad_responses']}"
     assert not info["external_requests"], \
@@ -338,10 +339,9 @@ def test_page_renders_in_chromium(site, browser, page):
     if info["code_cells"] and page not in BACK_MATTER:
         assert info["executed_images"] >= 1, f"{page}: no figure produced by executed code"
     if page == SCREENSHOT_PAGE:
-        shot = browser.call("Page.captureScreenshot", format="png")
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         out = SCREENSHOTS / f"{Path(page).name}.png"
-        out.write_bytes(base64.b64decode(shot["data"]))
+        out.write_bytes(base64.b64decode(seen["screenshot"]))
         assert out.stat().st_size > 10_000, "the screenshot is suspiciously small"
 
 
@@ -429,9 +429,10 @@ def _axe_js() -> str:
     return AXE.read_text()
 
 
-#: (page, width) -> what one load of the page at that width showed: the layout measured
-#: first, then axe-core's violations (or the error axe raised). The layout test and the
-#: accessibility test read the same load, so each page is opened once per width, not twice.
+#: (page, width) -> what one load of the page at that width showed: what :func:`_load` read
+#: (the rendering test reads the laptop-width load), the layout measured next, then
+#: axe-core's violations (or the error axe raised). The rendering, layout and accessibility
+#: tests read the same load, so each page is opened once per width.
 _AT_WIDTH: dict = {}
 
 
@@ -441,7 +442,9 @@ def _at_width(browser: DevTools, site: str, page: str, width: str) -> dict:
         px = _set_width(browser, width)
         seen = {"px": px}
         try:
-            _load(browser, f"{site}/{page}.html")
+            seen["load"] = _load(browser, f"{site}/{page}.html")
+            if page == SCREENSHOT_PAGE and width == "laptop":
+                seen["screenshot"] = browser.call("Page.captureScreenshot", format="png")["data"]
             browser.evaluate(_WAIT_LAYOUT, await_promise=True)
             seen["layout"] = browser.evaluate(_OVERFLOW)
             if AXE.exists():

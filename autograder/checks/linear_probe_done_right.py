@@ -14,17 +14,22 @@ import numpy as np
 
 from ._framework import StudentError, call_student, finding, register
 from ._helpers import frozen_copies, is_plain_float, mutated, unpack
+from ._memo import remembered
 
 EX = "linear_probe_done_right"
 CS = [0.001, 0.01, 0.03, 0.1, 1.0, 10.0]
 
 
+# the reference's answers are remembered per grading process (:mod:`._memo`): every
+# student of a class draws the same inputs, and ``recipe`` may draw a dozen grids of fits
+@remembered
 def _ref(*args, **kw):
     from repeval_ref import linear_probe_done_right
 
     return linear_probe_done_right(*args, **kw)
 
 
+@remembered
 def _grid(*args, **kw):
     from repeval_ref.linear_probe import probe_accuracy_grid
 
