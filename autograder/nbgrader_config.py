@@ -59,6 +59,13 @@ if fork_enabled():
         ForkExecute if pp is _Execute else pp
         for pp in _Autograde.class_traits()["autograde_preprocessors"].make_dynamic_default()]
 
+# Inside a sandbox the gradebook is a scratch copy: SQLite need not wait for the disk
+# after each of nbgrader's commits (autograder.sandbox.unsynced_scratch_gradebook).
+from autograder.sandbox import SCRATCH_GRADEBOOK_ENV, unsynced_scratch_gradebook  # noqa: E402
+
+if os.environ.get(SCRATCH_GRADEBOOK_ENV) == "1":
+    unsynced_scratch_gradebook()
+
 # Output limits keep a runaway print loop from bloating the gradebook and the feedback.
 c.LimitOutput.max_lines = 200
 c.LimitOutput.max_traceback = 40

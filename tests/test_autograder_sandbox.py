@@ -7,6 +7,8 @@ The end-to-end attacks are in tests/test_autograder_cleanroom.py.
 """
 import os
 
+import pytest
+
 from autograder.sandbox import blank_with_reason, read_inside
 
 
@@ -46,3 +48,38 @@ def test_blank_notebook_names_the_reason_once():
     notes = [c for c in cells if c.get("id") == "autograder-grading-note"]
     assert len(notes) == 1 and "It crashed again." in notes[0].source
     assert "zero points" in notes[0].source and cells[-1].source == "x = 1"
+
+
+_SYNC_PROBE = """
+import sys
+from traitlets.config.loader import PyFileConfigLoader
+from sqlalchemy import text
+from nbgrader.api import Gradebook
+from autograder import PACKAGE_DIR
+
+PyFileConfigLoader("nbgrader_config.py", path=str(PACKAGE_DIR)).load_config()
+with Gradebook("sqlite:///" + sys.argv[1]) as gb:
+    gb.add_student("s")
+    print(gb.db.execute(text("PRAGMA synchronous")).scalar())
+"""
+
+
+@pytest.mark.parametrize("scratch", [False, True])
+def test_only_a_sandbox_gradebook_skips_the_disk_wait(tmp_path, scratch):
+    """nbgrader loading the course's config in a sandbox (its environment, from
+    ``_env``) opens SQLite with synchronous = OFF (0); anywhere else SQLite's default
+    FULL (2) stays, so the course's own gradebook waits for the disk as before."""
+    import subprocess
+    import sys
+
+    from autograder.sandbox import SCRATCH_GRADEBOOK_ENV, _env
+
+    env = {k: v for k, v in os.environ.items() if k != SCRATCH_GRADEBOOK_ENV}
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+    if scratch:
+        sandbox_env = _env(str(tmp_path), 5, 1, str(tmp_path))
+        env[SCRATCH_GRADEBOOK_ENV] = sandbox_env[SCRATCH_GRADEBOOK_ENV]
+    out = subprocess.run([sys.executable, "-c", _SYNC_PROBE, str(tmp_path / "gb.db")],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-1] == ("0" if scratch else "2")
