@@ -29,6 +29,23 @@ def _worker_tmpdir():
 WORKER_TMPDIR = _worker_tmpdir()
 
 
+def _throwaway_gradebooks():
+    """Every gradebook a test makes is a throwaway in a temporary folder, like a sandbox's
+    scratch copy: SQLite skips the wait for the disk after each commit, in this process
+    and in every nbgrader process the tests start (they inherit the environment). The
+    course machine's disk made each commit wait about 20 ms, and the graded classes of
+    the suite commit many thousands of times. Locking, and so parallel grading, work as
+    before; ``tests/test_autograder_sandbox.py`` checks the switch itself with its own
+    environment."""
+    from autograder.sandbox import SCRATCH_GRADEBOOK_ENV, unsynced_scratch_gradebook
+
+    os.environ[SCRATCH_GRADEBOOK_ENV] = "1"
+    unsynced_scratch_gradebook()
+
+
+_throwaway_gradebooks()
+
+
 #: the longest test files, longest first (measured on the 2-core machine): pytest-xdist's
 #: ``--dist loadfile`` hands out files in collection order, so these start first and the
 #: short files fill the gaps at the end (longest-first scheduling) instead of one long file
