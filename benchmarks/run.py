@@ -80,15 +80,15 @@ QUICK = {
     "ridge": {"n": 400, "d": 24, "n_classes": 5, "n_lams": 13, "reps_loop": 1},
     "grid": {"n_train": 200, "n_test": 100, "d": 8, "n_classes": 3, "n_lrs": 2,
              "epochs": 1, "batch_size": 64},
-    "labelfree": {"n_stream": 20_000, "n_naive": 5_000, "d": 32, "reps_big": 1,
-                  "n_rel": 1_000, "reps_rel_big": 1},
-    "dse": {"n_sub": 1_000, "n_sub_both": 300, "reps_default": 1,
+    "labelfree": {"n_stream": 8_000, "n_naive": 2_000, "d": 32, "reps_big": 1,
+                  "n_rel": 500, "reps_rel_big": 1},
+    # both kinds of input, small (the third full-mode input only changes sigma)
+    "dse": {"n_sub": 400, "n_sub_both": 150, "reps_default": 1,
             "inputs": [
-                {"id": "power32", "kind": "power", "n_rows": 3_000, "d": 32, "sigma": 10.0},
-                {"id": "unit16", "kind": "unit", "n_rows": 2_000, "d": 16, "sigma": 1.0},
-                {"id": "unit16_s01", "kind": "unit", "n_rows": 2_000, "d": 16, "sigma": 0.1},
+                {"id": "power32", "kind": "power", "n_rows": 1_200, "d": 32, "sigma": 10.0},
+                {"id": "unit16", "kind": "unit", "n_rows": 800, "d": 16, "sigma": 1.0},
             ]},
-    "report": {"n_train": 1_500, "n_test": 500, "d": 32, "n_classes": 10, "reps": 1, "timeout": 600},
+    "report": {"n_train": 800, "n_test": 300, "d": 32, "n_classes": 10, "reps": 1, "timeout": 600},
     # two small zoo encoders on the smallest task: checks the row in seconds (no goal at these sizes)
     "suite": {"encoders": ["random_vit", "supervised_cnn"], "tasks": ["sklearn_digits"], "rank_boot": 200,
               "cold_goal_s": None, "warm_goal_s": None, "timeout": 600},
