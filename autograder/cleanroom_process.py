@@ -37,7 +37,7 @@ from pathlib import Path
 
 from . import REPO_ROOT, cleanroom_child, codec, confine
 
-__all__ = ["DEFAULT_LIMITS", "Sandbox", "remote_function"]
+__all__ = ["DEFAULT_LIMITS", "RemoteFunction", "Sandbox", "remote_function"]
 
 #: limits of one clean-room process (one exercise of one student)
 DEFAULT_LIMITS = {
@@ -266,6 +266,35 @@ class Sandbox:
             return {"dead": self.dead}
         return self._receive_until(end, budget_cut, seconds)
 
+    def _status_kib(self, field):
+        """The child's ``/proc/<pid>/status`` line ``field`` in bytes, or ``None``."""
+        try:
+            with open(f"/proc/{self.proc.pid}/status") as fh:
+                for line in fh:
+                    if line.startswith(field + ":"):
+                        return int(line.split()[1]) * 1024
+        except (OSError, ValueError, IndexError):
+            return None
+        return None
+
+    def reset_peak_rss(self):
+        """Reset the child's resident-memory high-water mark to its present resident
+        memory (``/proc/<pid>/clear_refs``); return that level in bytes, or ``None``
+        where the grader may not (another user's process without root, or no
+        ``/proc``). Written from outside, so the answer's code does not take part."""
+        if self.dead or self.proc.poll() is not None:
+            return None
+        try:
+            with open(f"/proc/{self.proc.pid}/clear_refs", "w") as fh:
+                fh.write("5")
+        except OSError:
+            return None
+        return self._status_kib("VmRSS")
+
+    def peak_rss(self):
+        """The child's resident-memory high-water mark in bytes (``VmHWM``), or ``None``."""
+        return self._status_kib("VmHWM")
+
     def close(self):
         """Kill the child's process group (and, as root, every process of its user id)
         and remove the room."""
@@ -323,26 +352,61 @@ def remote_function(box, name):
 
     Returns
     -------
-    callable
-        Raises :class:`autograder.codec.Unsupported` (and sets ``box.unsupported``) for
-        an argument that cannot travel, :class:`autograder.checks.CheckTimeout` when the
-        call runs past ``box.limits["call_s"]``, ``RuntimeError`` when the child died.
+    RemoteFunction
+        Called like the student's function. Raises :class:`autograder.codec.Unsupported`
+        (and sets ``box.unsupported``) for an argument that cannot travel,
+        :class:`autograder.checks.CheckTimeout` when the call runs past
+        ``box.limits["call_s"]``, ``RuntimeError`` when the child died.
     """
-    from .checks import CheckTimeout
+    return RemoteFunction(box, name)
 
-    if not isinstance(box, Sandbox):
-        raise ValueError(f"box must be a Sandbox, got {type(box).__name__}")
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"name must be a function's name, got {name!r}")
 
-    def student_function(*args, **kwargs):
+class RemoteFunction:
+    """The student's function ``name`` of the answer held by ``box``, called from the
+    grader's process (see :func:`remote_function`).
+
+    Calling it runs the function in the child. :meth:`measured_call` also returns what
+    the call cost where it ran: the memory checks read it through
+    :func:`autograder.checks._helpers.metered`, so that they judge the child's
+    allocations, not the grader's.
+    """
+
+    def __init__(self, box, name):
+        if not isinstance(box, Sandbox):
+            raise ValueError(f"box must be a Sandbox, got {type(box).__name__}")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"name must be a function's name, got {name!r}")
+        self.box = box
+        self.name = self.__name__ = name
+
+    def __call__(self, *args, **kwargs):
+        return self._call(args, kwargs, measure=False)[0]
+
+    def measured_call(self, *args, **kwargs):
+        """Call the function; return ``(result, cost)``.
+
+        ``cost`` is a dict: ``"traced"``, the largest memory the call held at once as
+        :mod:`tracemalloc` saw it in the child (bytes, the kernel's measure), and
+        ``"rss"``, how far the child's resident memory rose above its level before the
+        call at its highest, read by the grader from ``/proc`` (bytes; ``None`` where
+        the grader may not reset the child's high-water mark)."""
+        return self._call(args, kwargs, measure=True)
+
+    def _call(self, args, kwargs, measure):
+        from .checks import CheckTimeout
+
+        box = self.box
         try:
-            req = {"op": "call", "name": name, "args": [codec.encode(a) for a in args],
+            req = {"op": "call", "name": self.name, "args": [codec.encode(a) for a in args],
                    "kwargs": {k: codec.encode(v) for k, v in kwargs.items()}}
         except codec.Unsupported as exc:
             box.unsupported = str(exc)
             raise
+        if measure:
+            req["measure"] = True
+        before = box.reset_peak_rss() if measure else None
         msg = box.request(req, box.limits["call_s"])
+        high = box.peak_rss() if measure and before is not None else None
         if "dead" in msg:
             if "did not return" in msg["dead"]:
                 raise CheckTimeout()
@@ -351,12 +415,13 @@ def remote_function(box, name):
             _raise_like(msg["error"])
         for text in msg.get("warnings", [])[:50]:
             # re-raised here, where call_student records them (as in the kernel)
-            warnings.warn(str(text), RuntimeWarning, stacklevel=2)
+            warnings.warn(str(text), RuntimeWarning, stacklevel=3)
         for s, g in zip(args, msg.get("args", [])):
             codec.write_back(s, codec.decode(g))
         for k, g in msg.get("kwargs", {}).items():
             codec.write_back(kwargs[k], codec.decode(g))
-        return codec.decode(msg["result"])
-
-    student_function.__name__ = name
-    return student_function
+        result = codec.decode(msg["result"])
+        traced = msg.get("peak_bytes")
+        cost = {"traced": int(traced) if isinstance(traced, int) and traced >= 0 else 0,
+                "rss": None if high is None else max(0, high - before)}
+        return result, cost

@@ -1,8 +1,6 @@
 """Small helpers shared by the check modules (comparisons phrased for students)."""
 from __future__ import annotations
 
-import tracemalloc
-
 import numpy as np
 
 from ._framework import StudentError
@@ -56,24 +54,60 @@ def count_mismatches(a, b):
         return None
     return int(np.sum(a != b))
 
-def peak_memory_during(func):
-    """Run ``func()``; return its result and the largest memory it held at once (bytes).
+#: a rise of the clean-room child's resident memory that counts although tracemalloc saw
+#: under a quarter of it: memory taken outside Python's allocators (torch, a C library),
+#: or a trace the answer stopped or reset
+RSS_BACKSTOP = 64 * 2**20
 
-    Uses :mod:`tracemalloc` (NumPy reports its buffers to it); a trace that was already
-    running is left running.
+
+def call_peak(cost):
+    """The memory a clean-room call held at once (bytes), from the ``cost`` dict of
+    :meth:`autograder.cleanroom_process.RemoteFunction.measured_call`.
+
+    The traced peak (the kernel's measure, so both places print the same number), unless
+    the child's resident memory rose by more than :data:`RSS_BACKSTOP` and by more than
+    four times that: then the rise, which the answer's code cannot hide."""
+    if not isinstance(cost, dict) or "traced" not in cost:
+        raise ValueError(f"cost must be a dict with a 'traced' entry, got {cost!r}")
+    traced, rss = int(cost["traced"]), cost.get("rss")
+    if rss is not None and rss > RSS_BACKSTOP and rss > 4 * traced:
+        return int(rss)
+    return traced
+
+
+def metered(fn):
+    """``fn`` wrapped so that each call records the memory it held at once where it ran.
+
+    In the kernel the call is traced in this process (:func:`autograder.cleanroom_child.
+    traced_peak`); for the clean room's stand-in (a class with ``measured_call``) the
+    child traces the call and the grader watches the child's resident memory
+    (:func:`call_peak`). Either way a memory check judges the process that ran the
+    student's code.
+
+    Returns
+    -------
+    callable
+        Called like ``fn``; its ``peaks`` list holds one number of bytes per call that
+        returned.
     """
-    running = tracemalloc.is_tracing()
-    if not running:
-        tracemalloc.start()
-    tracemalloc.reset_peak()
-    base = tracemalloc.get_traced_memory()[0]
-    try:
-        result = func()
-        peak = tracemalloc.get_traced_memory()[1] - base
-    finally:
-        if not running:
-            tracemalloc.stop()
-    return result, peak
+    if not callable(fn):
+        raise ValueError(f"fn must be callable, got {type(fn).__name__}")
+    from ..cleanroom_child import traced_peak
+
+    remote = getattr(type(fn), "measured_call", None)
+
+    def call(*args, **kwargs):
+        if remote is not None:
+            result, cost = remote(fn, *args, **kwargs)
+            peak = call_peak(cost)
+        else:
+            result, peak = traced_peak(lambda: fn(*args, **kwargs))
+        call.peaks.append(peak)
+        return result
+
+    call.peaks = []
+    call.__name__ = getattr(fn, "__name__", "your function")
+    return call
 
 
 #: appended to a property's findings when the main result on the same inputs is wrong
