@@ -12,17 +12,19 @@ import NumPy, SciPy, scikit-learn and torch from. It holds no grading code:
 2. the answer (``answer.py``) runs as ``__main__`` with a ``get_ipython`` that does
    nothing; the result (``{"ok": true}`` or the exception) is one JSON line on the
    original standard output, whose descriptors 0 to 2 now point to ``/dev/null``;
-3. then one JSON request per line on standard input: ``{"op": "visible", "source"}``
-   runs the visible test cell, ``{"op": "call", "name", "args", "kwargs"}`` calls the
-   answer's function on the decoded arguments and sends back the result and the
-   arguments after the call (:func:`autograder.codec.encode` with ``lenient=True``), or
-   the exception's type, text and the answer's frames of its traceback. A call with
+3. then one JSON request per line on standard input: ``{"op": "call", "name", "args",
+   "kwargs"}`` calls the answer's function on the decoded arguments and sends back the
+   result and the arguments after the call (:func:`autograder.codec.encode` with
+   ``lenient=True``), or the exception's type, text and the answer's frames of its
+   traceback. The visible tests do not run here: the grader runs them in its own process
+   and sends their calls (:func:`autograder.cleanroom.run_visible`). A call with
    ``"measure": true`` also sends ``"peak_bytes"``, the largest memory the call held at
    once as :mod:`tracemalloc` saw it (:func:`traced_peak`, the measure a memory check
    takes in the kernel), so that the check judges the answer where it ran.
 
-Every reply lists the forbidden imports attempted so far. The grader's module imports this
-file only for :data:`FORBIDDEN`; nothing runs unless it is the main program.
+Every reply lists the forbidden imports attempted so far. The grader's modules import this
+file only for :data:`FORBIDDEN` and :func:`traced_peak`; nothing runs unless it is the
+main program.
 """
 import json
 import os
@@ -160,10 +162,9 @@ def main(argv):
     for line in proto_in:
         req = json.loads(line)
         try:
-            if req["op"] == "visible":
-                exec(compile(req["source"], "visible_tests.py", "exec"), ns)
-                send({"ok": True, "forbidden": refuse.attempts})
-                continue
+            if req.get("op") != "call":
+                # the visible tests run in the grader's process (cleanroom.run_visible)
+                raise ValueError(f"unknown request {req.get('op')!r}")
             fn = ns.get(req["name"])
             if not callable(fn):
                 raise NameError(f"name {req['name']!r} is not defined")

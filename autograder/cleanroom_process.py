@@ -150,6 +150,7 @@ class Sandbox:
             bufsize=0, preexec_fn=start, close_fds=True)
         os.set_blocking(self.proc.stdin.fileno(), False)
         self._inbox = b""
+        self._pending = False
         self.forbidden = []
         self.dead = None
         self.unsupported = None
@@ -240,6 +241,14 @@ class Sandbox:
         a child that stops reading its input cannot stall the grader either."""
         if self.dead:
             return {"dead": self.dead}
+        if self._pending:
+            # an earlier request was cut short (a check's own time limit went off while
+            # it waited): its late reply would be read as this one's, so the child ends
+            self.dead = ("your code did not return within the time of an earlier test "
+                         "(it was still running when the next one started)")
+            self.close()
+            return {"dead": self.dead}
+        self._pending = True
         data = (json.dumps(req) + "\n").encode("utf-8")
         end, budget_cut = self._window(seconds)
         fd = self.proc.stdin.fileno()
@@ -264,7 +273,9 @@ class Sandbox:
                 break
         if self.dead:
             return {"dead": self.dead}
-        return self._receive_until(end, budget_cut, seconds)
+        reply = self._receive_until(end, budget_cut, seconds)
+        self._pending = False
+        return reply
 
     def _status_kib(self, field):
         """The child's ``/proc/<pid>/status`` line ``field`` in bytes, or ``None``."""
