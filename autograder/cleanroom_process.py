@@ -277,34 +277,22 @@ class Sandbox:
         self._pending = False
         return reply
 
-    def _status_kib(self, field):
-        """The child's ``/proc/<pid>/status`` line ``field`` in bytes, or ``None``."""
-        try:
-            with open(f"/proc/{self.proc.pid}/status") as fh:
-                for line in fh:
-                    if line.startswith(field + ":"):
-                        return int(line.split()[1]) * 1024
-        except (OSError, ValueError, IndexError):
-            return None
-        return None
-
     def reset_peak_rss(self):
         """Reset the child's resident-memory high-water mark to its present resident
-        memory (``/proc/<pid>/clear_refs``); return that level in bytes, or ``None``
-        where the grader may not (another user's process without root, or no
-        ``/proc``). Written from outside, so the answer's code does not take part."""
+        memory; return that level in bytes, or ``None`` where the grader may not
+        (:func:`autograder.checks._helpers.reset_peak_rss`). Written from outside, so the
+        answer's code does not take part."""
+        from .checks._helpers import reset_peak_rss
+
         if self.dead or self.proc.poll() is not None:
             return None
-        try:
-            with open(f"/proc/{self.proc.pid}/clear_refs", "w") as fh:
-                fh.write("5")
-        except OSError:
-            return None
-        return self._status_kib("VmRSS")
+        return reset_peak_rss(self.proc.pid)
 
     def peak_rss(self):
-        """The child's resident-memory high-water mark in bytes (``VmHWM``), or ``None``."""
-        return self._status_kib("VmHWM")
+        """The child's resident-memory high-water mark in bytes, or ``None``."""
+        from .checks._helpers import peak_rss
+
+        return peak_rss(self.proc.pid)
 
     def close(self):
         """Kill the child's process group (and, as root, every process of its user id)

@@ -60,6 +60,56 @@ def count_mismatches(a, b):
 RSS_BACKSTOP = 64 * 2**20
 
 
+def _status_bytes(pid, field):
+    """The ``field`` line (in kB) of ``/proc/<pid>/status`` in bytes, or ``None``."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _check_pid(pid):
+    if pid != "self" and not (isinstance(pid, int) and pid > 0):
+        raise ValueError(f"pid must be a process id or 'self', got {pid!r}")
+
+
+def reset_peak_rss(pid="self"):
+    """Reset the resident-memory high-water mark of process ``pid`` (``"self"``: this
+    one) to its present resident memory, by writing 5 to ``/proc/<pid>/clear_refs``;
+    return that level in bytes, or ``None`` where this is not allowed (another user's
+    process without root) or there is no ``/proc``."""
+    _check_pid(pid)
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        return None
+    return _status_bytes(pid, "VmRSS")
+
+
+def peak_rss(pid="self"):
+    """The resident-memory high-water mark (``VmHWM``) of process ``pid`` in bytes, or
+    ``None``."""
+    _check_pid(pid)
+    return _status_bytes(pid, "VmHWM")
+
+
+def _measured_here(call):
+    """``(result, cost)`` of ``call()`` run in this process: what the clean room's
+    :meth:`~autograder.cleanroom_process.RemoteFunction.measured_call` reports for a
+    call in the child, measured the same way."""
+    from ..cleanroom_child import traced_peak
+
+    before = reset_peak_rss()
+    result, traced = traced_peak(call)
+    high = peak_rss() if before is not None else None
+    return result, {"traced": traced, "rss": None if high is None else max(0, high - before)}
+
+
 def call_peak(cost):
     """The memory a clean-room call held at once (bytes), from the ``cost`` dict of
     :meth:`autograder.cleanroom_process.RemoteFunction.measured_call`.
@@ -79,10 +129,10 @@ def metered(fn):
     """``fn`` wrapped so that each call records the memory it held at once where it ran.
 
     In the kernel the call is traced in this process (:func:`autograder.cleanroom_child.
-    traced_peak`); for the clean room's stand-in (a class with ``measured_call``) the
-    child traces the call and the grader watches the child's resident memory
-    (:func:`call_peak`). Either way a memory check judges the process that ran the
-    student's code.
+    traced_peak`) while this process's resident memory is watched; for the clean room's
+    stand-in (a class with ``measured_call``) the child traces the call and the grader
+    watches the child's resident memory. Both are read by :func:`call_peak`, so a memory
+    check judges the process that ran the student's code, the same way in both places.
 
     Returns
     -------
@@ -92,17 +142,14 @@ def metered(fn):
     """
     if not callable(fn):
         raise ValueError(f"fn must be callable, got {type(fn).__name__}")
-    from ..cleanroom_child import traced_peak
-
     remote = getattr(type(fn), "measured_call", None)
 
     def call(*args, **kwargs):
         if remote is not None:
             result, cost = remote(fn, *args, **kwargs)
-            peak = call_peak(cost)
         else:
-            result, peak = traced_peak(lambda: fn(*args, **kwargs))
-        call.peaks.append(peak)
+            result, cost = _measured_here(lambda: fn(*args, **kwargs))
+        call.peaks.append(call_peak(cost))
         return result
 
     call.peaks = []
