@@ -89,6 +89,27 @@ MEMORY = {
                      "builds all pairwise distances"),
 }
 
+#: right results from functions that centre their inputs in place: (exercise, answer, the
+#: one check that must fail, its words)
+IN_PLACE = {
+    "two_nn_id": ("two_nn_id", '''
+def two_nn_id(X):
+    X -= X.mean(axis=0)              # distances do not change, the caller's X does
+    dist, _ = cKDTree(X).query(X, k=3)
+    r1, r2 = dist[:, 1], dist[:, 2]
+    if np.any(r1 == 0):
+        raise ValueError("duplicate points")
+    return float(len(X) / np.sum(np.log(r2 / r1)))
+''', "two_nn_id/properties", "modified X in place"),
+    "linear_cka": ("linear_cka", '''
+def linear_cka(X, Y):
+    X -= X.mean(axis=0)
+    Y -= Y.mean(axis=0)
+    cross = np.linalg.norm(X.T @ Y) ** 2
+    return float(cross / (np.linalg.norm(X.T @ X) * np.linalg.norm(Y.T @ Y)))
+''', "linear_cka/properties", "modified X, Y in place"),
+}
+
 #: patches of an answer's cell, each enough to pass that exercise's visible tests with a
 #: wrong function in a shared interpreter: (exercise, patch at the top of the cell, the
 #: wrong function, patch at its end: one of ``compile`` must follow the cell's imports)
@@ -221,11 +242,27 @@ def test_an_answer_building_the_matrix_loses_only_the_memory_check(variant):
 
 @pytest.mark.parametrize("exercise,check", [("two_nn_id", "two_nn_id/no_n_by_n_matrix"),
                                             ("linear_cka", "linear_cka/no_gram_matrix")])
-def test_an_honest_answer_keeps_the_memory_check(exercise, check):
+def test_an_honest_answer_keeps_the_memory_check_and_every_other(exercise, check):
     spec = load(exercise)
     code = solution_source(spec)
-    v = _verdicts(spec, code)[grade_ids(spec)[check]]
-    assert v.points == v.max_points == 1.0, v.message
+    verdicts = _verdicts(spec, code)
+    assert all(v.points == v.max_points for v in verdicts.values()), verdicts
+    v = verdicts[grade_ids(spec)[check]]
+    assert v.points == 1.0 and v.message == _in_kernel(spec, code, check)
+
+
+@pytest.mark.parametrize("variant", sorted(IN_PLACE))
+def test_an_answer_changing_its_inputs_loses_only_the_check_that_says_so(variant):
+    """The arguments travel back from the child after the call, so "inputs untouched"
+    is judged on what the student's function did to them there."""
+    exercise, answer, check, words = IN_PLACE[variant]
+    spec = load(exercise)
+    code = solution_source(spec) + "\n" + answer
+    verdicts = _verdicts(spec, code)
+    short = {g: v for g, v in verdicts.items() if v.points != v.max_points}
+    assert set(short) == {grade_ids(spec)[check]}, [v.message for v in short.values()]
+    v = short[grade_ids(spec)[check]]
+    assert v.points == 0.0 and words in v.message
     assert v.message == _in_kernel(spec, code, check)
 
 
