@@ -43,7 +43,8 @@ from .cleanroom_process import DEFAULT_LIMITS, Sandbox, remote_function
 from .codec import Unsupported
 
 __all__ = ["CellVerdict", "FORBIDDEN", "DEFAULT_LIMITS", "static_imports", "solution_source",
-           "forbidden_message", "graded_functions", "run_visible", "verify_source", "verify_notebook", "likely_cause"]
+           "forbidden_message", "graded_functions", "run_visible", "verify_source",
+           "verify_notebook", "likely_cause"]
 
 
 # ----------------------------------------------------------------- verdicts
@@ -149,8 +150,12 @@ def run_visible(spec, box, seconds):
 
     if not isinstance(box, Sandbox):
         raise ValueError(f"box must be a Sandbox, got {type(box).__name__}")
-    if not seconds or float(seconds) <= 0:
-        raise ValueError(f"seconds must be positive, got {seconds!r}")
+    try:
+        limit = float(seconds)
+    except (TypeError, ValueError):
+        limit = 0.0
+    if not limit > 0:
+        raise ValueError(f"seconds must be a positive number of seconds, got {seconds!r}")
     grade_id, top = f"{spec.NAME}_visible_tests", float(spec.VISIBLE_POINTS)
     names = {"__name__": "__main__"}
     names.update({f: remote_function(box, f) for f in graded_functions(spec)})
@@ -158,7 +163,7 @@ def run_visible(spec, box, seconds):
     sink = io.StringIO()
     box.unsupported = None
     try:
-        with _time_limit(float(seconds)), warnings.catch_warnings(), \
+        with _time_limit(limit), warnings.catch_warnings(), \
                 contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
             warnings.simplefilter("ignore")
             exec(code, names)
