@@ -49,6 +49,8 @@ DEFAULT_LIMITS = {
     "start_s": 60.0,           # wall clock to start and run the answer's top level
     "total_s": 600.0,          # wall clock of the whole exercise: start, visible tests, checks
 }
+#: how often the child's resident memory is sampled during a measured call (seconds)
+WATCH_INTERVAL_S = 0.002
 #: the longest message taken from the child (one reply: a result and the arguments)
 MAX_MESSAGE_BYTES = 512 << 20
 
@@ -151,6 +153,7 @@ class Sandbox:
         os.set_blocking(self.proc.stdin.fileno(), False)
         self._inbox = b""
         self._pending = False
+        self._watched = 0
         self.forbidden = []
         self.dead = None
         self.unsupported = None
@@ -184,9 +187,13 @@ class Sandbox:
         now = time.monotonic()
         return now + self._remaining(seconds), self.deadline - now < seconds
 
-    def _receive_until(self, end, budget_cut, seconds):
+    def _receive_until(self, end, budget_cut, seconds, watch=False):
+        """The next message, waiting until ``end`` at most; with ``watch``, the child's
+        resident memory is sampled every :data:`WATCH_INTERVAL_S` meanwhile."""
         fd = self.proc.stdout.fileno()
         while b"\n" not in self._inbox:
+            if watch:
+                self._sample_rss()
             left = end - time.monotonic()
             if left <= 0:
                 if budget_cut:
@@ -196,7 +203,8 @@ class Sandbox:
                 self.dead = why
                 self.close()
                 return {"dead": why}
-            ready, _, _ = select.select([fd], [], [], left)
+            ready, _, _ = select.select([fd], [], [], min(left, WATCH_INTERVAL_S) if watch
+                                        else left)
             if not ready:
                 continue
             chunk = os.read(fd, 1 << 20)
@@ -233,9 +241,11 @@ class Sandbox:
                 self.forbidden.append(str(name))
         return msg
 
-    def request(self, req, seconds):
+    def request(self, req, seconds, watch=False):
         """Send the request ``req`` (a JSON-ready dict) and return the child's reply, or
         ``{"dead": reason}`` when it is gone or does not answer within ``seconds``.
+        With ``watch``, the child's resident memory is sampled while it works (read
+        back by :meth:`peak_rss`).
 
         The request is written without blocking, under the same deadline as the reply:
         a child that stops reading its input cannot stall the grader either."""
@@ -273,7 +283,7 @@ class Sandbox:
                 break
         if self.dead:
             return {"dead": self.dead}
-        reply = self._receive_until(end, budget_cut, seconds)
+        reply = self._receive_until(end, budget_cut, seconds, watch)
         self._pending = False
         return reply
 
@@ -284,15 +294,25 @@ class Sandbox:
         answer's code does not take part."""
         from .checks._helpers import reset_peak_rss
 
+        self._watched = 0
         if self.dead or self.proc.poll() is not None:
             return None
         return reset_peak_rss(self.proc.pid)
 
+    def _sample_rss(self):
+        from .checks._helpers import resident
+
+        self._watched = max(self._watched, resident(self.proc.pid) or 0)
+
     def peak_rss(self):
-        """The child's resident-memory high-water mark in bytes, or ``None``."""
+        """The child's highest resident memory since :meth:`reset_peak_rss` in bytes: its
+        high-water mark, or more where a sample taken while it worked was higher (an
+        answer that resets its own mark from inside cannot hide a matrix that lived
+        longer than :data:`WATCH_INTERVAL_S`); ``None`` if unreadable."""
         from .checks._helpers import peak_rss
 
-        return peak_rss(self.proc.pid)
+        high = peak_rss(self.proc.pid)
+        return None if high is None else max(high, self._watched)
 
     def close(self):
         """Kill the child's process group (and, as root, every process of its user id)
@@ -404,8 +424,9 @@ class RemoteFunction:
         if measure:
             req["measure"] = True
         before = box.reset_peak_rss() if measure else None
-        msg = box.request(req, box.limits["call_s"])
-        high = box.peak_rss() if measure and before is not None else None
+        watch = measure and before is not None
+        msg = box.request(req, box.limits["call_s"], watch=watch)
+        high = box.peak_rss() if watch else None
         if "dead" in msg:
             if "did not return" in msg["dead"]:
                 raise CheckTimeout()

@@ -58,6 +58,17 @@ def two_nn_id(X):
     return est
 '''
 
+#: the same, also resetting its own resident-memory high-water mark before it returns
+#: (the grader's samples taken while it works still see the matrix)
+TWONN_HIDDEN_MARK = TWONN_HIDDEN_PEAK.replace('''    return est
+''', '''    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        pass
+    return est
+''')
+
 #: the distance matrix built by torch, whose buffers tracemalloc does not see (computed
 #: without the matrix-product shortcut, so that the distances are exact)
 TWONN_TORCH_MATRIX = '''
@@ -75,7 +86,9 @@ def two_nn_id(X):
 '''
 
 #: variants seen only by the resident memory (their numbers differ between the places)
-BY_RESIDENT_MEMORY = {"hidden_peak", "torch_matrix"}
+BY_RESIDENT_MEMORY = {"hidden_peak", "hidden_mark", "torch_matrix"}
+#: variants that fool the kernel's own measure (the clean room's grade is the one recorded)
+FOOL_THE_KERNEL = {"hidden_mark"}
 
 #: (exercise, answer that breaks only the memory property, its check, the cause it names)
 MEMORY = {
@@ -84,6 +97,8 @@ MEMORY = {
     "gram_matrices": ("linear_cka", CKA_GRAM_MATRICES, "linear_cka/no_gram_matrix",
                       "n x n Gram matrices"),
     "hidden_peak": ("two_nn_id", TWONN_HIDDEN_PEAK, "two_nn_id/no_n_by_n_matrix",
+                    "builds all pairwise distances"),
+    "hidden_mark": ("two_nn_id", TWONN_HIDDEN_MARK, "two_nn_id/no_n_by_n_matrix",
                     "builds all pairwise distances"),
     "torch_matrix": ("two_nn_id", TWONN_TORCH_MATRIX, "two_nn_id/no_n_by_n_matrix",
                      "builds all pairwise distances"),
@@ -233,6 +248,8 @@ def test_an_answer_building_the_matrix_loses_only_the_memory_check(variant):
     assert set(short) == {grade_ids(spec)[check]}, [v.message for v in short.values()]
     v = short[grade_ids(spec)[check]]
     assert v.points == 0.0 and cause in v.message and "MB at once" in v.message
+    if variant in FOOL_THE_KERNEL:
+        return
     kernel = _in_kernel(spec, code, check)
     if variant in BY_RESIDENT_MEMORY:   # the kernel sees it too, with its own number
         assert ": 0 / 1 points" in kernel and cause in kernel

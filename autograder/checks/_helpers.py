@@ -91,6 +91,12 @@ def reset_peak_rss(pid="self"):
     return _status_bytes(pid, "VmRSS")
 
 
+def resident(pid="self"):
+    """The present resident memory (``VmRSS``) of process ``pid`` in bytes, or ``None``."""
+    _check_pid(pid)
+    return _status_bytes(pid, "VmRSS")
+
+
 def peak_rss(pid="self"):
     """The resident-memory high-water mark (``VmHWM``) of process ``pid`` in bytes, or
     ``None``."""
