@@ -18,7 +18,11 @@ the notebook can change what the tests see (an IPython input transformer, a patc
   call) and receives the result, the arguments after the call (so "inputs untouched" is
   still tested) or the name and text of the exception in the same plain form, and
   compares with ``repeval_ref`` where no student code ever ran;
-* the visible test cell is run in the child after the answer, as nbgrader would;
+* the visible test cell runs in the grader's process too (:func:`run_visible`), its calls
+  of the graded functions going to the child through the same stand-ins: its assertions,
+  ``numpy`` and the builtins they use live where no student code ever ran, so an answer
+  that patches ``np.allclose``, ``abs`` or ``exec`` at the top of its cell (which fools
+  nbgrader's kernel) does not keep the visible-test points;
 * an answer that imports (or tries to import) ``repeval_ref`` or ``autograder`` scores 0
   for the exercise, with a message that says why.
 
@@ -29,13 +33,18 @@ logs every cell where nbgrader's in-kernel score differs, with :func:`likely_cau
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
+import io
+import warnings
 
 from .cleanroom_child import FORBIDDEN
 from .cleanroom_process import DEFAULT_LIMITS, Sandbox, remote_function
+from .codec import Unsupported
 
 __all__ = ["CellVerdict", "FORBIDDEN", "DEFAULT_LIMITS", "static_imports", "solution_source",
-           "forbidden_message", "verify_source", "verify_notebook", "likely_cause"]
+           "forbidden_message", "graded_functions", "run_visible", "verify_source",
+           "verify_notebook", "likely_cause"]
 
 
 # ----------------------------------------------------------------- verdicts
@@ -93,6 +102,81 @@ def forbidden_message(names):
             "course's reference package or the grader, so this exercise scores 0")
 
 
+def graded_functions(spec):
+    """The names of the functions exercise ``spec`` grades (those its hidden checks call),
+    in order."""
+    hidden = getattr(spec, "HIDDEN", None)
+    if not hidden:
+        raise ValueError("spec must be an exercise spec with a HIDDEN list of checks")
+    return list(dict.fromkeys(c.split("/", 1)[0] for c in hidden))
+
+
+def _visible_failure(exc, box):
+    """Why the visible tests failed, from the exception they ended with."""
+    from .checks import CheckTimeout
+
+    if isinstance(exc, CheckTimeout):
+        return box.dead or "your code did not return in time (an infinite loop?)"
+    if isinstance(exc, RuntimeError) and box.dead and str(exc) == box.dead:
+        return box.dead
+    return f"{type(exc).__name__}: {exc}"
+
+
+def run_visible(spec, box, seconds):
+    """Run exercise ``spec``'s visible test cell against the answer held by ``box``.
+
+    The cell runs in this (the grader's) process, in a fresh namespace whose graded
+    functions are stand-ins (:func:`autograder.cleanroom_process.remote_function`):
+    only the calls run in the child. Whatever the answer patched there (NumPy,
+    ``builtins``, ``exec``) cannot touch the assertions that decide the points.
+
+    Parameters
+    ----------
+    spec : module
+        The exercise spec (``NAME``, ``VISIBLE_TESTS``, ``VISIBLE_POINTS``, ``HIDDEN``).
+    box : Sandbox
+        The clean-room process holding the answer (its top level already run).
+    seconds : float
+        Wall-clock limit of the whole cell (each call also has ``box.limits["call_s"]``).
+
+    Returns
+    -------
+    CellVerdict
+        Full points if the cell ran to its end, 0 with the failure otherwise; ``None``
+        points (nbgrader's score stands) if the cell passes an argument that cannot
+        travel to the child.
+    """
+    from .checks._framework import CheckTimeout, _time_limit
+
+    if not isinstance(box, Sandbox):
+        raise ValueError(f"box must be a Sandbox, got {type(box).__name__}")
+    try:
+        limit = float(seconds)
+    except (TypeError, ValueError):
+        limit = 0.0
+    if not limit > 0:
+        raise ValueError(f"seconds must be a positive number of seconds, got {seconds!r}")
+    grade_id, top = f"{spec.NAME}_visible_tests", float(spec.VISIBLE_POINTS)
+    names = {"__name__": "__main__"}
+    names.update({f: remote_function(box, f) for f in graded_functions(spec)})
+    code = compile(spec.VISIBLE_TESTS, "visible_tests.py", "exec")
+    sink = io.StringIO()
+    box.unsupported = None
+    try:
+        with _time_limit(limit), warnings.catch_warnings(), \
+                contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+            warnings.simplefilter("ignore")
+            exec(code, names)
+    except Unsupported as exc:
+        return CellVerdict(grade_id, None, top,
+                           f"not verified in the clean room (the visible tests pass {exc}); "
+                           "nbgrader's score stands")
+    except (Exception, CheckTimeout) as exc:
+        return CellVerdict(grade_id, 0.0, top,
+                           f"visible tests fail: {_visible_failure(exc, box)}")
+    return CellVerdict(grade_id, top, top, "visible tests pass")
+
+
 def verify_source(spec, source, seed, limits=None, hide=()):
     """Clean-room verdicts for exercise ``spec`` on the answer ``source``.
 
@@ -131,14 +215,7 @@ def verify_source(spec, source, seed, limits=None, hide=()):
             if box.forbidden:
                 why = forbidden_message(box.forbidden)
             return [CellVerdict(g, 0.0, p, why) for g, p in cells]
-        vis = box.request({"op": "visible", "source": spec.VISIBLE_TESTS}, limits["call_s"] * 4)
-        if "ok" in vis:
-            out.append(CellVerdict(vis_id, float(spec.VISIBLE_POINTS), float(spec.VISIBLE_POINTS),
-                                   "visible tests pass"))
-        else:
-            why = vis.get("dead") or "{type}: {message}".format(**vis["error"])
-            out.append(CellVerdict(vis_id, 0.0, float(spec.VISIBLE_POINTS),
-                                   f"visible tests fail: {why}"))
+        out.append(run_visible(spec, box, limits["call_s"] * 4))
         for check in spec.HIDDEN:
             func = check.split("/", 1)[0]
             pts = check_points(check)

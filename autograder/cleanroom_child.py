@@ -12,19 +12,25 @@ import NumPy, SciPy, scikit-learn and torch from. It holds no grading code:
 2. the answer (``answer.py``) runs as ``__main__`` with a ``get_ipython`` that does
    nothing; the result (``{"ok": true}`` or the exception) is one JSON line on the
    original standard output, whose descriptors 0 to 2 now point to ``/dev/null``;
-3. then one JSON request per line on standard input: ``{"op": "visible", "source"}``
-   runs the visible test cell, ``{"op": "call", "name", "args", "kwargs"}`` calls the
-   answer's function on the decoded arguments and sends back the result and the
-   arguments after the call (:func:`autograder.codec.encode` with ``lenient=True``), or
-   the exception's type, text and the answer's frames of its traceback.
+3. then one JSON request per line on standard input: ``{"op": "call", "name", "args",
+   "kwargs"}`` calls the answer's function on the decoded arguments and sends back the
+   result and the arguments after the call (:func:`autograder.codec.encode` with
+   ``lenient=True``), or the exception's type, text and the answer's frames of its
+   traceback. The visible tests do not run here: the grader runs them in its own process
+   and sends their calls (:func:`autograder.cleanroom.run_visible`). A call with
+   ``"measure": true`` also sends ``"peak_bytes"``, the largest memory the call held at
+   once as :mod:`tracemalloc` saw it (:func:`traced_peak`, the measure a memory check
+   takes in the kernel), so that the check judges the answer where it ran.
 
-Every reply lists the forbidden imports attempted so far. The grader's module imports this
-file only for :data:`FORBIDDEN`; nothing runs unless it is the main program.
+Every reply lists the forbidden imports attempted so far. The grader's modules import this
+file only for :data:`FORBIDDEN` and :func:`traced_peak`; nothing runs unless it is the
+main program.
 """
 import json
 import os
 import sys
 import traceback
+import tracemalloc
 import warnings
 
 #: packages an answer may not import (it scores 0 for the exercise)
@@ -41,6 +47,40 @@ def _errstate_warn():
     except ImportError:
         return contextlib.nullcontext()
     return np.errstate(all="warn")
+
+
+def traced_peak(call, tracer=tracemalloc):
+    """Run ``call()``; return ``(result, peak)``, ``peak`` being the largest number of
+    bytes the call held at once beyond what was allocated before it.
+
+    ``tracer`` is the :mod:`tracemalloc` module (or an object with its ``is_tracing``,
+    ``start``, ``stop``, ``reset_peak`` and ``get_traced_memory``): the child passes the
+    functions it took before the answer ran. NumPy reports its buffers to tracemalloc;
+    a trace that was already running is left running.
+    """
+    if not callable(call):
+        raise ValueError(f"call must be callable, got {type(call).__name__}")
+    running = tracer.is_tracing()
+    if not running:
+        tracer.start()
+    tracer.reset_peak()
+    base = tracer.get_traced_memory()[0]
+    try:
+        result = call()
+        peak = tracer.get_traced_memory()[1] - base
+    finally:
+        if not running:
+            tracer.stop()
+    return result, max(0, int(peak))
+
+
+class _Tracer:
+    """The :mod:`tracemalloc` functions as they were when the child started (an answer
+    that rebinds the module's names does not change what the child measures)."""
+
+    def __init__(self):
+        for name in ("is_tracing", "start", "stop", "reset_peak", "get_traced_memory"):
+            setattr(self, name, getattr(tracemalloc, name))
 
 
 class RefuseForbidden:
@@ -111,6 +151,7 @@ def main(argv):
     def dec(d):
         return codec.decode(d, build_modules=True)
 
+    tracer = _Tracer()
     ns = {"__name__": "__main__", "get_ipython": lambda: _Shell()}
     try:
         code = open("answer.py").read()
@@ -121,24 +162,27 @@ def main(argv):
     for line in proto_in:
         req = json.loads(line)
         try:
-            if req["op"] == "visible":
-                exec(compile(req["source"], "visible_tests.py", "exec"), ns)
-                send({"ok": True, "forbidden": refuse.attempts})
-                continue
+            if req.get("op") != "call":
+                # the visible tests run in the grader's process (cleanroom.run_visible)
+                raise ValueError(f"unknown request {req.get('op')!r}")
             fn = ns.get(req["name"])
             if not callable(fn):
                 raise NameError(f"name {req['name']!r} is not defined")
             args = [dec(a) for a in req["args"]]
             kwargs = {k: dec(v) for k, v in req["kwargs"].items()}
             # warnings travel back, so the grader's checks see what the kernel's would
+            peak = None
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 with _errstate_warn():
-                    out = fn(*args, **kwargs)
+                    if req.get("measure"):
+                        out, peak = traced_peak(lambda: fn(*args, **kwargs), tracer)
+                    else:
+                        out = fn(*args, **kwargs)
             send({"result": enc(out), "args": [enc(a) for a in args],
                   "kwargs": {k: enc(v) for k, v in kwargs.items()},
                   "warnings": [str(w.message) for w in caught][:50],
-                  "forbidden": refuse.attempts})
+                  "peak_bytes": peak, "forbidden": refuse.attempts})
         except BaseException as exc:
             send(fail(exc))
 

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from . import REPO_ROOT, cleanroom_child, codec, confine
 
-__all__ = ["DEFAULT_LIMITS", "Sandbox", "remote_function"]
+__all__ = ["DEFAULT_LIMITS", "RemoteFunction", "Sandbox", "remote_function"]
 
 #: limits of one clean-room process (one exercise of one student)
 DEFAULT_LIMITS = {
@@ -49,6 +49,8 @@ DEFAULT_LIMITS = {
     "start_s": 60.0,           # wall clock to start and run the answer's top level
     "total_s": 600.0,          # wall clock of the whole exercise: start, visible tests, checks
 }
+#: how often the child's resident memory is sampled during a measured call (seconds)
+WATCH_INTERVAL_S = 0.002
 #: the longest message taken from the child (one reply: a result and the arguments)
 MAX_MESSAGE_BYTES = 512 << 20
 
@@ -150,6 +152,8 @@ class Sandbox:
             bufsize=0, preexec_fn=start, close_fds=True)
         os.set_blocking(self.proc.stdin.fileno(), False)
         self._inbox = b""
+        self._pending = False
+        self._watched = 0
         self.forbidden = []
         self.dead = None
         self.unsupported = None
@@ -183,9 +187,13 @@ class Sandbox:
         now = time.monotonic()
         return now + self._remaining(seconds), self.deadline - now < seconds
 
-    def _receive_until(self, end, budget_cut, seconds):
+    def _receive_until(self, end, budget_cut, seconds, watch=False):
+        """The next message, waiting until ``end`` at most; with ``watch``, the child's
+        resident memory is sampled every :data:`WATCH_INTERVAL_S` meanwhile."""
         fd = self.proc.stdout.fileno()
         while b"\n" not in self._inbox:
+            if watch:
+                self._sample_rss()
             left = end - time.monotonic()
             if left <= 0:
                 if budget_cut:
@@ -195,7 +203,8 @@ class Sandbox:
                 self.dead = why
                 self.close()
                 return {"dead": why}
-            ready, _, _ = select.select([fd], [], [], left)
+            ready, _, _ = select.select([fd], [], [], min(left, WATCH_INTERVAL_S) if watch
+                                        else left)
             if not ready:
                 continue
             chunk = os.read(fd, 1 << 20)
@@ -232,14 +241,24 @@ class Sandbox:
                 self.forbidden.append(str(name))
         return msg
 
-    def request(self, req, seconds):
+    def request(self, req, seconds, watch=False):
         """Send the request ``req`` (a JSON-ready dict) and return the child's reply, or
         ``{"dead": reason}`` when it is gone or does not answer within ``seconds``.
+        With ``watch``, the child's resident memory is sampled while it works (read
+        back by :meth:`peak_rss`).
 
         The request is written without blocking, under the same deadline as the reply:
         a child that stops reading its input cannot stall the grader either."""
         if self.dead:
             return {"dead": self.dead}
+        if self._pending:
+            # an earlier request was cut short (a check's own time limit went off while
+            # it waited): its late reply would be read as this one's, so the child ends
+            self.dead = ("your code did not return within the time of an earlier test "
+                         "(it was still running when the next one started)")
+            self.close()
+            return {"dead": self.dead}
+        self._pending = True
         data = (json.dumps(req) + "\n").encode("utf-8")
         end, budget_cut = self._window(seconds)
         fd = self.proc.stdin.fileno()
@@ -264,7 +283,36 @@ class Sandbox:
                 break
         if self.dead:
             return {"dead": self.dead}
-        return self._receive_until(end, budget_cut, seconds)
+        reply = self._receive_until(end, budget_cut, seconds, watch)
+        self._pending = False
+        return reply
+
+    def reset_peak_rss(self):
+        """Reset the child's resident-memory high-water mark to its present resident
+        memory; return that level in bytes, or ``None`` where the grader may not
+        (:func:`autograder.checks._helpers.reset_peak_rss`). Written from outside, so the
+        answer's code does not take part."""
+        from .checks._helpers import reset_peak_rss
+
+        self._watched = 0
+        if self.dead or self.proc.poll() is not None:
+            return None
+        return reset_peak_rss(self.proc.pid)
+
+    def _sample_rss(self):
+        from .checks._helpers import resident
+
+        self._watched = max(self._watched, resident(self.proc.pid) or 0)
+
+    def peak_rss(self):
+        """The child's highest resident memory since :meth:`reset_peak_rss` in bytes: its
+        high-water mark, or more where a sample taken while it worked was higher (an
+        answer that resets its own mark from inside cannot hide a matrix that lived
+        longer than :data:`WATCH_INTERVAL_S`); ``None`` if unreadable."""
+        from .checks._helpers import peak_rss
+
+        high = peak_rss(self.proc.pid)
+        return None if high is None else max(high, self._watched)
 
     def close(self):
         """Kill the child's process group (and, as root, every process of its user id)
@@ -323,26 +371,62 @@ def remote_function(box, name):
 
     Returns
     -------
-    callable
-        Raises :class:`autograder.codec.Unsupported` (and sets ``box.unsupported``) for
-        an argument that cannot travel, :class:`autograder.checks.CheckTimeout` when the
-        call runs past ``box.limits["call_s"]``, ``RuntimeError`` when the child died.
+    RemoteFunction
+        Called like the student's function. Raises :class:`autograder.codec.Unsupported`
+        (and sets ``box.unsupported``) for an argument that cannot travel,
+        :class:`autograder.checks.CheckTimeout` when the call runs past
+        ``box.limits["call_s"]``, ``RuntimeError`` when the child died.
     """
-    from .checks import CheckTimeout
+    return RemoteFunction(box, name)
 
-    if not isinstance(box, Sandbox):
-        raise ValueError(f"box must be a Sandbox, got {type(box).__name__}")
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"name must be a function's name, got {name!r}")
 
-    def student_function(*args, **kwargs):
+class RemoteFunction:
+    """The student's function ``name`` of the answer held by ``box``, called from the
+    grader's process (see :func:`remote_function`).
+
+    Calling it runs the function in the child. :meth:`measured_call` also returns what
+    the call cost where it ran: the memory checks read it through
+    :func:`autograder.checks._helpers.metered`, so that they judge the child's
+    allocations, not the grader's.
+    """
+
+    def __init__(self, box, name):
+        if not isinstance(box, Sandbox):
+            raise ValueError(f"box must be a Sandbox, got {type(box).__name__}")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"name must be a function's name, got {name!r}")
+        self.box = box
+        self.name = self.__name__ = name
+
+    def __call__(self, *args, **kwargs):
+        return self._call(args, kwargs, measure=False)[0]
+
+    def measured_call(self, *args, **kwargs):
+        """Call the function; return ``(result, cost)``.
+
+        ``cost`` is a dict: ``"traced"``, the largest memory the call held at once as
+        :mod:`tracemalloc` saw it in the child (bytes, the kernel's measure), and
+        ``"rss"``, how far the child's resident memory rose above its level before the
+        call at its highest, read by the grader from ``/proc`` (bytes; ``None`` where
+        the grader may not reset the child's high-water mark)."""
+        return self._call(args, kwargs, measure=True)
+
+    def _call(self, args, kwargs, measure):
+        from .checks import CheckTimeout
+
+        box = self.box
         try:
-            req = {"op": "call", "name": name, "args": [codec.encode(a) for a in args],
+            req = {"op": "call", "name": self.name, "args": [codec.encode(a) for a in args],
                    "kwargs": {k: codec.encode(v) for k, v in kwargs.items()}}
         except codec.Unsupported as exc:
             box.unsupported = str(exc)
             raise
-        msg = box.request(req, box.limits["call_s"])
+        if measure:
+            req["measure"] = True
+        before = box.reset_peak_rss() if measure else None
+        watch = measure and before is not None
+        msg = box.request(req, box.limits["call_s"], watch=watch)
+        high = box.peak_rss() if watch else None
         if "dead" in msg:
             if "did not return" in msg["dead"]:
                 raise CheckTimeout()
@@ -351,12 +435,13 @@ def remote_function(box, name):
             _raise_like(msg["error"])
         for text in msg.get("warnings", [])[:50]:
             # re-raised here, where call_student records them (as in the kernel)
-            warnings.warn(str(text), RuntimeWarning, stacklevel=2)
+            warnings.warn(str(text), RuntimeWarning, stacklevel=3)
         for s, g in zip(args, msg.get("args", [])):
             codec.write_back(s, codec.decode(g))
         for k, g in msg.get("kwargs", {}).items():
             codec.write_back(kwargs[k], codec.decode(g))
-        return codec.decode(msg["result"])
-
-    student_function.__name__ = name
-    return student_function
+        result = codec.decode(msg["result"])
+        traced = msg.get("peak_bytes")
+        cost = {"traced": int(traced) if isinstance(traced, int) and traced >= 0 else 0,
+                "rss": None if high is None else max(0, high - before)}
+        return result, cost

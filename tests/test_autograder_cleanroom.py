@@ -406,6 +406,10 @@ for _path in (_os.path.join(_COURSE, "pwned.txt"), _os.path.join(_SENTINEL, "pwn
     _scribble(_path)
 """
 
+#: the visible-test attack (issue 30, item 5): at the top of the cell, ``exec`` is made to
+#: do nothing, so nbgrader's kernel runs no later cell and the visible tests "pass"
+VISIBLE_PATCH = "import builtins\nbuiltins.exec = lambda *args, **kwargs: None\n"
+
 EXERCISE_ASSIGNMENTS = ["knn", "rank", "retrieval"]
 
 
@@ -421,6 +425,7 @@ def _attackers(course, sentinel, marker):
         "patcher": {ex: w + PATCH.format(fn=ex) for ex, w in EXERCISES.items()},
         "importer": {ex: IMPORT_REF.format(fn=ex) for ex in EXERCISES},
         "vandal": {ex: vandal + "\n" + w for ex, w in EXERCISES.items()},
+        "visible_patcher": {ex: VISIBLE_PATCH + "\n" + w for ex, w in EXERCISES.items()},
     }
 
 
@@ -460,7 +465,7 @@ def _outside_dir(tmp_path_factory, name):
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    """An honest student and four attackers (each attack on all three exercises, on an
+    """An honest student and five attackers (each attack on all three exercises, on an
     otherwise wrong answer), graded with two workers; and the honest student alone, the
     class without the attackers, graded the same way for comparison."""
     import shutil
@@ -563,6 +568,20 @@ def test_class_graded_by_the_clean_room(graded):
         for student in ("transformer", "patcher"):
             assert "in-kernel (nbgrader) score" in by[student, ex]
             assert "clean-room score 0" in by[student, ex] and "tampering" in by[student, ex]
+
+
+@pytest.mark.slow  # a class graded end to end
+def test_visible_points_are_recorded_from_the_clean_room_not_the_patched_kernel(graded):
+    """The answer that disables ``exec`` passes the visible tests in nbgrader's kernel;
+    the gradebook holds the clean room's 0 for that cell, and the change is logged."""
+    course = graded["course"]
+    cells = _cell_grades(course, "visible_patcher")
+    rows = {r["notebook"]: r["problem"] for r in course.issues()
+            if r["student_id"] == "visible_patcher"}
+    for ex in EXERCISES:
+        top = float(load(ex).VISIBLE_POINTS)
+        assert cells["grade", ex, f"{ex}_visible_tests"] == 0.0, ex
+        assert f"{ex}_visible_tests {top:g} -> 0" in rows[ex], rows.get(ex)
 
 
 @pytest.mark.slow  # a class graded end to end

@@ -35,14 +35,9 @@ FAST = {"call_s": 5.0, "start_s": 30.0, "cpu_s": 30, "memory_bytes": 2 << 30}
 #: answer, so their cases run with the slow tests (`make test-fast` leaves them out)
 HEAVY = {"frozen_features", "linear_probe_done_right", "attentive_probe", "transfer"}
 
-#: known gaps, kept visible: the answer's hints are right in the kernel, but the clean
-#: room scores a memory property it cannot observe (the answer's allocations happen in
-#: the child process, the check measures the grader's), so it passes there (issue 30,
-#: item 5: a property check a wrong answer passes)
-KNOWN_GAPS = {
-    ("two_nn_id", "distance_matrix"): "the clean room credits no_n_by_n_matrix",
-    ("linear_cka", "gram_matrices"): "the clean room credits no_gram_matrix",
-}
+#: known gaps, kept visible as strict xfails: (exercise, variant) -> why the hint test
+#: cannot pass yet (none at present)
+KNOWN_GAPS = {}
 
 
 def _case(exercise, variant):

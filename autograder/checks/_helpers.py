@@ -1,8 +1,6 @@
 """Small helpers shared by the check modules (comparisons phrased for students)."""
 from __future__ import annotations
 
-import tracemalloc
-
 import numpy as np
 
 from ._framework import StudentError
@@ -56,24 +54,113 @@ def count_mismatches(a, b):
         return None
     return int(np.sum(a != b))
 
-def peak_memory_during(func):
-    """Run ``func()``; return its result and the largest memory it held at once (bytes).
+#: a rise of the clean-room child's resident memory that counts although tracemalloc saw
+#: under a quarter of it: memory taken outside Python's allocators (torch, a C library),
+#: or a trace the answer stopped or reset
+RSS_BACKSTOP = 64 * 2**20
 
-    Uses :mod:`tracemalloc` (NumPy reports its buffers to it); a trace that was already
-    running is left running.
-    """
-    running = tracemalloc.is_tracing()
-    if not running:
-        tracemalloc.start()
-    tracemalloc.reset_peak()
-    base = tracemalloc.get_traced_memory()[0]
+
+def _status_bytes(pid, field):
+    """The ``field`` line (in kB) of ``/proc/<pid>/status`` in bytes, or ``None``."""
     try:
-        result = func()
-        peak = tracemalloc.get_traced_memory()[1] - base
-    finally:
-        if not running:
-            tracemalloc.stop()
-    return result, peak
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _check_pid(pid):
+    if pid != "self" and not (isinstance(pid, int) and pid > 0):
+        raise ValueError(f"pid must be a process id or 'self', got {pid!r}")
+
+
+def reset_peak_rss(pid="self"):
+    """Reset the resident-memory high-water mark of process ``pid`` (``"self"``: this
+    one) to its present resident memory, by writing 5 to ``/proc/<pid>/clear_refs``;
+    return that level in bytes, or ``None`` where this is not allowed (another user's
+    process without root) or there is no ``/proc``."""
+    _check_pid(pid)
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        return None
+    return _status_bytes(pid, "VmRSS")
+
+
+def resident(pid="self"):
+    """The present resident memory (``VmRSS``) of process ``pid`` in bytes, or ``None``."""
+    _check_pid(pid)
+    return _status_bytes(pid, "VmRSS")
+
+
+def peak_rss(pid="self"):
+    """The resident-memory high-water mark (``VmHWM``) of process ``pid`` in bytes, or
+    ``None``."""
+    _check_pid(pid)
+    return _status_bytes(pid, "VmHWM")
+
+
+def _measured_here(call):
+    """``(result, cost)`` of ``call()`` run in this process: what the clean room's
+    :meth:`~autograder.cleanroom_process.RemoteFunction.measured_call` reports for a
+    call in the child, measured the same way."""
+    from ..cleanroom_child import traced_peak
+
+    before = reset_peak_rss()
+    result, traced = traced_peak(call)
+    high = peak_rss() if before is not None else None
+    return result, {"traced": traced, "rss": None if high is None else max(0, high - before)}
+
+
+def call_peak(cost):
+    """The memory a clean-room call held at once (bytes), from the ``cost`` dict of
+    :meth:`autograder.cleanroom_process.RemoteFunction.measured_call`.
+
+    The traced peak (the kernel's measure, so both places print the same number), unless
+    the child's resident memory rose by more than :data:`RSS_BACKSTOP` and by more than
+    four times that: then the rise, which the answer's code cannot hide."""
+    if not isinstance(cost, dict) or "traced" not in cost:
+        raise ValueError(f"cost must be a dict with a 'traced' entry, got {cost!r}")
+    traced, rss = int(cost["traced"]), cost.get("rss")
+    if rss is not None and rss > RSS_BACKSTOP and rss > 4 * traced:
+        return int(rss)
+    return traced
+
+
+def metered(fn):
+    """``fn`` wrapped so that each call records the memory it held at once where it ran.
+
+    In the kernel the call is traced in this process (:func:`autograder.cleanroom_child.
+    traced_peak`) while this process's resident memory is watched; for the clean room's
+    stand-in (a class with ``measured_call``) the child traces the call and the grader
+    watches the child's resident memory. Both are read by :func:`call_peak`, so a memory
+    check judges the process that ran the student's code, the same way in both places.
+
+    Returns
+    -------
+    callable
+        Called like ``fn``; its ``peaks`` list holds one number of bytes per call that
+        returned.
+    """
+    if not callable(fn):
+        raise ValueError(f"fn must be callable, got {type(fn).__name__}")
+    remote = getattr(type(fn), "measured_call", None)
+
+    def call(*args, **kwargs):
+        if remote is not None:
+            result, cost = remote(fn, *args, **kwargs)
+        else:
+            result, cost = _measured_here(lambda: fn(*args, **kwargs))
+        call.peaks.append(call_peak(cost))
+        return result
+
+    call.peaks = []
+    call.__name__ = getattr(fn, "__name__", "your function")
+    return call
 
 
 #: appended to a property's findings when the main result on the same inputs is wrong
