@@ -195,7 +195,7 @@ GATED = {
     ("fold_batchnorm", "multiplies"): {"fold_batchnorm/properties",
                                        "fold_batchnorm/rejects_bad_scale"},
     ("rank_bound", "balanced_floor"): {"rank_bound/properties"},
-    ("ridge_loo", "penalised_bias"): {"ridge_loo/properties"},
+    ("ridge_loo", "penalised_bias"): {"ridge_loo/properties", "ridge_loo/absent_class"},
 }
 for (_ex, _var), _extra in GATED.items():
     WRONG[_ex][_var] = (WRONG[_ex][_var][0], WRONG[_ex][_var][1] | _extra)

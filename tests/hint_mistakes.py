@@ -190,7 +190,24 @@ DERIVED = {
     },
 }
 
-MISTAKES = {"knn_classify": KNN, "wilson_interval": WILSON, **DERIVED}
+# ------------------------------------------------------------------ ridge LOO
+_RIDGE_PRESS = "press[j] = np.sum(loo**2) / (n * K)"
+
+RIDGE_LOO = {
+    "divides_by_n": (_derived("ridge_loo", _RIDGE_PRESS, "press[j] = np.sum(loo**2) / n"),
+                     "n K entries"),
+    "leverage_without_bias": (_derived(
+        "ridge_loo", "leverage = 1.0 / n + (U**2) @ shrink", "leverage = (U**2) @ shrink"),
+        "includes the term 1/n"),
+    "zero_one_targets": (_derived("ridge_loo", "T = -np.ones((n, K))", "T = np.zeros((n, K))"),
+                         "0/1 targets"),
+    "classes_from_unique": (_derived("ridge_loo", "n, K = len(H), int(y.max()) + 1",
+                                     "n, K = len(H), len(np.unique(y))"),
+                            "K = the largest label + 1"),
+}
+
+MISTAKES = {"knn_classify": KNN, "wilson_interval": WILSON, **DERIVED,
+            "ridge_loo": RIDGE_LOO}
 
 # ------------------------------------------- the wrong answers of the check tests
 def _with_known_wrong_answers(table):
