@@ -194,7 +194,7 @@ GATED = {
     ("frozen_features", "running_stats_move"): {"frozen_features/restores_flags"},
     ("fold_batchnorm", "multiplies"): {"fold_batchnorm/properties",
                                        "fold_batchnorm/rejects_bad_scale"},
-    ("rank_bound", "balanced_floor"): {"rank_bound/properties"},
+    ("rank_bound", "balanced_floor"): {"rank_bound/properties", "rank_bound/absent_class"},
     ("ridge_loo", "penalised_bias"): {"ridge_loo/properties", "ridge_loo/absent_class"},
 }
 for (_ex, _var), _extra in GATED.items():

@@ -206,8 +206,28 @@ RIDGE_LOO = {
                             "K = the largest label + 1"),
 }
 
+# ----------------------------------------------------------------- rank bound
+_RANK_COUNTS = "counts = np.sort(np.bincount(y, minlength=n_classes))"
+
+RANK_BOUND = {
+    "no_bias_column": (_derived("rank_bound", "design = np.hstack([H, np.ones((n, 1))])",
+                                "design = H"), "without the bias column"),
+    "drops_k_minus_r": (_derived("rank_bound", "dropped = n_classes - r - 1",
+                                 "dropped = n_classes - r"), "the bias adds one"),
+    "largest_counts": (_derived("rank_bound", _RANK_COUNTS, _RANK_COUNTS.replace(
+        "minlength=n_classes))", "minlength=n_classes))[::-1]")), "LARGEST counts"),
+    "columns_as_rank": (_derived("rank_bound", "r = int(np.linalg.matrix_rank(H))",
+                                 "r = H.shape[1]"), "not its number of columns"),
+    "negative_count_wraps": (_derived(
+        "rank_bound", "floor = int(counts[:dropped].sum()) if dropped > 0 else 0",
+        "floor = int(counts[:dropped].sum())"), "must not wrap around"),
+    "counts_of_present_labels": (_derived(
+        "rank_bound", _RANK_COUNTS, "counts = np.sort(np.unique(y, return_counts=True)[1])"),
+        "A class that counts 0"),
+}
+
 MISTAKES = {"knn_classify": KNN, "wilson_interval": WILSON, **DERIVED,
-            "ridge_loo": RIDGE_LOO}
+            "ridge_loo": RIDGE_LOO, "rank_bound": RANK_BOUND}
 
 # ------------------------------------------- the wrong answers of the check tests
 def _with_known_wrong_answers(table):
