@@ -226,8 +226,63 @@ RANK_BOUND = {
         "A class that counts 0"),
 }
 
+# ------------------------------------------------------------------ merge top-k
+_MERGE_ORDER = "order = np.lexsort((glob, -vals), axis=1)[:, :kk]"
+
+MERGE_TOPK = {
+    "local_indices": (_derived(
+        "merge_topk", "glob = np.concatenate([np.asarray(i).astype(np.int64) + int(off)",
+        "glob = np.concatenate([np.asarray(i).astype(np.int64) + 0 * int(off)"),
+        "add each shard's offset"),
+    "ties_in_pooled_order": (_derived(
+        "merge_topk", _MERGE_ORDER, 'order = np.argsort(-vals, axis=1, kind="stable")[:, :kk]'),
+        "smaller *global* index"),
+    "ascending": (_derived("merge_topk", _MERGE_ORDER,
+                           "order = np.lexsort((glob, vals), axis=1)[:, :kk]"),
+                  "k smallest similarities"),
+    "padded_to_k": ('''
+import numpy as np
+
+def merge_topk(shard_vals, shard_idx, offsets, k):
+    vals = np.concatenate([np.asarray(v, dtype=float) for v in shard_vals], axis=1)
+    glob = np.concatenate([np.asarray(i).astype(np.int64) + int(off)
+                           for i, off in zip(shard_idx, offsets)], axis=1)
+    out_v = np.full((len(vals), k), -np.inf)
+    out_i = np.full((len(vals), k), -1, dtype=np.int64)
+    order = np.lexsort((glob, -vals), axis=1)[:, :k]
+    n = order.shape[1]
+    out_v[:, :n] = np.take_along_axis(vals, order, axis=1)
+    out_i[:, :n] = np.take_along_axis(glob, order, axis=1)
+    return out_v, out_i
+''', "without padding"),
+    "shards_assumed_sorted": ('''
+import numpy as np
+
+def merge_topk(shard_vals, shard_idx, offsets, k):
+    m = np.asarray(shard_vals[0]).shape[0]
+    total = sum(np.asarray(v).shape[1] for v in shard_vals)
+    kk = min(k, total)
+    V = np.empty((m, kk))
+    I = np.empty((m, kk), dtype=np.int64)
+    for q in range(m):
+        heads = [0] * len(shard_vals)          # a k-way merge of (assumed) sorted lists
+        for j in range(kk):
+            best = None
+            for s, (v, i) in enumerate(zip(shard_vals, shard_idx)):
+                if heads[s] < np.shape(v)[1]:
+                    key = (-v[q, heads[s]], int(offsets[s]) + int(i[q, heads[s]]))
+                    if best is None or key < best[0]:
+                        best = (key, s)
+            (neg, g), s = best
+            V[q, j], I[q, j] = -neg, g
+            heads[s] += 1
+    return V, I
+''', "may come in any order"),
+}
+
 MISTAKES = {"knn_classify": KNN, "wilson_interval": WILSON, **DERIVED,
-            "ridge_loo": RIDGE_LOO, "rank_bound": RANK_BOUND}
+            "ridge_loo": RIDGE_LOO, "rank_bound": RANK_BOUND,
+            "merge_topk": MERGE_TOPK}
 
 # ------------------------------------------- the wrong answers of the check tests
 def _with_known_wrong_answers(table):
