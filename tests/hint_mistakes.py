@@ -280,6 +280,70 @@ def merge_topk(shard_vals, shard_idx, offsets, k):
 ''', "may come in any order"),
 }
 
+# ------------------------------------- McNemar and the paired bootstrap (same notebook)
+_MCNEMAR_HEAD = '''
+import numpy as np
+from scipy import stats
+
+def mcnemar_exact(a_correct, b_correct):
+    a = np.asarray(a_correct).astype(bool)
+    b = np.asarray(b_correct).astype(bool)
+    n01, n10 = int(np.sum(b & ~a)), int(np.sum(a & ~b))
+    if n01 + n10 == 0:
+        return 1.0
+'''
+_BOOT_HEAD = '''
+import numpy as np
+
+def paired_bootstrap_ci(a_correct, b_correct, n_boot, rng, level=0.95):
+    a = np.asarray(a_correct).astype(int)
+    b = np.asarray(b_correct).astype(int)
+    n = len(a)
+'''
+_BOOT_DRAW = '''
+    counts = rng.multinomial(n, cells / n, size=n_boot)
+'''
+_BOOT_CELLS = "    cells = np.bincount(2 * a + b, minlength=4)"
+_BOOT_GAINS = "    gains = (counts[:, 1] - counts[:, 2]) / n\n"
+_BOOT_TAILS = "[100 * (1 - level) / 2, 100 * (1 + level) / 2]"
+_BOOT_END = '''    lo, hi = np.percentile(gains, TAILS)
+    return float(b.mean() - a.mean()), float(lo), float(hi)
+'''
+
+PAIRED = {
+    "mcnemar_one_sided": (_MCNEMAR_HEAD + '''
+    return float(stats.binom.cdf(min(n01, n10), n01 + n10, 0.5))
+''', "one-sided tail"),
+    "mcnemar_uncapped": (_MCNEMAR_HEAD + '''
+    return float(2 * stats.binom.cdf(min(n01, n10), n01 + n10, 0.5))
+''', "cannot exceed 1"),
+    "mcnemar_chi_square": (_MCNEMAR_HEAD + '''
+    stat = (abs(n01 - n10) - 1) ** 2 / (n01 + n10)
+    return float(stats.chi2.sf(stat, 1))
+''', "chi-square approximation"),
+    "mcnemar_count_of_b": (_MCNEMAR_HEAD + '''
+    return float(min(1.0, 2 * stats.binom.cdf(n01, n01 + n10, 0.5)))
+''', "smaller of the two discordant counts"),
+    "bootstrap_gain_reversed": (_BOOT_HEAD + _BOOT_CELLS + _BOOT_DRAW + _BOOT_GAINS + '''
+    lo, hi = np.percentile(gains, TAILS)
+    return float(a.mean() - b.mean()), float(lo), float(hi)
+'''.replace("TAILS", _BOOT_TAILS), "B's accuracy minus A's"),
+    "bootstrap_cells_swapped": (_BOOT_HEAD + _BOOT_CELLS + _BOOT_DRAW
+                                + "    gains = (counts[:, 2] - counts[:, 1]) / n\n"
+                                + _BOOT_END.replace("TAILS", _BOOT_TAILS),
+                                "cell 1 (only B right) counts for B"),
+    "bootstrap_fixed_95": (_BOOT_HEAD + _BOOT_CELLS + _BOOT_DRAW + _BOOT_GAINS
+                           + _BOOT_END.replace("TAILS", "[2.5, 97.5]"),
+                           "the 95% one although level"),
+    "bootstrap_one_tail_each": (_BOOT_HEAD + _BOOT_CELLS + _BOOT_DRAW + _BOOT_GAINS
+                                + _BOOT_END.replace("TAILS", "[100 * (1 - level), 100 * level]"),
+                                "1 - level out in each tail"),
+    "bootstrap_no_minlength": (_BOOT_HEAD + "    cells = np.bincount(2 * a + b)" + _BOOT_DRAW
+                               + _BOOT_GAINS + _BOOT_END.replace("TAILS", _BOOT_TAILS),
+                               "count with minlength=4"),
+}
+WILSON.update(PAIRED)
+
 MISTAKES = {"knn_classify": KNN, "wilson_interval": WILSON, **DERIVED,
             "ridge_loo": RIDGE_LOO, "rank_bound": RANK_BOUND,
             "merge_topk": MERGE_TOPK}
