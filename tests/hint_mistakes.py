@@ -344,9 +344,44 @@ PAIRED = {
 }
 WILSON.update(PAIRED)
 
+# ------------------------------------------------------------------ retrieval
+RETRIEVAL = {
+    "ideal_over_k": (_derived(
+        "retrieval_metrics",
+        'out[f"ndcg@{k}"] = float(np.mean(dcg[:, top] / ideal[np.minimum(n_rel, top + 1) - 1]))',
+        'out[f"ndcg@{k}"] = float(np.mean(dcg[:, top] / ideal[top]))'),
+        "min(k, R) relevant items at the top"),
+    "discount_shifted": (_derived(
+        "retrieval_metrics", "discount = 1.0 / np.log2(ranks + 1)",
+        "discount = 1.0 / np.log2(ranks + 2)"), "discounted by 1 / log2(2) = 1"),
+}
+
+# ------------------------------------------------------------------ low-shot
+LOW_SHOT = {
+    # the check tests' ddof=0 answer, named more closely (its feedback words, "ddof=1",
+    # also close the hint of every other spread mistake)
+    "ddof0": (_derived(
+        "low_shot_eval", "return float(accuracies.mean()), float(accuracies.std(ddof=1))",
+        "return float(accuracies.mean()), float(accuracies.std())"),
+        "is the population standard deviation"),
+    "means_not_rescaled": (_derived(
+        "low_shot_eval",
+        "centres = centres / np.linalg.norm(centres, axis=1, keepdims=True)",
+        "pass"), "rescale each class mean"),
+    "raw_pool": (_derived(
+        "low_shot_eval", "pool = pool / np.linalg.norm(pool, axis=1, keepdims=True)", "pass"),
+        "scale every row of train_h to unit length before averaging"),
+    "standard_error": (_derived(
+        "low_shot_eval", "return float(accuracies.mean()), float(accuracies.std(ddof=1))",
+        "return float(accuracies.mean()), float(accuracies.std(ddof=1) / np.sqrt(n_draws))"),
+        "you returned the standard error"),
+}
+
 MISTAKES = {"knn_classify": KNN, "wilson_interval": WILSON, **DERIVED,
             "ridge_loo": RIDGE_LOO, "rank_bound": RANK_BOUND,
-            "merge_topk": MERGE_TOPK}
+            "merge_topk": MERGE_TOPK,
+            "retrieval_metrics": RETRIEVAL,
+            "low_shot_eval": LOW_SHOT}
 
 # ------------------------------------------- the wrong answers of the check tests
 def _with_known_wrong_answers(table):
