@@ -377,11 +377,34 @@ LOW_SHOT = {
         "you returned the standard error"),
 }
 
+# ------------------------------------------------------- region bootstrap mIoU
+_REGION_IDS = "ids, which = np.unique(np.asarray(regions), return_inverse=True)"
+
+REGION_BOOTSTRAP = {
+    "tiles_resampled": (_derived(
+        "region_bootstrap_miou", _REGION_IDS,
+        "ids = which = np.arange(len(counts))              # every tile on its own"),
+        "Your interval resamples tiles"),
+    "mean_of_tile_mious": (_derived(
+        "region_bootstrap_miou",
+        "return float(miou_of(counts.sum(axis=0))), float(lo), float(hi)",
+        "return float(np.mean(miou_of(counts))), float(lo), float(hi)"),
+        "average of the tiles' own mIoUs"),
+    "ids_as_indices": (_derived(
+        "region_bootstrap_miou", _REGION_IDS,
+        "which = np.asarray(regions); ids = np.arange(which.max() + 1)"),
+        "an id is a name, not an index"),
+    "absent_class_as_zero": (_derived(
+        "region_bootstrap_miou", "return ratio.sum(axis=-1) / present.sum(axis=-1)",
+        "return ratio.mean(axis=-1)"), "counted the class as IoU 0"),
+}
+
 MISTAKES = {"knn_classify": KNN, "wilson_interval": WILSON, **DERIVED,
             "ridge_loo": RIDGE_LOO, "rank_bound": RANK_BOUND,
             "merge_topk": MERGE_TOPK,
             "retrieval_metrics": RETRIEVAL,
-            "low_shot_eval": LOW_SHOT}
+            "low_shot_eval": LOW_SHOT,
+            "region_bootstrap_miou": REGION_BOOTSTRAP}
 
 # ------------------------------------------- the wrong answers of the check tests
 def _with_known_wrong_answers(table):
