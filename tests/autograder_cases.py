@@ -196,6 +196,8 @@ GATED = {
                                        "fold_batchnorm/rejects_bad_scale"},
     ("rank_bound", "balanced_floor"): {"rank_bound/properties", "rank_bound/absent_class"},
     ("ridge_loo", "penalised_bias"): {"ridge_loo/properties", "ridge_loo/absent_class"},
+    ("linear_probe_done_right", "test_statistics"): {
+        "linear_probe_done_right/ties_to_earliest"},
 }
 for (_ex, _var), _extra in GATED.items():
     WRONG[_ex][_var] = (WRONG[_ex][_var][0], WRONG[_ex][_var][1] | _extra)

@@ -399,12 +399,80 @@ REGION_BOOTSTRAP = {
         "return ratio.mean(axis=-1)"), "counted the class as IoU 0"),
 }
 
+# ---------------------------------------------------------------- attentive probe
+_ATT_SCORES = ('scores = np.einsum("bthc,hc->bht", keys, queries) / np.sqrt(head_width)')
+
+ATTENTIVE = {
+    "unscaled_scores": (_derived("attentive_probe", _ATT_SCORES, _ATT_SCORES.replace(
+        " / np.sqrt(head_width)", "")), "not divided by sqrt(dk)"),
+    "scaled_by_full_width": (_derived("attentive_probe", _ATT_SCORES, _ATT_SCORES.replace(
+        "np.sqrt(head_width)", "np.sqrt(width)")), "divide by sqrt(dk) = sqrt(d / n_heads)"),
+    "wo_transposed": (_derived("attentive_probe", "return pooled @ Wo @ W_cls, weights",
+                               "return pooled @ Wo.T @ W_cls, weights"),
+                      "use W_O transposed"),
+}
+
+# ---------------------------------------------------------------------- transfer
+TRANSFER = {
+    "gradient_without_two": (_derived(
+        "transfer", "step_v = (2.0 / n) * (B @ back)", "step_v = (1.0 / n) * (B @ back)")
+        .replace("step_B = (2.0 / n) * np.outer(v, back)", "step_B = (1.0 / n) * np.outer(v, back)"),
+        "carries the factor 2/n, not 1/n"),
+    "one_step_more": (_derived("transfer", "for _ in range(steps):", "for _ in range(steps + 1):"),
+                      "steps instead of"),
+    "lp_moves_features": (_derived("transfer", "probed = descend(v0, B0, False)",
+                                   "probed = descend(v0, B0, True)"),
+                          "LP must keep B fixed at B0"),
+}
+
+# ---------------------------------------------------------------- frozen features
+FROZEN = {
+    "train_at_the_end": ('''
+import torch
+
+def frozen_features(encoder, batches):
+    encoder.eval()
+    outputs = []
+    with torch.no_grad():
+        for batch in batches:
+            x = batch[0] if isinstance(batch, (tuple, list)) else batch
+            outputs.append(encoder(x).cpu())
+    encoder.train()                      # back to training mode, every module alike
+    return torch.cat(outputs, dim=0)
+''', "encoder.train() at the"),
+    "graph_kept": (_derived("frozen_features", "        with torch.no_grad():\n",
+                            "        if True:\n").replace(
+        "outputs.append(encoder(x).detach().cpu())", "outputs.append(encoder(x).cpu())"),
+        "attached to an autograd graph"),
+    "labels_fed_in": (_derived(
+        "frozen_features", "x = batch[0] if isinstance(batch, (tuple, list)) else batch",
+        "x = batch"), "feed the encoder batch[0]"),
+}
+
+# ------------------------------------------------------------------ linear probe
+LINEAR_PROBE = {
+    "last_of_tied_C": (_derived(
+        "linear_probe_done_right", "best_C = Cs[int(np.argmax(scores))]",
+        "best_C = Cs[len(scores) - 1 - int(np.argmax(scores[::-1]))]"), "keep the earliest C"),
+    "no_refit": (_derived(
+        "linear_probe_done_right",
+        "    centre, spread = X.mean(axis=0), X.std(axis=0)\n"
+        "    model = LogisticRegression(C=best_C, max_iter=2000).fit((X - centre) / spread, y)\n",
+        "    centre, spread = X[fitting].mean(axis=0), X[fitting].std(axis=0)\n"
+        "    model = LogisticRegression(C=best_C, max_iter=2000).fit(Z_fit, y[fitting])\n"),
+        "fitted on the fitting rows only"),
+}
+
 MISTAKES = {"knn_classify": KNN, "wilson_interval": WILSON, **DERIVED,
             "ridge_loo": RIDGE_LOO, "rank_bound": RANK_BOUND,
             "merge_topk": MERGE_TOPK,
             "retrieval_metrics": RETRIEVAL,
             "low_shot_eval": LOW_SHOT,
-            "region_bootstrap_miou": REGION_BOOTSTRAP}
+            "region_bootstrap_miou": REGION_BOOTSTRAP,
+            "attentive_probe": ATTENTIVE,
+            "transfer": TRANSFER,
+            "frozen_features": FROZEN,
+            "linear_probe_done_right": LINEAR_PROBE}
 
 # ------------------------------------------- the wrong answers of the check tests
 def _with_known_wrong_answers(table):
