@@ -194,8 +194,10 @@ GATED = {
     ("frozen_features", "running_stats_move"): {"frozen_features/restores_flags"},
     ("fold_batchnorm", "multiplies"): {"fold_batchnorm/properties",
                                        "fold_batchnorm/rejects_bad_scale"},
-    ("rank_bound", "balanced_floor"): {"rank_bound/properties"},
-    ("ridge_loo", "penalised_bias"): {"ridge_loo/properties"},
+    ("rank_bound", "balanced_floor"): {"rank_bound/properties", "rank_bound/absent_class"},
+    ("ridge_loo", "penalised_bias"): {"ridge_loo/properties", "ridge_loo/absent_class"},
+    ("linear_probe_done_right", "test_statistics"): {
+        "linear_probe_done_right/ties_to_earliest"},
 }
 for (_ex, _var), _extra in GATED.items():
     WRONG[_ex][_var] = (WRONG[_ex][_var][0], WRONG[_ex][_var][1] | _extra)

@@ -190,7 +190,289 @@ DERIVED = {
     },
 }
 
-MISTAKES = {"knn_classify": KNN, "wilson_interval": WILSON, **DERIVED}
+# ------------------------------------------------------------------ ridge LOO
+_RIDGE_PRESS = "press[j] = np.sum(loo**2) / (n * K)"
+
+RIDGE_LOO = {
+    "divides_by_n": (_derived("ridge_loo", _RIDGE_PRESS, "press[j] = np.sum(loo**2) / n"),
+                     "n K entries"),
+    "leverage_without_bias": (_derived(
+        "ridge_loo", "leverage = 1.0 / n + (U**2) @ shrink", "leverage = (U**2) @ shrink"),
+        "includes the term 1/n"),
+    "zero_one_targets": (_derived("ridge_loo", "T = -np.ones((n, K))", "T = np.zeros((n, K))"),
+                         "0/1 targets"),
+    "classes_from_unique": (_derived("ridge_loo", "n, K = len(H), int(y.max()) + 1",
+                                     "n, K = len(H), len(np.unique(y))"),
+                            "K = the largest label + 1"),
+}
+
+# ----------------------------------------------------------------- rank bound
+_RANK_COUNTS = "counts = np.sort(np.bincount(y, minlength=n_classes))"
+
+RANK_BOUND = {
+    "no_bias_column": (_derived("rank_bound", "design = np.hstack([H, np.ones((n, 1))])",
+                                "design = H"), "without the bias column"),
+    "drops_k_minus_r": (_derived("rank_bound", "dropped = n_classes - r - 1",
+                                 "dropped = n_classes - r"), "the bias adds one"),
+    "largest_counts": (_derived("rank_bound", _RANK_COUNTS, _RANK_COUNTS.replace(
+        "minlength=n_classes))", "minlength=n_classes))[::-1]")), "LARGEST counts"),
+    "columns_as_rank": (_derived("rank_bound", "r = int(np.linalg.matrix_rank(H))",
+                                 "r = H.shape[1]"), "not its number of columns"),
+    "negative_count_wraps": (_derived(
+        "rank_bound", "floor = int(counts[:dropped].sum()) if dropped > 0 else 0",
+        "floor = int(counts[:dropped].sum())"), "must not wrap around"),
+    "counts_of_present_labels": (_derived(
+        "rank_bound", _RANK_COUNTS, "counts = np.sort(np.unique(y, return_counts=True)[1])"),
+        "A class that counts 0"),
+}
+
+# ------------------------------------------------------------------ merge top-k
+_MERGE_ORDER = "order = np.lexsort((glob, -vals), axis=1)[:, :kk]"
+
+MERGE_TOPK = {
+    "local_indices": (_derived(
+        "merge_topk", "glob = np.concatenate([np.asarray(i).astype(np.int64) + int(off)",
+        "glob = np.concatenate([np.asarray(i).astype(np.int64) + 0 * int(off)"),
+        "add each shard's offset"),
+    "ties_in_pooled_order": (_derived(
+        "merge_topk", _MERGE_ORDER, 'order = np.argsort(-vals, axis=1, kind="stable")[:, :kk]'),
+        "smaller *global* index"),
+    "ascending": (_derived("merge_topk", _MERGE_ORDER,
+                           "order = np.lexsort((glob, vals), axis=1)[:, :kk]"),
+                  "k smallest similarities"),
+    "padded_to_k": ('''
+import numpy as np
+
+def merge_topk(shard_vals, shard_idx, offsets, k):
+    vals = np.concatenate([np.asarray(v, dtype=float) for v in shard_vals], axis=1)
+    glob = np.concatenate([np.asarray(i).astype(np.int64) + int(off)
+                           for i, off in zip(shard_idx, offsets)], axis=1)
+    out_v = np.full((len(vals), k), -np.inf)
+    out_i = np.full((len(vals), k), -1, dtype=np.int64)
+    order = np.lexsort((glob, -vals), axis=1)[:, :k]
+    n = order.shape[1]
+    out_v[:, :n] = np.take_along_axis(vals, order, axis=1)
+    out_i[:, :n] = np.take_along_axis(glob, order, axis=1)
+    return out_v, out_i
+''', "without padding"),
+    "shards_assumed_sorted": ('''
+import numpy as np
+
+def merge_topk(shard_vals, shard_idx, offsets, k):
+    m = np.asarray(shard_vals[0]).shape[0]
+    total = sum(np.asarray(v).shape[1] for v in shard_vals)
+    kk = min(k, total)
+    V = np.empty((m, kk))
+    I = np.empty((m, kk), dtype=np.int64)
+    for q in range(m):
+        heads = [0] * len(shard_vals)          # a k-way merge of (assumed) sorted lists
+        for j in range(kk):
+            best = None
+            for s, (v, i) in enumerate(zip(shard_vals, shard_idx)):
+                if heads[s] < np.shape(v)[1]:
+                    key = (-v[q, heads[s]], int(offsets[s]) + int(i[q, heads[s]]))
+                    if best is None or key < best[0]:
+                        best = (key, s)
+            (neg, g), s = best
+            V[q, j], I[q, j] = -neg, g
+            heads[s] += 1
+    return V, I
+''', "may come in any order"),
+}
+
+# ------------------------------------- McNemar and the paired bootstrap (same notebook)
+_MCNEMAR_HEAD = '''
+import numpy as np
+from scipy import stats
+
+def mcnemar_exact(a_correct, b_correct):
+    a = np.asarray(a_correct).astype(bool)
+    b = np.asarray(b_correct).astype(bool)
+    n01, n10 = int(np.sum(b & ~a)), int(np.sum(a & ~b))
+    if n01 + n10 == 0:
+        return 1.0
+'''
+_BOOT_HEAD = '''
+import numpy as np
+
+def paired_bootstrap_ci(a_correct, b_correct, n_boot, rng, level=0.95):
+    a = np.asarray(a_correct).astype(int)
+    b = np.asarray(b_correct).astype(int)
+    n = len(a)
+'''
+_BOOT_DRAW = '''
+    counts = rng.multinomial(n, cells / n, size=n_boot)
+'''
+_BOOT_CELLS = "    cells = np.bincount(2 * a + b, minlength=4)"
+_BOOT_GAINS = "    gains = (counts[:, 1] - counts[:, 2]) / n\n"
+_BOOT_TAILS = "[100 * (1 - level) / 2, 100 * (1 + level) / 2]"
+_BOOT_END = '''    lo, hi = np.percentile(gains, TAILS)
+    return float(b.mean() - a.mean()), float(lo), float(hi)
+'''
+
+PAIRED = {
+    "mcnemar_one_sided": (_MCNEMAR_HEAD + '''
+    return float(stats.binom.cdf(min(n01, n10), n01 + n10, 0.5))
+''', "one-sided tail"),
+    "mcnemar_uncapped": (_MCNEMAR_HEAD + '''
+    return float(2 * stats.binom.cdf(min(n01, n10), n01 + n10, 0.5))
+''', "cannot exceed 1"),
+    "mcnemar_chi_square": (_MCNEMAR_HEAD + '''
+    stat = (abs(n01 - n10) - 1) ** 2 / (n01 + n10)
+    return float(stats.chi2.sf(stat, 1))
+''', "chi-square approximation"),
+    "mcnemar_count_of_b": (_MCNEMAR_HEAD + '''
+    return float(min(1.0, 2 * stats.binom.cdf(n01, n01 + n10, 0.5)))
+''', "smaller of the two discordant counts"),
+    "bootstrap_gain_reversed": (_BOOT_HEAD + _BOOT_CELLS + _BOOT_DRAW + _BOOT_GAINS + '''
+    lo, hi = np.percentile(gains, TAILS)
+    return float(a.mean() - b.mean()), float(lo), float(hi)
+'''.replace("TAILS", _BOOT_TAILS), "B's accuracy minus A's"),
+    "bootstrap_cells_swapped": (_BOOT_HEAD + _BOOT_CELLS + _BOOT_DRAW
+                                + "    gains = (counts[:, 2] - counts[:, 1]) / n\n"
+                                + _BOOT_END.replace("TAILS", _BOOT_TAILS),
+                                "cell 1 (only B right) counts for B"),
+    "bootstrap_fixed_95": (_BOOT_HEAD + _BOOT_CELLS + _BOOT_DRAW + _BOOT_GAINS
+                           + _BOOT_END.replace("TAILS", "[2.5, 97.5]"),
+                           "the 95% one although level"),
+    "bootstrap_one_tail_each": (_BOOT_HEAD + _BOOT_CELLS + _BOOT_DRAW + _BOOT_GAINS
+                                + _BOOT_END.replace("TAILS", "[100 * (1 - level), 100 * level]"),
+                                "1 - level out in each tail"),
+    "bootstrap_no_minlength": (_BOOT_HEAD + "    cells = np.bincount(2 * a + b)" + _BOOT_DRAW
+                               + _BOOT_GAINS + _BOOT_END.replace("TAILS", _BOOT_TAILS),
+                               "count with minlength=4"),
+}
+WILSON.update(PAIRED)
+
+# ------------------------------------------------------------------ retrieval
+RETRIEVAL = {
+    "ideal_over_k": (_derived(
+        "retrieval_metrics",
+        'out[f"ndcg@{k}"] = float(np.mean(dcg[:, top] / ideal[np.minimum(n_rel, top + 1) - 1]))',
+        'out[f"ndcg@{k}"] = float(np.mean(dcg[:, top] / ideal[top]))'),
+        "min(k, R) relevant items at the top"),
+    "discount_shifted": (_derived(
+        "retrieval_metrics", "discount = 1.0 / np.log2(ranks + 1)",
+        "discount = 1.0 / np.log2(ranks + 2)"), "discounted by 1 / log2(2) = 1"),
+}
+
+# ------------------------------------------------------------------ low-shot
+LOW_SHOT = {
+    # the check tests' ddof=0 answer, named more closely (its feedback words, "ddof=1",
+    # also close the hint of every other spread mistake)
+    "ddof0": (_derived(
+        "low_shot_eval", "return float(accuracies.mean()), float(accuracies.std(ddof=1))",
+        "return float(accuracies.mean()), float(accuracies.std())"),
+        "is the population standard deviation"),
+    "means_not_rescaled": (_derived(
+        "low_shot_eval",
+        "centres = centres / np.linalg.norm(centres, axis=1, keepdims=True)",
+        "pass"), "rescale each class mean"),
+    "raw_pool": (_derived(
+        "low_shot_eval", "pool = pool / np.linalg.norm(pool, axis=1, keepdims=True)", "pass"),
+        "scale every row of train_h to unit length before averaging"),
+    "standard_error": (_derived(
+        "low_shot_eval", "return float(accuracies.mean()), float(accuracies.std(ddof=1))",
+        "return float(accuracies.mean()), float(accuracies.std(ddof=1) / np.sqrt(n_draws))"),
+        "you returned the standard error"),
+}
+
+# ------------------------------------------------------- region bootstrap mIoU
+_REGION_IDS = "ids, which = np.unique(np.asarray(regions), return_inverse=True)"
+
+REGION_BOOTSTRAP = {
+    "tiles_resampled": (_derived(
+        "region_bootstrap_miou", _REGION_IDS,
+        "ids = which = np.arange(len(counts))              # every tile on its own"),
+        "Your interval resamples tiles"),
+    "mean_of_tile_mious": (_derived(
+        "region_bootstrap_miou",
+        "return float(miou_of(counts.sum(axis=0))), float(lo), float(hi)",
+        "return float(np.mean(miou_of(counts))), float(lo), float(hi)"),
+        "average of the tiles' own mIoUs"),
+    "ids_as_indices": (_derived(
+        "region_bootstrap_miou", _REGION_IDS,
+        "which = np.asarray(regions); ids = np.arange(which.max() + 1)"),
+        "an id is a name, not an index"),
+    "absent_class_as_zero": (_derived(
+        "region_bootstrap_miou", "return ratio.sum(axis=-1) / present.sum(axis=-1)",
+        "return ratio.mean(axis=-1)"), "counted the class as IoU 0"),
+}
+
+# ---------------------------------------------------------------- attentive probe
+_ATT_SCORES = ('scores = np.einsum("bthc,hc->bht", keys, queries) / np.sqrt(head_width)')
+
+ATTENTIVE = {
+    "unscaled_scores": (_derived("attentive_probe", _ATT_SCORES, _ATT_SCORES.replace(
+        " / np.sqrt(head_width)", "")), "not divided by sqrt(dk)"),
+    "scaled_by_full_width": (_derived("attentive_probe", _ATT_SCORES, _ATT_SCORES.replace(
+        "np.sqrt(head_width)", "np.sqrt(width)")), "divide by sqrt(dk) = sqrt(d / n_heads)"),
+    "wo_transposed": (_derived("attentive_probe", "return pooled @ Wo @ W_cls, weights",
+                               "return pooled @ Wo.T @ W_cls, weights"),
+                      "use W_O transposed"),
+}
+
+# ---------------------------------------------------------------------- transfer
+TRANSFER = {
+    "gradient_without_two": (_derived(
+        "transfer", "step_v = (2.0 / n) * (B @ back)", "step_v = (1.0 / n) * (B @ back)")
+        .replace("step_B = (2.0 / n) * np.outer(v, back)", "step_B = (1.0 / n) * np.outer(v, back)"),
+        "carries the factor 2/n, not 1/n"),
+    "one_step_more": (_derived("transfer", "for _ in range(steps):", "for _ in range(steps + 1):"),
+                      "steps instead of"),
+    "lp_moves_features": (_derived("transfer", "probed = descend(v0, B0, False)",
+                                   "probed = descend(v0, B0, True)"),
+                          "LP must keep B fixed at B0"),
+}
+
+# ---------------------------------------------------------------- frozen features
+FROZEN = {
+    "train_at_the_end": ('''
+import torch
+
+def frozen_features(encoder, batches):
+    encoder.eval()
+    outputs = []
+    with torch.no_grad():
+        for batch in batches:
+            x = batch[0] if isinstance(batch, (tuple, list)) else batch
+            outputs.append(encoder(x).cpu())
+    encoder.train()                      # back to training mode, every module alike
+    return torch.cat(outputs, dim=0)
+''', "encoder.train() at the"),
+    "graph_kept": (_derived("frozen_features", "        with torch.no_grad():\n",
+                            "        if True:\n").replace(
+        "outputs.append(encoder(x).detach().cpu())", "outputs.append(encoder(x).cpu())"),
+        "attached to an autograd graph"),
+    "labels_fed_in": (_derived(
+        "frozen_features", "x = batch[0] if isinstance(batch, (tuple, list)) else batch",
+        "x = batch"), "feed the encoder batch[0]"),
+}
+
+# ------------------------------------------------------------------ linear probe
+LINEAR_PROBE = {
+    "last_of_tied_C": (_derived(
+        "linear_probe_done_right", "best_C = Cs[int(np.argmax(scores))]",
+        "best_C = Cs[len(scores) - 1 - int(np.argmax(scores[::-1]))]"), "keep the earliest C"),
+    "no_refit": (_derived(
+        "linear_probe_done_right",
+        "    centre, spread = X.mean(axis=0), X.std(axis=0)\n"
+        "    model = LogisticRegression(C=best_C, max_iter=2000).fit((X - centre) / spread, y)\n",
+        "    centre, spread = X[fitting].mean(axis=0), X[fitting].std(axis=0)\n"
+        "    model = LogisticRegression(C=best_C, max_iter=2000).fit(Z_fit, y[fitting])\n"),
+        "fitted on the fitting rows only"),
+}
+
+MISTAKES = {"knn_classify": KNN, "wilson_interval": WILSON, **DERIVED,
+            "ridge_loo": RIDGE_LOO, "rank_bound": RANK_BOUND,
+            "merge_topk": MERGE_TOPK,
+            "retrieval_metrics": RETRIEVAL,
+            "low_shot_eval": LOW_SHOT,
+            "region_bootstrap_miou": REGION_BOOTSTRAP,
+            "attentive_probe": ATTENTIVE,
+            "transfer": TRANSFER,
+            "frozen_features": FROZEN,
+            "linear_probe_done_right": LINEAR_PROBE}
 
 # ------------------------------------------- the wrong answers of the check tests
 def _with_known_wrong_answers(table):

@@ -134,9 +134,16 @@ def restores_flags(fn, rng):
         wrong = [k for k in before if after.get(k) != before[k]]
         msg = (f"with the {label}, {len(wrong)} module(s) came back with a different "
                f"training flag (e.g. {wrong[0] if wrong else ''}: was "
-               f"{before[wrong[0]] if wrong else ''}). Leaving the encoder in evaluation "
-               "mode silently changes the caller's model: record every submodule's own flag "
-               "before encoder.eval() and set each back afterwards.") if wrong else ""
+               f"{before[wrong[0]] if wrong else ''}). ") if wrong else ""
+        if wrong and all(after.values()):
+            msg += ("Every module came back in training mode, so the modules that were "
+                    "deliberately in evaluation mode lost their flag: encoder.train() at the "
+                    "end (or restoring the top module's flag alone) is not enough. Record "
+                    "every submodule's own flag before encoder.eval() and set each back.")
+        elif wrong:
+            msg += ("Leaving the encoder in evaluation mode silently changes the caller's "
+                    "model: record every submodule's own flag before encoder.eval() and set "
+                    "each back afterwards.")
         out += gate([finding(label, not wrong, 1, msg)],
                     _wrong_features(got, want) and f"features: {_wrong_features(got, want)}")
     return out
@@ -150,7 +157,14 @@ def output(fn, rng):
     xs = _batches(rng, (3, 6, 2))
     batches = [(x, torch.zeros(len(x), dtype=torch.long)) for x in xs]
     want = _ref(copy.deepcopy(enc), [(x.clone(), y) for x, y in batches])
-    got = _features(fn, enc, batches)
+    try:
+        got = _features(fn, enc, batches)
+    except StudentError as exc:
+        # plain tensors work (the other checks pass them): the tuples are the trouble
+        return [finding("shape and order", False, 1,
+                        f"with batches that are (input, label) tuples: {exc}. Such a batch "
+                        "is not a tensor: feed the encoder batch[0], the input only, and "
+                        "ignore the label.")]
     if tuple(got.shape) != tuple(want.shape):
         return [finding("shape and order", False, 1,
                         f"the result has shape {tuple(got.shape)}, expected "

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._framework import StudentError, call_student, finding, register
-from ._helpers import frozen_copies, is_plain_float, mutated, unpack
+from ._helpers import frozen_copies, gate, is_plain_float, mutated, unpack
 from ._memo import remembered
 
 EX = "linear_probe_done_right"
@@ -65,6 +65,23 @@ def _call(fn, *args, **kw):
                            f"(best_C, test_accuracy), got {out!r}") from None
 
 
+_NO_REFIT = (" That is the test accuracy of the model fitted on the fitting rows only: "
+             "once C is chosen, refit on the whole training set, standardised with the "
+             "mean and std of all its rows, before the single test.")
+
+
+def _fitting_rows_only(htr, ytr, hte, yte, C, seed):
+    """Test accuracy of the model fitted on the fitting rows alone (no refit)."""
+    from sklearn.linear_model import LogisticRegression
+
+    n = len(htr)
+    fitting = np.random.default_rng(seed).permutation(n)[n // 5:]
+    centre, spread = htr[fitting].mean(axis=0), htr[fitting].std(axis=0)
+    model = LogisticRegression(C=C, max_iter=2000).fit((htr[fitting] - centre) / spread,
+                                                       ytr[fitting])
+    return float(model.score((hte - centre) / spread, yte))
+
+
 @register(f"{EX}/recipe", points=3,
           summary="best C and test accuracy equal the honest recipe's")
 def recipe(fn, rng):
@@ -84,7 +101,11 @@ def recipe(fn, rng):
         msg = (f"you chose C = {C:g}; the honest recipe chooses C = {want_C:g} (first C with "
                f"the best accuracy on the validation split perm[:n // 5] of "
                f"default_rng({seed}).permutation(n)).")
-        if C == CS[int(np.argmax(test_acc))]:
+        last = len(CS) - 1 - int(np.argmax(val_acc[::-1]))
+        if C == CS[last] and val_acc[last] == val_acc[best]:
+            msg += (" Your C has the best validation accuracy too, but a later one: when "
+                    "several C tie, keep the earliest C in the order of Cs.")
+        elif C == CS[int(np.argmax(test_acc))]:
             msg += (" Your C is the one with the best TEST accuracy: choosing C by looking "
                     "at the test set reports an optimistic number. Choose it on the "
                     "validation split carved from the training set.")
@@ -95,6 +116,8 @@ def recipe(fn, rng):
             msg += (" That is the accuracy obtained by standardising the test set with its "
                     "own mean and std: standardise it with the TRAINING set's statistics, "
                     "the only ones a deployed probe knows.")
+        elif abs(acc - _fitting_rows_only(htr, ytr, hte, yte, want_C, seed)) < 1e-9:
+            msg += _NO_REFIT
         else:
             msg += (" Refit on the whole training set standardised with its own mean and "
                     "std (ddof=0) and apply those same statistics to the test set.")
@@ -116,9 +139,15 @@ def selection_ignores_test_set(fn, rng):
             break
     C, _, _ = _call(fn, htr.copy(), ytr.copy(), hte.copy(), y_fake, list(CS), seed=seed)
     ok = C == CS[best]
-    msg = (f"with the test labels replaced by random ones you chose C = {C:g} instead of "
-           f"C = {CS[best]:g}. The test set may only be scored once, after C is fixed: "
-           "pick C by validation accuracy on perm[:n // 5] of the training set.")
+    tied = [c for c, a in zip(CS, val_acc) if a == val_acc[best]]
+    if C in tied[1:] and C != CS[int(np.argmax(test_acc))]:
+        msg = (f"you chose C = {C:g}, which ties on validation accuracy with C = "
+               f"{CS[best]:g}: keep the earliest C in the order of Cs that reaches the "
+               "highest validation accuracy.")
+    else:
+        msg = (f"with the test labels replaced by random ones you chose C = {C:g} instead "
+               f"of C = {CS[best]:g}. The test set may only be scored once, after C is "
+               "fixed: pick C by validation accuracy on perm[:n // 5] of the training set.")
     return [finding("selection ignores the test set", ok, 2, msg)]
 
 
@@ -138,7 +167,9 @@ def test_uses_training_statistics(fn, rng):
            f"accuracy is {got:.4f}, the recipe gives {want:.4f}.")
     _, unshifted, _ = _call(fn, htr.copy(), ytr.copy(), hte.copy(), yte.copy(), list(Cs),
                             seed=seed)
-    if abs(unshifted - got) < 1e-12:
+    if abs(got - _fitting_rows_only(htr, ytr, hte_shifted, yte, Cs[0], seed)) < 1e-9:
+        msg += _NO_REFIT
+    elif abs(unshifted - got) < 1e-12:
         msg += (" Your accuracy did not react to the shift at all, so you standardise the "
                 "test set with its own mean and std. Use the whole training set's mean and "
                 "std for the test set, the way a deployed probe would see a new camera.")
@@ -172,3 +203,27 @@ def properties(fn, rng):
     except (TypeError, ValueError):
         problems.append(f"test_accuracy = {acc!r} is not a number")
     return [finding("properties", not problems, 1, "; ".join(problems))]
+
+
+@register(f"{EX}/ties_to_earliest", points=1,
+          summary="of several C with the same validation accuracy, the earliest is kept")
+def ties_to_earliest(fn, rng):
+    htr, ytr, hte, yte = _setup(rng, n_train=80, n_test=40, shift=1.0)
+    seed = int(rng.integers(0, 1000))
+    # one candidate first: with no choice to make the answer must be right, so that the
+    # finding below is about the choice alone
+    C1, acc1, _ = _call(fn, htr.copy(), ytr.copy(), hte.copy(), yte.copy(), [0.1], seed=seed)
+    want1 = _ref(htr, ytr, hte, yte, [0.1], seed=seed)
+    if C1 != want1[0] or abs(acc1 - want1[1]) > 1e-9:
+        return gate([finding("ties to the earliest C", False, 1, "")],
+                    f"with the single candidate C = 0.1, (best_C, test_accuracy) = "
+                    f"({C1:g}, {acc1:.4f}) instead of ({want1[0]:g}, {want1[1]:.4f})")
+    Cs = [1e-6, 1e-5, 1e-4]      # so strongly regularised that every C predicts alike
+    val_acc, _ = _grid(htr, ytr, hte, yte, Cs, seed=seed)
+    want_C, _ = _ref(htr, ytr, hte, yte, Cs, seed=seed)
+    C, _, _ = _call(fn, htr.copy(), ytr.copy(), hte.copy(), yte.copy(), list(Cs), seed=seed)
+    tied = ", ".join(f"{c:g}" for c, a in zip(Cs, val_acc) if a == val_acc.max())
+    return [finding("ties to the earliest C", C == want_C, 1,
+                    f"the candidates C = {tied} reach the same validation accuracy "
+                    f"({val_acc.max():.4f}) and you returned C = {C:g}: keep the earliest C "
+                    "in the order of Cs that reaches the highest validation accuracy.")]

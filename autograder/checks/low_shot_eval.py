@@ -47,6 +47,41 @@ def _state(gen):
     return gen.bit_generator.state
 
 
+def _variant(data, shots, draws, seed, unit_rows=True, unit_means=True):
+    """The prescribed procedure with one step left out (the pool's rows or the class means
+    not scaled to unit length), on the generator np.random.default_rng(seed)."""
+    train_h, train_y, test_h, test_y = data
+    gen = np.random.default_rng(seed)
+    pool = train_h / np.linalg.norm(train_h, axis=1, keepdims=True) if unit_rows else train_h
+    queries = test_h / np.linalg.norm(test_h, axis=1, keepdims=True)
+    classes = np.unique(train_y)
+    accs = []
+    for _ in range(draws):
+        means = np.stack([pool[gen.choice(np.flatnonzero(train_y == c), size=shots,
+                                          replace=False)].mean(axis=0) for c in classes])
+        if unit_means:
+            means = means / np.linalg.norm(means, axis=1, keepdims=True)
+        accs.append(np.mean(classes[np.argmax(queries @ means.T, axis=1)] == test_y))
+    return float(np.mean(accs)), float(np.std(accs, ddof=1))
+
+
+def _same(m, s, pair):
+    return abs(m - pair[0]) < 1e-12 and abs(s - pair[1]) < 1e-12
+
+
+def _step_left_out(m, s, data, shots, draws, seed):
+    """The sentence naming a normalisation left out, if that explains (m, s); else ''."""
+    if _same(m, s, _variant(data, shots, draws, seed, unit_means=False)):
+        return (" Your random calls are right, but your class means are not rescaled: "
+                "after averaging the unit features of a support, rescale each class mean "
+                "to unit length, so that every class is compared by its direction alone.")
+    if _same(m, s, _variant(data, shots, draws, seed, unit_rows=False)):
+        return (" Your random calls are right, but you averaged the raw features: scale "
+                "every row of train_h to unit length before averaging, or the longest "
+                "vectors of a support dominate its mean.")
+    return ""
+
+
 @register(f"{EX}/matches_reference", points=3,
           summary="mean and standard deviation equal the reference for the same generator")
 def matches_reference(fn, rng):
@@ -69,7 +104,8 @@ def matches_reference(fn, rng):
                 hint = (" Your mean is right but you returned the standard error of the "
                         "mean; the task asks for the standard deviation over draws (ddof=1).")
             else:
-                hint = " Your mean is right but the standard deviation differs."
+                hint = (_step_left_out(m, s, data, n_per_class, n_draws, seed)
+                        or " Your mean is right but the standard deviation differs.")
         elif _state(gen) not in (_state(ref_gen), _state(np.random.default_rng(seed))):
             hint = (" After your function the generator is not where the prescribed calls "
                     "leave it: you made other random calls (a permutation, a shuffle, a "
@@ -77,6 +113,8 @@ def matches_reference(fn, rng):
                     "For each draw, loop over the classes of np.unique(train_y) in "
                     "increasing order and call rng.choice(np.flatnonzero(train_y == label), "
                     "size=n_per_class, replace=False) once per class, and nothing else.")
+        elif _step_left_out(m, s, data, n_per_class, n_draws, seed):
+            hint = _step_left_out(m, s, data, n_per_class, n_draws, seed)
         else:
             hint = (" Your supports differ from the prescribed ones: for each draw, loop over "
                     "the classes of np.unique(train_y) in increasing order and call "

@@ -61,6 +61,20 @@ def _same(got, want):
             and np.array_equal(got[1], want[1]) and np.allclose(got[0], want[0], rtol=0, atol=1e-12))
 
 
+def _without_offsets(got, vals, idx, k):
+    """Whether ``got`` is the merge that keeps the shards' local row numbers (no offset
+    added; ties then fall to the smaller local number)."""
+    v = np.concatenate(vals, axis=1)
+    loc = np.concatenate(idx, axis=1)
+    order = np.lexsort((loc, -v), axis=1)[:, :min(k, v.shape[1])]
+    return _same(got, (np.take_along_axis(v, order, axis=1),
+                       np.take_along_axis(loc, order, axis=1)))
+
+
+_OFFSET_HINT = (" Your indices are the shards' local row numbers: add each shard's offset "
+                "(global index = offsets[s] + local index).")
+
+
 @register(f"{EX}/matches_whole_bank", points=3,
           summary="the merged lists equal the top-k of the whole bank (uneven shards, shuffled columns)")
 def matches_whole_bank(fn, rng):
@@ -85,12 +99,14 @@ def matches_whole_bank(fn, rng):
         else:
             # the values are right; are the indices the local ones?
             local = np.concatenate(idx, axis=1)
-            owner = np.searchsorted([b for _, b in bounds], want[1], side="right")
-            if np.array_equal(got[1], want[1] - np.asarray(offsets)[owner]):
-                msg += (" Your indices are the shards' local row numbers: add each shard's "
-                        "offset (global index = offsets[s] + local index).")
+            if _without_offsets(got, vals, idx, k):
+                msg += _OFFSET_HINT
             elif got[1].max(initial=0) < local.max(initial=0) + 1:
                 msg += " Check that every index is turned into a global one with its shard's offset."
+    elif np.allclose(got[0], np.sort(np.concatenate(vals, axis=1), axis=1)[:, :k],
+                     atol=1e-12):
+        msg += (" You kept the k smallest similarities, in increasing order: the most "
+                "similar rows come first, so sort on -vals.")
     else:
         try:
             pre = _shard_lists(sims, bounds, k, rng, shuffle=False)
@@ -121,7 +137,9 @@ def ties_across_shards(fn, rng):
             continue
         msg = (f"with similarities that take only four values (ties across shards) and "
                f"k = {k}: {differs(got, want, rtol=0, atol=1e-12)}.")
-        if got[0].shape == want[0].shape and np.allclose(got[0], want[0], atol=1e-12):
+        if _without_offsets(got, vals, idx, k):
+            msg += _OFFSET_HINT
+        elif got[0].shape == want[0].shape and np.allclose(got[0], want[0], atol=1e-12):
             msg += (" The similarities are right, the indices are not: among equal "
                     "similarities the smaller *global* index comes first, and when the tie "
                     "is at the k-th place the smaller indices are kept (sort on the global "
@@ -148,10 +166,17 @@ def short_and_empty_shards(fn, rng):
                             f"({exc}). A shard smaller than k reports all its rows, an empty "
                             "one an (m, 0) array; pool what is there.")]
         if not _same(got, want):
-            return [finding("short and empty shards", False, 1,
-                            f"with shards of {sizes} rows and k = {k} the result differs "
-                            f"({differs(got, want, rtol=0, atol=1e-12)}); with fewer than k "
-                            f"candidates in all, return all {min(k, n)} of them.")]
+            msg = (f"with shards of {sizes} rows and k = {k} the result differs "
+                   f"({differs(got, want, rtol=0, atol=1e-12)})")
+            if got[0].shape != want[0].shape:
+                msg += (f"; with fewer than k candidates in all, return all {min(k, n)} of "
+                        "them, without padding.")
+            elif _without_offsets(got, vals, idx, k):
+                msg += "." + _OFFSET_HINT
+            else:
+                msg += ("; an empty shard has no row, but its offset still places the "
+                        "shards after it.")
+            return [finding("short and empty shards", False, 1, msg)]
     return [finding("short and empty shards", True, 1, "")]
 
 

@@ -62,6 +62,42 @@ def _problem(rng, n_q=40, n_c=120, K=5):
     return qh, qy, ch, cy
 
 
+def _ndcg_variants(qh, qy, ch, cy, ks):
+    """nDCG@k with the ideal DCG over k ranks instead of min(k, R), and with the discount
+    1 / log2(j + 2) of ranks counted from 1 (two typical slips), on the same ranking."""
+    q = qh / np.linalg.norm(qh, axis=1, keepdims=True)
+    c = ch / np.linalg.norm(ch, axis=1, keepdims=True)
+    rel = cy[np.argsort(-(q @ c.T), axis=1, kind="stable")] == qy[:, None]
+    n_rel = rel.sum(axis=1)
+    rel, n_rel = rel[n_rel > 0], n_rel[n_rel > 0]
+    ranks = np.arange(1, rel.shape[1] + 1)
+    out = {}
+    for name, disc in (("ideal_k", 1.0 / np.log2(ranks + 1)),
+                       ("shifted", 1.0 / np.log2(ranks + 2))):
+        dcg, ideal = np.cumsum(rel * disc, axis=1), np.cumsum(disc)
+        vals = {}
+        for k in ks:
+            top = min(k, rel.shape[1]) - 1
+            cut = top if name == "ideal_k" else np.minimum(n_rel, top + 1) - 1
+            vals[f"ndcg@{k}"] = float(np.mean(dcg[:, top] / ideal[cut]))
+        out[name] = vals
+    return out
+
+
+def _ndcg_cause(got, qh, qy, ch, cy, ks):
+    """The sentence that names what makes the student's nDCG differ."""
+    variants = _ndcg_variants(qh, qy, ch, cy, ks)
+    if all(abs(got[k] - v) < 1e-12 for k, v in variants["ideal_k"].items()):
+        return (" Your ideal DCG sums k discounts. The best ranking puts the min(k, R) "
+                "relevant items at the top, so when R < k it sums only R discounts "
+                "1 / log2(j + 1).")
+    if all(abs(got[k] - v) < 1e-12 for k, v in variants["shifted"].items()):
+        return (" Your discounts are 1 / log2(j + 2) for ranks j counted from 1: the item "
+                "at rank j = 1 is discounted by 1 / log2(2) = 1, not by 1 / log2(3).")
+    return (" nDCG@k divides DCG@k (the sum over the top k of rel_j / log2(j + 1), with "
+            "j = 1 for the first item) by the best DCG@k possible for that query.")
+
+
 @register(f"{EX}/matches_reference", points=3,
           summary="every metric equals the reference on random data without ties")
 def matches_reference(fn, rng):
@@ -80,8 +116,7 @@ def matches_reference(fn, rng):
                 "relevant items that appear in the top k (found / R), not whether one "
                 "of them does.")
     elif any(k.startswith("ndcg@") for k in bad):
-        msg += (" nDCG@k divides DCG@k = sum over the top k of rel_j / log2(j + 1) (ranks "
-                "j from 1) by the ideal DCG of min(k, R) relevant items at the top.")
+        msg += _ndcg_cause(got, qh, qy, ch, cy, ks)
     elif "map" in bad:
         msg += (" Average precision averages precision@j over the ranks j of ALL R relevant "
                 "items in the whole ranking, and divides by R.")
@@ -131,9 +166,13 @@ def ties_by_index(fn, rng):
         proxy = np.vstack([unit, unit - 1e-9 * away])
         got, _ = _call(fn, qh[i:i + 1], qy[i:i + 1], ch, cy, ks)
         want, _ = _call(fn, qh[i:i + 1], qy[i:i + 1], proxy, cy, ks)
-        wrong = differs(want, _ref(qh[i:i + 1], qy[i:i + 1], proxy, cy, ks=ks))
+        ref = _ref(qh[i:i + 1], qy[i:i + 1], proxy, cy, ks=ks)
+        wrong = differs(want, ref)
         if wrong:
-            return gate([finding("ties by index", False, 1, "")],
+            # the metrics are wrong without ties already: say why when it is the nDCG
+            why = (_ndcg_cause(want, qh[i:i + 1], qy[i:i + 1], proxy, cy, ks).strip()
+                   if any(k.startswith("ndcg@") for k in _differs(want, ref)) else "")
+            return gate([finding("ties by index", False, 1, why)],
                         f"on a corpus without ties: {wrong}")
         bad = _differs(got, want)
         if bad:
@@ -234,8 +273,7 @@ def fewer_relevant_than_k(fn, rng):
     msg = (f"with a label that has only R = 2 relevant items in the corpus and k up to 10: "
            f"{shown}.")
     if any(k.startswith("ndcg@") for k in bad):
-        msg += (" The ideal DCG@k puts the min(k, R) relevant items at the top: when R < k "
-                "it sums only R discounts 1 / log2(j + 1), not k of them.")
+        msg += _ndcg_cause(got, qh, qy, ch, cy, ks)
     if any(k.startswith("recall@") for k in bad):
         msg += " recall@k divides by R, the number of relevant items, which may be below k."
     return [finding("R < k", False, 1, msg)]

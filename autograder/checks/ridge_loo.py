@@ -45,6 +45,55 @@ def _call(fn, h, y, lams):
     return best, press.astype(float)
 
 
+def _variant(h, y, lams, *, penalise_bias=False, bias_leverage=True, zero_one=False):
+    """PRESS with one typical mistake (explicit hat matrices; the inputs here are small):
+    the bias penalised like the weights, the leverage without the bias's 1/n, or targets
+    in {0, 1} instead of {-1, 1}."""
+    n, K = len(h), int(y.max()) + 1
+    T = np.zeros((n, K)) if zero_one else -np.ones((n, K))
+    T[np.arange(n), y] = 1.0
+    out = []
+    for lam in lams:
+        if penalise_bias:
+            Z = np.hstack([np.ones((n, 1)), h])
+            hat = Z @ np.linalg.solve(Z.T @ Z + lam * np.eye(Z.shape[1]), Z.T)
+            fitted, lev = hat @ T, np.diag(hat)
+        else:
+            Hc, Tc = h - h.mean(0), T - T.mean(0)
+            hat = Hc @ np.linalg.solve(Hc.T @ Hc + lam * np.eye(h.shape[1]), Hc.T)
+            fitted = T.mean(0) + hat @ Tc
+            lev = np.diag(hat) + (1.0 / n if bias_leverage else 0.0)
+        e = (T - fitted) / (1.0 - lev)[:, None]
+        out.append(np.sum(e ** 2) / (n * K))
+    return np.array(out)
+
+
+def _diagnosis(h, y, lams, press, want):
+    """What a wrong PRESS array is, in the student's terms (from its values alone)."""
+    n, K = len(h), int(y.max()) + 1
+    close = lambda a: np.allclose(press, a, rtol=1e-6, atol=1e-12)  # noqa: E731
+    ratio = press / want
+    if np.all(np.isfinite(ratio)) and np.allclose(ratio, ratio[0], rtol=1e-6):
+        r = float(ratio[0])
+        if np.isclose(r, 0.25, rtol=1e-6):
+            return ("Every value is a quarter of the exact one, which is what 0/1 targets "
+                    "give: the targets are -1 in every column but the true class's, where "
+                    "they are +1.")
+        return (f"Every value is off by the same factor {r:.4g}: average over the n K "
+                "entries, PRESS = sum_i ||e_(i)||^2 / (n K).")
+    if close(_variant(h, y, lams, penalise_bias=True)):
+        return ("Your PRESS is that of a probe whose bias is penalised like the weights. "
+                "The bias must stay an unpenalised bias: centre the features and the "
+                "targets with their training means (or leave the intercept out of the "
+                "penalty).")
+    if close(_variant(h, y, lams, bias_leverage=False)):
+        return ("Your leverages lack the bias's share: with an intercept the hat matrix is "
+                "(1/n) 1 1^T + U diag(s^2 / (s^2 + lambda)) U^T, so every leverage "
+                "includes the term 1/n.")
+    return ("Compare your residuals with explicit refits without one training point, "
+            "for one lambda: e_(i) = (t_i - fitted_i) / (1 - leverage_i).")
+
+
 @register(f"{EX}/matches_reference", points=3,
           summary="PRESS values and the chosen lambda equal the exact leave-one-out")
 def matches_reference(fn, rng):
@@ -57,16 +106,8 @@ def matches_reference(fn, rng):
         return [finding("matches the reference", True, 3, "")]
     if not np.allclose(press, want, rtol=1e-6, atol=1e-12):
         j = int(np.argmax(np.abs(press - want)))
-        ratio = press[j] / want[j] if want[j] else np.nan
         msg = (f"PRESS at lambda = {lams[j]:g} is {press[j]:.6g}, the exact leave-one-out "
-               f"value is {want[j]:.6g}.")
-        if np.isfinite(ratio) and np.allclose(press / want, ratio, rtol=1e-6):
-            msg += (f" Every value is off by the same factor {ratio:.4g}: average over "
-                    "n K entries, PRESS = sum_i ||e_(i)||^2 / (n K).")
-        else:
-            msg += (" Check the targets (+1 in the true class's column, -1 elsewhere), "
-                    "the unpenalised bias, and the residual e_(i) = (t_i - fitted_i) / "
-                    "(1 - leverage_i).")
+               f"value is {want[j]:.6g}. " + _diagnosis(h, y, lams, press, want))
     else:
         msg = (f"PRESS is right but you chose lambda = {best:g}; the first lambda of "
                f"minimal PRESS is {want_best:g}.")
@@ -128,3 +169,32 @@ def properties(fn, rng):
         problems.append("press should be a float NumPy array")
     return gate([finding("properties", not problems, 1, "; ".join(problems))],
                 differs(out, want, rtol=1e-6))
+
+
+@register(f"{EX}/absent_class", points=1,
+          summary="a label that never occurs below the largest one still has its column")
+def absent_class(fn, rng):
+    h, y = _data(rng, n=36, d=5, K=4)
+    lams = np.logspace(-2, 2, 5)
+    # the same features with every class present: there the answer must be right, so
+    # that the finding below is about the absent class alone
+    _, full = _call(fn, h, y, lams)
+    wrong = differs(full, _ref(h, y, lams)[1], rtol=1e-6)
+    if wrong:
+        return gate([finding("absent class", False, 1, "")],
+                    f"PRESS with every class present: {wrong}")
+    gone = int(rng.integers(1, 3))                      # class 1 or 2 has no example
+    y = np.where(y == gone, 3, y)
+    want = _ref(h, y, lams)[1]
+    labels = ", ".join(map(str, np.unique(y)))
+    tell = (f"with the labels {{{labels}}} (class {gone} has no example) the number of "
+            "columns is K = the largest label + 1 = 4, not the number of distinct labels: "
+            "the absent class keeps its column of -1 targets and counts in the n K of the "
+            "average.")
+    try:
+        _, press = _call(fn, h, y, lams)
+    except StudentError as exc:
+        return [finding("absent class", False, 1, f"{exc}. {tell}")]
+    ok = np.allclose(press, want, rtol=1e-6, atol=1e-12)
+    return [finding("absent class", ok, 1,
+                    f"your PRESS differs ({differs(press, want, rtol=1e-6)}): {tell}")]

@@ -103,6 +103,20 @@ def _explain(got, want, X, y, B0, v0, lr, steps):
             return (f"Your updates are sequential: you update {first} first and then take "
                     f"the other gradient at the NEW {first}. Compute both gradients at the "
                     "current (v, B), then update both (simultaneous updates).")
+    n = len(X)
+    for factor, why in ((0.5, "Your steps are half as long as they should be: the gradient "
+                              "of (1/n)||r||^2 carries the factor 2/n, not 1/n."),
+                        (float(n), "Your steps are n times too long: the loss is the MEAN "
+                                   "of the squared residuals, so its gradient carries the "
+                                   "factor 2/n, not 2.")):
+        alt = _ref(X, y, B0, v0, lr * factor, steps)
+        if all(_same(got[k], alt[k]) for k in METHODS):
+            return why
+    for other in (steps - 1, steps + 1):
+        alt = _ref(X, y, B0, v0, lr, other) if other >= 0 else None
+        if alt is not None and all(_same(got[k], alt[k]) for k in METHODS):
+            return (f"Your parameters are those after {other} steps instead of {steps}: "
+                    "each method takes exactly `steps` gradient steps.")
     if m == "lp" and not np.allclose(got["lp"][1], B0):
         return "LP must keep B fixed at B0: only the head v is trained."
     if m == "lpft":
@@ -113,8 +127,7 @@ def _explain(got, want, X, y, B0, v0, lr, steps):
         return ("LP-FT differs: it runs FT for `steps` steps starting from (v_LP, B0), the "
                 "probed head and the pretrained features.")
     return (f"The result of {m!r} differs from gradient descent on "
-            "(1/n)||X B^T v - y||^2 (check the factor 2/n of the gradients and the number "
-            "of steps).")
+            "(1/n)||X B^T v - y||^2 with the gradients given in the statement.")
 
 
 @register(f"{EX}/matches_reference", points=3,

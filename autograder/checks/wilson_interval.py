@@ -195,6 +195,28 @@ def _one_sided(n01, n10):
     return float(stats.binom.cdf(min(n01, n10), n01 + n10, 0.5))
 
 
+def _one_sided_at(x, n):
+    from scipy import stats
+
+    return float(stats.binom.cdf(x, n, 0.5))
+
+
+def _chi_square(n01, n10):
+    """The p-values of McNemar's chi-square approximation, with and without Yates's
+    continuity correction (not the exact test)."""
+    from scipy import stats
+
+    d = n01 + n10
+    return [float(stats.chi2.sf(stat, 1)) for stat in
+            ((n01 - n10) ** 2 / d, (abs(n01 - n10) - 1) ** 2 / d,
+             max(abs(n01 - n10) - 1, 0) ** 2 / d)]
+
+
+def _close(p, candidates):
+    candidates = candidates if isinstance(candidates, list) else [candidates]
+    return any(abs(p - c) <= 1e-9 * max(1.0, c) for c in candidates)
+
+
 def _pairs(rng, n, p_a=0.7, p_b=0.75, rho=0.6):
     a = rng.random(n) < p_a
     b = np.where(rng.random(n) < rho, a, rng.random(n) < p_b)
@@ -204,8 +226,10 @@ def _pairs(rng, n, p_a=0.7, p_b=0.75, rho=0.6):
 @register("mcnemar_exact/matches_reference", points=2,
           summary="the exact two-sided p-value on random paired outcomes")
 def mcnemar_matches_reference(fn, rng):
-    for n in (40, 300):
-        a, b = _pairs(rng, n)
+    # random outcomes, then one pair where B is clearly better and one where A is: the
+    # tail must start from the smaller discordant count whichever model that favours
+    for n, p_a, p_b in ((40, 0.7, 0.75), (300, 0.7, 0.75), (120, 0.6, 0.85), (120, 0.85, 0.6)):
+        a, b = _pairs(rng, n, p_a, p_b)
         want = _mcnemar(a, b)
         out, _ = call_student(fn, a.copy(), b.copy(), what="mcnemar_exact")
         p = _float(out, "mcnemar_exact")
@@ -217,6 +241,12 @@ def mcnemar_matches_reference(fn, rng):
                    f"min(1, 2 P(X <= {min(n01, n10)})) with X ~ Binomial({n01 + n10}, 1/2).")
             if p > 1:
                 msg += " A p-value cannot exceed 1: take min(1, ...)."
+            elif _close(p, _chi_square(n01, n10)):
+                msg += (" Your value is the chi-square approximation of McNemar's test; the "
+                        "exact test needs no approximation: use the binomial tail above.")
+            elif _close(p, min(1.0, 2 * _one_sided_at(max(n01, n10), n01 + n10))):
+                msg += (f" Your value is 2 P(X <= {max(n01, n10)}): the tail starts from the "
+                        "smaller of the two discordant counts, min(n01, n10).")
             elif abs(p - _one_sided(n01, n10)) <= 1e-9:
                 msg += (f" Your value is the one-sided tail P(X <= {min(n01, n10)}) = "
                         f"{_one_sided(n01, n10):.6g}. The test is two-sided: multiply the "
@@ -281,6 +311,31 @@ def _boot_call(fn, a, b, n_boot, gen, **kw):
     return _floats(out, 3, "paired_bootstrap_ci")
 
 
+def _interval_cause(got, a, b, n_boot, seed, level):
+    """Which typical slip turns the reference's replicates into the student's (lo, hi),
+    found by recomputing the prescribed draw; '' if none does."""
+    n = len(a)
+    cells = np.bincount(2 * a + b, minlength=4)
+    counts = np.random.default_rng(seed).multinomial(n, cells / n, size=n_boot)
+    gains = (counts[:, 1] - counts[:, 2]) / n
+    tails = [100 * (1 - level) / 2, 100 * (1 + level) / 2]
+
+    def same(values):
+        return all(abs(g - w) < 1e-12 for g, w in zip(got[1:], values))
+
+    if same(np.percentile(-gains, tails)):
+        return (" Your replicates are the gains of A over B: cell 1 (only B right) counts "
+                "for B, so a replicate's gain is (count[1] - count[2]) / n.")
+    if level != 0.95 and same(np.percentile(gains, [2.5, 97.5])):
+        return (f" Your interval is the 95% one although level = {level}: the percentiles "
+                "are 100 (1 - level) / 2 and 100 (1 + level) / 2.")
+    if same(np.percentile(gains, [100 * (1 - level), 100 * level])):
+        return (" Your percentiles leave 1 - level out in each tail; a two-sided interval "
+                "leaves (1 - level) / 2 on either side: np.percentile(gains, "
+                "[100 (1 - level) / 2, 100 (1 + level) / 2]).")
+    return ""
+
+
 @register("paired_bootstrap_ci/matches_reference", points=3,
           summary="gain and percentile interval equal the reference for the same generator")
 def bootstrap_matches_reference(fn, rng):
@@ -304,6 +359,8 @@ def bootstrap_matches_reference(fn, rng):
                     "/ n, size=n_boot) gives every replicate at once; take each replicate's "
                     "gain (count[1] - count[2]) / n and np.percentile(gains, [100 (1 - "
                     "level) / 2, 100 (1 + level) / 2]).")
+        elif _interval_cause(got, a, b, n_boot, seed, level):
+            msg += _interval_cause(got, a, b, n_boot, seed, level)
         else:
             msg += (" Count the four cells 2a + b, draw all replicates with the single call "
                     "rng.multinomial(n, cell_counts / n, size=n_boot), take each replicate's "
@@ -362,3 +419,35 @@ def bootstrap_properties(fn, rng):
     wrong = differs(ints, list(_bootstrap(a, b, 200, np.random.default_rng(1))))
     return gate([finding("properties", not problems, 1, "; ".join(problems))],
                 wrong and f"(gain, lo, hi): {wrong}")
+
+
+@register("paired_bootstrap_ci/empty_cells", points=1,
+          summary="an outcome that never occurs keeps its cell (A never right alone)")
+def bootstrap_empty_cells(fn, rng):
+    a, b = _pairs(rng, 90)
+    seed = int(rng.integers(0, 2**31))
+    gen, ref_gen = np.random.default_rng(seed), np.random.default_rng(seed)
+    got = _boot_call(fn, a, b, 300, gen)
+    wrong = differs(got, list(_bootstrap(a, b, 300, ref_gen)))
+    if not wrong and gen.bit_generator.state != ref_gen.bit_generator.state:
+        wrong = "the generator is not where the single multinomial call leaves it"
+    if wrong:
+        return gate([finding("empty cells", False, 1, "")],
+                    f"with every outcome present, (gain, lo, hi): {wrong}")
+    b = (rng.random(60) < 0.7).astype(int)
+    a = np.zeros(60, dtype=int)                  # A is never right: cells 2 and 3 are empty
+    want = _bootstrap(a, b, 300, np.random.default_rng(seed))
+    try:
+        got = _boot_call(fn, a, b, 300, np.random.default_rng(seed))
+    except StudentError as exc:
+        return [finding("empty cells", False, 1,
+                        f"when A is right on no image: {exc}. The cells 2 (only A right) and "
+                        "3 (both right) are empty then, and np.bincount(2a + b) stops after "
+                        "cell 1: count with minlength=4, so that the multinomial still "
+                        "draws four cells (two of probability 0).")]
+    ok = all(abs(g - w) < 1e-12 for g, w in zip(got, want))
+    return [finding("empty cells", ok, 1,
+                    f"when A is right on no image you returned ({got[0]:.4f}, {got[1]:.4f}, "
+                    f"{got[2]:.4f}), expected ({want[0]:.4f}, {want[1]:.4f}, {want[2]:.4f}): "
+                    "two of the four cells are empty, and they still enter the single "
+                    "multinomial draw, with probability 0.")]

@@ -102,4 +102,5 @@ HIDDEN = [
     "linear_probe_done_right/selection_ignores_test_set",
     "linear_probe_done_right/test_uses_training_statistics",
     "linear_probe_done_right/properties",
+    "linear_probe_done_right/ties_to_earliest",
 ]

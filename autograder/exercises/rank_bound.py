@@ -76,4 +76,5 @@ HIDDEN = [
     "rank_bound/unbalanced_floor",
     "rank_bound/full_rank_floor_zero",
     "rank_bound/properties",
+    "rank_bound/absent_class",
 ]

@@ -101,4 +101,5 @@ HIDDEN = [
     "ridge_loo/bias_unpenalised",
     "ridge_loo/scale_invariance",
     "ridge_loo/properties",
+    "ridge_loo/absent_class",
 ]

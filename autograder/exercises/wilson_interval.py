@@ -131,4 +131,5 @@ HIDDEN = [
     "paired_bootstrap_ci/matches_reference",
     "paired_bootstrap_ci/single_multinomial_call",
     "paired_bootstrap_ci/properties",
+    "paired_bootstrap_ci/empty_cells",
 ]
