@@ -71,7 +71,7 @@ FULL = {
                    "timeout": 900, "assignments": None},
     # the sizes: every zoo encoder (EfficientNet-Lite0 included), every installed task
     "suite": {"encoders": None, "tasks": None, "rank_boot": 1000, "cold_goal_s": 1200, "warm_goal_s": 60,
-              "timeout": 3600, "keep_as": "suite_zoo"},
+              "timeout": 4200, "keep_as": "suite_zoo"},  # a busy machine can take over an hour
 }
 QUICK = {
     "reps": 1,
