@@ -4,7 +4,7 @@ Usage::
 
     python -m benchmarks.run            # full sizes (make bench); about 20 minutes on 2 cores
     python -m benchmarks.run --quick    # tiny sizes, 1-2 repetitions: checks the harness
-    python -m benchmarks.run --rows suite --reps 1   # the suite: about 20 minutes (see bench_suite)
+    python -m benchmarks.run --rows suite --reps 1   # the suite: 34 min cold + 32 s warm on the busy 2-core machine
     python -m benchmarks.run --rows knn,ridge --out /tmp/r.json
     python -m benchmarks.run --rows autograder --students 20 --reps 1 --merge   # make bench-class
 
