@@ -262,3 +262,18 @@ def test_old_source_validates_its_arguments(tmp_path):
         bench_report.old_source(bench_report.BEFORE_COMMIT, repo=tmp_path / "absent")
     with pytest.raises(ValueError, match="module"):
         bench_report.load_before(str(tmp_path / "absent.py"))
+
+
+def test_the_suite_row_keeps_the_cold_run_s_tables(tmp_path):
+    out = tmp_path / "cold"
+    out.mkdir()
+    for ext in ("json", "md", "csv", "html"):
+        (out / f"suite.{ext}").write_text(f"table as {ext}\n")
+    kept = run._keep_suite_tables(out, "suite_zoo", dest=tmp_path / "kept")
+    assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == ["suite_zoo.csv", "suite_zoo.json",
+                                                                     "suite_zoo.md"]
+    assert (tmp_path / "kept" / "suite_zoo.md").read_text() == "table as md\n"
+    assert len(kept) == 3
+    assert run._keep_suite_tables(out, None, dest=tmp_path / "none") == []
+    assert not (tmp_path / "none").exists()
+    assert run.FULL["suite"]["keep_as"] == "suite_zoo" and run.QUICK["suite"]["keep_as"] is None

@@ -348,6 +348,52 @@ def test_chunked_preparation_equals_preparing_all_images_at_once():
     assert [int(data[i][1]) for i in range(len(data))] == y.tolist()
 
 
+def test_the_phases_are_timed_and_add_up_to_less_than_the_whole(run):
+    t = run["json"]["timing"]
+    assert set(t) == {"images_and_features_s", "evaluations_s", "paired_tests_s", "rank_bootstrap_s"}
+    assert all(v >= 0 for v in t.values())
+    assert sum(t.values()) <= run["json"]["seconds"] + 0.05
+
+
+def test_threads_are_limited_inside_the_context_and_restored_after():
+    import torch
+    from threadpoolctl import threadpool_info
+
+    from repeval_ref.cli.suite import threads_limited
+
+    before = torch.get_num_threads()
+    with threads_limited(1):
+        assert torch.get_num_threads() == 1
+        assert all(pool["num_threads"] == 1 for pool in threadpool_info())
+    assert torch.get_num_threads() == before
+    with threads_limited(None):
+        assert torch.get_num_threads() == before
+
+
+def test_efficientnet_runs_folded_in_small_batches_with_the_features_of_the_unfolded_network(tmp_path):
+    """The suite's EfficientNet-Lite0: folded BatchNorms, batches of 32; features as the plain model's."""
+    import torch
+
+    from repeval_ref.cli.suite import EFFICIENTNET_BATCH, ImageEncoder, default_batch_size
+    from repeval_ref.zoo import load
+    from repeval_ref.zoo.extraction import encoder_inputs
+
+    eff = {"name": "efficientnet_lite0", "kind": "zoo", "spec": "zoo:efficientnet_lite0", "path": None}
+    vit = {"name": "random_vit", "kind": "zoo", "spec": "zoo:random_vit", "path": None}
+    assert default_batch_size(eff) == EFFICIENTNET_BATCH == 32 and default_batch_size(vit) == 256
+    x, y = _task_images(5, 28, 12)
+    with torch.no_grad():
+        plain = load("efficientnet_lite0")(encoder_inputs("efficientnet_lite0", x)).numpy()
+    feats = {}
+    for bs in (None, 5):
+        enc = ImageEncoder(eff, tmp_path / f"c{bs}", 224, bs)
+        assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in enc.model().modules())
+        feats[bs], hit = enc.features("t", "test", x, y)
+        assert not hit
+    np.testing.assert_allclose(feats[None], plain, rtol=0, atol=1e-4 * np.abs(plain).max())
+    np.testing.assert_allclose(feats[5], feats[None], rtol=0, atol=1e-5 * np.abs(plain).max())
+
+
 @pytest.mark.slow
 def test_the_html_passes_axe_core_in_chromium(run):
     """The accessibility check of the book's pages (axe-core: no serious or critical violation)."""

@@ -329,3 +329,34 @@ def test_image_folder_normalises_with_the_encoder_statistics(tmp_path):
     torch.testing.assert_close(imnet, (x01 - mean) / std, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="std"):
         ImageFolder(tmp_path, crop=8, std=(0.5, 0.0, 0.5))
+
+
+# ----------------------------------------------------------------------------------
+# BatchNorm folded into the convolutions (what `repeval suite` runs)
+
+
+def test_folded_batchnorm_matches_torchs_own_fusion_and_the_unfolded_outputs(model):
+    from torch.nn.utils.fusion import fuse_conv_bn_eval
+
+    from repeval_ref.zoo.efficientnet import fold_batchnorm
+
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    folded = fold_batchnorm(model)
+    # the original is left as it was
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in folded.modules())
+    assert not any(p.requires_grad for p in folded.parameters()) and not folded.training
+    # each fused convolution equals PyTorch's independent conv-BN fusion of the same pair
+    for name in ("stem", "blocks.3.dw", "blocks.15.project", "head"):
+        ours = folded.get_submodule(name).conv
+        ref = fuse_conv_bn_eval(model.get_submodule(name).conv, model.get_submodule(name).bn)
+        torch.testing.assert_close(ours.weight, ref.weight, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(ours.bias, ref.bias, rtol=1e-5, atol=1e-6)
+    images = np.random.default_rng(3).integers(0, 256, size=(6, 28, 28), dtype=np.uint8)
+    x = prepare_images(images, size=96)
+    with torch.no_grad():
+        a, b = model(x), folded(x)
+    assert a.shape == b.shape == (6, 1280)
+    assert float((a - b).abs().max()) <= 1e-4 * float(a.abs().max())
+    with pytest.raises(TypeError):
+        fold_batchnorm(torch.nn.Linear(2, 2))

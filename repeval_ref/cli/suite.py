@@ -57,7 +57,7 @@ from ._evaluate import (KNN_HEADLINE_KS, KNN_TAU, LOW_SHOT_DRAWS, PAIRED_BOOTSTR
 from ._inputs import (Input, InputError, _check_classes, _short, read_input, refuse_zero_rows, split_rows,
                       split_text)
 from ._progress import Progress
-from .leaderboard import BLAS_HELP, _is_encoder_path, check_same_images, pairwise
+from .leaderboard import _is_encoder_path, check_same_images, pairwise
 
 PROTOCOLS = ("knn", "probe", "fewshot")
 #: protocols with one right/wrong answer per test image: paired tests and bootstrap intervals
@@ -213,11 +213,29 @@ class _ChunkedImages:
         return self._x[i - c * self.chunk], self.labels[i]
 
 
-class ImageEncoder:
-    """A zoo encoder or a torchvision/timm backbone, loaded once, with cached extraction."""
+#: extraction batch by default; EfficientNet-Lite0 (96-px inputs, 96-channel maps at 48 x 48)
+#: runs faster in batches whose activations stay in the CPU's caches (same numbers: the
+#: network is evaluated image by image either way)
+DEFAULT_BATCH = 256
+EFFICIENTNET_BATCH = 32
 
-    def __init__(self, entry, cache_dir, image_size, batch_size):
-        self.entry, self.cache_dir, self.image_size, self.batch_size = entry, cache_dir, image_size, batch_size
+
+def default_batch_size(entry):
+    """The extraction batch of an encoder when ``--batch-size`` is not given."""
+    return EFFICIENTNET_BATCH if entry["kind"] == "zoo" and entry["name"] == "efficientnet_lite0" else DEFAULT_BATCH
+
+
+class ImageEncoder:
+    """A zoo encoder or a torchvision/timm backbone, loaded once, with cached extraction.
+
+    EfficientNet-Lite0 of the zoo runs with its BatchNorms folded into the convolutions
+    (:func:`repeval_ref.zoo.efficientnet.fold_batchnorm`): the same function in fewer
+    operations, equal to the unfolded network's features up to float32 rounding.
+    """
+
+    def __init__(self, entry, cache_dir, image_size, batch_size=None):
+        self.entry, self.cache_dir, self.image_size = entry, cache_dir, image_size
+        self.batch_size = default_batch_size(entry) if batch_size is None else batch_size
         self._model = None
 
     def model(self):
@@ -228,6 +246,10 @@ class ImageEncoder:
             try:
                 if e["kind"] == "zoo":
                     self._model = load_backbone(e["name"], library="zoo")
+                    from ..zoo.efficientnet import EfficientNetLite0, fold_batchnorm
+
+                    if isinstance(self._model, EfficientNetLite0):
+                        self._model = fold_batchnorm(self._model)
                 else:
                     library, _, arch = e["spec"].partition(":")
                     self._model = load_backbone(arch, e["weights"], library=library)
@@ -441,6 +463,83 @@ def _cache_root(args):
     return Path(os.environ.get("REPEVAL_CACHE") or Path.home() / ".cache" / "repeval")
 
 
+def threads_limited(n):
+    """A context in which BLAS, LAPACK and PyTorch's CPU kernels use at most ``n`` threads.
+
+    On the shared 2-core machine a 2-thread PyTorch extraction spent most of its time
+    waiting on its slower thread: 5,000 images through a zoo ViT took 69.8 s with two
+    threads and 15.1 s with one, on the same busy machine (load average about 11). The
+    k-NN's products run under the same limit here, unlike ``report`` and
+    ``leaderboard``. ``None``: no limit.
+    """
+    import contextlib
+
+    import torch
+
+    if n is None:
+        return contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def limited():
+        before = torch.get_num_threads()
+        torch.set_num_threads(n)
+        try:
+            with blas_threads(n):
+                yield
+        finally:
+            torch.set_num_threads(before)
+
+    return limited()
+
+
+def _one_task(task, args, enc_entries, feat_inputs, image_encoders, src, images, cache, names, protocols,
+              progress, result_dir, per_task, correct, timing):
+    """Features, evaluations and paired tests of every encoder on one task (into ``per_task``, ``correct``).
+
+    ``timing`` accumulates the seconds of each phase: images and features, evaluations,
+    paired tests.
+    """
+    progress.stage(f"task {task}")
+    t0 = time.perf_counter()
+    data = []
+    for e in enc_entries:
+        if e["kind"] == "features":
+            data.append(feat_inputs[(e["name"], task)])
+        else:
+            inp, hit = _image_input(image_encoders[e["name"]], task, src, images)
+            refuse_zero_rows(inp)
+            data.append(inp)
+            cache["features_read" if hit else "features_computed"] += 1
+    images.clear()
+    t1 = time.perf_counter()
+    timing["images_and_features_s"] += t1 - t0
+    entries = [{"name": e["name"], "path": str(e["path"] or e["spec"])} for e in enc_entries]
+    check_same_images(entries, data)
+    ref = data[0]
+    tr, te, split = split_rows(ref, args.test_fraction, args.seed, f"the labels of {ref.files[0]}")
+    y = ref.y
+    unseen = np.setdiff1d(np.unique(y[te]), np.unique(y[tr]))
+    if unseen.size:
+        raise InputError(f"task {task}: test label {unseen[0]} never occurs in the training part ({ref.files[-1]})")
+    classes, counts = _check_classes(y[tr], f"the training part of {ref.path}")
+    results, task_correct = [], {p: [] for p in correct}
+    for e, inp in zip(enc_entries, data):
+        ent, corr, hit = evaluate(e["name"], inp, tr, te, classes, counts, args, protocols, progress, result_dir)
+        cache["evaluations_read" if hit else "evaluations_computed"] += 1
+        results.append({"name": e["name"], "dim": int(inp.x.shape[1]), **ent})
+        for p in task_correct:
+            task_correct[p].append(corr[p])
+    t2 = time.perf_counter()
+    timing["evaluations_s"] += t2 - t1
+    pairs = {p: pairwise(names, task_correct[p], args.boot, args.seed, args.correction) for p in task_correct}
+    for p in task_correct:
+        correct[p][task] = np.stack(task_correct[p])
+    timing["paired_tests_s"] += time.perf_counter() - t2
+    card = _task_card(src, task) if task in tuple(src.TRANSFER_TASKS) else {"name": task}
+    per_task[task] = {"card": card, "split": split, "n_train": int(tr.size), "n_test": int(te.size),
+                      "n_classes": int(classes.size), "results": results, "pairs": pairs}
+
+
 def run_suite(args, progress):
     """Everything but the files: the suite's result as one plain dict."""
     from ..multiple_testing import CORRECTIONS
@@ -462,41 +561,13 @@ def run_suite(args, progress):
     images = {}
     cache = {"features_read": 0, "features_computed": 0, "evaluations_read": 0, "evaluations_computed": 0}
     per_task, correct = {}, {p: {} for p in PAIRED if p in protocols}
-    for task in tasks:
-        progress.stage(f"task {task}")
-        data = []
-        for e in enc_entries:
-            if e["kind"] == "features":
-                data.append(feat_inputs[(e["name"], task)])
-            else:
-                inp, hit = _image_input(image_encoders[e["name"]], task, src, images)
-                refuse_zero_rows(inp)
-                data.append(inp)
-                cache["features_read" if hit else "features_computed"] += 1
-        images.clear()
-        entries = [{"name": e["name"], "path": str(e["path"] or e["spec"])} for e in enc_entries]
-        check_same_images(entries, data)
-        ref = data[0]
-        tr, te, split = split_rows(ref, args.test_fraction, args.seed, f"the labels of {ref.files[0]}")
-        y = ref.y
-        unseen = np.setdiff1d(np.unique(y[te]), np.unique(y[tr]))
-        if unseen.size:
-            raise InputError(f"task {task}: test label {unseen[0]} never occurs in the training part ({ref.files[-1]})")
-        classes, counts = _check_classes(y[tr], f"the training part of {ref.path}")
-        results, task_correct = [], {p: [] for p in correct}
-        for e, inp in zip(enc_entries, data):
-            ent, corr, hit = evaluate(e["name"], inp, tr, te, classes, counts, args, protocols, progress, result_dir)
-            cache["evaluations_read" if hit else "evaluations_computed"] += 1
-            results.append({"name": e["name"], "dim": int(inp.x.shape[1]), **ent})
-            for p in task_correct:
-                task_correct[p].append(corr[p])
-        pairs = {p: pairwise(names, task_correct[p], args.boot, args.seed, args.correction) for p in task_correct}
-        for p in task_correct:
-            correct[p][task] = np.stack(task_correct[p])
-        card = _task_card(src, task) if task in tuple(src.TRANSFER_TASKS) else {"name": task}
-        per_task[task] = {"card": card, "split": split, "n_train": int(tr.size), "n_test": int(te.size),
-                          "n_classes": int(classes.size), "results": results, "pairs": pairs}
+    timing = {"images_and_features_s": 0.0, "evaluations_s": 0.0, "paired_tests_s": 0.0}
+    with threads_limited(args.blas_threads):
+        for task in tasks:
+            _one_task(task, args, enc_entries, feat_inputs, image_encoders, src, images, cache, names, protocols,
+                      progress, result_dir, per_task, correct, timing)
     progress.stage("ranks, mean rank and Kendall's tau (bootstrap)")
+    t_rank = time.perf_counter()
     ranking = {}
     for p in protocols:
         if p in PAIRED:
@@ -525,6 +596,8 @@ def run_suite(args, progress):
     return {"settings": settings, "tasks": list(tasks),
             "encoders": [{k: (str(v) if isinstance(v, Path) else v) for k, v in e.items()} for e in enc_entries],
             "per_task": per_task, "ranking": ranking, "cache": cache,
+            "timing": {**{k: round(v, 2) for k, v in timing.items()},
+                       "rank_bootstrap_s": round(time.perf_counter() - t_rank, 2)},
             "seconds": round(time.perf_counter() - t_start, 2)}
 
 
@@ -959,8 +1032,13 @@ def add_suite_parser(sub, files_help, positive_int, fraction, c_grid, wrap):
                     help="cache root: features in DIR/zoo-features, evaluations in DIR/suite-results "
                          "(default: $REPEVAL_CACHE, else ~/.cache/repeval)")
     sp.add_argument("--no-cache", action="store_true", help="neither read nor write any cache")
-    sp.add_argument("--batch-size", type=positive_int, default=256, help="extraction batch (default: %(default)s)")
-    sp.add_argument("--blas-threads", type=positive_int, default=1, metavar="N", help=BLAS_HELP)
+    sp.add_argument("--batch-size", type=positive_int, default=None,
+                    help=f"extraction batch (default: {EFFICIENTNET_BATCH} for efficientnet_lite0, "
+                         f"{DEFAULT_BATCH} for the others)")
+    sp.add_argument("--blas-threads", type=positive_int, default=1, metavar="N",
+                    help="threads of PyTorch's extraction and of BLAS and LAPACK in the k-NN, the probe "
+                         "fits and the low-shot means; on a busy machine one thread is often faster "
+                         "(default: %(default)s)")
     sp.add_argument("--quiet", action="store_true", help="no progress bars")
     sp.set_defaults(func=cmd_suite)
 
