@@ -27,12 +27,15 @@ from autograder.exercises import load
 sys.path.insert(0, str(Path(__file__).parent))
 from hint_mistakes import MISTAKES  # noqa: E402
 
+#: every typical mistake graded in the clean room on three seeds: left out of make test-fast (make test and CI run it)
+pytestmark = pytest.mark.slow
+
 #: the course's test seed and two more: the checks draw their inputs from the seed
 SEEDS = (20240611, 7, 1234)
 FAST = {"call_s": 5.0, "start_s": 30.0, "cpu_s": 30, "memory_bytes": 2 << 30}
 
 #: exercises whose checks build torch models or fit scikit-learn probes: seconds per
-#: answer, so their cases run with the slow tests (`make test-fast` leaves them out)
+#: answer, so their cases are in a file of their own (the whole hint test is left out of `make test-fast`)
 HEAVY = {"frozen_features", "linear_probe_done_right", "attentive_probe", "transfer"}
 
 #: known gaps, kept visible as strict xfails: (exercise, variant) -> why the hint test
