@@ -80,15 +80,18 @@ def unsynced_scratch_gradebook():
     (only one of the machine could, and the grading is then run again). The course's
     own gradebook keeps SQLite's default.
     """
-    import sqlite3
-
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
 
-    @event.listens_for(Engine, "connect")
-    def _no_sync(dbapi_connection, _record):
-        if isinstance(dbapi_connection, sqlite3.Connection):
-            dbapi_connection.execute("PRAGMA synchronous = OFF")
+    if not event.contains(Engine, "connect", _no_sync):  # once per process
+        event.listen(Engine, "connect", _no_sync)
+
+
+def _no_sync(dbapi_connection, _record):
+    import sqlite3
+
+    if isinstance(dbapi_connection, sqlite3.Connection):
+        dbapi_connection.execute("PRAGMA synchronous = OFF")
 
 
 # ----------------------------------------------------------------- confinement

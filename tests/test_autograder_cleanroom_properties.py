@@ -240,6 +240,15 @@ def test_a_check_that_outlives_its_call_ends_the_child_instead_of_reading_a_late
 
 
 # ------------------------------------------------------------------ memory checks
+def _the_only_cell_short(spec, code, check):
+    """The clean room's verdict of ``check`` on ``code``, asserting that no other cell of
+    the exercise lost a point."""
+    verdicts = _verdicts(spec, code)
+    short = {g: v for g, v in verdicts.items() if v.points != v.max_points}
+    assert set(short) == {grade_ids(spec)[check]}, [v.message for v in short.values()]
+    return short[grade_ids(spec)[check]]
+
+
 @pytest.mark.parametrize("variant", sorted(MEMORY))
 def test_an_answer_building_the_matrix_loses_only_the_memory_check(variant):
     exercise, answer, check, cause = MEMORY[variant]
@@ -247,10 +256,7 @@ def test_an_answer_building_the_matrix_loses_only_the_memory_check(variant):
         pytest.skip("the grader may not reset a process's resident-memory high-water mark")
     spec = load(exercise)
     code = solution_source(spec) + "\n" + answer
-    verdicts = _verdicts(spec, code)
-    short = {g: v for g, v in verdicts.items() if v.points != v.max_points}
-    assert set(short) == {grade_ids(spec)[check]}, [v.message for v in short.values()]
-    v = short[grade_ids(spec)[check]]
+    v = _the_only_cell_short(spec, code, check)
     assert v.points == 0.0 and cause in v.message and "MB at once" in v.message
     if variant in FOOL_THE_KERNEL:
         return
@@ -279,10 +285,7 @@ def test_an_answer_changing_its_inputs_loses_only_the_check_that_says_so(variant
     exercise, answer, check, words = IN_PLACE[variant]
     spec = load(exercise)
     code = solution_source(spec) + "\n" + answer
-    verdicts = _verdicts(spec, code)
-    short = {g: v for g, v in verdicts.items() if v.points != v.max_points}
-    assert set(short) == {grade_ids(spec)[check]}, [v.message for v in short.values()]
-    v = short[grade_ids(spec)[check]]
+    v = _the_only_cell_short(spec, code, check)
     assert v.points == 0.0 and words in v.message
     assert v.message == _in_kernel(spec, code, check)
 
