@@ -89,8 +89,27 @@ def two_nn_id(X):
     return float(len(X) / np.sum(np.log(r[:, 1] / r[:, 0])))
 '''
 
+#: the same matrix in float32 (half the memory), used only to find each point's three
+#: nearest candidates, whose distances are then recomputed exactly in float64
+TWONN_TORCH_FLOAT32 = '''
+import numpy as np
+import torch
+
+def two_nn_id(X):
+    X = np.asarray(X, dtype=float)
+    T = torch.as_tensor(X, dtype=torch.float32)
+    D = torch.cdist(T, T, compute_mode="donot_use_mm_for_euclid_dist")
+    D.fill_diagonal_(float("inf"))
+    idx = torch.topk(D, 3, dim=1, largest=False).indices.numpy()
+    del D
+    r = np.sort(np.linalg.norm(X[idx] - X[:, None, :], axis=2), axis=1)
+    if np.any(r[:, 0] == 0):
+        raise ValueError("duplicate points")
+    return float(len(X) / np.sum(np.log(r[:, 1] / r[:, 0])))
+'''
+
 #: variants seen only by the resident memory (their numbers differ between the places)
-BY_RESIDENT_MEMORY = {"hidden_peak", "hidden_mark", "torch_matrix"}
+BY_RESIDENT_MEMORY = {"hidden_peak", "hidden_mark", "torch_matrix", "torch_float32"}
 #: variants that fool the kernel's own measure (the clean room's grade is the one recorded)
 FOOL_THE_KERNEL = {"hidden_mark"}
 
@@ -106,6 +125,8 @@ MEMORY = {
                     "builds all pairwise distances"),
     "torch_matrix": ("two_nn_id", TWONN_TORCH_MATRIX, "two_nn_id/no_n_by_n_matrix",
                      "builds all pairwise distances"),
+    "torch_float32": ("two_nn_id", TWONN_TORCH_FLOAT32, "two_nn_id/no_n_by_n_matrix",
+                      "builds all pairwise distances"),
 }
 
 #: right results from functions that centre their inputs in place: (exercise, answer, the

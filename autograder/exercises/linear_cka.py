@@ -30,7 +30,7 @@ shape `(n, p)` and `Y` of shape `(n, q)`; the widths `p` and `q` may differ.
 
 This is the ratio of HSIC values of the linear Gram matrices $K = XX^\top$,
 $L = YY^\top$, rewritten so that only $p \times q$, $p \times p$ and $q \times q$
-products appear: never form an $n \times n$ matrix (the hidden tests use 3000 samples and
+products appear: never form an $n \times n$ matrix (the hidden tests use 6000 samples and
 measure the memory). Do **not** add a small constant such as `1e-10` to the denominator:
 it makes the value depend on the scale of the features, which CKA must not. You may
 assume that neither input is constant. Do not modify the inputs.

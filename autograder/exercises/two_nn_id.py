@@ -38,7 +38,7 @@ query with most of the points, so the whole search costs nearly the $O(N^2 D)$ o
 What the tree saves there is memory; a brute-force search over blocks of a few hundred rows
 at a time saves it too (scikit-learn's `NearestNeighbors` chooses brute force for wide data
 and computes the distances in chunks). The hidden tests measure the memory your function
-allocates for 3000 points.
+allocates for 6000 points.
 
 The estimate ignores rotations, translations and rescaling of `X`. Do not modify `X`.
 """
