@@ -24,20 +24,25 @@ result, or raises the child's exception as the same builtin class.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
+import threading
 import time
 import warnings
 from pathlib import Path
 
 from . import REPO_ROOT, cleanroom_child, codec, confine
+from .forked_process import ForkedProcess
 
-__all__ = ["DEFAULT_LIMITS", "RemoteFunction", "Sandbox", "remote_function"]
+__all__ = ["DEFAULT_LIMITS", "FORK_ENV", "RemoteFunction", "Sandbox", "fork_server_ready",
+           "remote_function", "start_fork_server"]
 
 #: limits of one clean-room process (one exercise of one student)
 DEFAULT_LIMITS = {
@@ -53,6 +58,12 @@ DEFAULT_LIMITS = {
 WATCH_INTERVAL_S = 0.002
 #: the longest message taken from the child (one reply: a result and the arguments)
 MAX_MESSAGE_BYTES = 512 << 20
+
+#: environment variable: "0" starts every child from nothing even where a fork server runs
+FORK_ENV = "AUTOGRADER_CLEANROOM_FORK"
+#: the longest a new child waits for a started fork server's imports before it is
+#: started from nothing (the server started with the grading, so it is usually ready)
+FORK_READY_WAIT_S = 30.0
 
 #: the files of the child's program copied into every room (read-only)
 _PROGRAM = (Path(cleanroom_child.__file__), Path(codec.__file__))
@@ -127,9 +138,7 @@ class Sandbox:
         if self.uid is not None:
             for p in (self.dir, self.dir / "answer.py"):
                 os.chown(p, self.uid, self.uid)
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(self.dir), "TMPDIR": str(self.dir),
-               "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-               "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+        env = _child_env(self.dir)
         lim = self.limits
         libc = confine.load_libc() if self.uid is not None else None
 
@@ -142,14 +151,27 @@ class Sandbox:
                     confine.cover_empty(libc, folder)
 
         program = _PROGRAM_VIA_CWD if libc is not None else str(self.dir / _PROGRAM[0].name)
-        start = confine.preexec_confined(
-            uid=self.uid, mount=mount if libc is not None else None,
-            cpu_s=lim["cpu_s"], cpu_grace_s=1, memory_bytes=lim["memory_bytes"],
-            file_bytes=lim["file_bytes"], processes=lim["processes"])
-        self.proc = subprocess.Popen(
-            [python, "-I", "-S", program, site], cwd=str(self.dir), env=env,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            bufsize=0, preexec_fn=start, close_fds=True)
+        server = _ready_fork_server()
+        self.proc = None if server is None else server.spawn({
+            "room": str(self.dir), "env": env, "program": program, "site": site,
+            "uid": self.uid,
+            "limits": {"cpu_s": lim["cpu_s"], "cpu_grace_s": 1,
+                       "memory_bytes": lim["memory_bytes"], "file_bytes": lim["file_bytes"],
+                       "processes": lim["processes"]},
+            "mounts": None if libc is None else {
+                "file_bytes": lim["file_bytes"], "keep": list(keep), "cover": cover,
+                "packages": packages}})
+        #: whether the child was forked from the warm server (else started from nothing)
+        self.forked = self.proc is not None
+        if self.proc is None:
+            start = confine.preexec_confined(
+                uid=self.uid, mount=mount if libc is not None else None,
+                cpu_s=lim["cpu_s"], cpu_grace_s=1, memory_bytes=lim["memory_bytes"],
+                file_bytes=lim["file_bytes"], processes=lim["processes"])
+            self.proc = subprocess.Popen(
+                [python, "-I", "-S", program, site], cwd=str(self.dir), env=env,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                bufsize=0, preexec_fn=start, close_fds=True)
         os.set_blocking(self.proc.stdin.fileno(), False)
         self._inbox = b""
         self._pending = False
@@ -340,6 +362,157 @@ class Sandbox:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _child_env(room):
+    """The whole environment of a clean-room child whose room is ``room``."""
+    return {"PATH": "/usr/bin:/bin", "HOME": str(room), "TMPDIR": str(room),
+            "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+class _ForkServer:
+    """This process's clean-room fork server (:mod:`autograder.cleanroom_fork_server`),
+    started with the children's interpreter and environment; it ends with this process
+    (the end of its socket ends it)."""
+
+    def __init__(self):
+        python, site, _ = confine.sandbox_python()
+        self.home = tempfile.mkdtemp(prefix="autograder-cleanroom-server-")
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        server = Path(__file__).with_name("cleanroom_fork_server.py")
+        try:
+            self.proc = subprocess.Popen(
+                [python, "-I", "-S", str(server), site, confine.__file__,
+                 str(theirs.fileno())],
+                env=_child_env(self.home), cwd=self.home, pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True)
+        except OSError:
+            ours.close()
+            shutil.rmtree(self.home, ignore_errors=True)
+            raise
+        finally:
+            theirs.close()
+        self.sock = ours
+        self.lock = threading.Lock()
+        self.is_ready = False
+        self.loaded = []
+        atexit.register(self.close)
+
+    def _read(self, timeout):
+        ready, _, _ = select.select([self.sock], [], [], timeout)
+        if not ready:
+            raise TimeoutError("the clean-room fork server did not answer")
+        msg = self.sock.recv(1 << 16)
+        if not msg:
+            raise OSError("the clean-room fork server ended")
+        return json.loads(msg)
+
+    def ready(self, timeout=0.0):
+        """Whether the imports are done (waits at most ``timeout`` seconds)."""
+        with self.lock:
+            if not self.is_ready:
+                try:
+                    first = self._read(timeout)
+                except TimeoutError:
+                    return False
+                if not first.get("ready") or first.get("threads") != 1:
+                    raise OSError("the clean-room fork server cannot fork")
+                self.loaded = list(first.get("loaded", []))
+                self.is_ready = True
+            return True
+
+    def ask(self, request, fds=(), timeout=30.0):
+        data = json.dumps(request).encode()
+        with self.lock:
+            if fds:
+                socket.send_fds(self.sock, [data], list(fds))
+            else:
+                self.sock.send(data)
+            return self._read(timeout)
+
+    def exit_code(self, pid):
+        return self.ask({"op": "status", "pid": pid}).get("code")
+
+    def spawn(self, request):
+        """A :class:`~autograder.forked_process.ForkedProcess` for a child forked with
+        ``request`` (see the server's protocol), its standard input and output piped to
+        this process; ``None`` when the server cannot fork it."""
+        child_in, grader_out = os.pipe()
+        grader_in, child_out = os.pipe()
+        try:
+            reply = self.ask({"op": "spawn", **request}, fds=(child_in, child_out))
+        except (OSError, ValueError):
+            reply = {}
+        finally:
+            os.close(child_in)
+            os.close(child_out)
+        if not isinstance(reply.get("pid"), int):
+            os.close(grader_out)
+            os.close(grader_in)
+            return None
+        return ForkedProcess(reply["pid"], self.exit_code,
+                             stdin=os.fdopen(grader_out, "wb", buffering=0),
+                             stdout=os.fdopen(grader_in, "rb", buffering=0))
+
+    def close(self):
+        try:
+            self.sock.close()
+        finally:
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:  # pragma: no cover
+                self.proc.kill()
+            shutil.rmtree(self.home, ignore_errors=True)
+
+
+_fork_server = None
+_fork_server_lock = threading.Lock()
+
+
+def start_fork_server():
+    """Start this process's clean-room fork server without waiting for its imports (a
+    no-op when it runs already or ``$AUTOGRADER_CLEANROOM_FORK`` is ``0``); every
+    :class:`Sandbox` made afterwards in this process forks its child from it.
+
+    Worth it where many answers are graded (a class, a test suite): the server imports
+    NumPy, SciPy, scikit-learn and torch once (a few seconds), and each child then starts
+    in milliseconds instead of importing what its answer imports. A single ``check``
+    starts its child from nothing. Returns the server, or ``None``."""
+    global _fork_server
+    if os.environ.get(FORK_ENV, "1") == "0":
+        return None
+    with _fork_server_lock:
+        if _fork_server is None or _fork_server.proc.poll() is not None:
+            try:
+                _fork_server = _ForkServer()
+            except (OSError, ValueError):
+                _fork_server = None
+        return _fork_server
+
+
+def fork_server_ready(wait=FORK_READY_WAIT_S):
+    """Whether this process has a fork server that is ready (waiting at most ``wait``
+    seconds for its imports)."""
+    return _ready_fork_server(wait) is not None
+
+
+def _ready_fork_server(wait=FORK_READY_WAIT_S):
+    """The started fork server once ready, else ``None`` (the child is then started from
+    nothing): none was started, it is turned off, it died, or it is still importing after
+    ``wait`` seconds."""
+    server = _fork_server
+    if server is None or os.environ.get(FORK_ENV, "1") == "0":
+        return None
+    if server.proc.poll() is not None:
+        server = start_fork_server()
+        if server is None:
+            return None
+    try:
+        return server if server.ready(wait) else None
+    except (OSError, ValueError):
+        return None
 
 
 def _raise_like(error):

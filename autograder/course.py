@@ -86,6 +86,12 @@ def _check_workers(workers):
     return int(workers)
 
 
+#: notebooks per grading process from which its clean-room children are forked from a
+#: warm server (:func:`autograder.cleanroom_process.start_fork_server`): the server's own
+#: imports cost about what three children started from nothing do
+_FORK_FROM = 3
+
+
 def _verify_one(exercise, nb, seed, limits, hide=()):
     """Clean-room verdicts of one notebook (module level, so that a worker process of
     :meth:`Course.verify` can run it from plain, picklable arguments); ``hide``: folders
@@ -991,6 +997,7 @@ class Course:
         from nbgrader.api import Gradebook, MissingEntry
 
         from .cleanroom import likely_cause
+        from .cleanroom_process import start_fork_server
         from .exercises import EXERCISES
 
         workers = _check_workers(workers)
@@ -999,14 +1006,19 @@ class Course:
         hide = (str(self.root),)
         keys = [k for k in sorted(answers) if k[2] in EXERCISES]
         if workers == 1 or len(keys) < 2:
+            if len(keys) >= _FORK_FROM:
+                start_fork_server()
             verdicts = {key: _verify_one(key[2], answers[key], seed, limits, hide) for key in keys}
         else:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
-            # spawned, not forked: the grader may hold threads (and their locks) here
-            with ProcessPoolExecutor(max_workers=min(workers, len(keys)),
-                                     mp_context=multiprocessing.get_context("spawn")) as pool:
+            # spawned, not forked: the grader may hold threads (and their locks) here; each
+            # worker forks its clean-room children from a warm server of its own
+            n = min(workers, len(keys))
+            with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context(
+                    "spawn"), initializer=start_fork_server if len(keys) >= _FORK_FROM * n
+                    else None) as pool:
                 futures = {key: pool.submit(_verify_one, key[2], answers[key], seed, limits, hide)
                            for key in keys}
                 verdicts, lost = {}, []

@@ -13,17 +13,17 @@ from __future__ import annotations
 import json
 import os
 import select
-import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from pathlib import Path
 
 from jupyter_client import AsyncKernelManager
 from jupyter_client.provisioning import LocalProvisioner
 from nbgrader.preprocessors import Execute
+
+from .forked_process import ForkedProcess
 
 __all__ = ["ENV", "ForkExecute", "ForkKernelManager", "ForkProvisioner", "fork_enabled",
            "start_server"]
@@ -123,68 +123,6 @@ def _ready_server(wait=READY_WAIT_S):
         return None
 
 
-class _ForkedKernel:
-    """The part of :class:`subprocess.Popen` a provisioner uses, for a forked kernel
-    (a child of the server, not of this process: watched through a pidfd)."""
-
-    stdin = stdout = stderr = None
-
-    def __init__(self, server, pid):
-        self.server = server
-        self.pid = pid
-        self.returncode = None
-        try:
-            self._fd = os.pidfd_open(pid)
-        except (OSError, AttributeError):
-            self._fd = None
-
-    def _exited(self, timeout=0.0):
-        if self._fd is None:
-            return True
-        ready, _, _ = select.select([self._fd], [], [], timeout)
-        return bool(ready)
-
-    def poll(self):
-        if self.returncode is not None:
-            return self.returncode
-        if not self._exited():
-            return None
-        try:
-            code = self.server.ask({"op": "status", "pid": self.pid}).get("code")
-        except (OSError, ValueError):
-            code = -1
-        if code is None:  # exited but not reaped yet: ask again shortly
-            return None
-        self.returncode = int(code)
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-        return self.returncode
-
-    def wait(self, timeout=None):
-        end = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            left = 0.05 if end is None else min(0.05, end - time.monotonic())
-            if left <= 0:
-                raise subprocess.TimeoutExpired([str(self.pid)], timeout)
-            self._exited(left)
-        return self.returncode
-
-    def send_signal(self, signum):
-        if self.returncode is not None:
-            return
-        if self._fd is not None:
-            signal.pidfd_send_signal(self._fd, signum)
-        else:
-            os.kill(self.pid, signum)
-
-    def terminate(self):
-        self.send_signal(signal.SIGTERM)
-
-    def kill(self):
-        self.send_signal(signal.SIGKILL)
-
-
 def _is_ipykernel(cmd):
     return (len(cmd) >= 3 and cmd[1:3] == ["-m", "ipykernel_launcher"]
             and os.path.realpath(cmd[0]) == os.path.realpath(sys.executable))
@@ -207,7 +145,8 @@ class ForkProvisioner(LocalProvisioner):
             reply = {}
         if "pid" not in reply:
             return await super().launch_kernel(cmd, **kwargs)
-        self.process = _ForkedKernel(server, int(reply["pid"]))
+        self.process = ForkedProcess(
+            int(reply["pid"]), lambda pid: server.ask({"op": "status", "pid": pid}).get("code"))
         self.pid = self.process.pid
         self.pgid = self.process.pid  # the child called setsid()
         self.cwd = cwd

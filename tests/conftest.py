@@ -79,3 +79,16 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="session")
+def cleanroom_fork_server():
+    """This worker's clean-room fork server (as a grading process starts one): the test
+    files that grade many answers in the clean room fork every child from it, as a class
+    is graded. ``tests/test_autograder_cleanroom_fork.py`` compares both ways of starting a
+    child; the files that do not ask for it start theirs from nothing."""
+    from autograder.cleanroom_process import fork_server_ready, start_fork_server
+
+    start_fork_server()
+    assert fork_server_ready(), "the clean-room fork server did not start"
+    yield

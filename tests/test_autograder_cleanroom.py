@@ -28,6 +28,10 @@ from autograder_cases import WRONG  # noqa: E402
 from worker_traces import started_here, temp_root  # noqa: E402
 from course_roster import import_roster  # noqa: E402
 
+#: graded as a class is: every clean-room child forked from this worker's warm server
+#: (tests/test_autograder_cleanroom_fork.py holds both kinds of child to the same verdicts)
+pytestmark = pytest.mark.usefixtures("cleanroom_fork_server")
+
 SEED = 4242
 FAST = {"call_s": 5.0, "start_s": 30.0, "cpu_s": 30, "memory_bytes": 2 << 30}
 
@@ -141,16 +145,31 @@ def _score(verdicts):
 
 
 def _sandbox_processes():
-    """Processes running the clean room's child program (its file's name)."""
+    """Processes running the clean room's child program: started ones (the program's file
+    name is on their command line) and forked ones (children of a fork server)."""
+    def cmdline(pid):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                return fh.read()
+        except OSError:
+            return b""
+
+    def ppid(pid):
+        try:
+            with open(f"/proc/{pid}/status") as fh:
+                return next(int(line.split()[1]) for line in fh if line.startswith("PPid:"))
+        except (OSError, StopIteration):
+            return 0
+
     found = []
     for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                    if b"cleanroom_child.py" in fh.read() and started_here(entry):
-                        found.append(int(entry))
-            except OSError:
-                continue
+        if not entry.isdigit() or not started_here(entry):
+            continue
+        line = cmdline(entry)
+        if b"cleanroom_child.py" in line or (
+                b"cleanroom_fork_server.py" in line
+                and b"cleanroom_fork_server.py" in cmdline(ppid(entry))):
+            found.append(int(entry))
     return found
 
 

@@ -35,7 +35,7 @@ from autograder_cases_more import CKA_GRAM_MATRICES, TWONN_DISTANCE_MATRIX  # no
 
 #: answers graded end to end in the clean room: left out of make test-fast (make test and CI
 #: run it)
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("cleanroom_fork_server")]
 
 SEED = 20240611
 FAST = {"call_s": 5.0, "start_s": 30.0, "cpu_s": 30, "memory_bytes": 2 << 30}

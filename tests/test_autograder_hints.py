@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from hint_mistakes import MISTAKES  # noqa: E402
 
 #: every typical mistake graded in the clean room on three seeds: left out of make test-fast (make test and CI run it)
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("cleanroom_fork_server")]
 
 #: the course's test seed and two more: the checks draw their inputs from the seed
 SEEDS = (20240611, 7, 1234)

@@ -9,7 +9,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 import test_autograder_hints as hints  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("cleanroom_fork_server")]
 
 
 @pytest.mark.parametrize("exercise,variant", hints.HEAVY_CASES)

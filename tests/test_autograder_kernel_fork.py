@@ -77,7 +77,7 @@ def _probe(nb):
 
 def test_a_forked_kernel_sees_what_a_fresh_kernel_sees(warm, tmp_path):
     forked, fresh = new_notebook(cells=[new_code_cell(PROBE)]), new_notebook(cells=[new_code_cell(PROBE)])
-    assert _run(forked, tmp_path) == "_ForkedKernel"
+    assert _run(forked, tmp_path) == "ForkedProcess"
     assert _run(fresh, tmp_path, manager=AsyncKernelManager) == "Popen"
     a, b = _probe(forked), _probe(fresh)
     for key in ("cwd", "marker", "path0", "main", "grader"):

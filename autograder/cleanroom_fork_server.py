@@ -1,0 +1,225 @@
+"""The process that forks clean-room children (standard library only; run by path).
+
+A clean-room child (:mod:`autograder.cleanroom_child`) started from nothing spends most of
+its start importing what the answer imports: NumPy, SciPy, scikit-learn, torch (about 0.5
+to 3 s per notebook on the course machine, sixteen notebooks per student). This program
+is started the way a child is (``python -I -S cleanroom_fork_server.py SITE CONFINE FD``,
+same interpreter, same minimal environment), imports those libraries once, then forks one
+child per answer. The forked child confines itself exactly as a started child is confined
+before it runs (:func:`autograder.confine.preexec_confined`: a session of its own, the
+mount and network namespaces, the sandbox user id, the limits), takes the room as its
+working directory, the pipes the grader passed as its standard input and output, fresh
+seeds, and then runs the room's copy of the child program as ``__main__``.
+
+It never imports ``autograder`` or ``repeval_ref``: the confinement helpers are compiled
+from the file ``CONFINE`` into a module object that is not in :data:`sys.modules`, and
+the child program's import hook refuses both packages as it does in a started child.
+
+Protocol, on the Unix socket ``FD`` (datagrams, one JSON object each): the first message,
+``{"ready": true, "loaded": [...], "threads": n}``, comes after the imports. Requests:
+``{"op": "spawn", ...}`` with the child's two pipe ends attached (SCM_RIGHTS: its standard
+input, then its standard output) -> ``{"pid": int}`` or ``{"error": str}``;
+``{"op": "status", "pid": int}`` -> ``{"code": int or null}`` (null while it runs; a
+negative code is the signal that ended it, as in :attr:`subprocess.Popen.returncode`).
+The end of the socket ends the server.
+"""
+import importlib
+import json
+import os
+import socket
+import sys
+
+#: the libraries imported before the first fork (each optional)
+PRELOAD = (
+    "numpy", "scipy", "scipy.linalg", "scipy.special", "scipy.stats", "scipy.spatial",
+    "scipy.spatial.distance", "sklearn", "sklearn.linear_model", "sklearn.neighbors",
+    "sklearn.model_selection", "sklearn.metrics", "sklearn.preprocessing", "sklearn.svm",
+    "torch", "torch.nn", "torch.nn.functional",
+)
+#: the largest request taken (a spawn request holds an environment and a few paths)
+MAX_REQUEST = 1 << 16
+
+_exited = {}
+
+
+def _threads():
+    """Threads of this process (1 when it is safe to fork)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:  # pragma: no cover - not Linux
+        return 0
+
+
+def _reap():
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        _exited[pid] = os.waitstatus_to_exitcode(status)
+
+
+def _status(pid):
+    _reap()
+    if pid in _exited:
+        return _exited[pid]
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return -1
+    except PermissionError:  # running under the sandbox user
+        pass
+    return None
+
+
+def _load_confine(path):
+    """The confinement helpers compiled from ``path`` (not registered in sys.modules)."""
+    module = type(sys)("_cleanroom_confine")
+    module.__file__ = path
+    with open(path) as fh:
+        exec(compile(fh.read(), path, "exec"), module.__dict__)
+    return module
+
+
+def _vm_size():
+    """This process's mapped address space in bytes (0 if unreadable)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _confine(confine, req):
+    """In the forked child: what :func:`preexec_confined` does for a started child, in
+    the same order (working directory first, as :class:`subprocess.Popen` sets it before
+    its ``preexec_fn``). The address-space limit counts from what this process maps
+    already (the preloaded libraries), so that an answer gets the same room for its own
+    data as in a started child that imported them itself."""
+    os.chdir(req["room"])
+    lim = req["limits"]
+    mounts = req.get("mounts")
+    libc = confine.load_libc() if mounts is not None else None
+
+    def mount():
+        if confine.private_tmp(libc, int(mounts["file_bytes"]), keep=mounts["keep"],
+                               cover=mounts["cover"]):
+            for folder in mounts["packages"]:
+                confine.cover_empty(libc, folder)
+
+    start = confine.preexec_confined(
+        uid=req.get("uid"), mount=mount if mounts is not None else None,
+        cpu_s=lim["cpu_s"], cpu_grace_s=lim["cpu_grace_s"],
+        memory_bytes=int(lim["memory_bytes"]) + _vm_size(), file_bytes=lim["file_bytes"],
+        processes=lim["processes"])
+    start()
+    if req.get("uid") is not None and libc is not None:
+        libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: as after exec, /proc/self is its own
+
+
+def _become_child(req, fds, control, confine):
+    """In the forked child: confine, then run the room's child program; never returns."""
+    code = 1
+    try:
+        control.close()
+        child_in, child_out = fds
+        os.dup2(child_in, 0)
+        os.dup2(child_out, 1)
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 2)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1024)
+        _confine(confine, req)
+        os.environ.clear()
+        os.environ.update({str(k): str(v) for k, v in req["env"].items()})
+        import tempfile
+        tempfile.tempdir = None  # read $TMPDIR again
+        # a started process draws its own seeds: so does each fork
+        import random
+        random.seed()
+        if "numpy" in sys.modules:
+            sys.modules["numpy"].random.seed()
+        if "torch" in sys.modules:
+            sys.modules["torch"].seed()
+        program = req["program"]
+        main = type(sys)("__main__")
+        main.__file__ = program
+        main.__builtins__ = __builtins__
+        sys.modules["__main__"] = main
+        sys.argv = [program, req["site"]]
+        with open(program) as fh:
+            source = fh.read()
+        exec(compile(source, program, "exec"), main.__dict__)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # pragma: no cover - the grader reads the exit code
+        code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+        finally:
+            os._exit(code)
+
+
+def _send(control, msg):
+    control.send(json.dumps(msg).encode())
+
+
+def main(argv):
+    site, confine_path, fd = argv[1], argv[2], int(argv[3])
+    control = socket.socket(fileno=fd)
+    # as in a started child: the site-packages last, never the repository
+    sys.path[:] = [p for p in sys.path if p and "site-packages" not in p] + [site]
+    confine = _load_confine(confine_path)
+    loaded = []
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+            loaded.append(name)
+        except Exception:  # an optional library: the answer imports it itself
+            pass
+    _send(control, {"ready": True, "loaded": loaded, "threads": _threads()})
+    while True:
+        msg, fds, _, _ = socket.recv_fds(control, MAX_REQUEST, 2)
+        if not msg:
+            return
+        try:
+            req = json.loads(msg)
+            op = req["op"]
+        except (ValueError, KeyError, TypeError):
+            for f in fds:
+                os.close(f)
+            _send(control, {"error": "malformed request"})
+            continue
+        if op == "status":
+            _send(control, {"code": _status(int(req["pid"]))})
+        elif op == "spawn":
+            if len(fds) != 2 or _threads() != 1:
+                for f in fds:
+                    os.close(f)
+                _send(control, {"error": "the server holds threads" if len(fds) == 2
+                                else "a spawn request needs two pipe ends"})
+                continue
+            _reap()
+            pid = os.fork()
+            if pid == 0:
+                _become_child(req, fds, control, confine)
+            for f in fds:
+                os.close(f)
+            _send(control, {"pid": pid})
+        else:
+            for f in fds:
+                os.close(f)
+            _send(control, {"error": f"unknown op {op!r}"})
+
+
+if __name__ == "__main__":
+    try:
+        main(sys.argv)
+    except (BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
+        os._exit(0)

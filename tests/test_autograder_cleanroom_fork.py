@@ -1,0 +1,187 @@
+"""Clean-room children forked from a warm server (autograder/cleanroom_fork_server.py).
+
+A forked child must be indistinguishable, to the answer and to the grade, from a child
+started from nothing: the same environment, working directory, path, program name and
+``__main__``; no grader or reference module; its own seeds; the same confinement (user
+id, hidden repository, private ``/tmp``, limits); the same exit codes; and the same
+verdicts on honest, wrong and cheating answers. Each property is checked on both kinds of
+child, in this file's own process.
+"""
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograder import cleanroom_process as cp
+from autograder.build import solution_source
+from autograder.checks import CheckTimeout
+from autograder.cleanroom import verify_source
+from autograder.exercises import load
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_autograder_cleanroom import (  # noqa: E402
+    DYNAMIC_IMPORT, IMPORT_REF, PATCH, RANK_SCIPY, RETRIEVAL_LOOPS, TRANSFORMER, WRONG_KNN,
+    WRONG_RANK)
+
+SEED = 4242
+FAST = {"call_s": 5.0, "start_s": 30.0, "cpu_s": 30, "memory_bytes": 2 << 30}
+
+#: what the answer can see of its own process
+LOOK = '''
+import os, sys, random
+import numpy as np
+import torch
+
+def look():
+    return json_text({
+        "cwd": sorted(os.listdir(".")),
+        "env": sorted(k for k in os.environ),
+        "env_values": {k: v for k, v in os.environ.items() if k not in ("HOME", "TMPDIR")},
+        "path": [p for p in sys.path],
+        "argv0": os.path.basename(sys.argv[0]),
+        "argv_len": len(sys.argv),
+        "main": sys.modules["__main__"].__file__.rsplit("/", 1)[-1],
+        "grader_modules": sorted(m for m in sys.modules if m.split(".")[0] in
+                                 ("autograder", "repeval_ref", "repeval_book")
+                                 or "confine" in m or "fork_server" in m),
+        "threads": len(os.listdir("/proc/self/task")),
+        "uid_is_grader": os.getuid() == GRADER_UID,
+        "repo_visible": os.path.exists(REPO + "/autograder/cleanroom_fork_server.py"),
+        "tmp": sorted(os.listdir("/tmp")) if os.getuid() != GRADER_UID else None,
+        "hashseed": os.environ.get("PYTHONHASHSEED"),
+    })
+
+def seeds():
+    return [random.random(), float(np.random.rand()), float(torch.rand(1))]
+
+def json_text(x):
+    import json
+    return json.dumps(x, sort_keys=True)
+'''
+
+
+@pytest.fixture(params=["spawned", "forked"])
+def kind(request, monkeypatch, cleanroom_fork_server):
+    """Children started from nothing, or forked from this worker's server."""
+    if request.param == "spawned":
+        monkeypatch.setenv(cp.FORK_ENV, "0")
+    return request.param
+
+
+def _look_source():
+    return (LOOK.replace("GRADER_UID", str(os.getuid()))
+            .replace("REPO", repr(str(Path(cp.__file__).resolve().parents[1]))))
+
+
+def _sandbox(source, kind, limits=None):
+    box = cp.Sandbox(source, {**FAST, **(limits or {})})
+    assert box.forked == (kind == "forked")
+    return box
+
+
+def test_the_answer_sees_the_same_process_either_way(cleanroom_fork_server, monkeypatch):
+    seen = {}
+    for kind in ("spawned", "forked"):
+        monkeypatch.setenv(cp.FORK_ENV, "0" if kind == "spawned" else "1")
+        with _sandbox(_look_source(), kind) as box:
+            assert box.started == {"ok": True, "forbidden": []}
+            seen[kind] = json.loads(cp.remote_function(box, "look")())
+    assert seen["forked"] == seen["spawned"]
+    got = seen["forked"]
+    assert got["cwd"] == ["answer.py", "cleanroom_child.py", "codec.py"] and got["argv0"] == "cleanroom_child.py" and got["argv_len"] == 2
+    assert got["main"] == "cleanroom_child.py" and got["grader_modules"] == []
+    assert got["threads"] == 1 and got["hashseed"] == "0"
+    if os.geteuid() == 0:   # confined: its own user, no repository, an empty /tmp
+        assert not got["uid_is_grader"] and not got["repo_visible"] and got["tmp"] == []
+
+
+def test_every_forked_child_draws_its_own_seeds(cleanroom_fork_server):
+    draws = []
+    for _ in range(3):
+        with _sandbox(_look_source(), "forked") as box:
+            draws.append(tuple(cp.remote_function(box, "seeds")()))
+    for i in range(3):   # random, NumPy and torch each differ between children
+        assert len({d[i] for d in draws}) == 3, draws
+
+
+def test_exit_codes_and_limits_are_those_of_a_started_child(kind):
+    with _sandbox("import os\n\ndef quit():\n    os._exit(7)\n", kind) as box:
+        with pytest.raises(RuntimeError, match="exit code 7"):
+            cp.remote_function(box, "quit")()
+    with _sandbox("def spin():\n    while True:\n        pass\n", kind,
+                  {"cpu_s": 1, "call_s": 20.0}) as box:
+        with pytest.raises(RuntimeError, match="CPU-time limit"):
+            cp.remote_function(box, "spin")()
+    # the address-space limit is the answer's own room in both: 1 GiB holds 256 MB of
+    # data (beside the libraries a child maps either way) and refuses 2 GiB
+    src = "import numpy as np\nimport torch\n\ndef fill(n):\n    return float(np.ones(n).sum())\n"
+    with _sandbox(src, kind, {"memory_bytes": 1 << 30}) as box:
+        assert cp.remote_function(box, "fill")(2**25) == 2.0**25
+        with pytest.raises(MemoryError):
+            cp.remote_function(box, "fill")(2**28)
+
+
+def test_a_killed_child_leaves_no_process(kind):
+    with _sandbox("import time\n\ndef nap():\n    time.sleep(60)\n", kind,
+                  {"call_s": 0.5}) as box:
+        pid = box.proc.pid
+        with pytest.raises(CheckTimeout):
+            cp.remote_function(box, "nap")()
+    assert box.proc.returncode == -9                      # killed, and reaped by its parent
+    assert not Path(f"/proc/{pid}").exists()
+
+
+@pytest.mark.parametrize("name,code", [("rank_bound", RANK_SCIPY),
+                                       ("retrieval_metrics", RETRIEVAL_LOOPS),
+                                       ("knn_classify", None), ("linear_cka", None)])
+def test_the_same_verdicts_on_honest_answers(name, code, cleanroom_fork_server, monkeypatch):
+    spec = load(name)
+    code = code or solution_source(spec)
+    got = {}
+    for kind in ("spawned", "forked"):
+        monkeypatch.setenv(cp.FORK_ENV, "0" if kind == "spawned" else "1")
+        got[kind] = [(v.grade_id, v.points, v.message) for v in
+                     verify_source(spec, code, SEED, FAST)]
+    assert got["forked"] == got["spawned"]
+    assert all(p == 1.0 or p is None or p > 0 for _, p, _ in got["forked"])
+
+
+@pytest.mark.parametrize("exercise,wrong", [("rank_bound", WRONG_RANK),
+                                            ("knn_classify", WRONG_KNN)])
+@pytest.mark.parametrize("attack", ["plain", "transformer", "patch", "import",
+                                    "dynamic_import"])
+def test_the_same_verdicts_on_wrong_and_cheating_answers(exercise, wrong, attack,
+                                                         cleanroom_fork_server, monkeypatch):
+    code = {"plain": wrong, "transformer": TRANSFORMER + "\n" + wrong,
+            "patch": wrong + PATCH.format(fn=exercise),
+            "import": IMPORT_REF.format(fn=exercise),
+            "dynamic_import": DYNAMIC_IMPORT.format(fn=exercise)}[attack]
+    spec = load(exercise)
+    got = {}
+    for kind in ("spawned", "forked"):
+        monkeypatch.setenv(cp.FORK_ENV, "0" if kind == "spawned" else "1")
+        got[kind] = [(v.grade_id, v.points, v.message) for v in
+                     verify_source(spec, code, SEED, FAST)]
+    assert got["forked"] == got["spawned"]
+    assert sum(p or 0 for _, p, _ in got["forked"]) == 0.0
+
+
+def test_without_a_ready_server_children_start_from_nothing(monkeypatch):
+    monkeypatch.setattr(cp, "_fork_server", None)
+    assert not cp.fork_server_ready(0)
+    with cp.Sandbox("x = 1\n", FAST) as box:
+        assert not box.forked and box.started["ok"]
+    monkeypatch.setenv(cp.FORK_ENV, "0")
+    assert cp.start_fork_server() is None
+
+
+def test_the_server_refuses_a_request_it_cannot_serve(cleanroom_fork_server):
+    server = cp._ready_fork_server()
+    assert server is not None
+    assert "error" in server.ask({"op": "nothing"})
+    assert "error" in server.ask({"op": "spawn"})          # no pipe ends attached
+    assert server.exit_code(2**22 + 12345) == -1           # no such process
+    with cp.Sandbox("x = 1\n", FAST) as box:               # and serves the next one
+        assert box.forked and box.started["ok"]
