@@ -75,6 +75,17 @@ def _look_source():
             .replace("REPO", repr(str(Path(cp.__file__).resolve().parents[1]))))
 
 
+def _verdicts_both_ways(spec, code, monkeypatch):
+    """``{kind: [(grade_id, points, max_points, message), ...]}`` of :func:`verify_source` with a
+    child started from nothing and with a forked one."""
+    got = {}
+    for kind in ("spawned", "forked"):
+        monkeypatch.setenv(cp.FORK_ENV, "0" if kind == "spawned" else "1")
+        got[kind] = [(v.grade_id, v.points, v.max_points, v.message) for v in
+                     verify_source(spec, code, SEED, FAST)]
+    return got
+
+
 def _sandbox(source, kind, limits=None):
     box = cp.Sandbox(source, {**FAST, **(limits or {})})
     assert box.forked == (kind == "forked")
@@ -138,14 +149,9 @@ def test_a_killed_child_leaves_no_process(kind):
                                        ("knn_classify", None), ("linear_cka", None)])
 def test_the_same_verdicts_on_honest_answers(name, code, cleanroom_fork_server, monkeypatch):
     spec = load(name)
-    code = code or solution_source(spec)
-    got = {}
-    for kind in ("spawned", "forked"):
-        monkeypatch.setenv(cp.FORK_ENV, "0" if kind == "spawned" else "1")
-        got[kind] = [(v.grade_id, v.points, v.message) for v in
-                     verify_source(spec, code, SEED, FAST)]
+    got = _verdicts_both_ways(spec, code or solution_source(spec), monkeypatch)
     assert got["forked"] == got["spawned"]
-    assert all(p == 1.0 or p is None or p > 0 for _, p, _ in got["forked"])
+    assert all(p == top for _, p, top, _ in got["forked"])   # full marks
 
 
 @pytest.mark.parametrize("exercise,wrong", [("rank_bound", WRONG_RANK),
@@ -158,14 +164,9 @@ def test_the_same_verdicts_on_wrong_and_cheating_answers(exercise, wrong, attack
             "patch": wrong + PATCH.format(fn=exercise),
             "import": IMPORT_REF.format(fn=exercise),
             "dynamic_import": DYNAMIC_IMPORT.format(fn=exercise)}[attack]
-    spec = load(exercise)
-    got = {}
-    for kind in ("spawned", "forked"):
-        monkeypatch.setenv(cp.FORK_ENV, "0" if kind == "spawned" else "1")
-        got[kind] = [(v.grade_id, v.points, v.message) for v in
-                     verify_source(spec, code, SEED, FAST)]
+    got = _verdicts_both_ways(load(exercise), code, monkeypatch)
     assert got["forked"] == got["spawned"]
-    assert sum(p or 0 for _, p, _ in got["forked"]) == 0.0
+    assert sum(p or 0 for _, p, _, _ in got["forked"]) == 0.0
 
 
 def test_without_a_ready_server_children_start_from_nothing(monkeypatch):
@@ -185,3 +186,20 @@ def test_the_server_refuses_a_request_it_cannot_serve(cleanroom_fork_server):
     assert server.exit_code(2**22 + 12345) == -1           # no such process
     with cp.Sandbox("x = 1\n", FAST) as box:               # and serves the next one
         assert box.forked and box.started["ok"]
+
+
+def test_the_servers_children_are_reaped_with_their_exit_codes():
+    from autograder.fork_children import Children, load_by_path
+
+    kids = Children()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(5)
+    while kids.status(pid) is None:
+        pass
+    assert kids.status(pid) == 5 and not Path(f"/proc/{pid}").exists()
+    assert kids.status(1) == -1                       # not a child of this process
+    with pytest.raises(ValueError, match="pid"):
+        kids.status(0)
+    with pytest.raises(ValueError, match="path"):
+        load_by_path("x", "/nonexistent.py")

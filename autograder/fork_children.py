@@ -1,0 +1,62 @@
+"""What both fork servers keep of their children (standard library only, loaded by path:
+:mod:`autograder.kernel_fork_server` and :mod:`autograder.cleanroom_fork_server` import
+nothing of the ``autograder`` package)."""
+import os
+
+
+def threads():
+    """Threads of this process (1 when it is safe to fork; 0 where unknown)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:  # pragma: no cover - not Linux
+        return 0
+
+
+class Children:
+    """Exit codes of this process's children, reaped without waiting."""
+
+    def __init__(self):
+        self.exited = {}
+
+    def reap(self):
+        """Collect every child that has ended (no zombie stays behind)."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            self.exited[pid] = os.waitstatus_to_exitcode(status)
+
+    def status(self, pid):
+        """``None`` while child ``pid`` runs, else its exit code (negative: the signal
+        that ended it, as in :attr:`subprocess.Popen.returncode`; -1 for a process that
+        is not a child of this one)."""
+        if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+            raise ValueError(f"pid must be a process id, got {pid!r}")
+        self.reap()
+        if pid in self.exited:
+            return self.exited[pid]
+        try:
+            got, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return -1
+        if got == 0:
+            return None
+        self.exited[pid] = os.waitstatus_to_exitcode(status)
+        return self.exited[pid]
+
+
+def load_by_path(name, path):
+    """The module compiled from the file ``path`` under ``name``, not registered in
+    :data:`sys.modules` (no package is imported to reach it)."""
+    import sys
+
+    if not os.path.isfile(path):
+        raise ValueError(f"path must name a Python file, got {path!r}")
+    module = type(sys)(name)
+    module.__file__ = path
+    with open(path) as fh:
+        exec(compile(fh.read(), path, "exec"), module.__dict__)
+    return module
