@@ -97,17 +97,7 @@ def _become_child(req, fds, control, confine):
         os.dup2(null, 2)
         os.closerange(3, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1024)
         _confine(confine, req)
-        os.environ.clear()
-        os.environ.update({str(k): str(v) for k, v in req["env"].items()})
-        import tempfile
-        tempfile.tempdir = None  # read $TMPDIR again
-        # a started process draws its own seeds: so does each fork
-        import random
-        random.seed()
-        if "numpy" in sys.modules:
-            sys.modules["numpy"].random.seed()
-        if "torch" in sys.modules:
-            sys.modules["torch"].seed()
+        _fork_children.fresh_process(req["env"])
         program = req["program"]
         main = type(sys)("__main__")
         main.__file__ = program

@@ -60,3 +60,24 @@ def load_by_path(name, path):
     with open(path) as fh:
         exec(compile(fh.read(), path, "exec"), module.__dict__)
     return module
+
+
+def fresh_process(env):
+    """In a forked child: what a process started from nothing would have, as far as the
+    preloaded libraries go: exactly the environment ``env``, ``$TMPDIR`` read again by
+    :mod:`tempfile`, and its own seeds for :mod:`random`, NumPy's and torch's global
+    generators (a fork would otherwise repeat its server's draws)."""
+    import random
+    import sys
+    import tempfile
+
+    if not isinstance(env, dict):
+        raise ValueError(f"env must be a dict, got {type(env).__name__}")
+    os.environ.clear()
+    os.environ.update({str(k): str(v) for k, v in env.items()})
+    tempfile.tempdir = None
+    random.seed()
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()
+    if "torch" in sys.modules:
+        sys.modules["torch"].seed()

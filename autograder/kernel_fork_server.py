@@ -55,20 +55,10 @@ def _become_kernel(req, reply_fd):
         os.setsid()
         env = {str(k): str(v) for k, v in req["env"].items()}
         env["JPY_PARENT_PID"] = str(os.getppid())  # this server: the kernel exits with it
-        os.environ.clear()
-        os.environ.update(env)
+        _fork_children.fresh_process(env)
         cwd = req.get("cwd")
         if cwd:
             os.chdir(cwd)
-        import tempfile
-        tempfile.tempdir = None  # read $TMPDIR again
-        # a fresh process draws its own seeds: so does each fork
-        import random
-        random.seed()
-        if "numpy" in sys.modules:
-            sys.modules["numpy"].random.seed()
-        if "torch" in sys.modules:
-            sys.modules["torch"].seed()
         import runpy
         # as `python -m`: the working directory first on the path, the module as __main__
         sys.path[0] = os.getcwd()

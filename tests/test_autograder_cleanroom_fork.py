@@ -207,3 +207,10 @@ def test_the_servers_children_are_reaped_with_their_exit_codes():
         kids.status(0)
     with pytest.raises(ValueError, match="path"):
         load_by_path("x", "/nonexistent.py")
+
+
+def test_fresh_process_names_a_bad_environment():
+    from autograder.fork_children import fresh_process
+
+    with pytest.raises(ValueError, match="env"):
+        fresh_process(["PATH=/bin"])
