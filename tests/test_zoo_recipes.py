@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from repeval_ref.torch.models import SmallResNet, default_blocks
+from repeval_ref.torch.models import ResidualBlock, SmallResNet, default_blocks
 from repeval_ref.zoo import recipes
 from repeval_ref.zoo.extraction import TokenView
 from repeval_ref.zoo.registry import ARCHITECTURES, build_encoder
@@ -61,6 +61,8 @@ def test_resnet_group_norm_variant_and_bad_input():
     assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in enc.modules())
     with pytest.raises(ValueError, match="norm"):
         SmallResNet(norm="layer")
+    with pytest.raises(ValueError, match="norm"):
+        ResidualBlock(4, 4, norm="instance")
     with pytest.raises(ValueError, match="widths and depths"):
         SmallResNet(widths=(16, 32), depths=(1,))
     with pytest.raises(ValueError, match="groups"):
@@ -175,6 +177,14 @@ def test_a_state_file_of_another_configuration_is_refused(tmp_path, train_split)
         train_encoder("supervised_vit", x, y, epochs=2, n_images=256, state_file=path)
     with pytest.raises(ValueError, match="stop_after"):
         train_encoder("supervised_vit", x, y, epochs=2, n_images=256, stop_after=0)
+    with pytest.raises(ValueError, match="time_limit"):
+        train_encoder("supervised_vit", x, y, epochs=2, n_images=256, time_limit=-1)
+
+
+def test_a_time_limit_stops_at_the_end_of_an_epoch(train_split):
+    x, y = train_split
+    out = train_encoder("supervised_vit", x, y, epochs=3, n_images=256, time_limit=1e-6)
+    assert out["epochs_done"] == 1 and not out["complete"] and len(out["curve"]) == 1
 
 
 def test_saving_the_state_does_not_change_the_run(tmp_path, train_split):

@@ -119,6 +119,8 @@ class ResidualBlock(nn.Module):
         c_in = check_int(c_in, "c_in", minimum=1)
         c_out = check_int(c_out, "c_out", minimum=1)
         stride = check_int(stride, "stride", minimum=1, maximum=2)
+        if norm not in ("batch", "group"):
+            raise ValueError(f"norm must be 'batch' or 'group', got {norm!r}")
         self.conv1 = nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=False)
         self.norm1 = _norm_layer(norm, c_out, groups)
         self.conv2 = nn.Conv2d(c_out, c_out, 3, stride=1, padding=1, bias=False)
