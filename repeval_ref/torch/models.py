@@ -6,6 +6,9 @@ Book: chapter "Linear probes", the PyTorch reference loop; seed 000, "In PyTorch
   BatchNorm (so that evaluation mode matters) for 8x8 ``load_digits`` images. The loop
   trains it for a few epochs (:func:`repeval_ref.cli.pretrain.pretrain_encoder`), or
   uses it at random initialisation.
+* :class:`SmallResNet` is a ResNet-style encoder (a stem, stages of
+  :class:`ResidualBlock` that halve the resolution, a global average pool) of some
+  0.3-1 M parameters: the convolutional backbone of the zoo's plateau recipes.
 * :class:`TinyViT` is a ViT-shaped module (patch embedding, class token, ``blocks``
   of :class:`TransformerBlock` that return token sequences). It stands in for a real
   ViT in tests of hooks, pooling and layer choice, since neither torchvision nor timm
@@ -28,6 +31,8 @@ from .._validation import check_bool, check_int
 
 __all__ = [
     "SmallCNN",
+    "SmallResNet",
+    "ResidualBlock",
     "TinyViT",
     "TransformerBlock",
     "default_blocks",
@@ -77,6 +82,117 @@ class SmallCNN(nn.Module):
             )
         for block in self.blocks:
             x = block(x)
+        return x
+
+    def forward(self, x):
+        return self.feature_map(x).mean(dim=(2, 3))
+
+
+def _norm_layer(norm, channels, groups):
+    """``BatchNorm2d(channels)`` or ``GroupNorm(groups, channels)``."""
+    if norm == "batch":
+        return nn.BatchNorm2d(channels)
+    return nn.GroupNorm(groups, channels)
+
+
+class ResidualBlock(nn.Module):
+    """A ResNet basic block: ``relu(norm(conv(relu(norm(conv(x))))) + shortcut(x))``.
+
+    Two 3x3 convolutions (the first with stride ``stride``); the shortcut is the
+    identity, or a strided 1x1 convolution and a normalisation when the shape changes.
+    Input ``(b, c_in, H, W)`` -> output ``(b, c_out, ceil(H / stride), ceil(W / stride))``.
+
+    Parameters
+    ----------
+    c_in, c_out : int
+        Input and output channels.
+    stride : int
+        1 or 2.
+    norm : {"batch", "group"}
+        BatchNorm or GroupNorm after each convolution.
+    groups : int
+        Groups of the GroupNorm (``c_out`` must be divisible by it); unused for BatchNorm.
+    """
+
+    def __init__(self, c_in, c_out, stride=1, norm="batch", groups=8):
+        super().__init__()
+        c_in = check_int(c_in, "c_in", minimum=1)
+        c_out = check_int(c_out, "c_out", minimum=1)
+        stride = check_int(stride, "stride", minimum=1, maximum=2)
+        if norm not in ("batch", "group"):
+            raise ValueError(f"norm must be 'batch' or 'group', got {norm!r}")
+        self.conv1 = nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=False)
+        self.norm1 = _norm_layer(norm, c_out, groups)
+        self.conv2 = nn.Conv2d(c_out, c_out, 3, stride=1, padding=1, bias=False)
+        self.norm2 = _norm_layer(norm, c_out, groups)
+        self.shortcut = nn.Identity()
+        if stride != 1 or c_in != c_out:
+            self.shortcut = nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride=stride, bias=False),
+                                          _norm_layer(norm, c_out, groups))
+
+    def forward(self, x):
+        y = torch.relu(self.norm1(self.conv1(x)))
+        return torch.relu(self.norm2(self.conv2(y)) + self.shortcut(x))
+
+
+class SmallResNet(nn.Module):
+    """A small ResNet-style encoder returning globally pooled features.
+
+    A stem ``conv3x3 -> norm -> ReLU`` to ``widths[0]`` channels at full resolution,
+    then one stage per entry of ``widths``: ``depths[i]`` :class:`ResidualBlock` s, the
+    first of every stage with stride 2 (28 -> 14 -> 7 -> 4 for three stages). For an
+    input of shape ``(b, in_channels, H, W)`` the last feature map has ``widths[-1]``
+    channels and the resolution halved once per stage (rounded up); ``forward`` returns
+    its global average, shape ``(b, widths[-1])``. The stages are ``self.blocks[i]``,
+    so hooks (and :func:`default_blocks`) read every stage's feature map.
+
+    Parameters
+    ----------
+    in_channels : int
+        Input channels (1 for Fashion-MNIST).
+    widths : sequence of int
+        Channels of each stage (e.g. ``(32, 64, 128)``).
+    depths : sequence of int
+        Residual blocks per stage, same length as ``widths``, each >= 1.
+    norm : {"batch", "group"}
+        Normalisation layer after every convolution.
+    groups : int
+        Groups of the GroupNorm; every width must be divisible by it.
+    """
+
+    def __init__(self, in_channels=1, widths=(32, 64, 128), depths=(1, 1, 2), norm="batch", groups=8):
+        super().__init__()
+        in_channels = check_int(in_channels, "in_channels", minimum=1)
+        widths = [check_int(w, "widths", minimum=1) for w in widths]
+        depths = [check_int(d, "depths", minimum=1) for d in depths]
+        if not widths or len(widths) != len(depths):
+            raise ValueError(f"widths and depths must be non-empty and of the same length, got "
+                             f"{widths} and {depths}")
+        if norm not in ("batch", "group"):
+            raise ValueError(f"norm must be 'batch' or 'group', got {norm!r}")
+        groups = check_int(groups, "groups", minimum=1)
+        if norm == "group" and any(w % groups for w in widths):
+            raise ValueError(f"groups={groups} must divide every width of {widths}")
+        self.in_channels = in_channels
+        self.stem = nn.Sequential(nn.Conv2d(in_channels, widths[0], 3, padding=1, bias=False),
+                                  _norm_layer(norm, widths[0], groups), nn.ReLU())
+        stages, c_in = [], widths[0]
+        for w, d in zip(widths, depths):
+            blocks = [ResidualBlock(c_in if j == 0 else w, w, 2 if j == 0 else 1, norm, groups)
+                      for j in range(d)]
+            stages.append(nn.Sequential(*blocks))
+            c_in = w
+        self.blocks = nn.ModuleList(stages)
+        self.out_dim = widths[-1]
+
+    def feature_map(self, x):
+        """Output of the last stage, shape (b, widths[-1], H / 2^s, W / 2^s) for s stages (rounded up)."""
+        if not isinstance(x, torch.Tensor) or x.ndim != 4 or x.shape[1] != self.in_channels:
+            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"x must be an image tensor of shape (b, {self.in_channels}, H, W), got {shape}")
+        x = self.stem(x)
+        for stage in self.blocks:
+            x = stage(x)
         return x
 
     def forward(self, x):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from ..torch.models import SmallCNN, TinyViT
+from ..torch.models import SmallCNN, SmallResNet, TinyViT
 
 __all__ = ["ARCHITECTURES", "ENCODERS", "build_encoder", "MEAN", "STD", "CHECKPOINT_FRACTIONS"]
 
@@ -25,6 +25,11 @@ ARCHITECTURES = {
             "depth": 4, "heads": 4, "mlp_ratio": 2},
     # three conv blocks, 16/32/64 channels; about 23k parameters
     "cnn": {"kind": "cnn", "in_channels": 1, "width": 16},
+    # ResNet-style: a 3x3 stem and three stride-2 stages of basic blocks (32/64/128
+    # channels, 1/1/2 blocks: 28 -> 14 -> 7 -> 4), BatchNorm, global average pool;
+    # about 0.6 M parameters. Backbone of the plateau recipes (issue 26), no shipped weights yet.
+    "resnet": {"kind": "resnet", "in_channels": 1, "widths": [32, 64, 128], "depths": [1, 1, 2],
+               "norm": "batch"},
 }
 
 _COMMON = {"seed": 0, "batch_size": 256, "lr": 1e-3, "weight_decay": 0.05, "warmup": 0.05,
@@ -61,4 +66,7 @@ def build_encoder(arch, seed=0):
                        spec["depth"], spec["heads"], spec["mlp_ratio"])
     if spec["kind"] == "cnn":
         return SmallCNN(spec["in_channels"], spec["width"])
+    if spec["kind"] == "resnet":
+        return SmallResNet(spec["in_channels"], spec["widths"], spec["depths"], spec.get("norm", "batch"),
+                           spec.get("groups", 8))
     raise ValueError(f"unknown architecture kind {spec['kind']!r}")

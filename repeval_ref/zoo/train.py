@@ -6,11 +6,19 @@ state)``, optionally ``init_state``, ``after_step`` (DINO's teacher update),
 ``export`` (which module is shipped) and ``SHIPPED_HEADS`` (heads saved beside it). This loop owns the rest: seeding, one thread,
 deterministic algorithms, the data order, AdamW with a linear warm-up and cosine
 decay, the loss curve and the checkpoints at fixed shares of the steps.
+
+Resumable runs (issue 26: a zoo trained in the background across sessions): given a
+``state_file``, the loop writes its whole state after every epoch (model, heads, the
+objective's state such as DINO's teacher and centre, the optimiser, the step, the
+generator states, the curve and the checkpoints so far) and, when the file exists,
+resumes from it; a run stopped after ``k`` epochs and resumed ends bit-identical to an
+uninterrupted one.
 """
 from __future__ import annotations
 
 import copy
 import importlib
+import os
 import time
 
 import numpy as np
@@ -18,9 +26,9 @@ import torch
 
 from ..torch.schedule import cosine_factor
 from .inputs import to_tensor
-from .registry import CHECKPOINT_FRACTIONS, ENCODERS, build_encoder
+from .registry import ARCHITECTURES, CHECKPOINT_FRACTIONS, ENCODERS, build_encoder
 
-__all__ = ["train_encoder", "deterministic_torch", "checkpoint_name"]
+__all__ = ["train_encoder", "encoder_config", "deterministic_torch", "checkpoint_name"]
 
 
 def deterministic_torch():
@@ -42,7 +50,114 @@ def checkpoint_name(epoch):
     return f"epoch{epoch:g}"
 
 
-def train_encoder(name, images, labels, *, epochs=None, n_images=None, log=None):
+def encoder_config(name, *, epochs=None, overrides=None):
+    """The training configuration of zoo encoder ``name``, with optional changes.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`~repeval_ref.zoo.registry.ENCODERS`.
+    epochs : int, optional
+        Replaces the registered number of epochs (>= 0).
+    overrides : dict, optional
+        Replaces registered settings (e.g. ``{"arch": "resnet", "lr": 3e-3}``); every
+        key must already be a setting of ``name``, and ``"arch"`` a key of
+        :data:`~repeval_ref.zoo.registry.ARCHITECTURES`.
+
+    Returns
+    -------
+    dict
+        A deep copy of the registered configuration with the changes applied.
+    """
+    if not isinstance(name, str) or name not in ENCODERS:
+        raise ValueError(f"unknown zoo encoder {name!r}; known: {sorted(ENCODERS)}")
+    cfg = copy.deepcopy(ENCODERS[name])
+    if overrides is not None:
+        if not isinstance(overrides, dict):
+            raise ValueError(f"overrides must be a dict of settings, got {type(overrides).__name__}")
+        unknown = sorted(set(overrides) - set(cfg))
+        if unknown:
+            raise ValueError(f"overrides has settings {unknown} that {name!r} does not have; known: {sorted(cfg)}")
+        cfg.update(copy.deepcopy(overrides))
+    if epochs is not None:
+        if isinstance(epochs, bool) or int(epochs) != epochs or epochs < 0:
+            raise ValueError(f"epochs must be an integer >= 0, got {epochs!r}")
+        cfg["epochs"] = int(epochs)
+    if cfg["arch"] not in ARCHITECTURES:
+        raise ValueError(f"overrides names an unknown architecture {cfg['arch']!r}; known: {sorted(ARCHITECTURES)}")
+    if cfg["objective"] == "mae" and ARCHITECTURES[cfg["arch"]]["kind"] != "vit":
+        raise ValueError(f"overrides: the mae objective needs a ViT, not {cfg['arch']!r}")
+    return cfg
+
+
+def _objective_state_dict(state):
+    """The objective's state (modules and tensors, e.g. DINO's teacher and centre) as tensors."""
+    out = {}
+    for key, value in state.items():
+        if isinstance(value, torch.nn.Module):
+            out[key] = {"module": {k: v.detach().clone() for k, v in value.state_dict().items()}}
+        elif isinstance(value, torch.Tensor):
+            out[key] = {"tensor": value.detach().clone()}
+        else:
+            raise ValueError(f"state[{key!r}] is a {type(value).__name__}; a resumable objective keeps "
+                             f"only modules and tensors in its state")
+    return out
+
+
+def _load_objective_state(state, saved):
+    """Put the saved objective state back into ``state`` (in place)."""
+    if set(saved) != set(state):
+        raise ValueError(f"state_file holds objective state {sorted(saved)}, this objective has {sorted(state)}")
+    for key, value in saved.items():
+        if "module" in value:
+            state[key].load_state_dict(value["module"])
+        else:
+            state[key] = value["tensor"].clone()
+
+
+def _save_run(path, cfg, subset, encoder, heads, state, opt, gen, run):
+    """Write the whole training state to ``path`` atomically (a temporary file, then a rename)."""
+    payload = {"format": 1, "config": cfg, "subset": torch.from_numpy(np.asarray(subset, dtype=np.int64)),
+               "encoder": encoder.state_dict(), "heads": heads.state_dict(),
+               "objective_state": _objective_state_dict(state), "optimizer": opt.state_dict(),
+               "generator": gen.get_state(), "torch_rng": torch.get_rng_state(), "run": run}
+    tmp = f"{path}.tmp{os.getpid()}"
+    torch.save(payload, tmp)
+    os.replace(tmp, path)
+
+
+def _load_run(path, cfg, subset, encoder, heads, state, opt, gen):
+    """Restore a state written by :func:`_save_run` into the freshly built objects; return ``run``."""
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # a truncated or foreign file
+        raise ValueError(f"state_file {path!r} cannot be read as a training state: {exc}") from exc
+    if not isinstance(payload, dict) or payload.get("format") != 1:
+        raise ValueError(f"state_file {path!r} is not a training state of this loop")
+    if payload["config"] != cfg:
+        raise ValueError(f"state_file {path!r} was written for another configuration: {payload['config']}")
+    if not np.array_equal(payload["subset"].numpy(), subset):
+        raise ValueError(f"state_file {path!r} was written for other training images")
+    encoder.load_state_dict(payload["encoder"])
+    heads.load_state_dict(payload["heads"])
+    _load_objective_state(state, payload["objective_state"])
+    opt.load_state_dict(payload["optimizer"])
+    gen.set_state(payload["generator"])
+    torch.set_rng_state(payload["torch_rng"])
+    return payload["run"]
+
+
+def _check_stops(stop_after, time_limit, state_file):
+    if stop_after is not None and (isinstance(stop_after, bool) or int(stop_after) != stop_after or stop_after < 1):
+        raise ValueError(f"stop_after must be an integer >= 1, got {stop_after!r}")
+    if time_limit is not None and not (isinstance(time_limit, (int, float)) and time_limit > 0):
+        raise ValueError(f"time_limit must be a number of seconds > 0, got {time_limit!r}")
+    if state_file is not None and not isinstance(state_file, (str, os.PathLike)):
+        raise ValueError(f"state_file must be a path, got {type(state_file).__name__}")
+
+
+def train_encoder(name, images, labels, *, epochs=None, n_images=None, log=None, overrides=None,
+                  state_file=None, stop_after=None, time_limit=None):
     """Train the zoo encoder ``name`` from its seeded initialisation.
 
     Parameters
@@ -58,6 +173,19 @@ def train_encoder(name, images, labels, *, epochs=None, n_images=None, log=None)
         registered ``train_images``, capped at ``n``).
     log : callable, optional
         Called with one line of text per epoch.
+    overrides : dict, optional
+        Registered settings to replace (:func:`encoder_config`), e.g. another
+        architecture or learning rate for a recipe search.
+    state_file : str or os.PathLike, optional
+        Where the whole training state is written after every epoch. If the file
+        exists, training resumes from it (it must have been written for the same
+        configuration and images); the result is bit-identical to an uninterrupted run.
+    stop_after : int, optional
+        Stop once this many epochs (counted from the start of training, not of this
+        call) are done, leaving the rest to a later call with the same ``state_file``.
+    time_limit : float, optional
+        Stop at the end of the first epoch after which this call has run ``time_limit``
+        seconds.
 
     Returns
     -------
@@ -65,14 +193,12 @@ def train_encoder(name, images, labels, *, epochs=None, n_images=None, log=None)
         ``checkpoints``: list of ``(name, epoch, step, state_dict)``; ``heads``: per
         checkpoint name, the state dicts of the heads the objective ships
         (``SHIPPED_HEADS``, e.g. the collapsed model's projector); ``curve``: mean
-        loss per epoch; ``seconds``: wall time of the training; ``steps``; ``subset``:
-        the training indices used (numpy array); ``config``.
+        loss per epoch; ``seconds``: wall time of the training (summed over resumed
+        calls); ``steps``; ``subset``: the training indices used (numpy array);
+        ``config``; ``epochs_done`` and ``complete`` (False when stopped early).
     """
-    if name not in ENCODERS:
-        raise ValueError(f"unknown zoo encoder {name!r}; known: {sorted(ENCODERS)}")
-    cfg = copy.deepcopy(ENCODERS[name])
-    if epochs is not None:
-        cfg["epochs"] = int(epochs)
+    cfg = encoder_config(name, epochs=epochs, overrides=overrides)
+    _check_stops(stop_after, time_limit, state_file)
     deterministic_torch()
     seed = cfg["seed"]
     n = images.shape[0]
@@ -86,7 +212,7 @@ def train_encoder(name, images, labels, *, epochs=None, n_images=None, log=None)
     if cfg["epochs"] == 0:
         state = encoder.state_dict()
         return {"checkpoints": [("init", 0, 0, {k: v.clone() for k, v in state.items()})], "curve": [],
-                "seconds": 0.0, "steps": 0, "subset": subset, "config": cfg}
+                "seconds": 0.0, "steps": 0, "subset": subset, "config": cfg, "epochs_done": 0, "complete": True}
     torch.manual_seed(seed + 1)
     heads = torch.nn.ModuleDict(objective.make_heads(encoder, cfg))
     state = objective.init_state(encoder, heads, cfg) if hasattr(objective, "init_state") else {}
@@ -100,11 +226,15 @@ def train_encoder(name, images, labels, *, epochs=None, n_images=None, log=None)
     total = steps_per_epoch * cfg["epochs"]
     marks = {max(1, int(round(f * total))): f for f in CHECKPOINT_FRACTIONS}
     warmup = max(1, int(round(cfg["warmup"] * total)))  # cfg["warmup"] is a share of the steps
-    checkpoints, curve, step, shipped = [], [], 0, {}
+    run = {"epoch": 0, "step": 0, "curve": [], "checkpoints": [], "shipped": {}, "seconds": 0.0}
+    if state_file is not None and os.path.exists(state_file):
+        run = _load_run(state_file, cfg, subset, encoder, heads, state, opt, gen)
+    step, checkpoints, curve, shipped = run["step"], run["checkpoints"], run["curve"], run["shipped"]
+    seconds_before = run["seconds"]  # spent by earlier calls on this state file
     encoder.train()
     heads.train()
     t0 = time.perf_counter()
-    for epoch in range(cfg["epochs"]):
+    for epoch in range(run["epoch"], cfg["epochs"]):
         order = torch.randperm(n_use, generator=gen)
         losses = []
         for b in range(steps_per_epoch):
@@ -126,9 +256,15 @@ def train_encoder(name, images, labels, *, epochs=None, n_images=None, log=None)
                 shipped[checkpoint_name(ep)] = {h: {k: v.detach().clone() for k, v in heads[h].state_dict().items()}
                                                 for h in getattr(objective, "SHIPPED_HEADS", ())}
         curve.append(float(np.mean(losses)))
+        elapsed = time.perf_counter() - t0
+        run.update(epoch=epoch + 1, step=step, seconds=seconds_before + elapsed)
         if log is not None:
             log(f"{name} epoch {epoch + 1}/{cfg['epochs']} loss {curve[-1]:.4f} "
-                f"({time.perf_counter() - t0:.0f} s)")
-    seconds = time.perf_counter() - t0
-    return {"checkpoints": checkpoints, "curve": curve, "seconds": seconds, "steps": total,
-            "subset": subset, "config": cfg, "heads": shipped}
+                f"({elapsed:.0f} s)")
+        if state_file is not None:
+            _save_run(state_file, cfg, subset, encoder, heads, state, opt, gen, run)
+        if (stop_after is not None and epoch + 1 >= stop_after) or (time_limit is not None and elapsed >= time_limit):
+            break
+    return {"checkpoints": checkpoints, "curve": curve, "seconds": run["seconds"], "steps": total,
+            "subset": subset, "config": cfg, "heads": shipped, "epochs_done": run["epoch"],
+            "complete": run["epoch"] == cfg["epochs"]}
