@@ -24,21 +24,19 @@ result, or raises the child's exception as the same builtin class.
 """
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import select
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
-import threading
 import time
 import warnings
 from pathlib import Path
 
 from . import REPO_ROOT, cleanroom_child, codec, confine
+from .fork_client import ForkServer, ServerSlot
 from .forked_process import ForkedProcess
 
 __all__ = ["DEFAULT_LIMITS", "FORK_ENV", "RemoteFunction", "Sandbox", "fork_server_ready",
@@ -371,69 +369,17 @@ def _child_env(room):
             "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-class _ForkServer:
+class _ForkServer(ForkServer):
     """This process's clean-room fork server (:mod:`autograder.cleanroom_fork_server`),
     started with the children's interpreter and environment; it ends with this process
     (the end of its socket ends it)."""
 
     def __init__(self):
         python, site, _ = confine.sandbox_python()
-        self.home = tempfile.mkdtemp(prefix="autograder-cleanroom-server-")
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         server = Path(__file__).with_name("cleanroom_fork_server.py")
-        try:
-            self.proc = subprocess.Popen(
-                [python, "-I", "-S", str(server), site, confine.__file__,
-                 str(theirs.fileno())],
-                env=_child_env(self.home), cwd=self.home, pass_fds=(theirs.fileno(),),
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True)
-        except OSError:
-            ours.close()
-            shutil.rmtree(self.home, ignore_errors=True)
-            raise
-        finally:
-            theirs.close()
-        self.sock = ours
-        self.lock = threading.Lock()
-        self.is_ready = False
-        self.loaded = []
-        atexit.register(self.close)
-
-    def _read(self, timeout):
-        ready, _, _ = select.select([self.sock], [], [], timeout)
-        if not ready:
-            raise TimeoutError("the clean-room fork server did not answer")
-        msg = self.sock.recv(1 << 16)
-        if not msg:
-            raise OSError("the clean-room fork server ended")
-        return json.loads(msg)
-
-    def ready(self, timeout=0.0):
-        """Whether the imports are done (waits at most ``timeout`` seconds)."""
-        with self.lock:
-            if not self.is_ready:
-                try:
-                    first = self._read(timeout)
-                except TimeoutError:
-                    return False
-                if not first.get("ready") or first.get("threads") != 1:
-                    raise OSError("the clean-room fork server cannot fork")
-                self.loaded = list(first.get("loaded", []))
-                self.is_ready = True
-            return True
-
-    def ask(self, request, fds=(), timeout=30.0):
-        data = json.dumps(request).encode()
-        with self.lock:
-            if fds:
-                socket.send_fds(self.sock, [data], list(fds))
-            else:
-                self.sock.send(data)
-            return self._read(timeout)
-
-    def exit_code(self, pid):
-        return self.ask({"op": "status", "pid": pid}).get("code")
+        super().__init__(
+            lambda fd: [python, "-I", "-S", str(server), site, confine.__file__, str(fd)],
+            _child_env, "the clean-room fork server")
 
     def spawn(self, request):
         """A :class:`~autograder.forked_process.ForkedProcess` for a child forked with
@@ -456,19 +402,9 @@ class _ForkServer:
                              stdin=os.fdopen(grader_out, "wb", buffering=0),
                              stdout=os.fdopen(grader_in, "rb", buffering=0))
 
-    def close(self):
-        try:
-            self.sock.close()
-        finally:
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:  # pragma: no cover
-                self.proc.kill()
-            shutil.rmtree(self.home, ignore_errors=True)
 
-
-_fork_server = None
-_fork_server_lock = threading.Lock()
+#: this process's clean-room fork server (started by :func:`start_fork_server`)
+_fork_slot = ServerSlot(_ForkServer, FORK_ENV)
 
 
 def start_fork_server():
@@ -480,16 +416,7 @@ def start_fork_server():
     NumPy, SciPy, scikit-learn and torch once (a few seconds), and each child then starts
     in milliseconds instead of importing what its answer imports. A single ``check``
     starts its child from nothing. Returns the server, or ``None``."""
-    global _fork_server
-    if os.environ.get(FORK_ENV, "1") == "0":
-        return None
-    with _fork_server_lock:
-        if _fork_server is None or _fork_server.proc.poll() is not None:
-            try:
-                _fork_server = _ForkServer()
-            except (OSError, ValueError):
-                _fork_server = None
-        return _fork_server
+    return _fork_slot.start()
 
 
 def fork_server_ready(wait=FORK_READY_WAIT_S):
@@ -502,17 +429,7 @@ def _ready_fork_server(wait=FORK_READY_WAIT_S):
     """The started fork server once ready, else ``None`` (the child is then started from
     nothing): none was started, it is turned off, it died, or it is still importing after
     ``wait`` seconds."""
-    server = _fork_server
-    if server is None or os.environ.get(FORK_ENV, "1") == "0":
-        return None
-    if server.proc.poll() is not None:
-        server = start_fork_server()
-        if server is None:
-            return None
-    try:
-        return server if server.ready(wait) else None
-    except (OSError, ValueError):
-        return None
+    return _fork_slot.ready(wait)
 
 
 def _raise_like(error):

@@ -34,7 +34,7 @@ from pathlib import Path
 
 __all__ = ["FIRST_UID", "UID_COUNT", "TMP_DIRS", "load_libc", "new_uid", "uid_processes",
            "kill_uid", "world_can", "closed_ancestor", "sandbox_python", "private_mounts",
-           "private_tmp", "loopback_up", "cover_empty", "drop_to", "set_limits", "preexec_confined"]
+           "private_tmp", "sandbox_mounts", "loopback_up", "cover_empty", "drop_to", "set_limits", "preexec_confined"]
 
 #: user ids of sandboxes: ``FIRST_UID <= uid < FIRST_UID + UID_COUNT``
 FIRST_UID = 200000
@@ -292,6 +292,52 @@ def loopback_up():
         return True
     except OSError:
         return False
+
+
+def sandbox_mounts(libc, top, hide, size, readable):
+    """In the child of one student's nbgrader run, as root: a network namespace whose
+    only interface is a loopback of its own (no route to the machine's services), a
+    mount namespace with private temporary folders (``top``, the sandbox folder,
+    bind-mounted back writable), ``hide`` covered by empty read-only tmpfs, and the
+    folders ``readable`` (the interpreter's installation, the project) made reachable
+    read-only under a closed home directory.
+
+    Parameters
+    ----------
+    libc : ctypes.CDLL
+        From :func:`load_libc`.
+    top : str
+        The sandbox folder.
+    hide : sequence of str
+        Folders to cover (the real course directory).
+    size : int
+        Size of each private tmpfs in bytes.
+    readable : sequence of str
+        Folders the run reads: kept reachable even under a covered or temporary folder.
+
+    Returns
+    -------
+    bool
+        False (nothing changed) where namespaces are not allowed.
+    """
+
+    def under_tmp(p):
+        return any(p == w or p.startswith(w + "/") for w in TMP_DIRS)
+
+    ro = {os.path.realpath(p) for p in readable}
+    closed = {closed_ancestor(p) for p in ro} - {None}
+    keep_ro = [p for p in sorted(ro)
+               if under_tmp(p) or any(p.startswith(str(c) + "/") for c in closed)]
+    if not private_mounts(libc, size, keep=[(p, True) for p in keep_ro] + [(str(top), False)],
+                          cover=sorted(closed, key=str), network=False):
+        return False
+    loopback_up()  # nbgrader reaches its kernel on a loopback of their own
+    for h in hide:
+        h = os.path.realpath(h)
+        inside = [p for p in [str(top), *ro] if p == h or p.startswith(h + "/")]
+        if os.path.isdir(h) and not under_tmp(h) and not inside:
+            cover_empty(libc, h)
+    return True
 
 
 def cover_empty(libc, path):

@@ -772,6 +772,16 @@ class Course:
         answers = self._answers()
         template = self._template_gradebook()
         jobs = [self._sandbox_job(s, template, seed) for s in self.students()]
+        # one warm process starts every student's nbgrader run with its kernel server
+        # (autograder.sandbox_fork_server) once the class has a few notebooks to grade
+        notebooks = sum(name.endswith(".ipynb") for job in jobs
+                        for parts in job["assignments"].values() for name in parts["files"])
+        for job in jobs:
+            job["fork_server"] = notebooks >= _FORK_FROM
+        if scheduler is None and notebooks >= _FORK_FROM:
+            from .sandbox import start_sandbox_server
+
+            start_sandbox_server()  # its imports overlap the rest of the set-up
         results = self._run_sandboxes(jobs, workers, scheduler)
         with (self.root / "autograde.log").open("w") as fh:
             for job in jobs:

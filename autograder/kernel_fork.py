@@ -7,6 +7,10 @@ sandbox (the server is a child of the grading process and inherits its user, nam
 and limits); only the imports are already done. Anything the server cannot do (another
 kernel command, a server that failed to start or holds threads) falls back to the usual
 launch, so grading never depends on it. ``$AUTOGRADER_KERNEL_FORK=0`` turns it off.
+
+In a class, the server is not started here: the sandbox's own fork server
+(:mod:`autograder.sandbox_fork_server`) forks one that has done its imports already beside
+this process and names its pipes in ``$AUTOGRADER_KERNEL_FORK_FDS``; this process adopts it.
 """
 from __future__ import annotations
 
@@ -23,16 +27,45 @@ from jupyter_client import AsyncKernelManager
 from jupyter_client.provisioning import LocalProvisioner
 from nbgrader.preprocessors import Execute
 
+from .fork_client import RUN_BY_PATH
 from .forked_process import ForkedProcess
 
-__all__ = ["ENV", "ForkExecute", "ForkKernelManager", "ForkProvisioner", "fork_enabled",
+__all__ = ["ENV", "FDS_ENV", "ForkExecute", "ForkKernelManager", "ForkProvisioner", "fork_enabled",
            "start_server"]
 
 #: environment variable: "0" turns the fork server off
 ENV = "AUTOGRADER_KERNEL_FORK"
+#: environment variable: "REQUESTS,REPLIES,PID" of a warm kernel server forked beside this
+#: process (:mod:`autograder.sandbox_fork_server`); read, and removed, on import
+FDS_ENV = "AUTOGRADER_KERNEL_FORK_FDS"
 _SERVER_FILE = Path(__file__).with_name("kernel_fork_server.py")
-_BOOT = ("import runpy, sys; sys.argv = sys.argv[1:]; "
-         "runpy.run_path(sys.argv[0], run_name='__main__')")
+_BOOT = RUN_BY_PATH
+_ADOPT = os.environ.pop(FDS_ENV, None)  # never handed on to a kernel
+
+
+def _adoptable():
+    """``(requests, replies, pid)`` of the kernel server forked beside this process, once
+    (the second call gets None), or None when there is none or the value is unusable."""
+    global _ADOPT
+    value, _ADOPT = _ADOPT, None
+    if not value:
+        return None
+    try:
+        requests, replies, pid = (int(x) for x in value.split(","))
+        for fd in (requests, replies):
+            os.set_inheritable(fd, False)  # no kernel started the usual way inherits them
+    except (ValueError, OSError):
+        return None
+    return requests, replies, pid
+
+
+def _child_exit_code(pid):
+    """Exit code of this process's child ``pid``, None while it runs."""
+    try:
+        got, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return -1
+    return os.waitstatus_to_exitcode(status) if got else None
 
 
 def fork_enabled():
@@ -44,13 +77,18 @@ class _Server:
     """The fork server of this process (started on first use, ended with it)."""
 
     def __init__(self):
-        read_fd, write_fd = os.pipe()
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", _BOOT, str(_SERVER_FILE), str(write_fd)],
-                stdin=subprocess.PIPE, pass_fds=(write_fd,), close_fds=True, text=True)
-        finally:
-            os.close(write_fd)
+        adopted = _adoptable()
+        if adopted is not None:  # already warm, forked beside this process
+            requests, read_fd, pid = adopted
+            self.proc = ForkedProcess(pid, _child_exit_code, stdin=os.fdopen(requests, "w"))
+        else:
+            read_fd, write_fd = os.pipe()
+            try:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-c", _BOOT, str(_SERVER_FILE), str(write_fd)],
+                    stdin=subprocess.PIPE, pass_fds=(write_fd,), close_fds=True, text=True)
+            finally:
+                os.close(write_fd)
         self.replies = os.fdopen(read_fd, "r")
         self.lock = threading.Lock()
         self.is_ready = False

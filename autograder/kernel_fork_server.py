@@ -84,9 +84,8 @@ def _become_kernel(req, reply_fd):
             os._exit(code)
 
 
-def main(argv):
-    reply_fd = int(argv[1])
-    reply = os.fdopen(reply_fd, "w", buffering=1)
+def preload():
+    """Import :data:`PRELOAD` (each optional); the names imported."""
     loaded = []
     for name in PRELOAD:
         try:
@@ -94,6 +93,13 @@ def main(argv):
             loaded.append(name)
         except Exception:  # an optional library: the kernel imports it itself
             pass
+    return loaded
+
+
+def serve(reply_fd, loaded):
+    """Announce ``{"ready": true}`` on ``reply_fd``, then answer the requests read from
+    standard input until it ends (the protocol above)."""
+    reply = os.fdopen(reply_fd, "w", buffering=1)
     reply.write(json.dumps({"ready": True, "loaded": loaded, "threads": _threads()}) + "\n")
     for line in sys.stdin:
         _children.reap()
@@ -115,6 +121,10 @@ def main(argv):
             reply.write(json.dumps({"pid": pid}) + "\n")
         else:
             reply.write(json.dumps({"error": f"unknown op {op!r}"}) + "\n")
+
+
+def main(argv):
+    serve(int(argv[1]), preload())
 
 
 if __name__ == "__main__":

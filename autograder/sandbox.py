@@ -45,6 +45,8 @@ import time
 from pathlib import Path
 
 from . import PACKAGE_DIR, confine
+from .fork_client import RUN_BY_PATH, ForkServer, ServerSlot
+from .forked_process import ForkedProcess
 from .safe_files import Refused, read_regular
 
 #: limits of one student's nbgrader run (nbgrader, its kernel and their children)
@@ -59,6 +61,11 @@ SANDBOX_LIMITS = {
 FORK_FROM_NOTEBOOKS = 3
 #: :data:`autograder.kernel_fork.ENV` (not imported: that module loads nbgrader)
 KERNEL_FORK_ENV = "AUTOGRADER_KERNEL_FORK"
+#: environment variable: "0" starts every nbgrader run from nothing instead of forking it
+#: from this process's sandbox fork server (:mod:`autograder.sandbox_fork_server`)
+SANDBOX_FORK_ENV = "AUTOGRADER_SANDBOX_FORK"
+#: the longest a student's run waits for the sandbox fork server's imports
+SANDBOX_FORK_WAIT_S = 30.0
 #: the most of nbgrader's output kept for the log of one run
 MAX_LOG_BYTES = 4 << 20
 #: the largest result file taken back from a sandbox
@@ -95,32 +102,62 @@ def _no_sync(dbapi_connection, _record):
 
 
 # ----------------------------------------------------------------- confinement
-def _mounts(libc, top, hide, size):
-    """In the child, as root: a network namespace whose only interface is a loopback of
-    its own (no route to the machine's services), a mount namespace with private
-    temporary folders (``top``, the sandbox folder, bind-mounted back writable), ``hide`` covered by empty
-    read-only tmpfs, and the interpreter's installation made reachable under a closed home
-    directory. Returns False (nothing changed) where namespaces are not allowed."""
+def readable_folders():
+    """What a student's nbgrader run reads besides its sandbox folder: the interpreter's
+    installation and the project (nbgrader's configuration and the hidden checks)."""
+    return [os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, PACKAGE_DIR.parent)]
 
-    def under_tmp(p):
-        return any(p == w or p.startswith(w + "/") for w in confine.TMP_DIRS)
 
-    prefix = os.path.realpath(sys.base_prefix)
-    ro = {os.path.realpath(p) for p in (prefix, sys.prefix, PACKAGE_DIR.parent)}
-    closed = {confine.closed_ancestor(p) for p in ro} - {None}
-    keep_ro = [p for p in sorted(ro)
-               if under_tmp(p) or any(p.startswith(str(c) + "/") for c in closed)]
-    if not confine.private_mounts(libc, size,
-                                  keep=[(p, True) for p in keep_ro] + [(top, False)],
-                                  cover=sorted(closed, key=str), network=False):
-        return False
-    confine.loopback_up()  # nbgrader reaches its kernel on a loopback of their own
-    for h in hide:
-        h = os.path.realpath(h)
-        inside = [p for p in [top, *ro] if p == h or p.startswith(h + "/")]
-        if os.path.isdir(h) and not under_tmp(h) and not inside:
-            confine.cover_empty(libc, h)
-    return True
+class _SandboxServer(ForkServer):
+    """This process's sandbox fork server (:mod:`autograder.sandbox_fork_server`): it
+    imports what a kernel fork server imports once, then starts each student's nbgrader
+    run confined, with a warm kernel server beside it."""
+
+    def __init__(self):
+        here = Path(__file__).parent
+        super().__init__(
+            lambda fd: [sys.executable, "-c", RUN_BY_PATH, str(here / "sandbox_fork_server.py"),
+                        confine.__file__, str(here / "kernel_fork_server.py"), str(fd)],
+            lambda home: _env("", 0, 0, home), "the sandbox fork server")
+
+    def spawn(self, request):
+        """A :class:`~autograder.forked_process.ForkedProcess` for a run started with
+        ``request`` (see the server's protocol), its output (standard output and error)
+        piped to this process; ``None`` when the server cannot start it."""
+        grader_out, run_out = os.pipe()
+        try:
+            reply = self.ask({"op": "spawn", **request}, fds=(run_out,))
+        except (OSError, ValueError):
+            reply = {}
+        finally:
+            os.close(run_out)
+        if not isinstance(reply.get("pid"), int):
+            os.close(grader_out)
+            return None
+        return ForkedProcess(reply["pid"], self.exit_code,
+                             stdout=os.fdopen(grader_out, "rb", buffering=0))
+
+
+_sandbox_slot = ServerSlot(_SandboxServer, SANDBOX_FORK_ENV)
+
+
+def start_sandbox_server():
+    """Start this process's sandbox fork server without waiting for its imports (a no-op
+    when it runs already, or when ``$AUTOGRADER_SANDBOX_FORK`` or ``$AUTOGRADER_KERNEL_FORK``
+    is ``0``). Every student's nbgrader run graded afterwards in this process starts from
+    it; :func:`grade_in_sandbox` also starts it on first use (a Dask worker). Returns the
+    server, or ``None``."""
+    if os.environ.get(KERNEL_FORK_ENV, "1") == "0":
+        return None
+    return _sandbox_slot.start()
+
+
+def _ready_sandbox_server(start, wait=SANDBOX_FORK_WAIT_S):
+    """This process's sandbox fork server once ready (started first if ``start``), else
+    None: the run then starts from nothing."""
+    if os.environ.get(KERNEL_FORK_ENV, "1") == "0":
+        return None
+    return _sandbox_slot.ready(wait, start=start)
 
 
 class Confinement:
@@ -132,6 +169,8 @@ class Confinement:
         self.limits = {**SANDBOX_LIMITS, **(limits or {})}
         self.root = os.geteuid() == 0
         self.uid = confine.new_uid() if self.root else None
+        #: the sandbox fork server the runs start from (None: each starts from nothing)
+        self.server = None
 
     def own(self, path):
         """Give ``path`` (a tree inside the sandbox) to the sandbox user."""
@@ -151,8 +190,10 @@ class Confinement:
         lim, uid, top, hide = self.limits, self.uid, self.top, self.hide
         libc = confine.load_libc() if uid is not None else None
 
+        readable = readable_folders()
+
         def mount():  # in the child, before nbgrader starts
-            _mounts(libc, top, hide, lim["file_bytes"])
+            confine.sandbox_mounts(libc, top, hide, lim["file_bytes"], readable)
 
         return confine.preexec_confined(
             uid=uid, mount=mount if libc is not None else None, cpu_s=cpu_s, cpu_grace_s=5,
@@ -166,9 +207,11 @@ class Confinement:
         The output is read with a deadline and kept up to :data:`MAX_LOG_BYTES`: a
         process that left the group (``setsid``) and holds the pipe open, or floods it,
         cannot keep the grader waiting or fill its memory."""
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                preexec_fn=self.preexec(wall_s), close_fds=True)
+        proc = self._forked(cmd, cwd, env, wall_s) if self.server is not None else None
+        if proc is None:
+            proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    preexec_fn=self.preexec(wall_s), close_fds=True)
         out, over = _read_until(proc, time.monotonic() + wall_s, MAX_LOG_BYTES)
         if over:
             try:
@@ -184,6 +227,17 @@ class Confinement:
         except subprocess.TimeoutExpired:  # pragma: no cover - a process that cannot die
             pass
         return proc.returncode, (out + more).decode("utf-8", "replace")
+
+    def _forked(self, cmd, cwd, env, wall_s):
+        """``cmd`` started by the sandbox fork server, confined as :meth:`preexec` confines
+        a started one, with a warm kernel server beside it; None if the server cannot."""
+        lim = self.limits
+        return self.server.spawn({
+            "argv": [str(c) for c in cmd], "env": env, "cwd": str(cwd), "uid": self.uid,
+            "limits": {"cpu_s": wall_s, "cpu_grace_s": 5, "memory_bytes": lim["memory_bytes"],
+                       "file_bytes": lim["file_bytes"], "processes": lim["processes"]},
+            "mounts": None if self.uid is None else {
+                "top": self.top, "hide": self.hide, "readable": readable_folders()}})
 
     def cleanup(self):
         """Kill every process left under the sandbox user id (as root)."""
@@ -288,7 +342,9 @@ def grade_in_sandbox(job):
         ``files`` are the submitted notebooks and ``timestamp.txt``; ``gradebook``
         (bytes: the assignments, no students); ``seed``, ``timeout`` (per cell, s),
         ``late_policy`` (nbgrader's ``none`` / ``zero``); ``hide`` (paths covered inside
-        the sandbox, the real course directory); ``limits`` (over :data:`SANDBOX_LIMITS`).
+        the sandbox, the real course directory); ``limits`` (over :data:`SANDBOX_LIMITS`);
+        ``fork_server`` (optional): start this process's sandbox fork server if it does
+        not run (worth it for a class; a run uses a running one anyway).
 
     Returns
     -------
@@ -332,9 +388,14 @@ def grade_in_sandbox(job):
         env = _env(course, timeout, job["seed"], home)
         notebooks = sum(name.endswith(".ipynb") for parts in job["assignments"].values()
                         for name in parts["files"])
-        if notebooks < FORK_FROM_NOTEBOOKS:
-            # the fork server's imports (about 3 s of CPU) pay off from the third notebook
-            env[KERNEL_FORK_ENV] = "0"
+        if os.environ.get(KERNEL_FORK_ENV, "1") == "0":
+            env[KERNEL_FORK_ENV] = "0"  # the grader's switch reaches the run
+        else:
+            # a warm kernel server comes free with a run the sandbox fork server starts;
+            # one started inside the run (about 5 s of CPU) pays off from the third notebook
+            conf.server = _ready_sandbox_server(bool(job.get("fork_server", False)))
+            if conf.server is None and notebooks < FORK_FROM_NOTEBOOKS:
+                env[KERNEL_FORK_ENV] = "0"
         policy = f"--LateSubmissionPlugin.penalty_method={job.get('late_policy', 'none')}"
 
         def restore_gradebook():

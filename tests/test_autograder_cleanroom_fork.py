@@ -175,7 +175,7 @@ def test_the_same_verdicts_on_wrong_and_cheating_answers(exercise, wrong, attack
 
 
 def test_without_a_ready_server_children_start_from_nothing(monkeypatch):
-    monkeypatch.setattr(cp, "_fork_server", None)
+    monkeypatch.setattr(cp._fork_slot, "server", None)
     assert not cp.fork_server_ready(0)
     with cp.Sandbox("x = 1\n", FAST) as box:
         assert not box.forked and box.started["ok"]

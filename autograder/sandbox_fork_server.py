@@ -1,0 +1,192 @@
+"""The process that starts students' nbgrader runs with a warm kernel server beside them
+(standard library only; run by path).
+
+Each student's notebooks are graded by ``nbgrader autograde`` in a sandbox of its own
+(:mod:`autograder.sandbox`), and its kernels are forked from a kernel fork server
+(:mod:`autograder.kernel_fork_server`) that imports IPython, ipykernel, NumPy, SciPy,
+scikit-learn and torch first: about 5 s of CPU, paid once per student when that server
+is started inside the sandbox. This program does those imports once per grading
+process. For each student it forks a child that
+
+1. confines itself exactly as :meth:`autograder.sandbox.Confinement.preexec` confines a
+   started nbgrader run (working directory first, then a session of its own, the mount
+   and network namespaces of :func:`autograder.confine.sandbox_mounts`, the sandbox
+   user id, the limits), with the grader's pipe as its standard output and error;
+2. forks the student's kernel fork server, which already holds the imports and so serves
+   at once (it is a child of the run, in the same sandbox, as before);
+3. executes nbgrader's command line, telling it the kernel server's pipes and process id
+   in ``$AUTOGRADER_KERNEL_FORK_FDS`` (:mod:`autograder.kernel_fork` adopts it instead of
+   starting one).
+
+It never imports ``autograder``, ``repeval_ref`` or nbgrader: the kernel server's code and
+the confinement helpers are compiled from their files into module objects that are not in
+:data:`sys.modules`, so the kernels forked later hold what a kernel server started inside
+the sandbox would hold.
+
+Usage: ``python -c BOOT sandbox_fork_server.py CONFINE KERNEL_SERVER FD``. Protocol on the
+Unix socket ``FD``: that of :mod:`autograder.fork_client`, with ``{"op": "spawn", "argv":
+[...], "env": {...}, "cwd": str, "uid": int or null, "limits": {...}, "mounts": {"top":
+str, "hide": [...], "readable": [...]} or null}`` and one descriptor attached (the write
+end of the run's output pipe).
+"""
+import json
+import os
+import socket
+import sys
+
+#: the largest request taken (a spawn request holds an environment and a few paths)
+MAX_REQUEST = 1 << 16
+#: environment variable naming the kernel server's pipes: "REQUESTS,REPLIES,PID"
+FDS_ENV = "AUTOGRADER_KERNEL_FORK_FDS"
+
+_here = os.path.dirname(os.path.abspath(__file__))
+_fork_children = type(sys)("_fork_children")
+with open(os.path.join(_here, "fork_children.py")) as _fh:
+    exec(compile(_fh.read(), _fh.name, "exec"), _fork_children.__dict__)
+_children = _fork_children.Children()
+
+
+def _confine(confine, req):
+    """In the forked child: what ``Confinement.preexec`` does for a started run, in the
+    same order (the working directory first, as :class:`subprocess.Popen` sets it before
+    its ``preexec_fn``)."""
+    os.chdir(req["cwd"])
+    lim = req["limits"]
+    mounts = req.get("mounts")
+    libc = confine.load_libc() if mounts is not None else None
+
+    def mount():
+        confine.sandbox_mounts(libc, mounts["top"], mounts["hide"], int(lim["file_bytes"]),
+                               mounts["readable"])
+
+    start = confine.preexec_confined(
+        uid=req.get("uid"), mount=mount if libc is not None else None,
+        cpu_s=lim["cpu_s"], cpu_grace_s=lim["cpu_grace_s"],
+        memory_bytes=int(lim["memory_bytes"]), file_bytes=lim["file_bytes"],
+        processes=lim["processes"])
+    start()
+    if req.get("uid") is not None and libc is not None:
+        libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: as after exec, /proc/self is its own
+
+
+def _fork_kernel_server(kernels, loaded):
+    """Fork the run's kernel fork server; ``(requests, replies, pid)``: the run's ends of
+    its pipes (inheritable) and its process id."""
+    req_r, req_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.close(req_w)
+            os.close(rep_r)
+            os.dup2(req_r, 0)  # the kernel server reads its requests on standard input
+            os.close(req_r)
+            sys.stdin = open(0, "r", closefd=False)
+            kernels.serve(rep_w, loaded)
+        except BaseException:  # the run then starts its kernels the usual way
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(req_r)
+    os.close(rep_w)
+    os.set_inheritable(req_w, True)
+    os.set_inheritable(rep_r, True)
+    return req_w, rep_r, pid
+
+
+def _become_run(req, out, control, confine, kernels, loaded):
+    """In the forked child: confine, fork the kernel server, execute nbgrader; never
+    returns."""
+    code = 127
+    try:
+        control.close()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1024)
+        _confine(confine, req)
+        env = {str(k): str(v) for k, v in req["env"].items()}
+        requests, replies, pid = _fork_kernel_server(kernels, loaded)
+        env[FDS_ENV] = f"{requests},{replies},{pid}"
+        argv = [str(a) for a in req["argv"]]
+        os.execve(argv[0], argv, env)
+    except BaseException as exc:  # the grader reads the output and the exit code
+        try:
+            os.write(2, f"[autograder] the sandboxed run could not start: {exc!r}\n".encode())
+        except OSError:
+            pass
+    finally:
+        os._exit(code)
+
+
+def _spawn_error(req, fds):
+    """Why ``req`` with the descriptors ``fds`` cannot be served (None if it can)."""
+    if len(fds) != 1:
+        return "a spawn request needs exactly one descriptor: the output pipe's end"
+    argv, env, lim = req.get("argv"), req.get("env"), req.get("limits")
+    if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)):
+        return "argv must be a non-empty list of strings"
+    if not isinstance(env, dict) or not isinstance(req.get("cwd"), str):
+        return "env must be a dict and cwd a string"
+    if not isinstance(lim, dict) or not all(k in lim for k in (
+            "cpu_s", "cpu_grace_s", "memory_bytes", "file_bytes", "processes")):
+        return "limits must give cpu_s, cpu_grace_s, memory_bytes, file_bytes, processes"
+    if _fork_children.threads() != 1:
+        return "the server holds threads"
+    return None
+
+
+def _send(control, msg):
+    control.send(json.dumps(msg).encode())
+
+
+def main(argv):
+    confine_path, kernel_server_path, fd = argv[1], argv[2], int(argv[3])
+    control = socket.socket(fileno=fd)
+    confine = _fork_children.load_by_path("_sandbox_confine", confine_path)
+    kernels = _fork_children.load_by_path("_kernel_fork_server", kernel_server_path)
+    loaded = kernels.preload()
+    _send(control, {"ready": True, "loaded": loaded, "threads": _fork_children.threads()})
+    while True:
+        msg, fds, _, _ = socket.recv_fds(control, MAX_REQUEST, 4)
+        if not msg:
+            return
+        try:
+            req = json.loads(msg)
+            op = req["op"] if isinstance(req, dict) else None
+        except (ValueError, KeyError, TypeError):
+            for f in fds:
+                os.close(f)
+            _send(control, {"error": "malformed request"})
+            continue
+        if op == "status":
+            try:
+                _send(control, {"code": _children.status(int(req["pid"]))})
+            except (KeyError, TypeError, ValueError):
+                _send(control, {"error": "a status request needs a process id"})
+        elif op == "spawn":
+            error = _spawn_error(req, fds)
+            if error is not None:
+                for f in fds:
+                    os.close(f)
+                _send(control, {"error": error})
+                continue
+            _children.reap()
+            pid = os.fork()
+            if pid == 0:
+                _become_run(req, fds[0], control, confine, kernels, loaded)
+            os.close(fds[0])
+            _send(control, {"pid": pid})
+        else:
+            for f in fds:
+                os.close(f)
+            _send(control, {"error": f"unknown op {op!r}"})
+
+
+if __name__ == "__main__":
+    try:
+        main(sys.argv)
+    except (BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
+        os._exit(0)

@@ -1,0 +1,219 @@
+"""Students' nbgrader runs started by the sandbox fork server (autograder/sandbox_fork_server.py).
+
+A run started by the server must be the run :class:`autograder.sandbox.Confinement`
+starts from nothing: same user, groups, session, limits, mounts, network, environment and
+open files, except for the warm kernel server forked beside it, whose two pipes and
+process id it is told in ``$AUTOGRADER_KERNEL_FORK_FDS``. nbgrader's kernel manager
+adopts that server, and the kernels it forks never see the variable. A run past its
+wall-clock limit is killed with its kernel server.
+"""
+import json
+import os
+import socket
+import sys
+import time
+
+import pytest
+
+from autograder import sandbox
+from autograder.kernel_fork import FDS_ENV
+from autograder.sandbox import Confinement
+
+#: a grading run of its own per case, and one kernel: left out of make test-fast
+pytestmark = pytest.mark.slow
+
+ROOT = os.geteuid() == 0
+
+PROBE = r"""
+import json, os, resource, socket, sys
+limits = {n: resource.getrlimit(getattr(resource, n)) for n in
+          ("RLIMIT_CPU", "RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_NPROC", "RLIMIT_CORE")}
+try:
+    socket.create_connection(("127.0.0.1", PORT), timeout=2).close()
+    machine = "reached"
+except OSError:
+    machine = "unreachable"
+own = socket.socket(); own.bind(("127.0.0.1", 0)); own.listen(1)
+socket.create_connection(own.getsockname(), timeout=2).close()
+fds = sorted(int(f) for f in os.listdir("/proc/self/fd"))
+fds = [f for f in fds if os.path.exists(f"/proc/self/fd/{f}")]  # not the listing's own
+print("PROBE" + json.dumps({
+    "uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(), "groups": os.getgroups(),
+    "own_session": os.getsid(0) == os.getpid(), "cwd": os.getcwd(),
+    "listing": sorted(os.listdir(".")), "env": dict(os.environ), "argv": sys.argv[1:],
+    "tmp": sorted(os.listdir("/tmp")), "shm": sorted(os.listdir("/dev/shm")),
+    "hidden": os.path.exists(HIDDEN), "limits": limits, "machine": machine,
+    "fds": fds,
+}), flush=True)
+"""
+
+
+def _listener():
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    return srv
+
+
+@pytest.fixture(scope="module")
+def server():
+    got = sandbox.start_sandbox_server()
+    assert got is not None and got.ready(60), "the sandbox fork server did not start"
+    return got
+
+
+def _top(tmp_path, name):
+    top = tmp_path / name
+    (top / "course").mkdir(parents=True)
+    (top / "course" / "answer.txt").write_text("mine\n")
+    os.chmod(tmp_path, 0o755)
+    return top
+
+
+def _probe(tmp_path, name, forked, server, port, hidden):
+    top = _top(tmp_path, name)
+    conf = Confinement(str(top), hide=[str(hidden)])
+    conf.own(str(top))
+    conf.server = server if forked else None
+    code = PROBE.replace("PORT", str(port)).replace("HIDDEN", repr(str(hidden / "secret.txt")))
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(top), "LANG": "C.UTF-8"}
+    rc, out = conf.run([sys.executable, "-c", code, "one", "two"], str(top / "course"), env, 60)
+    line = next((x for x in out.splitlines() if x.startswith("PROBE")), None)
+    assert rc == 0 and line, out
+    return json.loads(line[len("PROBE"):]), conf
+
+
+def test_a_forked_run_is_the_run_started_from_nothing(tmp_path, server):
+    hidden = tmp_path / "real-course"
+    hidden.mkdir()
+    (hidden / "secret.txt").write_text("gradebook")
+    srv = _listener()
+    try:
+        started, _ = _probe(tmp_path, "a", False, server, srv.getsockname()[1], hidden)
+        forked, _ = _probe(tmp_path, "b", True, server, srv.getsockname()[1], hidden)
+    finally:
+        srv.close()
+    value = forked["env"].pop(FDS_ENV)
+    requests, replies, pid = (int(x) for x in value.split(","))
+    # the only difference: the kernel server's two pipe ends, left open for nbgrader
+    assert forked["fds"] == sorted(started["fds"] + [requests, replies])
+    del forked["fds"], started["fds"]
+    assert forked.pop("cwd").replace("/b/course", "/a/course") == started.pop("cwd")
+    assert forked["env"].pop("HOME").endswith("/b") and started["env"].pop("HOME").endswith("/a")
+    if ROOT:  # each run has a user id of its own
+        assert forked.pop("uid") != started.pop("uid")
+        for info in (forked, started):
+            info.pop("euid"), info.pop("gid")
+    assert forked == started
+    assert started["own_session"] and started["machine"] == "unreachable"
+    assert started["listing"] == ["answer.txt"]
+    if ROOT:
+        # the private /tmp holds only the way back to the sandbox folder (bound back)
+        below_tmp = tmp_path.relative_to("/tmp").parts[:1] if str(tmp_path).startswith(
+            "/tmp/") else ()
+        assert started["tmp"] == list(below_tmp) and started["shm"] == []
+        assert not started["hidden"]
+        assert started["groups"] == []
+
+
+def test_the_kernel_server_beside_the_run_is_its_child_in_its_sandbox(tmp_path, server):
+    top = _top(tmp_path, "k")
+    conf = Confinement(str(top))
+    conf.own(str(top))
+    conf.server = server
+    code = ("import os, sys\n"
+            "requests, replies, pid = (int(x) for x in os.environ['" + FDS_ENV + "'].split(','))\n"
+            "status = dict(l.split(':', 1) for l in open(f'/proc/{pid}/status') if ':' in l)\n"
+            "print('PPID', status['PPid'].strip() == str(os.getpid()))\n"
+            "print('UID', status['Uid'].split()[0] == str(os.getuid()))\n"
+            "print('READY', os.fdopen(replies).readline().strip())\n")
+    rc, out = conf.run([sys.executable, "-c", code], str(top / "course"),
+                       {"PATH": "/usr/bin:/bin"}, 60)
+    assert rc == 0, out
+    assert "PPID True" in out and "UID True" in out, out
+    ready = json.loads(out.split("READY", 1)[1].strip().splitlines()[0])
+    assert ready["ready"] is True and ready["threads"] == 1
+    assert {"numpy", "torch", "ipykernel.kernelapp"} <= set(ready["loaded"])
+
+
+def test_nbgrader_adopts_the_warm_kernel_server_and_its_kernels_never_see_it(tmp_path, server):
+    """A notebook run by the kernel manager nbgrader uses, inside a forked run: the kernel
+    is forked by the adopted server (its parent is that server, a fork of the sandbox fork
+    server), and the variable naming the server's pipes is gone from its environment."""
+    top = _top(tmp_path, "nb")
+    home = top / "home"
+    for d in ("tmp", "runtime", "ipython", "mpl"):
+        (home / d).mkdir(parents=True)
+    conf = Confinement(str(top))
+    conf.own(str(top))
+    conf.server = server
+    code = (
+        "import nbformat\nfrom nbclient import NotebookClient\n"
+        "from autograder import kernel_fork\n"
+        "cell = nbformat.v4.new_code_cell(\"import os, json\\n"
+        "print(json.dumps([os.environ.get('" + FDS_ENV + "'), "
+        "open(f'/proc/{os.getppid()}/cmdline', 'rb').read().decode(errors='replace')]))\")\n"
+        "nb = nbformat.v4.new_notebook(cells=[cell])\n"
+        "NotebookClient(nb, timeout=60, kernel_name='python3',\n"
+        "               kernel_manager_class=kernel_fork.ForkKernelManager).execute()\n"
+        "print('KERNEL' + cell.outputs[0]['text'].strip())\n")
+    env = sandbox._env(str(top / "course"), 30, 1, str(home))
+    rc, out = conf.run([sys.executable, "-c", code], str(top / "course"), env, 120)
+    assert rc == 0, out
+    seen, parent = json.loads(out.split("KERNEL", 1)[1].splitlines()[0])
+    assert seen is None
+    assert "sandbox_fork_server.py" in parent, parent
+
+
+def test_a_forked_run_past_its_limit_is_killed_with_its_kernel_server(tmp_path, server):
+    top = _top(tmp_path, "w")
+    conf = Confinement(str(top))
+    conf.own(str(top))
+    conf.server = server
+    code = ("import os, time\nprint(os.environ['" + FDS_ENV + "'], flush=True)\n"
+            "time.sleep(10 ** 6)\n")
+    t0 = time.monotonic()
+    rc, out = conf.run([sys.executable, "-c", code], str(top / "course"),
+                       {"PATH": "/usr/bin:/bin"}, 3)
+    assert time.monotonic() - t0 < 30
+    assert "wall-clock limit" in out
+    pid = int(out.split(",")[2].split()[0])
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not os.path.exists(f"/proc/{pid}")
+    if ROOT:
+        from autograder.confine import uid_processes
+
+        assert not uid_processes(conf.uid)
+
+
+def test_without_the_server_or_when_it_refuses_a_run_starts_from_nothing(tmp_path, server,
+                                                                          monkeypatch):
+    class Refusing:
+        def spawn(self, request):
+            return None
+
+    top = _top(tmp_path, "f")
+    conf = Confinement(str(top))
+    conf.own(str(top))
+    conf.server = Refusing()
+    rc, out = conf.run([sys.executable, "-c", "import os; print(os.environ.get('" + FDS_ENV
+                        + "'))"], str(top / "course"), {"PATH": "/usr/bin:/bin"}, 60)
+    assert rc == 0 and out.strip() == "None", out
+    monkeypatch.setenv(sandbox.SANDBOX_FORK_ENV, "0")
+    assert sandbox._ready_sandbox_server(True, 0) is None
+    monkeypatch.setenv(sandbox.SANDBOX_FORK_ENV, "1")
+    monkeypatch.setenv(sandbox.KERNEL_FORK_ENV, "0")
+    assert sandbox.start_sandbox_server() is None
+
+
+def test_the_server_refuses_requests_it_cannot_serve(server):
+    assert "error" in server.ask({"op": "nothing"})
+    assert "error" in server.ask({"op": "spawn"})           # no output pipe attached
+    assert "error" in server.ask({"op": "spawn"}, fds=(0, 1))  # two are one too many
+    assert server.exit_code(2**22 + 12345) == -1            # no such process
+    assert "error" in server.ask(["not", "a", "request"])
+    assert "error" in server.ask({"op": "status"})
+    assert "error" in server.ask({"op": "spawn", "argv": [], "env": {}, "cwd": "/",
+                                  "limits": {}}, fds=(0,))
