@@ -53,12 +53,14 @@ def test_schema_and_machine(quick):
                 assert isinstance(ln["met"], bool)
 
 
+@pytest.mark.slow  # reads the quick benchmark run (about a minute)
 def test_rows_that_exist_are_measured(quick):
     rows = {r["id"]: r for r in quick["rows"]}
     for rid in ("knn", "ridge", "labelfree"):
         assert rows[rid]["status"] == "measured", rows[rid].get("traceback")
 
 
+@pytest.mark.slow  # reads the quick benchmark run (about a minute)
 def test_ratios_are_computed_from_the_medians(quick):
     rows = {r["id"]: r for r in quick["rows"]}
     knn = rows["knn"]
@@ -84,6 +86,7 @@ def test_ratios_are_computed_from_the_medians(quick):
     assert ridge["lines"][1]["met"] is True
 
 
+@pytest.mark.slow  # reads the quick benchmark run (about a minute)
 def test_missing_code_is_pending_and_listed(quick):
     rows = {r["id"]: r for r in quick["rows"]}
     assert rows["grid"]["status"] == "pending" and rows["grid"]["measurements"] == {}
@@ -100,6 +103,7 @@ def test_missing_code_is_pending_and_listed(quick):
                 assert any(u.startswith(f"{ln['row']}: {ln['what']}") for u in quick["unmet"])
 
 
+@pytest.mark.slow  # reads the quick benchmark run (about a minute)
 def test_table_has_one_line_per_comparison(quick):
     text = run.table(quick)
     n_lines = sum(len(r["lines"]) for r in quick["rows"])
@@ -151,6 +155,7 @@ def _fake_ridge_row(cfg, reps, tmp):
                                                     2.0, ">= 3x", False)]}
 
 
+@pytest.mark.slow  # reads the quick benchmark run (about a minute)
 def test_merge_replaces_only_the_rerun_rows(quick, tmp_path, monkeypatch):
     path = tmp_path / "results.json"
     path.write_text(json.dumps(quick))
