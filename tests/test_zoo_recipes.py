@@ -275,3 +275,35 @@ def test_recipe_search_takes_the_first_maximum_over_a_product_grid(monkeypatch, 
 def test_recipe_search_bad_input_names_the_argument(kwargs, word):
     with pytest.raises(ValueError, match=word):
         recipes.search_recipe("supervised_vit", **kwargs)
+
+
+def test_an_interrupted_search_resumes_from_its_trials_file(tmp_path, no_test_split):
+    grid = {"lr": [1e-4, 1e-3, 3e-3]}
+    kw = {"overrides": {"batch_size": 64}, **_TINY}
+    whole = recipes.search_recipe("supervised_vit", grid, **kw)
+    path = tmp_path / "trials.json"
+    first = recipes.search_recipe("supervised_vit", grid, **kw, trials_file=path, time_limit=1e-9)
+    assert not first["complete"] and first["chosen"] is None and len(first["trials"]) == 1
+    rest = recipes.search_recipe("supervised_vit", grid, **kw, trials_file=path)
+    assert rest["complete"] and whole["complete"]
+
+    def without_seconds(record):
+        return {**record, "seconds": None, "trials": [{**t, "seconds": None} for t in record["trials"]]}
+
+    assert without_seconds(rest) == without_seconds(whole)
+    assert rest["trials"][0] == first["trials"][0]  # read back, not retrained
+    with pytest.raises(ValueError, match="trials_file"):
+        recipes.search_recipe("supervised_vit", {"lr": [1e-3]}, **kw, trials_file=path)
+    path.write_text("not json")
+    with pytest.raises(ValueError, match="trials_file"):
+        recipes.search_recipe("supervised_vit", grid, **kw, trials_file=path)
+
+
+@pytest.mark.parametrize("kwargs,word", [
+    ({"time_limit": 1.0}, "trials_file"),
+    ({"time_limit": 0, "trials_file": "t.json"}, "time_limit"),
+    ({"trials_file": 3}, "trials_file"),
+])
+def test_recipe_search_resume_arguments_name_themselves(kwargs, word):
+    with pytest.raises(ValueError, match=word):
+        recipes.search_recipe("supervised_vit", {"lr": [1e-3]}, **kwargs)

@@ -10,7 +10,12 @@ name in the usage and error lines differs. Subcommands:
   (:func:`repeval_ref.zoo.evaluate.record_evaluation`);
 * ``table --out PATH [--only ROW] [--merge]``: the evaluation table of the Performance
   appendix (:func:`repeval_ref.zoo.table.write_table`), written where ``--out`` says
-  (``make zoo-table`` passes ``benchmarks/results/zoo_table.json``).
+  (``make zoo-table`` passes ``benchmarks/results/zoo_table.json``);
+* ``plateau --runs DIR [--only NAME] [--time-limit SECONDS]``: the plateau zoo's long,
+  resumable run (issue 26): a recipe search on a validation split of the training
+  images, then the training of the chosen recipe, per planned encoder
+  (:func:`repeval_ref.zoo.plateau.run_plateau`); a rerun resumes, ``DIR/status.json``
+  says where it stands. Exit status 1 when an encoder failed.
 """
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ import argparse
 import sys
 
 PROG = "python -m repeval_ref.zoo"
-DESCRIPTION = "``{prog} train [--only NAME] [--skip-eval]`` and ``{prog} table``."
+DESCRIPTION = "``{prog} train [--only NAME] [--skip-eval]``, ``{prog} table`` and ``{prog} plateau --runs DIR``."
 
 
 def main(argv=None, prog=PROG):
@@ -50,6 +55,7 @@ def main(argv=None, prog=PROG):
     tb.add_argument("--only", action="append", metavar="ROW",
                     help="compute only this row (repeatable): raw_pixels, a zoo encoder or efficientnet_lite0")
     tb.add_argument("--merge", action="store_true", help="keep the other rows already in --out")
+    _add_plateau(sub)
     args = parser.parse_args(argv)
     from ..zoo.train import deterministic_torch
 
@@ -71,11 +77,30 @@ def main(argv=None, prog=PROG):
 
         for name in args.only or list(ENCODERS):
             print(record_evaluation(name), flush=True)
+    elif args.command == "plateau":
+        from ..zoo.plateau import run_plateau
+
+        status = run_plateau(args.runs, names=args.only, time_limit=args.time_limit)
+        print(f"plateau run {status['state']}", flush=True)
+        return 1 if status["state"] == "failed" else 0
     else:
         from ..zoo.table import write_table
 
         write_table(args.out, args.only, merge=args.merge)
     return 0
+
+
+def _add_plateau(sub):
+    """The ``plateau`` subcommand's arguments."""
+    from ..zoo.plateau import plan_names
+
+    pl = sub.add_parser("plateau", help="search recipes and train the plateau zoo (long, resumable)")
+    pl.add_argument("--runs", required=True, metavar="DIR",
+                    help="the run directory: status.json and one folder per encoder (a rerun resumes there)")
+    pl.add_argument("--only", action="append", choices=plan_names(), metavar="NAME",
+                    help=f"only this planned encoder (repeatable); one of {', '.join(plan_names())}")
+    pl.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                    help="stop after the first search trial or epoch that ends past this many seconds")
 
 
 if __name__ == "__main__":

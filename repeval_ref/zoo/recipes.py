@@ -11,10 +11,15 @@ temperature and augmentation strength without ever reading the test split:
   (:func:`repeval_ref.linear_probe_done_right`: fitted on training-part features,
   accuracy on the validation rows) and returns a record for the manifest: the grid,
   every setting's score, the chosen setting (the first maximum) and the seconds spent.
+  Given a ``trials_file``, the search is resumable: every finished setting is written
+  there, a later call with the same arguments reuses it, and ``time_limit`` stops a
+  call between two settings (the plateau driver, :mod:`repeval_ref.zoo.plateau`).
 """
 from __future__ import annotations
 
 import itertools
+import json
+import os
 import time
 
 import numpy as np
@@ -178,7 +183,8 @@ def _score_setting(name, setting, base, images, labels, rows, budget, Cs, log):
 
 
 def search_recipe(name, grid, *, images=None, labels=None, overrides=None, val_size=5000, seed=0,
-                  n_train=4096, epochs=1, n_probe=2000, n_val=2000, Cs=(0.01, 0.1, 1.0), log=None):
+                  n_train=4096, epochs=1, n_probe=2000, n_val=2000, Cs=(0.01, 0.1, 1.0), log=None,
+                  trials_file=None, time_limit=None):
     """Try every setting of a small grid for one encoder; choose by a validation probe.
 
     Every setting trains the configuration ``name`` (with ``overrides``, then the
@@ -212,14 +218,24 @@ def search_recipe(name, grid, *, images=None, labels=None, overrides=None, val_s
         Candidate ``C`` of the probe.
     log : callable, optional
         Called with one line per setting.
+    trials_file : str or os.PathLike, optional
+        A JSON file where every finished setting is written. If it exists, it must have
+        been written by a search with the same arguments, and its settings are reused
+        instead of retrained: an interrupted search resumes where it stopped and ends
+        with the record of an uninterrupted one (up to ``seconds``).
+    time_limit : float, optional
+        Stop after the first setting that ends once this call has run ``time_limit``
+        seconds (needs ``trials_file``); the record is then incomplete.
 
     Returns
     -------
     dict
-        JSON-ready record: ``base``, ``overrides``, ``grid``, ``trials`` (per setting:
-        ``setting``, ``val_probe``, ``probe_C``, ``curve``, ``seconds``, and ``error``
-        when it diverged), ``chosen`` (the setting of the first maximal score),
-        ``score``, ``validation`` and ``budget`` (what was used) and ``seconds``.
+        JSON-ready record (as it reads back from JSON): ``base``, ``overrides``, ``grid``,
+        ``trials`` (per setting: ``setting``, ``val_probe``, ``probe_C``, ``curve``,
+        ``seconds``, and ``error`` when it diverged), ``complete``, ``chosen`` (the
+        setting of the first maximal score; None while incomplete), ``score``,
+        ``validation`` and ``budget`` (what was used) and ``seconds`` (summed over the
+        calls that share the ``trials_file``).
     """
     from .train import encoder_config
 
@@ -227,6 +243,7 @@ def search_recipe(name, grid, *, images=None, labels=None, overrides=None, val_s
     config = encoder_config(name, overrides=base)
     settings = grid_settings(grid, config)
     _check_budget(val_size=val_size, n_train=n_train, epochs=epochs, n_probe=n_probe, n_val=n_val)
+    _check_resume(trials_file, time_limit)
     if (images is None) != (labels is None):
         raise ValueError("images and labels must be given together (or neither: the training split)")
     if images is None:
@@ -242,15 +259,70 @@ def search_recipe(name, grid, *, images=None, labels=None, overrides=None, val_s
     rows = {"train": train_idx, "probe": _seeded_rows(train_idx, n_probe, seed + 1),
             "val": _seeded_rows(val_idx, n_val, seed + 2)}
     budget = {"epochs": int(epochs), "n_train": int(n_train), "seed": int(seed)}
-    trials = [_score_setting(name, s, base, images, labels, rows, budget, Cs, log) for s in settings]
+    record = _json_ready({"base": name, "overrides": base, "grid": {k: list(v) for k, v in grid.items()},
+                          "validation": {"method": "sklearn StratifiedShuffleSplit of the training split",
+                                         "size": int(val_size), "seed": int(seed),
+                                         "scored_rows": int(rows["val"].size), "probe_rows": int(rows["probe"].size),
+                                         "probe_Cs": [float(c) for c in Cs]},
+                          "budget": {"epochs": int(epochs), "n_train": int(min(n_train, train_idx.size))}})
+    trials = _read_trials(trials_file, record)
+    reused = sum(t["seconds"] for t in trials)
+    for setting in settings[len(trials):]:
+        trials.append(_json_ready(_score_setting(name, setting, base, images, labels, rows, budget, Cs, log)))
+        _write_trials(trials_file, record, trials)
+        if time_limit is not None and time.perf_counter() - t0 >= time_limit and len(trials) < len(settings):
+            break
+    record.update(trials=trials, seconds=round(time.perf_counter() - t0 + reused, 1))
+    return _choose(name, record, len(settings))
+
+
+def _choose(name, record, n_settings):
+    """Add ``complete``, ``chosen`` and ``score`` (the first maximal validation probe) to a search record."""
+    trials = record["trials"]
+    if len(trials) < n_settings:
+        return {**record, "complete": False, "chosen": None, "score": None}
     scores = np.array([t["val_probe"] for t in trials], dtype=float)
     if np.all(np.isnan(scores)):
         raise ValueError(f"grid: every setting of {name!r} failed to train ({trials[0].get('error')})")
     best = int(np.nanargmax(scores))  # the first maximum: earlier settings win ties
-    return {"base": name, "overrides": base, "grid": {k: list(v) for k, v in grid.items()}, "trials": trials,
-            "chosen": settings[best], "score": float(scores[best]),
-            "validation": {"method": "sklearn StratifiedShuffleSplit of the training split", "size": int(val_size),
-                           "seed": int(seed), "scored_rows": int(rows["val"].size),
-                           "probe_rows": int(rows["probe"].size), "probe_Cs": [float(c) for c in Cs]},
-            "budget": {"epochs": int(epochs), "n_train": int(min(n_train, train_idx.size))},
-            "seconds": round(time.perf_counter() - t0, 1)}
+    return {**record, "complete": True, "chosen": trials[best]["setting"], "score": float(scores[best])}
+
+
+def _json_ready(value):
+    """``value`` as it reads back from JSON (tuples become lists), so resumed and fresh records are equal."""
+    return json.loads(json.dumps(value))
+
+
+def _read_trials(path, search):
+    """The finished trials that ``path`` holds for the search described by ``search`` ([] without a file)."""
+    if path is None or not os.path.exists(path):
+        return []
+    try:
+        with open(path) as f:
+            payload = json.load(f)
+        saved, trials = payload["search"], payload["trials"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"trials_file {os.fspath(path)!r} cannot be read as the trials of a search: {exc}") from exc
+    if saved != search:
+        raise ValueError(f"trials_file {os.fspath(path)!r} was written for another search: {saved}")
+    return list(trials)
+
+
+def _write_trials(path, search, trials):
+    """Write the search and its finished trials to ``path`` atomically (nothing without a path)."""
+    if path is None:
+        return
+    tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump({"search": search, "trials": trials}, f, indent=1)
+    os.replace(tmp, path)
+
+
+def _check_resume(trials_file, time_limit):
+    if trials_file is not None and not isinstance(trials_file, (str, os.PathLike)):
+        raise ValueError(f"trials_file must be a path, got {type(trials_file).__name__}")
+    if time_limit is not None:
+        if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not time_limit > 0:
+            raise ValueError(f"time_limit must be a number of seconds > 0, got {time_limit!r}")
+        if trials_file is None:
+            raise ValueError("time_limit needs a trials_file, where a later call finds the finished settings")

@@ -1,0 +1,365 @@
+"""The plateau zoo's long run: a recipe search, then a training to the epoch budget, per encoder.
+
+Book: the Performance appendix (the zoo); issue 26 ("a zoo trained to its plateau, by
+standard recipes"). ``python -m repeval_ref.zoo plateau --runs DIR`` runs
+:func:`run_plateau`, which for every encoder of :data:`PLAN`, in order:
+
+1. searches its recipe (:func:`repeval_ref.zoo.recipes.search_recipe`): a small grid
+   of at least three learning rates (times a temperature, or MAE's mask ratio), every
+   setting trained briefly on the fitting part of a validation split carved out of the
+   60,000 training images and scored by a linear probe on the validation rows; the
+   test split is never read. The record goes to ``DIR/NAME/search.json``.
+2. trains the chosen recipe on all 60,000 training images (the validation rows
+   included: they served to choose the recipe, not to report a result) for the epoch
+   budget of ``BUDGET.md``, one epoch per call of
+   :func:`repeval_ref.zoo.train.train_encoder` with ``state_file=DIR/NAME/state.pt``;
+   at the end the checkpoints go to ``DIR/NAME/weights.pt`` and the record (recipe,
+   configuration, loss curve, seconds) to ``DIR/NAME/train.json``.
+
+Every step resumes: a rerun skips a finished search or training, continues an
+interrupted search after its last finished setting (``DIR/NAME/search_trials.json``)
+and an interrupted training from its last finished epoch, bit-identical to an
+uninterrupted run. ``DIR/status.json`` says, for a human, what is running, which epoch,
+the loss curve so far and the seconds used. Nothing here is shipped: the weights of
+the run directory become the zoo's shipped weights in a later, separate step.
+"""
+from __future__ import annotations
+
+import copy
+import datetime
+import json
+import os
+import time
+import traceback
+
+import numpy as np
+
+__all__ = ["PLAN", "SEARCH", "plan_names", "run_plateau", "run_encoder", "read_status"]
+
+_LRS = [3e-4, 1e-3, 3e-3]
+_ALL = {"train_images": 60000}  # the registered SSL entries train on a third; the plateau uses all
+
+#: The planned encoders, cheapest first (``BUDGET.md``'s estimated minutes), so that the
+#: first ones finish early. ``base`` is the registered configuration
+#: (:data:`~repeval_ref.zoo.registry.ENCODERS`) changed by ``overrides``; ``epochs`` is the
+#: budget of ``BUDGET.md``; ``grid`` the recipe search's candidates.
+PLAN = (
+    {"name": "supervised_vit", "base": "supervised_vit", "overrides": {**_ALL}, "epochs": 15,
+     "grid": {"lr": _LRS}},
+    {"name": "mae_vit", "base": "mae_vit", "overrides": {**_ALL}, "epochs": 70,
+     "grid": {"lr": _LRS, "mask_ratio": [0.6, 0.75]}},
+    {"name": "supervised_resnet", "base": "supervised_vit", "overrides": {**_ALL, "arch": "resnet"}, "epochs": 10,
+     "grid": {"lr": _LRS}},
+    {"name": "dino_vit", "base": "dino_vit", "overrides": {**_ALL}, "epochs": 15,
+     "grid": {"lr": _LRS, "teacher_temperature": [0.04, 0.07]}},
+    {"name": "simclr_vit", "base": "simclr_vit", "overrides": {**_ALL}, "epochs": 15,
+     "grid": {"lr": _LRS, "temperature": [0.1, 0.5]}},
+    {"name": "simclr_resnet", "base": "simclr_vit", "overrides": {**_ALL, "arch": "resnet"}, "epochs": 5,
+     "grid": {"lr": _LRS, "temperature": [0.1, 0.5]}},
+    {"name": "dino_resnet", "base": "dino_vit", "overrides": {**_ALL, "arch": "resnet"}, "epochs": 4,
+     "grid": {"lr": _LRS, "teacher_temperature": [0.04, 0.07]}},
+)
+
+#: The budget of every search trial (:func:`~repeval_ref.zoo.recipes.search_recipe`): 32
+#: steps of 256 on 8,192 fitting-part images, a probe fitted on 2,000 fitting-part images
+#: and scored on 2,000 of the 5,000 validation rows.
+SEARCH = {"val_size": 5000, "seed": 0, "n_train": 8192, "epochs": 1, "n_probe": 2000, "n_val": 2000,
+          "Cs": [0.01, 0.1, 1.0]}
+
+
+def plan_names(plan=None):
+    """The names of the planned encoders, in their order."""
+    return [entry["name"] for entry in (PLAN if plan is None else plan)]
+
+
+def _now():
+    return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+def _write_json(path, value):
+    """Write ``value`` as indented JSON to ``path`` atomically (a temporary file, then a rename)."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(value, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _read_json(path):
+    """The JSON value at ``path``, or None when there is no such file."""
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except ValueError as exc:
+        raise ValueError(f"runs: {path!r} is not readable JSON: {exc}") from exc
+
+
+def read_status(runs):
+    """The status of the run directory ``runs`` (a new, empty one when none was written)."""
+    status = _read_json(os.path.join(os.fspath(runs), "status.json"))
+    return status if status is not None else {"format": 1, "encoders": {}}
+
+
+class _Run:
+    """The run directory: the status file, the log and the deadline of this call."""
+
+    def __init__(self, runs, time_limit, log):
+        self.runs = os.fspath(runs)
+        self.status = read_status(self.runs)
+        self.log = log
+        self.t0 = time.perf_counter()
+        self.deadline = None if time_limit is None else self.t0 + time_limit
+        self.units = 0  # search trials and training epochs done by this call
+        self.status.update(pid=os.getpid(), started=_now(), state="running", stopped_by=None)
+
+    def out_of_time(self):
+        """Past the deadline, after at least one unit of work (so that every call makes progress)."""
+        return self.deadline is not None and self.units > 0 and time.perf_counter() >= self.deadline
+
+    def left(self):
+        """Seconds left to this call (None without a time limit; at least a microsecond)."""
+        return None if self.deadline is None else max(self.deadline - time.perf_counter(), 1e-6)
+
+    def encoder(self, name):
+        return self.status["encoders"].setdefault(name, {"phase": "pending"})
+
+    def save(self, **fields):
+        self.status.update(fields, updated=_now(), seconds_this_call=round(time.perf_counter() - self.t0, 1))
+        _write_json(os.path.join(self.runs, "status.json"), self.status)
+
+    def say(self, line):
+        if self.log is not None:
+            self.log(f"[{_now()}] {line}")
+
+
+def _search(entry, run, images, labels, search):
+    """The recipe search of ``entry`` (read back when finished); None when stopped by the time limit."""
+    from .recipes import search_recipe
+
+    name, folder = entry["name"], os.path.join(run.runs, entry["name"])
+    done = _read_json(os.path.join(folder, "search.json"))
+    if done is not None:
+        return done
+    info = run.encoder(name)
+    info.update(phase="search")
+    info.setdefault("search", {"trials_log": []})
+    info["search"]["settings"] = int(np.prod([len(v) for v in entry["grid"].values()]))
+    run.save(current=name)
+
+    def trial_line(line):
+        run.units += 1
+        info["search"]["trials_log"].append(line)
+        run.save()
+        run.say(f"search {name}: {line}")
+
+    record = search_recipe(entry["base"], entry["grid"], images=images, labels=labels,
+                           overrides=entry["overrides"], log=trial_line,
+                           trials_file=os.path.join(folder, "search_trials.json"), time_limit=run.left(), **search)
+    if not record["complete"]:
+        return None
+    record = {"name": name, **record}
+    _write_json(os.path.join(folder, "search.json"), record)
+    info["search"].update(chosen=record["chosen"], score=record["score"], seconds=record["seconds"])
+    run.say(f"search {name}: chose {record['chosen']} (validation probe {record['score']:.4f}, "
+            f"{record['seconds']:.0f} s)")
+    return record
+
+
+def _one_epoch(entry, cfg_args, images, labels, state_file, done):
+    """Train the epoch after ``done`` from the state file; the result of :func:`train_encoder`."""
+    from .train import train_encoder
+
+    return train_encoder(entry["base"], images, labels, state_file=state_file, stop_after=done + 1, **cfg_args)
+
+
+def _training_args(entry, recipe):
+    """The keyword arguments of :func:`train_encoder` for ``entry`` trained with the chosen ``recipe``."""
+    overrides = {**copy.deepcopy(entry["overrides"]), **copy.deepcopy(recipe)}
+    return {"epochs": entry["epochs"], "overrides": overrides, "n_images": overrides.get("train_images")}
+
+
+def _train(entry, run, images, labels, recipe):
+    """Train ``entry`` with ``recipe`` to its epoch budget; its record, or None when stopped by the time limit."""
+    name, folder = entry["name"], os.path.join(run.runs, entry["name"])
+    done = _read_json(os.path.join(folder, "train.json"))
+    if done is not None:
+        return done
+    info = run.encoder(name)
+    info.update(phase="training")
+    train = info.setdefault("train", {"epoch": 0, "epochs": entry["epochs"], "curve": [], "seconds": 0.0,
+                                      "epoch_seconds": []})
+    args, state_file = _training_args(entry, recipe), os.path.join(folder, "state.pt")
+    run.save(current=name)
+    while True:
+        t = time.perf_counter()
+        result = _one_epoch(entry, args, images, labels, state_file, train["epoch"])
+        run.units += 1
+        train.update(epoch=result["epochs_done"], curve=result["curve"], seconds=round(result["seconds"], 1))
+        train["epoch_seconds"].append(round(time.perf_counter() - t, 1))
+        run.save()
+        run.say(f"train {name}: epoch {result['epochs_done']}/{entry['epochs']} loss {result['curve'][-1]:.4f} "
+                f"({train['epoch_seconds'][-1]:.0f} s)")
+        if result["complete"]:
+            return _finish_training(entry, run, recipe, result)
+        if run.out_of_time():
+            return None
+
+
+def _finish_training(entry, run, recipe, result):
+    """Write the weights and the training record of a finished training; return the record."""
+    import torch
+
+    folder = os.path.join(run.runs, entry["name"])
+    torch.save({"checkpoints": result["checkpoints"], "heads": result["heads"]}, os.path.join(folder, "weights.pt"))
+    record = {"name": entry["name"], "base": entry["base"], "recipe": recipe, "config": result["config"],
+              "images": f"all {result['subset'].size} training images (the validation rows included: "
+                        "they chose the recipe, they do not report a result)",
+              "n_images": int(result["subset"].size), "epochs": result["epochs_done"], "steps": result["steps"],
+              "curve": result["curve"], "seconds": round(result["seconds"], 1),
+              "checkpoints": [{"name": c[0], "epoch": c[1], "step": c[2]} for c in result["checkpoints"]],
+              "weights": "weights.pt", "state_file": "state.pt", "device": "cpu", "torch_threads": 1,
+              "torch": torch.__version__, "finished": _now()}
+    _write_json(os.path.join(folder, "train.json"), record)
+    return record
+
+
+def run_encoder(entry, run, images, labels, search):
+    """Search and train one planned encoder; True when both are finished, False when time ran out."""
+    os.makedirs(os.path.join(run.runs, entry["name"]), exist_ok=True)
+    run.encoder(entry["name"]).pop("error", None)
+    record = _search(entry, run, images, labels, search)
+    if record is None or run.out_of_time():
+        return False
+    trained = _train(entry, run, images, labels, record["chosen"])
+    if trained is None:
+        return False
+    info = run.encoder(entry["name"])
+    info.update(phase="done", train={**info.get("train", {}), "epoch": trained["epochs"], "curve": trained["curve"],
+                                     "seconds": trained["seconds"]})
+    run.save()
+    return True
+
+
+def _check_plan(plan):
+    from .train import encoder_config
+
+    if not isinstance(plan, (list, tuple)) or not plan:
+        raise ValueError(f"plan must be a non-empty list of encoder entries, got {plan!r}")
+    for entry in plan:
+        missing = {"name", "base", "overrides", "epochs", "grid"} - set(entry if isinstance(entry, dict) else {})
+        if missing:
+            raise ValueError(f"plan: every entry needs {sorted(missing)}, got {entry!r}")
+        encoder_config(entry["base"], epochs=entry["epochs"], overrides=entry["overrides"])
+    if len(set(plan_names(plan))) != len(plan):
+        raise ValueError(f"plan has repeated names: {plan_names(plan)}")
+
+
+def _check_arguments(runs, names, plan, time_limit, search):
+    if not isinstance(runs, (str, os.PathLike)) or not os.fspath(runs):
+        raise ValueError(f"runs must be the path of a run directory, got {runs!r}")
+    unknown = sorted(set(names or ()) - set(plan_names(plan)))
+    if names is not None and (isinstance(names, str) or unknown or not names):
+        raise ValueError(f"names must be a non-empty list of planned encoders {plan_names(plan)}, got {names!r}")
+    if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
+                                   or not time_limit > 0):
+        raise ValueError(f"time_limit must be a number of seconds > 0, got {time_limit!r}")
+    if not isinstance(search, dict) or set(search) - set(SEARCH):
+        raise ValueError(f"search must be a dict of search_recipe budget settings {sorted(SEARCH)}, got {search!r}")
+
+
+def _training_split(images, labels):
+    """Fashion-MNIST's training split, or the given images and labels (never the test split)."""
+    if (images is None) != (labels is None):
+        raise ValueError("images and labels must be given together (or neither: the training split)")
+    if images is None:
+        from ..datasets import fashion_mnist
+
+        images, labels = fashion_mnist("train")
+    return np.asarray(images), np.asarray(labels)
+
+
+def _lock(runs):
+    """An exclusive lock on the run directory, released by the kernel when this process ends."""
+    import fcntl
+
+    handle = open(os.path.join(runs, ".lock"), "w")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as exc:
+        handle.close()
+        raise ValueError(f"runs: {runs!r} is in use by another plateau run") from exc
+    return handle
+
+
+def _print(line):
+    print(line, flush=True)
+
+
+def run_plateau(runs, *, names=None, plan=None, search=None, images=None, labels=None, time_limit=None,
+                log=_print):
+    """Search the recipe of every planned encoder, then train it; resumable.
+
+    Parameters
+    ----------
+    runs : str or os.PathLike
+        The run directory (created if needed): ``status.json`` and one folder per encoder.
+    names : list of str, optional
+        Only these planned encoders (default: all of ``plan``, in its order).
+    plan : list of dict, optional
+        The encoders (default :data:`PLAN`): ``name``, ``base`` (a registered encoder),
+        ``overrides``, ``epochs``, ``grid``.
+    search : dict, optional
+        Changes of the trial budget :data:`SEARCH` (tests use tiny ones).
+    images : numpy.ndarray of uint8, shape (n, 28, 28), optional
+        Training images (default: Fashion-MNIST's 60,000 training images).
+    labels : numpy.ndarray of int64, shape (n,), optional
+        Their labels; given with ``images`` or not at all.
+    time_limit : float, optional
+        Stop at the end of the first search trial or training epoch that ends once this
+        call has run ``time_limit`` seconds; a rerun resumes.
+    log : callable, optional
+        Called with one line per trial and per epoch (default: printed and flushed).
+
+    Returns
+    -------
+    dict
+        The status written to ``runs/status.json``: ``state`` (``"finished"``,
+        ``"stopped"`` by the time limit, or ``"failed"`` when an encoder raised: the
+        others still ran), per encoder its ``phase``, search and training progress.
+    """
+    plan = PLAN if plan is None else plan
+    search = {} if search is None else search
+    _check_arguments(runs, names, plan, time_limit, search)
+    _check_plan(plan)
+    images, labels = _training_split(images, labels)
+    os.makedirs(os.fspath(runs), exist_ok=True)
+    lock = _lock(os.fspath(runs))
+    try:
+        run = _Run(runs, time_limit, log)
+        run.save(plan=plan_names(plan), search_budget={**SEARCH, **search}, n_images=int(labels.size))
+        return _run_all([e for e in plan if names is None or e["name"] in names], run, images, labels,
+                        {**SEARCH, **search})
+    finally:
+        lock.close()
+
+
+def _run_all(entries, run, images, labels, search):
+    """Run the entries in order, recording a failing encoder and going on with the next."""
+    failed = []
+    for entry in entries:
+        try:
+            finished = run_encoder(entry, run, images, labels, search)
+        except Exception as exc:  # one encoder's failure must not end a run of hours
+            failed.append(entry["name"])
+            run.encoder(entry["name"]).update(phase="failed", error=f"{type(exc).__name__}: {exc}")
+            run.save()
+            run.say(f"{entry['name']} failed:\n{traceback.format_exc()}")
+            continue
+        if not finished:
+            run.say(f"stopped by the time limit during {entry['name']}; a rerun resumes")
+            run.save(state="stopped", stopped_by="time limit", current=entry["name"])
+            return run.status
+    run.save(state="failed" if failed else "finished", failed=failed, current=None)
+    return run.status

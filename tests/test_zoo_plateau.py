@@ -1,0 +1,244 @@
+"""Issue 26's plateau run (repeval_ref/zoo/plateau.py): resumable, skips finished steps, never reads the test split.
+
+Tiny images, batches, grids and epochs (a few seconds in all): the real plan is only
+checked for its shape, not run.
+"""
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from repeval_ref.zoo import plateau, recipes
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+_N = 400  # training images of the tiny runs
+_SEARCH = {"val_size": 100, "n_train": 64, "epochs": 1, "n_probe": 100, "n_val": 100, "Cs": [0.1]}
+_PLAN = [{"name": "supervised_vit", "base": "supervised_vit", "overrides": {"batch_size": 32, "train_images": 60000},
+          "epochs": 2, "grid": {"lr": [1e-4, 1e-3, 3e-3]}}]
+_UNITS = 3 + 2  # search trials + training epochs of _PLAN
+
+
+@pytest.fixture(autouse=True)
+def one_blas_thread_and_nondeterminism_reset():
+    """One BLAS thread for the probes; the training loop's deterministic switch is undone after."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        yield
+    torch.use_deterministic_algorithms(False)
+
+
+@pytest.fixture(scope="module")
+def tiny_train():
+    """The first 400 training images (all distinct, so that an image tells its row)."""
+    from repeval_ref.datasets import fashion_mnist
+
+    x, y = fashion_mnist("train")
+    x, y = x[:_N].copy(), y[:_N].copy()
+    assert len({im.tobytes() for im in x}) == _N
+    return x, y
+
+
+def _run(runs, data, **kwargs):
+    return plateau.run_plateau(runs, plan=_PLAN, search=_SEARCH, images=data[0], labels=data[1], log=None,
+                               **kwargs)
+
+
+def _without_times(record):
+    """A record without the keys that measure time (they differ between two equal runs)."""
+    if isinstance(record, dict):
+        return {k: _without_times(v) for k, v in record.items() if k not in ("seconds", "finished")}
+    if isinstance(record, list):
+        return [_without_times(v) for v in record]
+    return record
+
+
+def _read(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope="module")
+def whole_run(tmp_path_factory, tiny_train):
+    """One uninterrupted tiny run (shared by the tests that compare with it)."""
+    import threadpoolctl
+
+    runs = tmp_path_factory.mktemp("whole")
+    torch.set_num_threads(1)
+    with threadpoolctl.threadpool_limits(1):
+        status = _run(runs, tiny_train)
+    torch.use_deterministic_algorithms(False)
+    return runs, status
+
+
+def test_an_uninterrupted_run_writes_its_records_and_status(whole_run):
+    runs, status = whole_run
+    assert status["state"] == "finished" and status["failed"] == []
+    folder = runs / "supervised_vit"
+    search, train = _read(folder / "search.json"), _read(folder / "train.json")
+    assert search["complete"] and len(search["trials"]) == 3 and search["seconds"] > 0
+    assert search["chosen"] in [{"lr": v} for v in _PLAN[0]["grid"]["lr"]]
+    assert train["recipe"] == search["chosen"] and train["config"]["lr"] == search["chosen"]["lr"]
+    assert train["n_images"] == _N and train["epochs"] == 2 and len(train["curve"]) == 2
+    assert [c["name"] for c in train["checkpoints"]] == ["epoch0.5", "epoch1", "epoch1.5", "epoch2"]
+    on_disk = _read(runs / "status.json")
+    assert on_disk["encoders"]["supervised_vit"]["phase"] == "done"
+    assert on_disk["encoders"]["supervised_vit"]["train"]["curve"] == train["curve"]
+    assert len(on_disk["encoders"]["supervised_vit"]["search"]["trials_log"]) == 3
+    weights = torch.load(folder / "weights.pt", weights_only=True)
+    assert [c[0] for c in weights["checkpoints"]] == [c["name"] for c in train["checkpoints"]]
+
+
+def test_a_run_interrupted_after_every_unit_ends_with_the_same_records_and_state(tmp_path, tiny_train, whole_run):
+    whole, _ = whole_run
+    states = []
+    for _ in range(_UNITS + 1):  # a time limit stops each call after one trial or one epoch
+        status = _run(tmp_path, tiny_train, time_limit=1e-9)
+        states.append(status["state"])
+        if status["state"] == "finished":
+            break
+        if len(states) == 1:
+            progress = _read(tmp_path / "status.json")["encoders"]["supervised_vit"]
+            assert progress["phase"] == "search" and len(progress["search"]["trials_log"]) == 1
+        if len(states) == 4:
+            progress = _read(tmp_path / "status.json")["encoders"]["supervised_vit"]
+            assert progress["phase"] == "training" and progress["train"]["epoch"] == 1
+    assert states == ["stopped"] * (_UNITS - 1) + ["finished"]
+    for record in ("search.json", "train.json"):
+        assert _without_times(_read(tmp_path / "supervised_vit" / record)) == \
+            _without_times(_read(whole / "supervised_vit" / record))
+    a = torch.load(tmp_path / "supervised_vit" / "weights.pt", weights_only=True)
+    b = torch.load(whole / "supervised_vit" / "weights.pt", weights_only=True)
+    assert [c[:3] for c in a["checkpoints"]] == [c[:3] for c in b["checkpoints"]]
+    for (*_, sa), (*_, sb) in zip(a["checkpoints"], b["checkpoints"]):
+        assert all(torch.equal(sa[k], sb[k]) for k in sb)
+    sa, sb = (torch.load(r / "supervised_vit" / "state.pt", weights_only=True) for r in (tmp_path, whole))
+    assert all(torch.equal(sa["encoder"][k], sb["encoder"][k]) for k in sb["encoder"])
+    assert sa["run"]["curve"] == sb["run"]["curve"] and sa["run"]["step"] == sb["run"]["step"]
+
+
+def test_finished_steps_are_skipped(tmp_path, tiny_train, whole_run, monkeypatch):
+    import shutil
+
+    from repeval_ref.zoo import train
+
+    whole, _ = whole_run
+    runs = tmp_path / "copy"
+    shutil.copytree(whole, runs)
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("a finished step ran again")
+
+    monkeypatch.setattr(recipes, "search_recipe", must_not_run)
+    monkeypatch.setattr(train, "train_encoder", must_not_run)
+    status = _run(runs, tiny_train)
+    assert status["state"] == "finished" and status["encoders"]["supervised_vit"]["phase"] == "done"
+    # a failing step is recorded, and the run goes on to report it
+    os.remove(runs / "supervised_vit" / "train.json")
+    status = _run(runs, tiny_train)
+    assert status["state"] == "failed" and status["failed"] == ["supervised_vit"]
+    assert "a finished step ran again" in status["encoders"]["supervised_vit"]["error"]
+
+
+def test_the_search_reads_only_training_rows_and_the_training_all_of_them(tmp_path, tiny_train, monkeypatch):
+    """Every image a search trial trains or probes on is a row of its own part of the training split."""
+    from repeval_ref import datasets
+    from repeval_ref.datasets import fashion
+    from repeval_ref.zoo import train
+
+    x, y = tiny_train
+    row_of = {im.tobytes(): i for i, im in enumerate(x)}
+    seen = {"search": [], "probe": [], "val": [], "final": []}
+
+    def train_split_only(split, **kwargs):
+        assert split == "train", "the plateau run read the test split"
+        return x.copy(), y.copy()
+
+    def rows(images):
+        return {row_of[im.tobytes()] for im in images}
+
+    real_train, real_score = train.train_encoder, recipes.validation_score
+
+    def spy_train(name, images, labels, **kwargs):
+        seen["final" if "state_file" in kwargs else "search"].append(rows(images))
+        return real_train(name, images, labels, **kwargs)
+
+    def spy_score(encoder, fit_images, fit_labels, val_images, val_labels, **kwargs):
+        seen["probe"].append(rows(fit_images))
+        seen["val"].append(rows(val_images))
+        return real_score(encoder, fit_images, fit_labels, val_images, val_labels, **kwargs)
+
+    monkeypatch.setattr(datasets, "fashion_mnist", train_split_only)
+    monkeypatch.setattr(fashion, "fashion_mnist", train_split_only)
+    monkeypatch.setattr(train, "train_encoder", spy_train)
+    monkeypatch.setattr(recipes, "validation_score", spy_score)
+    status = plateau.run_plateau(tmp_path, plan=_PLAN, search=_SEARCH, log=None)
+    assert status["state"] == "finished"
+    fit, val = (set(r.tolist()) for r in recipes.validation_split(y, _SEARCH["val_size"], 0))
+    assert len(seen["search"]) == len(seen["probe"]) == len(seen["val"]) == 3
+    assert all(r <= fit for r in seen["search"] + seen["probe"]) and all(r <= val for r in seen["val"])
+    assert seen["final"] and all(r == set(range(_N)) for r in seen["final"])  # all training images
+
+
+@pytest.mark.parametrize("kwargs,word", [
+    ({"runs": None}, "runs"),
+    ({"runs": ""}, "runs"),
+    ({"names": ["dino_cnn"]}, "names"),
+    ({"names": "supervised_vit"}, "names"),
+    ({"names": []}, "names"),
+    ({"time_limit": 0}, "time_limit"),
+    ({"time_limit": True}, "time_limit"),
+    ({"search": {"n_trian": 64}}, "search"),
+    ({"plan": []}, "plan"),
+    ({"plan": [{"name": "x", "base": "supervised_vit"}]}, "plan"),
+    ({"plan": [{**_PLAN[0], "overrides": {"learning_rate": 1e-3}}]}, "overrides"),
+    ({"plan": _PLAN * 2}, "plan"),
+    ({"labels": None}, "images and labels"),
+])
+def test_bad_arguments_name_themselves(tmp_path, tiny_train, kwargs, word):
+    args = {"runs": tmp_path, "plan": _PLAN, "search": _SEARCH, "images": tiny_train[0], "labels": tiny_train[1],
+            "log": None, **kwargs}
+    with pytest.raises(ValueError, match=word):
+        plateau.run_plateau(args.pop("runs"), **args)
+
+
+def test_a_run_directory_in_use_is_refused(tmp_path, tiny_train):
+    import fcntl
+
+    with open(tmp_path / ".lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(ValueError, match="runs"):
+            _run(tmp_path, tiny_train)
+
+
+def test_the_cli_needs_a_run_directory():
+    from repeval_ref.cli.zoo import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["plateau"])
+    assert exc.value.code == 2
+
+
+def test_the_plan_follows_the_issue_and_the_budget():
+    from repeval_ref.zoo.registry import ARCHITECTURES
+    from repeval_ref.zoo.train import encoder_config
+
+    names = plateau.plan_names()
+    assert sorted(names) == sorted(f"{o}_{a}" for o, a in [("supervised", "resnet"), ("simclr", "resnet"),
+                                                           ("dino", "resnet"), ("supervised", "vit"), ("dino", "vit"),
+                                                           ("mae", "vit"), ("simclr", "vit")])
+    assert names[:2] == ["supervised_vit", "mae_vit"] and names.index("supervised_resnet") < names.index("dino_vit")
+    budget = {"supervised_vit": 15, "simclr_vit": 15, "dino_vit": 15, "mae_vit": 70, "supervised_resnet": 10,
+              "simclr_resnet": 5, "dino_resnet": 4}  # repeval_ref/zoo/BUDGET.md
+    for entry in plateau.PLAN:
+        cfg = encoder_config(entry["base"], epochs=entry["epochs"], overrides=entry["overrides"])
+        objective, arch = entry["name"].split("_")
+        assert cfg["objective"] == objective and ARCHITECTURES[cfg["arch"]]["kind"] == arch
+        assert cfg["train_images"] == 60000 and cfg["epochs"] == budget[entry["name"]]
+        assert len(entry["grid"]["lr"]) >= 3
+        assert len(recipes.grid_settings(entry["grid"], cfg)) >= 3
+        if objective in ("simclr", "dino"):
+            assert any("temperature" in key for key in entry["grid"])
