@@ -37,6 +37,9 @@ from dask_tls import (cluster_security, grader_tls, have_openssl,  # noqa: E402
                       make_credentials)
 
 TLS = pytest.mark.skipif(not have_openssl(), reason="needs the openssl command")
+#: a course set up with nbgrader, or a TLS cluster started: seconds each, left out of
+#: make test-fast (make test and CI run them)
+SLOW = pytest.mark.slow
 
 
 # ----------------------------------------------------------------- a small course
@@ -117,6 +120,7 @@ def test_as_root_here_nothing_is_missing():
     assert confine.protection_gaps() == []
 
 
+@SLOW
 def test_less_than_full_confinement_is_said_for_every_student(course, monkeypatch):
     gap = "the grader does not run as root (a stand-in for this test)"
     monkeypatch.setattr(confine, "protection_gaps", lambda: [gap])
@@ -129,6 +133,7 @@ def test_less_than_full_confinement_is_said_for_every_student(course, monkeypatc
             f"graded without full confinement: {gap}"], student
 
 
+@SLOW
 def test_a_worker_that_ran_nbgrader_unconfined_is_named(course, monkeypatch):
     """A Dask worker (or any grading process) that is not root returns ``confined:
     False``: that student gets a line even where the grader itself is fully confined."""
@@ -144,6 +149,7 @@ def test_a_worker_that_ran_nbgrader_unconfined_is_named(course, monkeypatch):
 
 
 # ----------------------------------------------------------------- item 4
+@SLOW
 def test_a_notebook_whose_grading_run_was_stopped_scores_zero(course, monkeypatch):
     """nbgrader's run of ben's notebook went past its wall-clock limit (stubbed): the
     sandbox graded it as the blank release, and the clean room, which would have given
@@ -161,6 +167,7 @@ def test_a_notebook_whose_grading_run_was_stopped_scores_zero(course, monkeypatc
     assert kept.is_file()   # the answer itself is kept for the instructor
 
 
+@SLOW
 def test_a_late_notebook_scores_zero_under_the_zero_policy_whatever_the_kernel_said(
         course, monkeypatch):
     """Ben's nbgrader run returned nothing (stubbed: in-kernel 0, as after a failed
@@ -232,6 +239,7 @@ def _cluster_main(creds, queue):  # pragma: no cover - runs in a spawned process
         time.sleep(600)
 
 
+@SLOW
 @TLS
 def test_a_tls_cluster_runs_nothing_for_a_client_without_its_credentials(tmp_path):
     """The grader's credentials reach the cluster; a client with a certificate of its own
@@ -311,6 +319,7 @@ def test_feedback_links_the_published_book_and_states_the_submission(tmp_path):
     assert text.index("</h4>") < text.index("autograder-submission")
 
 
+@SLOW
 def test_setup_keeps_the_book_url(tmp_path, set_up):
     c = Course(tmp_path / "c", repo=set_up.repo, log=lambda *a: None)
     shutil.copytree(set_up.root, c.root)
