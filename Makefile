@@ -186,8 +186,9 @@ publish: book
 #   make grade SUBMISSIONS=submissions/ GRADES=grades.csv   collect, autograde, feedback, export
 # COURSE is the grading course directory (default: course/, never committed).
 # WORKERS=N (autograde, grade) grades N students at a time, each in a sandbox of its own
-# (default 1); SCHEDULER=tcp://host:8786 sends one task per student to a Dask cluster
-# instead. The grades are the same either way.
+# (default 1); SCHEDULER=tls://host:8786 sends one task per student to a Dask cluster
+# instead, with the grader's credentials TLS_CA, TLS_CERT and TLS_KEY (a tcp:// scheduler
+# authenticates no one and is refused). The grades are the same either way.
 # ---------------------------------------------------------------------------------------
 # a path as one shell word, whatever it holds (spaces, parentheses, quotes): LMS downloads
 # are named like "knn_classify (1).ipynb"
@@ -200,6 +201,13 @@ GRADES      ?= grades.csv
 ROSTER      ?= roster.csv
 WORKERS     ?= 1
 SCHEDULER   ?=
+TLS_CA      ?=
+TLS_CERT    ?=
+TLS_KEY     ?=
+DASK_OPTS    = $(if $(SCHEDULER),--scheduler $(SCHEDULER)) \
+  $(if $(TLS_CA),--tls-ca-file $(call shell_quote,$(TLS_CA))) \
+  $(if $(TLS_CERT),--tls-cert $(call shell_quote,$(TLS_CERT))) \
+  $(if $(TLS_KEY),--tls-key $(call shell_quote,$(TLS_KEY)))
 NB          ?=
 HIDDEN      ?=
 # the term (course, grade): ASSIGN="rank=2026-01-10T23:59 noise" LATE_POLICY=mark|zero
@@ -230,7 +238,7 @@ collect: $(STAMP)
 	$(AUTOGRADER) collect $(call shell_quote,$(SUBMISSIONS))
 
 autograde: $(STAMP)
-	$(AUTOGRADER) autograde --workers $(WORKERS) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
+	$(AUTOGRADER) autograde --workers $(WORKERS) $(DASK_OPTS)
 
 feedback: $(STAMP)
 	$(AUTOGRADER) feedback
@@ -240,4 +248,4 @@ grades: $(STAMP)
 
 grade: $(STAMP)
 	$(AUTOGRADER) grade-all $(call shell_quote,$(SUBMISSIONS)) $(call shell_quote,$(GRADES)) --workers $(WORKERS) \
-	  $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(TERM_OPTS)
+	  $(DASK_OPTS) $(TERM_OPTS)

@@ -18,7 +18,8 @@ Instructor (course directory: --course, default ./course)::
                                              # (--late-policy mark|zero; default: all, mark)
     autograder roster students.csv           # bulk import (id,first_name,last_name,email)
     autograder collect submissions/          # <student>/ folders or <student>.zip files
-    autograder autograde [--seed N] [--workers N | --scheduler tcp://host:8786]
+    autograder autograde [--seed N] [--workers N | --scheduler tls://host:8786
+                          --tls-ca-file ca.pem --tls-cert me.pem --tls-key me.key]
                                              # whole class, one sandbox per student, seed logged
     autograder feedback                      # HTML, hidden tests removed, maths offline
     autograder export grades.csv             # + grades_by_notebook.csv, grades_canvas.csv
@@ -83,11 +84,12 @@ def _term_options(args):
 def cmd_setup(args):
     course = _course(args)
     assignments, due, policy = _term_options(args)
-    names = course.setup(assignments, due=due, late_policy=policy)
+    names = course.setup(assignments, due=due, late_policy=policy, book_url=args.book_url)
     dates = course.due_dates()
     print("assignments:", ", ".join(
         f"{a} (due {dates[a]:%Y-%m-%d %H:%M} UTC)" if a in dates else a for a in names))
     print("late policy:", course.term()["late_policy"])
+    print("feedback links the book at:", course.book_url() or "nowhere (no --book-url)")
     return 0
 
 
@@ -128,8 +130,9 @@ def cmd_collect(args):
 
 def cmd_autograde(args):
     course = _course(args)
+    dask = _scheduler_options(args)
     t0 = time.time()
-    seed = course.autograde(seed=args.seed, workers=args.workers, scheduler=args.scheduler)
+    seed = course.autograde(seed=args.seed, workers=args.workers, **dask)
     print(f"autograded {len(course.submissions())} submission(s) in {time.time() - t0:.1f} s "
           f"(seed {seed}); problems, if any: {course.root / 'grading_issues.csv'}")
     return 0
@@ -164,13 +167,14 @@ def cmd_grade_all(args):
     from .similarity import DEFAULT_THRESHOLD, similarity_report
 
     course = _course(args)
+    dask = _scheduler_options(args)
     assignments, due, policy = _term_options(args)
-    course.setup(assignments, due=due, late_policy=policy)
+    course.setup(assignments, due=due, late_policy=policy, book_url=args.book_url)
     if args.roster:
         course.import_roster(args.roster)
     course.collect(args.folder, times=args.times, submitted_at=args.submitted_at,
                    require_roster=args.require_roster)
-    seed = course.autograde(seed=args.seed, workers=args.workers, scheduler=args.scheduler)
+    seed = course.autograde(seed=args.seed, workers=args.workers, **dask)
     course.feedback()
     out = course.export(args.csv)
     sim_csv, sim_html, pairs = similarity_report(course.root, threshold=DEFAULT_THRESHOLD,
@@ -429,9 +433,30 @@ def _add_workers(parser):
                         help="grade this many students at a time on this machine, each in "
                              "a sandbox of its own (default: 1)")
     parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                        help="address of a Dask distributed scheduler (tcp://host:8786): "
+                        help="address of a Dask distributed scheduler (tls://host:8786): "
                              "one grading task per student runs on its workers (which need "
                              "the project installed)")
+    parser.add_argument("--tls-ca-file", default=None, metavar="PEM",
+                        help="the certificate authority of the cluster's TLS certificates")
+    parser.add_argument("--tls-cert", default=None, metavar="PEM",
+                        help="this grader's TLS certificate for the scheduler")
+    parser.add_argument("--tls-key", default=None, metavar="PEM",
+                        help="this grader's TLS key (readable by its owner only)")
+    parser.add_argument("--insecure-scheduler", action="store_true",
+                        help="accept a scheduler without TLS (tcp://): only for a cluster "
+                             "that no student code can reach")
+
+
+def _scheduler_options(args):
+    """The keyword arguments of ``Course.autograde`` that reach the Dask scheduler,
+    checked before anything runs (:func:`autograder.course.scheduler_config`)."""
+    from .course import scheduler_config
+
+    tls = {k: v for k, v in (("ca_file", args.tls_ca_file), ("cert", args.tls_cert),
+                             ("key", args.tls_key)) if v}
+    scheduler_config(args.scheduler, tls or None, args.insecure_scheduler)
+    return {"scheduler": args.scheduler, "tls": tls or None,
+            "insecure_scheduler": args.insecure_scheduler}
 
 
 def _add_term(parser):
@@ -442,6 +467,10 @@ def _add_term(parser):
     parser.add_argument("--late-policy", choices=["mark", "zero"], default=None,
                         help="mark: late submissions keep their points and are marked late "
                              "(default); zero: they score 0")
+    parser.add_argument("--book-url", default=None, metavar="URL",
+                        help="where students read the book; the feedback pages link each "
+                             "chapter there (default: as set up before, else the GitHub "
+                             "Pages address that make publish writes to)")
 
 
 def build_parser():

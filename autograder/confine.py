@@ -34,7 +34,8 @@ from pathlib import Path
 
 __all__ = ["FIRST_UID", "UID_COUNT", "TMP_DIRS", "load_libc", "new_uid", "uid_processes",
            "kill_uid", "world_can", "closed_ancestor", "sandbox_python", "private_mounts",
-           "private_tmp", "sandbox_mounts", "loopback_up", "cover_empty", "drop_to", "set_limits", "preexec_confined"]
+           "private_tmp", "sandbox_mounts", "loopback_up", "cover_empty", "drop_to", "set_limits",
+           "preexec_confined", "namespaces_allowed", "protection_gaps"]
 
 #: user ids of sandboxes: ``FIRST_UID <= uid < FIRST_UID + UID_COUNT``
 FIRST_UID = 200000
@@ -408,3 +409,49 @@ def preexec_confined(*, uid, mount, cpu_s, cpu_grace_s, memory_bytes, file_bytes
                    file_bytes=file_bytes, processes=processes if uid is not None else None)
 
     return start
+
+
+# ----------------------------------------------------------------- what is missing here
+def namespaces_allowed():
+    """True if a process of this grader may take a mount namespace and a network
+    namespace of its own (tried in a forked child that exits at once; needs root and,
+    in a container, the capability to unshare)."""
+    libc = load_libc()
+    if libc is None or os.geteuid() != 0:
+        return False
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the probe
+        try:
+            ok = libc.unshare(_CLONE_NEWNS | _CLONE_NEWNET) == 0
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def protection_gaps():
+    """What the confinement of student code lacks when grading here, one sentence per
+    gap; an empty list when every part applies (root, a sandbox user id the interpreter
+    and its packages are readable by, mount and network namespaces).
+
+    The grader says each of these at grading time and in ``grading_issues.csv`` for every
+    student (:meth:`autograder.course.Course.autograde`): without them a submission runs
+    with more rights than its own folder.
+    """
+    if os.geteuid() != 0:
+        return ["the grader does not run as root, so the student's code ran under the "
+                "grader's own user id: it could read and write whatever the grader can "
+                "(the course, the gradebook, the reference package and solutions) and reach "
+                "the network; grade an untrusted class as root or in a container"]
+    gaps = []
+    python, site, drop = sandbox_python()
+    if not drop:
+        gaps.append(f"no interpreter that another user may run was found ({python}, its "
+                    f"packages in {site}), so the clean room ran the student's code as root, "
+                    "with no private folders and the network in reach; put the virtual "
+                    "environment where other users can read it")
+    if not namespaces_allowed():
+        gaps.append("this machine refuses mount and network namespaces (a container "
+                    "without the capability to unshare), so the student's code could see "
+                    "the course, the repository and the network")
+    return gaps

@@ -46,7 +46,7 @@ from urllib.parse import quote
 
 import nbformat
 
-from . import PACKAGE_DIR, REPO_ROOT
+from . import PACKAGE_DIR, REPO_ROOT, confine
 from .checks import SEED_ENV
 from .safe_files import MAX_FILE_BYTES, Refused, open_regular, read_regular, walk_regular, zip_members
 
@@ -90,6 +90,67 @@ def _check_workers(workers):
 #: warm server (:func:`autograder.cleanroom_process.start_fork_server`): the server's own
 #: imports cost about what three children started from nothing do
 _FORK_FROM = 3
+
+
+def scheduler_config(scheduler, tls=None, insecure=False):
+    """Dask settings under which the grader connects to ``scheduler``; raises ValueError
+    before anything is graded when the connection would not be authenticated.
+
+    A Dask scheduler runs whatever a client that reaches it submits, as the user its
+    workers run as. A ``tcp://`` scheduler accepts any client, so it is refused unless
+    ``insecure`` is given (a cluster that no student code can reach). A ``tls://`` one
+    needs ``tls = {"ca_file": ..., "cert": ..., "key": ...}``: the certificate authority
+    that signed the cluster's certificates, and this grader's certificate and key (paths;
+    the scheduler must require client certificates, ``distributed.comm.tls`` on its
+    side). The key file must be readable by its owner only: confined student code runs
+    under a user id of its own (as root), which then cannot read it.
+
+    Returns
+    -------
+    dict
+        Dask configuration (``distributed.comm.*``) to set while the client connects; empty
+        without a scheduler or for an accepted ``tcp://`` one.
+    """
+    if scheduler is None:
+        if tls:
+            raise ValueError("tls: credentials were given without a scheduler address")
+        return {}
+    if not str(scheduler).startswith("tls://"):
+        if insecure:
+            return {}
+        raise ValueError(
+            f"scheduler {scheduler!r}: a Dask scheduler reached without TLS authenticates "
+            "no one, and any process that reaches its port runs code on the cluster; use a "
+            "tls:// address with credentials (--tls-ca-file, --tls-cert, --tls-key), or "
+            "--insecure-scheduler for a cluster that no student code can reach")
+    tls = dict(tls or {})
+    missing = [k for k in ("ca_file", "cert", "key") if not tls.get(k)]
+    if missing:
+        raise ValueError(f"scheduler {scheduler!r}: tls needs {', '.join(missing)} "
+                         "(--tls-ca-file, --tls-cert, --tls-key)")
+    for k in ("ca_file", "cert", "key"):
+        if not Path(tls[k]).is_file():
+            raise ValueError(f"tls {k}: no such file: {tls[k]}")
+    mode = Path(tls["key"]).stat().st_mode
+    if mode & 0o077:
+        raise ValueError(f"tls key {tls['key']} is readable by other users (mode "
+                         f"{mode & 0o777:o}); make it readable by its owner only "
+                         "(chmod 600), so that no sandboxed code can read it")
+    return {"distributed.comm.require-encryption": True,
+            "distributed.comm.tls.ca-file": str(Path(tls["ca_file"]).resolve()),
+            "distributed.comm.tls.client.cert": str(Path(tls["cert"]).resolve()),
+            "distributed.comm.tls.client.key": str(Path(tls["key"]).resolve())}
+
+
+def _dask_settings(config):
+    """A context in which Dask's configuration holds ``config`` (nothing without it)."""
+    import contextlib
+
+    if not config:
+        return contextlib.nullcontext()
+    import dask
+
+    return dask.config.set(config)
 
 
 def _verify_one(exercise, nb, seed, limits, hide=()):
@@ -289,7 +350,8 @@ class Course:
     # -- the term
     def term(self):
         """The term's choices (``term.json``): ``{"assignments": {name: {"due": text or
-        None}}, "late_policy": "mark" | "zero"}``; empty before :meth:`setup`."""
+        None}}, "late_policy": "mark" | "zero", "book_url": address or None}``; empty
+        before :meth:`setup`."""
         path = self.root / TERM_FILE
         if not path.exists():
             return {}
@@ -301,7 +363,7 @@ class Course:
                 if v.get("due")}
 
     # -- setup
-    def setup(self, assignments=None, due=None, late_policy=None):
+    def setup(self, assignments=None, due=None, late_policy=None, book_url=None):
         """Create the course directory and register the term's assignments in its gradebook.
 
         Parameters
@@ -316,6 +378,11 @@ class Course:
         late_policy : {"mark", "zero"}, optional
             ``"mark"`` (default) marks late submissions in the exports and keeps their
             points; ``"zero"`` gives them 0 (nbgrader's late penalty "zero").
+        book_url : str, optional
+            Where students read the book: the feedback pages link each statement's
+            chapter there. Default: as set up before, else the GitHub Pages address of
+            the repository (:func:`autograder.feedback.default_book_url`), where
+            ``make publish`` puts it.
 
         Returns
         -------
@@ -349,6 +416,11 @@ class Course:
         if late_policy not in LATE_POLICIES:
             raise ValueError(f"late_policy must be one of {sorted(LATE_POLICIES)}, "
                              f"got {late_policy!r}")
+        from .feedback import check_book_url, default_book_url
+
+        book_url = book_url or term.get("book_url") or default_book_url(self.repo)
+        if book_url is not None:
+            book_url = check_book_url(book_url)
         self.root.mkdir(parents=True, exist_ok=True)
         src = self.root / "solutions"
         if src.exists():
@@ -368,7 +440,7 @@ class Course:
         self._drop_unassigned(assignments)
         (self.root / TERM_FILE).write_text(json.dumps(
             {"assignments": {a: {"due": due.get(a)} for a in assignments},
-             "late_policy": late_policy}, indent=2) + "\n")
+             "late_policy": late_policy, "book_url": book_url}, indent=2) + "\n")
         return self.assignments()
 
     def _register_assignments(self, assignments, due):
@@ -723,7 +795,8 @@ class Course:
         path = quote(str(self.root / GRADEBOOK), safe="/")
         return f"sqlite:///{path}?timeout={GRADEBOOK_BUSY_TIMEOUT}"
 
-    def autograde(self, seed=None, workers=1, scheduler=None):
+    def autograde(self, seed=None, workers=1, scheduler=None, tls=None,
+                  insecure_scheduler=False):
         """Autograde every collected submission; returns the grading seed.
 
         Each student's notebooks are run by nbgrader in a throwaway course of their own
@@ -742,9 +815,16 @@ class Course:
             Number of students graded at the same time on this machine (and threads of
             the clean-room verifier). The grades are the same for any number.
         scheduler : str, optional
-            Address of a Dask distributed scheduler (``tcp://host:8786``): one task per
+            Address of a Dask distributed scheduler (``tls://host:8786``): one task per
             student is submitted there instead (the workers need the project installed;
             a task receives and returns plain data, no shared file system is needed).
+        tls : dict, optional
+            The grader's credentials for a ``tls://`` scheduler: ``{"ca_file": ...,
+            "cert": ..., "key": ...}`` (paths; the key readable by its owner only), see
+            :func:`scheduler_config`.
+        insecure_scheduler : bool
+            Accept a scheduler without authentication (``tcp://``): only for a cluster
+            that no student code can reach.
 
         Returns
         -------
@@ -754,13 +834,14 @@ class Course:
         Raises
         ------
         ValueError
-            If ``workers`` is not an integer >= 1 or ``scheduler`` is not a non-empty
-            string.
+            If ``workers`` is not an integer >= 1, ``scheduler`` is not a non-empty
+            string, or its credentials are missing or readable by others.
         """
         workers = _check_workers(workers)
         if scheduler is not None and (not isinstance(scheduler, str) or not scheduler.strip()):
-            raise ValueError(f"scheduler must be an address such as tcp://host:8786, "
+            raise ValueError(f"scheduler must be an address such as tls://host:8786, "
                              f"got {scheduler!r}")
+        dask_config = scheduler_config(scheduler, tls, insecure_scheduler)
         if seed is None:
             seed = secrets.randbits(32)
         seed = int(seed)
@@ -768,6 +849,9 @@ class Course:
             fh.write(f"{_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds')} "
                      f"autograde seed {seed}\n")
         self.log(f"grading seed {seed}")
+        gaps = confine.protection_gaps()
+        for gap in gaps:
+            self.log(f"WARNING: {gap}")
         # the answers as submitted, read before any student code runs
         answers = self._answers()
         template = self._template_gradebook()
@@ -782,7 +866,18 @@ class Course:
             from .sandbox import start_sandbox_server
 
             start_sandbox_server()  # its imports overlap the rest of the set-up
-        results = self._run_sandboxes(jobs, workers, scheduler)
+        with _dask_settings(dask_config):
+            results = self._run_sandboxes(jobs, workers, scheduler)
+        for job in jobs:   # every student graded with less than full confinement is named
+            res = results[job["student"]]
+            why = list(gaps)
+            if not res.get("confined") and not res.get("error") and not gaps:
+                why.append("nbgrader's run of these notebooks (their kernel) had no user id, "
+                           "private folders or network cut of its own: the process that ran "
+                           "it, a Dask worker for instance, was not root")
+            if why:
+                self.record_issue(job["student"], "*", "*",
+                                  "graded without full confinement: " + "; ".join(why))
         with (self.root / "autograde.log").open("w") as fh:
             for job in jobs:
                 res = results[job["student"]]
@@ -791,6 +886,14 @@ class Course:
                 fh.write(res.get("log", ""))
         for job in jobs:
             self._merge_sandbox(job, results[job["student"]])
+            # a notebook whose nbgrader run crashed or went past its time limit is graded
+            # as the blank release with the reason (its feedback says so), in the clean
+            # room too: it scores 0, whatever its functions would have scored there
+            res = results[job["student"]]
+            for a, nb, *why in [*res.get("blanked", []), *res.get("ungraded", [])]:
+                if (job["student"], a, nb) in answers:
+                    answers[job["student"], a, nb] = self._blank(
+                        a, nb, why[0] if why else "Its grading run failed.")
         self.verify(answers, seed, workers=workers)
         return seed
 
@@ -1068,7 +1171,9 @@ class Course:
                 gb.db.commit()
                 try:
                     nb = gb.find_submission_notebook(notebook, assignment, student)
-                    if policy == "zero" and nb.late_submission_penalty:
+                    # late under "zero": the penalty is the new score (a late notebook
+                    # whose in-kernel score was 0 had a penalty of 0 until now)
+                    if policy == "zero" and (nb.assignment.total_seconds_late or 0) > 0:
                         nb.late_submission_penalty = nb.score
                         gb.db.commit()
                 except MissingEntry:
@@ -1085,13 +1190,55 @@ class Course:
     # -- feedback
     def feedback(self):
         """Generate feedback HTML for every graded submission, maths typeset offline."""
-        from .feedback import make_feedback_offline
+        from .feedback import make_feedback_offline, mark_submission
 
         proc = self.nbgrader("generate_feedback", "*", "--force")
         if proc.returncode != 0:
             self.log(proc.stdout + proc.stderr)
-        make_feedback_offline(self.root / "feedback", book_root=self.repo / "_build" / "html")
-        return sorted((self.root / "feedback").glob("*/*/*.html"))
+        make_feedback_offline(self.root / "feedback", book_url=self.book_url())
+        pages = sorted((self.root / "feedback").glob("*/*/*.html"))
+        when = self._submission_lines()
+        for page in pages:
+            line = when.get((page.parent.parent.name, page.parent.name))
+            if line:
+                mark_submission(page, line)
+        return pages
+
+    def book_url(self):
+        """Where the feedback pages send students to read a chapter: the ``book_url`` of
+        the course (:meth:`setup`), else the GitHub Pages address of the repository."""
+        from .feedback import default_book_url
+
+        return self.term().get("book_url") or default_book_url(self.repo)
+
+    def _submission_lines(self):
+        """(student, assignment) -> the line about its submission time for the feedback
+        page: when it was submitted, the due date, and ``late by 3.25 h`` (the exports'
+        wording) with what the late policy does, or ``on time``."""
+        from nbgrader.api import Gradebook
+
+        if not (self.root / GRADEBOOK).exists():
+            return {}
+        zero = self.term().get("late_policy", "mark") == "zero"
+        out = {}
+        with Gradebook(f"sqlite:///{self.root / GRADEBOOK}") as gb:
+            for assignment in gb.assignments:
+                for sub in assignment.submissions:
+                    if sub.timestamp is None:
+                        continue
+                    stamp = f"{sub.timestamp:%Y-%m-%d %H:%M} UTC"
+                    if assignment.duedate is None:
+                        out[sub.student.id, assignment.name] = f"Submitted {stamp}."
+                        continue
+                    due = f"{assignment.duedate:%Y-%m-%d %H:%M} UTC"
+                    late = _late_text(str(sub.timestamp), str(assignment.duedate))
+                    if late:
+                        late = (late[0].upper() + late[1:] + (
+                            ": the late policy gives this notebook 0 points." if zero else
+                            ": the points are kept and the lateness is reported."))
+                    out[sub.student.id, assignment.name] = (
+                        f"Submitted {stamp}, due {due}. " + (late or "On time."))
+        return out
 
     # -- export
     def export(self, path):
@@ -1099,7 +1246,7 @@ class Course:
 
         * ``path``: nbgrader's CSV (one row per student and assignment, with its
           ``timestamp``, ``duedate`` and ``late_submission_penalty``), with columns added:
-          ``late`` (``late by 2.5 h`` or empty), ``flags`` (the problems of
+          ``late`` (``late by 2.50 h`` or empty, always in hours), ``flags`` (the problems of
           ``grading_issues.csv`` for that student and assignment), and the student's
           ``student_total``, ``student_max`` and ``student_percent`` over the term;
         * ``<name>_by_notebook.csv``: one row per student and notebook, with its issues;
@@ -1215,7 +1362,8 @@ class Course:
 
 
 def _late_text(timestamp, duedate):
-    """``late by 3.2 h`` when the submission time is after the due date, else ``""``."""
+    """``late by 3.25 h`` when the submission time is after the due date, else ``""``:
+    always in hours with two decimals (36 s), in the exports and on the feedback page."""
     if not timestamp or not duedate:
         return ""
     try:
@@ -1224,11 +1372,7 @@ def _late_text(timestamp, duedate):
         return ""
     if delay <= 0:
         return ""
-    if delay < 3600:
-        return f"late by {delay / 60:.0f} min"
-    if delay < 3 * 86400:
-        return f"late by {delay / 3600:.1f} h"
-    return f"late by {delay / 86400:.1f} days"
+    return f"late by {max(delay / 3600, 0.01):.2f} h"
 
 
 def _solution_syntax_errors(nb):

@@ -11,9 +11,13 @@
   course, ``feedback/mathjax-tex-svg.js``, that every page loads by a relative path
   (2 MB once instead of once per student and assignment).
 * :func:`make_feedback_offline` also points the statement's chapter link
-  (``../../book/<chapter>.md``, right inside ``exercises/``) at the built book
-  (``_build/html/book/<chapter>.html`` of the repository, or ``book_url``), and styles
-  the Markdown tables (the grading table of each statement) with borders and padding.
+  (``../../book/<chapter>.md``, right inside ``exercises/``) at the published book
+  (``book_url/book/<chapter>.html``; the course's ``book_url``, by default the GitHub
+  Pages address that ``make publish`` writes to, :func:`default_book_url`), never into
+  the instructor's own clone, which no student has; and styles the Markdown tables (the
+  grading table of each statement) with borders and padding.
+* :func:`mark_submission` puts the submission time, the due date and the lateness at the
+  top of a page (``late by 3.25 h``: in hours, as in the exports).
 """
 from __future__ import annotations
 
@@ -112,10 +116,50 @@ TABLE_STYLE = """<style id="autograder-tables">
 </style>"""
 
 
+_GITHUB_REPO = re.compile(r"^\s*url:\s*[\"']?https://github\.com/([A-Za-z0-9_.-]+)/"
+                          r"([A-Za-z0-9_.-]+?)(?:\.git)?/?[\"']?\s*(?:#.*)?$", re.M)
+
+
+def default_book_url(repo=None):
+    """The address where ``make publish`` puts the book: GitHub Pages of the repository
+    named in ``_config.yml`` (``repository: url: https://github.com/OWNER/NAME`` ->
+    ``https://OWNER.github.io/NAME/``), read from ``repo`` (else this repository); None if
+    no GitHub repository is named."""
+    from . import REPO_ROOT
+
+    for root in [Path(repo)] if repo is not None else []:
+        if (root / "_config.yml").is_file():
+            break
+    else:
+        root = REPO_ROOT
+    try:
+        text = (Path(root) / "_config.yml").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    block = text.split("\nrepository:", 1)
+    m = _GITHUB_REPO.search(block[1].split("\n\n", 1)[0]) if len(block) == 2 else None
+    if m is None:
+        return None
+    return f"https://{m.group(1).lower()}.github.io/{m.group(2)}/"
+
+
+def check_book_url(url):
+    """``url`` if it is an http(s) address, else ValueError naming it."""
+    from urllib.parse import urlparse
+
+    parts = urlparse(str(url))
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"book_url must be an http(s) address such as "
+                         f"https://owner.github.io/repo/, got {url!r}")
+    return str(url)
+
+
 def link_chapters(html_path, book_root=None, book_url=None):
-    """Point the page's ``../../book/<chapter>.md`` links at the built book: a relative
-    path to ``book_root/book/<chapter>.html`` (the repository's ``_build/html``), or
-    ``book_url/book/<chapter>.html`` for a published book. Returns the links changed."""
+    """Point the page's ``../../book/<chapter>.md`` links at the book:
+    ``book_url/book/<chapter>.html`` (the published book), else a relative path to
+    ``book_root/book/<chapter>.html`` (a copy of the built book handed out with the
+    feedback); with neither, the link is removed and its text kept. Returns the links
+    changed."""
     html_path = Path(html_path)
     text = html_path.read_text(encoding="utf-8")
 
@@ -123,8 +167,10 @@ def link_chapters(html_path, book_root=None, book_url=None):
         page = f"book/{m.group(1)}.html"
         if book_url:
             where = book_url.rstrip("/") + "/" + page
-        else:
+        elif book_root is not None:
             where = os.path.relpath(Path(book_root) / page, html_path.parent).replace(os.sep, "/")
+        else:
+            return "data-chapter-link-removed=\"1\""
         return f'href="{where}{m.group(2) or ""}"'
 
     new, n = _CHAPTER_LINK.subn(target, text)
@@ -138,12 +184,10 @@ def link_chapters(html_path, book_root=None, book_url=None):
 def make_feedback_offline(feedback_dir, book_root=None, book_url=None):
     """Post-process every feedback page under ``feedback_dir``: one shared MathJax copy
     (``feedback_dir/mathjax-tex-svg.js``; copies inside student folders are removed),
-    chapter links to the built book, styled tables. Returns the pages whose maths changed.
+    chapter links to the book (``book_url``, else a copy at ``book_root``, see
+    :func:`link_chapters`), styled tables. Returns the pages whose maths changed.
     """
-    from . import REPO_ROOT
-
     feedback_dir = Path(feedback_dir)
-    book_root = Path(book_root) if book_root is not None else REPO_ROOT / "_build" / "html"
     changed = []
     for page in sorted(feedback_dir.glob("*/*/*.html")):
         stray = page.parent / MATHJAX_FILE
@@ -153,3 +197,28 @@ def make_feedback_offline(feedback_dir, book_root=None, book_url=None):
             changed.append(page)
         link_chapters(page, book_root=book_root, book_url=book_url)
     return changed
+
+
+#: the marker of the submission line :func:`mark_submission` adds
+SUBMISSION_ID = "autograder-submission"
+
+
+def mark_submission(html_path, text):
+    """Put ``text`` (when the notebook was submitted, its due date, whether it is late)
+    at the top of one feedback page, below its title, once: a later call replaces it.
+    Returns True if the page changed."""
+    import html as _html
+
+    html_path = Path(html_path)
+    page = html_path.read_text(encoding="utf-8")
+    line = (f'<p id="{SUBMISSION_ID}" style="margin: 0.4em 0; font-weight: bold;">'
+            f"{_html.escape(text)}</p>")
+    new = re.sub(rf'<p id="{SUBMISSION_ID}"[^>]*>.*?</p>', lambda m: line, page, flags=re.S)
+    if new == page and SUBMISSION_ID not in page:
+        if "</h4>" in page:
+            new = page.replace("</h4>", "</h4>\n" + line, 1)
+        else:
+            new = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + "\n" + line, page, count=1)
+    if new != page:
+        html_path.write_text(new, encoding="utf-8")
+    return new != page

@@ -1,5 +1,10 @@
 """Serial, ``--workers 2`` and a Dask ``LocalCluster`` grade a class identically (issue 17).
 
+The cluster speaks TLS only and accepts only clients with a certificate of its authority
+(issue 30, finding 5); the grader connects with its own credentials (``tls=``). Where the
+``openssl`` command is missing, the cluster falls back to plain TCP, which the grader
+then has to be told to accept (``insecure_scheduler``).
+
 One short notebook (batchnorm/fold_batchnorm) and four students: the reference, a typical
 wrong answer, a kernel that crashes (``os._exit``) and an infinite
 loop (cut by the per-cell timeout; it sleeps, see ``LOOP``). The same collected course is copied three times and
@@ -24,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from autograder_cases import WRONG  # noqa: E402
 from course_roster import import_roster  # noqa: E402
+from dask_tls import cluster_security, grader_tls, have_openssl, make_credentials  # noqa: E402
 
 #: classes graded serially, by worker processes and by dask: left out of make test-fast
 pytestmark = pytest.mark.slow
@@ -122,9 +128,17 @@ def three_ways(collected, ungraded):
         mp.setattr(Course, "_run_sandboxes", recorded)
         assert serial.autograde(seed=SEED, workers=1) == SEED
     assert parallel.autograde(seed=SEED, workers=2) == SEED
+    if have_openssl():
+        creds = make_credentials(base / "tls")
+        secure = {"protocol": "tls://", "security": cluster_security(creds)}
+        connect = {"tls": grader_tls(creds)}
+    else:  # pragma: no cover - a machine without openssl
+        secure, connect = {}, {"insecure_scheduler": True}
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster:
-        assert dask.autograde(seed=SEED, scheduler=cluster.scheduler_address) == SEED
+                      dashboard_address=None, **secure) as cluster:
+        assert cluster.scheduler_address.startswith("tls://" if secure else "tcp://")
+        assert dask.autograde(seed=SEED, scheduler=cluster.scheduler_address,
+                              **connect) == SEED
     return serial, parallel, dask
 
 
@@ -157,7 +171,7 @@ def test_a_crash_or_a_loop_costs_only_its_own_points(three_ways):
 
 def test_scheduler_must_be_an_address(tmp_path):
     course = Course(tmp_path / "c", log=lambda *a: None)
-    for bad in ("", "   ", 8786):
+    for bad in ("", "   ", 8786, "tcp://127.0.0.1:8786"):
         with pytest.raises(ValueError, match="scheduler"):
             course.autograde(seed=1, scheduler=bad)
 

@@ -346,8 +346,9 @@ def test_exports_hold_totals_percentages_late_marks_and_flags(term):
     assert alice["student_percent"] == f"{100 * earned / top:.1f}" and alice["late"] == ""
     assert alice["flags"] == ""
     assert "low_shot_eval: No notebook" in grades["alice", "noise"]["flags"]
-    for chapter in CHAPTERS:
-        assert grades["carol", chapter]["late"].startswith("late by"), grades["carol", chapter]
+    for chapter in CHAPTERS:   # in hours, whatever the delay (one unit everywhere)
+        assert re.fullmatch(r"late by \d+\.\d\d h", grades["carol", chapter]["late"]), \
+            grades["carol", chapter]
         assert grades["alice", chapter]["late"] == ""
     assert grades["dave", "rank"]["late"] == ""          # stated time before the due date
     assert "syntax error" in grades["dave", "rank"]["flags"]
@@ -425,7 +426,10 @@ def test_similarity_flags_pasted_and_shared_answers_only(term):
     assert float(grades["carol", "rank"]["score"]) == float(grades["alice", "rank"]["score"])
 
 
-def test_feedback_shares_one_mathjax_and_links_the_built_book(term):
+def test_feedback_shares_one_mathjax_and_links_the_published_book(term):
+    """One MathJax copy; each chapter link goes to the published book (the course's
+    book_url, by default the GitHub Pages address), never into the instructor's clone;
+    each page states the submission time and, for carol, her lateness in hours."""
     from autograder.feedback import MATHJAX_FILE
 
     feedback = term["course"] / "feedback"
@@ -440,11 +444,18 @@ def test_feedback_shares_one_mathjax_and_links_the_built_book(term):
         assert (page.parent / src).resolve() == (feedback / MATHJAX_FILE).resolve()
         links = re.findall(r'href="([^"]*book/[a-z_]+\.(?:md|html))', raw)
         assert links, page
+        chapter = page.parent.name
         for link in links:
-            target = (page.parent / link).resolve()
-            chapter = page.parent.name
-            assert target == (REPO_ROOT / "_build" / "html" / "book" / f"{chapter}.html"), link
+            assert link == f"https://repeval.github.io/repeval/book/{chapter}.html", link
+        assert str(REPO_ROOT) not in raw and 'href="../' not in raw
         assert 'id="autograder-tables"' in raw
+        said = re.search(r'<p id="autograder-submission"[^>]*>(.*?)</p>', raw).group(1)
+        assert said.startswith("Submitted 20"), said
+        student = page.parent.parent.name
+        if student == "carol":
+            assert re.search(r"Late by \d+\.\d\d h: the points are kept", said), said
+        elif student == "alice":
+            assert said.endswith("On time."), said
 
 
 def test_late_policy_zero_is_handed_to_nbgrader(tmp_path, monkeypatch):
