@@ -24,7 +24,6 @@ negative code is the signal that ended it, as in :attr:`subprocess.Popen.returnc
 The end of the socket ends the server.
 """
 import importlib
-import json
 import os
 import socket
 import sys
@@ -119,8 +118,13 @@ def _become_child(req, fds, control, confine):
             os._exit(code)
 
 
-def _send(control, msg):
-    control.send(json.dumps(msg).encode())
+def _spawn_error(req, fds):
+    """Why the spawn request ``req`` with the descriptors ``fds`` cannot be served."""
+    if len(fds) != 2:
+        return "a spawn request needs two pipe ends"
+    if _fork_children.threads() != 1:
+        return "the server holds threads"
+    return None
 
 
 def main(argv):
@@ -136,39 +140,10 @@ def main(argv):
             loaded.append(name)
         except Exception:  # an optional library: the answer imports it itself
             pass
-    _send(control, {"ready": True, "loaded": loaded, "threads": _fork_children.threads()})
-    while True:
-        msg, fds, _, _ = socket.recv_fds(control, MAX_REQUEST, 2)
-        if not msg:
-            return
-        try:
-            req = json.loads(msg)
-            op = req["op"]
-        except (ValueError, KeyError, TypeError):
-            for f in fds:
-                os.close(f)
-            _send(control, {"error": "malformed request"})
-            continue
-        if op == "status":
-            _send(control, {"code": _children.status(int(req["pid"]))})
-        elif op == "spawn":
-            if len(fds) != 2 or _fork_children.threads() != 1:
-                for f in fds:
-                    os.close(f)
-                _send(control, {"error": "the server holds threads" if len(fds) == 2
-                                else "a spawn request needs two pipe ends"})
-                continue
-            _children.reap()
-            pid = os.fork()
-            if pid == 0:
-                _become_child(req, fds, control, confine)
-            for f in fds:
-                os.close(f)
-            _send(control, {"pid": pid})
-        else:
-            for f in fds:
-                os.close(f)
-            _send(control, {"error": f"unknown op {op!r}"})
+    _fork_children.announce_ready(control, loaded)
+    _fork_children.serve_requests(
+        control, _children, _spawn_error,
+        lambda req, fds: _become_child(req, fds, control, confine), MAX_REQUEST)
 
 
 if __name__ == "__main__":

@@ -81,3 +81,66 @@ def fresh_process(env):
         sys.modules["numpy"].random.seed()
     if "torch" in sys.modules:
         sys.modules["torch"].seed()
+
+
+def announce_ready(control, loaded):
+    """Tell the grader on ``control`` that the imports ``loaded`` are done (the first
+    message of a fork server)."""
+    import json
+
+    control.send(json.dumps({"ready": True, "loaded": list(loaded),
+                             "threads": threads()}).encode())
+
+
+def serve_requests(control, children, spawn_error, become, max_request=1 << 16, max_fds=4):
+    """The request loop of a fork server on the socket ``control`` (the protocol of
+    :mod:`autograder.fork_client`), until the socket ends.
+
+    Parameters
+    ----------
+    control : socket.socket
+        The server's end (``SOCK_SEQPACKET``; one JSON object per datagram).
+    children : Children
+        Where the exit codes of the forked children are kept.
+    spawn_error : callable
+        ``spawn_error(request, fds)``: why a spawn request with the descriptors ``fds``
+        cannot be served, or None.
+    become : callable
+        ``become(request, fds)``: run in the forked child; never returns.
+    max_request, max_fds : int
+        The largest datagram and the most descriptors taken with one.
+    """
+    import json
+    import socket
+
+    def send(msg):
+        control.send(json.dumps(msg).encode())
+
+    while True:
+        msg, fds, _, _ = socket.recv_fds(control, max_request, max_fds)
+        if not msg:
+            return
+        try:
+            req = json.loads(msg)
+            op = req["op"] if isinstance(req, dict) else None
+        except (ValueError, KeyError, TypeError):
+            op = None
+        error = None
+        if op == "spawn":
+            error = spawn_error(req, fds)
+            if error is None:
+                children.reap()
+                pid = os.fork()
+                if pid == 0:
+                    become(req, fds)
+        for f in fds:
+            os.close(f)
+        if op == "spawn":
+            send({"error": error} if error is not None else {"pid": pid})
+        elif op == "status":
+            try:
+                send({"code": children.status(int(req["pid"]))})
+            except (KeyError, TypeError, ValueError):
+                send({"error": "a status request needs a process id"})
+        else:
+            send({"error": "malformed request" if op is None else f"unknown op {op!r}"})

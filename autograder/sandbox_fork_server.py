@@ -29,7 +29,6 @@ Unix socket ``FD``: that of :mod:`autograder.fork_client`, with ``{"op": "spawn"
 str, "hide": [...], "readable": [...]} or null}`` and one descriptor attached (the write
 end of the run's output pipe).
 """
-import json
 import os
 import socket
 import sys
@@ -138,51 +137,17 @@ def _spawn_error(req, fds):
     return None
 
 
-def _send(control, msg):
-    control.send(json.dumps(msg).encode())
-
-
 def main(argv):
     confine_path, kernel_server_path, fd = argv[1], argv[2], int(argv[3])
     control = socket.socket(fileno=fd)
     confine = _fork_children.load_by_path("_sandbox_confine", confine_path)
     kernels = _fork_children.load_by_path("_kernel_fork_server", kernel_server_path)
     loaded = kernels.preload()
-    _send(control, {"ready": True, "loaded": loaded, "threads": _fork_children.threads()})
-    while True:
-        msg, fds, _, _ = socket.recv_fds(control, MAX_REQUEST, 4)
-        if not msg:
-            return
-        try:
-            req = json.loads(msg)
-            op = req["op"] if isinstance(req, dict) else None
-        except (ValueError, KeyError, TypeError):
-            for f in fds:
-                os.close(f)
-            _send(control, {"error": "malformed request"})
-            continue
-        if op == "status":
-            try:
-                _send(control, {"code": _children.status(int(req["pid"]))})
-            except (KeyError, TypeError, ValueError):
-                _send(control, {"error": "a status request needs a process id"})
-        elif op == "spawn":
-            error = _spawn_error(req, fds)
-            if error is not None:
-                for f in fds:
-                    os.close(f)
-                _send(control, {"error": error})
-                continue
-            _children.reap()
-            pid = os.fork()
-            if pid == 0:
-                _become_run(req, fds[0], control, confine, kernels, loaded)
-            os.close(fds[0])
-            _send(control, {"pid": pid})
-        else:
-            for f in fds:
-                os.close(f)
-            _send(control, {"error": f"unknown op {op!r}"})
+    _fork_children.announce_ready(control, loaded)
+    _fork_children.serve_requests(
+        control, _children, _spawn_error,
+        lambda req, fds: _become_run(req, fds[0], control, confine, kernels, loaded),
+        MAX_REQUEST)
 
 
 if __name__ == "__main__":
