@@ -273,6 +273,13 @@ def test_detectable_differences_equal_an_independent_computation(record):
     assert cal.detectable_difference(0.6, 10000) == pytest.approx(smallest_detectable(0.8, 10000), abs=1e-9)
 
 
+def test_clutter_sweep_is_recorded_with_its_verdict(record):
+    sweep = record["tasks"]["fashion_cluttered"]["clutter_sweep"]
+    assert sweep["grid"] == list(cal.CLUTTER_GRID) and len(sweep["accuracies"]) == len(sweep["grid"])
+    assert sweep["in_band"] == (cal.choose_knob(sweep["grid"], sweep["accuracies"]) is not None)
+    assert ("cannot" in sweep["note"]) == (not sweep["in_band"])
+
+
 def test_summary_rows_read_the_record(record):
     rows = cal.summary_rows(record)
     assert [r["task"] for r in rows] == list(record["tasks"])
