@@ -26,7 +26,7 @@ endef
 # venv, so it is compiled once here, at install time, on the test's own input.
 WARM_NUMBA = $(PY) tests/ranx_case.py
 
-.PHONY: venv venv-student data data-extra test test-fast book bench bench-class clean axe publish zoo zoo-table deck
+.PHONY: venv venv-student data data-extra test test-fast book bench bench-class clean axe publish zoo zoo-table calibration deck
 
 # Everything: the package and the book, grading, test and benchmark tool chains.
 $(STAMP): pyproject.toml constraints.txt
@@ -160,6 +160,13 @@ zoo: $(STAMP) data
 
 zoo-table: $(STAMP) data
 	$(PY) -m repeval_ref.zoo table --out benchmarks/results/zoo_table.json
+
+# The knob of each comparison task (shifted blend, cluttered garment side, corruption
+# severity), set with a raw-pixel probe alone on training images so that it lands in the
+# 40-85 % band, and each task's detectable paired difference: writes
+# repeval_ref/datasets/calibration.json (one thread, about 15 minutes on 2 cores).
+calibration: $(STAMP) data
+	OMP_NUM_THREADS=1 $(PY) -W ignore -m repeval_ref.datasets.calibration
 
 # The interview questions of every chapter as an Anki deck (genanki, the book extra), from the
 # same chapter sources as book/interview.md. The glued numbers in the answers are read from the

@@ -17,8 +17,9 @@
   scikit-image, with their licences and checksums (:func:`background_photos`,
   :data:`BACKGROUND_PHOTOS`).
 * :mod:`.variants` -- Fashion-MNIST under a nuisance shift (garments blended onto
-  photograph crops in the manner of MNIST-M, :func:`fashion_mnist_shifted`) and in
-  clutter (shrunk garments at random places on larger photograph crops, with their boxes,
+  photograph crops in the manner of MNIST-M, :func:`fashion_mnist_shifted`, its strength
+  ``blend``) and in clutter (shrunk garments at random places on larger photograph crops,
+  sizes ``sides`` and photograph strength ``clutter``, with their boxes,
   :func:`fashion_mnist_cluttered`, and where each background came from, :func:`cluttered_crops`);
   :func:`resize_matrix` is their area resampling.
 
@@ -34,6 +35,12 @@
   :func:`apply_corruption`, :data:`CORRUPTIONS`, :data:`SEVERITY_PARAMETERS`), the
   batch SSIM that defines them (:func:`ssim_per_image`) and the rule that set them
   (:func:`calibrate_severity`).
+* :mod:`.calibration` -- each comparison task's knob (shifted ``blend``, cluttered
+  garment side, corruption ``severity``) set with a raw-pixel probe alone on training
+  images so that it lands in a 40-85 % band, with the smallest paired difference each
+  task can detect; the record is ``calibration.json`` (``python -m
+  repeval_ref.datasets.calibration``). Not imported here: ``from repeval_ref.datasets
+  import calibration``.
 * :mod:`.transfer` -- the transfer suite: seven tasks with fixed splits, pinned SHA-256
   and cards (:data:`TRANSFER_TASKS`, :func:`load_task`, :func:`task_card`,
   :func:`available_tasks`, :func:`content_sha256`, :func:`fashion_subset_rows`,

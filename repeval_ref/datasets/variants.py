@@ -17,6 +17,7 @@ images draw their backgrounds from the same ten photographs.
 from __future__ import annotations
 
 import functools
+import numbers
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -32,6 +33,26 @@ _SPLIT_CODE = {"train": 0, "test": 1}
 
 def _check_seed(seed):
     return check_int(seed, "seed", minimum=0)
+
+
+def _check_share(value, name):
+    """A real number in [0, 1], returned as a float; ``name`` is used in the error."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number in [0, 1], got {value!r}")
+    value = float(value)
+    if not 0.0 <= value <= 1.0:      # also refuses NaN
+        raise ValueError(f"{name} must lie in [0, 1], got {value}")
+    return value
+
+
+def _dimmed(crops, strength):
+    """Photograph crops multiplied by ``strength`` and rounded (halves to even), uint8.
+
+    ``strength == 1`` returns the crops themselves, so the default images are unchanged.
+    """
+    if strength == 1.0:
+        return crops
+    return np.rint(crops.astype(np.float64) * strength).astype(np.uint8)
 
 
 @functools.lru_cache(maxsize=1)
@@ -110,17 +131,17 @@ def resize_matrix(n_out, n_in):
 
 # ------------------------------------------------------------------- shifted
 @functools.lru_cache(maxsize=4)
-def _shifted(directory, split, key, seed):
+def _shifted(directory, split, key, seed, blend):
     garments, labels = _load(directory, split, key)
     rng = np.random.default_rng([seed, _SPLIT_CODE[split], 0])
     photo, row, col = _draw_crops(rng, garments.shape[0], 28)
-    crops = _gather_crops(photo, row, col, 28)
+    crops = _dimmed(_gather_crops(photo, row, col, 28), blend)
     images = np.abs(crops.astype(np.int16) - garments.astype(np.int16)).astype(np.uint8)
     images.flags.writeable = False
     return images, labels
 
 
-def fashion_mnist_shifted(split="test", *, seed=0, data_dir=None):
+def fashion_mnist_shifted(split="test", *, seed=0, blend=1.0, data_dir=None):
     """Fashion-MNIST garments blended onto photograph crops: an out-of-distribution domain.
 
     In the manner of MNIST-M (Ganin et al. 2016), each image ``i`` of
@@ -128,11 +149,16 @@ def fashion_mnist_shifted(split="test", *, seed=0, data_dir=None):
     ten grey photographs of :mod:`repeval_ref.datasets.photos` (photograph uniform,
     crop position uniform within the half-resolution photograph) as
 
-    ``X_i = |B_i - G_i|``  (per pixel, in grey levels 0..255)
+    ``X_i = |round(b B_i) - G_i|``  (per pixel, in grey levels 0..255)
 
-    where ``G_i`` is the garment. Where the garment is black (its background) the
-    photograph shows; on the garment the photograph is inverted by the garment's
-    brightness. Shapes, classes and the order of the images are those of Fashion-MNIST,
+    where ``G_i`` is the garment and ``b`` the blend strength (``blend``; the product
+    rounded to a grey level, halves to even). Where the garment is black (its
+    background) the photograph shows; on the garment the photograph is inverted by the
+    garment's brightness. ``blend=1`` (the default) is the full photograph; ``blend=0``
+    gives the clean garments of :func:`fashion_mnist`, and the values between dim the
+    photograph, so that ``blend`` sets how far the domain lies from Fashion-MNIST (the
+    knob of :mod:`repeval_ref.datasets.calibration`). The crops drawn do not depend on
+    ``blend``. Shapes, classes and the order of the images are those of Fashion-MNIST,
     so an encoder trained on Fashion-MNIST runs on it unchanged.
 
     Parameters
@@ -142,6 +168,8 @@ def fashion_mnist_shifted(split="test", *, seed=0, data_dir=None):
         tuning experiments).
     seed : int
         Seed of the crops, ``>= 0``.
+    blend : float
+        Strength ``b`` of the photograph, in ``[0, 1]`` (default 1, the full photograph).
     data_dir : str or os.PathLike, optional
         As in :func:`fashion_mnist`.
 
@@ -151,6 +179,11 @@ def fashion_mnist_shifted(split="test", *, seed=0, data_dir=None):
     labels : numpy.ndarray of int64, shape (N,)
         Exactly the labels of ``fashion_mnist(split)``.
 
+    Raises
+    ------
+    ValueError
+        ``split`` unknown, ``seed < 0`` or ``blend`` outside ``[0, 1]``.
+
     Notes
     -----
     Every pixel is a function of one Fashion-MNIST pixel (Zalando SE, MIT licence) and
@@ -159,22 +192,36 @@ def fashion_mnist_shifted(split="test", *, seed=0, data_dir=None):
     """
     split = _check_split(split)
     seed = _check_seed(seed)
+    blend = _check_share(blend, "blend")
     directory = fashion_mnist_dir(data_dir)
-    images, labels = _shifted(directory, split, _file_key(directory, split), seed)
+    images, labels = _shifted(directory, split, _file_key(directory, split), seed, blend)
     return images.copy(), labels.copy()
 
 
 # ----------------------------------------------------------------- cluttered
 def _side_range(canvas):
-    """Smallest and largest garment side on a ``canvas``: a quarter and a half of it."""
+    """Default smallest and largest garment side on a ``canvas``: a quarter and a half of it."""
     return -(-canvas // 4), canvas // 2
 
 
-def _cluttered_layout(n, split, seed, canvas):
+def _check_sides(sides, canvas):
+    """``sides`` as a pair of ints ``1 <= lo <= hi <= canvas``; ``None`` gives the default range."""
+    if sides is None:
+        return _side_range(canvas)
+    if isinstance(sides, (str, bytes)) or not hasattr(sides, "__len__") or len(sides) != 2:
+        raise TypeError(f"sides must be a pair (smallest, largest) of garment sides, got {sides!r}")
+    lo = check_int(sides[0], "sides[0]", minimum=1, maximum=canvas)
+    hi = check_int(sides[1], "sides[1]", minimum=1, maximum=canvas)
+    if lo > hi:
+        raise ValueError(f"sides must have smallest <= largest, got {tuple(sides)!r}")
+    return lo, hi
+
+
+def _cluttered_layout(n, split, seed, canvas, sides=None):
     """All random choices of :func:`fashion_mnist_cluttered`, in drawing order."""
     rng = np.random.default_rng([seed, _SPLIT_CODE[split], 1])
     photo, row, col = _draw_crops(rng, n, canvas)
-    lo, hi = _side_range(canvas)
+    lo, hi = _side_range(canvas) if sides is None else sides
     side = rng.integers(lo, hi + 1, size=n)
     top = np.floor(rng.random(n) * (canvas - side + 1)).astype(np.int64)
     left = np.floor(rng.random(n) * (canvas - side + 1)).astype(np.int64)
@@ -244,11 +291,11 @@ def _over(garment, background):
 
 
 @functools.lru_cache(maxsize=2)   # a 60,000-image canvas set is 188 MB
-def _cluttered(directory, split, key, seed, canvas):
+def _cluttered(directory, split, key, seed, canvas, sides, clutter):
     garments, labels = _load(directory, split, key)
     n = garments.shape[0]
-    lay = _cluttered_layout(n, split, seed, canvas)
-    images = _gather_crops(lay["photo"], lay["row"], lay["col"], canvas)
+    lay = _cluttered_layout(n, split, seed, canvas, sides)
+    images = _dimmed(_gather_crops(lay["photo"], lay["row"], lay["col"], canvas), clutter)
     for s in np.unique(lay["side"]):
         chosen = np.flatnonzero(lay["side"] == s)
         rows = lay["top"][chosen, None] + np.arange(s)
@@ -261,22 +308,31 @@ def _cluttered(directory, split, key, seed, canvas):
     return images, labels, boxes
 
 
-def fashion_mnist_cluttered(split, *, seed=0, canvas=56, data_dir=None, return_boxes=False):
+def fashion_mnist_cluttered(split, *, seed=0, canvas=56, sides=None, clutter=1.0, data_dir=None,
+                            return_boxes=False):
     """Fashion-MNIST garments, shrunk and placed at random, on a cluttered photograph.
 
     Image ``i`` starts as a ``canvas x canvas`` crop of one of the ten grey photographs
     of :mod:`repeval_ref.datasets.photos` (photograph uniform, position uniform within
     the half-resolution photograph). Garment ``i`` of :func:`fashion_mnist` is resized
     to ``s x s`` pixels by area averaging (:func:`resize_matrix`, rounded to grey
-    levels), ``s`` uniform among the integers from ``ceil(canvas / 4)`` to
-    ``canvas // 2`` (14 to 28 on the default canvas), and laid over the crop at a
-    uniform position inside the canvas, its own grey level ``g`` acting as its opacity:
+    levels), ``s`` uniform among the integers of ``sides`` (by default from
+    ``ceil(canvas / 4)`` to ``canvas // 2``, 14 to 28 on the default canvas), and laid
+    over the crop at a uniform position inside the canvas, its own grey level ``g``
+    acting as its opacity:
 
     ``X = round((g * g + (255 - g) * B) / 255)``  inside the box, ``X = B`` outside,
 
-    in integer arithmetic (halves round up), where ``B`` is the photograph. The black
-    surround of a garment is transparent, so the photograph shows everywhere except
-    on the garment.
+    in integer arithmetic (halves round up), where ``B = round(c P)`` is the photograph
+    crop ``P`` dimmed by the clutter strength ``c`` (``clutter``; halves to even). The
+    black surround of a garment is transparent, so the photograph shows everywhere
+    except on the garment.
+
+    Two knobs set the difficulty (:mod:`repeval_ref.datasets.calibration` calibrates
+    them): ``sides``, the garment's size, and with it how far it can move (a garment
+    of side ``canvas`` fills the canvas and does not move at all); and ``clutter``,
+    how strongly the photograph shows (0: the garment on black, 1: the full photograph).
+    The crops drawn do not depend on either; the positions follow the sizes.
 
     Object area. The box covers ``s^2 / canvas^2`` of the image: between 1/16 and 1/4,
     0.147 on average on the default canvas (the mean of ``s^2`` over 14..28 divided by
@@ -292,6 +348,12 @@ def fashion_mnist_cluttered(split, *, seed=0, canvas=56, data_dir=None, return_b
         Seed of the crops, sizes and positions, ``>= 0``.
     canvas : int
         Side of the square images, ``>= 28`` (default 56).
+    sides : (int, int), optional
+        Smallest and largest garment side, ``1 <= smallest <= largest <= canvas``;
+        default ``(ceil(canvas / 4), canvas // 2)``. Sides above 28 enlarge the garment
+        (pixels replicated by the same area resampling).
+    clutter : float
+        Strength ``c`` of the background photograph, in ``[0, 1]`` (default 1).
     data_dir : str or os.PathLike, optional
         As in :func:`fashion_mnist`.
     return_boxes : bool
@@ -306,6 +368,12 @@ def fashion_mnist_cluttered(split, *, seed=0, canvas=56, data_dir=None, return_b
         Only if ``return_boxes``: ``(top, left, bottom, right)``, the garment occupying
         rows ``top:bottom`` and columns ``left:right`` (``bottom - top = right - left = s``).
 
+    Raises
+    ------
+    ValueError
+        ``split`` unknown, ``seed < 0``, ``canvas`` out of range, ``sides`` out of
+        ``[1, canvas]`` or decreasing, ``clutter`` outside ``[0, 1]``.
+
     Notes
     -----
     Every pixel inside a box combines one pixel of the resized Fashion-MNIST garment
@@ -317,10 +385,13 @@ def fashion_mnist_cluttered(split, *, seed=0, canvas=56, data_dir=None, return_b
     seed = _check_seed(seed)
     # the smallest half-resolution photograph (chelsea, 150 rows) bounds the canvas
     canvas = check_int(canvas, "canvas", minimum=28, maximum=min(p.shape[0] for p in _photo_bank()))
+    sides = _check_sides(sides, canvas)
+    clutter = _check_share(clutter, "clutter")
     if not isinstance(return_boxes, (bool, np.bool_)):
         raise TypeError(f"return_boxes must be a bool, got {return_boxes!r}")
     directory = fashion_mnist_dir(data_dir)
-    images, labels, boxes = _cluttered(directory, split, _file_key(directory, split), seed, canvas)
+    images, labels, boxes = _cluttered(directory, split, _file_key(directory, split), seed, canvas,
+                                       sides, clutter)
     if return_boxes:
         return images.copy(), labels.copy(), boxes.copy()
     return images.copy(), labels.copy()

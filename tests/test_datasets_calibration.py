@@ -1,0 +1,296 @@
+"""Tests of the tasks' knobs and of their calibration on a baseline (issue 26, item 1).
+
+The knobs (``blend`` of the shifted set; ``sides`` and ``clutter`` of the cluttered
+canvases; ``severity`` of the corruptions) are checked for shapes, seeds, pinned bytes
+of a small sample and their argument checks; the calibration for its choice rule, its
+rows (training split only), a run on a small fixed sample, and the committed record:
+every chosen value inside the band, and every detectable difference equal to a root of
+McNemar's power function found here by bisection (not formula (2) of repeval_ref.power).
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from repeval_ref import datasets as ds
+from repeval_ref.datasets import calibration as cal
+from repeval_ref.datasets import variants
+
+
+def sha(*arrays):
+    return hashlib.sha256(b"".join(np.ascontiguousarray(a).tobytes() for a in arrays)).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def clean_test():
+    return ds.fashion_mnist("test")
+
+
+@pytest.fixture(scope="module")
+def record():
+    return cal.load_record()
+
+
+# ------------------------------------------------------------------ shifted: blend
+def test_blend_one_is_the_default_and_zero_the_clean_garments(clean_test):
+    default, labels = ds.fashion_mnist_shifted("test", seed=0)
+    full, _ = ds.fashion_mnist_shifted("test", seed=0, blend=1)
+    none, none_labels = ds.fashion_mnist_shifted("test", seed=0, blend=0.0)
+    assert np.array_equal(default, full)
+    assert np.array_equal(none, clean_test[0]) and np.array_equal(none_labels, clean_test[1])
+
+
+def test_blend_dims_the_photograph_by_rounding(clean_test):
+    half, labels = ds.fashion_mnist_shifted("test", seed=4, blend=0.5)
+    full, _ = ds.fashion_mnist_shifted("test", seed=4)
+    assert half.shape == (10000, 28, 28) and half.dtype == np.uint8 and labels.dtype == np.int64
+    # where the garment is black both images show the crop B itself: half of it, rounded
+    black = clean_test[0] == 0
+    assert np.array_equal(half[black], np.rint(0.5 * full[black].astype(float)).astype(np.uint8))
+    # on the garment, |round(B / 2) - G| with B = G + X or G - X read back from the full image
+    g = clean_test[0].astype(int)[~black]
+    x = full.astype(int)[~black]
+    candidates = [np.abs(np.rint(0.5 * b_) - g) for b_ in (g + x, g - x)]
+    ok = [(c == half[~black]) & (b_ >= 0) & (b_ <= 255) for c, b_ in zip(candidates, (g + x, g - x))]
+    assert np.all(ok[0] | ok[1])
+
+
+def test_blend_seeds_and_pinned_sample():
+    a, _ = ds.fashion_mnist_shifted("test", seed=0, blend=0.4)
+    b, _ = ds.fashion_mnist_shifted("test", seed=0, blend=0.4)
+    c, _ = ds.fashion_mnist_shifted("test", seed=1, blend=0.4)
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+    assert sha(a[:16]) == "ede12fb06cc1d723bfda3c1db994fa8a4e755ebb9f88073e250e6e5458ee63bd"
+
+
+@pytest.mark.parametrize("blend,kind", [(-0.1, ValueError), (1.5, ValueError), (float("nan"), ValueError),
+                                        (True, TypeError), ("0.5", TypeError)])
+def test_blend_is_checked(blend, kind):
+    with pytest.raises(kind, match="blend"):
+        ds.fashion_mnist_shifted("test", blend=blend)
+
+
+# ---------------------------------------------------------- cluttered: sides, clutter
+def test_default_sides_and_clutter_give_the_default_images():
+    a = ds.fashion_mnist_cluttered("test", seed=0, return_boxes=True)
+    b = ds.fashion_mnist_cluttered("test", seed=0, sides=(14, 28), clutter=1.0, return_boxes=True)
+    for x, y in zip(a, b):
+        assert np.array_equal(x, y)
+
+
+def test_garment_filling_the_canvas_does_not_move():
+    images, labels, boxes = ds.fashion_mnist_cluttered("test", seed=0, sides=(56, 56), return_boxes=True)
+    assert images.shape == (10000, 56, 56) and images.dtype == np.uint8 and labels.shape == (10000,)
+    assert np.all(boxes == [0, 0, 56, 56])
+    again, _ = ds.fashion_mnist_cluttered("test", seed=0, sides=(56, 56))
+    other, _ = ds.fashion_mnist_cluttered("test", seed=1, sides=(56, 56))
+    assert np.array_equal(images, again) and not np.array_equal(images, other)
+    assert sha(images[:16]) == "952372c5871dd148320add36294d7f0dae179804a11f2256890712ded550488b"
+
+
+def test_sides_bound_the_boxes_and_clutter_zero_leaves_black_around_the_garment():
+    images, _, boxes = ds.fashion_mnist_cluttered("test", seed=1, sides=(20, 40), clutter=0.0,
+                                                  return_boxes=True)
+    side = boxes[:, 2] - boxes[:, 0]
+    assert side.min() == 20 and side.max() == 40 and np.array_equal(side, boxes[:, 3] - boxes[:, 1])
+    inside = np.zeros(images.shape, dtype=bool)
+    for i, (t, l, b, r) in enumerate(boxes[:200]):
+        inside[i, t:b, l:r] = True
+    assert not images[:200][~inside[:200]].any()          # no photograph left outside the boxes
+    # the crops are the same draws whatever the sizes and the clutter
+    photo, row, col = ds.cluttered_crops("test", seed=1)
+    lay = variants._cluttered_layout(10000, "test", 1, 56, (20, 40))
+    assert np.array_equal(photo, lay["photo"]) and np.array_equal(row, lay["row"])
+
+
+def test_clutter_seeds_and_pinned_sample():
+    a, _, boxes = ds.fashion_mnist_cluttered("test", seed=1, sides=(20, 40), clutter=0.5, return_boxes=True)
+    b, _ = ds.fashion_mnist_cluttered("test", seed=1, sides=(20, 40), clutter=0.5)
+    c, _ = ds.fashion_mnist_cluttered("test", seed=2, sides=(20, 40), clutter=0.5)
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+    assert sha(a[:16], boxes[:16]) == "b9d5b49d5d3933d75fd0cab321d5d56f67e3e5797d16401d93bf351e8c5565dd"
+
+
+@pytest.mark.parametrize("kwargs,kind,word", [
+    ({"sides": (0, 10)}, ValueError, "sides[0]"),
+    ({"sides": (10, 57)}, ValueError, "sides[1]"),
+    ({"sides": (30, 20)}, ValueError, "sides"),
+    ({"sides": 28}, TypeError, "sides"),
+    ({"sides": (10, 20, 30)}, TypeError, "sides"),
+    ({"sides": (10.5, 20)}, TypeError, "sides[0]"),
+    ({"clutter": -0.5}, ValueError, "clutter"),
+    ({"clutter": 2}, ValueError, "clutter"),
+    ({"clutter": None}, TypeError, "clutter"),
+])
+def test_cluttered_knobs_are_checked(kwargs, kind, word):
+    with pytest.raises(kind) as excinfo:
+        ds.fashion_mnist_cluttered("test", **kwargs)
+    assert word in str(excinfo.value)
+
+
+# -------------------------------------------------------------- corruptions: severity
+@pytest.mark.parametrize("severity,kind", [(0, ValueError), (6, ValueError), (2.5, TypeError)])
+def test_severity_is_checked(severity, kind):
+    with pytest.raises(kind, match="severity"):
+        ds.fashion_mnist_corrupted("test", "contrast", severity)
+
+
+def test_corrupted_seeds_and_pinned_sample():
+    a, labels = ds.fashion_mnist_corrupted("test", "contrast", 4, seed=0)
+    assert a.shape == (10000, 28, 28) and a.dtype == np.uint8 and labels.dtype == np.int64
+    assert sha(a[:16]) == "569e9e662740d88799fb6fac3c5ad145f74ed8b1bc93b3d133fc7c3aa47e2d31"
+    noisy = [ds.fashion_mnist_corrupted("test", "gaussian_noise", 4, seed=s)[0][:64] for s in (0, 0, 1)]
+    assert np.array_equal(noisy[0], noisy[1]) and not np.array_equal(noisy[0], noisy[2])
+
+
+# --------------------------------------------------------------------- calibration
+def test_choose_knob_takes_the_value_in_band_closest_to_the_target():
+    values = (1, 2, 3, 4, 5)
+    assert cal.choose_knob(values, [0.9, 0.8, 0.62, 0.58, 0.3]) == 3 - 1          # 0.62 beats 0.58
+    assert cal.choose_knob(values, [0.9, 0.86, 0.84, 0.2, 0.1]) == 2              # only one inside
+    assert cal.choose_knob(values, [0.9, 0.7, 0.5, 0.3, 0.1]) == 1                # tie: the earlier
+    assert cal.choose_knob(values, [0.12, 0.11, 0.1, 0.1, 0.1]) is None           # none inside
+    assert cal.choose_knob(values, [0.9, 0.85, 0.4, 0.3, 0.1], target=0.4) == 2  # bounds inclusive
+
+
+@pytest.mark.parametrize("kwargs,word", [
+    ({"band": (0.9, 0.4)}, "band"), ({"band": (0.4,)}, "band"), ({"target": 0.95}, "target"),
+    ({"accuracies": [0.5]}, "accuracies"), ({"accuracies": [0.5, 1.2]}, "accuracies"),
+])
+def test_choose_knob_checks_its_arguments(kwargs, word):
+    args = {"values": (1, 2), "accuracies": [0.5, 0.6], **kwargs}
+    with pytest.raises(ValueError, match=word):
+        cal.choose_knob(args.pop("values"), args.pop("accuracies"), **args)
+
+
+def test_calibration_rows_are_disjoint_training_rows_of_their_own_seed():
+    fit, evaluate = cal.calibration_rows(7, 300, 200)
+    assert fit.shape == (300,) and evaluate.shape == (200,)
+    assert not np.intersect1d(fit, evaluate).size and max(fit.max(), evaluate.max()) < 60000
+    again = cal.calibration_rows(7, 300, 200)
+    other = cal.calibration_rows(8, 300, 200)
+    assert np.array_equal(fit, again[0]) and not np.array_equal(fit, other[0])
+    for bad, word in [({"seed": -1}, "seed"), ({"n_fit": 5}, "n_fit"), ({"n_eval": 59000, "n_fit": 2000}, "n_fit")]:
+        with pytest.raises(ValueError, match=word):
+            cal.calibration_rows(**{"seed": 0, "n_fit": 100, "n_eval": 100, **bad})
+
+
+@pytest.mark.parametrize("task,value,word", [
+    ("fashion_blurred", 1, "task"), ("fashion_shifted", 1.5, "blend"),
+    ("fashion_cluttered", 57, "garment_side"), ("fashion_corrupted/contrast", 6, "severity"),
+])
+def test_task_images_check_their_arguments(task, value, word):
+    with pytest.raises(ValueError, match=word):
+        cal.task_images(task, value, [0, 1, 2])
+
+
+def test_raw_pixel_probe_checks_its_arguments():
+    x = np.zeros((20, 4, 4), dtype=np.uint8)
+    y = np.arange(20) % 2
+    x[y == 1, 0, 0] = 200
+    assert cal.raw_pixel_probe(x, y, x, y).all()
+    with pytest.raises(ValueError, match="train_labels"):
+        cal.raw_pixel_probe(x, y[:5], x, y)
+    with pytest.raises(ValueError, match="test_labels"):
+        cal.raw_pixel_probe(x, y, x, y[:5])
+    with pytest.raises(ValueError, match="pixels"):
+        cal.raw_pixel_probe(x, y, x[:, :2], y)
+    with pytest.raises(ValueError, match="C must"):
+        cal.raw_pixel_probe(x, y, x, y, C=0)
+
+
+def test_calibration_on_a_small_fixed_sample_lands_in_the_band():
+    rec = cal.calibrate_task("fashion_shifted", seed=11, n_fit=300, n_eval=200, grid=(0.3, 0.9))
+    assert rec["knob"] == "blend" and rec["in_band"] and rec["chosen"] == 0.3
+    low, high = cal.BAND
+    assert low <= rec["baseline_accuracy"] <= high
+    assert rec["accuracies"][1] < low                          # the harsher blend is out of band
+    assert rec["test_size"] == cal.TEST_SIZE
+    assert 0 < rec["discordance_measured"] <= rec["discordance"] + 1e-12
+
+
+def test_calibration_says_so_when_no_value_reaches_the_band():
+    rec = cal.calibrate_task("fashion_shifted", seed=11, n_fit=300, n_eval=200, grid=(1.0,))
+    assert rec["chosen"] is None and not rec["in_band"] and "no value of blend" in rec["note"]
+    assert "detectable_difference" not in rec
+
+
+# --------------------------------------------------------------- the committed record
+def mcnemar_power(delta, psi, n, alpha=0.05):
+    """Power of McNemar's two-sided test (normal approximation, far tail neglected)."""
+    z_a = stats.norm.ppf(1 - alpha / 2)
+    return stats.norm.cdf((delta * math.sqrt(n) - z_a * math.sqrt(psi)) / math.sqrt(psi - delta * delta))
+
+
+def smallest_detectable(psi, n, power=0.8):
+    lo, hi = 1e-9, psi * (1 - 1e-12)
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if mcnemar_power(mid, psi, n) >= power else (mid, hi)
+    return hi
+
+
+def test_record_holds_every_task_with_its_band_knob_and_settings(record):
+    assert record["band"] == list(cal.BAND) and record["chance"] == cal.CHANCE
+    assert record["calibration_split"] == "train" and record["seed"] == cal.CALIBRATION_SEED
+    assert set(record["tasks"]) == set(cal.TASKS)
+    for task, rec in record["tasks"].items():
+        assert rec["knob"] == cal.TASKS[task]["knob"]
+        assert rec["grid"] == list(cal.TASKS[task]["grid"])
+        assert len(rec["accuracies"]) == len(rec["grid"])
+        assert cal.choose_knob(rec["grid"], rec["accuracies"]) == (
+            None if rec["chosen"] is None else rec["grid"].index(rec["chosen"]))
+
+
+def test_every_chosen_value_has_its_baseline_inside_the_band(record):
+    low, high = record["band"]
+    chosen = 0
+    for task, rec in record["tasks"].items():
+        if rec["in_band"]:
+            chosen += 1
+            assert low <= rec["baseline_accuracy"] <= high, task
+            assert rec["baseline_accuracy"] == rec["accuracies"][rec["grid"].index(rec["chosen"])]
+        else:
+            assert rec["chosen"] is None and rec["note"], task
+    assert chosen >= 3
+
+
+def test_detectable_differences_equal_an_independent_computation(record):
+    for task, rec in record["tasks"].items():
+        if not rec["in_band"]:
+            continue
+        a = rec["baseline_accuracy"]
+        assert rec["discordance"] == pytest.approx(min(2 * a, 2 - 2 * a), abs=2e-4), task
+        assert rec["alpha"] == 0.05 and rec["power"] == 0.8
+        for psi, delta in [(rec["discordance"], rec["detectable_difference"]),
+                           (rec["discordance_measured"], rec["detectable_difference_measured"])]:
+            assert smallest_detectable(psi, rec["test_size"]) == pytest.approx(delta, abs=2e-4), task
+    # and the function itself, unrounded, against the bisection
+    assert cal.detectable_difference(0.6, 10000) == pytest.approx(smallest_detectable(0.8, 10000), abs=1e-9)
+
+
+def test_clutter_sweep_is_recorded_with_its_verdict(record):
+    sweep = record["tasks"]["fashion_cluttered"]["clutter_sweep"]
+    assert sweep["grid"] == list(cal.CLUTTER_GRID) and len(sweep["accuracies"]) == len(sweep["grid"])
+    assert sweep["in_band"] == (cal.choose_knob(sweep["grid"], sweep["accuracies"]) is not None)
+    assert ("cannot" in sweep["note"]) == (not sweep["in_band"])
+
+
+def test_summary_rows_read_the_record(record):
+    rows = cal.summary_rows(record)
+    assert [r["task"] for r in rows] == list(record["tasks"])
+    for r in rows:
+        assert r["band"] == tuple(record["band"])
+        assert r["detectable_difference"] == record["tasks"][r["task"]].get("detectable_difference")
+    with pytest.raises(ValueError, match="record"):
+        cal.summary_rows({"tasks": {}})
+
+
+@pytest.mark.slow
+def test_record_is_what_the_command_measures(record):
+    rec = cal.calibrate_task("fashion_shifted")
+    assert rec == record["tasks"]["fashion_shifted"]
