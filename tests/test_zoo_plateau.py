@@ -79,15 +79,22 @@ def test_an_uninterrupted_run_writes_its_records_and_status(whole_run):
     assert status["state"] == "finished" and status["failed"] == []
     folder = runs / "supervised_vit"
     search, train = _read(folder / "search.json"), _read(folder / "train.json")
-    assert search["complete"] and len(search["trials"]) == 3 and search["seconds"] > 0
-    assert search["chosen"] in [{"lr": v} for v in _PLAN[0]["grid"]["lr"]]
+    rounds = 1 + len(search.get("edge_grids", []))
+    assert search["complete"] and len(search["trials"]) == 3 + rounds - 1 and search["seconds"] > 0
+    tried = [t["setting"] for t in search["trials"]]
+    assert search["chosen"] in tried
+    best = max(t["val_probe"] for t in search["trials"])
+    assert search["score"] == best   # the best over every round
+    # a further round was searched exactly when the best so far sat at an edge
+    for extra in search.get("edge_grids", []):
+        assert len(extra["lr"]) == 1 and extra["lr"][0] not in _PLAN[0]["grid"]["lr"]
     assert train["recipe"] == search["chosen"] and train["config"]["lr"] == search["chosen"]["lr"]
     assert train["n_images"] == _N and train["epochs"] == 2 and len(train["curve"]) == 2
     assert [c["name"] for c in train["checkpoints"]] == ["epoch0.5", "epoch1", "epoch1.5", "epoch2"]
     on_disk = _read(runs / "status.json")
     assert on_disk["encoders"]["supervised_vit"]["phase"] == "done"
     assert on_disk["encoders"]["supervised_vit"]["train"]["curve"] == train["curve"]
-    assert len(on_disk["encoders"]["supervised_vit"]["search"]["trials_log"]) == 3
+    assert len(on_disk["encoders"]["supervised_vit"]["search"]["trials_log"]) == len(search["trials"])
     weights = torch.load(folder / "weights.pt", weights_only=True)
     assert [c[0] for c in weights["checkpoints"]] == [c["name"] for c in train["checkpoints"]]
 
@@ -178,7 +185,8 @@ def test_the_search_reads_only_training_rows_and_the_training_all_of_them(tmp_pa
     status = plateau.run_plateau(tmp_path, plan=_PLAN, search=_SEARCH, log=None)
     assert status["state"] == "finished"
     fit, val = (set(r.tolist()) for r in recipes.validation_split(y, _SEARCH["val_size"], 0))
-    assert len(seen["search"]) == len(seen["probe"]) == len(seen["val"]) == 3
+    trials = _read(tmp_path / "supervised_vit" / "search.json")["trials"]
+    assert len(seen["search"]) == len(seen["probe"]) == len(seen["val"]) == len(trials) >= 3
     assert all(r <= fit for r in seen["search"] + seen["probe"]) and all(r <= val for r in seen["val"])
     assert seen["final"] and all(r == set(range(_N)) for r in seen["final"])  # all training images
 
@@ -242,3 +250,29 @@ def test_the_plan_follows_the_issue_and_the_budget():
         assert len(recipes.grid_settings(entry["grid"], cfg)) >= 3
         if objective in ("simclr", "dino"):
             assert any("temperature" in key for key in entry["grid"])
+
+
+def test_a_choice_at_an_edge_of_the_learning_rates_is_searched_beyond_it():
+    grid = {"lr": [1e-4, 1e-3, 3e-3], "temperature": [0.1, 0.5]}
+    assert plateau.edge_extension(grid, {"lr": 3e-3, "temperature": 0.1}, grid["lr"]) == \
+        {"lr": [pytest.approx(9e-3)], "temperature": [0.1, 0.5]}
+    assert plateau.edge_extension(grid, {"lr": 1e-4}, grid["lr"])["lr"] == [pytest.approx(1e-4 / 3)]
+    assert plateau.edge_extension(grid, {"lr": 1e-3}, grid["lr"]) is None      # inside
+    assert plateau.edge_extension({"lr": [1e-3]}, {"lr": 1e-3}, [1e-3]) is None  # no range
+    assert plateau.edge_extension({"tau": [1]}, {"tau": 1}, []) is None          # no lr searched
+    # after one extension the new value is an edge of everything tried
+    tried = grid["lr"] + [9e-3]
+    assert plateau.edge_extension(grid, {"lr": 9e-3}, tried)["lr"] == [pytest.approx(2.7e-2)]
+    assert plateau.edge_extension(grid, {"lr": 3e-3}, tried) is None
+    with pytest.raises(ValueError, match="grid"):
+        plateau.edge_extension(None, {"lr": 1}, [1, 2])
+
+
+def test_two_rounds_merge_into_the_first_maximum():
+    first = {"trials": [1, 2], "grid": {"lr": [1, 2]}, "seconds": 3.0, "chosen": {"lr": 2}, "score": 0.7}
+    tie = {"trials": [3], "grid": {"lr": [6]}, "seconds": 1.0, "chosen": {"lr": 6}, "score": 0.7}
+    got = plateau._merged(first, tie)
+    assert got["chosen"] == {"lr": 2} and got["trials"] == [1, 2, 3] and got["seconds"] == 4.0
+    assert got["edge_grids"] == [{"lr": [6]}] and got["grid"] == {"lr": [1, 2]}
+    better = {**tie, "score": 0.8}
+    assert plateau._merged(first, better)["chosen"] == {"lr": 6}

@@ -34,7 +34,7 @@ import traceback
 
 import numpy as np
 
-__all__ = ["PLAN", "SEARCH", "plan_names", "run_plateau", "run_encoder", "read_status"]
+__all__ = ["PLAN", "SEARCH", "EDGE_STEPS", "edge_extension", "plan_names", "run_plateau", "run_encoder", "read_status"]
 
 _LRS = [3e-4, 1e-3, 3e-3]
 _ALL = {"train_images": 60000}  # the registered SSL entries train on a third; the plateau uses all
@@ -134,6 +134,51 @@ class _Run:
             self.log(f"[{_now()}] {line}")
 
 
+#: a learning rate chosen at the top or bottom of those tried is searched again one step
+#: (a factor of 3) beyond it, at most this many times: an optimum at the edge of the grid
+#: says only that the best value may lie outside it
+EDGE_STEPS = 2
+
+
+def edge_extension(grid, chosen, tried):
+    """The grid of the next search when ``chosen`` sits at an edge of the learning rates
+    ``tried``: ``grid`` with ``lr`` replaced by the one value a factor of 3 beyond that
+    edge; None when the choice is inside, or fewer than two rates were tried.
+
+    Parameters
+    ----------
+    grid : dict
+        The search's grid (setting name -> list of values).
+    chosen : dict
+        The chosen setting.
+    tried : sequence of float
+        Every learning rate searched so far.
+    """
+    if not isinstance(grid, dict) or not isinstance(chosen, dict):
+        raise ValueError("grid and chosen must be dicts")
+    rates = sorted(float(r) for r in tried)
+    lr = chosen.get("lr")
+    if lr is None or len(rates) < 2:
+        return None
+    if float(lr) >= rates[-1]:
+        beyond = float(lr) * 3.0
+    elif float(lr) <= rates[0]:
+        beyond = float(lr) / 3.0
+    else:
+        return None
+    return {**grid, "lr": [beyond]}
+
+
+def _merged(record, more):
+    """One search record of two rounds: every trial, the first maximum over both (the
+    first round wins a tie), the seconds summed, the extra grids listed."""
+    best = record if record["score"] >= more["score"] else more
+    return {**record, "trials": record["trials"] + more["trials"],
+            "edge_grids": record.get("edge_grids", []) + [more["grid"]],
+            "seconds": record["seconds"] + more["seconds"],
+            "chosen": best["chosen"], "score": best["score"]}
+
+
 def _search(entry, run, images, labels, search):
     """The recipe search of ``entry`` (read back when finished); None when stopped by the time limit."""
     from .recipes import search_recipe
@@ -159,6 +204,19 @@ def _search(entry, run, images, labels, search):
                            trials_file=os.path.join(folder, "search_trials.json"), time_limit=run.left(), **search)
     if not record["complete"]:
         return None
+    tried = list(entry["grid"].get("lr", []))
+    for step in range(1, EDGE_STEPS + 1):
+        grid = edge_extension(entry["grid"], record["chosen"], tried)
+        if grid is None:
+            break
+        more = search_recipe(entry["base"], grid, images=images, labels=labels,
+                             overrides=entry["overrides"], log=trial_line,
+                             trials_file=os.path.join(folder, f"search_trials_edge{step}.json"),
+                             time_limit=run.left(), **search)
+        if not more["complete"]:
+            return None
+        record = _merged(record, more)
+        tried += grid["lr"]
     record = {"name": name, **record}
     _write_json(os.path.join(folder, "search.json"), record)
     info["search"].update(chosen=record["chosen"], score=record["score"], seconds=record["seconds"])
