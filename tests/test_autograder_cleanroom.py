@@ -25,6 +25,7 @@ from autograder.exercises import load
 
 sys.path.insert(0, str(Path(__file__).parent))
 from autograder_cases import WRONG  # noqa: E402
+from worker_traces import sandbox_user_processes as _sandbox_user_processes  # noqa: E402
 from worker_traces import started_here, temp_root  # noqa: E402
 from course_roster import import_roster  # noqa: E402
 
@@ -634,17 +635,3 @@ def test_gradebook_attack_reaches_nothing_outside_its_sandbox(graded):
     assert not list(Path(temp_root()).glob("autograder-sandbox-*"))
     assert _sandbox_user_processes() == []
 
-
-def _sandbox_user_processes():
-    """Processes of the sandboxes' user ids (drawn from 200000 up)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/status") as fh:
-                    uid = next(int(line.split()[1]) for line in fh if line.startswith("Uid:"))
-            except (OSError, StopIteration):
-                continue
-            if uid >= 200000 and started_here(entry):
-                found.append(int(entry))
-    return found

@@ -10,7 +10,6 @@
   sandbox reaches a service listening on the machine's loopback.
 """
 import os
-import socket
 import sys
 import tempfile
 import time
@@ -22,6 +21,9 @@ from autograder import REPO_ROOT
 from autograder.build import solution_source
 from autograder.cleanroom import verify_source
 from autograder.exercises import load
+
+sys.path.insert(0, str(Path(__file__).parent))
+from listener import listener as _listener, was_reached as _was_reached  # noqa: E402
 
 ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, user ids)")
 SEED = 4
@@ -149,21 +151,8 @@ def test_the_clean_room_cannot_load_the_reference_by_its_path(tmp_path):
         outside.rmdir()
 
 
-def _listener():
-    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(8)
-    srv.settimeout(0.2)
-    return srv
 
 
-def _was_reached(srv):
-    try:
-        conn, _ = srv.accept()
-        conn.close()
-        return True
-    except OSError:
-        return False
 
 
 @ROOT

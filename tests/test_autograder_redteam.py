@@ -42,7 +42,6 @@ import hashlib
 import inspect
 import os
 import shutil
-import socket
 import sys
 import tempfile
 import zipfile
@@ -61,7 +60,8 @@ from autograder.exercises import load
 sys.path.insert(0, str(Path(__file__).parent))
 from course_roster import import_roster  # noqa: E402
 from dask_tls import cluster_security, grader_tls, have_openssl, make_credentials  # noqa: E402
-from worker_traces import started_here  # noqa: E402
+from listener import listener as _listener, was_reached as _was_reached  # noqa: E402
+from worker_traces import sandbox_user_processes as _sandbox_processes  # noqa: E402
 
 pytestmark = [
     pytest.mark.slow,   # a class of eight graded end to end
@@ -192,21 +192,8 @@ def _hashes(folder):
             for p in sorted(Path(folder).rglob("*")) if p.is_file() and not p.is_symlink()}
 
 
-def _listener():
-    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(16)
-    srv.settimeout(0.2)
-    return srv
 
 
-def _was_reached(srv):
-    try:
-        conn, _ = srv.accept()
-        conn.close()
-        return True
-    except OSError:
-        return False
 
 
 def _write(nb, path):
@@ -263,19 +250,6 @@ def _scores(course):
     return out
 
 
-def _sandbox_processes():
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/status") as fh:
-                    uid = next(int(line.split()[1]) for line in fh if line.startswith("Uid:"))
-            except (OSError, StopIteration):
-                continue
-            if confine.FIRST_UID <= uid < confine.FIRST_UID + confine.UID_COUNT \
-                    and started_here(entry):
-                found.append(int(entry))
-    return found
 
 
 @pytest.fixture(scope="module")

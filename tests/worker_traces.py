@@ -26,3 +26,21 @@ def started_here(pid):
 def temp_root():
     """The temporary folder grading writes into (this worker's, or the machine's)."""
     return tempfile.gettempdir()
+
+
+def sandbox_user_processes():
+    """This worker's processes running under a sandbox user id (the range
+    :func:`autograder.confine.new_uid` draws from)."""
+    from autograder.confine import FIRST_UID, UID_COUNT
+
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/status") as fh:
+                    uid = next(int(line.split()[1]) for line in fh if line.startswith("Uid:"))
+            except (OSError, StopIteration):
+                continue
+            if FIRST_UID <= uid < FIRST_UID + UID_COUNT and started_here(entry):
+                found.append(int(entry))
+    return found
