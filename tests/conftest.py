@@ -95,6 +95,18 @@ def one_torch_thread():
     torch.set_num_threads(n)
 
 
+@pytest.fixture
+def one_blas_thread_for_training():
+    """One BLAS thread for the probes of a zoo training test; the training loop's switch to
+    deterministic algorithms is undone after it."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        yield
+    torch.use_deterministic_algorithms(False)
+
+
 @pytest.fixture(scope="session")
 def cleanroom_fork_server():
     """This worker's clean-room fork server (as a grading process starts one): the test

@@ -12,23 +12,13 @@ import torch
 
 from repeval_ref.zoo import plateau, recipes
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = pytest.mark.usefixtures("one_torch_thread", "one_blas_thread_for_training")
 
 _N = 400  # training images of the tiny runs
 _SEARCH = {"val_size": 100, "n_train": 64, "epochs": 1, "n_probe": 100, "n_val": 100, "Cs": [0.1]}
 _PLAN = [{"name": "supervised_vit", "base": "supervised_vit", "overrides": {"batch_size": 32, "train_images": 60000},
           "epochs": 2, "grid": {"lr": [1e-4, 1e-3, 3e-3]}}]
 _UNITS = 3 + 2  # search trials + training epochs of _PLAN
-
-
-@pytest.fixture(autouse=True)
-def one_blas_thread_and_nondeterminism_reset():
-    """One BLAS thread for the probes; the training loop's deterministic switch is undone after."""
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(1):
-        yield
-    torch.use_deterministic_algorithms(False)
 
 
 @pytest.fixture(scope="module")

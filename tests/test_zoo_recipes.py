@@ -11,17 +11,7 @@ from repeval_ref.zoo.extraction import TokenView
 from repeval_ref.zoo.registry import ARCHITECTURES, build_encoder
 from repeval_ref.zoo.train import encoder_config, train_encoder
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-@pytest.fixture(autouse=True)
-def one_blas_thread_and_nondeterminism_reset():
-    """One BLAS thread for the probes; the training loop's deterministic switch is undone after."""
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(1):
-        yield
-    torch.use_deterministic_algorithms(False)
+pytestmark = pytest.mark.usefixtures("one_torch_thread", "one_blas_thread_for_training")
 
 
 @pytest.fixture(scope="module")
