@@ -179,16 +179,25 @@ def _merged(record, more):
             "chosen": best["chosen"], "score": best["score"]}
 
 
+def _phase(run, name, folder, record_file, phase):
+    """``(record, None)`` when the phase's record is on disk already (the step is skipped),
+    else ``(None, status)``: the encoder's status entry, marked as in ``phase``."""
+    done = _read_json(os.path.join(folder, record_file))
+    if done is not None:
+        return done, None
+    info = run.encoder(name)
+    info.update(phase=phase)
+    return None, info
+
+
 def _search(entry, run, images, labels, search):
     """The recipe search of ``entry`` (read back when finished); None when stopped by the time limit."""
     from .recipes import search_recipe
 
     name, folder = entry["name"], os.path.join(run.runs, entry["name"])
-    done = _read_json(os.path.join(folder, "search.json"))
+    done, info = _phase(run, name, folder, "search.json", "search")
     if done is not None:
         return done
-    info = run.encoder(name)
-    info.update(phase="search")
     info.setdefault("search", {"trials_log": []})
     info["search"]["settings"] = int(np.prod([len(v) for v in entry["grid"].values()]))
     run.save(current=name)
@@ -241,11 +250,9 @@ def _training_args(entry, recipe):
 def _train(entry, run, images, labels, recipe):
     """Train ``entry`` with ``recipe`` to its epoch budget; its record, or None when stopped by the time limit."""
     name, folder = entry["name"], os.path.join(run.runs, entry["name"])
-    done = _read_json(os.path.join(folder, "train.json"))
+    done, info = _phase(run, name, folder, "train.json", "training")
     if done is not None:
         return done
-    info = run.encoder(name)
-    info.update(phase="training")
     train = info.setdefault("train", {"epoch": 0, "epochs": entry["epochs"], "curve": [], "seconds": 0.0,
                                       "epoch_seconds": []})
     args, state_file = _training_args(entry, recipe), os.path.join(folder, "state.pt")
