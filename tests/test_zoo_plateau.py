@@ -266,3 +266,40 @@ def test_two_rounds_merge_into_the_first_maximum():
     assert got["edge_grids"] == [{"lr": [6]}] and got["grid"] == {"lr": [1, 2]}
     better = {**tie, "score": 0.8}
     assert plateau._merged(first, better)["chosen"] == {"lr": 6}
+
+
+@pytest.mark.parametrize("extension_wins", [False, True])
+def test_a_record_from_before_the_edge_search_is_extended_where_it_is_read(tmp_path, monkeypatch, extension_wins):
+    """A search record without ``edge_done`` whose choice sits at an edge is searched beyond it
+    when read back; the training is kept when the choice stands and removed when it moves."""
+    entry = {**_PLAN[0], "grid": {"lr": [1e-4, 1e-3, 3e-3]}}
+    folder = tmp_path / entry["name"]
+    folder.mkdir()
+    old = {"name": entry["name"], "trials": [{"lr": r} for r in entry["grid"]["lr"]], "grid": entry["grid"],
+           "seconds": 3.0, "chosen": {"lr": 3e-3}, "score": 0.7, "complete": True}
+    (folder / "search.json").write_text(json.dumps(old))
+    for stale in ("train.json", "state.pt", "weights.pt"):
+        (folder / stale).write_text("{}")
+    grids = []
+
+    def fake_search(base, grid, **kwargs):
+        grids.append(grid)
+        score = 0.8 if extension_wins and grid["lr"][0] > 5e-3 else 0.6
+        return {"trials": [{"lr": grid["lr"][0]}], "grid": grid, "seconds": 1.0, "chosen": {"lr": grid["lr"][0]},
+                "score": score, "complete": True}
+
+    monkeypatch.setattr(recipes, "search_recipe", fake_search)
+    run = plateau._Run(tmp_path, None, None)
+    record = plateau._search(entry, run, None, None, {})
+    assert record["edge_done"] is True and json.loads((folder / "search.json").read_text()) == record
+    if extension_wins:   # 9e-3 wins, so 2.7e-2 is tried too (the second and last step)
+        assert [g["lr"] for g in grids] == [[pytest.approx(9e-3)], [pytest.approx(2.7e-2)]]
+        assert record["chosen"] == {"lr": pytest.approx(9e-3)}
+        assert not any((folder / f).exists() for f in ("train.json", "state.pt", "weights.pt"))
+    else:                # the old choice stands after one step: its training is kept
+        assert [g["lr"] for g in grids] == [[pytest.approx(9e-3)]]
+        assert record["chosen"] == {"lr": 3e-3}
+        assert all((folder / f).exists() for f in ("train.json", "state.pt", "weights.pt"))
+    # read back once more, nothing is searched again
+    grids.clear()
+    assert plateau._search(entry, plateau._Run(tmp_path, None, None), None, None, {}) == record and grids == []

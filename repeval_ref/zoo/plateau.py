@@ -191,13 +191,20 @@ def _phase(run, name, folder, record_file, phase):
 
 
 def _search(entry, run, images, labels, search):
-    """The recipe search of ``entry`` (read back when finished); None when stopped by the time limit."""
+    """The recipe search of ``entry`` (read back when finished); None when stopped by the time limit.
+
+    A record written before the edge extension existed (no ``edge_done``) is extended
+    where it is read back; when that changes the choice, the training made with the old
+    choice is removed so that it is trained again."""
     from .recipes import search_recipe
 
     name, folder = entry["name"], os.path.join(run.runs, entry["name"])
     done, info = _phase(run, name, folder, "search.json", "search")
-    if done is not None:
+    if done is not None and done.get("edge_done"):
         return done
+    if info is None:
+        info = run.encoder(name)
+        info.update(phase="search")
     info.setdefault("search", {"trials_log": []})
     info["search"]["settings"] = int(np.prod([len(v) for v in entry["grid"].values()]))
     run.save(current=name)
@@ -208,27 +215,38 @@ def _search(entry, run, images, labels, search):
         run.save()
         run.say(f"search {name}: {line}")
 
-    record = search_recipe(entry["base"], entry["grid"], images=images, labels=labels,
-                           overrides=entry["overrides"], log=trial_line,
-                           trials_file=os.path.join(folder, "search_trials.json"), time_limit=run.left(), **search)
-    if not record["complete"]:
-        return None
-    tried = list(entry["grid"].get("lr", []))
-    for step in range(1, EDGE_STEPS + 1):
+    def search_grid(grid, trials_name):
+        return search_recipe(entry["base"], grid, images=images, labels=labels, overrides=entry["overrides"],
+                             log=trial_line, trials_file=os.path.join(folder, trials_name),
+                             time_limit=run.left(), **search)
+
+    if done is None:
+        record = search_grid(entry["grid"], "search_trials.json")
+        if not record["complete"]:
+            return None
+    else:
+        record = {k: v for k, v in done.items() if k != "name"}
+    first_choice = record["chosen"]
+    tried = list(entry["grid"].get("lr", [])) + [lr for g in record.get("edge_grids", []) for lr in g.get("lr", [])]
+    for step in range(len(record.get("edge_grids", [])) + 1, EDGE_STEPS + 1):
         grid = edge_extension(entry["grid"], record["chosen"], tried)
         if grid is None:
             break
-        more = search_recipe(entry["base"], grid, images=images, labels=labels,
-                             overrides=entry["overrides"], log=trial_line,
-                             trials_file=os.path.join(folder, f"search_trials_edge{step}.json"),
-                             time_limit=run.left(), **search)
+        more = search_grid(grid, f"search_trials_edge{step}.json")
         if not more["complete"]:
             return None
         record = _merged(record, more)
         tried += grid["lr"]
-    record = {"name": name, **record}
+    record = {"name": name, **record, "edge_done": True}
+    if done is not None and record["chosen"] != first_choice:
+        for stale in ("train.json", "state.pt", "weights.pt"):
+            if os.path.exists(os.path.join(folder, stale)):
+                os.remove(os.path.join(folder, stale))
+        info.pop("train", None)
+        run.say(f"search {name}: the edge search moved the choice from {first_choice}; training again")
     _write_json(os.path.join(folder, "search.json"), record)
     info["search"].update(chosen=record["chosen"], score=record["score"], seconds=record["seconds"])
+    run.save()
     run.say(f"search {name}: chose {record['chosen']} (validation probe {record['score']:.4f}, "
             f"{record['seconds']:.0f} s)")
     return record
