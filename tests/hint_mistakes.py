@@ -204,6 +204,15 @@ RIDGE_LOO = {
     "classes_from_unique": (_derived("ridge_loo", "n, K = len(H), int(y.max()) + 1",
                                      "n, K = len(H), len(np.unique(y))"),
                             "K = the largest label + 1"),
+    # right values, but through the n x n hat matrix of each penalty (its diagonal taken
+    # afterwards), or through the full U of an SVD without full_matrices=False
+    "hat_matrix": (_derived(
+        "ridge_loo", "leverage = 1.0 / n + (U**2) @ shrink",
+        "hat = (U * shrink) @ U.T\n        leverage = 1.0 / n + np.diag(hat)"),
+        "forms an n x n matrix"),
+    "full_svd": (_derived(
+        "ridge_loo", "U, s, _ = np.linalg.svd(Hc, full_matrices=False)",
+        "U, s, _ = np.linalg.svd(Hc)\n    U = U[:, :len(s)]"), "forms an n x n matrix"),
 }
 
 # ----------------------------------------------------------------- rank bound
