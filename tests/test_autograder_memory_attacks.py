@@ -285,7 +285,8 @@ def two_nn_id(X):
     D = np.sqrt(np.maximum(np.sum(Z * Z, axis=1)[:, None] + np.sum(Z * Z, axis=1)[None, :]
                            - 2 * Z @ Z.T, 0))
     np.fill_diagonal(D, np.inf)
-    near = np.argpartition(D, 3, axis=1)[:, :4]     # four candidates, never the point
+    k = min(3, len(X) - 1)                 # three candidates (fewer points: all others)
+    near = np.argpartition(D, k - 1, axis=1)[:, :k]   # never the point itself (inf)
     del D
     r = np.sort(np.linalg.norm(X[near] - X[:, None, :], axis=2), axis=1)
     r1, r2 = r[:, 0], r[:, 1]
