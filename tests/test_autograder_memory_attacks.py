@@ -13,6 +13,9 @@ the resident-memory high-water mark reset from inside. Every one is graded the w
 class is (:func:`autograder.cleanroom.verify_source`, the student's code in the clean-room
 child) and must lose the memory point and nothing else; the honest reference keeps every
 point, also while the machine is busy, with wide margins on both sides of the limit.
+
+Last, the visible-test points: no answer may push a visible cell out of the clean room
+(back to the score of nbgrader's kernel, which its code can patch).
 """
 import os
 import subprocess
@@ -24,9 +27,9 @@ import pytest
 
 from autograder.build import grade_ids, solution_source
 from autograder.checks._helpers import RSS_BACKSTOP
-from autograder.cleanroom import verify_source
+from autograder.cleanroom import graded_functions, run_visible, verify_source
 from autograder.cleanroom_process import Sandbox, remote_function
-from autograder.exercises import load
+from autograder.exercises import EXERCISES, load
 
 #: every attack graded end to end in the clean room (tens of seconds): left out of
 #: make test-fast
@@ -431,3 +434,41 @@ def test_the_margins_on_both_sides_of_the_limit_are_wide():
             cost = remote_function(box, exercise).measured_call(*args)[1]
         if cost["rss"] is not None:
             assert call_peak(cost) > 200 * 2**20, (exercise, cost)
+
+
+# ------------------------------------------------------------------ visible tests
+#: wraps every graded function so that, after computing the right result, it leaves a
+#: value in each list or dict argument that cannot travel back to the child (a lambda):
+#: a visible cell passing that argument again would raise ``Unsupported`` in the grader,
+#: and an unverifiable visible cell keeps nbgrader's in-kernel score, which the answer's
+#: code can patch
+POISON_ARGUMENTS = '''
+import functools as _functools
+
+
+def _poison(f):
+    @_functools.wraps(f)
+    def wrapped(*args, **kwargs):
+        out = f(*args, **kwargs)
+        for a in list(args) + list(kwargs.values()):
+            if type(a) is list:
+                a.append(lambda: 0)
+            elif type(a) is dict:
+                a["_"] = lambda: 0
+        return out
+    return wrapped
+'''
+
+
+@pytest.mark.parametrize("exercise", sorted(EXERCISES))
+def test_no_answer_can_make_its_visible_cell_unverifiable(exercise):
+    """Item 5: visible-test points come from the clean room's run of the cell (the
+    assertions in the grader's process, the calls in the child), never from the kernel.
+    The one way back to the kernel's score is a cell the clean room cannot run; an answer
+    that plants values which cannot travel in its arguments does not reach it."""
+    spec = load(exercise)
+    code = (solution_source(spec) + POISON_ARGUMENTS
+            + "".join(f"\n{f} = _poison({f})\n" for f in graded_functions(spec)))
+    with Sandbox(code, FAST) as box:
+        v = run_visible(spec, box, 120.0)
+    assert v.points is not None, v.message
