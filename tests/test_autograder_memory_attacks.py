@@ -472,3 +472,33 @@ def test_no_answer_can_make_its_visible_cell_unverifiable(exercise):
     with Sandbox(code, FAST) as box:
         v = run_visible(spec, box, 120.0)
     assert v.points is not None, v.message
+
+
+# ------------------------------------------------------------------ the measures
+def test_private_memory_counts_what_a_forked_process_writes_not_what_it_inherits():
+    from autograder.checks._helpers import private_memory
+
+    with pytest.raises(ValueError, match="pid"):
+        private_memory(-3)
+    mine = private_memory()
+    if mine is None:
+        pytest.skip("no /proc/<pid>/smaps_rollup here")
+    inherited = np.ones(40 * 2**20 // 8)            # 40 MB this process wrote
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                     # the child: read first, then write
+        os.close(read)
+        first = private_memory()
+        float(inherited.sum())
+        np.ones(80 * 2**20 // 8).fill(2.0)           # freed again: not in `after`
+        own = np.full(60 * 2**20 // 8, 3.0)
+        after = private_memory()
+        os.write(write, f"{first} {after} {float(own[0])}".encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as fh:
+        first, after, _ = fh.read().split()
+    os.waitpid(pid, 0)
+    # reading the inherited 40 MB does not make them private; writing 60 MB does
+    assert int(first) < 30 * 2**20 and 55 * 2**20 < int(after) - int(first) < 100 * 2**20
+
