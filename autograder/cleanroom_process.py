@@ -54,6 +54,10 @@ DEFAULT_LIMITS = {
 }
 #: how often the child's resident memory is sampled during a measured call (seconds)
 WATCH_INTERVAL_S = 0.002
+#: how often the other processes of the sandbox (those the child started) are looked for
+#: and their memory read during a measured call (seconds): a scan of ``/proc`` costs
+#: one to two milliseconds of the grader's time
+OTHERS_INTERVAL_S = 0.02
 #: the longest message taken from the child (one reply: a result and the arguments)
 MAX_MESSAGE_BYTES = 512 << 20
 
@@ -93,6 +97,44 @@ def _hidden_folders(site, hide=()):
             packages.append(os.path.realpath(where))
     packages = [p for p in dict.fromkeys(packages) if os.path.isdir(p)]
     return sorted(set(c for c in cover if os.path.isdir(c))), packages
+
+
+def _descendants(pid):
+    """Process ids of every descendant of process ``pid`` (through each thread's
+    ``/proc/<pid>/task/<tid>/children``); unreadable parts are skipped."""
+    out, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children") as fh:
+                    kids = [int(k) for k in fh.read().split()]
+            except (OSError, ValueError):
+                continue
+            out.extend(kids)
+            todo.extend(kids)
+    return out
+
+
+def _owned_by(uid):
+    """Process ids whose ``/proc/<pid>`` belongs to ``uid`` (their effective user id)."""
+    pids = []
+    try:
+        with os.scandir("/proc") as entries:
+            for entry in entries:
+                if entry.name.isdigit():
+                    try:
+                        if entry.stat(follow_symlinks=False).st_uid == uid:
+                            pids.append(int(entry.name))
+                    except OSError:
+                        continue
+    except OSError:
+        pass
+    return pids
 
 
 class Sandbox:
@@ -174,6 +216,7 @@ class Sandbox:
         self._inbox = b""
         self._pending = False
         self._watched = 0
+        self._watch_others(None)
         self.forbidden = []
         self.dead = None
         self.unsupported = None
@@ -317,22 +360,56 @@ class Sandbox:
         self._watched = 0
         if self.dead or self.proc.poll() is not None:
             return None
+        self._watch_others({})
         return reset_peak_rss(self.proc.pid)
 
+    def _other_processes(self):
+        """The sandbox's processes besides the child: its descendants, and when it has a
+        user id of its own every process of that id (one that left the tree by forking
+        twice still has it). Cheap enough to run every :data:`OTHERS_INTERVAL_S`: the
+        owner of ``/proc/<pid>`` is read with one ``stat`` per process, no file opened."""
+        pids = set(_descendants(self.proc.pid))
+        if self.uid is not None:
+            pids.update(_owned_by(self.uid))
+        pids.discard(self.proc.pid)
+        return sorted(pids)
+
+    def _watch_others(self, base):
+        """Start watching the memory of the sandbox's other processes: ``base`` maps the
+        ones present now to what they hold (``{}``: read it here; ``None``: nothing is
+        watched)."""
+        from .checks._helpers import private_memory
+
+        if base == {}:
+            base = {p: private_memory(p) or 0 for p in self._other_processes()}
+        self._others_base = base
+        self._others_high = 0
+        self._others_read = 0.0
+
     def _sample_rss(self):
-        from .checks._helpers import resident
+        from .checks._helpers import private_memory, resident
 
         self._watched = max(self._watched, resident(self.proc.pid) or 0)
+        now = time.monotonic()
+        if self._others_base is None or now - self._others_read < OTHERS_INTERVAL_S:
+            return
+        self._others_read = now
+        rise = sum(max(0, (private_memory(p) or 0) - self._others_base.get(p, 0))
+                   for p in self._other_processes())
+        self._others_high = max(self._others_high, rise)
 
     def peak_rss(self):
         """The child's highest resident memory since :meth:`reset_peak_rss` in bytes: its
         high-water mark, or more where a sample taken while it worked was higher (an
         answer that resets its own mark from inside cannot hide a matrix that lived
-        longer than :data:`WATCH_INTERVAL_S`); ``None`` if unreadable."""
+        longer than :data:`WATCH_INTERVAL_S`), plus the largest rise of what the
+        sandbox's other processes held on their own meanwhile (a matrix built in a
+        forked process, seen if it lived longer than :data:`OTHERS_INTERVAL_S`);
+        ``None`` if unreadable."""
         from .checks._helpers import peak_rss
 
         high = peak_rss(self.proc.pid)
-        return None if high is None else max(high, self._watched)
+        return None if high is None else max(high, self._watched) + self._others_high
 
     def close(self):
         """Kill the child's process group (and, as root, every process of its user id)

@@ -195,7 +195,8 @@ GATED = {
     ("fold_batchnorm", "multiplies"): {"fold_batchnorm/properties",
                                        "fold_batchnorm/rejects_bad_scale"},
     ("rank_bound", "balanced_floor"): {"rank_bound/properties", "rank_bound/absent_class"},
-    ("ridge_loo", "penalised_bias"): {"ridge_loo/properties", "ridge_loo/absent_class"},
+    ("ridge_loo", "penalised_bias"): {"ridge_loo/properties", "ridge_loo/absent_class",
+                                      "ridge_loo/no_hat_matrix"},
     ("linear_probe_done_right", "test_statistics"): {
         "linear_probe_done_right/ties_to_earliest"},
 }

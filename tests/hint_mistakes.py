@@ -204,6 +204,35 @@ RIDGE_LOO = {
     "classes_from_unique": (_derived("ridge_loo", "n, K = len(H), int(y.max()) + 1",
                                      "n, K = len(H), len(np.unique(y))"),
                             "K = the largest label + 1"),
+    # the bias penalised like the weights, and nothing else: the leverages and fitted
+    # values without an n x n matrix (autograder_cases' answer with this mistake forms the
+    # hat matrix as well, which the memory check rightly names)
+    "penalised_bias": ("""
+import numpy as np
+
+def ridge_loo(train_h, train_y, lams):
+    H = np.asarray(train_h, float); y = np.asarray(train_y)
+    n, K = len(H), int(y.max()) + 1
+    T = -np.ones((n, K)); T[np.arange(n), y] = 1
+    Z = np.hstack([np.ones((n, 1)), H])              # the bias column is penalised too
+    press = []
+    for lam in lams:
+        A = np.linalg.solve(Z.T @ Z + lam * np.eye(Z.shape[1]), Z.T)
+        leverage = np.einsum("ij,ji->i", Z, A)
+        e = (T - Z @ (A @ T)) / (1 - leverage)[:, None]
+        press.append((e ** 2).sum() / (n * K))
+    press = np.array(press)
+    return float(np.asarray(lams, float)[int(np.argmin(press))]), press
+""", "unpenalised bias"),
+    # right values, but through the n x n hat matrix of each penalty (its diagonal taken
+    # afterwards), or through the full U of an SVD without full_matrices=False
+    "hat_matrix": (_derived(
+        "ridge_loo", "leverage = 1.0 / n + (U**2) @ shrink",
+        "hat = (U * shrink) @ U.T\n        leverage = 1.0 / n + np.diag(hat)"),
+        "forms an n x n matrix"),
+    "full_svd": (_derived(
+        "ridge_loo", "U, s, _ = np.linalg.svd(Hc, full_matrices=False)",
+        "U, s, _ = np.linalg.svd(Hc)\n    U = U[:, :len(s)]"), "forms an n x n matrix"),
 }
 
 # ----------------------------------------------------------------- rank bound

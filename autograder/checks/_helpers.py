@@ -97,6 +97,23 @@ def resident(pid="self"):
     return _status_bytes(pid, "VmRSS")
 
 
+def private_memory(pid="self"):
+    """The memory that process ``pid`` holds on its own in bytes (``Private_Clean`` plus
+    ``Private_Dirty`` of ``/proc/<pid>/smaps_rollup``: pages it shares with no other
+    process, so a forked process does not count what it inherited and only reads), or
+    ``None`` where unreadable."""
+    _check_pid(pid)
+    total = None
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith(("Private_Clean:", "Private_Dirty:")):
+                    total = (total or 0) + int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return total
+
+
 def peak_rss(pid="self"):
     """The resident-memory high-water mark (``VmHWM``) of process ``pid`` in bytes, or
     ``None``."""

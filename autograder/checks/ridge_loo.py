@@ -3,7 +3,8 @@
 Contract: ``ridge_loo(train_h, train_y, lams)`` returns ``(best_lam, press)``:
 PRESS(lam) = (1/(nK)) sum_i ||e_(i)||^2 of the ridge probe with an unpenalised bias on
 {-1, 1}^K targets (K = max label + 1), e_(i) from the hat matrix; best_lam = first lam of
-minimal PRESS (a Python float), press a float array of shape (len(lams),).
+minimal PRESS (a Python float), press a float array of shape (len(lams),); no n x n
+matrix is formed (the hat matrix enters through its diagonal and its product with T).
 Reference: :func:`repeval_ref.ridge_loo`.
 """
 from __future__ import annotations
@@ -11,9 +12,19 @@ from __future__ import annotations
 import numpy as np
 
 from ._framework import StudentError, call_student, finding, register
-from ._helpers import as_array, differs, frozen_copies, gate, is_plain_float, mutated, unpack
+from ._helpers import (as_array, differs, frozen_copies, gate, is_plain_float, metered,
+                       mutated, unpack)
 
 EX = "ridge_loo"
+#: training points of the memory check: their n x n hat matrix takes 275 MB in float64
+#: and 137 MB in float32, both far over the resident-memory backstop (RSS_BACKSTOP, 64 MB)
+N_MEMORY = 6000
+#: the largest allocation peak allowed for N_MEMORY points (the thin SVD route needs
+#: about 1.3 MB for 4 features and 3 classes)
+PEAK_LIMIT = 16 * 2**20
+#: the penalties of the memory check (two: an answer forming one hat matrix per penalty
+#: spends about 0.3 s on each)
+MEMORY_LAMS = (0.1, 10.0)
 
 
 def _ref(*args):
@@ -198,3 +209,27 @@ def absent_class(fn, rng):
     ok = np.allclose(press, want, rtol=1e-6, atol=1e-12)
     return [finding("absent class", ok, 1,
                     f"your PRESS differs ({differs(press, want, rtol=1e-6)}): {tell}")]
+
+
+@register(f"{EX}/no_hat_matrix", points=1,
+          summary=f"{N_MEMORY} training points without an n x n hat matrix")
+def no_hat_matrix(fn, rng):
+    h, y = _data(rng, n=N_MEMORY, d=4, K=3)
+    lams = np.array(MEMORY_LAMS)
+    meter = metered(fn)
+    _, press = _call(meter, h, y, lams)
+    peak = max(meter.peaks)
+    if not np.all(np.isfinite(press)):
+        return [finding("no n x n matrix", False, 1,
+                        f"on {N_MEMORY} training points your PRESS values are {press}, not "
+                        "finite numbers.")]
+    wrong = differs(press, _ref(h, y, lams)[1], rtol=1e-6)
+    return gate([finding("no n x n matrix", peak <= PEAK_LIMIT, 1,
+                    f"for {N_MEMORY} training points your function allocated "
+                    f"{peak / 2**20:.0f} MB at once: it forms an n x n matrix (the hat "
+                    "matrix itself, or the full U of an SVD taken without "
+                    "full_matrices=False). Leave-one-out needs only the diagonal of the hat "
+                    "matrix and its product with the targets: from the thin SVD Hc = U S V^T, "
+                    "leverage_i = 1/n + sum_k U_ik^2 s_k^2 / (s_k^2 + lambda) and the fitted "
+                    "centred targets U (shrink * (U^T Tc)), both of n x K size or less.")],
+                wrong and f"on the {N_MEMORY} training points: {wrong}")

@@ -30,7 +30,9 @@ $$\mathrm{PRESS}(\lambda) = \frac{1}{nK}\sum_{i=1}^n \lVert e_{(i)}\rVert^2 .$$
 A convenient route: centre the features and the targets with their training means (that is
 what an unpenalised bias does), take one thin SVD $H_c = U S V^\top$, and use
 $\mathcal{H} = \tfrac1n \mathbf{1}\mathbf{1}^\top + U\,\mathrm{diag}\big(s_k^2/(s_k^2+\lambda)\big)U^\top$
-without ever forming an $n\times n$ matrix.
+without ever forming an $n\times n$ matrix: only its diagonal (the leverages) and its
+product with the targets enter the residuals. The hidden tests use 6000 training points and
+measure the memory your function allocates.
 
 **Return** `(best_lam, press)`: `press` a float array of shape `(len(lams),)` and
 `best_lam` the first `lam` of smallest PRESS, as a Python float. Do not modify the inputs.
@@ -102,4 +104,5 @@ HIDDEN = [
     "ridge_loo/scale_invariance",
     "ridge_loo/properties",
     "ridge_loo/absent_class",
+    "ridge_loo/no_hat_matrix",
 ]
