@@ -628,8 +628,8 @@ def task_statement(task, test_size, record=None):
         severity); ``baseline`` (str, the baseline read-out), ``baseline_accuracy``;
         ``test_size``; ``detectable`` (smallest paired accuracy difference McNemar's
         test detects at level 0.05 with power 0.8 on ``test_size`` images, at the
-        conservative discordance bound, :func:`detectable_difference`);
-        ``recorded_test_size`` and ``recorded_detectable`` (the same for the record's
+        conservative discordance bound, :func:`detectable_difference`); ``alpha`` and
+        ``power``, the level and power it assumes; ``recorded_test_size`` and ``recorded_detectable`` (the same for the record's
         own test size).
     """
     test_size = check_int(test_size, "test_size", minimum=1)
@@ -650,7 +650,7 @@ def task_statement(task, test_size, record=None):
     return {
         "band_low": low, "band_high": high, "chance": float(record["chance"]), "knob": knob, "value": value,
         "baseline": record["baseline"], "baseline_accuracy": accuracy, "test_size": test_size,
-        "detectable": detectable_difference(accuracy, test_size),
+        "detectable": detectable_difference(accuracy, test_size), "alpha": ALPHA, "power": POWER,
         "recorded_test_size": recorded_n, "recorded_detectable": detectable_difference(accuracy, recorded_n),
     }
 
