@@ -294,3 +294,62 @@ def test_summary_rows_read_the_record(record):
 def test_record_is_what_the_command_measures(record):
     rec = cal.calibrate_task("fashion_shifted")
     assert rec == record["tasks"]["fashion_shifted"]
+
+
+# ------------------------------------------------------ the calibrated setting, by name
+def test_calibrated_values_are_the_records_choices(record):
+    for task, rec in record["tasks"].items():
+        if rec["in_band"]:
+            assert cal.calibrated_value(task) == rec["chosen"], task
+    # another record is read, not the committed one
+    other = {"band": [0.4, 0.85], "chance": 0.1, "baseline": "b",
+             "tasks": {"fashion_shifted": {**record["tasks"]["fashion_shifted"], "chosen": 0.7}}}
+    assert cal.calibrated_value("fashion_shifted", other) == 0.7
+
+
+def test_calibrated_value_refuses_a_task_without_a_value_in_band(record):
+    out = {**record, "tasks": {"fashion_shifted": {**record["tasks"]["fashion_shifted"], "chosen": None,
+                                                   "in_band": False, "note": "none in band"}}}
+    with pytest.raises(ValueError, match="no calibrated value"):
+        cal.calibrated_value("fashion_shifted", out)
+    with pytest.raises(ValueError, match="task"):
+        cal.calibrated_value("fashion_blurred")
+
+
+def test_calibrated_images_are_the_generators_at_the_chosen_value(record):
+    blend = record["tasks"]["fashion_shifted"]["chosen"]
+    x, y = cal.calibrated_images("fashion_shifted", "test")
+    ref_x, ref_y = ds.fashion_mnist_shifted("test", seed=0, blend=blend)
+    assert np.array_equal(x, ref_x) and np.array_equal(y, ref_y)
+    side = record["tasks"]["fashion_cluttered"]["chosen"]
+    x, y, boxes = cal.calibrated_images("fashion_cluttered", "test", seed=3, return_boxes=True)
+    ref = ds.fashion_mnist_cluttered("test", seed=3, sides=(side, side), return_boxes=True)
+    assert all(np.array_equal(a, b) for a, b in zip((x, y, boxes), ref))
+    assert np.all(boxes[:, 2] - boxes[:, 0] == side)
+    severity = record["tasks"]["fashion_corrupted/contrast"]["chosen"]
+    x, _ = cal.calibrated_images("fashion_corrupted/contrast", "test")
+    assert np.array_equal(x, ds.fashion_mnist_corrupted("test", "contrast", severity, seed=0)[0])
+    with pytest.raises(ValueError, match="return_boxes"):
+        cal.calibrated_images("fashion_shifted", "test", return_boxes=True)
+
+
+def test_task_statement_gives_band_knob_and_the_power_of_the_pages_test_size(record):
+    rec = record["tasks"]["fashion_shifted"]
+    st = cal.task_statement("fashion_shifted", 600)
+    assert (st["band_low"], st["band_high"]) == tuple(record["band"]) and st["chance"] == record["chance"]
+    assert st["knob"] == "blend" and st["value"] == rec["chosen"]
+    assert st["baseline_accuracy"] == rec["baseline_accuracy"] and st["test_size"] == 600
+    a = rec["baseline_accuracy"]
+    assert st["detectable"] == pytest.approx(smallest_detectable(min(2 * a, 2 - 2 * a), 600), abs=1e-6)
+    assert st["recorded_detectable"] == pytest.approx(rec["detectable_difference"], abs=1e-4)
+    # fewer test images, a larger detectable difference
+    assert st["detectable"] > cal.task_statement("fashion_shifted", 10000)["detectable"]
+    # the corrupted mixture: the mean of its six calibrated baselines
+    mix = cal.task_statement(cal.CORRUPTED_MIX, 5000)
+    parts = [r for t, r in record["tasks"].items() if t.startswith("fashion_corrupted/")]
+    assert len(parts) == 6
+    assert mix["baseline_accuracy"] == pytest.approx(np.mean([r["baseline_accuracy"] for r in parts]))
+    assert all(f"{t.split('/')[1].replace('_', ' ')} {r['chosen']}" in mix["value"]
+               for t, r in record["tasks"].items() if t.startswith("fashion_corrupted/"))
+    with pytest.raises(ValueError, match="test_size"):
+        cal.task_statement("fashion_shifted", 0)

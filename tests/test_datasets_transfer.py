@@ -24,16 +24,16 @@ import pytest
 from scipy import ndimage, signal
 
 from repeval_ref import datasets as ds
-from repeval_ref.datasets import _common, corruptions, handwritten, transfer
+from repeval_ref.datasets import _common, calibration, corruptions, handwritten, transfer
 
 ROOT = Path(__file__).resolve().parents[1]
 
 #: SHA-256 of the first 8 test images (uint8 bytes) of every task, pinned independently.
 FIRST_TEST_IMAGES_SHA256 = {
     "fashion": "9196b88cbd3c91cb92d2b488403e08d6b6cd152098c9ab55f690cefd5ad570b4",
-    "fashion_shifted": "9f7721a81f89de3daf72c29bceae35172e58663914183ccf1a71812cbb8b7b1b",
-    "fashion_cluttered": "fa0c9d70324663f631891be6b02800a41ce336fde7d2cef4c0ef4b1a2f397697",
-    "fashion_corrupted": "2c3129ad3cdba0e4c1d3bc621407769167aa03922da63db4363e6613c85f8f4a",
+    "fashion_shifted": "72e1b5982fd1a2df6892017dee8c68d74792f06498e5237edecfe3c18e5dc62d",
+    "fashion_cluttered": "2acb930ef3591676073f6424560f6181d2f268f8a7b8bbede011c8df8fe4485b",
+    "fashion_corrupted": "09491af7b1f27cc9c999f162512e83019212a93611cc647bd6cc0dbe881c0e38",
     "mnist_5k": "1d3d045d3698e8622677f76dd7a6e3db3f8aea78ed64e0d168d0d9d6dcacc444",
     "sklearn_digits": "df74f6812c1e08c61d20d4f22fc1b21c3d9b33f0d8c44b17a6838b5f7eb7d485",
     "opencv_digits": "2bac3ab119f1a6b4b7075b0fcdbbf314ad7b9445bf8b4a4cecea6ec4a7782474",
@@ -438,9 +438,13 @@ def test_fashion_tasks_are_rows_of_the_books_images():
         assert np.array_equal(np.bincount(labels[rows]), np.full(10, n // 10))
         x, y = ds.load_task("fashion", split)
         assert np.array_equal(x, clean[rows]) and np.array_equal(y, labels[rows])
-        assert np.array_equal(ds.load_task("fashion_shifted", split)[0], ds.fashion_mnist_shifted(split, seed=0)[0][rows])
+        # the calibrated settings, read from the record, not the generators' defaults
+        blend = calibration.calibrated_value("fashion_shifted")
+        side = calibration.calibrated_value("fashion_cluttered")
+        assert np.array_equal(ds.load_task("fashion_shifted", split)[0],
+                              ds.fashion_mnist_shifted(split, seed=0, blend=blend)[0][rows])
         assert np.array_equal(ds.load_task("fashion_cluttered", split)[0],
-                              ds.fashion_mnist_cluttered(split, seed=0)[0][rows])
+                              ds.fashion_mnist_cluttered(split, seed=0, sides=(side, side))[0][rows])
         for name in ("fashion_shifted", "fashion_cluttered", "fashion_corrupted"):
             assert np.array_equal(ds.load_task(name, split)[1], y)
 
@@ -452,21 +456,25 @@ def test_fashion_corrupted_task_mix_and_damage():
         assert set(np.bincount(mix, minlength=6)) <= {n // 6, n // 6 + 1}
         clean, _ = ds.load_task("fashion", split)
         damaged, _ = ds.load_task("fashion_corrupted", split)
+        record = calibration.load_record()
         for k, corruption in enumerate(ds.CORRUPTIONS):
             rows = mix == k
+            severity = record["tasks"][f"fashion_corrupted/{corruption}"]["chosen"]
             ssim = ds.ssim_per_image(clean[rows], damaged[rows]).mean()
-            assert abs(ssim - 0.7) < 0.03, (split, corruption, ssim)
-            expected = ds.corrupt(clean[rows], corruption, 3,
-                                  rng=np.random.default_rng([0, {"train": 0, "test": 1}[split], 2, k, 3]))
+            assert abs(ssim - corruptions.SSIM_TARGETS[severity]) < 0.03, (split, corruption, ssim)
+            expected = ds.corrupt(clean[rows], corruption, severity,
+                                  rng=np.random.default_rng([0, {"train": 0, "test": 1}[split], 2, k, severity]))
             assert np.array_equal(damaged[rows], expected)
 
 
 def test_cards_have_every_key_and_agree_with_the_data():
     keys = {"name", "title", "source", "licence", "n_train", "n_test", "classes", "image_size", "shift",
-            "sha256", "sha256_splits", "install", "card"}
+            "sha256", "sha256_splits", "install", "card", "calibration"}
     for name in ds.TRANSFER_TASKS:
         card = ds.task_card(name)
         assert set(card) == keys and card["name"] == name
+        assert (card["calibration"] is None) == (name not in ("fashion_shifted", "fashion_cluttered",
+                                                              "fashion_corrupted"))
         assert all(isinstance(card[k], str) and card[k] for k in ("title", "source", "licence", "shift", "card"))
         assert "\n\n" not in card["card"] and len(card["card"]) > 200
         assert all(isinstance(c, str) for c in card["classes"]) and len(card["classes"]) == 10

@@ -39,7 +39,9 @@
   garment side, corruption ``severity``) set with a raw-pixel probe alone on training
   images so that it lands in a 40-85 % band, with the smallest paired difference each
   task can detect; the record is ``calibration.json`` (``python -m
-  repeval_ref.datasets.calibration``). Not imported here: ``from repeval_ref.datasets
+  repeval_ref.datasets.calibration``). The experiments read the chosen settings by name
+  (``calibrated_value``, ``calibrated_images``, ``task_statement``), never from the
+  generators' defaults. Its names are not re-exported here: ``from repeval_ref.datasets
   import calibration``.
 * :mod:`.transfer` -- the transfer suite: seven tasks with fixed splits, pinned SHA-256
   and cards (:data:`TRANSFER_TASKS`, :func:`load_task`, :func:`task_card`,

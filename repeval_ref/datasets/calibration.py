@@ -44,6 +44,17 @@ difference it would give.
 ``python -m repeval_ref.datasets.calibration`` writes the record,
 ``repeval_ref/datasets/calibration.json`` (:func:`write_record`); ``make calibration``
 runs it. Nothing in it is typed by hand.
+
+Using the calibrated tasks. The generators keep their own defaults (``blend=1``, the
+full photograph; garment sides from a quarter to a half of the canvas), which describe
+the family of images and which older results were computed with. The experiments read
+the calibrated setting by name instead: :func:`calibrated_value` returns the knob value
+the committed record chose, :func:`calibrated_images` the images at that value (seed 0,
+the comparisons' seed, on either split), and :func:`task_statement` what a page states
+beside a comparison (band, knob, value, the baseline's accuracy and the smallest paired
+difference detectable with the page's own number of test images). The value is thus
+written once, in the record that measured it, and a page or the transfer suite cannot
+move it without rerunning the calibration.
 """
 from __future__ import annotations
 
@@ -82,6 +93,10 @@ __all__ = [
     "write_record",
     "load_record",
     "summary_rows",
+    "calibrated_value",
+    "calibrated_images",
+    "task_statement",
+    "CORRUPTED_MIX",
 ]
 
 #: The band the baseline's accuracy must land in (shares, inclusive).
@@ -507,6 +522,137 @@ def summary_rows(record=None):
             "test_size": rec.get("test_size"), "detectable_difference": rec.get("detectable_difference"),
         })
     return rows
+
+
+#: Name of the transfer suite's mixture of the six corruptions (each on a sixth of the images,
+#: each at its own calibrated severity), accepted by :func:`task_statement`.
+CORRUPTED_MIX = "fashion_corrupted"
+
+
+def _calibrated_record(task, record):
+    record = load_record() if record is None else record
+    if not isinstance(record, dict) or "tasks" not in record or "band" not in record:
+        raise ValueError("record must be a calibration record with 'band' and 'tasks'")
+    if task not in record["tasks"]:
+        raise ValueError(f"task must be one of {', '.join(record['tasks'])}; got {task!r}")
+    rec = record["tasks"][task]
+    if rec.get("chosen") is None or not rec.get("in_band"):
+        raise ValueError(f"task {task!r} has no calibrated value: {rec.get('note', 'no value in the band')}")
+    return record, rec
+
+
+def calibrated_value(task, record=None):
+    """The knob value the calibration chose for ``task``.
+
+    Parameters
+    ----------
+    task : str
+        A key of :data:`TASKS` (``"fashion_shifted"``, ``"fashion_cluttered"``,
+        ``"fashion_corrupted/<corruption>"``).
+    record : dict, optional
+        A calibration record; default the committed one (:func:`load_record`).
+
+    Returns
+    -------
+    float or int
+        ``blend`` (float), the garment side (int) or the severity (int).
+
+    Raises
+    ------
+    ValueError
+        ``task`` unknown, or its calibration found no value in the band.
+    """
+    task = _check_task(task)
+    _, rec = _calibrated_record(task, record)
+    return rec["chosen"]
+
+
+def calibrated_images(task, split, *, seed=0, return_boxes=False, record=None):
+    """The images of ``task`` at its calibrated knob value.
+
+    Parameters
+    ----------
+    task : str
+        A key of :data:`TASKS`.
+    split : {"train", "test"}
+        The 60,000 or 10,000 Fashion-MNIST rows, in the files' order.
+    seed : int
+        Seed of the variant's draws (default 0, the comparisons' seed; the calibration
+        itself used :data:`CALIBRATION_SEED` on training rows).
+    return_boxes : bool
+        Also return the garment boxes (``fashion_cluttered`` only).
+    record : dict, optional
+        A calibration record; default the committed one.
+
+    Returns
+    -------
+    images : numpy.ndarray of uint8, shape (N, 28, 28), or (N, 56, 56) for the cluttered task
+    labels : numpy.ndarray of int64, shape (N,)
+    boxes : numpy.ndarray of int64, shape (N, 4)
+        Only with ``return_boxes``; see :func:`~repeval_ref.datasets.fashion_mnist_cluttered`.
+    """
+    value = calibrated_value(task, record)
+    if not isinstance(return_boxes, (bool, np.bool_)):
+        raise ValueError(f"return_boxes must be a bool, got {return_boxes!r}")
+    if return_boxes and task != "fashion_cluttered":
+        raise ValueError(f"return_boxes is only for 'fashion_cluttered', got task {task!r}")
+    if task == "fashion_shifted":
+        return fashion_mnist_shifted(split, seed=seed, blend=value)
+    if task == "fashion_cluttered":
+        return fashion_mnist_cluttered(split, seed=seed, sides=(value, value), return_boxes=bool(return_boxes))
+    from .corruptions import fashion_mnist_corrupted
+
+    return fashion_mnist_corrupted(split, task.split("/", 1)[1], value, seed=seed)
+
+
+def task_statement(task, test_size, record=None):
+    """What a page states beside a comparison run on ``task``: band, knob, power.
+
+    Parameters
+    ----------
+    task : str
+        A key of :data:`TASKS`, or :data:`CORRUPTED_MIX` for the transfer suite's
+        mixture of the six corruptions at their calibrated severities (its baseline
+        accuracy is the mean of the six calibrated accuracies, each corruption covering
+        a sixth of the images; it was not measured on the mixture itself).
+    test_size : int
+        Test images the page's comparison is scored on, ``>= 1``.
+    record : dict, optional
+        A calibration record; default the committed one.
+
+    Returns
+    -------
+    dict
+        ``band_low``, ``band_high`` and ``chance`` (shares); ``knob`` (str); ``value``
+        (the knob value, or for the mixture a string listing each corruption's
+        severity); ``baseline`` (str, the baseline read-out), ``baseline_accuracy``;
+        ``test_size``; ``detectable`` (smallest paired accuracy difference McNemar's
+        test detects at level 0.05 with power 0.8 on ``test_size`` images, at the
+        conservative discordance bound, :func:`detectable_difference`); ``alpha`` and
+        ``power``, the level and power it assumes; ``recorded_test_size`` and ``recorded_detectable`` (the same for the record's
+        own test size).
+    """
+    test_size = check_int(test_size, "test_size", minimum=1)
+    record = load_record() if record is None else record
+    if task == CORRUPTED_MIX:
+        parts = [t for t in TASKS if t.startswith(CORRUPTED_MIX + "/")]
+        recs = [_calibrated_record(t, record)[1] for t in parts]
+        accuracy = float(np.mean([r["baseline_accuracy"] for r in recs]))
+        knob = "severity"
+        value = ", ".join(f"{t.split('/', 1)[1].replace('_', ' ')} {r['chosen']}" for t, r in zip(parts, recs))
+        recorded_n = recs[0]["test_size"]
+    else:
+        task = _check_task(task)
+        record, rec = _calibrated_record(task, record)
+        accuracy, knob, value = float(rec["baseline_accuracy"]), rec["knob"], rec["chosen"]
+        recorded_n = rec["test_size"]
+    low, high = _check_band(tuple(record["band"]))
+    return {
+        "band_low": low, "band_high": high, "chance": float(record["chance"]), "knob": knob, "value": value,
+        "baseline": record["baseline"], "baseline_accuracy": accuracy, "test_size": test_size,
+        "detectable": detectable_difference(accuracy, test_size), "alpha": ALPHA, "power": POWER,
+        "recorded_test_size": recorded_n, "recorded_detectable": detectable_difference(accuracy, recorded_n),
+    }
 
 
 if __name__ == "__main__":  # pragma: no cover - the command that writes the record

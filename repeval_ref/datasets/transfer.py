@@ -16,20 +16,30 @@ class) and 5,000 of the 10,000 test images (500 per class), the rows drawn with
 ``numpy.random.default_rng(0)`` per split (:func:`fashion_subset_rows`) and kept in
 the files' order; the four Fashion tasks use the same rows, so their images show the
 same garments. The digit tasks are whole (4,000 / 1,000, 1,297 / 500, 4,000 / 1,000,
-see :mod:`.handwritten`). The shifted and cluttered tasks are the rows of
-:func:`~repeval_ref.datasets.fashion_mnist_shifted` and
-:func:`~repeval_ref.datasets.fashion_mnist_cluttered` with ``seed=0``, so a task image
-is exactly the book's image of the same row. The cluttered images are 56 x 56; every
-other task is 28 x 28.
+see :mod:`.handwritten`).
+
+Calibrated difficulty. The shifted, cluttered and corrupted tasks are set where the
+raw-pixel baseline of :mod:`.calibration` lands in its band (40-85 %), each at the
+value the committed record ``calibration.json`` chose and read from it by name
+(:func:`~repeval_ref.datasets.calibration.calibrated_value`), never typed here: the
+shifted task is :func:`~repeval_ref.datasets.fashion_mnist_shifted` with ``seed=0`` and
+the calibrated ``blend``, the cluttered task
+:func:`~repeval_ref.datasets.fashion_mnist_cluttered` with ``seed=0`` and every garment
+at the calibrated side, so a task image is exactly the image of the same row that
+:func:`~repeval_ref.datasets.calibration.calibrated_images` gives. At the generators'
+own defaults (full photograph; garments of 14 to 28 pixels) the baseline sat at
+chance, which left no room for any comparison. The cluttered images are 56 x 56;
+every other task is 28 x 28. Each card carries its calibration
+(:func:`task_card`, key ``calibration``).
 
 The corrupted task. Each image of the subset receives one of the six corruptions of
-:mod:`.corruptions` at severity 3 (mean SSIM 0.7 to the clean image, the middle of the
-ladder): the rows are put in the order of a permutation drawn with
-``numpy.random.default_rng([0, split, 3])`` and the ``r``-th row of that order gets
-corruption ``r mod 6`` (:func:`fashion_corruption_mix`), so every corruption covers a
-sixth of the images; the corruption ``k`` then draws from
-``numpy.random.default_rng([0, split, 2, k, 3])``. One middle severity keeps the task a
-single number in the suite; the full ladder is :func:`fashion_mnist_corrupted`.
+:mod:`.corruptions`, each at its own calibrated severity: the rows are put in the
+order of a permutation drawn with ``numpy.random.default_rng([0, split, 3])`` and the
+``r``-th row of that order gets corruption ``r mod 6`` (:func:`fashion_corruption_mix`),
+so every corruption covers a sixth of the images; the corruption ``k`` at severity ``s``
+then draws from ``numpy.random.default_rng([0, split, 2, k, s])``. One mixture keeps
+the task a single number in the suite; the full ladder of each corruption is
+:func:`fashion_mnist_corrupted`.
 
 Checks. :func:`load_task` verifies the SHA-256 of what it returns against
 :data:`TASK_SHA256` (:func:`content_sha256` says what is hashed), after the loaders
@@ -45,6 +55,7 @@ import os
 import numpy as np
 
 from ._common import DataNotInstalledError, _content_sha256, _stratified_choice
+from .calibration import CORRUPTED_MIX, calibrated_value, task_statement
 from .corruptions import CORRUPTIONS, corrupt
 from .fashion import FASHION_MNIST_CLASSES, FASHION_MNIST_FILES, _locate, fashion_mnist, fashion_mnist_dir
 from .handwritten import (
@@ -88,19 +99,19 @@ TASK_SHA256 = {
         "both": "73ee8cd0d5dbe045130de567454e574cee26ae6568b8030f7b0bfd28372d4864",
     },
     "fashion_shifted": {
-        "train": "607f72f555a4a3d78ad9dbe1ff80769c92d526918e8c7cf7b71595e9d3244f9e",
-        "test": "a80a9c5ef73b49b0fa07520227b6b8b3325120c3f04f2fc79a8c186020b759d0",
-        "both": "07d98456fce201abab10a08c4fa77cf6403613ad120ef7dcab390887aa1fb880",
+        "train": "a1e5610b7adfd9592523ccd60f8f21a29596140aa37ce4f1a6d36d9a76c0af15",
+        "test": "f0446c1e544c5e2dac6031ffd47204c26ac84ae235b614e3a25ab80318916028",
+        "both": "9c48b0a74aec950b5d66aca0204af6aae4facbc142ce3f126249c624633078bb",
     },
     "fashion_cluttered": {
-        "train": "521b53d182fad610bd815e3778c4cc40709298e9442150af2d8dc70bdb0162a9",
-        "test": "a8a57f08e9fb3b16285456b20c872428f766a42e025bd580137dcbadb128e668",
-        "both": "e9cac529ed4c51f2bb12415c98a5ce55e84e510c9c621790e1822d9e5d8992e6",
+        "train": "d4939603c3c67d7f669b9d4f92d733c89ad9a6bdd9f4ad0d3874f1f0dd5acbc9",
+        "test": "d51c264747630d0f649f94cf9f223b6d0d12d580c42fec607492be7fdfe1fb5d",
+        "both": "351b06d487a97d3115b9df36fa783bedd2c16e99881072dbfbef23693d0d0706",
     },
     "fashion_corrupted": {
-        "train": "9a910830e59e655a7db0c49b294019f1e4807feecbebac3ca09e5fec5cae88ec",
-        "test": "687f5717e79f8920f6c157902d2fecc86ac19fd83da6d7d614248249a2aef97a",
-        "both": "ec992301132aca77daf20fe30f552acc73aa104e6e01935431bc71f7cff2514a",
+        "train": "fb09fafd14efc64462a29062b9b76261d9186f4cd64a7a72bc072a2ed19cc059",
+        "test": "a835938e8b108ce98a92519086ea79d2c2c35340a7225aa6a7e28796612d3db5",
+        "both": "e02d5b29b53033f6f2beb9ccf36dce54559764cac092830be2aa58ee05780723",
     },
     "mnist_5k": {
         "train": "22ad24201f5a95431c7a59a3d33889171069bdc6cb732ecb955b1c084578c83b",
@@ -120,7 +131,9 @@ TASK_SHA256 = {
 }
 
 _SPLIT_CODE = {"train": 0, "test": 1}
-_CORRUPTED_SEVERITY = 3
+# task of the suite -> task of the calibration record (the corrupted mixture is its own name)
+_CALIBRATED = {"fashion_shifted": "fashion_shifted", "fashion_cluttered": "fashion_cluttered",
+               "fashion_corrupted": CORRUPTED_MIX}
 _FASHION_INSTALL = (
     "run `make data` (as root it runs `apt-get install -y dataset-fashion-mnist`), or put the "
     "four Fashion-MNIST files in a directory named by REPEVAL_DATA"
@@ -156,8 +169,8 @@ _CARDS = {
         "install": "make data (apt-get install dataset-fashion-mnist)",
         "card": (
             "The garments of the Fashion task, row for row, each combined with a 28 x 28 crop of one of ten "
-            "grey photographs shipped inside scikit-learn and scikit-image as |crop - garment|, in the manner "
-            "of MNIST-M (fashion_mnist_shifted with seed 0). Classes, sizes and subset are those of the "
+            "grey photographs shipped inside scikit-learn and scikit-image, dimmed to the calibrated blend "
+            "strength, as |crop - garment|, in the manner of MNIST-M (fashion_mnist_shifted with seed 0). Classes, sizes and subset are those of the "
             "Fashion task (10,000 train, 5,000 test); garments are MIT-licensed, the photographs CC BY 2.0, "
             "CC0 or public domain. It represents a change of surroundings and texture with the objects and "
             "the pose unchanged: a covariate shift that an encoder relying on clean black backgrounds fails."
@@ -169,32 +182,32 @@ _CARDS = {
         "licence": f"MIT (garments); {_PHOTO_LICENCES}",
         "classes": list(FASHION_MNIST_CLASSES),
         "image_size": (56, 56),
-        "shift": "scale, position and clutter: garments of 14 to 28 pixels at random places on 56 x 56 photographs",
+        "shift": "clutter and scale: enlarged garments laid over 56 x 56 photograph crops",
         "install": "make data (apt-get install dataset-fashion-mnist)",
         "card": (
-            "The garments of the Fashion task, each shrunk to a side of 14 to 28 pixels and laid at a random "
-            "place on a 56 x 56 crop of a packaged photograph, its grey level acting as its opacity "
-            "(fashion_mnist_cluttered with seed 0 and its default canvas). The images are 56 x 56, twice the "
-            "side of every other task, so an encoder with a fixed 28 x 28 input must resize or crop them; the "
-            "garment covers about a twelfth of the canvas. Subset and classes as in the Fashion task "
-            "(10,000 train, 5,000 test; garments MIT, photographs CC BY 2.0, CC0 or public domain). It "
-            "represents a change of scale and position with distracting background structure."
+            "The garments of the Fashion task, each resized to the calibrated side and laid on a 56 x 56 crop "
+            "of a packaged photograph, its grey level acting as its opacity (fashion_mnist_cluttered with "
+            "seed 0, every garment at one side). The images are 56 x 56, twice the side of every other task, "
+            "so an encoder with a fixed 28 x 28 input must resize or crop them. Subset and classes as in the "
+            "Fashion task (10,000 train, 5,000 test; garments MIT, photographs CC BY 2.0, CC0 or public "
+            "domain). It represents a change of scale with distracting background structure; how far a garment "
+            "can move follows from the calibrated side (56 - side + 1 positions each way, one at a side of 56)."
         ),
     },
     "fashion_corrupted": {
-        "title": "Fashion-MNIST, six corruptions at severity 3",
+        "title": "Fashion-MNIST, six corruptions at calibrated severities",
         "source": "Fashion-MNIST with the corruptions of repeval_ref.datasets.corruptions",
         "licence": "MIT",
         "classes": list(FASHION_MNIST_CLASSES),
         "image_size": (28, 28),
-        "shift": "low-level corruptions (noise, blur, contrast, brightness, small affine changes) at a middle severity",
+        "shift": "low-level corruptions (noise, blur, contrast, brightness, small affine changes) at calibrated severities",
         "install": "make data (apt-get install dataset-fashion-mnist)",
         "card": (
             "The images of the Fashion task, each damaged by one of six corruptions in the style of "
             "MNIST-C and ImageNet-C (Gaussian noise, shot noise, Gaussian blur, lower contrast, higher "
-            "brightness, a small rotation, shear and shift), every corruption on a sixth of the images, at "
-            "severity 3 of 5: the parameter at which the mean SSIM to the clean images is 0.7, fixed from "
-            "pixel statistics alone. Subset, sizes and classes as in the Fashion task (10,000 train, 5,000 "
+            "brightness, a small rotation, shear and shift), every corruption on a sixth of the images, each "
+            "at the severity (of 5, graded by mean SSIM to the clean images) where a raw-pixel probe fitted "
+            "on clean garments lands in the calibration band. Subset, sizes and classes as in the Fashion task (10,000 train, 5,000 "
             "test; MIT). It represents acquisition noise and small changes of pose that leave the object "
             "recognisable to a person; the graded ladder of each corruption is fashion_mnist_corrupted."
         ),
@@ -359,8 +372,9 @@ def _corrupted(images, split):
     kind = _mix(split)
     for k, corruption in enumerate(CORRUPTIONS):
         rows = np.flatnonzero(kind == k)
-        rng = np.random.default_rng([0, _SPLIT_CODE[split], 2, k, _CORRUPTED_SEVERITY])
-        out[rows] = corrupt(images[rows], corruption, _CORRUPTED_SEVERITY, rng=rng)
+        severity = calibrated_value(f"{CORRUPTED_MIX}/{corruption}")
+        rng = np.random.default_rng([0, _SPLIT_CODE[split], 2, k, severity])
+        out[rows] = corrupt(images[rows], corruption, severity, rng=rng)
     return out
 
 
@@ -370,9 +384,10 @@ def _build(name, split):
         return loader(split)
     rows = _subset_rows(split)
     if name == "fashion_shifted":
-        images, labels = fashion_mnist_shifted(split, seed=0)
+        images, labels = fashion_mnist_shifted(split, seed=0, blend=calibrated_value("fashion_shifted"))
     elif name == "fashion_cluttered":
-        images, labels = fashion_mnist_cluttered(split, seed=0)
+        side = calibrated_value("fashion_cluttered")
+        images, labels = fashion_mnist_cluttered(split, seed=0, sides=(side, side))
     else:
         images, labels = fashion_mnist(split)
     images, labels = images[rows], labels[rows]
@@ -480,7 +495,11 @@ def task_card(name):
         ``classes`` (list of str), ``image_size`` ((H, W)), ``shift`` (the shift the
         task represents), ``sha256`` (of both splits, see :func:`content_sha256`),
         ``sha256_splits`` ({"train", "test"} -> digest), ``install`` (what to install
-        when absent, or None) and ``card`` (one paragraph). Reading a card needs no data.
+        when absent, or None), ``card`` (one paragraph) and ``calibration``: for the
+        shifted, cluttered and corrupted tasks the statement of
+        :func:`repeval_ref.datasets.calibration.task_statement` for the task's test size
+        (band, knob, value, baseline accuracy, detectable paired difference), else
+        None. Reading a card needs no data.
     """
     name = _check_name(name)
     static = _CARDS[name]
@@ -502,6 +521,7 @@ def task_card(name):
         "sha256_splits": {"train": TASK_SHA256[name]["train"], "test": TASK_SHA256[name]["test"]},
         "install": static["install"],
         "card": static["card"],
+        "calibration": task_statement(_CALIBRATED[name], n_test) if name in _CALIBRATED else None,
     }
 
 

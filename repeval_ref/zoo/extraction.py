@@ -63,8 +63,14 @@ def default_cache_dir():
 
 
 def load_images(dataset, split):
-    """The uint8 images and labels of ``dataset`` ("fashion", "shifted", "cluttered") and ``split``."""
+    """The uint8 images and labels of ``dataset`` ("fashion", "shifted", "cluttered") and ``split``.
+
+    ``"shifted"`` and ``"cluttered"`` are the calibrated tasks, seed 0
+    (:func:`repeval_ref.datasets.calibration.calibrated_images`): the blend and the garment
+    side the committed calibration record chose, not the generators' defaults.
+    """
     from .. import datasets
+    from ..datasets.calibration import calibrated_images
 
     if dataset not in DATASETS:
         raise ValueError(f"dataset must be one of {DATASETS}, got {dataset!r}")
@@ -73,8 +79,8 @@ def load_images(dataset, split):
     if dataset == "fashion":
         return datasets.fashion_mnist(split)
     if dataset == "shifted":
-        return datasets.fashion_mnist_shifted(split, seed=0)
-    return datasets.fashion_mnist_cluttered(split, seed=0)
+        return calibrated_images("fashion_shifted", split, seed=0)
+    return calibrated_images("fashion_cluttered", split, seed=0)
 
 
 def encoder_inputs(name, images):
@@ -135,7 +141,8 @@ def features(name, split, pooling="cls", dataset="fashion", checkpoint=None, *, 
         token sequence (class token first).
     dataset : {"fashion", "shifted", "cluttered"}
         Fashion-MNIST, its photograph-blended out-of-distribution domain, or its
-        cluttered 56 x 56 canvases (the ViT then interpolates its position embedding).
+        cluttered 56 x 56 canvases (the ViT then interpolates its position embedding);
+        the last two at their calibrated settings (:func:`load_images`).
     checkpoint : str, optional
         A checkpoint name of the manifest (default: the final one).
     indices : array_like of int, optional

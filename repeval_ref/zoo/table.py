@@ -13,7 +13,8 @@ accuracy with its 95 % Wilson interval (:func:`repeval_ref.wilson_interval`):
 * ``ft_id``/``ft_ood``, ``lpft_id``/``lpft_ood``: fine-tuning from a random head and
   LP-FT (head fitted on frozen features first, same fine-tuning budget after), scored on the Fashion-MNIST test
   images (in distribution) and on the same garments blended onto photographs
-  (:func:`repeval_ref.datasets.fashion_mnist_shifted`, out of distribution);
+  (:func:`repeval_ref.datasets.fashion_mnist_shifted` at the blend the calibration record
+  chose, :func:`repeval_ref.datasets.calibration.calibrated_images`, out of distribution);
 * ``rankme``: :func:`repeval_ref.rankme` of the test features (class token);
 * the encoder's pre-training time, from the manifest.
 
@@ -42,7 +43,7 @@ TABLE_PROTOCOL = {
     "attentive": {"epochs": 15, "lr": 3e-3, "weight_decay": 1e-4, "heads": 4, "batch_size": 256},
     "finetune": {"epochs": 3, "lr": 5e-4, "weight_decay": 0.05, "batch_size": 256, "head": "random (FT) / linear probe (LP-FT)"},
     "lp_head": {"epochs": 10, "lr": 1e-2},
-    "ood": "fashion_mnist_shifted('test', seed=0)",
+    "ood": "calibrated_images('fashion_shifted', 'test', seed=0)",
 }
 
 COLUMNS = ("knn20", "probe_cls", "probe_mean", "attentive", "ft_id", "ft_ood", "lpft_id", "lpft_ood")
