@@ -503,8 +503,8 @@ def kernel_namespaces(libc, tmp_size, keep=(), private=()):
     fds = {p: os.open(p, os.O_PATH) for p in kept if cover_of(p)}
     try:
         for c in covers:
-            if not os.path.isdir(c):
-                continue
+            if c not in TMP_DIRS:  # one inside another covered folder is there no longer
+                os.makedirs(c, mode=0o700, exist_ok=True)
             mode = "1777" if c in TMP_DIRS else "0700"
             libc.mount(b"tmpfs", c.encode(), b"tmpfs", 0,
                        f"size={int(tmp_size)},mode={mode}".encode())
