@@ -22,6 +22,12 @@ Here nbgrader never runs in the real course directory:
   with only the interpreter's installation bind-mounted back read-only; process-count,
   address-space, file-size and CPU limits apply; every process left under that user id is
   killed afterwards;
+* inside the run, each notebook's kernel is contained and limited on its own
+  (:mod:`autograder.kernel_fork`): its own PID, mount and IPC namespaces with fresh
+  temporary, home, IPython and Jupyter folders, and a hard wall-clock limit
+  (``SANDBOX_LIMITS["notebook_s"]``, passed as ``$AUTOGRADER_NOTEBOOK_LIMIT``) past which
+  it is killed with everything it started; such a notebook is graded as blank with
+  :func:`time_limit_reason`, and the student's other notebooks as usual;
 * without root none of the OS-level parts are possible: nbgrader still runs in the copy
   with a scratch gradebook (so nbgrader itself never writes to the real course), but code
   in a submission runs with the grader's own rights and could write wherever the grader
