@@ -307,5 +307,27 @@ class ForkExecute(Execute):
                 raise
             self.log.error("The kernel ran past the per-notebook limit of %s s and was "
                            "stopped with everything it started", limit)
-            nb.metadata[TIME_LIMIT_KEY] = float(limit)
+            _mark_stopped(nb, float(limit))
             return nb, resources
+
+
+def _mark_stopped(nb, limit):
+    """Mark ``nb``, stopped at the per-notebook limit ``limit`` (s): the limit in its
+    metadata, an error in every graded cell that did not finish (so nbgrader records 0
+    for it), and a note at the top with the reason, which its feedback opens with."""
+    from nbformat.v4 import new_markdown_cell, new_output
+
+    from .sandbox import time_limit_reason
+
+    reason = time_limit_reason(limit)
+    for cell in nb.cells:
+        graded = cell.get("metadata", {}).get("nbgrader", {}).get("grade")
+        if cell.cell_type == "code" and graded and cell.get("execution_count") is None:
+            cell.outputs = [new_output("error", ename="NotebookTimeLimit", evalue=reason,
+                                       traceback=[f"NotebookTimeLimit: {reason}"])]
+    note = new_markdown_cell(f"**Grading note.** {reason} This exercise scores no points. "
+                             "Ask your instructor if you think this is wrong.")
+    note["id"] = "autograder-grading-note"
+    nb.cells = [c for c in nb.cells if c.get("id") != "autograder-grading-note"]
+    nb.cells.insert(0, note)
+    nb.metadata[TIME_LIMIT_KEY] = limit

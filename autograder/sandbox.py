@@ -483,9 +483,12 @@ def grade_in_sandbox(job):
                     if graded and limit is None:
                         continue
                 if limit is not None:
-                    reason = time_limit_reason(limit)
-                else:
-                    reason = f"While grading this notebook {_why_failed(text)}."
+                    # graded already, marked by the kernel manager: its unfinished tests
+                    # score 0 and its feedback opens with the reason; the clean room grades
+                    # it as blank (no second run: it would only hang again)
+                    blanked.append((a, stem, time_limit_reason(limit)))
+                    continue
+                reason = f"While grading this notebook {_why_failed(text)}."
                 release = parts.get("release", {}).get(stem)
                 if release is None:
                     ungraded.append((a, stem))

@@ -7,7 +7,8 @@ notebooks in two chapters (``rank/rank_bound``, ``rankme/rankme``, ``rankme/two_
 * ``hang``: the second notebook never ends (a loop that swallows every interrupt, and a
   daemon in a session of its own that ignores SIGTERM); it scores 0 with the reason in
   ``grading_issues.csv`` and at the top of its feedback notebook, the other two keep full
-  marks, and the student's nbgrader run ends within the per-notebook limit plus a margin;
+  marks, and the student's one nbgrader run takes at most the per-notebook limit (plus a
+  margin of 10 s) longer than the same run of an honest student;
 * ``leak``: the second notebook writes a file into every writable place (``/tmp``,
   ``/dev/shm``, ``/var/tmp``, ``/run/lock``, its home, its IPython startup folder) and
   leaves a daemon that keeps writing; the third notebook, in the same chapter folder,
@@ -181,15 +182,14 @@ def test_a_hanging_notebook_scores_zero_with_its_reason_and_costs_nothing_else(g
     note = nbformat.read(str(course.root / "autograded" / "hang" / "rankme" / "rankme.ipynb"),
                          as_version=4).cells[0].source
     assert f"limit of {LIMIT_S:g} s per notebook" in note  # what its feedback opens with
-    # nbgrader's run of all three notebooks took the limit once more than the same run of
-    # an honest student's; then only the blank notebook is graded again (no second try of
-    # the hanging one, which would hang again)
+    # one nbgrader run of the three notebooks, which took the limit once more than the
+    # same run of an honest student (no second try of the hanging notebook, which would
+    # only hang again, and no run of it as blank: its unfinished tests are errors)
     runs = {s: _runs(course, s) for s in ("hang", "leak")}
-    assert [r[0] for r in runs["hang"]] == ["autograde * --student hang",
-                                            "autograde rankme --student hang --notebook rankme"]
-    assert [r[0] for r in runs["leak"]] == ["autograde * --student leak"]
+    assert [r[0] for r in runs["hang"]] == ["autograde * --student hang"], runs
+    assert [r[0] for r in runs["leak"]] == ["autograde * --student leak"], runs
     assert runs["hang"][0][1] < runs["leak"][0][1] + LIMIT_S + 10, runs
-    assert seconds["hang"] < sum(r[1] for r in runs["hang"]) + 10, (seconds, runs)
+    assert seconds["hang"] < runs["hang"][0][1] + 10, (seconds, runs)
 
 
 def _runs(course, student):
