@@ -232,3 +232,58 @@ def test_a_machine_that_refuses_the_kernels_namespaces_is_named(monkeypatch):
     assert any("per-notebook time limit" in g and "/tmp" in g for g in gaps), gaps
     monkeypatch.setattr(confine, "kernel_namespaces_allowed", lambda: True)
     assert not any("per-notebook" in g for g in confine.protection_gaps())
+
+
+# ----------------------------------------------------------------- one kernel, no course
+def _processes_marked(token):
+    """Process ids whose initial environment holds ``token`` (a kernel server started by
+    this test, its watchers, its kernels and whatever a kernel forked: all share the
+    environment the server was started with; other tests' servers do not)."""
+    import os
+
+    out = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as fh:
+                    if token.encode() in fh.read():
+                        out.add(int(entry))
+            except OSError:
+                continue
+    return out
+
+
+@pytest.mark.skipif(not NAMESPACES, reason="the kernels' namespaces are refused here")
+def test_a_kernel_past_its_limit_is_killed_with_every_process_it_started(monkeypatch,
+                                                                         tmp_path):
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from autograder import kernel_fork
+
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.setenv(var, "1")
+    monkeypatch.setenv(kernel_fork.LIMIT_ENV, "4")
+    token = f"I30_MARK_{time.time_ns()}"
+    monkeypatch.setenv("AUTOGRADER_TEST_MARK", token)
+    monkeypatch.setattr(kernel_fork, "_server", None)
+    server = kernel_fork.start_server()
+    assert server is not None and server.ready(180)
+    before = _processes_marked(token)
+    assert server.proc.pid in before
+    test = new_code_cell("print('never')")
+    test.metadata["nbgrader"] = {"grade": True, "grade_id": "t", "points": 1,
+                                 "solution": False, "locked": True}
+    nb = new_notebook(cells=[new_code_cell(HANG.replace('"ipykernel" in sys.modules', "True")),
+                             test])
+    t0 = time.monotonic()
+    nb, _ = kernel_fork.ForkExecute(timeout=600).preprocess(
+        nb, {"metadata": {"path": str(tmp_path)}})
+    assert time.monotonic() - t0 < 4 + 20
+    assert nb.metadata[kernel_fork.TIME_LIMIT_KEY] == 4.0
+    assert "limit of 4 s per notebook" in nb.cells[0].source   # the note comes first
+    assert [o["ename"] for o in nb.cells[2].outputs] == ["NotebookTimeLimit"]
+    time.sleep(0.5)
+    # the kernel, its daemon (own session, SIGTERM ignored) and its watcher are gone
+    assert _processes_marked(token) - before == set()
+    server.proc.stdin.close()
+    server.proc.wait(30)
