@@ -3,10 +3,16 @@
 Every notebook nbgrader grades starts a fresh IPython kernel, and most of that start is
 spent importing: IPython and ipykernel, then NumPy, SciPy, scikit-learn or torch in the
 answer's first cell (about 0.7 s and up to 2.5 s more per notebook on the course
-machine). This program imports those libraries once, then forks one process per kernel;
-the child becomes the kernel exactly as ``python -m ipykernel_launcher -f FILE`` would
-(:func:`runpy.run_module` with ``alter_sys``), in a session of its own, with the
-environment, working directory and arguments the kernel manager asked for.
+machine). This program imports those libraries once, then forks one *watcher* per
+kernel, which takes the kernel's namespaces (:func:`autograder.confine.kernel_namespaces`)
+and forks the kernel: process 1 of its own PID namespace, which becomes the kernel exactly
+as ``python -m ipykernel_launcher -f FILE`` would (:func:`runpy.run_module` with
+``alter_sys``), in a session of its own, with the environment, working directory and
+arguments the kernel manager asked for. The watcher waits for it and, past the request's
+``limit_s``, kills it (and so everything in its namespace); why student code cannot
+escape that is in :mod:`autograder.kernel_fork`. ``$AUTOGRADER_KERNEL_PRELOAD=0`` makes
+the server import nothing (the kernels then import what they need, and are still
+contained and limited).
 
 What the child inherits is only the libraries' import state, never the grader's: this
 program imports nothing of ``autograder``, ``repeval_ref`` or the course, and it never
@@ -17,10 +23,13 @@ unsafe.
 
 Protocol: one JSON object per line on standard input, one JSON reply per line on the
 file descriptor named by ``argv[1]``; the first reply, ``{"ready": true, ...}``, comes
-after the imports. Requests: ``{"op": "spawn", "argv": [...], "env": {...}, "cwd": ...}``
--> ``{"pid": int}`` or ``{"error": str}``; ``{"op": "status", "pid": int}`` ->
-``{"code": int or null}`` (null while it runs; a negative code is the signal that ended
-it, as in :attr:`subprocess.Popen.returncode`). End of input ends the server.
+after the imports. Requests: ``{"op": "spawn", "argv": [...], "env": {...}, "cwd": ...,
+"limit_s": float or null}`` -> ``{"pid": int, "contained": bool}`` (the kernel's process
+id as this server sees it; whether it got its namespaces) or ``{"error": str}``;
+``{"op": "status", "pid": int}`` -> ``{"code": int or null, "timed_out": bool,
+"limit_s": ...}`` (null while it runs; a negative code is the signal that ended it, as in
+:attr:`subprocess.Popen.returncode`; ``timed_out`` when its watcher stopped it at
+``limit_s``). End of input ends the server.
 """
 import importlib
 import json
