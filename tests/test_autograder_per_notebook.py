@@ -232,6 +232,8 @@ def test_a_machine_that_refuses_the_kernels_namespaces_is_named(monkeypatch):
     assert any("per-notebook time limit" in g and "/tmp" in g for g in gaps), gaps
     monkeypatch.setattr(confine, "kernel_namespaces_allowed", lambda: True)
     assert not any("per-notebook" in g for g in confine.protection_gaps())
+    with pytest.raises(ValueError, match="tmp_size"):  # refused before anything changes
+        confine.kernel_namespaces(confine.load_libc(), 0)
 
 
 # ----------------------------------------------------------------- one kernel, no course
