@@ -23,6 +23,7 @@ so it runs in the forked child before ``exec``.
 from __future__ import annotations
 
 import os
+import re
 import resource
 import secrets
 import shutil
@@ -35,7 +36,8 @@ from pathlib import Path
 __all__ = ["FIRST_UID", "UID_COUNT", "TMP_DIRS", "load_libc", "new_uid", "uid_processes",
            "kill_uid", "world_can", "closed_ancestor", "sandbox_python", "private_mounts",
            "private_tmp", "sandbox_mounts", "loopback_up", "cover_empty", "drop_to", "set_limits",
-           "preexec_confined", "namespaces_allowed", "protection_gaps"]
+           "preexec_confined", "namespaces_allowed", "kernel_namespaces", "own_proc",
+           "drop_capabilities", "kernel_namespaces_allowed", "protection_gaps"]
 
 #: user ids of sandboxes: ``FIRST_UID <= uid < FIRST_UID + UID_COUNT``
 FIRST_UID = 200000
@@ -47,6 +49,8 @@ TMP_DIRS = ("/tmp", "/dev/shm", "/var/tmp", "/run/lock")
 # flags of unshare(2) and mount(2) (linux/sched.h, linux/mount.h)
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWNET = 0x40000000
+_CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWIPC = 0x10000000, 0x20000000, 0x08000000
+_PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS = 4, 38
 _MS_RDONLY, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x1, 0x20, 0x1000, 0x4000, 0x40000
 
 
@@ -411,6 +415,155 @@ def preexec_confined(*, uid, mount, cpu_s, cpu_grace_s, memory_bytes, file_bytes
     return start
 
 
+# ----------------------------------------------------------------- one notebook's kernel
+def _mount_points():
+    """Mount points of this process's mount namespace (``/proc/self/mountinfo``)."""
+    out = []
+    try:
+        with open("/proc/self/mountinfo") as fh:
+            for line in fh:
+                field = line.split()[4]
+                out.append(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field))
+    except OSError:  # pragma: no cover - no /proc
+        pass
+    return out
+
+
+def _inside(path, folder):
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _read_only(libc, path):
+    """Remount the bind mount at ``path`` read-only, keeping the flags a user namespace
+    may not drop (nosuid, nodev, noexec, the access-time ones)."""
+    got = os.statvfs(path).f_flag
+    keep = got & (0x2 | 0x4 | 0x8 | 0x400 | 0x800)  # nosuid nodev noexec noatime nodiratime
+    if got & 0x1000:  # ST_RELATIME
+        keep |= 1 << 21
+    return libc.mount(b"none", path.encode(), None,
+                      _MS_REMOUNT | _MS_BIND | _MS_RDONLY | keep, None) == 0
+
+
+def kernel_namespaces(libc, tmp_size, keep=(), private=()):
+    """In the forked child that watches one notebook's kernel, under any user id: new
+    user, mount, PID and IPC namespaces, with fresh temporary folders.
+
+    The user namespace maps only the caller's own user and group ids (to themselves), so
+    nothing changes for files; it exists because it lets an unprivileged process take the
+    other three. The PID namespace applies to the children of the caller: the first one
+    (the kernel) is its process 1, and when it ends, the Linux kernel kills every process
+    left in the namespace; no process can leave it. ``/tmp``, ``/dev/shm``, ``/var/tmp``
+    and ``/run/lock`` (:data:`TMP_DIRS`) and the folders ``private`` get empty tmpfs of
+    ``tmp_size`` bytes (mode 1777 and 0700); the folders ``keep`` and every mount point
+    that lay under a covered folder are bound back at the same path, in the order of the
+    folders that cover them, so what must stay reachable does. What the kernel writes
+    there lives in tmpfs that only its namespace holds, and is gone with its last process.
+
+    Parameters
+    ----------
+    libc : ctypes.CDLL
+        From :func:`load_libc`.
+    tmp_size : int
+        Size of each fresh tmpfs in bytes.
+    keep : sequence of (str, bool)
+        Folders and files the kernel needs (its working directory, its connection file,
+        the interpreter), each with whether it is bound back read-only.
+    private : sequence of str
+        Further folders the kernel gets empty (its home, IPython and Jupyter folders).
+
+    Returns
+    -------
+    bool
+        False where the namespaces are refused (nothing changed then).
+    """
+    if int(tmp_size) <= 0:
+        raise ValueError(f"tmp_size must be a positive number of bytes, got {tmp_size!r}")
+    uid, gid = os.getuid(), os.getgid()
+    libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)  # its own /proc/self files, to write the maps
+    if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWIPC) != 0:
+        return False
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                       ("gid_map", f"{gid} {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as fh:
+            fh.write(text)
+    libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None)
+    covers = [d for d in TMP_DIRS if os.path.isdir(d) and not os.path.islink(d)]
+    covers += [os.path.realpath(p) for p in private
+               if os.path.isdir(p) and os.path.realpath(p) != "/"]
+    covers = sorted(set(covers), key=lambda p: (p.count("/"), p))
+    kept = {os.path.realpath(p): bool(ro) for p, ro in keep if os.path.exists(p)}
+    for mp in _mount_points():
+        if any(_inside(mp, c) and mp != c for c in covers):
+            kept.setdefault(mp, False)  # bound back as it is (a read-only one stays so)
+
+    def cover_of(path):
+        return max((c for c in covers if _inside(path, c) and path != c),
+                   key=lambda c: c.count("/"), default=None)
+
+    fds = {p: os.open(p, os.O_PATH) for p in kept if cover_of(p)}
+    try:
+        for c in covers:
+            if c not in TMP_DIRS:  # one inside another covered folder is there no longer
+                os.makedirs(c, mode=0o700, exist_ok=True)
+            mode = "1777" if c in TMP_DIRS else "0700"
+            libc.mount(b"tmpfs", c.encode(), b"tmpfs", 0,
+                       f"size={int(tmp_size)},mode={mode}".encode())
+            for p in sorted((p for p in fds if cover_of(p) == c), key=len):
+                if any(_inside(p, q) and q != p and cover_of(q) == c for q in fds):
+                    continue  # bound back with the folder above it
+                if os.path.isdir(f"/proc/self/fd/{fds[p]}"):
+                    os.makedirs(p, exist_ok=True)
+                else:  # a file (a connection file): bound onto an empty one
+                    os.makedirs(os.path.dirname(p), exist_ok=True)
+                    os.close(os.open(p, os.O_WRONLY | os.O_CREAT, 0o600))
+                src = f"/proc/self/fd/{fds[p]}".encode()
+                if libc.mount(src, p.encode(), None, _MS_BIND | _MS_REC, None) == 0 and kept[p]:
+                    _read_only(libc, p)
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+    return True
+
+
+def own_proc(libc):
+    """In process 1 of the PID namespace of :func:`kernel_namespaces`: a ``/proc`` of that
+    namespace, so that the kernel sees (and can name) none of the processes outside it.
+    Returns True on success."""
+    return libc.mount(b"proc", b"/proc", b"proc", 0, None) == 0
+
+
+def drop_capabilities(libc):
+    """In the kernel, last: give up the capabilities that the user namespace of
+    :func:`kernel_namespaces` granted (which would let it mount over its folders), and
+    never gain any again (``PR_SET_NO_NEW_PRIVS``). Returns True on success."""
+    import ctypes
+
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)()                 # effective, permitted, inheritable: none
+    ok = libc.capset(header, data) == 0
+    return libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 and ok
+
+
+def kernel_namespaces_allowed():
+    """True if a notebook's kernel can be given the namespaces of
+    :func:`kernel_namespaces` here (tried in a forked child that exits at once, under a
+    sandbox user id when the grader is root, as the kernels run)."""
+    libc = load_libc()
+    if libc is None:
+        return False
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the probe
+        ok = False
+        try:
+            if os.geteuid() == 0:
+                drop_to(new_uid())
+            ok = kernel_namespaces(libc, 1 << 20)
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
 # ----------------------------------------------------------------- what is missing here
 def namespaces_allowed():
     """True if a process of this grader may take a mount namespace and a network
@@ -438,11 +591,17 @@ def protection_gaps():
     student (:meth:`autograder.course.Course.autograde`): without them a submission runs
     with more rights than its own folder.
     """
+    kernel_gap = ("this machine refuses user and PID namespaces to the kernels, so a "
+                  "notebook's kernel shared /tmp, /dev/shm, /var/tmp, /run/lock and its "
+                  "home with the student's other notebooks, and its per-notebook time limit "
+                  "killed only its process group: a process that left the group ran on "
+                  "until the student's whole run ended")
     if os.geteuid() != 0:
         return ["the grader does not run as root, so the student's code ran under the "
                 "grader's own user id: it could read and write whatever the grader can "
                 "(the course, the gradebook, the reference package and solutions) and reach "
-                "the network; grade an untrusted class as root or in a container"]
+                "the network; grade an untrusted class as root or in a container"] + (
+                    [] if kernel_namespaces_allowed() else [kernel_gap])
     gaps = []
     python, site, drop = sandbox_python()
     if not drop:
@@ -454,4 +613,6 @@ def protection_gaps():
         gaps.append("this machine refuses mount and network namespaces (a container "
                     "without the capability to unshare), so the student's code could see "
                     "the course, the repository and the network")
+    if not kernel_namespaces_allowed():
+        gaps.append(kernel_gap)
     return gaps

@@ -11,6 +11,40 @@ launch, so grading never depends on it. ``$AUTOGRADER_KERNEL_FORK=0`` turns it o
 In a class, the server is not started here: the sandbox's own fork server
 (:mod:`autograder.sandbox_fork_server`) forks one that has done its imports already beside
 this process and names its pipes in ``$AUTOGRADER_KERNEL_FORK_FDS``; this process adopts it.
+
+**Each kernel is contained, and has a hard wall-clock limit** (``$AUTOGRADER_NOTEBOOK_LIMIT``
+seconds, set by :mod:`autograder.sandbox`). The server forks a *watcher* per kernel, and
+the watcher forks the kernel (:func:`autograder.confine.kernel_namespaces`): the kernel
+is process 1 of a PID namespace of its own, with its own mount and IPC namespaces, where
+``/tmp``, ``/dev/shm``, ``/var/tmp``, ``/run/lock``, its home (in a sandbox) and its
+IPython, matplotlib and Jupyter folders are empty tmpfs. Past the limit the watcher
+sends SIGKILL to the kernel, and the Linux kernel then kills every process left in its
+namespace; the same happens whenever the kernel ends, so nothing a notebook started
+outlives it, and what it wrote in those folders is gone with the namespace. Why student
+code cannot escape this:
+
+* a fork, a double fork, ``setsid`` or a new process group stays in the PID namespace:
+  no process can leave one, and the end of its process 1 kills all of them;
+* SIGKILL cannot be blocked, caught or ignored, and it is sent by the watcher, which is
+  outside the namespace: code inside cannot name it (``kill``, ``ptrace`` and pidfds
+  take process ids of the caller's namespace, and the kernel's ``/proc`` is that of its
+  namespace), so it cannot stop, kill or slow the watcher or the server;
+* the kernel gives up the capabilities its user namespace granted
+  (:func:`autograder.confine.drop_capabilities`, with ``no_new_privs``) before any
+  student code runs, so it cannot unmount or cover its folders; the mounts it inherited
+  are locked;
+* if the watcher itself ends (the server ended), the kernel gets SIGKILL as its parent
+  dies (``PR_SET_PDEATHSIG``), and with it the whole namespace.
+
+The watcher reports whether it stopped the kernel for time; :class:`ForkExecute` then
+marks the notebook (:data:`TIME_LIMIT_KEY` in its metadata) instead of failing the
+student's other notebooks, and the sandbox grades it as blank with that reason.
+
+Where the machine refuses user namespaces (:func:`autograder.confine.kernel_namespaces_allowed`
+is False, said by :func:`autograder.confine.protection_gaps`), the watcher still applies
+the limit, but to the kernel's process group only, and the folders are shared. A kernel
+launched the usual way (``$AUTOGRADER_KERNEL_FORK=0``, or a server that failed) has no
+per-notebook limit and no private folders: only the student's whole run is limited.
 """
 from __future__ import annotations
 
@@ -30,14 +64,18 @@ from nbgrader.preprocessors import Execute
 from .fork_client import RUN_BY_PATH
 from .forked_process import ForkedProcess
 
-__all__ = ["ENV", "FDS_ENV", "ForkExecute", "ForkKernelManager", "ForkProvisioner", "fork_enabled",
-           "start_server"]
+__all__ = ["ENV", "FDS_ENV", "LIMIT_ENV", "TIME_LIMIT_KEY", "ForkExecute", "ForkKernelManager",
+           "ForkProvisioner", "fork_enabled", "notebook_limit", "start_server", "time_limit_hit"]
 
 #: environment variable: "0" turns the fork server off
 ENV = "AUTOGRADER_KERNEL_FORK"
 #: environment variable: "REQUESTS,REPLIES,PID" of a warm kernel server forked beside this
 #: process (:mod:`autograder.sandbox_fork_server`); read, and removed, on import
 FDS_ENV = "AUTOGRADER_KERNEL_FORK_FDS"
+#: environment variable: the wall-clock limit of one notebook's kernel, in seconds
+LIMIT_ENV = "AUTOGRADER_NOTEBOOK_LIMIT"
+#: key of a notebook's metadata: the limit (s) its kernel ran past and was stopped at
+TIME_LIMIT_KEY = "autograder_time_limit_s"
 _SERVER_FILE = Path(__file__).with_name("kernel_fork_server.py")
 _BOOT = RUN_BY_PATH
 _ADOPT = os.environ.pop(FDS_ENV, None)  # never handed on to a kernel
@@ -66,6 +104,52 @@ def _child_exit_code(pid):
     except ChildProcessError:
         return -1
     return os.waitstatus_to_exitcode(status) if got else None
+
+
+def notebook_limit():
+    """The per-notebook limit in seconds from ``$AUTOGRADER_NOTEBOOK_LIMIT`` (None when
+    unset, empty or not a positive number)."""
+    try:
+        value = float(os.environ.get(LIMIT_ENV, ""))
+    except ValueError:
+        return None
+    return value if value > 0 else None
+
+
+#: (server, kernel pid) of every kernel the servers started, in order
+_spawned = []
+#: kernel pid -> the limit (s) at which its watcher stopped it
+_timed_out = {}
+
+
+def _exit_code(server, pid):
+    """Exit code of the forked kernel ``pid`` as its server reports it; remembers a
+    kernel its watcher stopped for time."""
+    reply = server.ask({"op": "status", "pid": pid})
+    if reply.get("code") is not None and reply.get("timed_out"):
+        _timed_out[pid] = reply.get("limit_s")
+    return reply.get("code")
+
+
+def time_limit_hit(pid, wait=5.0):
+    """The limit (s) at which the watcher of kernel ``pid`` stopped it, or None (it ended
+    otherwise, runs, or is unknown). Waits at most ``wait`` seconds for the watcher's
+    report of a kernel that has ended."""
+    import time
+
+    if pid in _timed_out:
+        return _timed_out[pid]
+    server = next((srv for srv, p in _spawned if p == pid), None)
+    end = time.monotonic() + wait
+    while server is not None:
+        try:
+            code = _exit_code(server, pid)
+        except (OSError, ValueError):
+            return None
+        if code is not None or time.monotonic() >= end:
+            break
+        time.sleep(0.05)
+    return _timed_out.get(pid)
 
 
 def fork_enabled():
@@ -178,13 +262,13 @@ class ForkProvisioner(LocalProvisioner):
         cwd = str(kwargs.get("cwd") or os.getcwd())
         try:
             reply = server.ask({"op": "spawn", "argv": list(cmd[3:]), "env": env,
-                                "cwd": cwd})
+                                "cwd": cwd, "limit_s": notebook_limit()})
         except (OSError, ValueError):
             reply = {}
         if "pid" not in reply:
             return await super().launch_kernel(cmd, **kwargs)
-        self.process = ForkedProcess(
-            int(reply["pid"]), lambda pid: server.ask({"op": "status", "pid": pid}).get("code"))
+        self.process = ForkedProcess(int(reply["pid"]), lambda pid: _exit_code(server, pid))
+        _spawned.append((server, self.process.pid))
         self.pid = self.process.pid
         self.pgid = self.process.pid  # the child called setsid()
         self.cwd = cwd
@@ -208,3 +292,42 @@ class ForkExecute(Execute):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("kernel_manager_class", ForkKernelManager)
         super().__init__(*args, **kwargs)
+
+    def preprocess(self, nb, resources=None, km=None):
+        """Execute ``nb``; a notebook whose kernel its watcher stopped at the per-notebook
+        limit is returned as far as it ran, marked with :data:`TIME_LIMIT_KEY`, instead of
+        failing (which would cost the student's other notebooks of that assignment)."""
+        first = len(_spawned)
+        try:
+            return super().preprocess(nb, resources, km)
+        except Exception:
+            limit = next((got for got in (time_limit_hit(pid) for _, pid in _spawned[first:])
+                          if got is not None), None)
+            if limit is None:
+                raise
+            self.log.error("The kernel ran past the per-notebook limit of %s s and was "
+                           "stopped with everything it started", limit)
+            _mark_stopped(nb, float(limit))
+            return nb, resources
+
+
+def _mark_stopped(nb, limit):
+    """Mark ``nb``, stopped at the per-notebook limit ``limit`` (s): the limit in its
+    metadata, an error in every graded cell that did not finish (so nbgrader records 0
+    for it), and a note at the top with the reason, which its feedback opens with."""
+    from nbformat.v4 import new_markdown_cell, new_output
+
+    from .sandbox import time_limit_reason
+
+    reason = time_limit_reason(limit)
+    for cell in nb.cells:
+        graded = cell.get("metadata", {}).get("nbgrader", {}).get("grade")
+        if cell.cell_type == "code" and graded and cell.get("execution_count") is None:
+            cell.outputs = [new_output("error", ename="NotebookTimeLimit", evalue=reason,
+                                       traceback=[f"NotebookTimeLimit: {reason}"])]
+    note = new_markdown_cell(f"**Grading note.** {reason} This exercise scores no points. "
+                             "Ask your instructor if you think this is wrong.")
+    note["id"] = "autograder-grading-note"
+    nb.cells = [c for c in nb.cells if c.get("id") != "autograder-grading-note"]
+    nb.cells.insert(0, note)
+    nb.metadata[TIME_LIMIT_KEY] = limit

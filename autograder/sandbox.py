@@ -22,6 +22,12 @@ Here nbgrader never runs in the real course directory:
   with only the interpreter's installation bind-mounted back read-only; process-count,
   address-space, file-size and CPU limits apply; every process left under that user id is
   killed afterwards;
+* inside the run, each notebook's kernel is contained and limited on its own
+  (:mod:`autograder.kernel_fork`): its own PID, mount and IPC namespaces with fresh
+  temporary, home, IPython and Jupyter folders, and a hard wall-clock limit
+  (``SANDBOX_LIMITS["notebook_s"]``, passed as ``$AUTOGRADER_NOTEBOOK_LIMIT``) past which
+  it is killed with everything it started; such a notebook is graded as blank with
+  :func:`time_limit_reason`, and the student's other notebooks as usual;
 * without root none of the OS-level parts are possible: nbgrader still runs in the copy
   with a scratch gradebook (so nbgrader itself never writes to the real course), but code
   in a submission runs with the grader's own rights and could write wherever the grader
@@ -55,7 +61,18 @@ SANDBOX_LIMITS = {
     "memory_bytes": 8 << 30,     # address space of each process (RLIMIT_AS)
     "file_bytes": 256 << 20,     # largest file written (RLIMIT_FSIZE); also /tmp's size
     "wall_s": None,              # whole run; None: 120 s + the cell timeout per code cell
+    "notebook_s": None,          # one notebook's kernel and all it starts; None:
+                                 # NOTEBOOK_BASE_S + the cell timeout per code cell of
+                                 # the student's longest notebook
 }
+#: the part of the default per-notebook limit that does not depend on its cells
+NOTEBOOK_BASE_S = 30
+#: :data:`autograder.kernel_fork.LIMIT_ENV` and ``TIME_LIMIT_KEY`` (not imported: that
+#: module loads nbgrader)
+NOTEBOOK_LIMIT_ENV = "AUTOGRADER_NOTEBOOK_LIMIT"
+TIME_LIMIT_KEY = "autograder_time_limit_s"
+#: :data:`autograder.kernel_fork_server.PRELOAD_ENV`
+KERNEL_PRELOAD_ENV = "AUTOGRADER_KERNEL_PRELOAD"
 #: a student's submission of at least this many notebooks has its kernels forked from a
 #: warm process (:mod:`autograder.kernel_fork`); fewer start the usual way
 FORK_FROM_NOTEBOOKS = 3
@@ -321,6 +338,24 @@ def blank_with_reason(release_bytes, reason):
     return nbformat.writes(nb).encode("utf-8")
 
 
+def time_limit_reason(limit_s):
+    """The reason given for a notebook stopped at its per-notebook limit of ``limit_s``
+    seconds (in ``grading_issues.csv`` and at the top of its feedback)."""
+    return (f"While grading this notebook, its kernel (with everything it started) ran "
+            f"longer than the limit of {float(limit_s):g} s per notebook and was stopped.")
+
+
+def _time_limit_of(data):
+    """The per-notebook limit an autograded notebook (bytes) was stopped at, or None."""
+    import json
+
+    try:
+        value = json.loads(data.decode("utf-8")).get("metadata", {}).get(TIME_LIMIT_KEY)
+        return float(value) if value is not None else None
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
 def _code_cells(data):
     try:
         import nbformat
@@ -366,14 +401,16 @@ def grade_in_sandbox(job):
     try:
         for d in ("tmp", "runtime", "ipython", "mpl"):
             os.makedirs(os.path.join(home, d))
-        cells = 0
+        cells = longest = 0
         for a, parts in job["assignments"].items():
             sub = Path(course, "submitted", student, a)
             sub.mkdir(parents=True)
             for name, data in parts["files"].items():
                 (sub / Path(name).name).write_bytes(data)
                 if name.endswith(".ipynb"):
-                    cells += _code_cells(data)
+                    n = _code_cells(data)
+                    cells += n
+                    longest = max(longest, n)
             src = Path(course, "solutions", a)
             src.mkdir(parents=True)
             for rel, data in parts.get("source", {}).items():
@@ -386,16 +423,19 @@ def grade_in_sandbox(job):
         timeout = int(job["timeout"])
         wall = conf.limits["wall_s"] or 120 + timeout * max(cells, 1)
         env = _env(course, timeout, job["seed"], home)
+        env[NOTEBOOK_LIMIT_ENV] = str(float(
+            conf.limits["notebook_s"] or NOTEBOOK_BASE_S + timeout * max(longest, 1)))
         notebooks = sum(name.endswith(".ipynb") for parts in job["assignments"].values()
                         for name in parts["files"])
         if os.environ.get(KERNEL_FORK_ENV, "1") == "0":
             env[KERNEL_FORK_ENV] = "0"  # the grader's switch reaches the run
         else:
             # a warm kernel server comes free with a run the sandbox fork server starts;
-            # one started inside the run (about 5 s of CPU) pays off from the third notebook
+            # one started inside the run (about 5 s of CPU) pays off from the third
+            # notebook: before that it imports nothing, and only contains the kernels
             conf.server = _ready_sandbox_server(bool(job.get("fork_server", False)))
             if conf.server is None and notebooks < FORK_FROM_NOTEBOOKS:
-                env[KERNEL_FORK_ENV] = "0"
+                env[KERNEL_PRELOAD_ENV] = "0"
         policy = f"--LateSubmissionPlugin.penalty_method={job.get('late_policy', 'none')}"
 
         def restore_gradebook():
@@ -414,27 +454,40 @@ def grade_in_sandbox(job):
             restore_gradebook()
             cmd = [sys.executable, "-m", "nbgrader", *args, "--create", "--force", policy,
                    f"--CourseDirectory.root={course}"]
+            t0 = time.monotonic()
             code, out = conf.run(cmd, course, env, wall)
-            log.append(f"$ nbgrader {' '.join(args)}  (exit {code})\n{out}")
+            log.append(f"$ nbgrader {' '.join(args)}  (exit {code}, "
+                       f"{time.monotonic() - t0:.1f} s)\n{out}")
             return out
 
-        def done(a, name):
-            return read_inside(top, "course", "autograded", student, a, name) is not None
+        def outcome(a, name):
+            """(graded, the per-notebook limit it was stopped at or None)"""
+            data = read_inside(top, "course", "autograded", student, a, name)
+            return data is not None, None if data is None else _time_limit_of(data)
 
         first = nbgrader("autograde", "*", "--student", _glob.escape(student))
         for a, parts in sorted(job["assignments"].items()):
             for name in sorted(n for n in parts["files"] if n.endswith(".ipynb")):
-                if done(a, name):
+                graded, limit = outcome(a, name)
+                if graded and limit is None:
                     continue
                 stem = name[:-len(".ipynb")]
                 args = ("autograde", a, "--student", _glob.escape(student), "--notebook",
                         _glob.escape(stem))
-                if notebooks == 1:  # the first run was this notebook alone already
-                    text = first
-                else:  # alone, so that another notebook's failure cannot cost it
+                text = first  # with one notebook, the first run was this notebook alone
+                if not graded and notebooks > 1:
+                    # alone, so that another notebook's failure cannot cost it (one stopped
+                    # at its own limit is not run again: it would only hang again)
                     text = nbgrader(*args)
-                    if done(a, name):
+                    graded, limit = outcome(a, name)
+                    if graded and limit is None:
                         continue
+                if limit is not None:
+                    # graded already, marked by the kernel manager: its unfinished tests
+                    # score 0 and its feedback opens with the reason; the clean room grades
+                    # it as blank (no second run: it would only hang again)
+                    blanked.append((a, stem, time_limit_reason(limit)))
+                    continue
                 reason = f"While grading this notebook {_why_failed(text)}."
                 release = parts.get("release", {}).get(stem)
                 if release is None:
@@ -449,7 +502,7 @@ def grade_in_sandbox(job):
                 conf.own(path)
                 blanked.append((a, stem, reason))
                 nbgrader(*args)
-                if not done(a, name):
+                if not outcome(a, name)[0]:
                     ungraded.append((a, stem))
         autograded = {}
         for a, parts in job["assignments"].items():

@@ -140,8 +140,9 @@ def test_the_kernel_server_beside_the_run_is_its_child_in_its_sandbox(tmp_path, 
 
 def test_nbgrader_adopts_the_warm_kernel_server_and_its_kernels_never_see_it(tmp_path, server):
     """A notebook run by the kernel manager nbgrader uses, inside a forked run: the kernel
-    is forked by the adopted server (its parent is that server, a fork of the sandbox fork
-    server), and the variable naming the server's pipes is gone from its environment."""
+    is forked by the adopted server (its parent is that server's watcher of it, a fork of
+    a fork of the sandbox fork server), and the variable naming the server's pipes is gone
+    from its environment."""
     top = _top(tmp_path, "nb")
     home = top / "home"
     for d in ("tmp", "runtime", "ipython", "mpl"):
@@ -149,16 +150,24 @@ def test_nbgrader_adopts_the_warm_kernel_server_and_its_kernels_never_see_it(tmp
     conf = Confinement(str(top))
     conf.own(str(top))
     conf.server = server
+    # the kernel's parent is its watcher (outside the kernel's own PID namespace, where
+    # the kernel cannot see it): read from the run's side
     code = (
-        "import nbformat\nfrom nbclient import NotebookClient\n"
+        "import json, nbformat\nfrom nbclient import NotebookClient\n"
         "from autograder import kernel_fork\n"
-        "cell = nbformat.v4.new_code_cell(\"import os, json\\n"
-        "print(json.dumps([os.environ.get('" + FDS_ENV + "'), "
-        "open(f'/proc/{os.getppid()}/cmdline', 'rb').read().decode(errors='replace')]))\")\n"
+        "cell = nbformat.v4.new_code_cell(\"import os\\n"
+        "print(os.environ.get('" + FDS_ENV + "'))\")\n"
         "nb = nbformat.v4.new_notebook(cells=[cell])\n"
-        "NotebookClient(nb, timeout=60, kernel_name='python3',\n"
-        "               kernel_manager_class=kernel_fork.ForkKernelManager).execute()\n"
-        "print('KERNEL' + cell.outputs[0]['text'].strip())\n")
+        "client = NotebookClient(nb, timeout=60, kernel_name='python3',\n"
+        "                        kernel_manager_class=kernel_fork.ForkKernelManager)\n"
+        "with client.setup_kernel():\n"
+        "    client.execute_cell(cell, 0)\n"
+        "    pid = client.km.provisioner.process.pid\n"
+        "    status = dict(l.split(':', 1) for l in open(f'/proc/{pid}/status') if ':' in l)\n"
+        "    watcher = status['PPid'].strip()\n"
+        "    parent = open(f'/proc/{watcher}/cmdline', 'rb').read().decode(errors='replace')\n"
+        "seen = cell.outputs[0]['text'].strip()\n"
+        "print('KERNEL' + json.dumps([None if seen == 'None' else seen, parent]))\n")
     env = sandbox._env(str(top / "course"), 30, 1, str(home))
     rc, out = conf.run([sys.executable, "-c", code], str(top / "course"), env, 120)
     assert rc == 0, out
