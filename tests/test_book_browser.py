@@ -431,8 +431,8 @@ _AXE_RUN = f"axe.run(document, {{resultTypes: ['violations']}}).then({_AXE_VIOLA
 #: article; what does change on a phone is the header and the navigation (other buttons, a
 #: drawer), and those are checked. (axe runs one check at a time, so the two runs are
 #: chained.) Colour contrast is about three quarters of axe's time on a
-#: long chapter, so running it on the article once (at the laptop width) halves the
-#: accessibility test's cost.
+#: long chapter, so running it on the article once (at the laptop width) cuts about a third
+#: of the accessibility test's cost.
 _AXE_RUN_PHONE = f"""
 axe.run(document, {{rules: {{'color-contrast': {{enabled: false}}}}, resultTypes: ['violations']}})
 .then((first) => axe.run({{exclude: [['article.bd-article']]}},
