@@ -24,6 +24,7 @@ from autograder.codec import decode, encode
 from autograder.exercises import load
 
 sys.path.insert(0, str(Path(__file__).parent))
+from answer_notebooks import with_answer  # noqa: E402
 from autograder_cases import WRONG  # noqa: E402
 from worker_traces import sandbox_user_processes as _sandbox_user_processes  # noqa: E402
 from worker_traces import started_here, temp_root  # noqa: E402
@@ -385,15 +386,6 @@ def test_sandbox_limits_are_the_documented_defaults():
 
 
 # ---------------------------------------------------------------- end to end
-def _with_code(spec, code):
-    nb = nbformat.read(str(REPO_ROOT / "exercises" / spec.ASSIGNMENT / f"{spec.NAME}.ipynb"),
-                       as_version=4)
-    for cell in nb.cells:
-        if cell.metadata.get("nbgrader", {}).get("solution"):
-            cell.source = code
-    return nb
-
-
 #: the gradebook attack: at the top of the answer, overwrite every gradebook in reach,
 #: write into every other student's folders, the course root, a sentinel folder outside
 #: the course and the machine's /tmp and /dev/shm (paths filled in per test run)
@@ -458,7 +450,7 @@ def _grade_class(base, course_root, answers, workers=2):
             spec = load(ex)
             path = subs / student / spec.ASSIGNMENT / f"{ex}.ipynb"
             path.parent.mkdir(parents=True, exist_ok=True)
-            nbformat.write(_with_code(spec, code), str(path))
+            nbformat.write(with_answer(spec, code), str(path))
     course = Course(course_root, timeout=20, log=lambda *a: None)
     course.setup(EXERCISE_ASSIGNMENTS)
     import_roster(course, answers, base)

@@ -33,6 +33,7 @@ from autograder.course import Course
 from autograder.exercises import load
 
 sys.path.insert(0, str(Path(__file__).parent))
+from answer_notebooks import with_answer  # noqa: E402
 from course_roster import import_roster  # noqa: E402
 
 #: a class graded with nbgrader and the clean room: about a minute
@@ -111,15 +112,6 @@ if "ipykernel" in sys.modules:
 """.replace("PLACES", repr(PLACES))
 
 
-def _answer(spec, code):
-    nb = nbformat.read(str(REPO_ROOT / "exercises" / spec.ASSIGNMENT / f"{spec.NAME}.ipynb"),
-                       as_version=4)
-    for cell in nb.cells:
-        if cell.metadata.get("nbgrader", {}).get("solution"):
-            cell.source = code
-    return nb
-
-
 def _points(course, student, assignment, notebook):
     from nbgrader.api import Gradebook
 
@@ -147,7 +139,7 @@ def graded(tmp_path_factory):
             path = base / "subs" / student / a / f"{name}.ipynb"
             path.parent.mkdir(parents=True, exist_ok=True)
             code = solution_source(spec) + "\n" + extra[student].get(name, "")
-            nbformat.write(_answer(spec, code), str(path))
+            nbformat.write(with_answer(spec, code), str(path))
     import_roster(course, list(extra), base)
     course.collect(base / "subs")
     seconds = {}

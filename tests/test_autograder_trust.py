@@ -32,6 +32,7 @@ from autograder.course import Course, _late_text, scheduler_config
 from autograder.exercises import load
 
 sys.path.insert(0, str(Path(__file__).parent))
+from answer_notebooks import with_answer  # noqa: E402
 from course_roster import import_roster  # noqa: E402
 from dask_tls import (cluster_security, grader_tls, have_openssl,  # noqa: E402
                       make_credentials)
@@ -43,15 +44,6 @@ SLOW = pytest.mark.slow
 
 
 # ----------------------------------------------------------------- a small course
-def _answer(spec, code):
-    nb = nbformat.read(str(REPO_ROOT / "exercises" / spec.ASSIGNMENT / f"{spec.NAME}.ipynb"),
-                       as_version=4)
-    for cell in nb.cells:
-        if cell.metadata.get("nbgrader", {}).get("solution"):
-            cell.source = code
-    return nb
-
-
 @pytest.fixture(scope="module")
 def set_up(tmp_path_factory):
     """A course of the rank chapter, two honest students collected (set up once)."""
@@ -65,7 +57,7 @@ def set_up(tmp_path_factory):
     for student in ("ann", "ben"):
         path = base / "subs" / student / "rank" / "rank_bound.ipynb"
         path.parent.mkdir(parents=True)
-        nbformat.write(_answer(spec, solution_source(spec)), str(path))
+        nbformat.write(with_answer(spec, solution_source(spec)), str(path))
     import_roster(course, ["ann", "ben"], base)
     course.collect(base / "subs")
     return course
