@@ -246,7 +246,7 @@ def test_a_choice_at_an_edge_of_the_learning_rates_is_searched_beyond_it():
     grid = {"lr": [1e-4, 1e-3, 3e-3], "temperature": [0.1, 0.5]}
     assert plateau.edge_extension(grid, {"lr": 3e-3, "temperature": 0.1}, grid["lr"]) == \
         {"lr": [pytest.approx(9e-3)], "temperature": [0.1, 0.5]}
-    assert plateau.edge_extension(grid, {"lr": 1e-4}, grid["lr"])["lr"] == [pytest.approx(1e-4 / 3)]
+    assert plateau.edge_extension(grid, {"lr": 1e-4}, grid["lr"])["lr"] == [pytest.approx(1e-4 / 3, rel=1e-5)]
     assert plateau.edge_extension(grid, {"lr": 1e-3}, grid["lr"]) is None      # inside
     assert plateau.edge_extension({"lr": [1e-3]}, {"lr": 1e-3}, [1e-3]) is None  # no range
     assert plateau.edge_extension({"tau": [1]}, {"tau": 1}, []) is None          # no lr searched
@@ -254,6 +254,9 @@ def test_a_choice_at_an_edge_of_the_learning_rates_is_searched_beyond_it():
     tried = grid["lr"] + [9e-3]
     assert plateau.edge_extension(grid, {"lr": 9e-3}, tried)["lr"] == [pytest.approx(2.7e-2)]
     assert plateau.edge_extension(grid, {"lr": 3e-3}, tried) is None
+    # the value beyond is written as a person would write it, not as a float product
+    assert plateau.edge_extension({"lr": [3e-4, 1e-3]}, {"lr": 3e-4}, [3e-4, 1e-3])["lr"] == [1e-4]
+    assert plateau.edge_extension({"lr": [1e-3, 3e-3]}, {"lr": 3e-3}, [1e-3, 3e-3])["lr"] == [9e-3]
     with pytest.raises(ValueError, match="grid"):
         plateau.edge_extension(None, {"lr": 1}, [1, 2])
 

@@ -166,7 +166,8 @@ def edge_extension(grid, chosen, tried):
         beyond = float(lr) / 3.0
     else:
         return None
-    return {**grid, "lr": [beyond]}
+    # six significant digits: 3e-4 / 3 is 1e-4 in the record, not 9.999999999999999e-05
+    return {**grid, "lr": [float(f"{beyond:.6g}")]}
 
 
 def _merged(record, more):
