@@ -51,13 +51,14 @@ import nbformat
 import pytest
 
 import repeval_ref
-from autograder import REPO_ROOT, confine
+from autograder import confine
 from autograder.build import solution_source
 from autograder.checks import check_points
 from autograder.course import Course
 from autograder.exercises import load
 
 sys.path.insert(0, str(Path(__file__).parent))
+from answer_notebooks import with_answer  # noqa: E402
 from course_roster import import_roster  # noqa: E402
 from dask_tls import cluster_security, grader_tls, have_openssl, make_credentials  # noqa: E402
 from listener import listener as _listener, was_reached as _was_reached  # noqa: E402
@@ -173,13 +174,7 @@ def _outside_dir(name):
 
 
 def _notebook(ex, code):
-    spec = load(ex)
-    nb = nbformat.read(str(REPO_ROOT / "exercises" / spec.ASSIGNMENT / f"{ex}.ipynb"),
-                       as_version=4)
-    for cell in nb.cells:
-        if cell.metadata.get("nbgrader", {}).get("solution"):
-            cell.source = code
-    return nb
+    return with_answer(load(ex), code)
 
 
 def _reference_folder():
