@@ -81,7 +81,12 @@ def _check_uid(uid):
 
 
 def uid_processes(uid):
-    """Process ids (read from ``/proc``) whose real user id is ``uid``.
+    """Process ids (read from ``/proc``) whose real user id is ``uid``, zombies left out.
+
+    A zombie has ended and only waits for its parent to read its exit status: it runs
+    nothing, holds no memory and cannot be signalled, so it is not counted (a sandboxed run
+    that has just ended is one until the grader collects it; counting it made
+    :func:`kill_uid` wait out all its rounds, about 2 s, after every run).
 
     Parameters
     ----------
@@ -100,6 +105,8 @@ def uid_processes(uid):
         try:
             with open(f"/proc/{entry}/status") as fh:
                 for line in fh:
+                    if line.startswith("State:") and line.split()[1] in ("Z", "X"):
+                        break
                     if line.startswith("Uid:"):
                         if int(line.split()[1]) == uid:
                             pids.append(int(entry))

@@ -125,6 +125,9 @@ def readable_folders():
     return [os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, PACKAGE_DIR.parent)]
 
 
+from .sandbox_fork_server import NBGRADER_PRELOAD_ENV  # noqa: E402 - the server's switch
+
+
 class _SandboxServer(ForkServer):
     """This process's sandbox fork server (:mod:`autograder.sandbox_fork_server`): it
     imports what a kernel fork server imports once, then starts each student's nbgrader
@@ -135,7 +138,9 @@ class _SandboxServer(ForkServer):
         super().__init__(
             lambda fd: [sys.executable, "-c", RUN_BY_PATH, str(here / "sandbox_fork_server.py"),
                         confine.__file__, str(here / "kernel_fork_server.py"), str(fd)],
-            lambda home: _env("", 0, 0, home), "the sandbox fork server")
+            lambda home: {**_env("", 0, 0, home), **{
+                k: os.environ[k] for k in (NBGRADER_PRELOAD_ENV,) if k in os.environ}},
+            "the sandbox fork server")
 
     def spawn(self, request):
         """A :class:`~autograder.forked_process.ForkedProcess` for a run started with

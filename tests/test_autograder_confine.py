@@ -116,6 +116,38 @@ def test_kill_uid_leaves_no_process_of_that_user():
 
 
 @ROOT
+def test_a_zombie_is_not_a_process_left_to_kill():
+    """A sandboxed process that has ended but is not yet collected by its parent (a
+    zombie) is not listed, and kill_uid returns at once; a living one is listed."""
+    import time
+
+    uid = confine.new_uid()
+    start = confine.preexec_confined(uid=uid, mount=None, cpu_s=30, cpu_grace_s=1,
+                                     memory_bytes=1 << 30, file_bytes=1 << 20, processes=8)
+    python = confine.sandbox_python()[0]
+    proc = subprocess.Popen([python, "-I", "-S", "-c", "import time; time.sleep(60)"],
+                            preexec_fn=start, cwd="/")
+    try:
+        assert confine.uid_processes(uid) == [proc.pid]
+        os.kill(proc.pid, 9)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # not collected: a zombie
+            with open(f"/proc/{proc.pid}/status") as fh:
+                if any(line.split()[1] == "Z" for line in fh if line.startswith("State:")):
+                    break
+            time.sleep(0.01)
+        else:
+            pytest.fail("the killed process did not become a zombie")
+        assert confine.uid_processes(uid) == []
+        t0 = time.monotonic()
+        assert confine.kill_uid(uid)
+        assert time.monotonic() - t0 < 0.5   # no rounds waited out
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@ROOT
 def test_private_tmp_hides_the_machines_tmp_but_keeps_what_the_child_needs():
     import tempfile
 

@@ -40,13 +40,17 @@ own = socket.socket(); own.bind(("127.0.0.1", 0)); own.listen(1)
 socket.create_connection(own.getsockname(), timeout=2).close()
 fds = sorted(int(f) for f in os.listdir("/proc/self/fd"))
 fds = [f for f in fds if os.path.exists(f"/proc/self/fd/{f}")]  # not the listing's own
+kinds = {}
+for f in fds:
+    target = os.readlink(f"/proc/self/fd/{f}")
+    kinds[str(f)] = target.split(":")[0] if ":[" in target else target
 print("PROBE" + json.dumps({
     "uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(), "groups": os.getgroups(),
     "own_session": os.getsid(0) == os.getpid(), "cwd": os.getcwd(),
     "listing": sorted(os.listdir(".")), "env": dict(os.environ), "argv": sys.argv[1:],
     "tmp": sorted(os.listdir("/tmp")), "shm": sorted(os.listdir("/dev/shm")),
     "hidden": os.path.exists(HIDDEN), "limits": limits, "machine": machine,
-    "fds": fds,
+    "fds": fds, "fd_kinds": kinds,
 }), flush=True)
 """
 
@@ -73,34 +77,60 @@ def _top(tmp_path, name):
     return top
 
 
-def _probe(tmp_path, name, forked, server, port, hidden):
+def _probe(tmp_path, name, forked, server, port, hidden, nbgrader=False):
+    """What the probe saw in a run started by the server (``forked``) or from nothing; with
+    ``nbgrader``, the run is ``python -m nbgrader db student list`` and the probe is the
+    course's ``nbgrader_config.py``, which nbgrader executes as it starts (the server runs
+    that command line in its child, not executed)."""
     top = _top(tmp_path, name)
     conf = Confinement(str(top), hide=[str(hidden)])
+    code = PROBE.replace("PORT", str(port)).replace("HIDDEN", repr(str(hidden / "secret.txt")))
+    if nbgrader:
+        code = code.replace('"listing": sorted(os.listdir("."))',
+                            '"listing": sorted(os.listdir(".")), "path0": sys.path[0]')
+        (top / "course" / "nbgrader_config.py").write_text(code)
+        cmd = [sys.executable, "-m", "nbgrader", "db", "student", "list"]
+    else:
+        cmd = [sys.executable, "-c", code, "one", "two"]
     conf.own(str(top))
     conf.server = server if forked else None
-    code = PROBE.replace("PORT", str(port)).replace("HIDDEN", repr(str(hidden / "secret.txt")))
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(top), "LANG": "C.UTF-8"}
-    rc, out = conf.run([sys.executable, "-c", code, "one", "two"], str(top / "course"), env, 60)
+    # nbgrader runs the ``alembic`` script of its environment to make the gradebook
+    env = {"PATH": f"{os.path.dirname(sys.executable)}:/usr/bin:/bin", "HOME": str(top),
+           "LANG": "C.UTF-8"}
+    rc, out = conf.run(cmd, str(top / "course"), env, 60)
     line = next((x for x in out.splitlines() if x.startswith("PROBE")), None)
     assert rc == 0 and line, out
     return json.loads(line[len("PROBE"):]), conf
 
 
-def test_a_forked_run_is_the_run_started_from_nothing(tmp_path, server):
+@pytest.mark.parametrize("nbgrader", [False, True], ids=["executed", "nbgrader_in_the_child"])
+def test_a_forked_run_is_the_run_started_from_nothing(tmp_path, server, nbgrader):
     hidden = tmp_path / "real-course"
     hidden.mkdir()
     (hidden / "secret.txt").write_text("gradebook")
     srv = _listener()
     try:
-        started, _ = _probe(tmp_path, "a", False, server, srv.getsockname()[1], hidden)
-        forked, _ = _probe(tmp_path, "b", True, server, srv.getsockname()[1], hidden)
+        started, _ = _probe(tmp_path, "a", False, server, srv.getsockname()[1], hidden,
+                            nbgrader)
+        forked, _ = _probe(tmp_path, "b", True, server, srv.getsockname()[1], hidden,
+                           nbgrader)
     finally:
         srv.close()
+    if nbgrader:  # ``python -m`` puts the working folder first
+        assert forked.pop("path0").replace("/b/course", "/a/course") == started.pop("path0")
+        assert started["argv"] == ["db", "student", "list"]
     value = forked["env"].pop(FDS_ENV)
     requests, replies, pid = (int(x) for x in value.split(","))
     # the only difference: the kernel server's two pipe ends, left open for nbgrader
-    assert forked["fds"] == sorted(started["fds"] + [requests, replies])
-    del forked["fds"], started["fds"]
+    assert {requests, replies} <= set(forked["fds"])
+    assert [forked["fd_kinds"][str(f)] for f in (requests, replies)] == ["pipe", "pipe"]
+    if nbgrader:  # nbgrader's own descriptors, numbered around the pipes: compared by kind
+        rest = [k.replace("/b/course/", "/a/course/") for f, k in forked["fd_kinds"].items()
+                if int(f) not in (requests, replies)]
+        assert sorted(rest) == sorted(started["fd_kinds"].values())
+    else:
+        assert forked["fds"] == sorted(started["fds"] + [requests, replies])
+    del forked["fds"], started["fds"], forked["fd_kinds"], started["fd_kinds"]
     assert forked.pop("cwd").replace("/b/course", "/a/course") == started.pop("cwd")
     assert forked["env"].pop("HOME").endswith("/b") and started["env"].pop("HOME").endswith("/a")
     if ROOT:  # each run has a user id of its own
@@ -109,7 +139,7 @@ def test_a_forked_run_is_the_run_started_from_nothing(tmp_path, server):
             info.pop("euid"), info.pop("gid")
     assert forked == started
     assert started["own_session"] and started["machine"] == "unreachable"
-    assert started["listing"] == ["answer.txt"]
+    assert started["listing"] == ["answer.txt"] + ["nbgrader_config.py"] * nbgrader
     if ROOT:
         # the private /tmp holds only the way back to the folders bound back in it
         assert set(started["tmp"]) <= allowed_in_private_tmp(tmp_path)
@@ -228,3 +258,56 @@ def test_the_server_refuses_requests_it_cannot_serve(server):
     assert "error" in server.ask({"op": "status"})
     assert "error" in server.ask({"op": "spawn", "argv": [], "env": {}, "cwd": "/",
                                   "limits": {}}, fds=(0,))
+
+
+#: the top-level modules that nbgrader's imports bring and a kernel server does not hold
+NBGRADER_ONLY = ("nbgrader", "nbconvert", "nbclient", "sqlalchemy", "alembic", "bleach",
+                 "urllib3", "requests")
+
+
+def test_a_kernel_beside_nbgrader_run_in_the_child_holds_none_of_its_imports(tmp_path, server):
+    """The server imports nbgrader's modules and runs ``python -m nbgrader`` in its child;
+    the kernel server forked beside that run drops them again: a kernel forked from it
+    imports none of them, and has none of the warnings filters, import hooks or path
+    entries they added. The probe is the course's ``nbgrader_config.py``, which the
+    nbgrader run executes; it runs a cell in a kernel of the adopted server."""
+    top = _top(tmp_path, "nbk")
+    home = top / "home"
+    for d in ("tmp", "runtime", "ipython", "mpl"):
+        (home / d).mkdir(parents=True)
+    cell = ("import json, sys, warnings\n"
+            f"tops = {NBGRADER_ONLY!r}\n"
+            "print('STATE' + json.dumps({\n"
+            "    'modules': sorted(m for m in sys.modules if m.split('.')[0] in tops),\n"
+            "    'filters': [str(f[2]) for f in warnings.filters\n"
+            "                if any(t in str(f[2]) + str(f[3]) for t in tops)],\n"
+            "    'hooks': [repr(h) for h in sys.meta_path if 'six' in repr(h)],\n"
+            "    'path': [p for p in sys.path if '_vendor' in p]}))\n")
+    probe = (  # nbgrader loads the file once per (sub)command: the probe runs once
+        "import os\nif not os.environ.get('PROBED'):\n    os.environ['PROBED'] = '1'\n"
+        "    exec(compile(PROBE, 'probe', 'exec'))\n")
+    body = (
+        "import nbformat\nfrom nbclient import NotebookClient\n"
+        "from autograder import kernel_fork\n"
+        f"cell = nbformat.v4.new_code_cell({cell!r})\n"
+        "nb = nbformat.v4.new_notebook(cells=[cell])\n"
+        "client = NotebookClient(nb, timeout=60, kernel_name='python3',\n"
+        "                        kernel_manager_class=kernel_fork.ForkKernelManager)\n"
+        "with client.setup_kernel():\n"
+        "    client.execute_cell(cell, 0)\n"
+        "    print('ADOPTED', client.km.provisioner.__class__.__name__)\n"
+        "print(cell.outputs[0]['text'].strip())\n"
+        "import sys\nprint('RUN_HOLDS', 'numpy' in sys.modules, flush=True)\n")
+    (top / "course" / "nbgrader_config.py").write_text(f"PROBE = {body!r}\n" + probe)
+    conf = Confinement(str(top))
+    conf.own(str(top))
+    conf.server = server
+    env = sandbox._env(str(top / "course"), 30, 1, str(home))
+    # (the command itself then fails on the missing gradebook: only the probe matters)
+    rc, out = conf.run([sys.executable, "-m", "nbgrader", "db", "student", "list"],
+                       str(top / "course"), env, 120)
+    # the run itself is the server's child, with the kernel server's imports (NumPy): it
+    # was not executed
+    assert "RUN_HOLDS True" in out, out
+    state = json.loads(out.split("STATE", 1)[1].splitlines()[0])
+    assert state == {"modules": [], "filters": [], "hooks": [], "path": []}, state
