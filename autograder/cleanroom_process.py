@@ -596,7 +596,7 @@ class RemoteFunction:
         high = box.peak_rss() if watch else None
         if "dead" in msg:
             if "did not return" in msg["dead"]:
-                raise CheckTimeout()
+                raise CheckTimeout(float(box.limits["call_s"]))
             raise RuntimeError(msg["dead"])
         if "error" in msg:
             _raise_like(msg["error"])

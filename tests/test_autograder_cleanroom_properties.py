@@ -260,6 +260,17 @@ def test_a_check_that_outlives_its_call_ends_the_child_instead_of_reading_a_late
         assert box.dead and "did not return" in box.dead
 
 
+def test_a_call_past_its_own_limit_is_named_with_that_limit():
+    """A call that runs past the clean room's per-call limit (1 s here) inside a check whose
+    own limit is longer (60 s) is reported with the limit that fired."""
+    src = "import time\n\ndef rank_bound(H, y, n_classes):\n    time.sleep(30)\n"
+    with Sandbox(src, {**FAST, "call_s": 1.0}) as box:
+        f = run_check("rank_bound/properties", remote_function(box, "rank_bound"), 1,
+                      time_limit=60)
+    assert f[0].points == 0
+    assert "stopped after 1 s (one call of your function)" in f[0].message, f[0].message
+
+
 # ------------------------------------------------------------------ memory checks
 def _the_only_cell_short(spec, code, check):
     """The clean room's verdict of ``check`` on ``code``, asserting that no other cell of

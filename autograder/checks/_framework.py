@@ -111,7 +111,13 @@ class NotWritten(Exception):
 
 class CheckTimeout(BaseException):
     """The time limit of a check ran out (raised by an interval timer; BaseException so
-    that a student's ``except Exception`` cannot swallow it)."""
+    that a student's ``except Exception`` cannot swallow it). ``seconds``: the limit that
+    ran out when it is not the check's own (one call's limit in the clean room), else
+    None."""
+
+    def __init__(self, seconds=None):
+        super().__init__(seconds)
+        self.seconds = seconds
 
 
 @dataclasses.dataclass
@@ -303,10 +309,12 @@ def run_check(name, student_fn, seed=None, time_limit=None):
     try:
         with _time_limit(time_limit):
             findings = list(_quiet_call(reg.func, student_fn, rng))
-    except CheckTimeout:
+    except CheckTimeout as exc:
+        limit = exc.seconds if exc.seconds is not None else time_limit
+        what = "one call of your function" if exc.seconds is not None else "this check"
         return [Finding(reg.summary, 0.0, reg.points, False,
-                        f"stopped after {time_limit:g} s: your function did not return in "
-                        "time (an infinite loop, or far too slow for these small inputs)")]
+                        f"stopped after {limit:g} s ({what}): your function did not return "
+                        "in time (an infinite loop, or far too slow for these small inputs)")]
     except (StudentError, NotWritten) as exc:
         return [Finding(reg.summary, 0.0, reg.points, False, str(exc))]
     except Exception as exc:  # a bug in the check must not stop grading
