@@ -47,6 +47,9 @@ _EXPORTS = {
     "unfold_batchnorm": "batchnorm",
     # PyTorch reference loop (repeval_ref.torch)
     "frozen_features": "torch",
+    "carve_validation": "torch.tuning",
+    "train_with_validation": "torch.tuning",
+    "select_on_validation": "torch.tuning",
     "rank_bound": "probe_rank",
     "soft_rank_floor": "probe_rank",
     "norm_constrained_residual": "probe_rank",
