@@ -11,8 +11,10 @@ which it succeeds. The tests then
   modified (both by comparing with copies and by passing read-only arrays) and that
   no NaN comes out.
 
-The PyTorch loop (``frozen_features``) and the ``MinibatchCKA`` accumulator class have
-their own bad-input tests in ``tests/test_torch_*.py`` and ``tests/test_similarity*.py``,
+The PyTorch loop (``frozen_features``), the validation search of fine-tuning
+(``carve_validation``, ``train_with_validation``, ``select_on_validation``) and the
+``MinibatchCKA`` accumulator class have their own bad-input tests in
+``tests/test_torch_*.py`` and ``tests/test_similarity*.py``,
 and the generators of ``repeval_ref.datasets`` theirs in ``tests/test_datasets.py``
 (the two that take arrays are checked for mutation at the end of this file).
 """
@@ -165,7 +167,8 @@ VALID = {
                                    n_boot=50, seed=0, level=0.9),
 }
 
-NOT_COVERED_HERE = {"frozen_features", "MinibatchCKA"}  # see the module docstring
+NOT_COVERED_HERE = {"frozen_features", "MinibatchCKA",  # see the module docstring
+                    "train_with_validation", "select_on_validation", "carve_validation"}
 
 # Array arguments of each function and their kind: "f" float features, "y" labels,
 # "b" 0/1 correctness vectors, "v" a float vector whose ndim is checked.
