@@ -54,6 +54,7 @@ from . import PACKAGE_DIR, confine
 from .fork_client import RUN_BY_PATH, ForkServer, ServerSlot
 from .forked_process import ForkedProcess
 from .safe_files import Refused, read_regular
+from .sandbox_fork_server import NBGRADER_PRELOAD_ENV  # the server's switch (stdlib only)
 
 #: limits of one student's nbgrader run (nbgrader, its kernel and their children)
 SANDBOX_LIMITS = {
@@ -123,9 +124,6 @@ def readable_folders():
     """What a student's nbgrader run reads besides its sandbox folder: the interpreter's
     installation and the project (nbgrader's configuration and the hidden checks)."""
     return [os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, PACKAGE_DIR.parent)]
-
-
-from .sandbox_fork_server import NBGRADER_PRELOAD_ENV  # noqa: E402 - the server's switch
 
 
 class _SandboxServer(ForkServer):
