@@ -156,11 +156,21 @@ def _dask_settings(config):
 def _verify_one(exercise, nb, seed, limits, hide=()):
     """Clean-room verdicts of one notebook (module level, so that a worker process of
     :meth:`Course.verify` can run it from plain, picklable arguments); ``hide``: folders
-    the answer must not see (the course)."""
+    the answer must not see (the course).
+
+    The reference's side of the checks runs on one BLAS/OpenMP thread, as the answer's
+    side does in its clean-room child: the checks' problems are small (a logistic
+    regression of 150 rows), on which a second thread only spins against the other
+    workers (one logistic-regression fit of the linear-probe checks took 82 ms with two
+    threads and 17 ms with one on a busy 2-core machine), and both sides then take the
+    same arithmetic path."""
+    from threadpoolctl import threadpool_limits
+
     from .cleanroom import verify_notebook
     from .exercises import load
 
-    return verify_notebook(load(exercise), nb, seed, limits, hide)
+    with threadpool_limits(limits=1):
+        return verify_notebook(load(exercise), nb, seed, limits, hide)
 
 
 def run_nbgrader(root, *args, timeout=None, env_extra=None, log=None):

@@ -5,6 +5,20 @@ import tempfile
 
 import pytest
 
+#: one BLAS/OpenMP thread in every test process and in every process a test starts (they
+#: inherit the environment). ``make test`` runs two workers on two cores, and each grading
+#: test runs kernels, clean-room children and verifier workers beside its own process: a
+#: second BLAS thread per process only spins against the other jobs. On the small problems
+#: of the suite (a logistic regression of 150 rows, a 200 x 8 k-NN) OpenBLAS's threads cost
+#: far more than they compute: one hints file took 74 s of CPU with two threads and 36 s
+#: with one. Tests that need more threads (the thread limits of ``repeval_ref.cli.suite``,
+#: the k-NN's restored pools) raise them themselves (:func:`two_threads`); the pooled k-NN
+#: paths are tested with their worker count set explicitly. A variable the caller has
+#: already set is kept.
+ONE_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+for _var in ONE_THREAD_VARS:
+    os.environ.setdefault(_var, "1")
+
 
 def _worker_tmpdir():
     """Under pytest-xdist, give each worker its own temporary folder.
@@ -93,6 +107,21 @@ def one_torch_thread():
     n = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture
+def two_threads():
+    """Two BLAS and two torch threads for the test (the suite runs at one, see
+    :data:`ONE_THREAD_VARS`), so that a test of a thread limit sees it change something;
+    the counts before are restored after it."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(2)
+    with threadpool_limits(2):
+        yield
     torch.set_num_threads(n)
 
 

@@ -376,3 +376,21 @@ def test_run_visible_names_its_bad_arguments():
     with Sandbox(solution_source(spec), FAST) as box:
         with pytest.raises(ValueError, match="seconds"):
             run_visible(spec, box, 0)
+
+
+def test_the_reference_side_of_a_verification_runs_on_one_thread(monkeypatch, two_threads):
+    """``course._verify_one`` holds BLAS and OpenMP at one thread while it verifies (the
+    answer's clean-room child runs at one too), and gives the grader its threads back."""
+    from threadpoolctl import threadpool_info
+
+    import autograder.cleanroom as cleanroom
+    from autograder.course import _verify_one
+
+    seen = []
+    monkeypatch.setattr(cleanroom, "verify_notebook",
+                        lambda *a, **k: seen.append([p["num_threads"] for p in threadpool_info()]))
+    before = [p["num_threads"] for p in threadpool_info()]
+    assert max(before) == 2
+    _verify_one("rank_bound", None, 0, {})
+    assert seen == [[1] * len(before)]
+    assert [p["num_threads"] for p in threadpool_info()] == before

@@ -355,7 +355,7 @@ def test_the_phases_are_timed_and_add_up_to_less_than_the_whole(run):
     assert sum(t.values()) <= run["json"]["seconds"] + 0.05
 
 
-def test_threads_are_limited_inside_the_context_and_restored_after():
+def test_threads_are_limited_inside_the_context_and_restored_after(two_threads):
     import torch
     from threadpoolctl import threadpool_info
 

@@ -113,7 +113,7 @@ def test_curve_equals_knn_classify_on_tiles(small_tiles):
         np.testing.assert_array_equal(row, knn_classify(train, train_y, test, k, 0.2, 5, block_size=4))
 
 
-def test_blas_threads_are_restored():
+def test_blas_threads_are_restored(two_threads):
     from threadpoolctl import threadpool_info
 
     before = [(i["filepath"], i["num_threads"]) for i in threadpool_info()]
