@@ -56,6 +56,9 @@ class CellVerdict:
     points: float | None      # None: not verifiable here (nbgrader's score stands)
     max_points: float
     message: str
+    #: what the answer tried beyond its room (:attr:`Sandbox.noticed`), the same list on
+    #: every cell of the notebook
+    noticed: list = dataclasses.field(default_factory=list)
 
 
 def static_imports(source):
@@ -192,7 +195,7 @@ def verify_source(spec, source, seed, limits=None, hide=()):
         nbgrader grade ids of :func:`autograder.build.grade_ids`.
     """
     from .build import grade_ids
-    from .checks import check_points, format_findings, run_check
+    from .checks import check_points
 
     ids = grade_ids(spec)
     limits = {**DEFAULT_LIMITS, **(limits or {})}
@@ -203,42 +206,52 @@ def verify_source(spec, source, seed, limits=None, hide=()):
     if banned:
         msg = forbidden_message(banned)
         return [CellVerdict(g, 0.0, p, msg) for g, p in cells]
-    out = []
     with Sandbox(source, limits, hide) as box:
-        start = box.started
-        if "dead" in start or "error" in start:
-            if "error" in start:
-                e = start["error"]
-                why = f"running your code raised {e['type']}: {e['message']}"
-            else:
-                why = start["dead"]
-            if box.forbidden:
-                why = forbidden_message(box.forbidden)
-            return [CellVerdict(g, 0.0, p, why) for g, p in cells]
-        out.append(run_visible(spec, box, limits["call_s"] * 4))
-        for check in spec.HIDDEN:
-            func = check.split("/", 1)[0]
-            pts = check_points(check)
-            if box.dead and "did not return" in box.dead:
-                out.append(CellVerdict(ids[check], 0.0, pts,
-                                       f"not run: {func} timed out in an earlier check"))
-                continue
-            if box.dead and "wall-clock limit" in box.dead:
-                out.append(CellVerdict(ids[check], 0.0, pts, f"not run: {box.dead}"))
-                continue
-            box.unsupported = None
-            findings = run_check(check, remote_function(box, func), seed,
-                                 time_limit=limits["call_s"] * 10)
-            if box.unsupported:   # this check passes a model or a callable: not verifiable
-                out.append(CellVerdict(ids[check], None, pts,
-                                       f"not verified in the clean room (it passes "
-                                       f"{box.unsupported}); nbgrader's score stands"))
-                continue
-            got = float(sum(f.points for f in findings))
-            out.append(CellVerdict(ids[check], got, pts, format_findings(check, findings, seed)))
+        out = _verify_in(spec, box, cells, ids, seed, limits)
+    for v in out:
+        v.noticed = list(box.noticed)
+    return out
+
+
+def _verify_in(spec, box, cells, ids, seed, limits):
+    """The verdicts of :func:`verify_source`, the answer held by ``box``."""
+    from .checks import check_points, format_findings, run_check
+
+    out = []
+    start = box.started
+    if "dead" in start or "error" in start:
+        if "error" in start:
+            e = start["error"]
+            why = f"running your code raised {e['type']}: {e['message']}"
+        else:
+            why = start["dead"]
         if box.forbidden:
-            msg = forbidden_message(box.forbidden)
-            out = [CellVerdict(v.grade_id, 0.0, v.max_points, msg) for v in out]
+            why = forbidden_message(box.forbidden)
+        return [CellVerdict(g, 0.0, p, why) for g, p in cells]
+    out.append(run_visible(spec, box, limits["call_s"] * 4))
+    for check in spec.HIDDEN:
+        func = check.split("/", 1)[0]
+        pts = check_points(check)
+        if box.dead and "did not return" in box.dead:
+            out.append(CellVerdict(ids[check], 0.0, pts,
+                                   f"not run: {func} timed out in an earlier check"))
+            continue
+        if box.dead and "wall-clock limit" in box.dead:
+            out.append(CellVerdict(ids[check], 0.0, pts, f"not run: {box.dead}"))
+            continue
+        box.unsupported = None
+        findings = run_check(check, remote_function(box, func), seed,
+                             time_limit=limits["call_s"] * 10)
+        if box.unsupported:   # this check passes a model or a callable: not verifiable
+            out.append(CellVerdict(ids[check], None, pts,
+                                   f"not verified in the clean room (it passes "
+                                   f"{box.unsupported}); nbgrader's score stands"))
+            continue
+        got = float(sum(f.points for f in findings))
+        out.append(CellVerdict(ids[check], got, pts, format_findings(check, findings, seed)))
+    if box.forbidden:
+        msg = forbidden_message(box.forbidden)
+        out = [CellVerdict(v.grade_id, 0.0, v.max_points, msg) for v in out]
     return out
 
 

@@ -83,6 +83,88 @@ class _Tracer:
             setattr(self, name, getattr(tracemalloc, name))
 
 
+#: path components an answer has no business opening, wherever they lie (a copy of the
+#: course installed into the site-packages, the course's solutions, its gradebook)
+WATCHED_NAMES = FORBIDDEN + ("repeval_book", "solutions", "gradebook.db")
+#: the most notices one child keeps (the first ones; an answer that loops over a folder
+#: does not flood the grader)
+MAX_NOTICES = 20
+
+
+class Watch:
+    """Audit hook (:func:`sys.addaudithook`, which no Python code can take back) noting
+    what the answer tries beyond its room: opening or listing a path outside the room,
+    the Python installation and ``site``, or any path through a :data:`WATCHED_NAMES`
+    folder; a network connection, bind or datagram; starting a process; loading a
+    shared library through :mod:`ctypes` from the answer's own code. Each notice is a
+    short text in :attr:`noticed` (at most :data:`MAX_NOTICES`), sent to the grader with
+    every reply, which names them in ``grading_issues.csv``.
+
+    It prevents nothing (the confinement does: the course is not mounted, there is no
+    network); it names what an answer tried, so that an attack that failed is still
+    seen. An answer that reaches into this object (through :mod:`gc`) could empty its
+    list; :class:`RefuseForbidden`'s record is kept apart from it.
+    """
+
+    def __init__(self, allowed):
+        self.allowed = tuple(dict.fromkeys(os.path.join(os.path.abspath(a), "")
+                                           for a in allowed if a))
+        # what the libraries read about the machine (scikit-learn's and torch's CPU
+        # counts, the allocator's map), and the room through the child's working folder
+        self.devices = ("/dev/null", "/dev/urandom", "/dev/random", "/proc/stat",
+                        "/proc/cpuinfo", "/proc/meminfo", "/proc/self/maps",
+                        "/proc/self/status")
+        self.allowed += ("/sys/devices/system/cpu/", "/sys/fs/cgroup/", "/proc/self/cwd/")
+        self.noticed = []
+        self._stdlib = (os.path.dirname(os.__file__), "<frozen")
+
+    def _note(self, text):
+        if text not in self.noticed and len(self.noticed) < MAX_NOTICES:
+            self.noticed.append(text)
+
+    def _outside(self, path):
+        if isinstance(path, int):
+            return False
+        try:
+            path = os.fsdecode(path)
+        except (TypeError, ValueError):
+            return True
+        full = os.path.abspath(path)
+        parts = full.split(os.sep)
+        if any(name in parts for name in WATCHED_NAMES):
+            return True
+        if full in self.devices:
+            return False
+        return not os.path.join(full, "").startswith(self.allowed)
+
+    def _from_answer(self):
+        """Whether the innermost frame outside the standard library is the answer's."""
+        frame = sys._getframe(2)
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if not name.startswith(self._stdlib):
+                return name == "answer.py"
+            frame = frame.f_back
+        return False
+
+    def __call__(self, event, args):
+        try:
+            if event in ("open", "os.listdir", "os.scandir"):
+                if args and self._outside(args[0]):
+                    verb = "open" if event == "open" else "list"
+                    self._note(f"{verb} {os.fsdecode(args[0]) if not isinstance(args[0], int) else args[0]}")
+            elif event in ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"):
+                self._note(f"{event.split('.')[1]} to {args[1]!r}"[:200])
+            elif event in ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",
+                           "os.spawn", "os.fork", "os.forkpty", "pty.spawn"):
+                self._note(f"start a process ({event})")
+            elif event in ("ctypes.dlopen", "ctypes.dlsym") and self._from_answer():
+                what = args[0] if event == "ctypes.dlopen" else args[-1]
+                self._note(f"load native code through ctypes ({event} {what!r})"[:200])
+        except Exception:  # the hook must never break the answer's own call
+            pass
+
+
 class RefuseForbidden:
     """Import hook (first on ``sys.meta_path``) refusing :data:`FORBIDDEN` packages and
     recording each attempt in :attr:`attempts`."""
@@ -126,6 +208,9 @@ def main(argv):
     sys.meta_path.insert(0, refuse)
     sys.path[:] = [p for p in sys.path if p and "site-packages" not in p] + [site]
     codec = load_codec(os.path.join(os.path.dirname(argv[0]), "codec.py"))
+    watch = Watch((os.getcwd(), site, sys.prefix, sys.base_prefix, sys.exec_prefix,
+                   sys.base_exec_prefix))
+    sys.addaudithook(watch)
 
     proto_in = os.fdopen(os.dup(0), "r")
     proto_out = os.fdopen(os.dup(1), "w")
@@ -139,7 +224,8 @@ def main(argv):
 
     def fail(exc):
         return {"error": {"type": type(exc).__name__, "message": str(exc)[:2000],
-                          "where": where(exc.__traceback__)}, "forbidden": refuse.attempts}
+                          "where": where(exc.__traceback__)}, "forbidden": refuse.attempts,
+                "noticed": watch.noticed}
 
     def send(msg):
         proto_out.write(json.dumps(msg) + "\n")
@@ -156,7 +242,7 @@ def main(argv):
     try:
         code = open("answer.py").read()
         exec(compile(code, "answer.py", "exec"), ns)
-        send({"ok": True, "forbidden": refuse.attempts})
+        send({"ok": True, "forbidden": refuse.attempts, "noticed": watch.noticed})
     except BaseException as exc:
         send(fail(exc))
     for line in proto_in:
@@ -182,7 +268,8 @@ def main(argv):
             send({"result": enc(out), "args": [enc(a) for a in args],
                   "kwargs": {k: enc(v) for k, v in kwargs.items()},
                   "warnings": [str(w.message) for w in caught][:50],
-                  "peak_bytes": peak, "forbidden": refuse.attempts})
+                  "peak_bytes": peak, "forbidden": refuse.attempts,
+                  "noticed": watch.noticed})
         except BaseException as exc:
             send(fail(exc))
 

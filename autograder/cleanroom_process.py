@@ -39,6 +39,8 @@ from . import REPO_ROOT, cleanroom_child, codec, confine
 from .fork_client import ForkServer, ServerSlot
 from .forked_process import ForkedProcess
 
+MAX_NOTICES = cleanroom_child.MAX_NOTICES
+
 __all__ = ["DEFAULT_LIMITS", "FORK_ENV", "RemoteFunction", "Sandbox", "fork_server_ready",
            "remote_function", "start_fork_server"]
 
@@ -157,6 +159,11 @@ class Sandbox:
         level raised) or ``{"dead": reason}``.
     forbidden : list of str
         Forbidden imports the answer attempted so far.
+    noticed : list of str
+        What the answer tried beyond its room so far (paths it opened or listed outside
+        it, connections, processes, native code), as the child's audit hook
+        (:class:`autograder.cleanroom_child.Watch`) noted it; at most
+        :data:`~autograder.cleanroom_child.MAX_NOTICES`.
     dead : str or None
         Why the child is gone (it is then closed).
     unsupported : str or None
@@ -218,6 +225,7 @@ class Sandbox:
         self._watched = 0
         self._watch_others(None)
         self.forbidden = []
+        self.noticed = []
         self.dead = None
         self.unsupported = None
         self.started = self._receive(self.limits["start_s"])
@@ -302,6 +310,11 @@ class Sandbox:
         for name in forbidden if isinstance(forbidden, list) else ["(garbled list)"]:
             if str(name) not in self.forbidden:
                 self.forbidden.append(str(name))
+        noticed = msg.get("noticed", [])
+        for what in noticed if isinstance(noticed, list) else ["(garbled list)"]:
+            what = str(what)[:200]
+            if what not in self.noticed and len(self.noticed) < MAX_NOTICES:
+                self.noticed.append(what)
         return msg
 
     def request(self, req, seconds, watch=False):

@@ -153,6 +153,14 @@ def _dask_settings(config):
     return dask.config.set(config)
 
 
+def noticed_message(noticed):
+    """The ``grading_issues.csv`` line for what an answer tried beyond its clean room
+    (:attr:`autograder.cleanroom.CellVerdict.noticed`)."""
+    return ("in the clean room the answer tried to " + "; ".join(noticed) +
+            " (an answer to the exercise has no reason to: look for an attempt on the "
+            "reference package, the course, the grader or the network)")
+
+
 def _verify_one(exercise, nb, seed, limits, hide=()):
     """Clean-room verdicts of one notebook (module level, so that a worker process of
     :meth:`Course.verify` can run it from plain, picklable arguments); ``hide``: folders
@@ -1156,6 +1164,10 @@ class Course:
                 verdicts[key] = _verify_one(key[2], answers[key], seed, limits, hide)
             verdicts = {key: verdicts[key] for key in keys}
         policy = self.term().get("late_policy", "mark")
+        for (student, assignment, notebook), cells in verdicts.items():
+            noticed = next((v.noticed for v in cells if v.noticed), [])
+            if noticed:
+                self.record_issue(student, assignment, notebook, noticed_message(noticed))
         with Gradebook(self.shared_db_url()) as gb:
             for (student, assignment, notebook), cells in verdicts.items():
                 kernel_total = verifier_total = top = 0.0

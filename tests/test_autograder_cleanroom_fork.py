@@ -219,3 +219,61 @@ def test_fresh_process_names_a_bad_environment():
 
     with pytest.raises(ValueError, match="env"):
         fresh_process(["PATH=/bin"])
+
+
+def test_honest_answers_are_noticed_for_nothing(kind):
+    """The top level of every exercise's solution in one child (every library they
+    import), and, in a forked child, the calls of two whole verifications (scikit-learn
+    and torch at work): nothing beyond the room."""
+    from autograder.exercises import EXERCISES
+
+    every = "\n\n".join(solution_source(load(name)) for name in EXERCISES)
+    with _sandbox(every, kind) as box:
+        assert box.started["ok"], box.started
+        assert box.noticed == [] and box.started["noticed"] == []
+    for name in ("linear_probe_done_right", "frozen_features") if kind == "forked" else ():
+        verdicts = verify_source(load(name), solution_source(load(name)), SEED, FAST)
+        assert all(v.points == v.max_points for v in verdicts), verdicts
+        assert all(v.noticed == [] for v in verdicts), verdicts
+
+
+#: an answer that tries, one after the other, what the clean room hides or refuses
+TRIES = '''
+import ctypes, importlib.util, os, socket, subprocess
+
+def _try(f):
+    try:
+        f()
+    except BaseException:
+        pass
+
+_try(lambda: open({init!r}).read())
+_try(lambda: importlib.util.spec_from_file_location("_r", {init!r}).loader.get_data({init!r}))
+_try(lambda: open("/proc/self/root" + {init!r}))
+_try(lambda: os.listdir("/var/tmp"))
+_try(lambda: socket.create_connection(("127.0.0.1", 9), timeout=0.5))
+_try(lambda: subprocess.run(["true"]))
+_try(lambda: ctypes.CDLL(None).malloc)
+for _i in range(100):
+    _try(lambda: open("/etc/nothing-%d" % _i))
+
+def rank_bound(H, y, n_classes):
+    return 0.0, 0
+'''
+
+
+def test_what_an_answer_tries_beyond_its_room_is_noticed(kind):
+    init = str(Path(cp.REPO_ROOT, "repeval_ref", "__init__.py"))
+    with _sandbox(TRIES.format(init=init), kind) as box:
+        assert box.started["ok"], box.started
+        noticed = list(box.noticed)
+    assert noticed[:7] == [f"open {init}", f"open /proc/self/root{init}", "list /var/tmp",
+                           "connect to ('127.0.0.1', 9)", "start a process (subprocess.Popen)",
+                           "load native code through ctypes (ctypes.dlopen None)",
+                           "load native code through ctypes (ctypes.dlsym 'malloc')"]
+    assert len(noticed) == cp.MAX_NOTICES                       # the flood is cut short
+    assert noticed[7:] == [f"open /etc/nothing-{i}" for i in range(cp.MAX_NOTICES - 7)]
+    verdicts = verify_source(load("rank_bound"), TRIES.format(init=init), SEED, FAST)
+    assert sum(v.points for v in verdicts) == 0.0
+    assert all(v.noticed == verdicts[0].noticed for v in verdicts)
+    assert verdicts[0].noticed[:2] == [f"open {init}", f"open /proc/self/root{init}"]

@@ -29,11 +29,11 @@ student        attack (issue 30)                                            unde
 =============  ===========================================================  ===========
 
 Each attack scores 0 on each exercise and changes nothing outside its sandbox; every
-attack the grader can observe (a score that differs between the kernel and the clean
-room, a crashed run, a refused link, a claimed time) is named in ``grading_issues.csv``
-for each exercise; the honest students keep full marks. What ``snoop`` tries leaves no
-trace the grader could see (an open or a connect that fails), so it is not named; that
-it got nothing, and left nothing, is checked from outside. The visible-test patch and
+attack is named in ``grading_issues.csv`` for each exercise (a score that differs between
+the kernel and the clean room, a crashed run, a refused link, a claimed time, and what
+the answer tried beyond its clean room: the reads and the calls of ``snoop``, the
+reference package that ``pathload`` opens by path); the honest students keep full marks
+and get no line. That ``snoop`` got nothing, and left nothing, is checked from outside. The visible-test patch and
 the kernel tampering of finding 2 are graded the same way in
 ``tests/test_autograder_cleanroom.py``.
 """
@@ -51,7 +51,6 @@ import nbformat
 import pytest
 
 import repeval_ref
-from autograder import confine
 from autograder.build import solution_source
 from autograder.checks import check_points
 from autograder.course import Course
@@ -315,14 +314,19 @@ def test_every_attack_the_grader_can_see_is_named_per_exercise(attacked):
     assert not [r for r in rows if r["student_id"] in HONEST], rows
     assert not [r for r in rows if "full confinement" in r["problem"]]
     init, _ = _reference_folder()
-    named = ["blocker", "kcrash", "linker"]
-    if confine.world_can(init, 0o004):   # the kernel can load it, so the two scores differ
-        named.append("pathload")
+    course = attacked["course"]
     for ex, chapter in EXERCISES.items():
-        for student in named:
+        for student in ATTACKERS:
             assert by.get((student, ex)), (student, ex, rows)
         assert any("kernel crashed" in p for p in by["kcrash", ex]), by["kcrash", ex]
         assert any("symbolic link" in p for p in by["linker", ex]), by.get(("linker", ex))
+        # what the clean room's watch saw: every read and call of snoop, the path load
+        tried = [p for p in by["snoop", ex] if p.startswith("in the clean room the answer tried")]
+        assert len(tried) == 1, by["snoop", ex]
+        for what in (f"open {course.root / 'gradebook.db'}", "rank_bound.ipynb",
+                     "/var/tmp/", "connect to ('127.0.0.1'"):
+            assert what in tried[0], (what, tried[0])
+        assert any(f"open {init}" in p for p in by["pathload", ex]), by["pathload", ex]
     claimed = {r["assignment"] for r in rows if r["student_id"] == "backdater"
                and "2019-12-31" in r["problem"] and "not trusted" in r["problem"]}
     assert claimed == set(EXERCISES.values()), rows
