@@ -160,3 +160,76 @@ def autograde(n_students, cell_timeout, workers=1, assignments=None, verify=True
         return out
 
     return work
+
+
+def _class_course(base, name, students, cell_timeout, repo):
+    """A course set up with every chapter of ``repo``, its roster and the reference
+    answers of ``students`` collected; returns the course."""
+    from autograder.course import Course
+
+    course = Course(base / name, repo=repo, timeout=cell_timeout, log=lambda *a: None)
+    course.setup()
+    _submissions(base / f"{name}_subs", students, course.root / "exercises")
+    with (base / f"{name}_roster.csv").open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["id", "first_name", "last_name", "email"])
+        for s in students:
+            w.writerow([s, s, "Student", f"{s}@example.org"])
+    course.import_roster(base / f"{name}_roster.csv")
+    course.collect(base / f"{name}_subs")
+    return course
+
+
+def term_on_dask(n_students, cell_timeout, workers=2, sample=10, assignments=None):
+    """Prepare a simulated term graded on a Dask ``LocalCluster``; return the measured call.
+
+    Every student of a class of ``n_students`` hands in the reference answer of every
+    exercise. Before the measured call, the first ``sample`` students are graded serially
+    in a course of their own (``workers=1``, no cluster). The measured call starts a
+    ``LocalCluster`` of ``workers`` single-threaded worker processes over TLS (throwaway
+    credentials, :mod:`autograder.dask_tls`, as an instructor grading a term on one
+    machine would run it), grades the whole class with ``Course.autograde(scheduler=...)``
+    (one task per student, each student's notebooks in a sandbox of their own, then the
+    clean-room verifier) and closes the cluster.
+
+    Returns
+    -------
+    callable
+        Grades the term; returns the class size, the workers, the number of notebooks
+        per student and of grading issues, and how many of the sample's notebook scores
+        differ from the serial run's (``sample_differ``, out of ``sample_notebooks``).
+    """
+    import nbgrader.api  # noqa: F401 - imported before the timing, used by _scores
+    from distributed import LocalCluster
+
+    from autograder import REPO_ROOT
+    from autograder.dask_tls import cluster_security, grader_tls, make_credentials
+
+    if isinstance(sample, bool) or not isinstance(sample, int) or not 1 <= sample <= n_students:
+        raise ValueError(f"sample must be an integer from 1 to n_students, got {sample!r}")
+    base = Path(tempfile.mkdtemp(prefix="bench_term_"))
+    repo = _scratch_repo(base, assignments) if assignments else REPO_ROOT
+    students = [f"s{i:03d}" for i in range(n_students)]
+    serial = _class_course(base, "sample", students[:sample], cell_timeout, repo)
+    serial.autograde(seed=1, workers=1)
+    want = _scores(serial)
+    course = _class_course(base, "term", students, cell_timeout, repo)
+    creds = make_credentials(base / "tls")
+
+    def work():
+        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                          dashboard_address=None, protocol="tls://",
+                          security=cluster_security(creds)) as cluster:
+            course.autograde(seed=1, scheduler=cluster.scheduler_address,
+                             tls=grader_tls(creds))
+        got = _scores(course)
+        per_student = len(want) // sample
+        out = {"students": n_students, "workers": workers, "notebooks_per_student": per_student,
+               "grading_issues": len(course.issues()), "sample": sample,
+               "sample_notebooks": len(want),
+               "sample_differ": sum(got.get(k) != v for k, v in want.items()),
+               "graded_notebooks": sum(v is not None for v in got.values())}
+        shutil.rmtree(base, ignore_errors=True)
+        return out
+
+    return work

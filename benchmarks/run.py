@@ -7,10 +7,13 @@ Usage::
     python -m benchmarks.run --rows suite --reps 1   # the suite: 34 min cold + 32 s warm on the busy 2-core machine
     python -m benchmarks.run --rows knn,ridge --out /tmp/r.json
     python -m benchmarks.run --rows autograder --students 20 --reps 1 --merge   # make bench-class
+    python -m benchmarks.run --rows term --merge   # make bench-term: 200 students on Dask
 
 ``--students N`` sets the class graded by the autograder row (default 2, to fit the budget
 of ``make bench``; 20 students take about 13 minutes serially; with ``--quick`` the row
-runs only when ``--students`` is given, on one short chapter). ``--merge`` replaces only
+runs only when ``--students`` is given, on one short chapter); with ``--rows term`` it sets
+the class of the term graded on Dask instead (default 200). The term row runs only when
+``--rows`` names it (it is written as "not run" otherwise). ``--merge`` replaces only
 the re-measured rows of the existing ``--out`` file and keeps the others and its machine
 block; each merged row records its own date and settings under ``run``, and the list of
 goals not met and the total time are recomputed.
@@ -43,7 +46,8 @@ from . import _harness as H
 
 SCHEMA = "repeval-bench/1"
 DEFAULT_OUT = Path(__file__).resolve().parent / "results.json"
-ROW_IDS = ("knn", "ridge", "grid", "labelfree", "dse", "report", "book", "autograder", "suite")
+ROW_IDS = ("knn", "ridge", "grid", "labelfree", "dse", "report", "book", "autograder", "suite",
+           "term")
 
 # Sizes: the issue's sizes, except where a deviation is stated in the row's note.
 FULL = {
@@ -95,6 +99,12 @@ QUICK = {
     "book": None,       # too slow for a quick run: written as "not run"
     "autograder": None,  # minutes; `--quick --students N` runs QUICK_CLASS instead
 }
+#: the term row (``make bench-term``): a simulated term graded on a Dask LocalCluster of 2
+#: worker processes, against the issue's goal; the first ``sample`` students are graded
+#: serially beforehand to compare the grades. Run only when asked for (``--rows term``):
+#: it takes about as long as its goal
+TERM = {"students": 200, "workers": 2, "sample": 10, "cell_timeout": 60, "goal_min": 40.0,
+        "timeout": 4 * 3600, "assignments": None}
 #: the autograder row in quick mode when --students is given: one short chapter only
 QUICK_CLASS = {"reps": 1, "students": 2, "workers": 2, "reps_class": 1, "cell_timeout": 60,
                "timeout": 600, "assignments": ["rank"]}
@@ -705,6 +715,44 @@ def row_autograder(cfg, reps, tmp):
             "lines": lines + [_verifier_line(S)]}
 
 
+def row_term(cfg, reps, tmp):
+    """A simulated term on a Dask ``LocalCluster`` (:func:`bench_autograder.term_on_dask`)."""
+    if not _exists("autograder.dask_tls"):
+        return _pending("term", "Term on Dask", "autograder/dask_tls.py not written yet")
+    if cfg is None:
+        return _pending("term", "Term on Dask", "not run unless asked for (make bench-term: "
+                        "about 40 minutes on 2 cores)", status="not run")
+    c = cfg
+    kw = {k: c[k] for k in ("workers", "sample", "cell_timeout", "assignments")}
+    res = H.run_child("bench_autograder:term_on_dask", {"n_students": c["students"], **kw},
+                      timeout=c["timeout"])
+    out, t = res["out"], res["seconds"]
+    n, w, nb = out["students"], out["workers"], out["notebooks_per_student"]
+    minutes = t / 60
+    cores = H.machine_info()["logical_cores"]
+    lines = [
+        _line("term", f"{n} students, {nb} notebook{'s' if nb != 1 else ''} each, on a Dask "
+              f"LocalCluster of {w} workers (TLS)", "— (no competitor)", f"{minutes:.1f} min", None, None,
+              f"<= {c['goal_min']:g} min", minutes <= c["goal_min"],
+              note=f"one repetition (it takes as long as its goal); {t / n:.1f} s per student "
+                   f"on {cores} logical cores; {out['graded_notebooks']} notebooks graded, "
+                   f"{out['grading_issues']} lines in grading_issues.csv; load average (1 min) "
+                   f"at the end {os.getloadavg()[0]:.2f}"),
+        _line("term", f"grades of the first {out['sample']} students", "graded serially, "
+              "without the cluster", f"{out['sample_differ']} differ",
+              f"{out['sample_notebooks']} notebooks", None, "identical",
+              out["sample_differ"] == 0 and out["sample_notebooks"] == out["sample"] * nb),
+    ]
+    return {"id": "term", "title": "Term on Dask", "status": "partial",
+            "size": f"{n} students, {nb} notebooks each (reference solutions); {w} workers",
+            "subject": "autograder.course.Course.autograde(scheduler=tls://..., tls=...)",
+            "measurements": {"term": H.summarise([res])},
+            "note": ("Every student's notebooks are graded in a sandbox of their own by one "
+                     "Dask task, then by the clean-room verifier; the cluster is started and "
+                     "closed inside the measured time."),
+            "lines": lines}
+
+
 def row_suite(cfg, reps, tmp):
     """``repeval suite`` cold (a fresh cache folder) and warm (the same folder again)."""
     from . import bench_suite as B
@@ -779,7 +827,7 @@ def _pending(row, title, why, status="pending", extra=()):
 
 ROWS = {"knn": row_knn, "ridge": row_ridge, "grid": row_grid, "labelfree": row_labelfree,
         "dse": row_dse, "report": row_report, "book": row_book, "autograder": row_autograder,
-        "suite": row_suite}
+        "suite": row_suite, "term": row_term}
 
 
 # --------------------------------------------------------------------------- output
@@ -869,7 +917,8 @@ def _parse(argv):
     ap.add_argument("--students", type=positive_int, default=None,
                     help="class size of the autograder row, graded serially and with 2 "
                          f"workers (default {FULL['autograder']['students']}; with --quick "
-                         "the row runs only if this is given, on one short chapter)")
+                         "the row runs only if this is given, on one short chapter), and "
+                         f"of the term row (default {TERM['students']})")
     ap.add_argument("--merge", action="store_true",
                     help="replace only the measured rows in the existing --out file")
     args = ap.parse_args(argv)
@@ -892,6 +941,12 @@ def _config(args):
             cfg["autograder"]["reps"] = cfg["autograder"]["reps_class"] = args.reps
     if args.reps is not None:
         cfg["reps"] = args.reps
+    cfg["term"] = None
+    if "term" in args.rows.split(",") and args.rows != ",".join(ROW_IDS) and not args.quick:
+        cfg["term"] = dict(TERM)
+        if args.students is not None:
+            cfg["term"]["students"] = max(args.students, 1)
+            cfg["term"]["sample"] = min(cfg["term"]["sample"], cfg["term"]["students"])
     return cfg
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from autograder_cases import WRONG  # noqa: E402
 from course_roster import import_roster  # noqa: E402
-from dask_tls import cluster_security, grader_tls, have_openssl, make_credentials  # noqa: E402
+from autograder.dask_tls import cluster_security, grader_tls, have_openssl, make_credentials  # noqa: E402
 
 #: classes graded serially, by worker processes and by dask: left out of make test-fast
 pytestmark = pytest.mark.slow

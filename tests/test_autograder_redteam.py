@@ -59,7 +59,7 @@ from autograder.exercises import load
 sys.path.insert(0, str(Path(__file__).parent))
 from answer_notebooks import with_answer  # noqa: E402
 from course_roster import import_roster  # noqa: E402
-from dask_tls import cluster_security, grader_tls, have_openssl, make_credentials  # noqa: E402
+from autograder.dask_tls import cluster_security, grader_tls, have_openssl, make_credentials  # noqa: E402
 from listener import listener as _listener, was_reached as _was_reached  # noqa: E402
 from worker_traces import sandbox_user_processes as _sandbox_processes  # noqa: E402
 

@@ -34,7 +34,7 @@ from autograder.exercises import load
 sys.path.insert(0, str(Path(__file__).parent))
 from answer_notebooks import with_answer  # noqa: E402
 from course_roster import import_roster  # noqa: E402
-from dask_tls import (cluster_security, grader_tls, have_openssl,  # noqa: E402
+from autograder.dask_tls import (cluster_security, grader_tls, have_openssl,  # noqa: E402
                       make_credentials)
 
 TLS = pytest.mark.skipif(not have_openssl(), reason="needs the openssl command")

@@ -282,3 +282,43 @@ def test_the_suite_row_keeps_the_cold_run_s_tables(tmp_path):
     assert run._keep_suite_tables(out, None, dest=tmp_path / "none") == []
     assert not (tmp_path / "none").exists()
     assert run.FULL["suite"]["keep_as"] == "suite_zoo" and run.QUICK["suite"]["keep_as"] is None
+
+
+def test_the_term_row_runs_only_when_named():
+    assert run._config(run._parse([]))["term"] is None                 # make bench: not run
+    assert run._config(run._parse(["--quick", "--rows", "term"]))["term"] is None
+    cfg = run._config(run._parse(["--rows", "term"]))["term"]
+    assert cfg == run.TERM and cfg is not run.TERM
+    small = run._config(run._parse(["--rows", "autograder,term", "--students", "4"]))["term"]
+    assert small["students"] == 4 and small["sample"] == 4 and run.TERM["students"] == 200
+    assert run.row_term(None, 1, None)["lines"][0]["status"] == "not run"
+
+
+def test_the_term_row_reads_the_childs_grading(monkeypatch):
+    """The row's lines from what ``bench_autograder.term_on_dask`` returns (its calls, a
+    class graded on a TLS LocalCluster and serially, are those of
+    tests/test_autograder_dask.py; ``make bench-term`` runs it for real)."""
+    calls = []
+
+    def child(task, kwargs, timeout=None):
+        calls.append((task, kwargs))
+        out = {"students": 3, "workers": 2, "notebooks_per_student": 1, "grading_issues": 0,
+               "sample": 2, "sample_notebooks": 2, "sample_differ": 0, "graded_notebooks": 3}
+        return {"seconds": 90.0, "rss_before_mb": 1.0, "peak_rss_mb": 2.0,
+                "beyond_inputs_mb": 1.0, "peak_anon_beyond_inputs_mb": 1.0,
+                "peak_rss_grandchildren_mb": 3.0, "out": out}
+
+    monkeypatch.setattr(run.H, "run_child", child)
+    cfg = {**run.TERM, "students": 3, "sample": 2, "assignments": ["rank"]}
+    row = run.row_term(cfg, 1, None)
+    assert calls == [("bench_autograder:term_on_dask",
+                      {"n_students": 3, "workers": 2, "sample": 2, "cell_timeout": 60,
+                       "assignments": ["rank"]})]
+    timed, grades = row["lines"]
+    assert timed["what"].startswith("3 students, 1 notebook each")
+    assert (timed["subject_value"], timed["met"]) == ("1.5 min", True)
+    assert "30.0 s per student" in timed["note"]
+    assert (grades["subject_value"], grades["competitor_value"], grades["met"]) == \
+        ("0 differ", "2 notebooks", True)
+    monkeypatch.setattr(run.H, "run_child", lambda *a, **k: {**child(*a, **k), "seconds": 3600.0})
+    assert run.row_term(cfg, 1, None)["lines"][0]["met"] is False       # past 40 minutes
