@@ -153,6 +153,40 @@ def _dask_settings(config):
     return dask.config.set(config)
 
 
+def cleanroom_limits(timeout, exercise):
+    """The clean room's limits for one notebook of ``exercise`` graded with the per-cell
+    timeout ``timeout`` (seconds).
+
+    Each call of the answer gets 80 % of a cell's time (the check then stops first and
+    says why), its top level a cell's time, and the whole notebook the budget its kernel
+    has (:data:`autograder.sandbox.NOTEBOOK_BASE_S` plus the cell timeout for each cell
+    the clean room runs: the answer's top level, the visible tests and each hidden check),
+    past which the child is stopped and every check not yet scored scores 0 with that
+    reason.
+
+    Returns
+    -------
+    dict
+        ``{"call_s", "start_s", "total_s"}`` over
+        :data:`autograder.cleanroom_process.DEFAULT_LIMITS`.
+
+    Raises
+    ------
+    ValueError
+        If ``timeout`` is not a positive number or ``exercise`` is not an exercise.
+    """
+    from .exercises import EXERCISES, load
+    from .sandbox import NOTEBOOK_BASE_S
+
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    if exercise not in EXERCISES:
+        raise ValueError(f"exercise must be one of the course's exercises, got {exercise!r}")
+    cells = 2 + len(load(exercise).HIDDEN)
+    return {"call_s": max(1.0, 0.8 * timeout), "start_s": float(timeout),
+            "total_s": float(NOTEBOOK_BASE_S + timeout * cells)}
+
+
 def noticed_message(noticed):
     """The ``grading_issues.csv`` line for what an answer tried beyond its clean room
     (:attr:`autograder.cleanroom.CellVerdict.noticed`)."""
@@ -1132,14 +1166,14 @@ class Course:
         from .exercises import EXERCISES
 
         workers = _check_workers(workers)
-        limits = {"call_s": max(1.0, 0.8 * self.timeout), "start_s": float(self.timeout),
-                  "total_s": max(60.0, 20.0 * self.timeout)}
         hide = (str(self.root),)
         keys = [k for k in sorted(answers) if k[2] in EXERCISES]
+        limits = {ex: cleanroom_limits(self.timeout, ex) for ex in {k[2] for k in keys}}
         if workers == 1 or len(keys) < 2:
             if len(keys) >= _FORK_FROM:
                 start_fork_server()
-            verdicts = {key: _verify_one(key[2], answers[key], seed, limits, hide) for key in keys}
+            verdicts = {key: _verify_one(key[2], answers[key], seed, limits[key[2]], hide)
+                        for key in keys}
         else:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
@@ -1150,8 +1184,8 @@ class Course:
             with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context(
                     "spawn"), initializer=start_fork_server if len(keys) >= _FORK_FROM * n
                     else None) as pool:
-                futures = {key: pool.submit(_verify_one, key[2], answers[key], seed, limits, hide)
-                           for key in keys}
+                futures = {key: pool.submit(_verify_one, key[2], answers[key], seed,
+                                            limits[key[2]], hide) for key in keys}
                 verdicts, lost = {}, []
                 for key in keys:
                     try:
@@ -1161,7 +1195,7 @@ class Course:
             for key, exc in lost:  # verified again here, one at a time
                 self.log(f"clean-room worker failed on {'/'.join(key)} "
                          f"({type(exc).__name__}: {exc}); verified in the grader's process")
-                verdicts[key] = _verify_one(key[2], answers[key], seed, limits, hide)
+                verdicts[key] = _verify_one(key[2], answers[key], seed, limits[key[2]], hide)
             verdicts = {key: verdicts[key] for key in keys}
         policy = self.term().get("late_policy", "mark")
         for (student, assignment, notebook), cells in verdicts.items():

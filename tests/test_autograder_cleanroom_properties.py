@@ -394,3 +394,21 @@ def test_the_reference_side_of_a_verification_runs_on_one_thread(monkeypatch, tw
     _verify_one("rank_bound", None, 0, {})
     assert seen == [[1] * len(before)]
     assert [p["num_threads"] for p in threadpool_info()] == before
+
+
+def test_the_clean_room_gets_the_kernels_budget_for_each_notebook():
+    """``course.cleanroom_limits``: the per-notebook allowance plus a cell timeout for the
+    answer's top level, the visible tests and each hidden check; bad arguments named."""
+    from autograder.course import cleanroom_limits
+    from autograder.sandbox import NOTEBOOK_BASE_S
+
+    for name in EXERCISES:
+        got = cleanroom_limits(10, name)
+        assert got == {"call_s": 8.0, "start_s": 10.0,
+                       "total_s": NOTEBOOK_BASE_S + 10.0 * (2 + len(load(name).HIDDEN))}
+    assert cleanroom_limits(0.5, "rank_bound")["call_s"] == 1.0
+    for bad in (0, -3, True, "60", None):
+        with pytest.raises(ValueError, match="timeout"):
+            cleanroom_limits(bad, "rank_bound")
+    with pytest.raises(ValueError, match="exercise"):
+        cleanroom_limits(10, "no_such_exercise")
