@@ -107,14 +107,14 @@ class Watch:
     """
 
     def __init__(self, allowed):
+        # folders, and the files read about the machine (scikit-learn's and torch's CPU
+        # counts, the allocator's map); the room also through the working folder's link
         self.allowed = tuple(dict.fromkeys(os.path.join(os.path.abspath(a), "")
-                                           for a in allowed if a))
-        # what the libraries read about the machine (scikit-learn's and torch's CPU
-        # counts, the allocator's map), and the room through the child's working folder
+                                           for a in allowed if a)) + (
+            "/sys/devices/system/cpu/", "/sys/fs/cgroup/", "/proc/self/cwd/")
         self.devices = ("/dev/null", "/dev/urandom", "/dev/random", "/proc/stat",
                         "/proc/cpuinfo", "/proc/meminfo", "/proc/self/maps",
                         "/proc/self/status")
-        self.allowed += ("/sys/devices/system/cpu/", "/sys/fs/cgroup/", "/proc/self/cwd/")
         self.noticed = []
         self._stdlib = (os.path.dirname(os.__file__), "<frozen")
 
@@ -152,7 +152,7 @@ class Watch:
             if event in ("open", "os.listdir", "os.scandir"):
                 if args and self._outside(args[0]):
                     verb = "open" if event == "open" else "list"
-                    self._note(f"{verb} {os.fsdecode(args[0]) if not isinstance(args[0], int) else args[0]}")
+                    self._note(f"{verb} {os.fsdecode(args[0])}")
             elif event in ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"):
                 self._note(f"{event.split('.')[1]} to {args[1]!r}"[:200])
             elif event in ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",

@@ -306,15 +306,8 @@ class Sandbox:
             self.dead = "the grading process sent something that is not a result"
             self.close()
             return {"dead": self.dead}
-        forbidden = msg.get("forbidden", [])
-        for name in forbidden if isinstance(forbidden, list) else ["(garbled list)"]:
-            if str(name) not in self.forbidden:
-                self.forbidden.append(str(name))
-        noticed = msg.get("noticed", [])
-        for what in noticed if isinstance(noticed, list) else ["(garbled list)"]:
-            what = str(what)[:200]
-            if what not in self.noticed and len(self.noticed) < MAX_NOTICES:
-                self.noticed.append(what)
+        _gather(self.forbidden, msg.get("forbidden", []))
+        _gather(self.noticed, msg.get("noticed", []), limit=MAX_NOTICES)
         return msg
 
     def request(self, req, seconds, watch=False):
@@ -450,6 +443,16 @@ class Sandbox:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _gather(kept, sent, limit=None):
+    """Add to the list ``kept`` the texts of the child's list ``sent`` not yet in it (one
+    ``"(garbled list)"`` if it is not a list; each text at most 200 characters; at most
+    ``limit`` in all)."""
+    for item in sent if isinstance(sent, list) else ["(garbled list)"]:
+        item = str(item)[:200]
+        if item not in kept and (limit is None or len(kept) < limit):
+            kept.append(item)
 
 
 def _child_env(room):

@@ -128,21 +128,11 @@ def autograde(n_students, cell_timeout, workers=1, assignments=None, verify=True
     import nbgrader.api  # noqa: F401 - imported before the timing, used by _scores
 
     from autograder import REPO_ROOT
-    from autograder.course import Course
 
     base = Path(tempfile.mkdtemp(prefix="bench_autograder_"))
     repo = _scratch_repo(base, assignments) if assignments else REPO_ROOT
-    course = Course(base / "course", repo=repo, timeout=cell_timeout, log=lambda *a: None)
-    course.setup()
     students = [f"s{i:02d}" for i in range(n_students)]
-    n_notebooks = _submissions(base / "subs", students, course.root / "exercises")
-    with (base / "roster.csv").open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["id", "first_name", "last_name", "email"])
-        for s in students:
-            w.writerow([s, s, "Student", f"{s}@example.org"])
-    course.import_roster(base / "roster.csv")
-    course.collect(base / "subs")
+    course, n_notebooks = _class_course(base, "course", students, cell_timeout, repo)
     if not verify:
         course.verify = lambda *args, **kwargs: {}
 
@@ -164,12 +154,13 @@ def autograde(n_students, cell_timeout, workers=1, assignments=None, verify=True
 
 def _class_course(base, name, students, cell_timeout, repo):
     """A course set up with every chapter of ``repo``, its roster and the reference
-    answers of ``students`` collected; returns the course."""
+    answers of ``students`` collected; returns the course and the number of notebooks
+    each student handed in."""
     from autograder.course import Course
 
     course = Course(base / name, repo=repo, timeout=cell_timeout, log=lambda *a: None)
     course.setup()
-    _submissions(base / f"{name}_subs", students, course.root / "exercises")
+    n_notebooks = _submissions(base / f"{name}_subs", students, course.root / "exercises")
     with (base / f"{name}_roster.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["id", "first_name", "last_name", "email"])
@@ -177,7 +168,7 @@ def _class_course(base, name, students, cell_timeout, repo):
             w.writerow([s, s, "Student", f"{s}@example.org"])
     course.import_roster(base / f"{name}_roster.csv")
     course.collect(base / f"{name}_subs")
-    return course
+    return course, n_notebooks
 
 
 def term_on_dask(n_students, cell_timeout, workers=2, sample=10, assignments=None):
@@ -210,10 +201,10 @@ def term_on_dask(n_students, cell_timeout, workers=2, sample=10, assignments=Non
     base = Path(tempfile.mkdtemp(prefix="bench_term_"))
     repo = _scratch_repo(base, assignments) if assignments else REPO_ROOT
     students = [f"s{i:03d}" for i in range(n_students)]
-    serial = _class_course(base, "sample", students[:sample], cell_timeout, repo)
+    serial, _ = _class_course(base, "sample", students[:sample], cell_timeout, repo)
     serial.autograde(seed=1, workers=1)
     want = _scores(serial)
-    course = _class_course(base, "term", students, cell_timeout, repo)
+    course, _ = _class_course(base, "term", students, cell_timeout, repo)
     creds = make_credentials(base / "tls")
 
     def work():
