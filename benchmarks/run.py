@@ -715,6 +715,14 @@ def row_autograder(cfg, reps, tmp):
             "lines": lines + [_verifier_line(S)]}
 
 
+def _verify_share(out, seconds):
+    """`` (the clean room's verification: M min)`` when the child timed it, else ``""``."""
+    v = out.get("verify_seconds")
+    if v is None:
+        return ""
+    return f" (of which the clean room's verification on this machine {v / 60:.1f} min)"
+
+
 def row_term(cfg, reps, tmp):
     """A simulated term on a Dask ``LocalCluster`` (:func:`bench_autograder.term_on_dask`)."""
     if not _exists("autograder.dask_tls"):
@@ -735,7 +743,8 @@ def row_term(cfg, reps, tmp):
               f"LocalCluster of {w} workers (TLS)", "— (no competitor)", f"{minutes:.1f} min", None, None,
               f"<= {c['goal_min']:g} min", minutes <= c["goal_min"],
               note=f"one repetition (it takes as long as its goal); {t / n:.1f} s per student "
-                   f"on {cores} logical cores; {out['graded_notebooks']} notebooks graded, "
+                   f"on {cores} logical cores{_verify_share(out, t)}; "
+                   f"{out['graded_notebooks']} notebooks graded, "
                    f"{out['grading_issues']} lines in grading_issues.csv; load average (1 min) "
                    f"at the end {os.getloadavg()[0]:.2f}"),
         _line("term", f"grades of the first {out['sample']} students", "graded serially, "

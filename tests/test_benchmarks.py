@@ -318,7 +318,15 @@ def test_the_term_row_reads_the_childs_grading(monkeypatch):
     assert timed["what"].startswith("3 students, 1 notebook each")
     assert (timed["subject_value"], timed["met"]) == ("1.5 min", True)
     assert "30.0 s per student" in timed["note"]
+    assert "verification" not in timed["note"]          # the child did not time it
     assert (grades["subject_value"], grades["competitor_value"], grades["met"]) == \
         ("0 differ", "2 notebooks", True)
+    def timed_child(*a, **k):
+        res = child(*a, **k)
+        return {**res, "out": {**res["out"], "verify_seconds": 30.0}}
+
+    monkeypatch.setattr(run.H, "run_child", timed_child)
+    assert "(of which the clean room's verification on this machine 0.5 min)" in \
+        run.row_term(cfg, 1, None)["lines"][0]["note"]
     monkeypatch.setattr(run.H, "run_child", lambda *a, **k: {**child(*a, **k), "seconds": 3600.0})
     assert run.row_term(cfg, 1, None)["lines"][0]["met"] is False       # past 40 minutes
