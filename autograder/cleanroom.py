@@ -44,7 +44,7 @@ from .codec import Unsupported
 
 __all__ = ["CellVerdict", "FORBIDDEN", "DEFAULT_LIMITS", "static_imports", "solution_source",
            "forbidden_message", "graded_functions", "run_visible", "verify_source",
-           "verify_notebook", "likely_cause"]
+           "verify_notebook", "likely_cause", "tampering"]
 
 
 # ----------------------------------------------------------------- verdicts
@@ -53,7 +53,8 @@ class CellVerdict:
     """The clean-room score of one graded cell of a notebook."""
 
     grade_id: str
-    points: float | None      # None: not verifiable here (nbgrader's score stands)
+    points: float | None      # None: not verifiable here (the visible tests: nbgrader's
+    #                           score stands; a hidden check, which no kernel runs: 0)
     max_points: float
     message: str
     #: what the answer tried beyond its room (:attr:`Sandbox.noticed`), the same list on
@@ -245,7 +246,7 @@ def _verify_in(spec, box, cells, ids, seed, limits):
         if box.unsupported:   # this check passes a model or a callable: not verifiable
             out.append(CellVerdict(ids[check], None, pts,
                                    f"not verified in the clean room (it passes "
-                                   f"{box.unsupported}); nbgrader's score stands"))
+                                   f"{box.unsupported}), so it scores 0"))
             continue
         got = float(sum(f.points for f in findings))
         out.append(CellVerdict(ids[check], got, pts, format_findings(check, findings, seed)))
@@ -266,12 +267,18 @@ _TAMPERING = ("input_transformers", "ast_transformers", "sys.modules", "get_ipyt
               "builtins", "gradebook", "autograded")
 
 
+def tampering(nb):
+    """The fragments of :data:`_TAMPERING` in the solution cells of notebook ``nb``: code
+    that reaches into the kernel that runs the tests (none in an honest answer)."""
+    source = solution_source(nb)
+    return [t for t in _TAMPERING if t in source]
+
+
 def likely_cause(nb, cells, kernel_total, verifier_total):
     """A short guess, for the instructor, at why the two scores of a notebook differ."""
     if any(v.message.startswith("your answer imports") for v in cells):
         return "the answer imports the course's reference package or the grader"
-    source = solution_source(nb)
-    hits = [t for t in _TAMPERING if t in source]
+    hits = tampering(nb)
     if kernel_total > verifier_total:
         if hits:
             return ("the answer reaches into the kernel that runs the tests ("

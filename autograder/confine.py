@@ -451,7 +451,7 @@ def _read_only(libc, path):
                       _MS_REMOUNT | _MS_BIND | _MS_RDONLY | keep, None) == 0
 
 
-def kernel_namespaces(libc, tmp_size, keep=(), private=()):
+def kernel_namespaces(libc, tmp_size, keep=(), private=(), hide=()):
     """In the forked child that watches one notebook's kernel, under any user id: new
     user, mount, PID and IPC namespaces, with fresh temporary folders.
 
@@ -465,6 +465,10 @@ def kernel_namespaces(libc, tmp_size, keep=(), private=()):
     that lay under a covered folder are bound back at the same path, in the order of the
     folders that cover them, so what must stay reachable does. What the kernel writes
     there lives in tmpfs that only its namespace holds, and is gone with its last process.
+    The folders ``hide`` (the repository, the reference and grading packages) get a
+    read-only tmpfs holding only the files given for it; inside them only the folders
+    ``keep`` are bound back (a virtual environment inside the repository), never a mount
+    point that lay there.
 
     Parameters
     ----------
@@ -477,6 +481,9 @@ def kernel_namespaces(libc, tmp_size, keep=(), private=()):
         the interpreter), each with whether it is bound back read-only.
     private : sequence of str
         Further folders the kernel gets empty (its home, IPython and Jupyter folders).
+    hide : sequence of (str, dict)
+        Folders the kernel must not read, each with the files it shows instead
+        (``{relative path: text}``, :func:`autograder.checks.kernel_stub_files`).
 
     Returns
     -------
@@ -497,9 +504,16 @@ def kernel_namespaces(libc, tmp_size, keep=(), private=()):
     covers = [d for d in TMP_DIRS if os.path.isdir(d) and not os.path.islink(d)]
     covers += [os.path.realpath(p) for p in private
                if os.path.isdir(p) and os.path.realpath(p) != "/"]
-    covers = sorted(set(covers), key=lambda p: (p.count("/"), p))
+    hidden = {}
+    for folder, files in hide:
+        real = os.path.realpath(folder)
+        if os.path.isdir(real) and real != "/":
+            hidden[real] = dict(files or {})
+    covers = sorted(set(covers) | set(hidden), key=lambda p: (p.count("/"), p))
     kept = {os.path.realpath(p): bool(ro) for p, ro in keep if os.path.exists(p)}
     for mp in _mount_points():
+        if any(_inside(mp, h) for h in hidden):
+            continue  # what is mounted inside a hidden folder stays hidden
         if any(_inside(mp, c) and mp != c for c in covers):
             kept.setdefault(mp, False)  # bound back as it is (a read-only one stays so)
 
@@ -512,9 +526,14 @@ def kernel_namespaces(libc, tmp_size, keep=(), private=()):
         for c in covers:
             if c not in TMP_DIRS:  # one inside another covered folder is there no longer
                 os.makedirs(c, mode=0o700, exist_ok=True)
-            mode = "1777" if c in TMP_DIRS else "0700"
+            mode = "1777" if c in TMP_DIRS else "0755" if c in hidden else "0700"
             libc.mount(b"tmpfs", c.encode(), b"tmpfs", 0,
                        f"size={int(tmp_size)},mode={mode}".encode())
+            for rel, text in hidden.get(c, {}).items():
+                target = os.path.join(c, rel)
+                os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+                with open(target, "w") as fh:
+                    fh.write(text)
             for p in sorted((p for p in fds if cover_of(p) == c), key=len):
                 if any(_inside(p, q) and q != p and cover_of(q) == c for q in fds):
                     continue  # bound back with the folder above it
@@ -526,6 +545,8 @@ def kernel_namespaces(libc, tmp_size, keep=(), private=()):
                 src = f"/proc/self/fd/{fds[p]}".encode()
                 if libc.mount(src, p.encode(), None, _MS_BIND | _MS_REC, None) == 0 and kept[p]:
                     _read_only(libc, p)
+            if c in hidden:  # (left writable where refused: it is the kernel's own copy)
+                _read_only(libc, c)
     finally:
         for fd in fds.values():
             os.close(fd)

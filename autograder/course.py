@@ -1150,8 +1150,13 @@ class Course:
 
     def verify(self, answers, seed, workers=1):
         """Grade every answer in the clean room (:mod:`autograder.cleanroom`) and record
-        its scores in the gradebook over nbgrader's in-kernel ones; a notebook where the
-        two differ gets a line in ``grading_issues.csv``. Returns the verdicts by key.
+        its scores in the gradebook. The hidden tests are scored only here (the kernel of
+        a graded submission runs none, :data:`autograder.checks.KERNEL_ENV`; a check that
+        cannot be verified scores 0), and their findings become those cells' output in the
+        autograded notebooks, which the feedback shows. The visible tests ran in the kernel
+        too: a notebook where the two scores of that cell differ gets a line in
+        ``grading_issues.csv``, as does an answer that imports the reference or the
+        grader. Returns the verdicts by key.
 
         With ``workers > 1`` the notebooks are verified by that many worker processes
         (not threads: the checks swap ``sys.stdout`` and the warnings filters while they
@@ -1202,27 +1207,38 @@ class Course:
             noticed = next((v.noticed for v in cells if v.noticed), [])
             if noticed:
                 self.record_issue(student, assignment, notebook, noticed_message(noticed))
+            if any(v.message.startswith("your answer imports") for v in cells):
+                self.record_issue(student, assignment, notebook, "the answer imports the "
+                                  "course's reference package or the grader: every cell "
+                                  "scores 0")
         with Gradebook(self.shared_db_url()) as gb:
             for (student, assignment, notebook), cells in verdicts.items():
                 kernel_total = verifier_total = top = 0.0
-                changed = []
+                changed, flagged = [], []
                 for v in cells:
-                    if v.points is None:
-                        continue
+                    hidden = not v.grade_id.endswith("_visible_tests")
+                    if v.points is None and not hidden:
+                        continue   # the visible tests did run in the kernel: its score stands
+                    points = 0.0 if v.points is None else float(v.points)
                     try:
                         grade = gb.find_grade(v.grade_id, notebook, assignment, student)
                     except MissingEntry:
                         continue
                     kernel = float(grade.auto_score or 0.0) if grade.manual_score is None \
                         else float(grade.manual_score)
-                    kernel_total += kernel
-                    verifier_total += v.points
-                    top += v.max_points
-                    if abs(kernel - v.points) > 1e-9:
-                        changed.append(f"{v.grade_id} {kernel:g} -> {v.points:g}")
-                        grade.auto_score = float(v.points)
+                    if abs(kernel - points) > 1e-9:
+                        changed.append(f"{v.grade_id} {kernel:g} -> {points:g}")
+                        grade.auto_score = points
                         grade.manual_score = None
+                    if hidden:   # the kernel ran no hidden test (KERNEL_ENV): nothing to compare
+                        continue
+                    kernel_total += kernel
+                    verifier_total += points
+                    top += v.max_points
+                    if abs(kernel - points) > 1e-9:
+                        flagged.append(f"{v.grade_id} {kernel:g} -> {points:g}")
                 if not changed:
+                    self._name_tampering(student, assignment, notebook, answers, cells, flagged)
                     continue
                 gb.db.commit()
                 try:
@@ -1234,14 +1250,65 @@ class Course:
                         gb.db.commit()
                 except MissingEntry:
                     pass
+                if self._name_tampering(student, assignment, notebook, answers, cells, flagged):
+                    continue
                 cause = likely_cause(answers[student, assignment, notebook], cells,
                                      kernel_total, verifier_total)
                 self.record_issue(
                     student, assignment, notebook,
-                    f"in-kernel (nbgrader) score {kernel_total:g} / {top:g}, clean-room score "
-                    f"{verifier_total:g} / {top:g}: the clean-room score is recorded "
-                    f"({'; '.join(changed)}); likely cause: {cause}")
+                    f"in-kernel (nbgrader) score {kernel_total:g} / {top:g} of the visible "
+                    f"tests, clean-room score {verifier_total:g} / {top:g}: the clean-room "
+                    f"score is recorded ({'; '.join(flagged)}); likely cause: {cause}")
+        self._write_findings(verdicts)
         return verdicts
+
+    def _name_tampering(self, student, assignment, notebook, answers, cells, flagged):
+        """Record the line of an answer whose source reaches into the kernel that runs the
+        tests (:func:`autograder.cleanroom.tampering`) when no score difference of the
+        visible tests names it (no hidden test runs in the kernel, so such an answer
+        changes nothing there; it is named all the same). Returns True when the caller
+        has nothing more to say: no difference to report, or an import of the reference,
+        which has its own line."""
+        from .cleanroom import tampering
+
+        if any(v.message.startswith("your answer imports") for v in cells):
+            return True
+        if flagged:
+            return False
+        hits = tampering(answers[student, assignment, notebook])
+        if hits:
+            got = sum(0.0 if v.points is None else float(v.points) for v in cells)
+            top = sum(float(v.max_points) for v in cells)
+            self.record_issue(
+                student, assignment, notebook,
+                f"the answer reaches into the kernel that runs the tests ({', '.join(hits)}): "
+                f"tampering; no test it could change runs there, and the clean-room score "
+                f"{got:g} / {top:g} is recorded")
+        return True
+
+    def _write_findings(self, verdicts):
+        """Put the clean room's findings into the autograded notebooks, as the output of
+        each hidden test cell (where the kernel only printed
+        :data:`autograder.checks.KERNEL_NOTE`), so the feedback shows what was recorded."""
+        for (student, assignment, notebook), cells in verdicts.items():
+            path = self.root / "autograded" / student / assignment / f"{notebook}.ipynb"
+            if not path.is_file() or path.is_symlink():
+                continue
+            try:
+                nb = nbformat.read(str(path), as_version=4)
+            except Exception:
+                continue
+            by_id = {v.grade_id: v for v in cells if not v.grade_id.endswith("_visible_tests")}
+            for cell in nb.cells:
+                v = by_id.get(cell.get("metadata", {}).get("nbgrader", {}).get("grade_id"))
+                if v is None or cell.cell_type != "code":
+                    continue
+                points = 0.0 if v.points is None else float(v.points)
+                cell.outputs = [
+                    nbformat.v4.new_output("stream", name="stdout", text=v.message + "\n"),
+                    nbformat.v4.new_output("execute_result", data={"text/plain": repr(points)},
+                                           execution_count=cell.get("execution_count"))]
+            nbformat.write(nb, str(path))
 
     # -- feedback
     def feedback(self):

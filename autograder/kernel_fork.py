@@ -245,6 +245,47 @@ def _ready_server(wait=READY_WAIT_S):
         return None
 
 
+def _graded(env):
+    """Whether the kernel runs a submission graded by the sandbox (``KERNEL_ENV`` set):
+    only such a kernel gets the reference and the grader hidden. A plain ``nbgrader
+    autograde`` of a course (hidden tests run in the kernel) keeps reading them."""
+    from .checks import KERNEL_ENV
+
+    return env.get(KERNEL_ENV) == "1"
+
+
+def hidden_folders():
+    """``[[folder, {relative path: text}], ...]``: what the kernel of a graded submission
+    must not read, and the only files it sees there instead
+    (:func:`autograder.checks.kernel_stub_files`): the repository when this package lies
+    in one (a checkout or an editable install: its reference package, solutions, hidden
+    checks and book), and the folders of the ``autograder``, ``repeval_ref`` and
+    ``repeval_book`` packages wherever they are installed. The interpreter and its
+    packages stay readable (:func:`autograder.confine.kernel_namespaces` binds them back)."""
+    import importlib.util
+
+    from .checks import kernel_stub_files
+
+    stubs = kernel_stub_files()
+    out = []
+    root = Path(__file__).resolve().parent.parent
+    if (root / "pyproject.toml").is_file() and (root / "repeval_ref").is_dir():
+        out.append([str(root), stubs])
+    for name in ("autograder", "repeval_ref", "repeval_book"):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        for loc in (spec.submodule_search_locations or []) if spec is not None else []:
+            folder = Path(loc).resolve()
+            if any(folder == Path(f) or Path(f) in folder.parents for f, _ in out):
+                continue
+            own = {rel.split("/", 1)[1]: text for rel, text in stubs.items()
+                   if rel.startswith(name + "/")}
+            out.append([str(folder), own])
+    return out
+
+
 def _is_ipykernel(cmd):
     return (len(cmd) >= 3 and cmd[1:3] == ["-m", "ipykernel_launcher"]
             and os.path.realpath(cmd[0]) == os.path.realpath(sys.executable))
@@ -262,7 +303,8 @@ class ForkProvisioner(LocalProvisioner):
         cwd = str(kwargs.get("cwd") or os.getcwd())
         try:
             reply = server.ask({"op": "spawn", "argv": list(cmd[3:]), "env": env,
-                                "cwd": cwd, "limit_s": notebook_limit()})
+                                "cwd": cwd, "limit_s": notebook_limit(),
+                                "hide": hidden_folders() if _graded(env) else []})
         except (OSError, ValueError):
             reply = {}
         if "pid" not in reply:

@@ -24,7 +24,9 @@ unsafe.
 Protocol: one JSON object per line on standard input, one JSON reply per line on the
 file descriptor named by ``argv[1]``; the first reply, ``{"ready": true, ...}``, comes
 after the imports. Requests: ``{"op": "spawn", "argv": [...], "env": {...}, "cwd": ...,
-"limit_s": float or null}`` -> ``{"pid": int, "contained": bool}`` (the kernel's process
+"limit_s": float or null, "hide": [[folder, {relative path: text}], ...]}`` (``hide``: the
+folders the kernel must not read and what it sees there instead, optional) -> ``{"pid": int,
+"contained": bool}`` (the kernel's process
 id as this server sees it; whether it got its namespaces) or ``{"error": str}``;
 ``{"op": "status", "pid": int}`` -> ``{"code": int or null, "timed_out": bool,
 "limit_s": ...}`` (null while it runs; a negative code is the signal that ended it, as in
@@ -86,7 +88,9 @@ def _private_folders(env):
 
 def _kept_folders(req, cwd):
     """What a kernel must still reach under a covered folder: its working directory
-    (writable), its connection file, the interpreter and this project (read-only)."""
+    (writable), its connection file, the interpreter and this project (read-only; the
+    project itself stays covered when the request hides it, the interpreter inside it
+    does not)."""
     argv = list(req.get("argv", []))
     keep = [(cwd, False)]
     if "-f" in argv[:-1]:
@@ -188,8 +192,10 @@ def _be_watcher(req, reply_fd, report_fd):
             libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL: it ends with the server
         env = {str(k): str(v) for k, v in req["env"].items()}
         cwd = str(req.get("cwd") or os.getcwd())
+        hide = [(str(f), {str(k): str(v) for k, v in dict(files).items()})
+                for f, files in req.get("hide") or []]
         contained = libc is not None and _confine.kernel_namespaces(
-            libc, KERNEL_TMP_BYTES, _kept_folders(req, cwd), _private_folders(env))
+            libc, KERNEL_TMP_BYTES, _kept_folders(req, cwd), _private_folders(env), hide)
         for k in PRIVATE_ENV:
             if env.get(k):
                 os.makedirs(env[k], mode=0o700, exist_ok=True)

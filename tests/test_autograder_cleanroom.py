@@ -577,8 +577,11 @@ def test_class_graded_by_the_clean_room(graded):
     assert "file is not a database" in by["vandal", "rank_bound"]
     for ex in EXERCISES:
         assert "imports the course's reference" in by["importer", ex]
+        # the transformer passes the visible tests in the kernel: both scores are named;
+        # the patcher's sys.modules patch has no hidden test to change in the kernel (none
+        # runs there): it is named as tampering with the clean room's score
+        assert "in-kernel (nbgrader) score" in by["transformer", ex]
         for student in ("transformer", "patcher"):
-            assert "in-kernel (nbgrader) score" in by[student, ex]
             assert "clean-room score 0" in by[student, ex] and "tampering" in by[student, ex]
 
 

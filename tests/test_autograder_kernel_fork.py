@@ -92,6 +92,59 @@ def test_a_forked_kernel_sees_what_a_fresh_kernel_sees(warm, tmp_path):
         assert a["ppid"] != warm.proc.pid
 
 
+#: what a graded submission's kernel tries to read of the grader and the reference
+READS = """\
+import json, os
+from pathlib import Path
+got = {}
+for rel in ("repeval_ref/knn.py", "autograder/checks/knn_classify.py",
+            "solutions/knn/knn_classify.ipynb", "pyproject.toml"):
+    try:
+        got[rel] = len((Path(ROOT) / rel).read_bytes())
+    except OSError as exc:
+        got[rel] = type(exc).__name__
+try:
+    import repeval_ref
+    got["import"] = "imported"
+except ImportError as exc:
+    got["import"] = str(exc)
+from autograder.checks import grade
+got["grade"] = grade("knn_classify/ties", "knn_classify")
+import sklearn.svm  # read from the interpreter's packages, which stay readable
+got["sklearn"] = sklearn.svm.__name__
+print(json.dumps(got))
+"""
+
+
+@pytest.mark.skipif(not confine.kernel_namespaces_allowed(),
+                    reason="the kernels' namespaces are refused here (a named gap)")
+def test_a_graded_submissions_kernel_reads_nothing_of_the_reference_or_the_grader(
+        warm, tmp_path, monkeypatch):
+    """With ``KERNEL_ENV`` (set by the sandbox), the kernel sees the repository and the
+    packages ``autograder``, ``repeval_ref`` and ``repeval_book`` as empty folders but for
+    the stand-ins of :func:`autograder.checks.kernel_stub_files`; the same probe in an
+    ordinary forked kernel reads them (the control)."""
+    from autograder import REPO_ROOT
+    from autograder.checks import KERNEL_ENV, KERNEL_NOTE
+
+    code = READS.replace("ROOT", repr(str(REPO_ROOT)))
+    plain = new_notebook(cells=[new_code_cell(code)])
+    _run(plain, tmp_path)
+    seen = _probe(plain)
+    assert isinstance(seen["repeval_ref/knn.py"], int) and seen["import"] == "imported"
+    monkeypatch.setenv(KERNEL_ENV, "1")
+    graded = new_notebook(cells=[new_code_cell(code)])
+    assert _run(graded, tmp_path) == "ForkedProcess"
+    got = _probe(graded)
+    for rel in ("repeval_ref/knn.py", "autograder/checks/knn_classify.py",
+                "solutions/knn/knn_classify.ipynb", "pyproject.toml"):
+        assert got[rel] == "FileNotFoundError", (rel, got)
+    assert got["import"] == "the reference package cannot be read while a submission is graded"
+    assert got["grade"] == 0.0 and got["sklearn"] == "sklearn.svm"
+    printed = "".join(o.get("text", "") for o in graded.cells[0].outputs)
+    assert KERNEL_NOTE in printed
+
+
 def test_each_fork_draws_its_own_seeds(warm, tmp_path):
     code = "import numpy as np, random\nprint(np.random.rand(), random.random())"
     draws = set()

@@ -332,6 +332,33 @@ def test_every_attack_the_grader_can_see_is_named_per_exercise(attacked):
     assert claimed == set(EXERCISES.values()), rows
 
 
+def test_the_kernel_could_not_read_the_reference_and_ran_no_hidden_test(attacked):
+    """In nbgrader's kernel the reference's files are stand-ins (the path load fails with
+    the stand-in's reason); every hidden cell of every autograded notebook shows the
+    clean room's findings, never the kernel's placeholder."""
+    from autograder.checks import KERNEL_NOTE
+
+    course = attacked["course"]
+    for ex, chapter in EXERCISES.items():
+        nb = nbformat.read(str(course.root / "autograded" / "pathload" / chapter / f"{ex}.ipynb"),
+                           as_version=4)
+        errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+                  if o.get("output_type") == "error"]
+        assert any(o.get("ename") == "ImportError" and "cannot be read while a submission is "
+                   "graded" in o.get("evalue", "") for o in errors), (ex, errors)
+        for student in (*HONEST, *ATTACKERS):
+            path = course.root / "autograded" / student / chapter / f"{ex}.ipynb"
+            if not path.is_file():
+                continue
+            nb = nbformat.read(str(path), as_version=4)
+            for cell in nb.cells:
+                meta = cell.get("metadata", {}).get("nbgrader", {})
+                if not meta.get("grade") or meta.get("grade_id", "").endswith("_visible_tests"):
+                    continue
+                text = "".join(o.get("text", "") for o in cell.get("outputs", []))
+                assert text.strip() and KERNEL_NOTE not in text, (student, ex, text)
+
+
 def test_nothing_changed_outside_the_sandboxes(attacked):
     course, before = attacked["course"], attacked["before"]
     import sqlite3

@@ -8,6 +8,9 @@ Entry points
     What a hidden test cell calls: runs the check with the grading run's seed, prints
     the findings and returns the score as a plain float, which nbgrader records as
     partial credit. It never raises, so no hidden test line ever appears in a traceback.
+    In the kernel of a graded submission (``$AUTOGRADER_KERNEL_GRADING=1``, set by the
+    sandbox) it runs nothing: the clean room scores every hidden check, and the kernel
+    there cannot read this package at all (:func:`kernel_stub_files`).
 ``run_check_isolated(name, source, func_name, seed)``
     Run a check in a fresh Python process on the student's source code and receive only
     plain numbers and strings back (:mod:`autograder.checks.worker`).
@@ -40,7 +43,8 @@ from ._framework import (  # noqa: F401  (re-exported)
 __all__ = [
     "Finding", "StudentError", "register", "registry", "check_points", "checks_for",
     "run_check", "run_check_isolated", "grade", "format_findings", "grading_seed",
-    "rng_for", "call_student", "finding", "SEED_ENV", "CHECK_MODULES",
+    "rng_for", "call_student", "finding", "SEED_ENV", "CHECK_MODULES", "KERNEL_ENV",
+    "KERNEL_NOTE", "kernel_stub_files",
 ]
 
 #: Modules holding checks: one per exercise of :data:`autograder.exercises.EXERCISES`, of
@@ -72,6 +76,35 @@ def format_findings(name, findings, seed):
             msg = f.message.replace("\n", "\n      ")
             lines.append(f"  [FAIL] {f.name} ({f.points:g}/{f.max_points:g}): {msg}")
     return "\n".join(lines)
+
+
+#: environment variable of the kernels that run submitted notebooks: "1" there
+KERNEL_ENV = "AUTOGRADER_KERNEL_GRADING"
+#: what a hidden test cell prints in such a kernel; the grader replaces it with the clean
+#: room's findings before the feedback is made
+KERNEL_NOTE = ("This hidden test runs outside your notebook, in the clean room; "
+               "your feedback shows its findings.")
+
+
+def kernel_stub_files():
+    """``{relative path: text}``: the only files of ``autograder`` and ``repeval_ref``
+    that the kernel of a graded submission sees (written into the empty folders that
+    cover the real ones, :func:`autograder.confine.kernel_namespaces`). ``grade`` there
+    prints :data:`KERNEL_NOTE` and scores 0 (the clean room's score is recorded); importing
+    the reference package fails with a reason."""
+    return {
+        "autograder/__init__.py": '"""Not readable while a submission is graded."""\n',
+        "autograder/checks/__init__.py": (
+            '"""Stand-in for the grader in the kernel of a graded submission."""\n\n\n'
+            "def grade(name, fn_or_name=None, seed=None):\n"
+            f"    print({KERNEL_NOTE!r})\n"
+            "    return 0.0\n"),
+        "repeval_ref/__init__.py": (
+            "raise ImportError('the reference package cannot be read while a submission "
+            "is graded')\n"),
+        "repeval_book/__init__.py": (
+            "raise ImportError('repeval_book cannot be read while a submission is graded')\n"),
+    }
 
 
 def _resolve(fn_or_name):
@@ -106,6 +139,9 @@ def grade(name, fn_or_name, seed=None):
     float
         Points earned; nbgrader reads it as the cell's partial credit.
     """
+    if os.environ.get(KERNEL_ENV) == "1":   # a graded submission's kernel: see KERNEL_ENV
+        print(KERNEL_NOTE)
+        return 0.0
     fn = _resolve(fn_or_name)
     if seed is None:
         seed = grading_seed()
