@@ -149,7 +149,8 @@ bench-class: $(STAMP)
 	$(PY) -m benchmarks.run --rows autograder --students 20 --reps 1 --merge
 
 # A simulated term: 200 students' 16 notebooks graded on a Dask LocalCluster of 2 workers
-# over TLS (about 40 minutes on 2 cores), the first 10 also serially to compare the grades;
+# (2 threads each) over TLS (about 20 minutes on 2 cores), the first 10 also serially to
+# compare the grades;
 # merged into benchmarks/results.json as the row "term".
 bench-term: $(STAMP)
 	$(PY) -m benchmarks.run --rows term --merge

@@ -172,15 +172,16 @@ def _class_course(base, name, students, cell_timeout, repo):
     return course, n_notebooks
 
 
-def term_on_dask(n_students, cell_timeout, workers=2, sample=10, assignments=None):
+def term_on_dask(n_students, cell_timeout, workers=2, sample=10, assignments=None, threads=1):
     """Prepare a simulated term graded on a Dask ``LocalCluster``; return the measured call.
 
     Every student of a class of ``n_students`` hands in the reference answer of every
     exercise. Before the measured call, the first ``sample`` students are graded serially
     in a course of their own (``workers=1``, no cluster). The measured call starts a
-    ``LocalCluster`` of ``workers`` single-threaded worker processes over TLS (throwaway
-    credentials, :mod:`autograder.dask_tls`, as an instructor grading a term on one
-    machine would run it), grades the whole class with ``Course.autograde(scheduler=...)``
+    ``LocalCluster`` of ``workers`` worker processes of ``threads`` threads each (a thread
+    runs one student's task, whose grading happens in child processes that wait on their
+    kernels much of the time) over TLS (throwaway credentials, :mod:`autograder.dask_tls`,
+    as an instructor grading a term on one machine would run it), grades the whole class with ``Course.autograde(scheduler=...)``
     (one task per student, each student's notebooks in a sandbox of their own, then the
     clean-room verifier, with ``workers`` processes on this machine once the cluster's tasks
     are done) and closes the cluster.
@@ -199,6 +200,8 @@ def term_on_dask(n_students, cell_timeout, workers=2, sample=10, assignments=Non
     from autograder import REPO_ROOT
     from autograder.dask_tls import cluster_security, grader_tls, make_credentials
 
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
     if isinstance(sample, bool) or not isinstance(sample, int) or not 1 <= sample <= n_students:
         raise ValueError(f"sample must be an integer from 1 to n_students, got {sample!r}")
     base = Path(tempfile.mkdtemp(prefix="bench_term_"))
@@ -223,7 +226,7 @@ def term_on_dask(n_students, cell_timeout, workers=2, sample=10, assignments=Non
     course.verify = timed_verify
 
     def work():
-        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+        with LocalCluster(n_workers=workers, threads_per_worker=threads, processes=True,
                           dashboard_address=None, protocol="tls://",
                           security=cluster_security(creds)) as cluster:
             # the clean-room verification runs on the grader's machine once the cluster's
@@ -232,7 +235,8 @@ def term_on_dask(n_students, cell_timeout, workers=2, sample=10, assignments=Non
                              tls=grader_tls(creds), workers=workers)
         got = _scores(course)
         per_student = len(want) // sample
-        out = {"students": n_students, "workers": workers, "notebooks_per_student": per_student,
+        out = {"students": n_students, "workers": workers, "threads": threads,
+               "notebooks_per_student": per_student,
                "grading_issues": len(course.issues()), "sample": sample,
                "sample_notebooks": len(want),
                "sample_differ": sum(got.get(k) != v for k, v in want.items()),

@@ -100,10 +100,12 @@ QUICK = {
     "autograder": None,  # minutes; `--quick --students N` runs QUICK_CLASS instead
 }
 #: the term row (``make bench-term``): a simulated term graded on a Dask LocalCluster of 2
-#: worker processes, against the issue's goal; the first ``sample`` students are graded
+#: worker processes of 2 threads each (each thread grades one student, whose nbgrader run
+#: and kernels wait on one another much of the time), against the issue's goal; the first
+#: ``sample`` students are graded
 #: serially beforehand to compare the grades. Run only when asked for (``--rows term``):
 #: it takes about as long as its goal
-TERM = {"students": 200, "workers": 2, "sample": 10, "cell_timeout": 60, "goal_min": 40.0,
+TERM = {"students": 200, "workers": 2, "threads": 2, "sample": 10, "cell_timeout": 60, "goal_min": 40.0,
         "timeout": 4 * 3600, "assignments": None}
 #: the autograder row in quick mode when --students is given: one short chapter only
 QUICK_CLASS = {"reps": 1, "students": 2, "workers": 2, "reps_class": 1, "cell_timeout": 60,
@@ -731,16 +733,18 @@ def row_term(cfg, reps, tmp):
         return _pending("term", "Term on Dask", "not run unless asked for (make bench-term: "
                         "about 40 minutes on 2 cores)", status="not run")
     c = cfg
-    kw = {k: c[k] for k in ("workers", "sample", "cell_timeout", "assignments")}
+    kw = {k: c[k] for k in ("workers", "threads", "sample", "cell_timeout", "assignments")}
     res = H.run_child("bench_autograder:term_on_dask", {"n_students": c["students"], **kw},
                       timeout=c["timeout"])
     out, t = res["out"], res["seconds"]
     n, w, nb = out["students"], out["workers"], out["notebooks_per_student"]
+    th = out.get("threads", 1)
     minutes = t / 60
     cores = H.machine_info()["logical_cores"]
     lines = [
         _line("term", f"{n} students, {nb} notebook{'s' if nb != 1 else ''} each, on a Dask "
-              f"LocalCluster of {w} workers (TLS)", "— (no competitor)", f"{minutes:.1f} min", None, None,
+              f"LocalCluster of {w} workers (TLS, {th} thread{'s' if th != 1 else ''} each)",
+              "— (no competitor)", f"{minutes:.1f} min", None, None,
               f"<= {c['goal_min']:g} min", minutes <= c["goal_min"],
               note=f"one repetition (it takes as long as its goal); {t / n:.1f} s per student "
                    f"on {cores} logical cores{_verify_share(out, t)}; "
@@ -753,7 +757,8 @@ def row_term(cfg, reps, tmp):
               out["sample_differ"] == 0 and out["sample_notebooks"] == out["sample"] * nb),
     ]
     return {"id": "term", "title": "Term on Dask", "status": "partial",
-            "size": f"{n} students, {nb} notebooks each (reference solutions); {w} workers",
+            "size": f"{n} students, {nb} notebooks each (reference solutions); {w} workers of "
+                    f"{th} thread{'s' if th != 1 else ''}",
             "subject": "autograder.course.Course.autograde(scheduler=tls://..., tls=...)",
             "measurements": {"term": H.summarise([res])},
             "note": ("Every student's notebooks are graded in a sandbox of their own by one "

@@ -312,10 +312,11 @@ def test_the_term_row_reads_the_childs_grading(monkeypatch):
     cfg = {**run.TERM, "students": 3, "sample": 2, "assignments": ["rank"]}
     row = run.row_term(cfg, 1, None)
     assert calls == [("bench_autograder:term_on_dask",
-                      {"n_students": 3, "workers": 2, "sample": 2, "cell_timeout": 60,
-                       "assignments": ["rank"]})]
+                      {"n_students": 3, "workers": 2, "threads": 2, "sample": 2,
+                       "cell_timeout": 60, "assignments": ["rank"]})]
     timed, grades = row["lines"]
     assert timed["what"].startswith("3 students, 1 notebook each")
+    assert "2 workers (TLS, 1 thread each)" in timed["what"]   # the child's own count
     assert (timed["subject_value"], timed["met"]) == ("1.5 min", True)
     assert "30.0 s per student" in timed["note"]
     assert "verification" not in timed["note"]          # the child did not time it
