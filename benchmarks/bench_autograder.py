@@ -103,7 +103,7 @@ def _scores(course):
     return out
 
 
-def autograde(n_students, cell_timeout, workers=1, assignments=None, verify=True):
+def autograde(n_students, cell_timeout, workers=1, assignments=None, verify=True, one_core=False):
     """Prepare a graded class; return the measured call (``Course.autograde``).
 
     Parameters
@@ -118,6 +118,9 @@ def autograde(n_students, cell_timeout, workers=1, assignments=None, verify=True
         Only these assignments (chapters) of ``solutions/`` (default: all of them).
     verify : bool
         Run the clean-room verifier after nbgrader (default), or leave it out.
+    one_core : bool
+        Pin this process, and so every process it starts (nbgrader, the kernels, the
+        clean room), to one logical core before anything is prepared.
 
     Returns
     -------
@@ -130,6 +133,10 @@ def autograde(n_students, cell_timeout, workers=1, assignments=None, verify=True
 
     from autograder import REPO_ROOT
 
+    if one_core:
+        import os
+
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     base = Path(tempfile.mkdtemp(prefix="bench_autograder_"))
     repo = _scratch_repo(base, assignments) if assignments else REPO_ROOT
     students = [f"s{i:02d}" for i in range(n_students)]
@@ -145,7 +152,8 @@ def autograde(n_students, cell_timeout, workers=1, assignments=None, verify=True
         finally:
             peak_tree = sampler.stop()
         out = {"notebooks_per_student": n_notebooks, "students": n_students,
-               "workers": workers, "grading_issues": len(course.issues()),
+               "workers": workers, "one_core": bool(one_core),
+               "grading_issues": len(course.issues()),
                "scores": _scores(course), "peak_tree_rss_mb": peak_tree}
         shutil.rmtree(base, ignore_errors=True)
         return out

@@ -331,3 +331,37 @@ def test_the_term_row_reads_the_childs_grading(monkeypatch):
         run.row_term(cfg, 1, None)["lines"][0]["note"]
     monkeypatch.setattr(run.H, "run_child", lambda *a, **k: {**child(*a, **k), "seconds": 3600.0})
     assert run.row_term(cfg, 1, None)["lines"][0]["met"] is False       # past 40 minutes
+
+
+def test_the_autograder_row_times_the_serial_class_on_one_core(monkeypatch):
+    """The serial class runs pinned to one core (``one_core``), and its time per student
+    carries issue 30's goal (20 s) when every chapter is graded; the children are stubbed
+    (``make bench-class`` runs them for real)."""
+    calls = []
+
+    def child(task, kwargs, timeout=None):
+        calls.append(kwargs)
+        n = kwargs["n_students"]
+        seconds = {1: 15.0}.get(n, 18.0 * n if kwargs["workers"] == 1 else 10.0 * n)
+        out = {"notebooks_per_student": 16, "students": n, "workers": kwargs["workers"],
+               "grading_issues": 0, "peak_tree_rss_mb": 100.0,
+               "scores": {f"s{i}/nb{j}": 1.0 for i in range(n) for j in range(16)}}
+        return {"seconds": seconds, "rss_before_mb": 1.0, "peak_rss_mb": 2.0,
+                "beyond_inputs_mb": 1.0, "peak_anon_beyond_inputs_mb": 1.0,
+                "peak_rss_grandchildren_mb": 3.0, "out": out}
+
+    monkeypatch.setattr(run.H, "run_child", child)
+    cfg = {"reps": 1, "students": 4, "workers": 2, "reps_class": 1, "cell_timeout": 60,
+           "timeout": 600, "assignments": None}
+    row = run.row_autograder(cfg, 1, None)
+    serial = [k for k in calls if k["n_students"] == 4 and k["workers"] == 1]
+    assert serial and all(k["one_core"] for k in serial)
+    assert not any(k["one_core"] for k in calls if k not in serial)
+    per = next(x for x in row["lines"] if x["what"].endswith("time per student"))
+    assert (per["subject_value"], per["goal"], per["met"]) == ("18 s", "<= 20 s per student (issue 30)", True)
+    speed = next(x for x in row["lines"] if x["what"] == "4 students with 2 workers")
+    assert speed["competitor"] == "4 students serially on one core"
+    assert speed["ratio"] == pytest.approx(1.8)
+    one_chapter = run.row_autograder({**cfg, "assignments": ["rank"]}, 1, None)
+    per = next(x for x in one_chapter["lines"] if x["what"].endswith("time per student"))
+    assert per["goal"] is None and per["met"] is None   # the goal is for all 16 notebooks
