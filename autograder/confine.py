@@ -191,19 +191,25 @@ def sandbox_python():
     Returns
     -------
     (str, str, bool)
-        ``(interpreter, site-packages, drop)``: this interpreter, or, when it lives where
-        another user cannot reach it (``/root``), a system interpreter of the same
-        version; ``drop`` is True when the grader is root and both are reachable by
-        another user, i.e. when the child may run under a sandbox user id.
+        ``(interpreter, site-packages, drop)``: this interpreter, or, when it or its
+        standard library lives where another user cannot reach it (``/root``; a virtual
+        environment made with ``--copies`` elsewhere holds a copy of an interpreter whose
+        library stays there), a system interpreter of the same version; ``drop`` is True
+        when the grader is root and both are reachable by another user, i.e. when the
+        child may run under a sandbox user id.
     """
     site = sysconfig.get_paths()["purelib"]
     exe = os.path.realpath(sys.executable)
     if os.geteuid() != 0:
         return exe, site, False
     ver = f"{sys.version_info.major}.{sys.version_info.minor}"
+    stdlib = sysconfig.get_paths()["stdlib"]  # this interpreter's; a system one has its own
     for cand in (exe, shutil.which(f"python{ver}") or "", f"/usr/bin/python{ver}"):
-        if cand and world_can(os.path.realpath(cand), 0o001) and world_can(site, 0o004):
-            return os.path.realpath(cand), site, True
+        if not cand or not world_can(os.path.realpath(cand), 0o001) or not world_can(site, 0o004):
+            continue
+        if os.path.realpath(cand) == exe and not world_can(stdlib, 0o005):
+            continue
+        return os.path.realpath(cand), site, True
     return exe, site, False
 
 

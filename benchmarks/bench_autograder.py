@@ -103,6 +103,19 @@ def _scores(course):
     return out
 
 
+def _below_full(course):
+    """How many submitted notebooks of the course's gradebook score below their maximum
+    (every student of these benchmarks hands in the reference answers: none should)."""
+    from nbgrader.api import Gradebook
+
+    n = 0
+    with Gradebook(f"sqlite:///{course.root / 'gradebook.db'}") as gb:
+        for assignment in gb.assignments:
+            for nb in assignment.notebooks:
+                n += sum(sub.score < sub.max_score - 1e-9 for sub in nb.submissions)
+    return n
+
+
 def autograde(n_students, cell_timeout, workers=1, assignments=None, verify=True, one_core=False):
     """Prepare a graded class; return the measured call (``Course.autograde``).
 
@@ -199,8 +212,10 @@ def term_on_dask(n_students, cell_timeout, workers=2, sample=10, assignments=Non
     callable
         Grades the term; returns the class size, the workers, the number of notebooks
         per student and of grading issues, and how many of the sample's notebook scores
-        differ from the serial run's (``sample_differ``, out of ``sample_notebooks``), and
-        the seconds of the clean-room verification within the call (``verify_seconds``).
+        differ from the serial run's (``sample_differ``, out of ``sample_notebooks``), how
+        many notebooks score below full marks (``below_full``: the reference answers should
+        not) and the seconds of the clean-room verification within the call
+        (``verify_seconds``).
     """
     import nbgrader.api  # noqa: F401 - imported before the timing, used by _scores
     from distributed import LocalCluster
@@ -248,7 +263,8 @@ def term_on_dask(n_students, cell_timeout, workers=2, sample=10, assignments=Non
                "grading_issues": len(course.issues()), "sample": sample,
                "sample_notebooks": len(want),
                "sample_differ": sum(got.get(k) != v for k, v in want.items()),
-               "graded_notebooks": sum(v is not None for v in got.values()), **phases}
+               "graded_notebooks": sum(v is not None for v in got.values()),
+               "below_full": _below_full(course), **phases}
         shutil.rmtree(base, ignore_errors=True)
         return out
 

@@ -755,6 +755,11 @@ def row_term(cfg, reps, tmp):
                    f"{out['graded_notebooks']} notebooks graded, "
                    f"{out['grading_issues']} lines in grading_issues.csv; load average (1 min) "
                    f"at the end {os.getloadavg()[0]:.2f}"),
+        _line("term", "reference answers at full marks", "— (every notebook)",
+              f"{out['graded_notebooks'] - out.get('below_full', 0)} of {out['graded_notebooks']}",
+              None, None, "all, and 0 lines in grading_issues.csv",
+              out.get("below_full", 0) == 0 and out["grading_issues"] == 0
+              and out["graded_notebooks"] == n * nb),
         _line("term", f"grades of the first {out['sample']} students", "graded serially, "
               "without the cluster", f"{out['sample_differ']} differ",
               f"{out['sample_notebooks']} notebooks", None, "identical",

@@ -97,6 +97,21 @@ def test_sandbox_python_names_an_interpreter_and_its_site_packages():
     assert drop == (os.geteuid() == 0 and confine.world_can(site, 0o004))
 
 
+def test_sandbox_python_skips_a_copied_interpreter_whose_library_is_closed(monkeypatch):
+    """A venv made with ``--copies`` outside /root holds a world-runnable copy of an
+    interpreter whose standard library stays under /root: a sandbox user could start it
+    but import nothing, so the system interpreter of the same version is taken."""
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    exe = os.path.realpath(sys.executable)
+    stdlib = confine.sysconfig.get_paths()["stdlib"]
+    closed = {stdlib}
+    monkeypatch.setattr(confine, "world_can", lambda path, mode: path not in closed)
+    python, _, drop = confine.sandbox_python()
+    assert python != exe and drop
+    closed.clear()
+    assert confine.sandbox_python()[0] == exe
+
+
 @ROOT
 def test_kill_uid_leaves_no_process_of_that_user():
     uid = confine.new_uid()

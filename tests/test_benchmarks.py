@@ -314,7 +314,8 @@ def test_the_term_row_reads_the_childs_grading(monkeypatch):
     assert calls == [("bench_autograder:term_on_dask",
                       {"n_students": 3, "workers": 2, "threads": 2, "sample": 2,
                        "cell_timeout": 60, "assignments": ["rank"]})]
-    timed, grades = row["lines"]
+    timed, full, grades = row["lines"]
+    assert (full["subject_value"], full["met"]) == ("3 of 3", True)
     assert timed["what"].startswith("3 students, 1 notebook each")
     assert "2 workers (TLS, 1 thread each)" in timed["what"]   # the child's own count
     assert (timed["subject_value"], timed["met"]) == ("1.5 min", True)
@@ -329,6 +330,14 @@ def test_the_term_row_reads_the_childs_grading(monkeypatch):
     monkeypatch.setattr(run.H, "run_child", timed_child)
     assert "(of which the clean room's verification on this machine 0.5 min)" in \
         run.row_term(cfg, 1, None)["lines"][0]["note"]
+
+    def failing_child(*a, **k):   # every clean-room child died: visible points lost
+        res = child(*a, **k)
+        return {**res, "out": {**res["out"], "below_full": 3, "grading_issues": 3}}
+
+    monkeypatch.setattr(run.H, "run_child", failing_child)
+    full = run.row_term(cfg, 1, None)["lines"][1]
+    assert (full["subject_value"], full["met"]) == ("0 of 3", False)
     monkeypatch.setattr(run.H, "run_child", lambda *a, **k: {**child(*a, **k), "seconds": 3600.0})
     assert run.row_term(cfg, 1, None)["lines"][0]["met"] is False       # past 40 minutes
 
