@@ -149,7 +149,7 @@ bench-class: $(STAMP)
 	$(PY) -m benchmarks.run --rows autograder --students 20 --reps 1 --merge
 
 # A simulated term: 200 students' 16 notebooks graded on a Dask LocalCluster of 2 workers
-# (2 threads each) over TLS (about 20 minutes on 2 cores), the first 10 also serially to
+# (2 threads each) over TLS (about 15 to 20 minutes on 2 cores), the first 10 also serially to
 # compare the grades;
 # merged into benchmarks/results.json as the row "term".
 bench-term: $(STAMP)

@@ -735,7 +735,7 @@ def row_term(cfg, reps, tmp):
         return _pending("term", "Term on Dask", "autograder/dask_tls.py not written yet")
     if cfg is None:
         return _pending("term", "Term on Dask", "not run unless asked for (make bench-term: "
-                        "about 40 minutes on 2 cores)", status="not run")
+                        "about 15 to 20 minutes on 2 cores)", status="not run")
     c = cfg
     kw = {k: c[k] for k in ("workers", "threads", "sample", "cell_timeout", "assignments")}
     res = H.run_child("bench_autograder:term_on_dask", {"n_students": c["students"], **kw},
