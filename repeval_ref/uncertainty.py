@@ -269,7 +269,8 @@ def expected_max_of_normals(m):
 
 # ------------------------------------------------ bootstrap over items, any additive metric
 #: Rows of the (replicates x items) count matrix drawn at once, as a number of entries;
-#: the blocks only bound memory, the stream of random numbers is the same.
+#: the blocks only bound memory, the stream of random numbers is the same (the totals agree
+#: up to rounding: BLAS may sum a block of another shape in another order).
 _BLOCK_ENTRIES = 1 << 22
 
 

@@ -290,10 +290,25 @@ def test_summary_rows_read_the_record(record):
         cal.summary_rows({"tasks": {}})
 
 
+#: how far a re-run on another CPU model may land from the record: BLAS and torch pick
+#: kernels by CPU, which sum in another order, so the probe's fit ends at a slightly
+#: different point (measured: accuracies within 0.0075, discordance 0.013 apart between two
+#: machines of the course's kind); the choices themselves must be the same
+_ACROSS_CPUS = {"detectable_difference": 1e-3, "detectable_difference_measured": 1e-3}
+
+
 @pytest.mark.slow
 def test_record_is_what_the_command_measures(record):
     rec = cal.calibrate_task("fashion_shifted")
-    assert rec == record["tasks"]["fashion_shifted"]
+    old = record["tasks"]["fashion_shifted"]
+    assert set(rec) == set(old)
+    for key, value in rec.items():
+        numeric = isinstance(value, float) or (
+            isinstance(value, list) and value and all(isinstance(v, float) for v in value))
+        if numeric:
+            assert value == pytest.approx(old[key], abs=_ACROSS_CPUS.get(key, 0.015)), key
+        else:
+            assert value == old[key], key   # the grid, the chosen knob, the sizes
 
 
 # ------------------------------------------------------ the calibrated setting, by name
