@@ -44,7 +44,7 @@ from .codec import Unsupported
 
 __all__ = ["CellVerdict", "FORBIDDEN", "DEFAULT_LIMITS", "static_imports", "solution_source",
            "forbidden_message", "graded_functions", "run_visible", "verify_source",
-           "verify_notebook", "likely_cause", "tampering"]
+           "verify_notebook", "likely_cause", "tampering", "imports_reference"]
 
 
 # ----------------------------------------------------------------- verdicts
@@ -274,9 +274,15 @@ def tampering(nb):
     return [t for t in _TAMPERING if t in source]
 
 
+def imports_reference(cells):
+    """Whether the verdicts ``cells`` of a notebook say that its answer imports the
+    reference package or the grader (:func:`forbidden_message`)."""
+    return any(v.message.startswith("your answer imports") for v in cells)
+
+
 def likely_cause(nb, cells, kernel_total, verifier_total):
     """A short guess, for the instructor, at why the two scores of a notebook differ."""
-    if any(v.message.startswith("your answer imports") for v in cells):
+    if imports_reference(cells):
         return "the answer imports the course's reference package or the grader"
     hits = tampering(nb)
     if kernel_total > verifier_total:

@@ -83,21 +83,11 @@ def _hidden_folders(site, hide=()):
     ``packages``: the folders of ``repeval_ref``, ``autograder`` and ``repeval_book``
     wherever they are installed, covered after the site-packages is bound back. An answer
     then finds no file of the reference to load by path, whatever it tries."""
-    import importlib.util
-
     site = os.path.realpath(site)
+    repo, packages = confine.reference_folders(REPO_ROOT)
     cover = [os.path.realpath(h) for h in hide]
-    if os.path.realpath(REPO_ROOT) != site:
-        cover.append(os.path.realpath(REPO_ROOT))
-    packages = []
-    for name in ("repeval_ref", "autograder", "repeval_book"):
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            spec = None
-        for where in (spec.submodule_search_locations or []) if spec else []:
-            packages.append(os.path.realpath(where))
-    packages = [p for p in dict.fromkeys(packages) if os.path.isdir(p)]
+    if repo is not None and repo != site:
+        cover.append(repo)
     return sorted(set(c for c in cover if os.path.isdir(c))), packages
 
 

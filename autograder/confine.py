@@ -185,6 +185,33 @@ def closed_ancestor(path):
     return closed
 
 
+#: the packages no student code may read: the reference, the grader, the book's tooling
+PRIVATE_PACKAGES = ("repeval_ref", "autograder", "repeval_book")
+
+
+def reference_folders(repo_root):
+    """What student code must not read, for the clean room and the kernels alike:
+    ``(repository, packages)``. ``repository`` is ``repo_root`` when it is a checkout (it
+    holds ``pyproject.toml`` and ``repeval_ref/``: the solutions, the hidden checks, the
+    book), else None (an installed copy, whose root is the site-packages); ``packages``
+    are the folders of :data:`PRIVATE_PACKAGES` wherever they are installed."""
+    import importlib.util
+
+    repo = os.path.realpath(repo_root)
+    if not (os.path.isfile(os.path.join(repo, "pyproject.toml"))
+            and os.path.isdir(os.path.join(repo, "repeval_ref"))):
+        repo = None
+    packages = []
+    for name in PRIVATE_PACKAGES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        for where in (spec.submodule_search_locations or []) if spec else []:
+            packages.append(os.path.realpath(where))
+    return repo, [p for p in dict.fromkeys(packages) if os.path.isdir(p)]
+
+
 def sandbox_python():
     """The interpreter a sandbox user may run, and the site-packages it imports from.
 

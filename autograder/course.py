@@ -1166,7 +1166,7 @@ class Course:
         """
         from nbgrader.api import Gradebook, MissingEntry
 
-        from .cleanroom import likely_cause
+        from .cleanroom import imports_reference, likely_cause
         from .cleanroom_process import start_fork_server
         from .exercises import EXERCISES
 
@@ -1207,7 +1207,7 @@ class Course:
             noticed = next((v.noticed for v in cells if v.noticed), [])
             if noticed:
                 self.record_issue(student, assignment, notebook, noticed_message(noticed))
-            if any(v.message.startswith("your answer imports") for v in cells):
+            if imports_reference(cells):
                 self.record_issue(student, assignment, notebook, "the answer imports the "
                                   "course's reference package or the grader: every cell "
                                   "scores 0")
@@ -1269,9 +1269,9 @@ class Course:
         changes nothing there; it is named all the same). Returns True when the caller
         has nothing more to say: no difference to report, or an import of the reference,
         which has its own line."""
-        from .cleanroom import tampering
+        from .cleanroom import imports_reference, tampering
 
-        if any(v.message.startswith("your answer imports") for v in cells):
+        if imports_reference(cells):
             return True
         if flagged:
             return False

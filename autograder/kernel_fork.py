@@ -262,27 +262,18 @@ def hidden_folders():
     checks and book), and the folders of the ``autograder``, ``repeval_ref`` and
     ``repeval_book`` packages wherever they are installed. The interpreter and its
     packages stay readable (:func:`autograder.confine.kernel_namespaces` binds them back)."""
-    import importlib.util
-
+    from . import REPO_ROOT, confine
     from .checks import kernel_stub_files
 
     stubs = kernel_stub_files()
-    out = []
-    root = Path(__file__).resolve().parent.parent
-    if (root / "pyproject.toml").is_file() and (root / "repeval_ref").is_dir():
-        out.append([str(root), stubs])
-    for name in ("autograder", "repeval_ref", "repeval_book"):
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            spec = None
-        for loc in (spec.submodule_search_locations or []) if spec is not None else []:
-            folder = Path(loc).resolve()
-            if any(folder == Path(f) or Path(f) in folder.parents for f, _ in out):
-                continue
-            own = {rel.split("/", 1)[1]: text for rel, text in stubs.items()
-                   if rel.startswith(name + "/")}
-            out.append([str(folder), own])
+    repo, packages = confine.reference_folders(REPO_ROOT)
+    out = [[repo, stubs]] if repo is not None else []
+    for folder in packages:
+        if repo is not None and (folder == repo or folder.startswith(repo + os.sep)):
+            continue   # covered with the repository
+        name = os.path.basename(folder)
+        out.append([folder, {rel.split("/", 1)[1]: text for rel, text in stubs.items()
+                             if rel.startswith(name + "/")}])
     return out
 
 
