@@ -40,7 +40,8 @@ def _run(runs, data, **kwargs):
 def _without_times(record):
     """A record without the keys that measure time (they differ between two equal runs)."""
     if isinstance(record, dict):
-        return {k: _without_times(v) for k, v in record.items() if k not in ("seconds", "finished")}
+        return {k: _without_times(v) for k, v in record.items()
+                if k not in ("seconds", "finished", "epoch_seconds", "epoch_cpu_seconds")}
     if isinstance(record, list):
         return [_without_times(v) for v in record]
     return record

@@ -15,7 +15,10 @@ name in the usage and error lines differs. Subcommands:
   resumable run (issue 26): a recipe search on a validation split of the training
   images, then the training of the chosen recipe, per planned encoder
   (:func:`repeval_ref.zoo.plateau.run_plateau`); a rerun resumes, ``DIR/status.json``
-  says where it stands. Exit status 1 when an encoder failed.
+  says where it stands. Exit status 1 when an encoder failed;
+* ``ship --runs DIR [--only NAME] [--skip-eval]``: the finished encoders of a plateau
+  run become the shipped weights, their search, curves and times go into the manifest
+  (:func:`repeval_ref.zoo.ship.ship_plateau`), then their accuracies are recorded.
 """
 from __future__ import annotations
 
@@ -23,7 +26,8 @@ import argparse
 import sys
 
 PROG = "python -m repeval_ref.zoo"
-DESCRIPTION = "``{prog} train [--only NAME] [--skip-eval]``, ``{prog} table`` and ``{prog} plateau --runs DIR``."
+DESCRIPTION = ("``{prog} train [--only NAME] [--skip-eval]``, ``{prog} table``, ``{prog} plateau --runs DIR`` "
+               "and ``{prog} ship --runs DIR``.")
 
 
 def main(argv=None, prog=PROG):
@@ -56,6 +60,11 @@ def main(argv=None, prog=PROG):
                     help="compute only this row (repeatable): raw_pixels, a zoo encoder or efficientnet_lite0")
     tb.add_argument("--merge", action="store_true", help="keep the other rows already in --out")
     _add_plateau(sub)
+    sp = sub.add_parser("ship", help="ship the finished encoders of a plateau run (weights and manifest)")
+    sp.add_argument("--runs", required=True, metavar="DIR", help="the plateau run directory")
+    sp.add_argument("--only", action="append", choices=sorted(ENCODERS), metavar="NAME",
+                    help="ship only this encoder (repeatable; default: every finished one)")
+    sp.add_argument("--skip-eval", action="store_true", help="do not compute the manifest's accuracies")
     args = parser.parse_args(argv)
     from ..zoo.train import deterministic_torch
 
@@ -83,6 +92,16 @@ def main(argv=None, prog=PROG):
         status = run_plateau(args.runs, names=args.only, time_limit=args.time_limit)
         print(f"plateau run {status['state']}", flush=True)
         return 1 if status["state"] == "failed" else 0
+    elif args.command == "ship":
+        from ..zoo.ship import ship_plateau
+
+        for name, entry in ship_plateau(args.runs, args.only).items():
+            print(f"{name}: shipped {len(entry['checkpoints'])} checkpoints, trained in about "
+                  f"{entry['training']['estimated_seconds']:.0f} s", flush=True)
+            if not args.skip_eval:
+                from ..zoo.evaluate import record_evaluation
+
+                print(record_evaluation(name), flush=True)
     else:
         from ..zoo.table import write_table
 

@@ -20,7 +20,7 @@ import torch
 from .registry import ARCHITECTURES, ENCODERS
 
 __all__ = ["WEIGHTS_DIR", "MANIFEST", "read_manifest", "write_manifest", "update_manifest", "train_and_save",
-           "sha256_file"]
+           "save_trained", "sha256_file"]
 
 WEIGHTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "weights")
 MANIFEST = os.path.join(WEIGHTS_DIR, "manifest.json")
@@ -69,41 +69,79 @@ def train_and_save(name, *, weights_dir=None, manifest_path=None, log=print):
     from ..datasets import fashion_mnist
     from .train import train_encoder
 
-    weights_dir = weights_dir or WEIGHTS_DIR
     images, labels = fashion_mnist("train")
     result = train_encoder(name, images, labels, log=log)
-    cfg = result["config"]
-    os.makedirs(os.path.join(weights_dir, name), exist_ok=True)
-    checkpoints = {}
-    for ck_name, epoch, step, state in result["checkpoints"]:
-        rel = f"{name}/{ck_name}.pt"
+    return save_trained(name, result, weights_dir=weights_dir, manifest_path=manifest_path)
+
+
+def _write_checkpoints(name, checkpoints, heads, weights_dir):
+    """Write every checkpoint (and the heads shipped beside it) under ``weights_dir/name``.
+
+    Files of ``name`` that the new checkpoints do not name (those of an earlier training
+    with other checkpoints) are removed, so that the folder holds what the manifest lists.
+    Returns the manifest's ``checkpoints`` dict.
+    """
+    folder = os.path.join(weights_dir, name)
+    os.makedirs(folder, exist_ok=True)
+    out, written = {}, set()
+
+    def write(rel, state):
         data = _state_bytes(state)
         with open(os.path.join(weights_dir, rel), "wb") as f:
             f.write(data)
-        checkpoints[ck_name] = {"file": rel, "epoch": epoch, "step": step, "bytes": len(data),
-                                "sha256": hashlib.sha256(data).hexdigest()}
-        for head, head_state in result["heads"].get(ck_name, {}).items():
-            rel_h = f"{name}/{ck_name}.{head}.pt"
-            data = _state_bytes(head_state)
-            with open(os.path.join(weights_dir, rel_h), "wb") as f:
-                f.write(data)
-            checkpoints[ck_name].setdefault("heads", {})[head] = {
-                "file": rel_h, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        written.add(os.path.basename(rel))
+        return {"file": rel, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+    for ck_name, epoch, step, state in checkpoints:
+        out[ck_name] = {**write(f"{name}/{ck_name}.pt", state), "epoch": epoch, "step": step}
+        for head, head_state in heads.get(ck_name, {}).items():
+            out[ck_name].setdefault("heads", {})[head] = write(f"{name}/{ck_name}.{head}.pt", head_state)
+    for stale in sorted(set(os.listdir(folder)) - written):
+        if stale.endswith(".pt"):
+            os.remove(os.path.join(folder, stale))
+    return out
+
+
+def save_trained(name, result, *, weights_dir=None, manifest_path=None, training=None, extra=None):
+    """Write the checkpoints of a finished training of ``name`` and its manifest entry.
+
+    Parameters
+    ----------
+    name : str
+        The encoder's name in :data:`~repeval_ref.zoo.registry.ENCODERS`.
+    result : dict
+        What :func:`repeval_ref.zoo.train.train_encoder` returns (``config``,
+        ``checkpoints``, ``heads``, ``subset``, ``seconds``, ``steps``, ``curve``);
+        ``n_images`` may stand for ``subset``.
+    training : dict, optional
+        Fields added to (or replacing) the entry's ``training`` record (times, machine, date).
+    extra : dict, optional
+        Top-level fields added to the entry (a recipe search, where the weights come from).
+
+    Returns
+    -------
+    dict
+        The manifest entry written.
+    """
+    cfg = result["config"]
+    weights_dir = weights_dir or WEIGHTS_DIR
+    n_images = int(result["subset"].size) if "subset" in result else int(result["n_images"])
     entry = {
         "objective": cfg["objective"],
         "architecture": dict(ARCHITECTURES[cfg["arch"]], name=cfg["arch"]),
         "hyperparameters": {k: v for k, v in cfg.items() if k not in ("objective", "arch")},
         "parameters": int(sum(v.numel() for v in result["checkpoints"][-1][3].values()
-                              if v.is_floating_point()) - _buffers(cfg, result)),
+                              if v.is_floating_point()) - _buffers(result["checkpoints"][-1][3])),
         "data": {"dataset": "fashion_mnist", "split": "train", "subset_seed": cfg["seed"],
-                 "subset_size": int(result["subset"].size), "order_seed": cfg["seed"] + 2,
+                 "subset_size": n_images, "order_seed": cfg["seed"] + 2,
                  "normalisation": "(x / 255 - 0.2860) / 0.3530"},
         "training": {"seconds": round(result["seconds"], 1), "steps": result["steps"],
                      "loss_per_epoch": result["curve"], "torch": torch.__version__,
                      "threads": torch.get_num_threads(), "machine": platform.machine(),
-                     "date": time.strftime("%Y-%m-%d", time.gmtime())},
-        "checkpoints": checkpoints,
+                     "date": time.strftime("%Y-%m-%d", time.gmtime()), **(training or {})},
+        "checkpoints": _write_checkpoints(name, result["checkpoints"], result.get("heads", {}), weights_dir),
         "final": result["checkpoints"][-1][0],
+        **(extra or {}),
     }
     update_manifest(lambda m: m["encoders"].__setitem__(name, entry), manifest_path)
     return entry
@@ -127,7 +165,6 @@ def update_manifest(change, path=None):
     return manifest
 
 
-def _buffers(cfg, result):
+def _buffers(state):
     """Floating-point buffers (BatchNorm running statistics) are not parameters."""
-    state = result["checkpoints"][-1][3]
     return sum(v.numel() for k, v in state.items() if v.is_floating_point() and ("running_" in k))

@@ -21,7 +21,8 @@ interrupted search after its last finished setting (``DIR/NAME/search_trials.jso
 and an interrupted training from its last finished epoch, bit-identical to an
 uninterrupted run. ``DIR/status.json`` says, for a human, what is running, which epoch,
 the loss curve so far and the seconds used. Nothing here is shipped: the weights of
-the run directory become the zoo's shipped weights in a later, separate step.
+the run directory become the zoo's shipped weights in a separate step,
+:func:`repeval_ref.zoo.ship.ship_plateau` (``python -m repeval_ref.zoo ship``).
 """
 from __future__ import annotations
 
@@ -277,22 +278,27 @@ def _train(entry, run, images, labels, recipe):
     args, state_file = _training_args(entry, recipe), os.path.join(folder, "state.pt")
     run.save(current=name)
     while True:
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
         result = _one_epoch(entry, args, images, labels, state_file, train["epoch"])
         run.units += 1
         train.update(epoch=result["epochs_done"], curve=result["curve"], seconds=round(result["seconds"], 1))
         train["epoch_seconds"].append(round(time.perf_counter() - t, 1))
+        # CPU seconds of this process: a pause (SIGSTOP) or another job's load does not count
+        train.setdefault("epoch_cpu_seconds", []).append(round(time.process_time() - cpu, 1))
         run.save()
         run.say(f"train {name}: epoch {result['epochs_done']}/{entry['epochs']} loss {result['curve'][-1]:.4f} "
                 f"({train['epoch_seconds'][-1]:.0f} s)")
         if result["complete"]:
-            return _finish_training(entry, run, recipe, result)
+            return _finish_training(entry, run, recipe, result, train)
         if run.out_of_time():
             return None
 
 
-def _finish_training(entry, run, recipe, result):
-    """Write the weights and the training record of a finished training; return the record."""
+def _finish_training(entry, run, recipe, result, train):
+    """Write the weights and the training record of a finished training; return the record.
+
+    ``train`` is the status's training progress: its per-epoch wall and CPU seconds go
+    into the record (wall seconds count the pauses of a run suspended for a while)."""
     import torch
 
     folder = os.path.join(run.runs, entry["name"])
@@ -302,6 +308,7 @@ def _finish_training(entry, run, recipe, result):
                         "they chose the recipe, they do not report a result)",
               "n_images": int(result["subset"].size), "epochs": result["epochs_done"], "steps": result["steps"],
               "curve": result["curve"], "seconds": round(result["seconds"], 1),
+              "epoch_seconds": train.get("epoch_seconds", []), "epoch_cpu_seconds": train.get("epoch_cpu_seconds", []),
               "checkpoints": [{"name": c[0], "epoch": c[1], "step": c[2]} for c in result["checkpoints"]],
               "weights": "weights.pt", "state_file": "state.pt", "device": "cpu", "torch_threads": 1,
               "torch": torch.__version__, "finished": _now()}
