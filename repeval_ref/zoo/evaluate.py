@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["PROTOCOL", "subset_indices", "knn_and_probe", "record_evaluation"]
+__all__ = ["PROTOCOL", "PLATEAU", "subset_indices", "knn_and_probe", "plateau_evidence", "plateau_verdict",
+           "record_evaluation"]
 
 PROTOCOL = {
     "k": 20, "tau": 0.07, "Cs": [0.01, 0.1, 1.0], "probe_seed": 0, "pooling": "cls",
@@ -70,6 +71,89 @@ def _full(name, checkpoint):
     return knn_and_probe(htr, ytr, htr, ytr, hte, yte)
 
 
+#: The plateau check: the probe gain from each earlier checkpoint to the final one, a
+#: paired bootstrap over the test images; "at its plateau" when the last quarter of the
+#: training gained at most ``max_gain`` at the upper end of that interval.
+PLATEAU = {"max_gain": 0.01, "n_boot": 2000, "seed": 0, "level": 0.95}
+
+
+def plateau_verdict(gains, max_gain=PLATEAU["max_gain"]):
+    """Whether a training reached its plateau, from the gains of its checkpoints.
+
+    Parameters
+    ----------
+    gains : list of dict
+        One per earlier checkpoint, in training order, each with ``hi`` (upper end of
+        the paired interval of the final probe's gain over that checkpoint's); the last
+        is the checkpoint at three quarters of the training.
+    max_gain : float
+        The largest gain of the last quarter still called a plateau (accuracy, in [0, 1)).
+
+    Returns
+    -------
+    str
+        ``"at its plateau"`` when the last gain's interval ends at or below ``max_gain``,
+        else ``"still rising"``; ``"no earlier checkpoint"`` for an empty list.
+
+    Notes
+    -----
+    A necessary condition, not a sufficient one: the cosine schedule of the zoo's
+    training lowers the learning rate towards zero over the last quarter, which flattens
+    the end of any run; the gains from the earlier checkpoints say how much of the
+    training's progress came late.
+    """
+    if not isinstance(gains, (list, tuple)) or any(not isinstance(g, dict) or "hi" not in g for g in gains):
+        raise ValueError(f"gains must be a list of dicts with an 'hi' entry, got {gains!r}")
+    if isinstance(max_gain, bool) or not isinstance(max_gain, (int, float)) or not 0 <= max_gain < 1:
+        raise ValueError(f"max_gain must be an accuracy difference in [0, 1), got {max_gain!r}")
+    if not gains:
+        return "no earlier checkpoint"
+    return "at its plateau" if gains[-1]["hi"] <= max_gain else "still rising"
+
+
+def plateau_evidence(name, *, weights_dir=None, cache_dir=None):
+    """The linear probe of every checkpoint of ``name`` and its paired gain to the final one.
+
+    The ``test`` protocol of :data:`PROTOCOL` (class token, 10,000 seeded training rows,
+    all 10,000 test images, ``C`` tuned on a validation fifth), each checkpoint's probe
+    fitted with :func:`repeval_ref.linear_probe.linear_probe_warm_path`; the gains are
+    :func:`repeval_ref.uncertainty.paired_comparison` of each earlier checkpoint against
+    the final one over the same test images.
+
+    Returns
+    -------
+    dict
+        ``probe`` (checkpoint -> test accuracy), ``gains`` (one dict per earlier
+        checkpoint: ``from``, ``gain``, ``lo``, ``hi``, ``verdict``, ``detectable``),
+        ``verdict`` (:func:`plateau_verdict`), ``criterion`` (in words) and ``protocol``.
+    """
+    from ..linear_probe import linear_probe_warm_path
+    from ..uncertainty import paired_comparison
+    from .extraction import features
+    from .loader import checkpoints
+
+    p = PROTOCOL["test"]
+    tr = subset_indices(60000, p["train"], p["subset_seed"])
+    correct = {}
+    for ck in checkpoints(name, weights_dir):
+        kw = dict(checkpoint=ck, cache_dir=cache_dir, weights_dir=weights_dir)
+        htr, ytr = features(name, "train", "cls", indices=tr, **kw)
+        hte, yte = features(name, "test", "cls", **kw)
+        _, _, pred = linear_probe_warm_path(htr, ytr, hte, yte, PROTOCOL["Cs"], seed=PROTOCOL["probe_seed"])
+        correct[ck] = pred == yte
+    names = list(correct)
+    final = names[-1]
+    gains = []
+    for ck in names[:-1]:
+        c = paired_comparison(correct[ck], correct[final], PLATEAU["n_boot"], PLATEAU["seed"], PLATEAU["level"])
+        gains.append({"from": ck, **{k: c[k] for k in ("gain", "lo", "hi", "verdict", "detectable")}})
+    return {"probe": {ck: float(np.mean(v)) for ck, v in correct.items()}, "gains": gains,
+            "verdict": plateau_verdict(gains),
+            "criterion": (f"at its plateau when the probe gained at most {PLATEAU['max_gain']:.0%} over the last "
+                          f"quarter of the training, at the upper end of the paired {PLATEAU['level']:.0%} interval"),
+            "protocol": {"train": p["train"], "test": int(yte.size), **PLATEAU}}
+
+
 def record_evaluation(name, *, small_only=False):
     """Compute and store in the manifest the accuracies of encoder ``name``; return them."""
     from .loader import checkpoints
@@ -77,8 +161,11 @@ def record_evaluation(name, *, small_only=False):
 
     entry = read_manifest()["encoders"][name]
     out = {ck: _small(name, ck) for ck in checkpoints(name)}
+    plateau = None
     if not small_only:
         out["test"] = _full(name, entry["final"])
+        if len(entry["checkpoints"]) > 1:
+            plateau = plateau_evidence(name)
 
     def change(manifest):  # applied to a fresh read, under the lock
         e = manifest["encoders"][name]
@@ -87,6 +174,8 @@ def record_evaluation(name, *, small_only=False):
                 e["test"] = res
             else:
                 e["checkpoints"][ck]["small"] = res
+        if plateau is not None:
+            e["plateau"] = plateau
         e["evaluation_protocol"] = PROTOCOL
 
     update_manifest(change)

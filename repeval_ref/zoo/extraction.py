@@ -128,7 +128,8 @@ def _index_key(indices, n):
     return idx, hashlib.sha256(idx.astype(np.int64).tobytes()).hexdigest()[:16]
 
 
-def features(name, split, pooling="cls", dataset="fashion", checkpoint=None, *, indices=None, cache_dir=None):
+def features(name, split, pooling="cls", dataset="fashion", checkpoint=None, *, indices=None, cache_dir=None,
+             weights_dir=None):
     """Cached features of a zoo encoder on a split of Fashion-MNIST or one of its variants.
 
     Parameters
@@ -149,6 +150,9 @@ def features(name, split, pooling="cls", dataset="fashion", checkpoint=None, *, 
         Rows of the split to use (default: all), in the given order.
     cache_dir : str, optional
         Default :func:`default_cache_dir`.
+    weights_dir : str, optional
+        Where the zoo's weights and manifest are (default: the shipped ones); the cache
+        tells weights apart by a fingerprint of their values.
 
     Returns
     -------
@@ -159,7 +163,7 @@ def features(name, split, pooling="cls", dataset="fashion", checkpoint=None, *, 
 
     if pooling not in POOLINGS:
         raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
-    encoder = load(name, checkpoint)
+    encoder = load(name, checkpoint, weights_dir=weights_dir)
     images, labels = load_images(dataset, split)
     idx, key = _index_key(indices, images.shape[0])
     images, labels = images[idx], labels[idx]
