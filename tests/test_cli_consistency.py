@@ -308,16 +308,17 @@ def test_every_markdown_table_the_commands_write_parses(tmp_path, outputs):
 
 def test_the_zoo_table_markdown_parses():
     from repeval_ref.zoo.registry import ENCODERS
-    from repeval_ref.zoo.table import COLUMNS, render_markdown
+    from repeval_ref.zoo.table import COLUMNS, floors, render_markdown, resolve_protocol
 
     cell = {"acc": 0.9, "lo": 0.85, "hi": 0.94}
-    rows = [{"name": name, "objective": spec["objective"], "params": 1000, "train_seconds": 12.0,
-             **{c: cell for c in COLUMNS}, "rankme": 30.0} for name, spec in ENCODERS.items()]
-    table = {"rows": rows, "seconds": 60.0,
-             "protocol": {"train": 5000, "test": 5000, "efficientnet": {"train": 2000, "test": 1000, "size": 96},
-                          "finetune": {"epochs": 1, "lr": 1e-3}, "ood": "photographs"}}
+    recipe = {"lr": 3e-4, "steps": 250}
+    rows = [{"name": name, "arch": spec["arch"], "objective": spec["objective"], "params": 1000,
+             "train_seconds": 12.0, **{c: cell for c in COLUMNS}, "ft_recipe": recipe, "lpft_recipe": recipe,
+             "rankme": 30.0} for name, spec in ENCODERS.items()]
+    table = {"rows": rows, "seconds": 60.0, "protocol": resolve_protocol()}
     html = _check_tables(render_markdown(table))
-    assert html.count("<tr>") == len(rows) + 1
+    assert html.count("<tr>") == len(rows) + 1 + len(floors(table)) + 1  # the table, then the floors
+    assert "<td>lr 3e-04, 250 steps</td>" in html
 
 
 def test_md_cell_escapes_pipes_backslashes_and_line_breaks():
