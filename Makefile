@@ -133,9 +133,17 @@ axe: $(AXE_JS)
 # re-renders) and writes _build/html. Any cell error or Sphinx warning fails the build;
 # a failed build drops Sphinx's saved environment so the next run re-reads every page
 # (otherwise the warnings of unchanged pages would not be reported again).
+# The build's output is also kept in _build/book-build.log; when the build fails, its
+# warnings and errors are printed again at the end, where a CI log's tail shows them.
 book: $(STAMP) data
-	$(VENV)/bin/jupyter-book build . --warningiserror --nitpick --keep-going \
-	  || { rm -rf _build/.doctrees; exit 1; }
+	@mkdir -p _build
+	@$(VENV)/bin/jupyter-book build . --warningiserror --nitpick --keep-going > _build/book-build.log 2>&1; \
+	  status=$$?; cat _build/book-build.log; \
+	  if [ $$status -ne 0 ]; then \
+	    echo "== the book build failed (exit $$status); its warnings and errors:"; \
+	    grep -n -i -E "warning|error|traceback|exception" _build/book-build.log \
+	      | grep -v -E "Location 'file://|Kernel is running over TCP|build finished with problems" | tail -40; \
+	    rm -rf _build/.doctrees; exit 1; fi
 
 # Benchmarks compare with faiss-cpu and scikit-learn (the bench extra, installed with the rest
 # so that the harness test in `make test` runs it in quick mode). `make bench` grades a class
