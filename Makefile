@@ -137,9 +137,10 @@ axe: $(AXE_JS)
 # warnings and errors are printed again at the end, where a CI log's tail shows them.
 book: $(STAMP) data
 	@mkdir -p _build
-	@$(VENV)/bin/jupyter-book build . --warningiserror --nitpick --keep-going > _build/book-build.log 2>&1; \
-	  status=$$?; cat _build/book-build.log; \
-	  if [ $$status -ne 0 ]; then \
+	@{ $(VENV)/bin/jupyter-book build . --warningiserror --nitpick --keep-going 2>&1; \
+	   echo $$? > _build/book-build.status; } | tee _build/book-build.log; \
+	  status=$$(cat _build/book-build.status); \
+	  if [ "$$status" != 0 ]; then \
 	    echo "== the book build failed (exit $$status); its warnings and errors:"; \
 	    grep -n -i -E "warning|error|traceback|exception" _build/book-build.log \
 	      | grep -v -E "Location 'file://|Kernel is running over TCP|build finished with problems" | tail -40; \
