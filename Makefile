@@ -168,8 +168,8 @@ bench-term: $(STAMP)
 # encoder, one at a time, deterministically on one thread, and rewrites the committed weights
 # and manifest (about 40 minutes on 2 busy cores; `python -m repeval_ref.zoo train --only NAME`
 # retrains one). Tests and the book never retrain; they load the shipped weights.
-# zoo-table writes the evaluation table of the Performance appendix (its rows took about 40
-# minutes in all on 2 busy cores; `python -m repeval_ref.zoo table --out benchmarks/results/zoo_table.json
+# zoo-table writes the evaluation table of the Performance appendix (issue 26's protocol: about
+# 48 minutes on 2 busy cores; `python -m repeval_ref.zoo table --out benchmarks/results/zoo_table.json
 # --only ROW --merge` redoes one).
 zoo: $(STAMP) data
 	$(PY) -m repeval_ref.zoo train

@@ -51,16 +51,12 @@ overrides them (tests run tiny tables). :func:`floors` checks issue 26's floor: 
 trained encoder at least 10 points above the random initialisation of its architecture
 on the linear probe and on the 10-shot probe.
 
-Cost (an estimate, not a measurement of the whole table). Timed pieces on the shared
-2-core machine, one thread, the other core busy: per ViT row (tokens of 20,000 images,
-20-NN, two probes, 10-shot, attentive probe) about 75 s of frozen read-outs and about
-85 s for the six fine-tuning runs of 300 steps (3 rates x FT and LP-FT, 2,000 fit and
-500 validation images) and the 40,000 test forward passes; per ResNet row (0.6 M
-parameters, steps about 3.6 times a ViT's) about 90 s and 290 s; raw pixels about
-210 s; EfficientNet-Lite0 (10,000 test images at 96 px, 5,000 training images, no
-fine-tuning) about 400 s. With raw pixels, 7 ViT/CNN rows, 4 ResNet rows and
-EfficientNet-Lite0: about 210 + 7 x 160 + 4 x 380 + 400 s, some 54 minutes. The
-timings of each piece are recorded per row (``piece_seconds``).
+Cost, measured (all 14 rows, one thread, the plateau weights, the other core busy
+with a book build): 2,906 s, about 48 minutes. Per row: raw pixels 39 s; a ViT or the
+small CNN 95-126 s (frozen read-outs 13-22 s, the rest the three searches of FT and
+LP-FT and their 40,000 test passes); a ResNet 376-427 s; EfficientNet-Lite0 416 s
+(10,000 training and 10,000 test images at 96 px, no fine-tuning). The timings of each
+piece are recorded per row (``piece_seconds``).
 """
 from __future__ import annotations
 
