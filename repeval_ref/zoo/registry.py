@@ -53,12 +53,20 @@ ENCODERS = {
                        "lr": 3e-3},  # searched
     "supervised_resnet": {"objective": "supervised", "arch": "resnet", "epochs": 10, **_COMMON,
                           "lr": 1e-3},  # searched
-    "simclr_vit": {"objective": "simclr", "arch": "vit", "epochs": 5, **_COMMON, **_SSL, **_VIEWS,
-                   "temperature": 0.2, "proj_hidden": 128, "proj_dim": 64},
-    "dino_vit": {"objective": "dino", "arch": "vit", "epochs": 4, **_COMMON, **_SSL, **_VIEWS,
+    "simclr_vit": {"objective": "simclr", "arch": "vit", "epochs": 30, **_COMMON, **_VIEWS, "lr": 3e-3,  # searched
+                   "temperature": 0.1, "proj_hidden": 128, "proj_dim": 64},  # temperature searched
+    "simclr_resnet": {"objective": "simclr", "arch": "resnet", "epochs": 10, **_COMMON, **_VIEWS,
+                      "lr": 1e-3, "temperature": 0.1,  # both searched
+                      "proj_hidden": 128, "proj_dim": 64},
+    "dino_vit": {"objective": "dino", "arch": "vit", "epochs": 30, **_COMMON, **_VIEWS, "lr": 3e-3,  # searched
                  "head_hidden": 128, "head_bottleneck": 64, "prototypes": 256,
-                 "student_temperature": 0.1, "teacher_temperature": 0.04,
+                 "student_temperature": 0.1, "teacher_temperature": 0.04,  # teacher's searched
                  "center_momentum": 0.9, "momentum": 0.99},
+    "dino_resnet": {"objective": "dino", "arch": "resnet", "epochs": 8, **_COMMON, **_VIEWS,
+                    "lr": 2.7e-2,  # searched, past the grid's edge twice
+                    "head_hidden": 128, "head_bottleneck": 64, "prototypes": 256,
+                    "student_temperature": 0.1, "teacher_temperature": 0.04,  # teacher's searched
+                    "center_momentum": 0.9, "momentum": 0.99},
     "mae_vit": {"objective": "mae", "arch": "vit", "epochs": 70, **_COMMON, "lr": 1e-4,  # searched
                 "mask_ratio": 0.75, "decoder_dim": 32, "decoder_depth": 1, "decoder_heads": 2},  # mask searched
     "collapsed_vit": {"objective": "collapsed", "arch": "vit", "epochs": 2, **_COMMON, **_SSL, **_VIEWS,
