@@ -165,9 +165,9 @@ bench-term: $(STAMP)
 	$(PY) -m benchmarks.run --rows term --merge
 
 # The zoo of small encoders pretrained on Fashion-MNIST (repeval_ref/zoo): retrains every
-# encoder, one at a time, deterministically on one thread, and rewrites the committed weights
-# and manifest (about 40 minutes on 2 busy cores; `python -m repeval_ref.zoo train --only NAME`
-# retrains one). Tests and the book never retrain; they load the shipped weights.
+# encoder with its recorded recipe, one at a time, deterministically on one thread, and rewrites
+# the committed weights and manifest (about 3.2 hours of training, the longest encoder 47 minutes;
+# `python -m repeval_ref.zoo train --only NAME` retrains one). Tests and the book never retrain; they load the shipped weights.
 # zoo-table writes the evaluation table of the Performance appendix (issue 26's protocol: about
 # 48 minutes on 2 busy cores; `python -m repeval_ref.zoo table --out benchmarks/results/zoo_table.json
 # --only ROW --merge` redoes one).
