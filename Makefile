@@ -171,8 +171,14 @@ bench-term: $(STAMP)
 # zoo-table writes the evaluation table of the Performance appendix (issue 26's protocol: about
 # 48 minutes on 2 busy cores; `python -m repeval_ref.zoo table --out benchmarks/results/zoo_table.json
 # --only ROW --merge` redoes one).
+# `make zoo DEVICE=cuda` is the GPU run of issue 26: the same recipes, each for ZOO_EPOCHS_SCALE
+# times its epochs (default 4), written into zoo-cuda/ with a manifest that records the device;
+# the shipped CPU weights stay the default (nothing on a machine without a GPU runs it).
+DEVICE ?= cpu
+ZOO_EPOCHS_SCALE ?= $(if $(filter cpu,$(DEVICE)),1,4)
+ZOO_OUT = $(if $(filter cpu,$(DEVICE)),$(if $(filter 1,$(ZOO_EPOCHS_SCALE)),,--weights-dir zoo-cpu-x$(ZOO_EPOCHS_SCALE)),--weights-dir zoo-$(DEVICE))
 zoo: $(STAMP) data
-	$(PY) -m repeval_ref.zoo train
+	$(PY) -m repeval_ref.zoo train --device $(DEVICE) --epochs-scale $(ZOO_EPOCHS_SCALE) $(ZOO_OUT)
 
 zoo-table: $(STAMP) data
 	$(PY) -m repeval_ref.zoo table --out benchmarks/results/zoo_table.json

@@ -4,8 +4,13 @@ Book: the Performance appendix (the zoo). ``repeval zoo ARGS`` and ``python -m
 repeval_ref.zoo ARGS`` take the same arguments and run the same code; only the program
 name in the usage and error lines differs. Subcommands:
 
-* ``train [--only NAME] [--skip-eval]``: the only place the zoo is trained
-  (:func:`repeval_ref.zoo.build.train_and_save`);
+* ``train [--only NAME] [--skip-eval] [--device DEV --epochs-scale K --weights-dir DIR]``:
+  the only place the zoo is trained (:func:`repeval_ref.zoo.build.train_and_save`). By
+  default on the CPU, with the registered recipes, into the shipped weights. A GPU run
+  (``make zoo DEVICE=cuda``) names the device, multiplies every recipe's epochs by ``K``
+  and writes into ``DIR`` (weights and a manifest of their own that records the device),
+  so the shipped CPU weights stay the default; evaluating such a folder is left to the
+  user (the manifest's accuracies are computed only for the shipped weights);
 * ``evaluate [--only NAME]``: the manifest's accuracies of the shipped weights
   (:func:`repeval_ref.zoo.evaluate.record_evaluation`);
 * ``table --out PATH [--only ROW] [--merge]``: the evaluation table of the Performance
@@ -51,6 +56,12 @@ def main(argv=None, prog=PROG):
     tr.add_argument("--only", action="append", choices=sorted(ENCODERS), metavar="NAME",
                     help=f"train only this encoder (repeatable); one of {', '.join(sorted(ENCODERS))}")
     tr.add_argument("--skip-eval", action="store_true", help="do not compute the manifest's accuracies")
+    tr.add_argument("--device", default="cpu", metavar="DEV",
+                    help="where to train: cpu (default, deterministic) or cuda (a GPU; needs --weights-dir)")
+    tr.add_argument("--epochs-scale", type=int, default=1, metavar="K",
+                    help="multiply every recipe's epochs by K (default 1: the recipes as shipped)")
+    tr.add_argument("--weights-dir", default=None, metavar="DIR",
+                    help="write weights and manifest into DIR instead of the shipped weights (skips the evaluation)")
     ev = sub.add_parser("evaluate", help="(re)compute the manifest's accuracies of shipped weights")
     ev.add_argument("--only", action="append", choices=sorted(ENCODERS), metavar="NAME")
     tb = sub.add_parser("table", help="write the evaluation table as JSON at --out and as Markdown beside it")
@@ -66,18 +77,36 @@ def main(argv=None, prog=PROG):
                     help="ship only this encoder (repeatable; default: every finished one)")
     sp.add_argument("--skip-eval", action="store_true", help="do not compute the manifest's accuracies")
     args = parser.parse_args(argv)
+    if args.command == "train":
+        if args.epochs_scale < 1:
+            parser.error(f"--epochs-scale must be an integer >= 1, got {args.epochs_scale}")
+        from ..zoo.train import resolve_device
+
+        try:
+            device = resolve_device(args.device)
+        except ValueError as exc:
+            parser.error(f"--device: {exc}")
+        if (device.type != "cpu" or args.epochs_scale != 1) and args.weights_dir is None:
+            parser.error("a run on another device or with other epochs needs --weights-dir: the shipped "
+                         "weights are the CPU run of the registered recipes")
     from ..zoo.train import deterministic_torch
 
     deterministic_torch()  # one thread: the manifest's numbers are reproduced at one thread
     if args.command == "train":
         from ..zoo.build import train_and_save
 
+        import os
+
         names = args.only or list(ENCODERS)
+        where = {}
+        if args.weights_dir is not None:
+            where = {"weights_dir": args.weights_dir,
+                     "manifest_path": os.path.join(args.weights_dir, "manifest.json")}
         for name in names:
-            entry = train_and_save(name)
-            print(f"{name}: {entry['training']['seconds']} s, final loss "
+            entry = train_and_save(name, device=device, epochs_scale=args.epochs_scale, **where)
+            print(f"{name}: {entry['training']['seconds']} s on {entry['training']['device']}, final loss "
                   f"{(entry['training']['loss_per_epoch'] or [float('nan')])[-1]}", flush=True)
-            if not args.skip_eval:
+            if not args.skip_eval and args.weights_dir is None:
                 from ..zoo.evaluate import record_evaluation
 
                 print(record_evaluation(name), flush=True)

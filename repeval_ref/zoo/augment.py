@@ -8,7 +8,9 @@ map per image performs a random resized crop (area share and aspect ratio drawn
 log-uniformly, centre uniform among positions that keep the crop inside the image)
 and a horizontal flip, then brightness/contrast jitter and Gaussian pixel noise are
 added. Every random number comes from the ``torch.Generator`` passed in, so a view
-is a function of the generator's state.
+is a function of the generator's state. The generator lives on the CPU and its draws are
+moved to the images' device, so a batch on a GPU gets the very views its copy on the CPU
+would get (up to the arithmetic of the device).
 """
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ def random_flip(x, generator):
     torch.Tensor of shape (b, c, H, W)
     """
     _check_batch(x)
-    flip = torch.rand(x.shape[0], generator=generator) < 0.5
+    flip = (torch.rand(x.shape[0], generator=generator) < 0.5).to(x.device)
     return torch.where(flip[:, None, None, None], x.flip(3), x)
 
 
@@ -79,7 +81,7 @@ def random_view(x, generator, *, scale=(0.35, 1.0), ratio=(3 / 4, 4 / 3), jitter
     if jitter < 0 or noise < 0:
         raise ValueError(f"jitter and noise must be >= 0, got {jitter!r} and {noise!r}")
     b = x.shape[0]
-    u = torch.rand(b, 6, generator=generator, dtype=x.dtype)
+    u = torch.rand(b, 6, generator=generator, dtype=x.dtype).to(x.device)
     area = lo + (hi - lo) * u[:, 0]
     log_r = math.log(r_lo) + (math.log(r_hi) - math.log(r_lo)) * u[:, 1]
     aspect = torch.exp(log_r)
@@ -89,17 +91,17 @@ def random_view(x, generator, *, scale=(0.35, 1.0), ratio=(3 / 4, 4 / 3), jitter
     cx = (1 - sw) * (2 * u[:, 2] - 1)
     cy = (1 - sh) * (2 * u[:, 3] - 1)
     flip = torch.where(u[:, 4] < 0.5, -1.0, 1.0).to(x.dtype)
-    theta = torch.zeros(b, 2, 3, dtype=x.dtype)
+    theta = torch.zeros(b, 2, 3, dtype=x.dtype, device=x.device)
     theta[:, 0, 0] = sw * flip
     theta[:, 0, 2] = cx
     theta[:, 1, 1] = sh
     theta[:, 1, 2] = cy
     grid = F.affine_grid(theta, list(x.shape), align_corners=False)
     out = F.grid_sample(x - fill, grid, mode="bilinear", padding_mode="zeros", align_corners=False) + fill
-    contrast = 1 + jitter * (2 * torch.rand(b, 1, 1, 1, generator=generator, dtype=x.dtype) - 1)
-    shift = jitter * (2 * torch.rand(b, 1, 1, 1, generator=generator, dtype=x.dtype) - 1)
+    contrast = 1 + jitter * (2 * torch.rand(b, 1, 1, 1, generator=generator, dtype=x.dtype).to(x.device) - 1)
+    shift = jitter * (2 * torch.rand(b, 1, 1, 1, generator=generator, dtype=x.dtype).to(x.device) - 1)
     mean = out.mean(dim=(1, 2, 3), keepdim=True)
     out = (out - mean) * contrast + mean + shift
     if noise:
-        out = out + noise * torch.randn(out.shape, generator=generator, dtype=x.dtype)
+        out = out + noise * torch.randn(out.shape, generator=generator, dtype=x.dtype).to(x.device)
     return out

@@ -60,17 +60,23 @@ def _state_bytes(state):
     return buf.getvalue()
 
 
-def train_and_save(name, *, weights_dir=None, manifest_path=None, log=print):
+def train_and_save(name, *, weights_dir=None, manifest_path=None, log=print, device=None, epochs_scale=1):
     """Train ``name`` on Fashion-MNIST's training split, save its checkpoints, update the manifest.
 
-    Returns the manifest entry of ``name`` (without the evaluation, which
-    :func:`repeval_ref.zoo.evaluate.record_evaluation` adds).
+    ``device`` is where it trains (default the CPU, see
+    :func:`repeval_ref.zoo.train.resolve_device`); ``epochs_scale`` multiplies the
+    registered number of epochs (a positive integer; 1 keeps the recipe as shipped, a
+    larger value is the longer training of a GPU run). Returns the manifest entry of
+    ``name`` (without the evaluation, which :func:`repeval_ref.zoo.evaluate.record_evaluation` adds).
     """
     from ..datasets import fashion_mnist
-    from .train import train_encoder
+    from .train import encoder_config, train_encoder
 
+    if isinstance(epochs_scale, bool) or not isinstance(epochs_scale, int) or epochs_scale < 1:
+        raise ValueError(f"epochs_scale must be an integer >= 1, got {epochs_scale!r}")
     images, labels = fashion_mnist("train")
-    result = train_encoder(name, images, labels, log=log)
+    epochs = encoder_config(name)["epochs"] * epochs_scale
+    result = train_encoder(name, images, labels, log=log, device=device, epochs=epochs)
     return save_trained(name, result, weights_dir=weights_dir, manifest_path=manifest_path)
 
 
@@ -138,6 +144,7 @@ def save_trained(name, result, *, weights_dir=None, manifest_path=None, training
         "training": {"seconds": round(result["seconds"], 1), "steps": result["steps"],
                      "loss_per_epoch": result["curve"], "torch": torch.__version__,
                      "threads": torch.get_num_threads(), "machine": platform.machine(),
+                     "device": result.get("device", "cpu"),
                      "date": time.strftime("%Y-%m-%d", time.gmtime()), **(training or {})},
         "checkpoints": _write_checkpoints(name, result["checkpoints"], result.get("heads", {}), weights_dir),
         "final": result["checkpoints"][-1][0],

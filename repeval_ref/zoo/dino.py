@@ -75,7 +75,7 @@ def init_state(encoder, heads, cfg):
     teacher = nn.Sequential(copy.deepcopy(encoder), copy.deepcopy(heads["head"]))
     for p in teacher.parameters():
         p.requires_grad_(False)
-    return {"teacher": teacher, "center": torch.zeros(cfg["prototypes"])}
+    return {"teacher": teacher, "center": torch.zeros(cfg["prototypes"], device=next(encoder.parameters()).device)}
 
 
 def training_loss(encoder, heads, x, y, generator, cfg, state):

@@ -112,6 +112,7 @@ def training_loss(encoder, heads, x, y, generator, cfg, state):
     x = random_flip(x, generator)
     n_patches = encoder.pos_embed.shape[1] - 1
     keep, mask = random_mask(x.shape[0], n_patches, cfg["mask_ratio"], generator)
+    keep, mask = keep.to(x.device), mask.to(x.device)  # drawn on the generator's CPU
     pred = heads["decoder"](encode_visible(encoder, x, keep), keep, n_patches)
     target = patchify(x, encoder.patch_embed.kernel_size[0])
     mu, var = target.mean(dim=2, keepdim=True), target.var(dim=2, keepdim=True)

@@ -44,9 +44,10 @@ def info_nce(z1, z2, temperature):
     b = z1.shape[0]
     z = F.normalize(torch.cat([z1, z2]), dim=1)
     s = z @ z.T / temperature
-    s = s.masked_fill(torch.eye(2 * b, dtype=torch.bool), float("-inf"))
-    pos = torch.cat([torch.arange(b, 2 * b), torch.arange(b)])
-    return (torch.logsumexp(s, dim=1) - s[torch.arange(2 * b), pos]).mean()
+    s = s.masked_fill(torch.eye(2 * b, dtype=torch.bool, device=s.device), float("-inf"))
+    rows = torch.arange(2 * b, device=s.device)
+    pos = (rows + b) % (2 * b)  # the other view: i + b for the first b rows, i - b after
+    return (torch.logsumexp(s, dim=1) - s[rows, pos]).mean()
 
 
 def make_heads(encoder, cfg):

@@ -7,6 +7,12 @@ state)``, optionally ``init_state``, ``after_step`` (DINO's teacher update),
 deterministic algorithms, the data order, AdamW with a linear warm-up and cosine
 decay, the loss curve and the checkpoints at fixed shares of the steps.
 
+Devices: the loop runs on the CPU unless a ``device`` is named (``"cuda"`` on a machine
+with a GPU). The images, the data order and every augmentation draw stay on the CPU's
+seeded generators and only the batches move, so a GPU run sees the same data in the same
+order; its arithmetic differs, so it is not bit-identical to the CPU run, and the result
+records the device it ran on. Checkpoints come back to the CPU.
+
 Resumable runs (issue 26: a zoo trained in the background across sessions): given a
 ``state_file``, the loop writes its whole state after every epoch (model, heads, the
 objective's state such as DINO's teacher and centre, the optimiser, the step, the
@@ -28,7 +34,7 @@ from ..torch.schedule import cosine_factor
 from .inputs import to_tensor
 from .registry import ARCHITECTURES, CHECKPOINT_FRACTIONS, ENCODERS, build_encoder
 
-__all__ = ["train_encoder", "encoder_config", "deterministic_torch", "checkpoint_name"]
+__all__ = ["train_encoder", "encoder_config", "deterministic_torch", "checkpoint_name", "resolve_device"]
 
 
 def deterministic_torch():
@@ -112,7 +118,7 @@ def _load_objective_state(state, saved):
         if "module" in value:
             state[key].load_state_dict(value["module"])
         else:
-            state[key] = value["tensor"].clone()
+            state[key] = value["tensor"].to(state[key].device, copy=True)
 
 
 def _save_run(path, cfg, subset, encoder, heads, state, opt, gen, run):
@@ -147,6 +153,33 @@ def _load_run(path, cfg, subset, encoder, heads, state, opt, gen):
     return payload["run"]
 
 
+def resolve_device(device):
+    """``device`` (``None``, a string such as ``"cpu"`` or ``"cuda:0"``, or a
+    :class:`torch.device`) as a :class:`torch.device` that this machine has.
+
+    Raises
+    ------
+    ValueError
+        ``device`` names no torch device, or a CUDA device that this machine lacks.
+    """
+    if device is None:
+        return torch.device("cpu")
+    if not isinstance(device, (str, torch.device)):
+        raise ValueError(f"device must be a string such as 'cpu' or 'cuda', got {type(device).__name__}")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError) as exc:
+        raise ValueError(f"device {device!r} is not a torch device: {exc}") from exc
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r}: this machine has no CUDA device (torch {torch.__version__})")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    elif dev.type != "cpu":
+        raise ValueError(f"device {device!r}: the zoo trains on 'cpu' or 'cuda', not {dev.type!r}")
+    return dev
+
+
 def _check_stops(stop_after, time_limit, state_file):
     if stop_after is not None and (isinstance(stop_after, bool) or int(stop_after) != stop_after or stop_after < 1):
         raise ValueError(f"stop_after must be an integer >= 1, got {stop_after!r}")
@@ -157,7 +190,7 @@ def _check_stops(stop_after, time_limit, state_file):
 
 
 def train_encoder(name, images, labels, *, epochs=None, n_images=None, log=None, overrides=None,
-                  state_file=None, stop_after=None, time_limit=None):
+                  state_file=None, stop_after=None, time_limit=None, device=None):
     """Train the zoo encoder ``name`` from its seeded initialisation.
 
     Parameters
@@ -186,6 +219,9 @@ def train_encoder(name, images, labels, *, epochs=None, n_images=None, log=None,
     time_limit : float, optional
         Stop at the end of the first epoch after which this call has run ``time_limit``
         seconds.
+    device : str or torch.device, optional
+        Where the model trains (default the CPU; ``"cuda"`` on a machine with a GPU,
+        see :func:`resolve_device`). Data, order and augmentation draws do not depend on it.
 
     Returns
     -------
@@ -195,11 +231,15 @@ def train_encoder(name, images, labels, *, epochs=None, n_images=None, log=None,
         (``SHIPPED_HEADS``, e.g. the collapsed model's projector); ``curve``: mean
         loss per epoch; ``seconds``: wall time of the training (summed over resumed
         calls); ``steps``; ``subset``: the training indices used (numpy array);
-        ``config``; ``epochs_done`` and ``complete`` (False when stopped early).
+        ``config``; ``epochs_done`` and ``complete`` (False when stopped early); ``device``
+        (where it trained, e.g. ``"cpu"``). Checkpoints and heads are on the CPU.
     """
     cfg = encoder_config(name, epochs=epochs, overrides=overrides)
     _check_stops(stop_after, time_limit, state_file)
+    dev = resolve_device(device)
     deterministic_torch()
+    if dev.type == "cuda":  # several CUDA kernels (grid_sample's backward) have no deterministic form
+        torch.use_deterministic_algorithms(False)
     seed = cfg["seed"]
     n = images.shape[0]
     n_use = min(n, int(n_images if n_images is not None else cfg["train_images"]))
@@ -212,9 +252,12 @@ def train_encoder(name, images, labels, *, epochs=None, n_images=None, log=None,
     if cfg["epochs"] == 0:
         state = encoder.state_dict()
         return {"checkpoints": [("init", 0, 0, {k: v.clone() for k, v in state.items()})], "curve": [],
-                "seconds": 0.0, "steps": 0, "subset": subset, "config": cfg, "epochs_done": 0, "complete": True}
+                "seconds": 0.0, "steps": 0, "subset": subset, "config": cfg, "epochs_done": 0, "complete": True,
+                "device": "cpu"}
     torch.manual_seed(seed + 1)
     heads = torch.nn.ModuleDict(objective.make_heads(encoder, cfg))
+    encoder.to(dev)
+    heads.to(dev)
     state = objective.init_state(encoder, heads, cfg) if hasattr(objective, "init_state") else {}
     params = list(encoder.parameters()) + list(heads.parameters())
     opt = torch.optim.AdamW(params, lr=cfg["lr"], weight_decay=cfg["weight_decay"])
@@ -241,7 +284,7 @@ def train_encoder(name, images, labels, *, epochs=None, n_images=None, log=None,
             idx = order[b * bs:(b + 1) * bs]
             for group in opt.param_groups:
                 group["lr"] = cfg["lr"] * cosine_factor(step, total, warmup)
-            loss = objective.training_loss(encoder, heads, x_all[idx], y_all[idx], gen, cfg, state)
+            loss = objective.training_loss(encoder, heads, x_all[idx].to(dev), y_all[idx].to(dev), gen, cfg, state)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -252,8 +295,10 @@ def train_encoder(name, images, labels, *, epochs=None, n_images=None, log=None,
             if step in marks:
                 ep = cfg["epochs"] * marks[step]
                 sd = export(encoder, heads, state).state_dict()
-                checkpoints.append((checkpoint_name(ep), ep, step, {k: v.detach().clone() for k, v in sd.items()}))
-                shipped[checkpoint_name(ep)] = {h: {k: v.detach().clone() for k, v in heads[h].state_dict().items()}
+                checkpoints.append((checkpoint_name(ep), ep, step, {k: v.detach().to("cpu", copy=True)
+                                                                    for k, v in sd.items()}))
+                shipped[checkpoint_name(ep)] = {h: {k: v.detach().to("cpu", copy=True)
+                                                    for k, v in heads[h].state_dict().items()}
                                                 for h in getattr(objective, "SHIPPED_HEADS", ())}
         curve.append(float(np.mean(losses)))
         elapsed = time.perf_counter() - t0
@@ -267,4 +312,4 @@ def train_encoder(name, images, labels, *, epochs=None, n_images=None, log=None,
             break
     return {"checkpoints": checkpoints, "curve": curve, "seconds": run["seconds"], "steps": total,
             "subset": subset, "config": cfg, "heads": shipped, "epochs_done": run["epoch"],
-            "complete": run["epoch"] == cfg["epochs"]}
+            "complete": run["epoch"] == cfg["epochs"], "device": str(dev)}
