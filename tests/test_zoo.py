@@ -314,3 +314,36 @@ def test_a_file_with_the_right_checksum_but_wrong_content_is_refused(tmp_path):
     with pytest.raises(ValueError, match="does not load") as e:
         zoo.load("supervised_cnn", ck, weights_dir=str(w))
     assert "\n" not in str(e.value)
+
+
+def test_the_feature_cache_is_named_after_the_weights_sha256(tmp_path):
+    """A new release of the zoo (or another weights folder) writes its features beside the old
+    ones instead of finding them stale: the folder carries the checkpoint file's SHA-256."""
+    import json
+    import warnings
+
+    from repeval_ref.zoo.extraction import _cache_model_name, features
+
+    entry = zoo.manifest()["encoders"]["supervised_cnn"]
+    final = entry["final"]
+    name = _cache_model_name("supervised_cnn", None, None)
+    assert name == _cache_model_name("supervised_cnn", final, None)  # the default is the final checkpoint
+    assert name == f"supervised_cnn@{final}-{entry['checkpoints'][final]['sha256'][:12]}"
+    assert _cache_model_name("efficientnet_lite0", None, None) == "efficientnet_lite0@final"
+    # another weights folder whose final checkpoint is an earlier file: another cache folder, no warning
+    other = tmp_path / "weights"
+    (other / "supervised_cnn").mkdir(parents=True)
+    first = zoo.checkpoints("supervised_cnn")[0]
+    shutil.copy(os.path.join(WEIGHTS_DIR, entry["checkpoints"][first]["file"]), other / "supervised_cnn")
+    manifest = {"format": 1, "encoders": {"supervised_cnn": dict(entry, final=first,
+                                                                 checkpoints={first: entry["checkpoints"][first]})}}
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    assert _cache_model_name("supervised_cnn", None, str(other)) != name
+    cache = tmp_path / "cache"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        a, _ = features("supervised_cnn", "test", indices=np.arange(64), cache_dir=str(cache))
+        b, _ = features("supervised_cnn", "test", indices=np.arange(64), cache_dir=str(cache), weights_dir=str(other))
+        a2, _ = features("supervised_cnn", "test", indices=np.arange(64), cache_dir=str(cache))
+    assert not np.array_equal(a, b) and np.array_equal(a, a2)
+    assert len(os.listdir(cache)) == 2  # one folder per set of weights

@@ -283,7 +283,12 @@ class ImageEncoder:
         data = _ChunkedImages(images, labels, prepare)
         fp = _sha(images.shape, images.tobytes(), np.asarray(labels, np.int64).tobytes(), how)
         e = self.entry
-        model_name = f"{e['name']}@final" if e["kind"] == "zoo" else "backbone-" + e["spec"]
+        if e["kind"] == "zoo":
+            from ..zoo.extraction import _cache_model_name
+
+            model_name = _cache_model_name(e["name"], None, None)  # the weights' SHA-256 in the name
+        else:
+            model_name = "backbone-" + e["spec"]
         data_name = f"suite-{task}-{split}"
         before = self._cached(model_name, data_name, fp)
         if e["kind"] == "zoo":

