@@ -228,10 +228,11 @@ def test_the_plan_follows_the_issue_and_the_budget():
     names = plateau.plan_names()
     assert sorted(names) == sorted(f"{o}_{a}" for o, a in [("supervised", "resnet"), ("simclr", "resnet"),
                                                            ("dino", "resnet"), ("supervised", "vit"), ("dino", "vit"),
-                                                           ("mae", "vit"), ("simclr", "vit")])
+                                                           ("mae", "vit"), ("simclr", "vit"), ("supervised", "cnn")])
     assert names[:2] == ["supervised_vit", "mae_vit"] and names.index("supervised_resnet") < names.index("dino_vit")
     budget = {"supervised_vit": 15, "simclr_vit": 30, "dino_vit": 30, "mae_vit": 70, "supervised_resnet": 10,
-              "simclr_resnet": 10, "dino_resnet": 8}  # repeval_ref/zoo/BUDGET.md
+              "simclr_resnet": 10, "dino_resnet": 8,  # repeval_ref/zoo/BUDGET.md
+              "supervised_cnn": 3}  # the CNN's registered epochs, searched after the plateau run
     for entry in plateau.PLAN:
         cfg = encoder_config(entry["base"], epochs=entry["epochs"], overrides=entry["overrides"])
         objective, arch = entry["name"].split("_")
