@@ -322,14 +322,14 @@ def test_the_feature_cache_is_named_after_the_weights_sha256(tmp_path):
     import json
     import warnings
 
-    from repeval_ref.zoo.extraction import _cache_model_name, features
+    from repeval_ref.zoo.extraction import cache_model_name, features
 
     entry = zoo.manifest()["encoders"]["supervised_cnn"]
     final = entry["final"]
-    name = _cache_model_name("supervised_cnn", None, None)
-    assert name == _cache_model_name("supervised_cnn", final, None)  # the default is the final checkpoint
+    name = cache_model_name("supervised_cnn", None, None)
+    assert name == cache_model_name("supervised_cnn", final, None)  # the default is the final checkpoint
     assert name == f"supervised_cnn@{final}-{entry['checkpoints'][final]['sha256'][:12]}"
-    assert _cache_model_name("efficientnet_lite0", None, None) == "efficientnet_lite0@final"
+    assert cache_model_name("efficientnet_lite0", None, None) == "efficientnet_lite0@final"
     # another weights folder whose final checkpoint is an earlier file: another cache folder, no warning
     other = tmp_path / "weights"
     (other / "supervised_cnn").mkdir(parents=True)
@@ -338,7 +338,7 @@ def test_the_feature_cache_is_named_after_the_weights_sha256(tmp_path):
     manifest = {"format": 1, "encoders": {"supervised_cnn": dict(entry, final=first,
                                                                  checkpoints={first: entry["checkpoints"][first]})}}
     (other / "manifest.json").write_text(json.dumps(manifest))
-    assert _cache_model_name("supervised_cnn", None, str(other)) != name
+    assert cache_model_name("supervised_cnn", None, str(other)) != name
     cache = tmp_path / "cache"
     with warnings.catch_warnings():
         warnings.simplefilter("error")

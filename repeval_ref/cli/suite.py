@@ -284,9 +284,9 @@ class ImageEncoder:
         fp = _sha(images.shape, images.tobytes(), np.asarray(labels, np.int64).tobytes(), how)
         e = self.entry
         if e["kind"] == "zoo":
-            from ..zoo.extraction import _cache_model_name
+            from ..zoo.extraction import cache_model_name
 
-            model_name = _cache_model_name(e["name"], None, None)  # the weights' SHA-256 in the name
+            model_name = cache_model_name(e["name"])  # the weights' SHA-256 in the name
         else:
             model_name = "backbone-" + e["spec"]
         data_name = f"suite-{task}-{split}"

