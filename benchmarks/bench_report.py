@@ -43,6 +43,16 @@ BEFORE_PATH = "repeval_ref/cli.py"
 BEFORE_PACKAGE = "repeval_ref"
 #: The repository whose history holds :data:`BEFORE_COMMIT`: this checkout.
 REPO = Path(__file__).resolve().parent.parent
+#: Modules of :data:`BEFORE_PACKAGE` the old command line imports under names the package
+#: no longer has: old name -> the module (relative to the package) that holds those names.
+RENAMED = {
+    "noise": "uncertainty",
+    "similarity": "cka",
+    "geometry": "labelfree",
+    "spectral": "labelfree",
+    "manifold": "labelfree.intrinsic_dimension",
+    "relational": "labelfree.relational",
+}
 
 
 class HistoryUnavailable(RuntimeError):
@@ -95,10 +105,24 @@ def old_source(commit=BEFORE_COMMIT, repo=REPO, path=BEFORE_PATH):
     return proc.stdout
 
 
-_RELATIVE = re.compile(r"\bfrom\s+\.(?=[\s\w])")
+def _renamed_module(module, renamed):
+    """``module`` (dotted, relative to the package) with its first component renamed."""
+    head, dot, rest = module.partition(".")
+    return renamed[head] + dot + rest if head in renamed else module
 
 
-def absolute_imports(source, package=BEFORE_PACKAGE):
+def _import_names(package, names, renamed):
+    """``from package import a, b as c`` as statements, renamed modules taken from their homes."""
+    groups = []
+    for alias in names:
+        bound = alias.asname or alias.name
+        parent, _, leaf = _renamed_module(alias.name, renamed).rpartition(".")
+        source = f"{package}.{parent}" if parent else package
+        groups.append(f"from {source} import {leaf}" + (f" as {bound}" if leaf != bound else ""))
+    return "; ".join(groups)
+
+
+def absolute_imports(source, package=BEFORE_PACKAGE, renamed=None):
     """``source`` with its one-level relative imports made imports of ``package``.
 
     Parameters
@@ -107,21 +131,32 @@ def absolute_imports(source, package=BEFORE_PACKAGE):
         Python source of a module of ``package`` (``from .knn import x``, ``from . import y``).
     package : str
         The package the module belonged to.
+    renamed : dict of str to str, optional
+        Old submodule name -> the submodule of ``package`` that holds its names now (such as
+        :data:`RENAMED`). Default: none renamed.
 
     Returns
     -------
     str
         The same source with ``from .knn import x`` as ``from package.knn import x`` and
-        ``from . import y`` as ``from package import y``; nothing else changes.
+        ``from . import y`` as ``from package import y``; a renamed module ``old`` becomes
+        ``from package.new import x`` and ``from package import new as old`` (for a dotted
+        ``new = a.b``, ``from package.a import b as old``). Nothing else changes.
 
     Raises
     ------
     ValueError
-        If ``source`` does not parse, ``package`` is not a dotted name, or an import is
-        relative by more than one level (the old command line had none).
+        If ``source`` does not parse, ``package`` is not a dotted name, ``renamed`` is not a
+        mapping of module names, an import is relative by more than one level (the old
+        command line had none), or a ``from . import`` of a renamed module spans lines.
     """
     if not isinstance(package, str) or not all(p.isidentifier() for p in package.split(".")):
         raise ValueError(f"package must be a dotted module name, got {package!r}")
+    renamed = {} if renamed is None else renamed
+    if not isinstance(renamed, dict) or not all(
+            isinstance(k, str) and k.isidentifier() and isinstance(v, str)
+            and all(p.isidentifier() for p in v.split(".")) for k, v in renamed.items()):
+        raise ValueError(f"renamed must map module names to dotted module names, got {renamed!r}")
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, TypeError) as exc:
@@ -132,7 +167,17 @@ def absolute_imports(source, package=BEFORE_PACKAGE):
             if node.level != 1:
                 raise ValueError(f"source line {node.lineno}: an import {node.level} levels up")
             i = node.lineno - 1
-            new = _RELATIVE.sub(f"from {package}" + ("." if node.module else ""), lines[i], count=1)
+            if node.module is None and any(a.name.split(".")[0] in renamed for a in node.names):
+                if node.end_lineno != node.lineno:
+                    raise ValueError(f"source line {node.lineno}: an import of a renamed module "
+                                     "over several lines")
+                line = lines[i]
+                lines[i] = (line[:node.col_offset] + _import_names(package, node.names, renamed)
+                            + line[node.end_col_offset:])
+                continue
+            target = f"from {package}" + (f".{_renamed_module(node.module, renamed)}" if node.module else "")
+            head = re.compile(r"\bfrom\s+\." + (re.escape(node.module) + r"\b" if node.module else r"(?=\s)"))
+            new = head.sub(target, lines[i], count=1)
             if new == lines[i]:
                 raise ValueError(f"source line {node.lineno}: the relative import is not on its first line")
             lines[i] = new
@@ -164,7 +209,7 @@ def write_before(folder, commit=BEFORE_COMMIT, repo=REPO):
     HistoryUnavailable
         As in :func:`old_source`.
     """
-    source = absolute_imports(old_source(commit, repo))
+    source = absolute_imports(old_source(commit, repo), renamed=RENAMED)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / "report_before.py"

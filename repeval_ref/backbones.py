@@ -42,7 +42,7 @@ def _import_library(library):
         raise BackboneUnavailable(
             f"{library} is not installed, so a {library} backbone cannot be built. Install a "
             f"{library} build that matches this torch ({torch.__version__}), or use the "
-            "built-in SmallCNN (the default of `python -m repeval_ref.loop`)."
+            "built-in SmallCNN (the default of `repeval loop`)."
         ) from exc
 
 

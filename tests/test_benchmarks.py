@@ -7,6 +7,9 @@ against ``knn_classify`` and the naive spectral fit against ``alpha_req``.
 """
 from __future__ import annotations
 
+import ast
+import importlib
+import importlib.util
 import json
 
 import numpy as np
@@ -201,11 +204,19 @@ def test_the_report_before_is_rebuilt_from_git_history(tmp_path):
     except bench_report.HistoryUnavailable as exc:  # a tarball or a shallow clone
         pytest.skip(f"no git history here: {exc}")
     source = open(module, encoding="utf-8").read()
-    # the command line as it was: one module, relative imports now absolute, nothing else
+    # the command line of that commit: one module, its relative imports absolute and its
+    # renamed modules taken from their homes, nothing else
     assert source == bench_report.absolute_imports(
-        bench_report.old_source(bench_report.BEFORE_COMMIT))
+        bench_report.old_source(bench_report.BEFORE_COMMIT), renamed=bench_report.RENAMED)
     assert "from repeval_ref.knn import knn_classify" in source
     assert "from repeval_ref import __version__" in source and "from ." not in source
+    # every module it imports from the package exists and has the names asked for
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("repeval_ref"):
+            home = importlib.import_module(node.module)
+            for alias in node.names:
+                assert hasattr(home, alias.name) or importlib.util.find_spec(
+                    f"{node.module}.{alias.name}") is not None, (node.lineno, node.module, alias.name)
     old = bench_report.load_before(module)
     assert old.__file__ == module and callable(old.main)
     assert old.build_parser().parse_args(["report", "a.npz", "b.npz"]).test == "b.npz"
@@ -225,6 +236,27 @@ def test_absolute_imports_rewrites_only_the_relative_imports():
         bench_report.absolute_imports("def broken(:\n")
     with pytest.raises(ValueError, match="package"):
         bench_report.absolute_imports("import os\n", package="not a name")
+
+
+def test_absolute_imports_takes_renamed_modules_from_their_homes():
+    from benchmarks import bench_report
+
+    renamed = {"noise": "uncertainty", "geometry": "labelfree", "manifold": "labelfree.intrinsic_dimension"}
+    src = ("from .noise import wilson_interval\nfrom .noisy import x\n"
+           "def f():\n    from . import geometry, knn, manifold as m\n    return geometry\n")
+    got = bench_report.absolute_imports(src, renamed=renamed)
+    assert got == ("from repeval_ref.uncertainty import wilson_interval\nfrom repeval_ref.noisy import x\n"
+                   "def f():\n    from repeval_ref import labelfree as geometry; from repeval_ref import knn; "
+                   "from repeval_ref.labelfree import intrinsic_dimension as m\n    return geometry\n")
+    scope = {}
+    exec(got.split("def f")[0].replace("from repeval_ref.noisy import x\n", ""), scope)  # noqa: S102
+    from repeval_ref.uncertainty import wilson_interval
+
+    assert scope["wilson_interval"] is wilson_interval
+    with pytest.raises(ValueError, match="several lines"):
+        bench_report.absolute_imports("from . import (geometry,\n    knn)\n", renamed=renamed)
+    with pytest.raises(ValueError, match="renamed"):
+        bench_report.absolute_imports("import os\n", renamed={"noise": "not a name"})
 
 
 @pytest.mark.parametrize("where", ["missing commit", "not a repository", "no git"])

@@ -1,6 +1,5 @@
-"""The layers of repeval_ref.labelfree (issue 25): metrics of an eigenvalue list, the
-feature-level functions built on them, the deprecated old module paths, and a one-pass
-summary that uses only public names (book/rankme.md)."""
+"""The layers of repeval_ref.labelfree: metrics of an eigenvalue list, the feature-level
+functions built on them, and a one-pass summary that uses only public names (book/rankme.md)."""
 from __future__ import annotations
 
 import ast
@@ -8,7 +7,6 @@ import importlib
 import importlib.util
 import inspect
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -217,51 +215,17 @@ def test_parallel_pool_size_is_one_definition():
     assert 1 <= _parallel.pool_size() <= max(1, _parallel.blas_thread_count())
 
 
-# ----------------------------------------------------------------- old module paths
+# ------------------------------------------------------------------- module layout
 
-ALIASES = {
-    "repeval_ref.spectral": "repeval_ref.labelfree",
-    "repeval_ref.spectral_conventions": "repeval_ref.labelfree",
-    "repeval_ref.geometry": "repeval_ref.labelfree",
-    "repeval_ref.relational": "repeval_ref.labelfree.relational",
-    "repeval_ref.manifold": "repeval_ref.labelfree.intrinsic_dimension",
-    "repeval_ref.summary": "repeval_ref.labelfree.summary",
-}
-# the public names each old module had, which must still be found under its old path
-OLD_NAMES = {
-    "repeval_ref.spectral": ["gram_spectrum", "alpha_req", "ne_sum", "stable_rank", "condition_number",
-                             "power_law_spectrum", "sample_features_with_spectrum"],
-    "repeval_ref.spectral_conventions": ["spectrum_metrics", "rankme_squared_shares",
-                                         "alpha_req_weighted", "unit_coordinate_std"],
-    "repeval_ref.geometry": ["participation_ratio", "explained_variance_dimension", "isotropy_ratio",
-                             "mean_pairwise_cosine", "alignment", "uniformity"],
-    "repeval_ref.relational": ["self_cluster", "diffusion_spectral_entropy", "_DENSE_MAX",
-                               "_kernel_lower", "_subsample"],
-    "repeval_ref.manifold": ["two_nn_id_batched", "TwoNNBatched"],
-    "repeval_ref.summary": ["label_free_summary"],
-}
-
-
-def test_private_modules_moved_without_an_alias():
-    """Private modules promise nothing to users: they moved into the subpackage, no alias."""
-    for old in ("repeval_ref._symeig", "repeval_ref._streaming"):
-        assert importlib.util.find_spec(old) is None, old
+def test_private_modules_live_inside_the_subpackage():
+    """The streamed moments and the eigenvalue solver are private to repeval_ref.labelfree."""
+    for top_level in ("repeval_ref._symeig", "repeval_ref._streaming"):
+        assert importlib.util.find_spec(top_level) is None, top_level
     importlib.import_module("repeval_ref.labelfree._symeig")
     importlib.import_module("repeval_ref.labelfree._streaming")
 
 
-@pytest.mark.parametrize("old", sorted(ALIASES))
-def test_old_module_path_is_a_warning_alias_of_the_new_module(old, monkeypatch):
-    new = importlib.import_module(ALIASES[old])
-    monkeypatch.delitem(sys.modules, old, raising=False)
-    with pytest.warns(DeprecationWarning, match=f"{old} is now {ALIASES[old]}"):
-        mod = importlib.import_module(old)
-    assert mod is new and sys.modules[old] is new
-    for name in OLD_NAMES[old]:
-        assert hasattr(mod, name), (old, name)
-
-
-def test_the_package_keeps_the_old_labelfree_names_and_the_top_level_points_into_it():
+def test_the_package_exports_its_names_and_the_top_level_points_into_it():
     from repeval_ref.labelfree import rankme, rankme_normalized, two_nn_id  # noqa: F401
 
     for name in lf.__all__:
@@ -273,7 +237,6 @@ def test_the_package_keeps_the_old_labelfree_names_and_the_top_level_points_into
 
 
 ROOT = Path(__file__).resolve().parents[1]
-OLD_SHORT = {name.rsplit(".", 1)[1] for name in ALIASES}
 
 
 def _module_name(path):
@@ -300,28 +263,14 @@ def _imported_modules(path):
 
 
 def _python_files():
-    aliases = {ROOT / (old.replace(".", "/") + ".py") for old in ALIASES}
     for folder in ("repeval_ref", "tests", "benchmarks", "autograder"):
         for path in sorted((ROOT / folder).rglob("*.py")):
-            if path not in aliases and path != Path(__file__).resolve():
+            if path != Path(__file__).resolve():
                 yield path
 
 
-def test_nothing_in_the_repository_imports_an_old_path():
-    used = {str(path.relative_to(ROOT)): sorted(_imported_modules(path) & set(ALIASES))
-            for path in _python_files()}
-    assert {k: v for k, v in used.items() if v} == {}
-    pattern = re.compile(r"^\s*(?:from|import)\s+repeval_ref\.(%s)\b" % "|".join(sorted(OLD_SHORT)), re.M)
-    plain = re.compile(r"^\s*from\s+repeval_ref\s+import\s+(.*)$", re.M)
-    for page in sorted((ROOT / "book").glob("*.md")):
-        text = page.read_text()
-        assert not pattern.search(text), page.name
-        for names in plain.findall(text):
-            assert not OLD_SHORT & {n.strip().split(" ")[0] for n in names.strip("()").split(",")}, page.name
-
-
 def test_private_names_of_the_subpackage_stay_inside_it():
-    # modules outside repeval_ref.labelfree take only public names from it (the aliases aside)
+    # modules outside repeval_ref.labelfree take only public names from it
     for path in _python_files():
         if "tests" in path.parts or "labelfree" in path.parts:
             continue

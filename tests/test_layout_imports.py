@@ -24,14 +24,9 @@ import repeval_ref
 
 PACKAGE_DIR = pathlib.Path(repeval_ref.__file__).parent
 
-#: Alias modules (``sys.modules[__name__] = new module``) and ``python -m`` entry points:
-#: they only re-export or run a module of a higher floor, and nothing imports them.
-ENTRY_POINTS = {"repeval_ref.loop", "repeval_ref.zoo.__main__", "repeval_ref.cli.__main__"}
-
-#: The one upward reach allowed, for one release: the lazy module ``__getattr__`` of
-#: repeval_ref.torch and repeval_ref.torch.models forwards the names that moved out
-#: (test_moved_names_* below check it). It names its targets as strings, not imports.
-DEPRECATION_SHIM = "repeval_ref.torch._deprecated"
+#: ``python -m`` entry points: they only run a module of a higher floor, and nothing
+#: imports them.
+ENTRY_POINTS = {"repeval_ref.zoo.__main__", "repeval_ref.cli.__main__"}
 
 FLOORS = ["formulas", "torch", "zoo", "backbones", "cli"]
 
@@ -48,14 +43,6 @@ def _modules():
 
 
 MODULES = _modules()
-
-
-def _is_alias(path):
-    """An old module name kept for one release: the module replaces itself in sys.modules."""
-    return "sys.modules[__name__] =" in path.read_text()
-
-
-ALIASES = ENTRY_POINTS | {name for name, path in MODULES.items() if _is_alias(path)}
 
 
 def _resolve(module, level, current, is_package):
@@ -96,8 +83,7 @@ def _imports(name, path):
 
 
 def _graph():
-    return {name: _imports(name, path) for name, path in MODULES.items()
-            if name not in ALIASES and name != DEPRECATION_SHIM}
+    return {name: _imports(name, path) for name, path in MODULES.items() if name not in ENTRY_POINTS}
 
 
 def _floor(name):
@@ -161,42 +147,15 @@ def test_import_torch_loads_no_loader_and_no_zoo():
     assert proc.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize("old", ["repeval_ref.torch", "repeval_ref.torch.models"])
-@pytest.mark.parametrize("name, home", [("load_backbone", "repeval_ref.backbones"),
-                                        ("BackboneUnavailable", "repeval_ref.backbones"),
-                                        ("digits_images", "repeval_ref.datasets"),
-                                        ("pretrain_encoder", "repeval_ref.cli.pretrain")])
-def test_moved_names_still_reachable_with_a_warning_naming_the_new_home(old, name, home):
-    module = importlib.import_module(old)
-    with pytest.warns(DeprecationWarning, match=rf"{old}\.{name} is now {home}\.{name}"):
-        obj = getattr(module, name)
-    assert obj is getattr(importlib.import_module(home), name)
-
-
-def test_moved_names_are_not_star_exported_and_unknown_names_still_fail():
-    import repeval_ref.torch as rt
-
-    assert not {"load_backbone", "BackboneUnavailable", "digits_images", "pretrain_encoder"} & set(rt.__all__)
-    with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        rt.nope  # noqa: B018
-    assert not hasattr(rt, "nope")
-
-
-def test_old_loop_module_warns_and_is_the_new_one():
-    import repeval_ref.cli.loop as new
-
-    sys.modules.pop("repeval_ref.loop", None)
-    with pytest.warns(DeprecationWarning, match="repeval_ref.loop is now repeval_ref.cli.loop"):
-        old = importlib.import_module("repeval_ref.loop")
-    assert old is new
-    from repeval_ref.zoo.__main__ import main as zoo_main
+def test_python_m_zoo_runs_the_zoo_command():
     from repeval_ref.cli.zoo import main as cli_zoo_main
+    from repeval_ref.zoo.__main__ import main as zoo_main
 
     assert zoo_main is cli_zoo_main
 
 
 def _star_importable():
-    return sorted(n for n in MODULES if n not in ALIASES and not n.endswith(".__main__"))
+    return sorted(n for n in MODULES if n not in ENTRY_POINTS and not n.endswith(".__main__"))
 
 
 @pytest.mark.parametrize("name", _star_importable())

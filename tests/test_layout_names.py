@@ -1,23 +1,18 @@
-"""Module names that say what is inside, and one home for repeated argument checks (issue 25).
+"""Module names that say what is inside, and one home for repeated argument checks.
 
-* The old module paths ``repeval_ref.noise``, ``.finetune``, ``.rank`` and ``.similarity``
-  still import for one release: each warns with ``DeprecationWarning`` and *is* its new
-  module (:mod:`repeval_ref.uncertainty`, :mod:`repeval_ref.lpft_theory`,
-  :mod:`repeval_ref.probe_rank`, :mod:`repeval_ref.cka`), so private names and
-  monkeypatching reach the same objects. Nothing in the repository imports the old paths.
+* The top-level names come from the modules named after their concept
+  (:mod:`repeval_ref.uncertainty`, :mod:`repeval_ref.lpft_theory`,
+  :mod:`repeval_ref.probe_rank`, :mod:`repeval_ref.cka`).
 * Every public function that takes a training (or corpus) set and a test (or query) set
   of features rejects sets of different widths with the one message of
   :func:`repeval_ref._validation.check_same_width`, naming both arguments.
-* The other checks given one home (:func:`~repeval_ref._validation.check_bool`,
-  :func:`~repeval_ref._validation.as_sequence`) keep the messages of the functions
-  that wrote them before.
+* The other shared checks (:func:`~repeval_ref._validation.check_bool`,
+  :func:`~repeval_ref._validation.as_sequence`) give one message for every function that
+  uses them.
 """
 from __future__ import annotations
 
 import importlib
-import re
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,49 +20,8 @@ import pytest
 import repeval_ref as R
 from repeval_ref import _validation as V
 
-ALIASES = [("noise", "uncertainty"), ("finetune", "lpft_theory"), ("rank", "probe_rank"),
-           ("similarity", "cka")]
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _forget(monkeypatch, old):
-    """Make the next import of ``repeval_ref.<old>`` run the alias module again."""
-    monkeypatch.delitem(sys.modules, f"repeval_ref.{old}", raising=False)
-    monkeypatch.delattr(R, old, raising=False)
-
-
-# ------------------------------------------------------------------------------ aliases
-
-@pytest.mark.parametrize(("old", "new"), ALIASES)
-def test_old_module_path_warns_and_is_the_new_module(monkeypatch, old, new):
-    _forget(monkeypatch, old)
-    with pytest.warns(DeprecationWarning, match=rf"repeval_ref\.{old} is now repeval_ref\.{new}"):
-        mod = importlib.import_module(f"repeval_ref.{old}")
-    assert mod is importlib.import_module(f"repeval_ref.{new}")
-    assert sys.modules[f"repeval_ref.{old}"] is mod
-
-
-@pytest.mark.parametrize(("old", "new"), ALIASES)
-def test_from_package_import_old_name_gives_the_new_module(monkeypatch, old, new):
-    _forget(monkeypatch, old)
-    scope = {}
-    with pytest.warns(DeprecationWarning, match=f"repeval_ref.{new}"):
-        exec(f"from repeval_ref import {old} as got", {}, scope)
-    assert scope["got"] is importlib.import_module(f"repeval_ref.{new}")
-
-
-def test_monkeypatching_through_the_old_name_reaches_the_new_module(monkeypatch):
-    _forget(monkeypatch, "noise")
-    with pytest.warns(DeprecationWarning):
-        old = importlib.import_module("repeval_ref.noise")
-    from repeval_ref import uncertainty
-
-    monkeypatch.setattr(old, "_BLOCK_ENTRIES", 123)
-    assert uncertainty._BLOCK_ENTRIES == 123
-
-
-def test_top_level_names_come_from_the_new_modules():
+def test_top_level_names_come_from_the_modules_of_their_concept():
     expected = {
         "wilson_interval": "uncertainty", "paired_bootstrap_ci": "uncertainty",
         "item_bootstrap_ci": "uncertainty", "transfer": "lpft_theory",
@@ -77,7 +31,6 @@ def test_top_level_names_come_from_the_new_modules():
     }
     for name, module in expected.items():
         assert getattr(R, name).__module__ == f"repeval_ref.{module}", name
-    assert not {"noise", "finetune", "rank", "similarity"} & set(R._EXPORTS.values())
 
 
 def test_rank_bound_stays_a_function_after_its_module_is_imported():
@@ -86,39 +39,6 @@ def test_rank_bound_stays_a_function_after_its_module_is_imported():
     importlib.import_module("repeval_ref.probe_rank")
     R.soft_rank_floor
     assert callable(R.rank_bound) and R.rank_bound.__name__ == "rank_bound"
-
-
-_OLD_PATH = re.compile(r"repeval_ref\.(noise|finetune|rank|similarity)\b"
-                       r"|from repeval_ref import .*\b(noise|finetune|rank|similarity)\b")
-# inside the package only: autograder/similarity.py is autograder's own (copy detection),
-# and repeval_ref/torch/finetune.py is another module than the old repeval_ref/finetune.py
-_OLD_RELATIVE = re.compile(r"from \.\.?(noise|finetune|rank|similarity) import")
-
-
-def _sources():
-    skip = {f"{old}.py" for old, _ in ALIASES}
-    for folder in ("repeval_ref", "autograder", "book", "tests", "benchmarks", "solutions",
-                   "exercises"):
-        for path in sorted((ROOT / folder).rglob("*")):
-            parts = path.relative_to(ROOT).parts
-            if path.suffix not in {".py", ".md", ".ipynb"} or any(
-                    p.startswith(("_build", ".", "__pycache__")) for p in parts):
-                continue
-            if path == Path(__file__).resolve() or (parts[0] == "repeval_ref" and parts[-1] in skip
-                                                     and len(parts) == 2):
-                continue  # this file and the alias modules name the old paths on purpose
-            yield path, parts
-
-
-def test_nothing_in_the_repository_imports_an_old_path():
-    offenders = []
-    for path, parts in _sources():
-        relative = parts[0] == "repeval_ref" and "torch" not in parts
-        for i, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-            line = line.replace("repeval_ref.torch.finetune", "")
-            if _OLD_PATH.search(line) or (relative and _OLD_RELATIVE.search(line)):
-                offenders.append(f"{'/'.join(parts)}:{i}: {line.strip()}")
-    assert not offenders, "\n".join(offenders)
 
 
 # ----------------------------------------------------------------- same-width check

@@ -1,4 +1,4 @@
-"""`python -m repeval_ref.loop` end to end on the digits default (subprocess)."""
+"""`repeval loop` end to end on the digits default (subprocess)."""
 import os
 import re
 import subprocess
@@ -9,7 +9,7 @@ import pytest
 
 def _run(*args, timeout=240):
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-m", "repeval_ref.loop", *args], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "repeval_ref.cli", "loop", *args], capture_output=True, text=True,
                           timeout=timeout, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout, proc.stderr
@@ -51,7 +51,7 @@ def test_loop_grid_with_cache_reuses_features(tmp_path, capsys):
     assert out1 == out2  # same features, same probes, same numbers
 
 
-PREFIX = "python -m repeval_ref.loop: error: "
+PREFIX = "repeval loop: error: "
 
 
 def _error_line(capsys, argv):
@@ -59,7 +59,7 @@ def _error_line(capsys, argv):
     from repeval_ref.cli.loop import main
 
     with pytest.raises(SystemExit) as info:
-        main(argv)
+        main(argv, prog="repeval loop")
     assert info.value.code == 2
     out, err = capsys.readouterr()
     assert out == ""
@@ -199,24 +199,7 @@ def test_zoo_small_encoder_gets_the_zoo_normalisation():
     assert float(x.min()) < 0
 
 
-# ------------------------------------------ `repeval loop` is `python -m repeval_ref.loop`
-
-def _both_forms(*args, timeout=240):
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", COLUMNS="100")
-    runs = [subprocess.run([sys.executable, *form, *args], capture_output=True, text=True, timeout=timeout, env=env)
-            for form in (["-m", "repeval_ref.loop"], ["-m", "repeval_ref.cli", "loop"])]
-    return runs
-
-
-def test_repeval_loop_and_the_old_form_print_the_same():
-    """A real short run of both forms: same stdout and stderr, bit for bit."""
-    old, new = _both_forms("--pretrain-epochs", "1", "--probe-epochs", "2", "--limit", "300")
-    assert old.returncode == new.returncode == 0, old.stderr + new.stderr
-    assert re.search(r"^probe accuracy: \d\.\d+$", old.stdout, re.M)
-    assert "encoder state unchanged: True" in old.stdout
-    assert old.stdout == new.stdout and old.stderr == new.stderr
-    assert "DeprecationWarning" not in old.stderr  # the command is not deprecated, only the import path
-
+# ------------------------------------------ errors name the command typed
 
 def test_repeval_loop_errors_name_the_command_typed(capsys):
     from repeval_ref.cli import main as repeval
@@ -225,7 +208,9 @@ def test_repeval_loop_errors_name_the_command_typed(capsys):
         repeval(["loop", "--probe-epochs", "0"])
     assert info.value.code == 2
     assert capsys.readouterr().err == "repeval loop: error: --probe-epochs must be >= 1, got 0\n"
-    old, new = _both_forms("--batch-size", "1")
-    assert old.returncode == new.returncode == 2
-    assert old.stderr.startswith(PREFIX) and new.stderr.startswith("repeval loop: error: ")
-    assert old.stderr[len(PREFIX):] == new.stderr[len("repeval loop: error: "):]
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", COLUMNS="100")
+    proc = subprocess.run([sys.executable, "-m", "repeval_ref.cli", "loop", "--batch-size", "1"],
+                          capture_output=True, text=True, timeout=240, env=env)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(PREFIX) and proc.stderr.count("\n") == 1, proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from repeval_ref import labelfree
-from repeval_ref import labelfree as geometry  # repeval_ref.geometry moved into the package
+from repeval_ref import labelfree as geometry
 from repeval_ref.labelfree.spectrum import gram_spectrum
 from repeval_ref.verdicts import (chance_verdict, collapse_verdict, dropped_features_verdict,
                                   few_per_class_verdict, spectrum_cliff_verdict, unseen_labels_verdict)

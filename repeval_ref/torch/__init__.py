@@ -16,12 +16,9 @@ Modules
 ``attentive`` a trainable attentive probe (one learned query per head) on frozen tokens
 ``finetune`` partial fine-tuning (train the last j blocks) and layer-wise learning-rate groups
 
-The command ``repeval loop`` (:mod:`repeval_ref.cli.loop`; also ``python -m
-repeval_ref.loop``) runs the whole loop. Loading torchvision, timm or zoo backbones by
-name is :mod:`repeval_ref.backbones`, one floor above this package and
-:mod:`repeval_ref.zoo`; ``load_backbone``, ``BackboneUnavailable``, ``digits_images`` and
-``pretrain_encoder`` are still reachable from here for one release, with a
-DeprecationWarning naming their new homes (:mod:`repeval_ref.torch._deprecated`).
+The command ``repeval loop`` (:mod:`repeval_ref.cli.loop`) runs the whole loop. Loading
+torchvision, timm or zoo backbones by name is :mod:`repeval_ref.backbones`, one floor above
+this package and :mod:`repeval_ref.zoo`.
 """
 from .freeze import (
     evaluation_mode,
@@ -103,10 +100,3 @@ __all__ = [
     "weighted_vote",
 ]
 
-
-def __getattr__(name):
-    """``load_backbone``, ``BackboneUnavailable``, ``digits_images``, ``pretrain_encoder``:
-    moved out of this package; reachable here for one release, with a DeprecationWarning."""
-    from ._deprecated import moved_attribute
-
-    return moved_attribute(__name__, name)

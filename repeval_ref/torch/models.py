@@ -410,9 +410,3 @@ def default_prefix_tokens(model):
         return int(n)
     return 1
 
-
-def __getattr__(name):
-    """Names that moved out of this module, still reachable for one release (with a warning)."""
-    from ._deprecated import moved_attribute
-
-    return moved_attribute(__name__, name)
