@@ -46,8 +46,9 @@ from urllib.parse import quote
 
 import nbformat
 
-from . import PACKAGE_DIR, REPO_ROOT, confine
+from . import PACKAGE_DIR, REPO_ROOT, confine, csv_safe
 from .checks import SEED_ENV
+from .issue_log import IssueLog
 from .safe_files import MAX_FILE_BYTES, Refused, open_regular, read_regular, walk_regular, zip_members
 
 ISSUES_FILE = "grading_issues.csv"
@@ -375,29 +376,24 @@ class Course:
     def exercise_index(self):
         return _exercise_index(self.root)
 
+    @property
+    def issue_log(self):
+        """This course's :class:`autograder.issue_log.IssueLog` (``grading_issues.csv``)."""
+        if getattr(self, "_issue_log", None) is None:
+            self._issue_log = IssueLog(self.root / ISSUES_FILE,
+                                       log=lambda line: self.log(line))
+        return self._issue_log
+
     def record_issue(self, student, assignment, notebook, problem):
         """Append a problem to ``grading_issues.csv`` (once: a problem already listed for
-        the same student, assignment and notebook is not repeated)."""
-        key = (str(student), str(assignment), str(notebook), str(problem))
-        if any((r["student_id"], r["assignment"], r["notebook"], r["problem"]) == key
-               for r in self.issues()):
-            return
-        path = self.root / ISSUES_FILE
-        new = not path.exists()
-        with path.open("a", newline="") as fh:
-            w = csv.writer(fh)
-            if new:
-                w.writerow(["time", "student_id", "assignment", "notebook", "problem"])
-            w.writerow([_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                        student, assignment, notebook, problem])
-        self.log(f"  ! {student}/{assignment}/{notebook}: {problem}")
+        the same student, assignment and notebook is not repeated; past
+        :data:`autograder.issue_log.MAX_PER_NOTEBOOK` for one notebook they are counted
+        in one line). Returns True if the problem was listed."""
+        return self.issue_log.record(student, assignment, notebook, problem)
 
     def issues(self):
-        path = self.root / ISSUES_FILE
-        if not path.exists():
-            return []
-        with path.open() as fh:
-            return list(csv.DictReader(fh))
+        """Every line of ``grading_issues.csv`` as a dict."""
+        return self.issue_log.rows()
 
     # -- the term
     def term(self):
@@ -725,6 +721,7 @@ class Course:
                                   f"({type(exc).__name__}: {str(exc)[:200]}): not collected")
                 continue
             collected[student] = collected_now
+        self.issue_log.flush()
         return collected
 
     def _collect_one(self, entry, student, index, everything):
@@ -1426,7 +1423,7 @@ class Course:
                                               "late", "flags", "student_total", "student_max",
                                               "student_percent"]
         with path.open("w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=fields)
+            w = csv_safe.dict_writer(fh, fields)
             w.writeheader()
             w.writerows(rows)
         return rows
@@ -1444,7 +1441,7 @@ class Course:
                 *assignments, "Final Points", "Final Score"]
         top = sum(maxima.get(a, 0.0) for a in assignments)
         with path.open("w", newline="") as fh:
-            w = csv.writer(fh)
+            w = csv_safe.writer(fh)
             w.writerow(head)
             w.writerow(["Points Possible", "", "", "", "",
                         *[f"{maxima.get(a, 0.0):g}" for a in assignments], f"{top:g}", "100"])
@@ -1464,7 +1461,7 @@ class Course:
             issues.setdefault((row["student_id"], row["notebook"]), []).append(row["problem"])
         assigned = set(self.assignments())
         with Gradebook(url) as gb, path.open("w", newline="") as fh:
-            w = csv.writer(fh)
+            w = csv_safe.writer(fh)
             w.writerow(["student_id", "assignment", "notebook", "score", "max_score",
                         "issues"])
             for assignment in gb.assignments:

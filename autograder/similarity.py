@@ -20,7 +20,6 @@ touched: the report is for the instructor to read.
 """
 from __future__ import annotations
 
-import csv
 import html
 import inspect
 import io
@@ -28,7 +27,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import REPO_ROOT
+from . import REPO_ROOT, csv_safe
 
 #: a pair is listed when this share of one side's fingerprinted code is in the other
 DEFAULT_THRESHOLD = 0.6
@@ -165,7 +164,7 @@ def similarity_report(root, threshold=DEFAULT_THRESHOLD, repo=REPO_ROOT):
                               p["student"], p["other"]))
     csv_path = root / CSV_NAME
     with csv_path.open("w", newline="") as fh:
-        w = csv.writer(fh)
+        w = csv_safe.writer(fh)
         w.writerow(["assignment", "notebook", "student", "other", "similarity",
                     "share_student", "share_other", "threshold"])
         for p in pairs:
