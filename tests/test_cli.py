@@ -44,9 +44,11 @@ def report(files):
 
 
 def _error(capsys, prefix="repeval: error:"):
+    """The one error line; only stage lines (ending in "...") may come before it."""
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
-    assert len(lines) == 1, captured.err
+    assert lines and all(line.endswith(" ...") for line in lines[:-1]), captured.err
+    lines = lines[-1:]
     assert lines[0].startswith(prefix), lines[0]
     assert "Traceback" not in captured.err
     return lines[0]
@@ -670,3 +672,24 @@ def test_repeval_zoo_table_real_run(tmp_path):
     assert 0.5 < table["rows"][0]["knn20"]["acc"] <= 1
     assert (tmp_path / "t" / "zoo_table.md").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t"]
+
+
+@pytest.mark.slow  # one shipped encoder through the manifest's protocols (features from the cache)
+def test_repeval_zoo_evaluate_writes_out_and_leaves_the_package_unchanged(tmp_path):
+    """`zoo evaluate` writes its accuracies at --out; the shipped manifest keeps every byte."""
+    from repeval_ref.zoo.build import MANIFEST
+
+    before = open(MANIFEST, "rb").read()
+    assert _program("-m", "repeval_ref.cli", "zoo", "evaluate", cwd=tmp_path).returncode == 2  # --out needed
+    out = tmp_path / "ev" / "zoo_evaluation.json"
+    proc = _program("-m", "repeval_ref.cli", "zoo", "evaluate", "--only", "random_cnn", "--out", str(out),
+                    timeout=900, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert open(MANIFEST, "rb").read() == before
+    result = json.loads(out.read_text())["encoders"]["random_cnn"]
+    shipped = json.loads(before)["encoders"]["random_cnn"]
+    assert set(result["checkpoints"]) == set(shipped["checkpoints"])
+    assert result["test"]["n_test"] == 10000 and 0.1 < result["test"]["knn20"] <= 1
+    # the same protocol as the shipped record: the recomputed accuracies lie close to it
+    assert abs(result["test"]["knn20"] - shipped["test"]["knn20"]) < 0.02
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ev"]

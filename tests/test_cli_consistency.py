@@ -450,7 +450,7 @@ def test_progress_bars_only_on_a_terminal(monkeypatch):
         text = stream.getvalue()
         assert ("\r" in text) == bars
         if not bars:
-            assert re.fullmatch(r"k-NN: 10/10 queries in \d+\.\d s\n", text)
+            assert re.fullmatch(r"k-NN: 10 queries \.\.\.\nk-NN: 10/10 queries in \d+\.\d s\n", text)
 
 
 def test_report_progress_in_a_log_has_no_carriage_return(tmp_path, monkeypatch):

@@ -36,9 +36,9 @@ def report_verdicts(rep, train_x, train_y, test_y, spectrum):
     return out
 
 
-def _report_inputs(args):
+def _report_inputs(args, progress=None):
     """Read and check the report's inputs; ``(train_x, train_y, test_x, test_y, src)``."""
-    train_x, train_y, test_x, test_y, src = load_split(args.train, args.test,
+    train_x, train_y, test_x, test_y, src = load_split(args.train, args.test, progress=progress,
                                                        test_fraction=args.test_fraction, seed=args.seed)
     if train_x.shape[1] != test_x.shape[1]:
         raise InputError(f"TRAIN has {train_x.shape[1]} features per row but TEST has {test_x.shape[1]} "
@@ -65,7 +65,7 @@ def cmd_report(args):
     from ..labelfree.spectrum import gram_spectrum
 
     progress = Progress(enabled=not args.quiet)
-    train_x, train_y, test_x, test_y, src = _report_inputs(args)
+    train_x, train_y, test_x, test_y, src = _report_inputs(args, progress)
     who = src["who"]
     classes, counts, ytr, yte = class_indices(train_y, test_y, who, src["test_rows"])
     K = classes.size
@@ -143,10 +143,10 @@ def _plain(obj):
     raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
 
 
-def _compare_inputs(args):
+def _compare_inputs(args, progress=None):
     """Read A and B, check that they hold the same images; ``(a, b)`` as :class:`~._inputs.Input`."""
-    a = read_input(args.a, "A", need_labels=False)
-    b = read_input(args.b, "B", need_labels=False)
+    a = read_input(args.a, "A", need_labels=False, progress=progress)
+    b = read_input(args.b, "B", need_labels=False, progress=progress)
     if a.x.shape[0] != b.x.shape[0]:
         raise InputError(f"A has {a.x.shape[0]} rows but B has {b.x.shape[0]} (A: {a.path}, B: {b.path}); "
                          "compare needs the same images in the same order")
@@ -189,7 +189,7 @@ def cmd_compare(args):
     from ..cka import linear_cka, rbf_cka
 
     progress = Progress(enabled=not args.quiet)
-    a, b = _compare_inputs(args)
+    a, b = _compare_inputs(args, progress)
     xa, xb = a.x, b.x
     y = a.y if a.y is not None else b.y
     n = xa.shape[0]

@@ -100,13 +100,32 @@ def class_indices(train_y, test_y, who=("TRAIN", "TEST"), test_rows=None):
 # --------------------------------------------------------------------------- k-NN
 
 
+def feature_dtype(*arrays):
+    """float32 when every array is float32, else float64: the precision of the k-NN.
+
+    Parameters
+    ----------
+    *arrays : numpy.ndarray
+        At least one.
+
+    Returns
+    -------
+    numpy.dtype
+    """
+    if not arrays:
+        raise ValueError("arrays must hold at least one array")
+    f32 = np.dtype(np.float32)
+    return f32 if all(np.asanyarray(a).dtype == f32 for a in arrays) else np.dtype(np.float64)
+
+
 def knn_curve_predictions(train_x, ytr, test_x, ks, n_classes, progress=None, label="k-NN"):
     """Predictions of the weighted k-NN for every k in ``ks`` from one similarity pass.
 
     The queries are handed to :func:`repeval_ref.knn.knn_classify_curve` in chunks that
     are whole multiples of its automatic block size, so the blocks (and hence every
     similarity and every prediction) are those of :func:`repeval_ref.knn_classify`;
-    the chunks only let the progress bar move.
+    the chunks only let the progress bar move. The similarities are computed in the
+    features' precision (:func:`feature_dtype`): float32 features stay float32.
 
     Returns
     -------
@@ -115,14 +134,15 @@ def knn_curve_predictions(train_x, ytr, test_x, ks, n_classes, progress=None, la
     from ..knn import auto_block_size, knn_classify_curve
 
     n_test = test_x.shape[0]
-    block = auto_block_size(train_x.shape[0])
+    dtype = feature_dtype(train_x, test_x)
+    block = auto_block_size(train_x.shape[0], dtype.itemsize)
     chunk = block * max(1, 4096 // block)
     out = np.empty((len(ks), n_test), dtype=np.int64)
     task = progress.task(label, n_test, unit="queries") if progress else None
     for lo in range(0, n_test, chunk):
         hi = min(n_test, lo + chunk)
         out[:, lo:hi] = knn_classify_curve(train_x, ytr, test_x[lo:hi], ks, KNN_TAU, n_classes,
-                                           block_size=block)
+                                           block_size=block, dtype=dtype)
         if task:
             task.update(hi - lo)
     if task:
@@ -189,6 +209,8 @@ def ridge_section(train_x, ytr, test_x, yte, who="TRAIN"):
     """The ridge probe with its penalty chosen by exact leave-one-out; accuracy entry and grid."""
     from ..ridge import ridge_loo, ridge_probe
 
+    train_x = np.asarray(train_x, dtype=np.float64)
+    test_x = np.asarray(test_x, dtype=np.float64)
     centred = train_x - train_x.mean(axis=0)
     scale = float(np.sum(centred**2)) / train_x.shape[1]
     if not scale > 0:

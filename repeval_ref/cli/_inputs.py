@@ -6,6 +6,12 @@ with a sibling labels file; PyTorch ``.pt``/``.pth`` files; and folders written 
 ``DIR/test.npz``; ``--cache-dir`` writes ``MODEL/DATA-train/__flat.npy`` with
 ``labels.npy`` beside it). Every problem raises :class:`InputError` with one line
 that names the argument and the file.
+
+Shapes, dtypes and label counts are checked from the ``.npy`` headers (of a file, or of
+the members of an ``.npz`` archive) before any data is read, so a mismatch is refused at
+once however large the file. A ``.npy`` file is memory-mapped, float32 features stay
+float32, and the passes over the data (finite values, all-zero rows) go a block of rows
+at a time.
 """
 from __future__ import annotations
 
@@ -44,7 +50,17 @@ def _to_numpy(obj, what):
 _NPY_MAGIC = b"\x93NUMPY"
 
 
-def _read_npz(path, arg, need_labels):
+def _member_header(zf, member):
+    """``(shape, dtype)`` of the ``.npy`` member ``member`` of an open zip archive, from its header."""
+    with zf.open(member) as fh:
+        version = np.lib.format.read_magic(fh)
+        read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                else np.lib.format.read_array_header_2_0)
+        shape, _, dtype = read(fh)
+    return shape, dtype
+
+
+def _read_npz(path, arg, need_labels, announce):
     import zipfile
 
     if not zipfile.is_zipfile(path):
@@ -53,19 +69,28 @@ def _read_npz(path, arg, need_labels):
         hint = ("it is a .npy array file: rename it to .npy" if head == _NPY_MAGIC
                 else "np.savez writes a zip archive; this file is not one")
         raise InputError(f"{arg} file {path} is not a valid .npz archive ({hint})")
+    who = f"{arg} file {path}"
     try:
-        with np.load(path, allow_pickle=False) as data:
-            keys = set(data.files)
+        with zipfile.ZipFile(path) as zf:
+            members = set(zf.namelist())
+            keys = {m[:-len(".npy")] for m in members if m.endswith(".npy")}
             if "features" not in keys:
                 raise InputError(
                     f"{arg} file {path} has no array 'features' (it holds: "
                     f"{', '.join(sorted(keys)) or 'nothing'})"
                 )
+            shape, dtype = _member_header(zf, "features.npy")
+            _check_feature_header(shape, dtype, who)
+            if "labels" in keys:
+                lshape, ldtype = _member_header(zf, "labels.npy")
+                _check_label_header(lshape, ldtype, who, shape[0])
+        announce(shape, dtype)
+        with np.load(path, allow_pickle=False) as data:
             feats = data["features"]
             labels = data["labels"] if "labels" in keys else None
     except InputError:
         raise
-    except (ValueError, OSError, EOFError) as exc:
+    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as exc:
         raise InputError(f"{arg} file {path} is not a readable .npz archive ({_short(exc)})") from None
     if labels is None and need_labels:
         raise InputError(f"{arg} file {path} has no array 'labels' (it holds: {', '.join(sorted(keys))})")
@@ -84,11 +109,23 @@ def _labels_candidates(path):
     return [first] if shared == first or shared == path else [first, shared]
 
 
-def _read_npy(path, arg, need_labels):
+def _map_npy(path, what):
+    """The array of a ``.npy`` file mapped read-only: its header is read, its data not yet."""
     try:
-        feats = np.load(path, allow_pickle=False)
+        return np.load(path, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
-        raise InputError(f"{arg} file {path} is not a readable .npy array ({_short(exc)})") from None
+        raise InputError(f"{what} {path} is not a readable .npy array ({_short(exc)})") from None
+
+
+def _read_npy(path, arg, need_labels, announce):
+    """Features and labels of a ``.npy`` pair, both memory-mapped; shapes checked from the headers.
+
+    Nothing of the data is read before the dtypes, the shapes and the label count agree,
+    so a wrong file is refused at once whatever its size.
+    """
+    feats = _map_npy(path, f"{arg} file")
+    who = f"{arg} file {path}"
+    _check_feature_header(feats.shape, feats.dtype, who)
     candidates = _labels_candidates(path)
     lpath = next((c for c in candidates if c.exists()), None)
     if lpath is None:
@@ -98,15 +135,15 @@ def _read_npy(path, arg, need_labels):
                 f"are read from {candidates[0].name}"
                 + (" or labels.npy in the same folder)" if len(candidates) > 1 else ")")
             )
+        announce(feats.shape, feats.dtype)
         return feats, None
-    try:
-        labels = np.load(lpath, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise InputError(f"{arg} labels file {lpath} is not a readable .npy array ({_short(exc)})") from None
-    return feats, labels
+    labels = _map_npy(lpath, f"{arg} labels file")
+    _check_label_header(labels.shape, labels.dtype, who, feats.shape[0])
+    announce(feats.shape, feats.dtype)
+    return feats, np.array(labels)
 
 
-def _read_pt(path, arg, need_labels):
+def _read_pt(path, arg, need_labels, announce):
     import zipfile
 
     import torch
@@ -142,8 +179,9 @@ def _read_pt(path, arg, need_labels):
         )
     if labels is None and need_labels:
         raise InputError(f"{arg} file {path} has no entry 'labels'")
-    return (_to_numpy(feats, f"{arg} file {path}: features"),
-            None if labels is None else _to_numpy(labels, f"{arg} file {path}: labels"))
+    feats = _to_numpy(feats, f"{arg} file {path}: features")
+    announce(feats.shape, feats.dtype)
+    return feats, None if labels is None else _to_numpy(labels, f"{arg} file {path}: labels")
 
 
 def _pt_load_error(path, arg, exc):
@@ -183,18 +221,22 @@ def load_features(path, arg, need_labels=True):
 
     Returns
     -------
-    features : numpy.ndarray of float64, shape (n, d)
+    features : numpy.ndarray of float32 or float64, shape (n, d)
+        Float32 and float64 files keep their dtype (a ``.npy`` file stays memory-mapped);
+        other numeric dtypes are read as float64.
     labels : numpy.ndarray of int64, shape (n,), or None (only when not needed)
     """
     feats, labels, _ = read_file(path, arg, need_labels)
     return feats, labels
 
 
-def read_file(path, arg, need_labels=True):
+def read_file(path, arg, need_labels=True, *, progress=None):
     """:func:`load_features`, plus the path of the file actually read.
 
     A folder of the loop's cache stands for its features file (``__flat.npy``), so
-    error lines and row numbers refer to that file.
+    error lines and row numbers refer to that file. With a ``progress``
+    (:class:`~repeval_ref.cli._progress.Progress`), one stage line names the file, its
+    shape and dtype once its header has passed the checks, before its data are read.
 
     Returns
     -------
@@ -209,12 +251,17 @@ def read_file(path, arg, need_labels=True):
     if path.is_dir():
         path = feature_file_in(path, arg)
     suffix = path.suffix.lower()
+
+    def announce(shape, dtype):
+        if progress is not None and len(shape) == 2:
+            progress.stage(f"reading {arg} file {path}: {shape[0]} x {shape[1]} {dtype}")
+
     if suffix == ".npz":
-        feats, labels = _read_npz(path, arg, need_labels)
+        feats, labels = _read_npz(path, arg, need_labels, announce)
     elif suffix == ".npy":
-        feats, labels = _read_npy(path, arg, need_labels)
+        feats, labels = _read_npy(path, arg, need_labels, announce)
     elif suffix in (".pt", ".pth"):
-        feats, labels = _read_pt(path, arg, need_labels)
+        feats, labels = _read_pt(path, arg, need_labels, announce)
     else:
         raise InputError(f"{arg} file {path} has an unsupported type {suffix or '(none)'}; "
                          "use .npz, .npy or .pt")
@@ -225,36 +272,86 @@ def read_file(path, arg, need_labels=True):
     return feats, labels, path
 
 
-def _check_features(X, who):
-    if X.dtype == object or not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
-        raise InputError(f"{who}: features must be numeric, got dtype {X.dtype}")
-    if np.iscomplexobj(X):
-        raise InputError(f"{who}: features must be real numbers, got dtype {X.dtype}")
+#: feature dtypes kept as they are; every other numeric dtype is read as float64
+KEPT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+#: bytes of one block of rows in the passes over the features (finite values, zero rows)
+BLOCK_BYTES = 32 << 20
+
+
+def _is_numeric(dtype):
+    return dtype != object and (np.issubdtype(dtype, np.number) or dtype == bool)
+
+
+def _check_feature_header(shape, dtype, who):
+    """Refuse features by their dtype and shape alone (what a file header holds)."""
+    if not _is_numeric(dtype):
+        raise InputError(f"{who}: features must be numeric, got dtype {dtype}")
+    if np.issubdtype(dtype, np.complexfloating):
+        raise InputError(f"{who}: features must be real numbers, got dtype {dtype}")
+    if len(shape) != 2:
+        raise InputError(f"{who}: features must be a 2-D array (n, d), got shape {tuple(shape)}")
+    if shape[0] == 0 or shape[1] == 0:
+        raise InputError(f"{who}: features are empty (shape {tuple(shape)})")
+
+
+def _check_label_header(shape, dtype, who, n):
+    """Refuse labels by their dtype and shape alone, ``n`` being the number of feature rows."""
+    if not _is_numeric(dtype):
+        raise InputError(f"{who}: labels must be integers, got dtype {dtype}")
+    if len(shape) != 1:
+        raise InputError(f"{who}: labels must be a 1-D array, got shape {tuple(shape)}")
+    if shape[0] != n:
+        raise InputError(f"{who}: {n} feature rows but {shape[0]} labels; they must have the same length")
+
+
+def row_blocks(X, block_bytes=BLOCK_BYTES):
+    """Slices of consecutive rows of ``X`` holding about ``block_bytes`` each.
+
+    Parameters
+    ----------
+    X : numpy.ndarray, shape (n, d)
+    block_bytes : int, positive
+
+    Returns
+    -------
+    list of slice
+        Covering ``0 .. n`` in order; at least one row each.
+    """
+    X = np.asanyarray(X)
     if X.ndim != 2:
-        raise InputError(f"{who}: features must be a 2-D array (n, d), got shape {X.shape}")
-    if X.shape[0] == 0 or X.shape[1] == 0:
-        raise InputError(f"{who}: features are empty (shape {X.shape})")
-    X = X.astype(np.float64)
-    finite = np.isfinite(X)
-    if not finite.all():
-        row = int(np.flatnonzero(~finite.all(axis=1))[0])
-        raise InputError(f"{who}: features contain NaN or infinite values (first in row {row})")
+        raise ValueError(f"X must be a 2-D array, got shape {X.shape}")
+    if not isinstance(block_bytes, (int, np.integer)) or block_bytes < 1:
+        raise ValueError(f"block_bytes must be a positive integer, got {block_bytes!r}")
+    step = max(1, int(block_bytes) // max(1, X.itemsize * X.shape[1]))
+    return [slice(lo, min(lo + step, X.shape[0])) for lo in range(0, X.shape[0], step)]
+
+
+def _check_features(X, who):
+    """Check features; float32 and float64 keep their dtype (a memory map stays one).
+
+    NaN and infinite values are looked for a block of rows at a time, so a memory-mapped
+    file is never copied whole.
+    """
+    _check_feature_header(X.shape, X.dtype, who)
+    if X.dtype not in KEPT_DTYPES:
+        X = X.astype(np.float64)
+    for rows in row_blocks(X):
+        finite = np.isfinite(X[rows])
+        if not finite.all():
+            row = rows.start + int(np.flatnonzero(~finite.all(axis=1))[0])
+            raise InputError(f"{who}: features contain NaN or infinite values (first in row {row})")
     return X
 
 
 def _check_labels(y, who, n):
-    if y.dtype == object or not (np.issubdtype(y.dtype, np.number) or y.dtype == bool):
-        raise InputError(f"{who}: labels must be integers, got dtype {y.dtype}")
-    if y.ndim != 1:
-        raise InputError(f"{who}: labels must be a 1-D array, got shape {y.shape}")
-    if y.shape[0] != n:
-        raise InputError(f"{who}: {n} feature rows but {y.shape[0]} labels; they must have the same length")
+    _check_label_header(y.shape, y.dtype, who, n)
     if not np.issubdtype(y.dtype, np.integer) and y.dtype != bool:
         bad = ~np.isfinite(y) | (y != np.round(np.nan_to_num(y)))
         if bad.any():
             raise InputError(f"{who}: labels must be whole numbers (class ids); "
                              f"row {int(np.flatnonzero(bad)[0])} is not")
-    return y.astype(np.int64)
+    return np.asarray(y).astype(np.int64)
 
 
 def _check_classes(y, arg, *, min_per_class=2, why="the probe's model selection splits it"):
@@ -288,10 +385,11 @@ def zero_rows(X):
     -------
     numpy.ndarray of int64
     """
-    X = np.asarray(X)
+    X = np.asanyarray(X)
     if X.ndim != 2:
         raise ValueError(f"X must be a 2-D array, got shape {X.shape}")
-    return np.flatnonzero(~X.any(axis=1))
+    return np.concatenate([rows.start + np.flatnonzero(~X[rows].any(axis=1)) for rows in row_blocks(X)]
+                          + [np.empty(0, dtype=np.int64)]).astype(np.int64)
 
 
 def zero_rows_message(who, rows, n):
@@ -358,7 +456,8 @@ class Input:
 
     Attributes
     ----------
-    x : numpy.ndarray of float64, shape (n, d)
+    x : numpy.ndarray of float32 or float64, shape (n, d)
+        A ``.npy`` file's memory map when the input is one such file.
     y : numpy.ndarray of int64, shape (n,), or None
     files : tuple of pathlib.Path
         The file read for each part: one for a features file, two (train, test) for a
@@ -390,7 +489,7 @@ class Input:
                 for role, f, a, b in zip(self.roles, self.files, bounds[:-1], bounds[1:])]
 
 
-def read_input(path, arg, need_labels=True, *, part_roles=None):
+def read_input(path, arg, need_labels=True, *, part_roles=None, progress=None):
     """Read one input of a command: a features file, a cache folder, or a loop folder.
 
     Parameters
@@ -404,6 +503,8 @@ def read_input(path, arg, need_labels=True, *, part_roles=None):
     part_roles : (str, str), optional
         The roles of the train and test parts of a loop folder in error lines
         (default: ``arg`` for both).
+    progress : Progress, optional
+        Where each file's stage line goes (:func:`read_file`).
 
     Returns
     -------
@@ -418,10 +519,10 @@ def read_input(path, arg, need_labels=True, *, part_roles=None):
         raise InputError(f"{arg} file not found: {path}")
     pair = split_folder(path) if path.is_dir() else None
     if pair is None:
-        x, y, f = read_file(path, arg, need_labels)
+        x, y, f = read_file(path, arg, need_labels, progress=progress)
         return Input(x, y, (f,), (x.shape[0],), (arg,), path)
     roles = tuple(part_roles or (arg, arg))
-    (xa, ya, fa), (xb, yb, fb) = (read_file(p, r) for p, r in zip(pair, roles))
+    (xa, ya, fa), (xb, yb, fb) = (read_file(p, r, progress=progress) for p, r in zip(pair, roles))
     if xa.shape[1] != xb.shape[1]:
         raise InputError(f"{arg}: the train and test features in {path} have different dimensions "
                          f"({fa}: {xa.shape[1]}, {fb}: {xb.shape[1]})")
@@ -479,7 +580,8 @@ def split_text(split):
     return f"{split['n_train']} training and {split['n_test']} test images ({how})"
 
 
-def load_split(train, test, *, test_fraction=None, seed=0, arg_train="TRAIN", arg_test="TEST"):
+def load_split(train, test, *, test_fraction=None, seed=0, arg_train="TRAIN", arg_test="TEST",
+               progress=None):
     """Training and test features with labels, from two inputs, a loop folder, or one split file.
 
     Parameters
@@ -493,6 +595,8 @@ def load_split(train, test, *, test_fraction=None, seed=0, arg_train="TRAIN", ar
         Share of the rows of ``train`` held out (stratified, seeded), when ``test``
         is None.
     seed : int
+    progress : Progress, optional
+        Where each file's stage line goes (:func:`read_file`).
 
     Returns
     -------
@@ -505,7 +609,7 @@ def load_split(train, test, *, test_fraction=None, seed=0, arg_train="TRAIN", ar
     if test is not None:
         if test_fraction is not None:
             raise InputError("--test-fraction splits a single file; it cannot be combined with a TEST input")
-        parts = [read_input(p, a) for p, a in ((train, arg_train), (test, arg_test))]
+        parts = [read_input(p, a, progress=progress) for p, a in ((train, arg_train), (test, arg_test))]
         for inp, a in zip(parts, (arg_train, arg_test)):
             if inp.n_train is not None:
                 raise InputError(f"{a} {inp.path} is a folder with train and test parts; give it alone")
@@ -516,7 +620,7 @@ def load_split(train, test, *, test_fraction=None, seed=0, arg_train="TRAIN", ar
                                     "test_rows": np.arange(b.x.shape[0])}
     if not Path(train).exists():
         raise InputError(f"{arg_train} file not found: {train}")
-    inp = read_input(train, arg_train, part_roles=(arg_train, arg_test))
+    inp = read_input(train, arg_train, part_roles=(arg_train, arg_test), progress=progress)
     if inp.n_train is not None and test_fraction is not None:
         raise InputError(f"{train} holds its own train and test parts ({inp.files[0].name}, "
                          f"{inp.files[1].name}), which are never re-split; leave out --test-fraction")

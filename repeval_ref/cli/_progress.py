@@ -1,8 +1,10 @@
-"""Progress on stderr: tqdm bars on a terminal, one plain line per stage otherwise, nothing with --quiet.
+"""Progress on stderr: tqdm bars on a terminal, plain lines otherwise, nothing with --quiet.
 
 A bar redraws itself with carriage returns, which a log file keeps as clutter; so bars
 are drawn only when stderr is a terminal (``isatty``). Elsewhere each stage writes one
-line when it ends (``linear probe: 8/8 fits in 1.2 s``).
+line when it starts (``linear probe: 8 fits ...``) and one when it ends
+(``linear probe: 8/8 fits in 1.2 s``), each flushed at once, so a log shows at every
+moment which step is running.
 """
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ class _Line:
         self.label, self.total, self.unit, self.stream = label, total, unit, stream
         self.done = 0
         self.start = time.perf_counter()
+        stream.write(f"{label}: {total} {unit} ...\n")
+        stream.flush()
 
     def update(self, n=1):
         self.done += n
@@ -60,7 +64,7 @@ class Progress:
     def task(self, label, total, unit="steps"):
         """A reporter for one stage of ``total`` units; call ``update(n)`` and ``close()``.
 
-        A tqdm bar when stderr is a terminal, else one line at ``close()``.
+        A tqdm bar when stderr is a terminal, else one line at once and one at ``close()``.
         """
         if not self.enabled:
             return _Silent()
@@ -73,7 +77,7 @@ class Progress:
                     dynamic_ncols=True, mininterval=0.5)
 
     def stage(self, label):
-        """A stage with no natural units: one line, written when it starts."""
+        """A stage with no natural units: one line, written (and flushed) when it starts."""
         if self.enabled:
             sys.stderr.write(f"{label} ...\n")
             sys.stderr.flush()

@@ -146,16 +146,16 @@ def resolve_entries(inputs):
     return entries
 
 
-def _load_entry(e):
+def _load_entry(e, progress=None):
     """One encoder read and checked (all-zero rows refused); an :class:`~._inputs.Input`."""
-    inp = read_input(e["path"], f"encoder {e['name']}")
+    inp = read_input(e["path"], f"encoder {e['name']}", progress=progress)
     refuse_zero_rows(inp)
     return inp
 
 
-def load_encoders(entries):
+def load_encoders(entries, progress=None):
     """Read every encoder and check that they describe the same images in the same order."""
-    data = [_load_entry(e) for e in entries]
+    data = [_load_entry(e, progress) for e in entries]
     check_same_images(entries, data)
     return data
 
@@ -508,7 +508,7 @@ def cmd_leaderboard(args):
     outdir = Path(args.out)
     if outdir.exists() and not outdir.is_dir():
         raise InputError(f"cannot create output directory {outdir}: a file of that name exists")
-    data = load_encoders(entries)
+    data = load_encoders(entries, progress)
     ref = data[0]
     y = ref.y
     tr, te, split = split_rows(ref, args.test_fraction, args.seed, f"the labels of {ref.files[0]}")

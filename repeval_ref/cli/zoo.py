@@ -11,13 +11,14 @@ name in the usage and error lines differs. Subcommands:
   and writes into ``DIR`` (weights and a manifest of their own that records the device),
   so the shipped CPU weights stay the default; evaluating such a folder is left to the
   user (the manifest's accuracies are computed only for the shipped weights);
-* ``evaluate [--only NAME]``: the manifest's accuracies of the shipped weights
-  (:func:`repeval_ref.zoo.evaluate.record_evaluation`);
+* ``evaluate --out PATH [--only NAME]``: the manifest's accuracies of the shipped
+  weights, recomputed (:func:`repeval_ref.zoo.evaluate.evaluate_encoder`) and written
+  as JSON at ``PATH``; the installed package, its manifest included, is left as it is;
 * ``table --out PATH [--only ROW] [--merge]``: the evaluation table of the Performance
   appendix (:func:`repeval_ref.zoo.table.write_table`), written where ``--out`` says
   (``make zoo-table`` passes ``benchmarks/results/zoo_table.json``);
 * ``plateau --runs DIR [--only NAME] [--time-limit SECONDS]``: the plateau zoo's long,
-  resumable run (issue 26): a recipe search on a validation split of the training
+  resumable run: a recipe search on a validation split of the training
   images, then the training of the chosen recipe, per planned encoder
   (:func:`repeval_ref.zoo.plateau.run_plateau`); a rerun resumes, ``DIR/status.json``
   says where it stands. Exit status 1 when an encoder failed;
@@ -32,8 +33,8 @@ import os
 import sys
 
 PROG = "python -m repeval_ref.zoo"
-DESCRIPTION = ("``{prog} train [--only NAME] [--skip-eval]``, ``{prog} table``, ``{prog} plateau --runs DIR`` "
-               "and ``{prog} ship --runs DIR``.")
+DESCRIPTION = ("``{prog} train [--only NAME] [--skip-eval]``, ``{prog} evaluate --out PATH``, ``{prog} table``, "
+               "``{prog} plateau --runs DIR`` and ``{prog} ship --runs DIR``.")
 
 
 def main(argv=None, prog=PROG):
@@ -63,7 +64,9 @@ def main(argv=None, prog=PROG):
                     help="multiply every recipe's epochs by K (default 1: the recipes as shipped)")
     tr.add_argument("--weights-dir", default=None, metavar="DIR",
                     help="write weights and manifest into DIR instead of the shipped weights (skips the evaluation)")
-    ev = sub.add_parser("evaluate", help="(re)compute the manifest's accuracies of shipped weights")
+    ev = sub.add_parser("evaluate", help="recompute the manifest's accuracies of the shipped weights into --out")
+    ev.add_argument("--out", required=True, metavar="PATH",
+                    help="the JSON file to write (the installed package is never written)")
     ev.add_argument("--only", action="append", choices=sorted(ENCODERS), metavar="NAME")
     tb = sub.add_parser("table", help="write the evaluation table as JSON at --out and as Markdown beside it")
     tb.add_argument("--out", required=True, metavar="PATH",
@@ -90,6 +93,8 @@ def main(argv=None, prog=PROG):
         if (device.type != "cpu" or args.epochs_scale != 1) and args.weights_dir is None:
             parser.error("a run on another device or with other epochs needs --weights-dir: the shipped "
                          "weights are the CPU run of the registered recipes")
+    if args.command == "evaluate" and os.path.isdir(args.out):
+        parser.error(f"--out {args.out} is a folder; give the JSON file to write")
     from ..zoo.train import deterministic_torch
 
     deterministic_torch()  # one thread: the manifest's numbers are reproduced at one thread
@@ -110,10 +115,7 @@ def main(argv=None, prog=PROG):
 
                 print(record_evaluation(name), flush=True)
     elif args.command == "evaluate":
-        from ..zoo.evaluate import record_evaluation
-
-        for name in args.only or list(ENCODERS):
-            print(record_evaluation(name), flush=True)
+        _evaluate(args.out, args.only or list(ENCODERS))
     elif args.command == "plateau":
         from ..zoo.plateau import run_plateau
 
@@ -135,6 +137,30 @@ def main(argv=None, prog=PROG):
 
         write_table(args.out, args.only, merge=args.merge)
     return 0
+
+
+def _evaluate(out, names):
+    """``evaluate``: every encoder of ``names`` evaluated, one line each, all written to ``out``.
+
+    The file holds ``{"format": 1, "encoders": {name: evaluate_encoder(name)}}``, written
+    to a temporary name beside ``out`` and renamed when every encoder is done.
+    """
+    import json
+    from pathlib import Path
+
+    from ..zoo.evaluate import evaluate_encoder
+    from ._render import write_files
+
+    out = Path(out)
+    result = {}
+    for name in names:
+        result[name] = evaluate_encoder(name)
+        test = result[name]["test"]
+        print(f"{name}: 20-NN {test['knn20']:.4f}, probe {test['probe']:.4f} (C={test['probe_C']:g}) on "
+              f"{test['n_test']} test images", flush=True)
+    write_files(out.parent, {out.name: json.dumps({"format": 1, "encoders": result}, indent=1, sort_keys=True)
+                             + "\n"})
+    print(f"wrote {out}", flush=True)
 
 
 def _add_plateau(sub):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["PROTOCOL", "PLATEAU", "subset_indices", "knn_and_probe", "plateau_evidence", "plateau_verdict",
-           "record_evaluation"]
+           "evaluate_encoder", "record_evaluation"]
 
 PROTOCOL = {
     "k": 20, "tau": 0.07, "Cs": [0.01, 0.1, 1.0], "probe_seed": 0, "pooling": "cls",
@@ -154,29 +154,68 @@ def plateau_evidence(name, *, weights_dir=None, cache_dir=None):
             "protocol": {"train": p["train"], "test": int(yte.size), **PLATEAU}}
 
 
-def record_evaluation(name, *, small_only=False):
-    """Compute and store in the manifest the accuracies of encoder ``name``; return them."""
-    from .loader import checkpoints
-    from .build import read_manifest, update_manifest
+def evaluate_encoder(name, *, small_only=False):
+    """The manifest's accuracies of the shipped encoder ``name``, computed and returned, not stored.
 
-    entry = read_manifest()["encoders"][name]
-    out = {ck: _small(name, ck) for ck in checkpoints(name)}
-    plateau = None
+    Parameters
+    ----------
+    name : str
+        An encoder of the manifest.
+    small_only : bool
+        Only the ``small`` protocol of every checkpoint (no ``test`` entry, no plateau check).
+
+    Returns
+    -------
+    dict
+        ``checkpoints`` (checkpoint -> ``small`` accuracies, as :func:`knn_and_probe`
+        returns them), ``test`` (the final checkpoint on the ``test`` protocol, or None),
+        ``plateau`` (:func:`plateau_evidence` for an encoder with several checkpoints,
+        else None) and ``evaluation_protocol`` (:data:`PROTOCOL`).
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not an encoder of the manifest.
+    """
+    from .build import read_manifest
+    from .loader import checkpoints
+
+    encoders = read_manifest()["encoders"]
+    if name not in encoders:
+        raise ValueError(f"name must be an encoder of the manifest ({', '.join(sorted(encoders))}), "
+                         f"got {name!r}")
+    entry = encoders[name]
+    small = {ck: _small(name, ck) for ck in checkpoints(name)}
+    test = plateau = None
     if not small_only:
-        out["test"] = _full(name, entry["final"])
+        test = _full(name, entry["final"])
         if len(entry["checkpoints"]) > 1:
             plateau = plateau_evidence(name)
+    return {"checkpoints": small, "test": test, "plateau": plateau, "evaluation_protocol": PROTOCOL}
+
+
+def record_evaluation(name, *, small_only=False):
+    """Compute the accuracies of encoder ``name`` (:func:`evaluate_encoder`) and store them in the manifest.
+
+    Called where the shipped weights themselves change (``train``, ``ship``); returns
+    ``{name: {checkpoint: small accuracies, ..., "test": test accuracies}}``.
+    """
+    from .build import update_manifest
+
+    result = evaluate_encoder(name, small_only=small_only)
 
     def change(manifest):  # applied to a fresh read, under the lock
         e = manifest["encoders"][name]
-        for ck, res in out.items():
-            if ck == "test":
-                e["test"] = res
-            else:
-                e["checkpoints"][ck]["small"] = res
-        if plateau is not None:
-            e["plateau"] = plateau
+        for ck, res in result["checkpoints"].items():
+            e["checkpoints"][ck]["small"] = res
+        if result["test"] is not None:
+            e["test"] = result["test"]
+        if result["plateau"] is not None:
+            e["plateau"] = result["plateau"]
         e["evaluation_protocol"] = PROTOCOL
 
     update_manifest(change)
+    out = dict(result["checkpoints"])
+    if result["test"] is not None:
+        out["test"] = result["test"]
     return {name: out}
