@@ -44,7 +44,8 @@ from .codec import Unsupported
 
 __all__ = ["CellVerdict", "FORBIDDEN", "DEFAULT_LIMITS", "static_imports", "solution_source",
            "forbidden_message", "graded_functions", "run_visible", "verify_source",
-           "verify_notebook", "likely_cause", "tampering", "imports_reference"]
+           "verify_notebook", "failed_verdicts", "likely_cause", "tampering",
+           "imports_reference", "runtime_code_calls", "runtime_code_message"]
 
 
 # ----------------------------------------------------------------- verdicts
@@ -60,6 +61,12 @@ class CellVerdict:
     #: what the answer tried beyond its room (:attr:`Sandbox.noticed`), the same list on
     #: every cell of the notebook
     noticed: list = dataclasses.field(default_factory=list)
+    #: why the verification of the whole notebook failed (the child broke the protocol,
+    #: or grading it raised): every cell then scores 0 with this reason; "" otherwise
+    failure: str = ""
+    #: the code the answer compiled at run time (:attr:`Sandbox.compiled`), the same on
+    #: every cell of the notebook
+    compiled: list = dataclasses.field(default_factory=list)
 
 
 def static_imports(source):
@@ -207,11 +214,50 @@ def verify_source(spec, source, seed, limits=None, hide=()):
     if banned:
         msg = forbidden_message(banned)
         return [CellVerdict(g, 0.0, p, msg) for g, p in cells]
+    from .checks._framework import CheckTimeout
+
     with Sandbox(source, limits, hide) as box:
-        out = _verify_in(spec, box, cells, ids, seed, limits)
+        try:
+            out = _verify_in(spec, box, cells, ids, seed, limits)
+            box.finish()
+        except (Exception, CheckTimeout) as exc:   # contained: this notebook scores 0
+            out = failed_verdicts(spec, _grader_failure(exc))
+    if box.violation:
+        out = failed_verdicts(spec, box.dead)
     for v in out:
         v.noticed = list(box.noticed)
+        v.compiled = [dict(c) for c in box.compiled]
     return out
+
+
+def _grader_failure(exc):
+    """The reason given when grading a notebook raised ``exc`` in the grader."""
+    return (f"grading this notebook stopped on an error in the grader "
+            f"({type(exc).__name__}: {str(exc)[:300]})")
+
+
+def failed_verdicts(spec, why):
+    """Every graded cell of exercise ``spec`` at 0 points, its message and
+    :attr:`CellVerdict.failure` ``why``: what a notebook whose verification failed
+    scores (the child broke the protocol, grading it raised, its clean room could not
+    start).
+
+    Raises
+    ------
+    ValueError
+        If ``why`` is not a non-empty text.
+    """
+    from .build import grade_ids
+    from .checks import check_points
+
+    if not isinstance(why, str) or not why.strip():
+        raise ValueError(f"why must be a non-empty reason, got {why!r}")
+    ids = grade_ids(spec)
+    cells = [(f"{spec.NAME}_visible_tests", float(spec.VISIBLE_POINTS))] + [
+        (ids[c], check_points(c)) for c in spec.HIDDEN]
+    message = (f"not graded: {why}. Every test of this notebook scores 0; if your code "
+               "did nothing of the kind, tell your instructor and quote this message.")
+    return [CellVerdict(g, 0.0, p, message, failure=why) for g, p in cells]
 
 
 def _verify_in(spec, box, cells, ids, seed, limits):
@@ -272,6 +318,62 @@ def tampering(nb):
     that reaches into the kernel that runs the tests (none in an honest answer)."""
     source = solution_source(nb)
     return [t for t in _TAMPERING if t in source]
+
+
+#: names whose call runs code built at run time
+_RUNTIME_CODE = ("exec", "eval", "compile", "__import__")
+#: modules that turn bytes into code (imported by an answer that decodes code)
+_CODE_MODULES = ("marshal", "codeop", "runpy", "importlib")
+
+
+def runtime_code_calls(source):
+    """What the answer ``source`` names that runs code built at run time: calls of
+    ``exec``, ``eval``, ``compile`` or ``__import__`` (by name or as an attribute, as
+    ``builtins.exec``) and imports of :data:`_CODE_MODULES`, each once, in order. Read
+    from the source, so no report of the child can hide it (code that reaches these
+    names by a computed string is seen at run time instead, :attr:`CellVerdict.compiled`)."""
+    if not isinstance(source, str):
+        raise ValueError(f"source must be Python source text, got {type(source).__name__}")
+    found = []
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return found
+    for node in ast.walk(tree):
+        name = None
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(
+                f, ast.Attribute) else None
+            name = name if name in _RUNTIME_CODE else None
+        elif isinstance(node, ast.Import):
+            name = next((a.name for a in node.names
+                         if a.name.split(".")[0] in _CODE_MODULES), None)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            name = node.module if node.module.split(".")[0] in _CODE_MODULES else None
+        if name is not None:
+            found.append(f"{name}()" if name in _RUNTIME_CODE else f"import {name}")
+    return list(dict.fromkeys(found))
+
+
+def runtime_code_message(source, compiled):
+    """The ``grading_issues.csv`` line of an answer that runs code it builds at run time,
+    or ``""``: ``source`` is the answer's source (:func:`runtime_code_calls`), ``compiled``
+    what the clean room recorded it compiling (:attr:`CellVerdict.compiled`)."""
+    calls = runtime_code_calls(source)
+    if not calls and not compiled:
+        return ""
+    parts = []
+    if calls:
+        parts.append("its source calls " + ", ".join(calls))
+    if compiled:
+        hows = list(dict.fromkeys(str(c.get("how", "?")) for c in compiled))
+        size = sum(len(str(c.get("source", ""))) for c in compiled)
+        parts.append(f"in the clean room it ran {len(compiled)} piece(s) of code it built "
+                     f"itself ({'; '.join(hows[:5])}; {size} characters of source, "
+                     "fingerprinted in the similarity report)")
+    return ("the answer runs code that is not in its cells as written: " + "; ".join(parts)
+            + " (an answer to the exercise has no reason to: look for an encoded copy)")
 
 
 def imports_reference(cells):

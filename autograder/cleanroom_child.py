@@ -10,19 +10,28 @@ import NumPy, SciPy, scikit-learn and torch from. It holds no grading code:
    put on ``sys.path`` and the codec loaded, by its path (:func:`load_codec`), without
    the ``autograder`` package ever being importable;
 2. the answer (``answer.py``) runs as ``__main__`` with a ``get_ipython`` that does
-   nothing; the result (``{"ok": true}`` or the exception) is one JSON line on the
-   original standard output, whose descriptors 0 to 2 now point to ``/dev/null``;
-3. then one JSON request per line on standard input: ``{"op": "call", "name", "args",
-   "kwargs"}`` calls the answer's function on the decoded arguments and sends back the
+   nothing; the result (``{"seq": 0, "ok": true}`` or the exception) is one JSON line on
+   the original standard output, whose descriptors 0 to 2 now point to ``/dev/null``;
+3. then one JSON request per line on standard input, each with a sequence number
+   ``seq`` that its reply repeats: ``{"op": "call", "seq", "name", "args", "kwargs",
+   "cap"}`` calls the answer's function on the decoded arguments and sends back the
    result and the arguments after the call (:func:`autograder.codec.encode` with
    ``lenient=True``), or the exception's type, text and the answer's frames of its
-   traceback. The visible tests do not run here: the grader runs them in its own process
-   and sends their calls (:func:`autograder.cleanroom.run_visible`). A call with
+   traceback; a reply that would be longer than ``cap`` bytes is replaced by an error
+   naming its size. ``{"op": "end", "seq"}`` is answered with the report alone. The
+   visible tests do not run here: the grader runs them in its own process and sends
+   their calls (:func:`autograder.cleanroom.run_visible`). A call with
    ``"measure": true`` also sends ``"peak_bytes"``, the largest memory the call held at
    once as :mod:`tracemalloc` saw it (:func:`traced_peak`, the measure a memory check
    takes in the kernel), so that the check judges the answer where it ran.
 
-Every reply lists the forbidden imports attempted so far. The grader's modules import this
+The answer runs in this process and can write into the reply channel itself; the grader
+reads every message as hostile (:mod:`autograder.wire`: a byte cap, a schema, the
+sequence number) and ends the child at the first one that breaks the protocol.
+
+Every message carries the report: the forbidden imports attempted so far, what
+:class:`Watch` noted so far, and the code the answer compiled at run time since the last
+message. The grader's modules import this
 file only for :data:`FORBIDDEN` and :func:`traced_peak`; nothing runs unless it is the
 main program.
 """
@@ -87,8 +96,11 @@ class _Tracer:
 #: course installed into the site-packages, the course's solutions, its gradebook)
 WATCHED_NAMES = FORBIDDEN + ("repeval_book", "solutions", "gradebook.db")
 #: the most notices one child keeps (the first ones; an answer that loops over a folder
-#: does not flood the grader)
-MAX_NOTICES = 20
+#: does not flood the grader), and the longest notice
+MAX_NOTICES, NOTICE_CHARS = 20, 200
+#: the most records of code the answer compiled at run time, the longest source kept of
+#: one, and the most characters of source kept in all
+MAX_COMPILED, COMPILED_CHARS, COMPILED_TOTAL = 20, 32 << 10, 256 << 10
 
 
 class Watch:
@@ -99,6 +111,13 @@ class Watch:
     shared library through :mod:`ctypes` from the answer's own code. Each notice is a
     short text in :attr:`noticed` (at most :data:`MAX_NOTICES`), sent to the grader with
     every reply, which names them in ``grading_issues.csv``.
+
+    It also records the code the answer builds and runs itself (:attr:`compiled`): a
+    ``compile`` or ``exec`` called from the answer's own code (``exec``, ``eval`` and
+    ``compile`` of a text, of decoded or decompressed bytes, a code object from
+    :mod:`marshal`), and a module compiled from a file in the room (one the answer wrote
+    and imported). Each record is ``{"how", "source"}``, the source as text where there is
+    one (at most :data:`COMPILED_CHARS` characters; :data:`MAX_COMPILED` records).
 
     It prevents nothing (the confinement does: the course is not mounted, there is no
     network); it names what an answer tried, so that an attack that failed is still
@@ -116,11 +135,58 @@ class Watch:
                         "/proc/cpuinfo", "/proc/meminfo", "/proc/self/maps",
                         "/proc/self/status")
         self.noticed = []
+        self.compiled = []
+        self._compiled_chars = 0
+        #: file names of the answer's code: its cell, and what it compiled itself
+        self.answer_files = {"answer.py"}
+        self.room = os.path.join(os.path.abspath(os.getcwd()), "")
         self._stdlib = (os.path.dirname(os.__file__), "<frozen")
 
     def _note(self, text):
+        text = text[:NOTICE_CHARS]
         if text not in self.noticed and len(self.noticed) < MAX_NOTICES:
             self.noticed.append(text)
+
+    def _record(self, how, source):
+        """Keep one record of code compiled at run time (within the bounds)."""
+        if len(self.compiled) >= MAX_COMPILED:
+            return
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            source = bytes(source).decode("utf-8", "replace")
+        elif not isinstance(source, str):
+            try:
+                import ast
+
+                source = ast.unparse(source) if isinstance(source, ast.AST) else ""
+            except Exception:  # an AST the answer built need not unparse
+                source = ""
+        room = max(0, min(COMPILED_CHARS, COMPILED_TOTAL - self._compiled_chars))
+        source = source[:room]
+        self._compiled_chars += len(source)
+        self.compiled.append({"how": how[:NOTICE_CHARS], "source": source})
+
+    def _answer_frame(self, frame):
+        """Whether ``frame`` (the caller of a builtin) runs the answer's code."""
+        return frame is not None and frame.f_code.co_filename in self.answer_files
+
+    def _compiled_event(self, event, args, caller):
+        if event == "compile":
+            source, filename = args[0], args[1]
+            name = os.fsdecode(filename) if isinstance(filename, (str, bytes)) else "?"
+            full = os.path.abspath(name)
+            in_room = (name != "answer.py" and not name.startswith("<")
+                       and full.startswith(self.room) and os.path.isfile(full))
+            if self._answer_frame(caller) or in_room:
+                self.answer_files.add(name)
+                self._record(f"compile ({name})", source)
+        elif event == "exec":
+            code = args[0]
+            if (self._answer_frame(caller) and getattr(code, "co_filename", None)
+                    not in self.answer_files):
+                self._record(f"exec of a code object ({getattr(code, 'co_filename', '?')})",
+                             "")
+        elif event == "marshal.loads" and self._answer_frame(caller):
+            self._record("marshal.loads (code or data unpacked from bytes)", "")
 
     def _outside(self, path):
         if isinstance(path, int):
@@ -149,7 +215,9 @@ class Watch:
 
     def __call__(self, event, args):
         try:
-            if event in ("open", "os.listdir", "os.scandir"):
+            if event in ("compile", "exec", "marshal.loads"):
+                self._compiled_event(event, args, sys._getframe(1))
+            elif event in ("open", "os.listdir", "os.scandir"):
                 if args and self._outside(args[0]):
                     verb = "open" if event == "open" else "list"
                     self._note(f"{verb} {os.fsdecode(args[0])}")
@@ -174,7 +242,8 @@ class RefuseForbidden:
 
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in FORBIDDEN:
-            self.attempts.append(name)
+            if name not in self.attempts and len(self.attempts) < MAX_NOTICES:
+                self.attempts.append(name[:NOTICE_CHARS])
             raise ImportError(f"{name} may not be imported by an answer (it scores 0)")
         return None
 
@@ -220,12 +289,20 @@ def main(argv):
 
     def where(tb):
         frames = [f for f in traceback.extract_tb(tb) if f.filename == "answer.py"]
-        return "".join(traceback.format_list(frames[-3:]))
+        return "".join(traceback.format_list(frames[-3:]))[-4000:]
 
-    def fail(exc):
-        return {"error": {"type": type(exc).__name__, "message": str(exc)[:2000],
-                          "where": where(exc.__traceback__)}, "forbidden": refuse.attempts,
-                "noticed": watch.noticed}
+    sent = [0]    # records of compiled code already sent
+
+    def report():
+        new = watch.compiled[sent[0]:]
+        sent[0] = len(watch.compiled)
+        return {"forbidden": list(refuse.attempts), "noticed": list(watch.noticed),
+                "compiled": new}
+
+    def fail(seq, exc):
+        return {"seq": seq, "error": {"type": type(exc).__name__[:200],
+                                      "message": str(exc)[:2000],
+                                      "where": where(exc.__traceback__)}, **report()}
 
     def send(msg):
         proto_out.write(json.dumps(msg) + "\n")
@@ -242,12 +319,16 @@ def main(argv):
     try:
         code = open("answer.py").read()
         exec(compile(code, "answer.py", "exec"), ns)
-        send({"ok": True, "forbidden": refuse.attempts, "noticed": watch.noticed})
+        send({"seq": 0, "ok": True, **report()})
     except BaseException as exc:
-        send(fail(exc))
+        send(fail(0, exc))
     for line in proto_in:
         req = json.loads(line)
+        seq = req.get("seq")
         try:
+            if req.get("op") == "end":
+                send({"seq": seq, "end": True, **report()})
+                continue
             if req.get("op") != "call":
                 # the visible tests run in the grader's process (cleanroom.run_visible)
                 raise ValueError(f"unknown request {req.get('op')!r}")
@@ -265,13 +346,23 @@ def main(argv):
                         out, peak = traced_peak(lambda: fn(*args, **kwargs), tracer)
                     else:
                         out = fn(*args, **kwargs)
-            send({"result": enc(out), "args": [enc(a) for a in args],
-                  "kwargs": {k: enc(v) for k, v in kwargs.items()},
-                  "warnings": [str(w.message) for w in caught][:50],
-                  "peak_bytes": peak, "forbidden": refuse.attempts,
-                  "noticed": watch.noticed})
+            rep = report()
+            reply = json.dumps(
+                {"seq": seq, "result": enc(out), "args": [enc(a) for a in args],
+                 "kwargs": {k: enc(v) for k, v in kwargs.items()},
+                 "warnings": [str(w.message)[:2000] for w in caught][:50],
+                 "peak_bytes": peak, **rep})
+            cap = req.get("cap")
+            if isinstance(cap, int) and len(reply) > cap:
+                too_big = ValueError(
+                    f"{req['name']} returned {len(reply) >> 10} KiB of data (with its "
+                    f"arguments), more than this test can need ({cap >> 10} KiB): check "
+                    "what it returns")
+                reply = json.dumps({**fail(seq, too_big), **rep})
+            proto_out.write(reply + "\n")
+            proto_out.flush()
         except BaseException as exc:
-            send(fail(exc))
+            send(fail(seq, exc))
 
 
 if __name__ == "__main__":

@@ -35,11 +35,12 @@ import time
 import warnings
 from pathlib import Path
 
-from . import REPO_ROOT, cleanroom_child, codec, confine
+from . import REPO_ROOT, cleanroom_child, codec, confine, wire
 from .fork_client import ForkServer, ServerSlot
 from .forked_process import ForkedProcess
 
 MAX_NOTICES = cleanroom_child.MAX_NOTICES
+MAX_COMPILED = cleanroom_child.MAX_COMPILED
 
 __all__ = ["DEFAULT_LIMITS", "FORK_ENV", "RemoteFunction", "Sandbox", "fork_server_ready",
            "remote_function", "start_fork_server"]
@@ -60,8 +61,6 @@ WATCH_INTERVAL_S = 0.002
 #: and their memory read during a measured call (seconds): a scan of ``/proc`` costs
 #: one to two milliseconds of the grader's time
 OTHERS_INTERVAL_S = 0.02
-#: the longest message taken from the child (one reply: a result and the arguments)
-MAX_MESSAGE_BYTES = 512 << 20
 
 #: environment variable: "0" starts every child from nothing even where a fork server runs
 FORK_ENV = "AUTOGRADER_CLEANROOM_FORK"
@@ -154,8 +153,15 @@ class Sandbox:
         it, connections, processes, native code), as the child's audit hook
         (:class:`autograder.cleanroom_child.Watch`) noted it; at most
         :data:`~autograder.cleanroom_child.MAX_NOTICES`.
+    compiled : list of dict
+        The code the answer compiled at run time, as the child's audit hook recorded it
+        (``{"how", "source"}``, at most :data:`MAX_COMPILED`).
     dead : str or None
         Why the child is gone (it is then closed).
+    violation : str or None
+        Set with ``dead`` when the child sent a message the protocol does not allow
+        (:mod:`autograder.wire`): the answer wrote into the channel, so nothing it
+        reported is trusted and the notebook scores 0.
     unsupported : str or None
         Set by :func:`remote_function` when an argument could not travel.
     """
@@ -210,13 +216,16 @@ class Sandbox:
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                 bufsize=0, preexec_fn=start, close_fds=True)
         os.set_blocking(self.proc.stdin.fileno(), False)
-        self._inbox = b""
+        self._inbox = bytearray()
         self._pending = False
+        self._seq = 0
         self._watched = 0
         self._watch_others(None)
         self.forbidden = []
         self.noticed = []
+        self.compiled = []
         self.dead = None
+        self.violation = None
         self.unsupported = None
         self.started = self._receive(self.limits["start_s"])
 
@@ -232,15 +241,16 @@ class Sandbox:
         return {"dead": why}
 
     def _receive(self, seconds):
-        """The child's next message, or a dict ``{"dead": reason}``.
+        """The child's first message, or a dict ``{"dead": reason}``.
 
         The pipe is read in pieces with a deadline (``seconds``, and never past the whole
         exercise's budget ``limits["total_s"]``), so a child that writes half a line, or
-        floods the pipe, cannot keep the grader waiting or fill its memory: a message
-        longer than :data:`MAX_MESSAGE_BYTES` ends the child."""
+        floods the pipe, cannot keep the grader waiting or fill its memory (at most
+        :data:`autograder.wire.REPLY_BASE_BYTES` are taken for this message)."""
         if self.dead:
             return {"dead": self.dead}
-        return self._receive_until(*self._window(seconds), seconds)
+        return self._receive_until(*self._window(seconds), seconds,
+                                   cap=wire.reply_cap(0), check=wire.start_message)
 
     def _window(self, seconds):
         """``(end, budget_cut)``: when a wait of ``seconds`` ends, and whether the whole
@@ -248,11 +258,32 @@ class Sandbox:
         now = time.monotonic()
         return now + self._remaining(seconds), self.deadline - now < seconds
 
-    def _receive_until(self, end, budget_cut, seconds, watch=False):
+    def _violate(self, why):
+        """End the child for a message the protocol does not allow (``why``)."""
+        self.violation = str(why)
+        self.dead = (f"the grading process sent a message that breaks the clean room's "
+                     f"protocol ({self.violation}): an answer's code can only do that by "
+                     "writing into the grader's channel")
+        self.close()
+        return {"dead": self.dead, "violation": self.violation}
+
+    def _receive_until(self, end, budget_cut, seconds, watch=False, cap=None, check=None):
         """The next message, waiting until ``end`` at most; with ``watch``, the child's
-        resident memory is sampled every :data:`WATCH_INTERVAL_S` meanwhile."""
+        resident memory is sampled every :data:`WATCH_INTERVAL_S` meanwhile.
+
+        At most ``cap`` bytes are taken (:func:`autograder.wire.reply_cap`); the line is
+        read by :func:`autograder.wire.parse` and checked by ``check`` (one of the
+        schemas of :mod:`autograder.wire`); bytes after it (a second message for one
+        request) break the protocol too."""
+        cap = wire.reply_cap(0) if cap is None else int(cap)
         fd = self.proc.stdout.fileno()
-        while b"\n" not in self._inbox:
+        inbox = self._inbox
+        scanned = 0
+        while inbox.find(b"\n", scanned) < 0:
+            scanned = len(inbox)
+            if len(inbox) > cap:
+                return self._violate(f"a message longer than the {cap >> 10} KiB this "
+                                     "request allows")
             if watch:
                 self._sample_rss()
             left = end - time.monotonic()
@@ -268,7 +299,7 @@ class Sandbox:
                                         else left)
             if not ready:
                 continue
-            chunk = os.read(fd, 1 << 20)
+            chunk = os.read(fd, max(1, min(1 << 20, cap + 1 - len(inbox))))
             if not chunk:
                 try:
                     self.proc.wait(timeout=5)
@@ -281,33 +312,36 @@ class Sandbox:
                 self.dead = why
                 self.close()
                 return {"dead": why}
-            self._inbox += chunk
-            if len(self._inbox) > MAX_MESSAGE_BYTES and b"\n" not in self._inbox:
-                self.dead = (f"the grading process sent a message of more than "
-                             f"{MAX_MESSAGE_BYTES >> 20} MiB")
-                self.close()
-                return {"dead": self.dead}
-        line, _, self._inbox = self._inbox.partition(b"\n")
+            inbox += chunk
+        cut = inbox.find(b"\n")
+        line, rest = bytes(inbox[:cut]), bytes(inbox[cut + 1:])
+        inbox.clear()
+        if rest:
+            return self._violate("more than one message for one request")
         try:
-            msg = json.loads(line.decode("utf-8"))
-            if not isinstance(msg, dict):
-                raise ValueError("not a JSON object")
-        except ValueError:
-            self.dead = "the grading process sent something that is not a result"
-            self.close()
-            return {"dead": self.dead}
-        _gather(self.forbidden, msg.get("forbidden", []))
-        _gather(self.noticed, msg.get("noticed", []), limit=MAX_NOTICES)
+            msg = wire.parse(line, cap)
+            if check is not None:
+                msg = check(msg)
+        except wire.ProtocolError as exc:
+            return self._violate(str(exc))
+        _gather(self.forbidden, msg["forbidden"], limit=MAX_NOTICES)
+        _gather(self.noticed, msg["noticed"], limit=MAX_NOTICES)
+        self.compiled.extend(msg["compiled"][:max(0, MAX_COMPILED - len(self.compiled))])
         return msg
 
     def request(self, req, seconds, watch=False):
-        """Send the request ``req`` (a JSON-ready dict) and return the child's reply, or
-        ``{"dead": reason}`` when it is gone or does not answer within ``seconds``.
+        """Send the request ``req`` (a JSON-ready dict: a call, or ``{"op": "end"}``) and
+        return the child's reply, checked (:mod:`autograder.wire`), or ``{"dead": reason}``
+        when it is gone, breaks the protocol or does not answer within ``seconds``.
         With ``watch``, the child's resident memory is sampled while it works (read
         back by :meth:`peak_rss`).
 
-        The request is written without blocking, under the same deadline as the reply:
-        a child that stops reading its input cannot stall the grader either."""
+        Each request carries the next sequence number, which its reply must repeat, and
+        the most bytes its reply may take (:func:`autograder.wire.reply_cap`). The request
+        is written without blocking, under the same deadline as the reply: a child that
+        stops reading its input cannot stall the grader either."""
+        if not isinstance(req, dict) or req.get("op") not in ("call", "end"):
+            raise ValueError(f"req must be a call or end request, got {req!r:.80}")
         if self.dead:
             return {"dead": self.dead}
         if self._pending:
@@ -318,7 +352,10 @@ class Sandbox:
             self.close()
             return {"dead": self.dead}
         self._pending = True
-        data = (json.dumps(req) + "\n").encode("utf-8")
+        self._seq += 1
+        seq = self._seq
+        cap = wire.reply_cap(len(json.dumps(req)))
+        data = (json.dumps({**req, "seq": seq, "cap": cap}) + "\n").encode("utf-8")
         end, budget_cut = self._window(seconds)
         fd = self.proc.stdin.fileno()
         view = memoryview(data)
@@ -342,9 +379,21 @@ class Sandbox:
                 break
         if self.dead:
             return {"dead": self.dead}
-        reply = self._receive_until(end, budget_cut, seconds, watch)
+        if req["op"] == "end":
+            check = lambda m: wire.end_reply(m, seq)  # noqa: E731
+        else:
+            check = lambda m: wire.call_reply(m, seq)  # noqa: E731
+        reply = self._receive_until(end, budget_cut, seconds, watch, cap=cap, check=check)
         self._pending = False
         return reply
+
+    def finish(self, seconds=5.0):
+        """Ask the child for its report a last time (``{"op": "end"}``): a reply to an
+        earlier request still on its way (the answer wrote one of its own) then breaks
+        the protocol here, and what the answer did during the last call is reported.
+        Nothing happens when the child is gone already."""
+        if not self.dead:
+            self.request({"op": "end"}, seconds)
 
     def reset_peak_rss(self):
         """Reset the child's resident-memory high-water mark to its present resident
@@ -515,20 +564,31 @@ def _ready_fork_server(wait=FORK_READY_WAIT_S):
     return _fork_slot.ready(wait)
 
 
-def _raise_like(error):
-    """Re-raise the child's exception as the same builtin class (else a stand-in)."""
+def _builtin_exceptions():
     import builtins
 
+    return {name: cls for name, cls in vars(builtins).items()
+            if isinstance(cls, type) and issubclass(cls, Exception)}
+
+
+#: the exception classes a child's error may be raised as, by name: the builtin ones
+#: (any other name becomes a plain stand-in class carrying it as a label)
+EXCEPTIONS = _builtin_exceptions()
+
+
+def _raise_like(error):
+    """Re-raise the child's exception (a checked ``{"type", "message", "where"}``) as the
+    builtin class of that name in :data:`EXCEPTIONS`, else as a stand-in ``Exception``
+    subclass labelled with the name."""
     name, message = error["type"], error["message"]
-    if error.get("where"):
+    if error["where"]:
         message = message + "\n" + error["where"].rstrip()
-    cls = getattr(builtins, name, None)
-    if not (isinstance(cls, type) and issubclass(cls, Exception)):
-        cls = type(name, (Exception,), {})
+    cls = EXCEPTIONS.get(name)
+    label = name if name.isidentifier() else "Exception"
     try:
-        exc = cls(message)
-    except Exception:
-        exc = type(name, (Exception,), {})(message)
+        exc = (cls or type(label, (Exception,), {}))(message)
+    except Exception:  # a builtin class that wants other arguments (UnicodeError's kin)
+        exc = type(label, (Exception,), {})(message)
     raise exc
 
 
@@ -601,20 +661,30 @@ class RemoteFunction:
         msg = box.request(req, box.limits["call_s"], watch=watch)
         high = box.peak_rss() if watch else None
         if "dead" in msg:
-            if "did not return" in msg["dead"]:
+            if "did not return" in msg["dead"] and "violation" not in msg:
                 raise CheckTimeout(float(box.limits["call_s"]))
             raise RuntimeError(msg["dead"])
         if "error" in msg:
             _raise_like(msg["error"])
-        for text in msg.get("warnings", [])[:50]:
+        try:
+            got_args = [codec.decode(g) for g in msg["args"]]
+            got_kwargs = {k: codec.decode(g) for k, g in msg["kwargs"].items()}
+            result = codec.decode(msg["result"])
+            if len(got_args) != len(args) or set(got_kwargs) != set(kwargs):
+                raise codec.Malformed("the arguments after the call are not the ones sent")
+            for s, g in zip(args, got_args):
+                codec.write_back(s, g)
+            for k, g in got_kwargs.items():
+                codec.write_back(kwargs[k], g)
+        except (ValueError, TypeError, KeyError, RuntimeError, OverflowError, MemoryError,
+                RecursionError) as exc:
+            box._violate(f"a reply whose values cannot be read back "
+                         f"({type(exc).__name__}: {str(exc)[:200]})")
+            raise RuntimeError(box.dead) from None
+        for text in msg["warnings"]:
             # re-raised here, where call_student records them (as in the kernel)
-            warnings.warn(str(text), RuntimeWarning, stacklevel=3)
-        for s, g in zip(args, msg.get("args", [])):
-            codec.write_back(s, codec.decode(g))
-        for k, g in msg.get("kwargs", {}).items():
-            codec.write_back(kwargs[k], codec.decode(g))
-        result = codec.decode(msg["result"])
-        traced = msg.get("peak_bytes")
-        cost = {"traced": int(traced) if isinstance(traced, int) and traced >= 0 else 0,
+            warnings.warn(text, RuntimeWarning, stacklevel=3)
+        traced = msg["peak_bytes"]
+        cost = {"traced": traced if traced is not None else 0,
                 "rss": None if high is None else max(0, high - before)}
         return result, cost

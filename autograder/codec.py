@@ -25,12 +25,24 @@ import sys
 
 import numpy as np
 
-__all__ = ["Unsupported", "ModuleState", "LAYERS", "encode", "decode", "is_module",
-           "module_spec", "module_state", "build_module", "write_back", "to_npy", "from_npy"]
+__all__ = ["Unsupported", "Malformed", "ModuleState", "Opaque", "LAYERS", "BIT_GENERATORS",
+           "encode", "decode", "is_module", "module_spec", "module_state", "build_module",
+           "write_back", "to_npy", "from_npy"]
 
 
 class Unsupported(TypeError):
     """An argument of a check that cannot travel as plain data (a model, a callable)."""
+
+
+class Malformed(ValueError):
+    """Tagged data that :func:`encode` cannot have made (a wrong field, type or size)."""
+
+
+#: the bit generators a ``numpy.random.Generator`` may travel with: the sent name is a key
+#: of this table, never looked up anywhere else (a subclass travels as opaque)
+BIT_GENERATORS = {cls.__name__: cls for cls in (
+    np.random.PCG64, np.random.PCG64DXSM, np.random.MT19937, np.random.Philox,
+    np.random.SFC64)}
 
 
 def to_npy(arr):
@@ -41,10 +53,39 @@ def to_npy(arr):
 
 
 def from_npy(text):
-    """Inverse of :func:`to_npy` (``allow_pickle=False``)."""
+    """Inverse of :func:`to_npy` (``allow_pickle=False``).
+
+    The ``.npy`` header is read first: an array whose declared shape and type do not
+    account for exactly the bytes that follow (a header promising more than was sent),
+    or whose type holds Python objects, raises :class:`Malformed` before anything is
+    allocated for it."""
     if not isinstance(text, str):
         raise ValueError(f"text must be base64 text, got {type(text).__name__}")
-    return np.load(io.BytesIO(base64.b64decode(text)), allow_pickle=False)
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except ValueError as exc:
+        raise Malformed(f"an array's bytes are not base64 ({exc})") from None
+    fh = io.BytesIO(raw)
+    try:
+        version = np.lib.format.read_magic(fh)
+        read = {(1, 0): np.lib.format.read_array_header_1_0,
+                (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+        if read is None:
+            raise Malformed(f"an array of .npy version {version}")
+        shape, _, dtype = read(fh)
+    except (ValueError, TypeError, SyntaxError, OverflowError) as exc:
+        raise Malformed(f"an array whose .npy header cannot be read ({exc})") from None
+    if dtype.hasobject:
+        raise Malformed("an array of Python objects")
+    count = 1
+    for n in shape:
+        count *= int(n)
+    size = len(raw) - fh.tell()
+    if count * dtype.itemsize != size or count > max(1, size):
+        raise Malformed(f"an array of shape {tuple(shape)} and type {dtype} sent with "
+                        f"{size} bytes")
+    fh.seek(0)
+    return np.load(fh, allow_pickle=False)
 
 
 def _is_tensor(x):
@@ -190,7 +231,8 @@ def encode(x, *, lenient=False):
         if lenient:
             return {"t": "module", **module_state(x)}
         return {"t": "module", "spec": module_spec(x), **module_state(x)}
-    if type(x) is np.random.Generator:      # its state is a dict of plain numbers
+    if type(x) is np.random.Generator and any(
+            type(x.bit_generator) is c for c in BIT_GENERATORS.values()):
         return {"t": "gen", "bg": type(x.bit_generator).__name__,
                 "v": json.dumps(x.bit_generator.state)}
     if lenient:
@@ -214,8 +256,89 @@ def _module_from(d):
     return m
 
 
+class Opaque:
+    """What the child could not send as plain data: a stand-in holding the text of its
+    type's name and of its ``repr`` (each at most 200 characters). The stand-in's class
+    is a fresh subclass carrying that name as a label; nothing is ever looked up by it."""
+
+    def __init__(self, type_name, text):
+        self.type_name, self.text = type_name, text
+
+    def __repr__(self):
+        return self.text
+
+
+def _field(d, key, kind, limit=None):
+    """``d[key]``, which must be an instance of ``kind`` (a class or a tuple of them; a
+    bool counts only where ``bool`` is named) no longer than ``limit``; raises
+    :class:`Malformed` otherwise."""
+    if key not in d:
+        raise Malformed(f"a {d['t']!s:.20} value without its {key!r} field")
+    v = d[key]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(v, kinds) or (isinstance(v, bool) and bool not in kinds):
+        raise Malformed(f"the {key!r} field of a {d['t']!s:.20} value is a "
+                        f"{type(v).__name__}")
+    if limit is not None and len(v) > limit:
+        raise Malformed(f"the {key!r} field of a {d['t']!s:.20} value is too long")
+    return v
+
+
+def _fields(d, allowed):
+    extra = set(d) - set(allowed) - {"t"}
+    if extra:
+        raise Malformed(f"a {d['t']!s:.20} value with unexpected fields "
+                        f"{sorted(map(str, extra))[:3]!r:.80}")
+
+
+#: the fields each tag may carry besides ``t``
+_TAGS = {"none": (), "bool": ("v",), "int": ("v",), "float": ("v",), "str": ("v",),
+         "nd": ("v",), "np": ("v",), "tuple": ("v",), "list": ("v",), "dict": ("v",),
+         "torch": ("v", "rg"), "module": ("spec", "state", "train", "rg", "grad"),
+         "gen": ("bg", "v"), "opaque": ("type", "repr")}
+
+
+def _names(d, key, kind):
+    """``d[key]``: a dict of text keys whose values are instances of ``kind``."""
+    v = _field(d, key, dict)
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    for k, x in v.items():
+        if not isinstance(x, kinds) or (isinstance(x, bool) and bool not in kinds):
+            raise Malformed(f"a module's {key!r} entry {k!r:.40} is malformed")
+    return v
+
+
+def _generator(d):
+    """The ``numpy.random.Generator`` of a ``gen`` value: its bit generator's class is
+    :data:`BIT_GENERATORS` ``[bg]`` and its state must be one of that class."""
+    name = _field(d, "bg", str, 40)
+    cls = BIT_GENERATORS.get(name)
+    if cls is None:
+        raise Malformed(f"a random generator driven by {name!r}, which is not one of "
+                        f"NumPy's bit generators {sorted(BIT_GENERATORS)}")
+    text = _field(d, "v", str, 1 << 16)
+    try:
+        state = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise Malformed(f"a random generator's state is not JSON ({exc})") from None
+    if not isinstance(state, dict) or state.get("bit_generator") != name:
+        raise Malformed(f"a random generator's state is not one of a {name}")
+    gen = np.random.Generator(cls())
+    try:
+        gen.bit_generator.state = state
+    except (ValueError, TypeError, KeyError, OverflowError) as exc:
+        raise Malformed(f"a random generator's state is refused by {name} ({exc})") from None
+    return gen
+
+
 def decode(d, *, build_modules=False):
     """Inverse of :func:`encode` (arrays loaded with ``allow_pickle=False``).
+
+    Every field is checked against what :func:`encode` makes (its type, its size, no field
+    besides the tag's own), and nothing named in the data is ever looked up: a random
+    generator's bit generator is a key of :data:`BIT_GENERATORS`, an exception's or an
+    opaque value's type name is only a label. Data that :func:`encode` cannot have made
+    raises :class:`Malformed`.
 
     Parameters
     ----------
@@ -228,43 +351,74 @@ def decode(d, *, build_modules=False):
     if not isinstance(d, dict) or "t" not in d:
         raise ValueError("d must be a tagged dict made by encode")
     t = d["t"]
+    if not isinstance(t, str) or t not in _TAGS:
+        raise Malformed(f"unknown tag {t!r:.40}")
+    _fields(d, _TAGS[t])
     if t == "none":
         return None
     if t == "bool":
-        return bool(d["v"])
+        return _field(d, "v", bool)
     if t == "int":
-        return int(d["v"])
+        text = _field(d, "v", str, 4300)
+        try:
+            return int(text)
+        except ValueError:
+            raise Malformed("an int that is not a number") from None
     if t == "float":
-        return float(d["v"])
+        text = _field(d, "v", str, 40)
+        try:
+            return float(text)
+        except ValueError:
+            raise Malformed("a float that is not a number") from None
     if t == "str":
-        return str(d["v"])
+        return _field(d, "v", str)
     if t == "nd":
-        return from_npy(d["v"])
+        return from_npy(_field(d, "v", str))
     if t == "np":
-        return from_npy(d["v"])[()]
-    if t == "tuple":
-        return tuple(decode(v, build_modules=build_modules) for v in d["v"])
-    if t == "list":
-        return [decode(v, build_modules=build_modules) for v in d["v"]]
+        arr = from_npy(_field(d, "v", str))
+        if arr.ndim:
+            raise Malformed("a NumPy scalar sent as an array")
+        return arr[()]
+    if t in ("tuple", "list"):
+        items = [decode(v, build_modules=build_modules) for v in _field(d, "v", list)]
+        return tuple(items) if t == "tuple" else items
     if t == "dict":
-        return {decode(k, build_modules=build_modules): decode(v, build_modules=build_modules)
-                for k, v in d["v"]}
+        out = {}
+        for pair in _field(d, "v", list):
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise Malformed("a dict entry that is not a [key, value] pair")
+            key = decode(pair[0], build_modules=build_modules)
+            try:
+                out[key] = decode(pair[1], build_modules=build_modules)
+            except TypeError:
+                raise Malformed(f"a dict key of type {type(key).__name__}") from None
+        return out
     if t == "torch":
         import torch
 
-        out = torch.from_numpy(from_npy(d["v"]).copy())
-        if d.get("rg") and out.is_floating_point():
+        arr = from_npy(_field(d, "v", str))
+        rg = _field(d, "rg", bool)
+        out = torch.from_numpy(arr.copy())
+        if rg and out.is_floating_point():
             out.requires_grad_(True)   # "still attached to a graph" is observable
         return out
     if t == "module":
-        return _module_from(d) if build_modules else ModuleState(d)
+        _names(d, "state", str)
+        _names(d, "train", bool)
+        _names(d, "rg", bool)
+        _names(d, "grad", (str, type(None)))
+        if build_modules:
+            return _module_from(d)
+        if "spec" in d:
+            raise Malformed("a module's layers sent back (only its state comes back)")
+        return ModuleState(d)
     if t == "gen":
-        gen = np.random.Generator(getattr(np.random, d["bg"])())
-        gen.bit_generator.state = json.loads(d["v"])
-        return gen
-    if t == "opaque":      # something the child could not send: a stand-in of that name
-        return type(str(d.get("type", "object")), (), {"__repr__": lambda self: d["repr"]})()
-    raise ValueError(f"unknown tag {t!r}")
+        return _generator(d)
+    # t == "opaque": something the child could not send, as a labelled stand-in
+    name = _field(d, "type", str, 200)
+    text = _field(d, "repr", str, 200)
+    label = name if name.isidentifier() else "object"
+    return type(label, (Opaque,), {})(name, text)
 
 
 def write_back(sent, got):
@@ -281,6 +435,9 @@ def write_back(sent, got):
             except (TypeError, RuntimeError):
                 pass
     elif isinstance(sent, np.random.Generator) and isinstance(got, np.random.Generator):
+        if type(sent.bit_generator) is not type(got.bit_generator):
+            raise Malformed(f"a {type(sent.bit_generator).__name__} generator came back "
+                            f"driven by {type(got.bit_generator).__name__}")
         sent.bit_generator.state = got.bit_generator.state
     elif isinstance(sent, np.ndarray) and isinstance(got, np.ndarray):
         if sent.shape == got.shape and sent.flags.writeable:

@@ -206,14 +206,25 @@ def _verify_one(exercise, nb, seed, limits, hide=()):
     regression of 150 rows), on which a second thread only spins against the other
     workers (one logistic-regression fit of the linear-probe checks took 82 ms with two
     threads and 17 ms with one on a busy 2-core machine), and both sides then take the
-    same arithmetic path."""
+    same arithmetic path.
+
+    Never raises: whatever goes wrong while one notebook is verified (the child broke
+    the protocol, grading it raised, its clean room could not start) scores that
+    notebook 0 with the reason (:func:`autograder.cleanroom.failed_verdicts`), and the
+    other notebooks are graded as usual."""
     from threadpoolctl import threadpool_limits
 
-    from .cleanroom import verify_notebook
+    from .checks._framework import CheckTimeout
+    from .cleanroom import failed_verdicts, verify_notebook
     from .exercises import load
 
-    with threadpool_limits(limits=1):
-        return verify_notebook(load(exercise), nb, seed, limits, hide)
+    spec = load(exercise)
+    try:
+        with threadpool_limits(limits=1):
+            return verify_notebook(spec, nb, seed, limits, hide)
+    except (Exception, CheckTimeout) as exc:   # contained: this notebook alone scores 0
+        return failed_verdicts(spec, f"grading this notebook stopped on an error in the "
+                                     f"grader ({type(exc).__name__}: {str(exc)[:300]})")
 
 
 def run_nbgrader(root, *args, timeout=None, env_extra=None, log=None):
@@ -1163,9 +1174,11 @@ class Course:
         """
         from nbgrader.api import Gradebook, MissingEntry
 
-        from .cleanroom import imports_reference, likely_cause
+        from .cleanroom import (imports_reference, likely_cause, runtime_code_message,
+                                solution_source)
         from .cleanroom_process import start_fork_server
         from .exercises import EXERCISES
+        from .similarity import write_runtime_code
 
         workers = _check_workers(workers)
         hide = (str(self.root),)
@@ -1200,14 +1213,29 @@ class Course:
                 verdicts[key] = _verify_one(key[2], answers[key], seed, limits[key[2]], hide)
             verdicts = {key: verdicts[key] for key in keys}
         policy = self.term().get("late_policy", "mark")
+        runtime_code = {}
         for (student, assignment, notebook), cells in verdicts.items():
             noticed = next((v.noticed for v in cells if v.noticed), [])
             if noticed:
                 self.record_issue(student, assignment, notebook, noticed_message(noticed))
+            failure = next((v.failure for v in cells if v.failure), "")
+            if failure:
+                self.record_issue(student, assignment, notebook, "the clean-room "
+                                  f"verification of this notebook failed: {failure}; every "
+                                  "test of it scores 0")
+            compiled = next((v.compiled for v in cells if v.compiled), [])
+            said = runtime_code_message(
+                solution_source(answers[student, assignment, notebook]), compiled)
+            if said:
+                self.record_issue(student, assignment, notebook, said)
+            if compiled:
+                runtime_code[student, assignment, notebook] = [
+                    c["source"] for c in compiled if c.get("source")]
             if imports_reference(cells):
                 self.record_issue(student, assignment, notebook, "the answer imports the "
                                   "course's reference package or the grader: every cell "
                                   "scores 0")
+        write_runtime_code(self.root, runtime_code)
         with Gradebook(self.shared_db_url()) as gb:
             for (student, assignment, notebook), cells in verdicts.items():
                 kernel_total = verifier_total = top = 0.0

@@ -17,6 +17,12 @@ fingerprinted tokens that the other document also holds; pairs at or above the
 threshold (``DEFAULT_THRESHOLD`` unless given) are listed in ``similarity.csv`` and in
 ``similarity.html`` with the matching code highlighted side by side. Grades are never
 touched: the report is for the instructor to read.
+
+An answer may carry its code encoded (compressed, base64) and build it at run time. The
+clean room records the source of what an answer compiles itself
+(:attr:`autograder.cleanroom.CellVerdict.compiled`); ``autograde`` keeps it in
+``RUNTIME_CODE_NAME`` (:func:`write_runtime_code`), and that code is fingerprinted with
+the answer's cells, so a decoded copy is compared like a pasted one.
 """
 from __future__ import annotations
 
@@ -36,6 +42,59 @@ K_GRAM = 20
 WINDOW = 4
 CSV_NAME = "similarity.csv"
 HTML_NAME = "similarity.html"
+#: the code each answer compiled at run time, written by ``autograde`` (JSON)
+RUNTIME_CODE_NAME = "runtime_code.json"
+
+
+def write_runtime_code(root, code):
+    """Keep, in ``root/RUNTIME_CODE_NAME``, the code each answer compiled at run time.
+
+    Parameters
+    ----------
+    root : path
+        The course directory.
+    code : dict
+        ``(student, assignment, notebook) -> list of source texts``; replaces what the
+        file held (the last grading run's record).
+
+    Raises
+    ------
+    ValueError
+        If ``code`` is not such a dict.
+    """
+    import json
+    import os
+
+    if not isinstance(code, dict) or not all(
+            isinstance(k, tuple) and len(k) == 3 and all(isinstance(p, str) for p in k)
+            and isinstance(v, list) and all(isinstance(t, str) for t in v)
+            for k, v in code.items()):
+        raise ValueError("code must map (student, assignment, notebook) to source texts")
+    path = Path(root) / RUNTIME_CODE_NAME
+    rows = [{"student": k[0], "assignment": k[1], "notebook": k[2], "sources": v}
+            for k, v in sorted(code.items())]
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    with open(tmp, "x", encoding="utf-8") as fh:
+        json.dump(rows, fh)
+    os.replace(tmp, path)
+    return path
+
+
+def read_runtime_code(root):
+    """``(student, assignment, notebook) -> source text`` of what :func:`write_runtime_code`
+    kept in ``root`` (empty when nothing was kept or the file is unreadable)."""
+    import json
+
+    path = Path(root) / RUNTIME_CODE_NAME
+    if not path.is_file() or path.is_symlink():
+        return {}
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+        return {(r["student"], r["assignment"], r["notebook"]):
+                "\n\n".join(str(t) for t in r["sources"]) for r in rows}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
 
 
 def _solution_source(nb):
@@ -93,18 +152,25 @@ def compare_sources(a, b, boilerplate_code=""):
 
 
 def _submissions(root):
-    """{(assignment, notebook): {student: source}} of every collected submission."""
+    """{(assignment, notebook): {student: source}} of every collected submission: its
+    solution cells, followed by the code it compiled at run time when grading recorded
+    some (:func:`read_runtime_code`)."""
     out = {}
     base = Path(root) / "submitted"
     if not base.exists():
         return out
+    runtime = read_runtime_code(root)
     for path in sorted(base.glob("*/*/*.ipynb")):
         student, assignment = path.parts[-3], path.parts[-2]
         try:
             nb = nbformat.read(str(path), as_version=4)
         except Exception:
             continue
-        out.setdefault((assignment, path.stem), {})[student] = _solution_source(nb)
+        source = _solution_source(nb)
+        extra = runtime.get((student, assignment, path.stem))
+        if extra:
+            source += "\n\n# compiled at run time\n" + extra
+        out.setdefault((assignment, path.stem), {})[student] = source
     return out
 
 

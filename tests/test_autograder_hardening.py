@@ -53,10 +53,7 @@ def _score(verdicts):
 
 
 @pytest.mark.parametrize("attack", ["HALF_LINE", "FLOOD"])
-def test_a_broken_reply_cannot_stall_the_grader(attack, monkeypatch):
-    import autograder.cleanroom_process as cp
-
-    monkeypatch.setattr(cp, "MAX_MESSAGE_BYTES", 8 << 20)
+def test_a_broken_reply_cannot_stall_the_grader(attack):
     spec = load("rank_bound")
     t0 = time.monotonic()
     verdicts = verify_source(spec, globals()[attack], SEED, {**FAST, "start_s": 4.0})
