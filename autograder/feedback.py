@@ -18,15 +18,39 @@
   grading table of each statement) with borders and padding.
 * :func:`mark_submission` puts the submission time, the due date and the lateness at the
   top of a page (``late by 3.25 h``: in hours, as in the exports).
+
+Everything in a feedback page's body comes from a notebook that a student's kernel wrote,
+so a page is made safe to open before anything else is done to it:
+
+* :class:`SafeOutputs` (an nbgrader preprocessor, after nbgrader's own) is nbconvert's
+  :class:`~nbconvert.preprocessors.SanitizeHTML`: it drops every output type that could
+  run code (JavaScript, widgets, SVG, any type it does not know) and passes HTML and
+  Markdown outputs through :func:`clean_html`; a raw cell too. An execution count that is
+  not a number is removed (the template prints it unescaped);
+* :func:`secure_page` passes the whole rendered ``<body>`` through :func:`clean_html`
+  (bleach, the library nbconvert's sanitiser is built on, with the tags and attributes
+  that nbconvert's own markup uses: no script, no event handler, no ``javascript:`` link,
+  no style sheet; images only from ``http(s)`` or ``data:image/``), which covers the
+  rendered Markdown of the student's cells and what nbgrader's template prints
+  unescaped; and puts a Content-Security-Policy ``<meta>`` first in the ``<head>``
+  (:data:`CSP`): no script but the page's own MathJax (its configuration by hash, its
+  bundle from the course's folder), no connection, no form, no frame, no plug-in;
+* :func:`note_markdown` is the text of the grader's own "Grading note" cell, with every
+  character that Markdown or HTML would read as markup escaped, so a file name such as
+  ``<img src=x onerror=...>.ipynb`` is shown as it is written.
 """
 from __future__ import annotations
 
+import base64
+import hashlib
+import html as _html
 import os
 import re
 import shutil
 import sysconfig
 from pathlib import Path
 
+from nbconvert.preprocessors.sanitize import SanitizeHTML
 from nbgrader import utils
 from nbgrader.preprocessors import NbGraderPreprocessor
 
@@ -46,6 +70,171 @@ window.MathJax = {{
 }};
 </script>
 <script src="{MATHJAX_FILE}"></script>"""
+
+#: the one inline script a feedback page holds: the MathJax configuration above
+_MATHJAX_CONFIG = OFFLINE_MATHJAX.split("<script>", 1)[1].split("</script>", 1)[0]
+
+#: the Content-Security-Policy of every feedback page: scripts only the MathJax
+#: configuration (by its hash) and files of the course's own feedback folder (``'self'``
+#: when the pages are served, ``file:`` when they are opened from a disk); inline styles
+#: (nbconvert's and MathJax's); images from the page itself or ``data:``; nothing else
+CSP = ("default-src 'none'; "
+       "script-src 'self' file: 'sha256-"
+       + base64.b64encode(hashlib.sha256(_MATHJAX_CONFIG.encode()).digest()).decode()
+       + "'; style-src 'self' file: 'unsafe-inline'; img-src 'self' file: data:; "
+       "font-src 'self' file: data:; connect-src 'none'; object-src 'none'; "
+       "frame-src 'none'; media-src 'none'; worker-src 'none'; base-uri 'none'; "
+       "form-action 'none'")
+CSP_META = f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+
+#: what :func:`clean_html` keeps: the markup of nbconvert's and nbgrader's templates and
+#: of rendered Markdown, never a script, a style sheet, a form, a frame or an object
+SAFE_TAGS = frozenset({
+    "a", "abbr", "acronym", "b", "blockquote", "br", "caption", "cite", "code", "col",
+    "colgroup", "dd", "del", "details", "div", "dl", "dt", "em", "figcaption", "figure",
+    "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "ins", "kbd", "li", "mark", "ol",
+    "p", "pre", "q", "s", "samp", "small", "span", "strong", "sub", "summary", "sup",
+    "table", "tbody", "td", "tfoot", "th", "thead", "tr", "u", "ul", "var"})
+#: ids of nbgrader's page layout (its style sheet selects them); other ids are dropped,
+#: so a student's markup cannot take the id of a line the grader adds
+_LAYOUT_IDS = frozenset({"toc", "notebook", "notebook-container"})
+_COMMON = frozenset({"class", "title", "style", "align"})
+_IMAGE_DATA = re.compile(r"data:image/(png|jpeg|gif|webp|svg\+xml);base64,[A-Za-z0-9+/=\s]*\Z")
+
+
+def _keep_attribute(tag, name, value):
+    """bleach's attribute filter for :func:`clean_html`."""
+    if name in _COMMON:
+        return True
+    if name == "id":
+        return value in _LAYOUT_IDS or tag in ("h1", "h2", "h3", "h4", "h5", "h6")
+    if tag == "a":
+        if name == "href":
+            return not value.strip().lower().startswith("data:")
+        return name in ("name", "rel")
+    if tag == "img":
+        if name == "src":
+            v = value.strip()
+            return not v.lower().startswith("data:") or bool(_IMAGE_DATA.match(v))
+        return name in ("alt", "width", "height")
+    if tag in ("td", "th"):
+        return name in ("colspan", "rowspan")
+    if tag in ("ol", "li"):
+        return name in ("start", "value")
+    return False
+
+
+def clean_html(text):
+    """``text`` (HTML) with only :data:`SAFE_TAGS` and their harmless attributes kept.
+
+    bleach (the sanitiser under nbconvert's) parses the text as a browser would; any
+    other tag is removed with its markup (its text stays, as text), as are comments, every
+    event-handler attribute, and every URL whose scheme is not ``http``, ``https``,
+    ``mailto`` or, for an image, ``data:image/``; inline styles pass bleach's CSS
+    sanitiser.
+
+    Parameters
+    ----------
+    text : str or bytes
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    ValueError
+        If ``text`` is neither text nor bytes.
+    """
+    import bleach
+    from bleach.css_sanitizer import CSSSanitizer
+
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    if not isinstance(text, str):
+        raise ValueError(f"text must be HTML as str or bytes, got {type(text).__name__}")
+    return bleach.clean(text, tags=SAFE_TAGS, attributes=_keep_attribute,
+                        protocols={"http", "https", "mailto", "data"}, strip=True,
+                        strip_comments=True, css_sanitizer=CSSSanitizer())
+
+
+class SafeOutputs(SanitizeHTML):
+    """nbconvert's :class:`~nbconvert.preprocessors.SanitizeHTML` for feedback pages.
+
+    Outputs of a type that could run code are dropped (only plain text, LaTeX, JSON,
+    PNG and JPEG images pass unchanged; HTML and Markdown pass :func:`clean_html`); a raw
+    cell is cleaned too. A Markdown cell's source is left alone: its rendered HTML is
+    cleaned with the rest of the page (:func:`secure_page`), so its code spans keep their
+    ``<`` and ``>``. An execution count that is not an integer is removed.
+    """
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        if cell.cell_type == "markdown":
+            return cell, resources
+        if cell.cell_type == "code":
+            if not _is_count(cell.get("execution_count")):
+                cell["execution_count"] = None
+            for out in cell.get("outputs", []):
+                if "execution_count" in out and not _is_count(out["execution_count"]):
+                    out["execution_count"] = None
+        return super().preprocess_cell(cell, resources, cell_index)
+
+    def sanitize_html_tags(self, html_str):
+        return clean_html(html_str)
+
+
+def _is_count(value):
+    return value is None or (isinstance(value, int) and not isinstance(value, bool))
+
+
+_HEAD = re.compile(r"<head(\s[^>]*)?>", re.I)
+_BODY = re.compile(r"<body(\s[^>]*)?>", re.I)
+
+
+def secure_page(html_path):
+    """Make one generated feedback page safe to open: its ``<body>`` through
+    :func:`clean_html`, :data:`CSP_META` first in its ``<head>``. A page that carries the
+    policy already is left as it is. Returns True if the page changed.
+
+    Raises
+    ------
+    ValueError
+        If the page has no ``<head>`` or no ``<body>`` (not a page nbgrader wrote).
+    """
+    html_path = Path(html_path)
+    page = html_path.read_text(encoding="utf-8")
+    head = _HEAD.search(page)
+    if head is None:
+        raise ValueError(f"html_path must be a feedback page with a <head>: {html_path}")
+    if CSP_META in page[:head.end() + len(CSP_META) + 1]:
+        return False
+    body = _BODY.search(page, head.end())
+    end = page.rfind("</body>")
+    if body is None or end < body.end():
+        raise ValueError(f"html_path must be a feedback page with a <body>: {html_path}")
+    new = (page[:head.end()] + "\n" + CSP_META + page[head.end():body.start()] + "<body>"
+           + clean_html(page[body.end():end]) + page[end:])
+    html_path.write_text(new, encoding="utf-8")
+    return True
+
+
+def note_markdown(text):
+    """The Markdown source of a "Grading note" saying ``text`` (plain text: it may hold a
+    student's file name or an error message), every character that Markdown or HTML
+    reads as markup escaped and all whitespace made single spaces.
+
+    Raises
+    ------
+    ValueError
+        If ``text`` is not a string.
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a string, got {type(text).__name__}")
+    plain = " ".join(text.split())
+    # Markdown's punctuation by backslash, then what HTML reads by entity (which Markdown
+    # turns back into the character)
+    plain = re.sub(r"([\\`*_{}\[\]()#+\-.!|~$])", r"\\\1", plain)
+    return "**Grading note.** " + _html.escape(plain, quote=True)
 
 
 class ScrubTestTracebacks(NbGraderPreprocessor):
@@ -182,7 +371,8 @@ def link_chapters(html_path, book_root=None, book_url=None):
 
 
 def make_feedback_offline(feedback_dir, book_root=None, book_url=None):
-    """Post-process every feedback page under ``feedback_dir``: one shared MathJax copy
+    """Post-process every feedback page under ``feedback_dir``: its body cleaned and its
+    Content-Security-Policy added first (:func:`secure_page`), one shared MathJax copy
     (``feedback_dir/mathjax-tex-svg.js``; copies inside student folders are removed),
     chapter links to the book (``book_url``, else a copy at ``book_root``, see
     :func:`link_chapters`), styled tables. Returns the pages whose maths changed.
@@ -193,6 +383,7 @@ def make_feedback_offline(feedback_dir, book_root=None, book_url=None):
         stray = page.parent / MATHJAX_FILE
         if stray.exists():
             stray.unlink()
+        secure_page(page)
         if make_maths_offline(page, mathjax_dir=feedback_dir):
             changed.append(page)
         link_chapters(page, book_root=book_root, book_url=book_url)

@@ -10,7 +10,7 @@ from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import ClearHiddenTests, GetGrades
 
 from autograder import REPO_ROOT
-from autograder.feedback import ScrubTestTracebacks
+from autograder.feedback import SafeOutputs, ScrubTestTracebacks
 
 c = get_config()  # noqa: F821  (provided by traitlets when nbgrader loads this file)
 
@@ -70,12 +70,16 @@ if os.environ.get(SCRATCH_GRADEBOOK_ENV) == "1":
 c.LimitOutput.max_lines = 200
 c.LimitOutput.max_traceback = 40
 
-# Feedback: remove hidden test regions (nbgrader shows them by default) and reduce any
-# error in a test cell to its last line. MathJax is made offline after generation by
-# autograder.feedback.make_feedback_offline (nbgrader's template loads it from a CDN).
+# Feedback: remove hidden test regions (nbgrader shows them by default), reduce any
+# error in a test cell to its last line, and drop or clean every output that could run
+# code (SafeOutputs, nbconvert's SanitizeHTML). After generation
+# autograder.feedback.make_feedback_offline cleans each page's body, adds its
+# Content-Security-Policy and makes MathJax offline (nbgrader's template loads it from
+# a CDN).
 c.GenerateFeedback.preprocessors = [
     GetGrades,
     CSSHTMLHeaderPreprocessor,
     ClearHiddenTests,
     ScrubTestTracebacks,
+    SafeOutputs,
 ]

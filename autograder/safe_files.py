@@ -6,20 +6,29 @@ root-only file), a FIFO that blocks whoever opens it, a device such as ``/dev/ze
 never ends, or a file too large to hold in memory. The functions here read only regular
 files, open them without following a link in the last component (``O_NOFOLLOW``) and check
 what they opened (``fstat``) before reading at most a fixed number of bytes, and never walk
-into a linked folder. What they refuse comes back with a reason for ``grading_issues.csv``.
+into a linked folder. A zip file is opened only once its stated number of members is
+known to be small (:func:`open_zip`), and its members are read one at a time, each and
+all together under a cap (:func:`zip_members`). What they refuse comes back with a reason
+for ``grading_issues.csv``.
 """
 from __future__ import annotations
 
 import os
 import stat
+import struct
 import zipfile
 from pathlib import Path
 
-__all__ = ["MAX_FILE_BYTES", "Refused", "open_regular", "read_regular", "walk_regular",
-           "zip_members"]
+__all__ = ["MAX_FILE_BYTES", "MAX_ZIP_BYTES", "MAX_ZIP_MEMBERS", "Refused", "open_regular",
+           "open_zip", "read_regular", "walk_regular", "zip_members"]
 
 #: the largest file of a submission that is read: a notebook with its outputs and figures
 MAX_FILE_BYTES = 32 << 20
+#: the most members a zip file of a submission may have (its notebooks, their data,
+#: an editor's and an archiver's leftovers)
+MAX_ZIP_MEMBERS = 1000
+#: the most bytes that the notebooks of one zip file may unpack to, all together
+MAX_ZIP_BYTES = 4 * MAX_FILE_BYTES
 
 _FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) \
     | getattr(os, "O_CLOEXEC", 0)
@@ -43,9 +52,9 @@ def _kind(mode):
     return "not a regular file"
 
 
-def _check_limit(limit):
+def _check_limit(limit, name="limit"):
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-        raise ValueError(f"limit must be an integer >= 0, got {limit!r}")
+        raise ValueError(f"{name} must be an integer >= 0, got {limit!r}")
     return limit
 
 
@@ -209,8 +218,74 @@ def walk_regular(top, suffix=None):
     return sorted(files), refused
 
 
-def zip_members(zf, suffix=None, limit=MAX_FILE_BYTES):
-    """The members of an open zip file that are regular files, read with a size cap.
+def _directory_size(fh):
+    """(members, central directory bytes) that the end record of the zip file ``fh``
+    states, read the way :class:`zipfile.ZipFile` reads it (its ZIP64 record included)."""
+    end_record = getattr(zipfile, "_EndRecData", None)
+    if end_record is None:  # pragma: no cover - a Python whose zipfile changed
+        raise Refused("cannot be checked for its size before it is opened: not read")
+    try:
+        rec = end_record(fh)
+    except (OSError, EOFError, ValueError, struct.error):
+        rec = None
+    if not rec:
+        raise Refused("is not a readable zip file")
+    return int(rec[zipfile._ECD_ENTRIES_TOTAL]), int(rec[zipfile._ECD_SIZE])
+
+
+def open_zip(fh, members=MAX_ZIP_MEMBERS):
+    """The zip file read from ``fh``, once its size is known to be small enough.
+
+    :class:`zipfile.ZipFile` builds one object per member as it opens a file, from a
+    central directory whose size the file states; a small file can state a million
+    members. The end record is therefore read first (as ``ZipFile`` reads it), and a
+    file that states more than ``members`` members, or a central directory larger than
+    ``members`` KiB, is refused before it is opened.
+
+    Parameters
+    ----------
+    fh : binary file object
+        Open for reading, seekable.
+    members : int
+        Most members accepted, ``>= 0``.
+
+    Returns
+    -------
+    zipfile.ZipFile
+
+    Raises
+    ------
+    Refused
+        When the file is not a readable zip file or has too many members.
+    ValueError
+        If ``members`` is not an integer >= 0 or ``fh`` is not a readable file.
+    """
+    members = _check_limit(members, "members")
+    if not callable(getattr(fh, "read", None)) or not callable(getattr(fh, "seek", None)):
+        raise ValueError(f"fh must be a binary file open for reading, got {type(fh).__name__}")
+    count, size = _directory_size(fh)
+    if count > members or size > members * 1024:
+        raise Refused(f"has {count:,} members (at most {members:,} are read): not read")
+    try:
+        zf = zipfile.ZipFile(fh)
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError,
+            struct.error):
+        raise Refused("is not a readable zip file") from None
+    if len(zf.infolist()) > members:
+        zf.close()
+        raise Refused(f"has more than {members:,} members: not read")
+    return zf
+
+
+def zip_members(zf, suffix=None, limit=MAX_FILE_BYTES, total=MAX_ZIP_BYTES):
+    """The members of an open zip file that are regular files, read one at a time.
+
+    A generator: each member is decompressed when the caller asks for it, at most
+    ``limit`` bytes of it (its header's size is not trusted), and only one is held at a
+    time. Before the first is read, the sizes the members state are added up: past
+    ``total`` the whole file is refused (a small file that unpacks to gigabytes). Only
+    the two methods that archivers use for notebooks (stored, deflate) are read; the
+    others decompress in one step whatever a chunk holds.
 
     Parameters
     ----------
@@ -218,33 +293,56 @@ def zip_members(zf, suffix=None, limit=MAX_FILE_BYTES):
     suffix : str, optional
         Keep only names ending with it.
     limit : int
-        Most bytes read of one member (its header's size is not trusted).
+        Most bytes read of one member, ``>= 0``.
+    total : int
+        Most bytes read of all the members kept, ``>= 0``.
 
-    Returns
-    -------
-    members : list of (zipfile.ZipInfo, bytes)
-    refused : list of (str, str)
-        Member names refused (links, members too large) with the reason.
+    Yields
+    ------
+    (zipfile.ZipInfo, bytes or None, str or None)
+        The member, its content, and None; or the member, None and the reason it is
+        not read (a link, too large, another compression method).
+
+    Raises
+    ------
+    Refused
+        Before the first member, when the members kept state more than ``total``
+        bytes in all; while reading, when they unpack to more.
+    ValueError
+        If ``zf`` is not a ZipFile or a limit is not an integer >= 0.
     """
     if not isinstance(zf, zipfile.ZipFile):
         raise ValueError(f"zf must be a zipfile.ZipFile, got {type(zf).__name__}")
     limit = _check_limit(limit)
-    members, refused = [], []
-    for info in zf.infolist():
-        if info.is_dir() or (suffix is not None and not info.filename.endswith(suffix)):
-            continue
+    total = _check_limit(total, "total")
+    kept = [info for info in zf.infolist() if not info.is_dir()
+            and (suffix is None or info.filename.endswith(suffix))]
+    stated = sum(min(info.file_size, limit + 1) for info in kept)
+    if stated > total:
+        raise Refused(f"unpacks to more than {total:,} bytes ({stated:,} stated): not read")
+    return _read_members(zf, kept, limit, total)
+
+
+def _read_members(zf, kept, limit, total):
+    read = 0
+    for info in kept:
         mode = info.external_attr >> 16   # Unix mode, when the zip was made on Unix
         if stat.S_IFMT(mode) and not stat.S_ISREG(mode):  # many writers set no type bits
-            refused.append((info.filename, f"is {_kind(mode)} in the zip file: not read"))
+            yield info, None, f"is {_kind(mode)} in the zip file: not read"
+            continue
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            yield info, None, ("is compressed with a method other than deflate "
+                               f"(zip method {info.compress_type}): not read")
             continue
         if info.file_size > limit:
-            refused.append((info.filename, f"is larger than {limit:,} bytes "
-                                           f"({info.file_size:,}): not read"))
+            yield info, None, f"is larger than {limit:,} bytes ({info.file_size:,}): not read"
             continue
         with zf.open(info) as fh:
             data = fh.read(limit + 1)
+        read += len(data)
+        if read > total:
+            raise Refused(f"unpacks to more than {total:,} bytes: not read")
         if len(data) > limit:
-            refused.append((info.filename, f"is larger than {limit:,} bytes: not read"))
+            yield info, None, f"is larger than {limit:,} bytes: not read"
             continue
-        members.append((info, data))
-    return members, refused
+        yield info, data, None

@@ -329,13 +329,16 @@ def _why_failed(text):
 
 
 def blank_with_reason(release_bytes, reason):
-    """The release notebook (bytes) with a Markdown note at the top giving ``reason``."""
+    """The release notebook (bytes) with a Markdown note at the top giving ``reason``
+    (plain text, escaped: :func:`autograder.feedback.note_markdown`)."""
     import nbformat
 
+    from .feedback import note_markdown
+
     nb = nbformat.reads(release_bytes.decode("utf-8"), as_version=4)
-    note = nbformat.v4.new_markdown_cell(
-        "**Grading note.** " + reason + " This notebook was therefore graded as the blank "
-        "exercise (zero points). Ask your instructor if you think this is wrong.")
+    note = nbformat.v4.new_markdown_cell(note_markdown(
+        reason + " This notebook was therefore graded as the blank exercise (zero points). "
+        "Ask your instructor if you think this is wrong."))
     note["id"] = "autograder-grading-note"
     nb.cells = [c for c in nb.cells if c.get("id") != "autograder-grading-note"]
     nb.cells.insert(0, note)
