@@ -49,7 +49,8 @@ import nbformat
 from . import PACKAGE_DIR, REPO_ROOT, confine, csv_safe
 from .checks import SEED_ENV
 from .issue_log import IssueLog
-from .safe_files import MAX_FILE_BYTES, Refused, open_regular, read_regular, walk_regular, zip_members
+from .safe_files import (MAX_FILE_BYTES, Refused, open_regular, open_zip, read_regular,
+                         walk_regular, zip_members)
 
 ISSUES_FILE = "grading_issues.csv"
 #: the instructor's choices for the term: assigned chapters, due dates, late policy
@@ -546,8 +547,11 @@ class Course:
     # -- collect
     @staticmethod
     def _add_note(nb, text):
-        """Insert a Markdown note at the top of a notebook (shown in the feedback)."""
-        note = nbformat.v4.new_markdown_cell("**Grading note.** " + text)
+        """Insert a Markdown note at the top of a notebook (shown in the feedback); the
+        text is plain text, escaped (:func:`autograder.feedback.note_markdown`)."""
+        from .feedback import note_markdown
+
+        note = nbformat.v4.new_markdown_cell(note_markdown(text))
         note["id"] = "autograder-grading-note"
         nb.cells = [c for c in nb.cells if c.get("id") != "autograder-grading-note"]
         nb.cells.insert(0, note)
@@ -600,19 +604,23 @@ class Course:
                     votes[name] = votes.get(name, 0) + 1
         return max(votes, key=votes.get) if votes else None
 
-    def _student_files(self, entry):
+    def _student_files(self, entry, refused):
         """(name, bytes, arrived, claimed) of every .ipynb of one student's folder or zip
-        file, and the (name, reason) of the files refused. ``arrived`` is when the file
-        (the zip file) reached this machine, its inode change time, which no tool of the
-        student's sets; ``claimed`` is the time the file carries (its modification time,
-        the zip entry's date), which the student controls. Both are aware datetimes. Only regular files are read, never through a
-        link and at most :data:`autograder.safe_files.MAX_FILE_BYTES` each
-        (:mod:`autograder.safe_files`); files is None for a zip file that cannot be read."""
+        file, one at a time (a generator: only the file being handed over is in memory);
+        the (name, reason) of each file refused is appended to ``refused``. ``arrived`` is
+        when the file (the zip file) reached this machine, its inode change time, which no
+        tool of the student's sets; ``claimed`` is the time the file carries (its
+        modification time, the zip entry's date), which the student controls. Both are
+        aware datetimes. Only regular files are read, never through a link and at most
+        :data:`autograder.safe_files.MAX_FILE_BYTES` each; a zip file is read only when
+        it has at most :data:`~autograder.safe_files.MAX_ZIP_MEMBERS` members whose
+        notebooks unpack to at most :data:`~autograder.safe_files.MAX_ZIP_BYTES`
+        (:mod:`autograder.safe_files`). Raises :class:`~autograder.safe_files.Refused`
+        for a zip file that is not read, or not read to its end."""
         def kept(name):  # editor and archiver leftovers are not submissions
             parts = Path(name).parts
             return ".ipynb_checkpoints" not in parts and (not parts or parts[0] != "__MACOSX")
 
-        files, refused = [], []
         if entry.is_dir():
             paths, bad = walk_regular(entry, ".ipynb")
             refused += [(str(p.relative_to(entry)), why) for p, why in bad
@@ -625,22 +633,22 @@ class Course:
                 except Refused as why:
                     refused.append((str(rel), str(why)))
                     continue
-                files.append((rel.name, data, _utc(st.st_ctime), _utc(st.st_mtime)))
+                yield rel.name, data, _utc(st.st_ctime), _utc(st.st_mtime)
         elif entry.suffix == ".zip":
+            fh, zst = open_regular(entry, 16 * MAX_FILE_BYTES)
             try:
-                fh, zst = open_regular(entry, 16 * MAX_FILE_BYTES)
-            except Refused as why:
-                return None, [(entry.name, str(why))]
-            try:
-                with fh, zipfile.ZipFile(fh) as zf:
-                    members, bad = zip_members(zf, ".ipynb")
-            except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError):
-                return None, refused
-            refused += [(name, why) for name, why in bad if kept(name)]
-            files += [(Path(info.filename).name, data, _utc(zst.st_ctime),
-                       _dt.datetime(*info.date_time, tzinfo=_dt.timezone.utc))
-                      for info, data in members if kept(info.filename)]
-        return files, refused
+                with fh, open_zip(fh) as zf:
+                    for info, data, why in zip_members(zf, ".ipynb"):
+                        if not kept(info.filename):
+                            continue
+                        if why is not None:
+                            refused.append((info.filename, why))
+                            continue
+                        yield (Path(info.filename).name, data, _utc(zst.st_ctime),
+                               _dt.datetime(*info.date_time, tzinfo=_dt.timezone.utc))
+            except (zipfile.BadZipFile, OSError, EOFError, ValueError,
+                    NotImplementedError) as exc:
+                raise Refused(f"is not a readable zip file ({type(exc).__name__})") from None
 
     @staticmethod
     def _stated_timestamp(entry, assignment):
@@ -737,69 +745,25 @@ class Course:
 
     def _collect_one(self, entry, student, index, everything):
         """Collect one student's folder or zip file; returns the assignments written."""
-        files, refused = self._student_files(entry)
-        if files is None:
-            self.record_issue(student, "*", "*", f"{entry.name} is not a readable zip file")
-            files = []
         found = {}      # exercise -> notebook node
         problems = {}   # exercise -> reason
+        times = {}      # assignment -> latest arrival
+        claims = {}     # assignment -> latest time the files carry
+        refused = []
+        try:
+            for fname, data, when, claim in self._student_files(entry, refused):
+                self._take_file(student, index, everything, fname, data, when, claim,
+                                found, problems, times, claims)
+        except Refused as why:  # a zip file not read (to its end): nothing of it is kept
+            self.record_issue(student, "*", "*", f"{entry.name} {why}")
+            for taken in (found, problems, times, claims):
+                taken.clear()
+            refused = []
         for name, why in refused:
             ex = Path(name).stem if Path(name).stem in index else None
             self.record_issue(student, index[ex] if ex else "?", ex or name, f"{name} {why}")
-            if ex:  # graded as the blank release, with the reason, unless a copy is readable
+            if ex and ex not in found:  # graded as the blank release, with the reason
                 problems.setdefault(ex, f"Your file {name} {why}.")
-        times = {}      # assignment -> latest arrival
-        claims = {}     # assignment -> latest time the files carry
-        for fname, data, when, claim in files:
-            try:
-                nb = nbformat.reads(data.decode("utf-8"), as_version=4)
-            except Exception as exc:  # invalid JSON, wrong encoding, not a notebook
-                ex = Path(fname).stem if Path(fname).stem in index else None
-                if ex is None:
-                    self.record_issue(student, "?", fname,
-                                      f"unreadable file ignored ({type(exc).__name__})")
-                    continue
-                problems[ex] = (f"Your file {fname} could not be read as a notebook "
-                                f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]}).")
-                continue
-            ex = self._identify(nb, index) or (Path(fname).stem if Path(fname).stem in index
-                                               else None)
-            if ex is None:
-                other = self._identify(nb, everything)
-                if other is not None:
-                    self.record_issue(student, everything[other], other,
-                                      f"{fname} belongs to the chapter "
-                                      f"{everything[other]}, which is not assigned this "
-                                      "term; ignored")
-                    continue
-                self.record_issue(student, "?", fname,
-                                  "not recognised as any exercise notebook; ignored")
-                continue
-            times[index[ex]] = max(times.get(index[ex], when), when)
-            claims[index[ex]] = max(claims.get(index[ex], claim), claim)
-            notes = []
-            if fname != f"{ex}.ipynb":
-                self.record_issue(student, index[ex], ex,
-                                  f"submitted as {fname}; graded as {ex}.ipynb")
-                notes.append(f"Your file {fname} was recognised as {ex}.ipynb and "
-                             "graded as such.")
-            if ex in found:
-                self.record_issue(student, index[ex], ex,
-                                  f"several files for this exercise; used {fname}")
-            restored = self._restore_deleted_cells(nb, index[ex], ex)
-            if restored:
-                self.record_issue(student, index[ex], ex,
-                                  "deleted read-only cell(s) restored from the release: "
-                                  + ", ".join(restored))
-                notes.append("Read-only cells were missing from your notebook and were "
-                             "put back from the release before grading: "
-                             + ", ".join(restored) + ".")
-            for line in _solution_syntax_errors(nb):
-                self.record_issue(student, index[ex], ex, line)
-            if notes:
-                self._add_note(nb, " ".join(notes))
-            found[ex] = nb
-            problems.pop(ex, None)
         assignments = sorted({index[e] for e in list(found) + list(problems)})
         for a in assignments:
             dest = self.root / "submitted" / student / a
@@ -827,6 +791,61 @@ class Course:
                 self.record_issue(student, a, ex, reason)
                 nbformat.write(self._blank(a, ex, reason), str(dest / f"{ex}.ipynb"))
         return assignments
+
+    def _take_file(self, student, index, everything, fname, data, when, claim,
+                   found, problems, times, claims):
+        """Take one notebook file of a student's submission: its exercise into ``found``
+        (a notebook node) or ``problems`` (why it is graded as blank), its times into
+        ``times`` and ``claims``, and what is wrong with it into the issue log."""
+        try:
+            nb = nbformat.reads(data.decode("utf-8"), as_version=4)
+        except Exception as exc:  # invalid JSON, wrong encoding, not a notebook
+            ex = Path(fname).stem if Path(fname).stem in index else None
+            if ex is None:
+                self.record_issue(student, "?", fname,
+                                  f"unreadable file ignored ({type(exc).__name__})")
+                return
+            problems[ex] = (f"Your file {fname} could not be read as a notebook "
+                            f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]}).")
+            return
+        ex = self._identify(nb, index) or (Path(fname).stem if Path(fname).stem in index
+                                           else None)
+        if ex is None:
+            other = self._identify(nb, everything)
+            if other is not None:
+                self.record_issue(student, everything[other], other,
+                                  f"{fname} belongs to the chapter "
+                                  f"{everything[other]}, which is not assigned this "
+                                  "term; ignored")
+                return
+            self.record_issue(student, "?", fname,
+                              "not recognised as any exercise notebook; ignored")
+            return
+        times[index[ex]] = max(times.get(index[ex], when), when)
+        claims[index[ex]] = max(claims.get(index[ex], claim), claim)
+        notes = []
+        if fname != f"{ex}.ipynb":
+            self.record_issue(student, index[ex], ex,
+                              f"submitted as {fname}; graded as {ex}.ipynb")
+            notes.append(f"Your file {fname} was recognised as {ex}.ipynb and "
+                         "graded as such.")
+        if ex in found:
+            self.record_issue(student, index[ex], ex,
+                              f"several files for this exercise; used {fname}")
+        restored = self._restore_deleted_cells(nb, index[ex], ex)
+        if restored:
+            self.record_issue(student, index[ex], ex,
+                              "deleted read-only cell(s) restored from the release: "
+                              + ", ".join(restored))
+            notes.append("Read-only cells were missing from your notebook and were "
+                         "put back from the release before grading: "
+                         + ", ".join(restored) + ".")
+        for line in _solution_syntax_errors(nb):
+            self.record_issue(student, index[ex], ex, line)
+        if notes:
+            self._add_note(nb, " ".join(notes))
+        found[ex] = nb
+        problems.pop(ex, None)
 
     # -- autograde
     def submissions(self):
