@@ -14,13 +14,14 @@ for ``grading_issues.csv``.
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import struct
 import zipfile
 from pathlib import Path
 
 __all__ = ["MAX_FILE_BYTES", "MAX_ZIP_BYTES", "MAX_ZIP_MEMBERS", "Refused", "open_regular",
-           "open_zip", "read_regular", "walk_regular", "zip_members"]
+           "open_zip", "read_regular", "rebuild_folder", "walk_regular", "zip_members"]
 
 #: the largest file of a submission that is read: a notebook with its outputs and figures
 MAX_FILE_BYTES = 32 << 20
@@ -346,3 +347,76 @@ def _read_members(zf, kept, limit, total):
             yield info, None, f"is larger than {limit:,} bytes: not read"
             continue
         yield info, data, None
+
+
+def _fresh_folder(parent_fd, name, owner, empty):
+    """A descriptor of the real folder ``name`` in ``parent_fd``: whatever else stands
+    there (a link, a file) is removed first, never followed; with ``empty`` a folder that
+    is there is removed too. A folder made is given to ``owner`` (a user id) if any."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        st = None
+    if st is not None and (empty or not stat.S_ISDIR(st.st_mode)):
+        if stat.S_ISDIR(st.st_mode):
+            shutil.rmtree(name, dir_fd=parent_fd)
+        else:
+            os.unlink(name, dir_fd=parent_fd)
+        st = None
+    if st is None:
+        os.mkdir(name, 0o755, dir_fd=parent_fd)
+        if owner is not None:
+            os.chown(name, owner, owner, dir_fd=parent_fd, follow_symlinks=False)
+    return os.open(name, flags, dir_fd=parent_fd)
+
+
+def rebuild_folder(top, path, files, owner=None):
+    """Make ``top/path`` a new folder holding exactly ``files``, following no link.
+
+    For a folder that someone else could write into (a sandbox's copy of a course, where
+    a student's kernel may have put a link to another student's folder in place of its
+    own): every folder from ``top`` down is opened without following a link, and one that
+    is a link or a file is replaced by a new folder; the last folder is removed with what
+    it holds and made anew; each file is created there (``O_EXCL | O_NOFOLLOW``), so
+    nothing is written outside ``top``.
+
+    Parameters
+    ----------
+    top : str or os.PathLike
+        A folder that only the caller can change (``path`` is inside it).
+    path : str or os.PathLike
+        Relative, without ``..``.
+    files : dict of str to bytes
+        File name (no folder) -> content.
+    owner : int, optional
+        User id given the folders made and the files written.
+
+    Raises
+    ------
+    ValueError
+        If ``path`` leaves ``top``, a file name holds a folder, or a content is not bytes.
+    """
+    parts = Path(path).parts
+    if not parts or Path(path).is_absolute() or ".." in parts:
+        raise ValueError(f"path must be relative to top and stay inside it, got {path!r}")
+    for name, data in files.items():
+        if not name or Path(name).name != name or name in (".", ".."):
+            raise ValueError(f"files must be named without a folder, got {name!r}")
+        if not isinstance(data, (bytes, bytearray)):
+            raise ValueError(f"files[{name!r}] must be bytes, got {type(data).__name__}")
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        for i, name in enumerate(parts):
+            nxt = _fresh_folder(fd, name, owner, empty=i == len(parts) - 1)
+            os.close(fd)
+            fd = nxt
+        for name, data in files.items():
+            out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                          | getattr(os, "O_CLOEXEC", 0), 0o644, dir_fd=fd)
+            with os.fdopen(out, "wb") as fh:
+                fh.write(data)
+                if owner is not None:
+                    os.fchown(fh.fileno(), owner, owner)
+    finally:
+        os.close(fd)

@@ -28,6 +28,11 @@ Here nbgrader never runs in the real course directory:
   (``SANDBOX_LIMITS["notebook_s"]``, passed as ``$AUTOGRADER_NOTEBOOK_LIMIT``) past which
   it is killed with everything it started; such a notebook is graded as blank with
   :func:`time_limit_reason`, and the student's other notebooks as usual;
+* before a notebook is graded again (alone, or as the blank release), the student's
+  folder in the copy is made anew from the job's bytes by
+  :func:`autograder.safe_files.rebuild_folder`, which follows no link: a kernel that put a
+  link to another student's folder, or to the course's solutions, in place of its own
+  folder and then crashed cannot make the grader (root) write through it;
 * without root none of the OS-level parts are possible: nbgrader still runs in the copy
   with a scratch gradebook (so nbgrader itself never writes to the real course), but code
   in a submission runs with the grader's own rights and could write wherever the grader
@@ -53,7 +58,7 @@ from pathlib import Path
 from . import PACKAGE_DIR, confine
 from .fork_client import RUN_BY_PATH, ForkServer, ServerSlot
 from .forked_process import ForkedProcess
-from .safe_files import Refused, read_regular
+from .safe_files import Refused, read_regular, rebuild_folder
 from .sandbox_fork_server import NBGRADER_PRELOAD_ENV  # the server's switch (stdlib only)
 
 #: limits of one student's nbgrader run (nbgrader, its kernel and their children)
@@ -472,6 +477,18 @@ def grade_in_sandbox(job):
             data = read_inside(top, "course", "autograded", student, a, name)
             return data is not None, None if data is None else _time_limit_of(data)
 
+        blanks = {}   # assignment -> {notebook file: the blank graded instead}
+
+        def resubmit(a):
+            """The student's folder of ``a`` in the copy made anew from the job's bytes
+            (and the blanks given so far), following no link: a kernel may have put a
+            link to another student's folder, or to the course's solutions, in its
+            place. Every process of the sandbox user has ended (``Confinement.run``)."""
+            rebuild_folder(top, Path("course", "submitted", student, a),
+                           {Path(n).name: data for n, data in
+                            {**job["assignments"][a]["files"], **blanks.get(a, {})}.items()},
+                           owner=conf.uid)
+
         first = nbgrader("autograde", "*", "--student", _glob.escape(student))
         for a, parts in sorted(job["assignments"].items()):
             for name in sorted(n for n in parts["files"] if n.endswith(".ipynb")):
@@ -485,6 +502,7 @@ def grade_in_sandbox(job):
                 if not graded and notebooks > 1:
                     # alone, so that another notebook's failure cannot cost it (one stopped
                     # at its own limit is not run again: it would only hang again)
+                    resubmit(a)
                     text = nbgrader(*args)
                     graded, limit = outcome(a, name)
                     if graded and limit is None:
@@ -500,13 +518,8 @@ def grade_in_sandbox(job):
                 if release is None:
                     ungraded.append((a, stem))
                     continue
-                path = Path(course, "submitted", student, a, name)
-                try:
-                    path.unlink()
-                except OSError:
-                    pass
-                path.write_bytes(blank_with_reason(release, reason))
-                conf.own(path)
+                blanks.setdefault(a, {})[name] = blank_with_reason(release, reason)
+                resubmit(a)
                 blanked.append((a, stem, reason))
                 nbgrader(*args)
                 if not outcome(a, name)[0]:
