@@ -1,4 +1,4 @@
-"""Tests of the tasks' knobs and of their calibration on a baseline (issue 26, item 1).
+"""Tests of the tasks' knobs and of their calibration on a baseline.
 
 The knobs (``blend`` of the shifted set; ``sides`` and ``clutter`` of the cluttered
 canvases; ``severity`` of the corruptions) are checked for shapes, seeds, pinned bytes
@@ -290,25 +290,69 @@ def test_summary_rows_read_the_record(record):
         cal.summary_rows({"tasks": {}})
 
 
-#: how far a re-run on another CPU model may land from the record: BLAS and torch pick
-#: kernels by CPU, which sum in another order, so the probe's fit ends at a slightly
-#: different point (measured: accuracies within 0.0075, discordance 0.013 apart between two
-#: machines of the course's kind); the choices themselves must be the same
-_ACROSS_CPUS = {"detectable_difference": 1e-3, "detectable_difference_measured": 1e-3}
+def _corners(f, *ranges):
+    """Lowest and highest of ``f`` over the corners of the boxes ``ranges`` (f monotone in each)."""
+    import itertools
+
+    values = [f(*corner) for corner in itertools.product(*ranges)]
+    return min(values), max(values)
 
 
 @pytest.mark.slow
-def test_record_is_what_the_command_measures(record):
-    rec = cal.calibrate_task("fashion_shifted")
-    old = record["tasks"]["fashion_shifted"]
+@pytest.mark.recompute
+def test_record_is_what_the_command_measures(record, record_property):
+    """The shifted task's record, measured again, on any machine.
+
+    The grid, the sizes and the chosen value must be the record's. Each accuracy of the
+    sweep must lie within three binomial standard errors of the paired disagreement that
+    refitting the baseline on its rows in reverse order produces (the same fit, summed in
+    another order: ``tests/helpers/reproduce.py``), plus the record's rounding to four
+    digits; the measured discordance within that of its two half fits together; the
+    numbers derived from them (the discordance bound, the detectable differences) within
+    what those ranges give when carried through their formulas.
+    """
+    from helpers import reproduce
+
+    task = "fashion_shifted"
+    assert cal.TASKS[task]["protocol"] == "ood"  # one baseline, fitted on clean garments
+    rec = cal.calibrate_task(task)
+    old = record["tasks"][task]
     assert set(rec) == set(old)
-    for key, value in rec.items():
-        numeric = isinstance(value, float) or (
-            isinstance(value, list) and value and all(isinstance(v, float) for v in value))
-        if numeric:
-            assert value == pytest.approx(old[key], abs=_ACROSS_CPUS.get(key, 0.015)), key
-        else:
-            assert value == old[key], key   # the grid, the chosen knob, the sizes
+    for key in ("knob", "protocol", "grid", "chosen", "in_band", "test_size", "alpha", "power",
+                "discordance_assumed"):
+        assert rec[key] == old[key], key
+    rounding = 5e-5
+    fit, scored = cal.calibration_rows()
+    allowed = []
+    for value in old["grid"]:
+        x_fit, y_fit, x_eval, y_eval = cal._task_pair(task, value, fit, scored, cal.CALIBRATION_SEED)
+        if not allowed:
+            forward, backward = cal._fitted_probe(x_fit, y_fit), cal._fitted_probe(x_fit[::-1], y_fit[::-1])
+        reach = reproduce.reach(forward(x_eval), backward(x_eval))
+        allowed.append(reproduce.allowed_difference(reach, y_eval.size) + rounding)
+        if value == old["chosen"]:
+            half = len(fit) // 2
+            halves = [(x_fit[:half], y_fit[:half]), (x_fit[half:], y_fit[half:])]
+            reach = sum(reproduce.reach(cal._fitted_probe(x, y)(x_eval), cal._fitted_probe(x[::-1], y[::-1])(x_eval))
+                        for x, y in halves)
+            allowed_discordance = reproduce.allowed_difference(reach, y_eval.size) + rounding
+    for value, got, want, tol in zip(old["grid"], rec["accuracies"], old["accuracies"], allowed):
+        reproduce.assert_within(record_property, f"calibration/accuracies/{task}:{value}", got, want, tol)
+    i = old["grid"].index(old["chosen"])
+    a = (old["baseline_accuracy"] - allowed[i], old["baseline_accuracy"] + allowed[i])
+    d = (old["discordance_measured"] - allowed_discordance, old["discordance_measured"] + allowed_discordance)
+    n = old["test_size"]
+    expected = {
+        "baseline_accuracy": a,
+        "discordance": _corners(lambda x: min(2 * x, 2 - 2 * x), a),
+        "detectable_difference": _corners(lambda x: cal.detectable_difference(x, n), a),
+        "discordance_measured": d,
+        "detectable_difference_measured": _corners(lambda x, q: cal.detectable_difference(x, n, q), a, d),
+    }
+    for key, (lo, hi) in expected.items():
+        # the range made symmetric about the record's value (its wider side on both)
+        reproduce.assert_within(record_property, f"calibration/{key}/{task}", rec[key], old[key],
+                                max(hi - old[key], old[key] - lo) + rounding)
 
 
 # ------------------------------------------------------ the calibrated setting, by name
