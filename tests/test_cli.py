@@ -693,3 +693,94 @@ def test_repeval_zoo_evaluate_writes_out_and_leaves_the_package_unchanged(tmp_pa
     # the same protocol as the shipped record: the recomputed accuracies lie close to it
     assert abs(result["test"]["knn20"] - shipped["test"]["knn20"]) < 0.02
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ev"]
+
+
+# ------------------------------------------------------------- files at real sizes
+
+
+def _sparse_npy(path, shape, dtype=np.float32):
+    """A .npy file whose header says ``shape``, its data a hole of zeros (no disk space used)."""
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": shape}
+    with open(path, "wb") as fh:
+        np.lib.format.write_array_header_1_0(fh, header)
+        fh.truncate(fh.tell() + int(np.prod(shape)) * np.dtype(dtype).itemsize)
+    return path
+
+
+def test_a_wrong_label_count_is_refused_from_the_headers(tmp_path, capsys):
+    """An 8 GiB feature file (a sparse hole) with one label too few: refused before any row is read."""
+    feats = _sparse_npy(tmp_path / "train_features.npy", (1 << 21, 1024))
+    np.save(tmp_path / "train_labels.npy", np.zeros((1 << 21) - 1, dtype=np.int64))
+    assert main(["report", str(feats), "--test-fraction", "0.2", "--out", str(tmp_path / "o")]) == 2
+    line = _error(capsys)
+    assert f"{1 << 21} feature rows but {(1 << 21) - 1} labels" in line and str(feats) in line
+    assert capsys.readouterr().err == ""  # no stage line either: nothing was read
+    # the same check from the members of an .npz archive, before they are loaded
+    np.savez(tmp_path / "short.npz", features=np.ones((30, 4), np.float32), labels=np.zeros(29, np.int64))
+    assert main(["report", str(tmp_path / "short.npz"), "--test-fraction", "0.2"]) == 2
+    assert "30 feature rows but 29 labels" in _error(capsys)
+
+
+def test_float32_features_stay_float32_and_npy_stays_mapped(tmp_path):
+    from repeval_ref.cli._inputs import read_file
+
+    X = np.arange(40, dtype=np.float32).reshape(10, 4) + 1
+    np.save(tmp_path / "a_features.npy", X)
+    np.save(tmp_path / "a_labels.npy", np.arange(10) % 2)
+    x, y, _ = read_file(tmp_path / "a_features.npy", "TRAIN")
+    assert isinstance(x, np.memmap) and x.dtype == np.float32 and np.array_equal(x, X)
+    assert y.dtype == np.int64 and np.array_equal(y, np.arange(10) % 2)
+    np.savez(tmp_path / "b.npz", features=X.astype(np.float64), labels=np.arange(10) % 2)
+    assert load_features(tmp_path / "b.npz", "TRAIN")[0].dtype == np.float64
+    np.savez(tmp_path / "c.npz", features=X.astype(np.int16), labels=np.arange(10) % 2)
+    assert load_features(tmp_path / "c.npz", "TRAIN")[0].dtype == np.float64  # other dtypes: float64
+
+
+def test_a_nan_deep_in_a_file_is_found_block_by_block(tmp_path, capsys):
+    """The finite check walks the rows in blocks and still names the first bad row."""
+    from repeval_ref.cli import _inputs
+
+    X = np.ones((500, 8), np.float32)
+    X[377, 5] = np.nan
+    np.save(tmp_path / "f_features.npy", X)
+    np.save(tmp_path / "f_labels.npy", np.arange(500) % 3)
+    blocks = _inputs.row_blocks(X, block_bytes=8 * 4 * 64)
+    assert len(blocks) == 8 and blocks[0] == slice(0, 64) and blocks[-1] == slice(448, 500)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_inputs, "BLOCK_BYTES", 8 * 4 * 64)
+        assert main(["report", str(tmp_path / "f_features.npy"), "--test-fraction", "0.2", "--quiet"]) == 2
+    assert "NaN or infinite values (first in row 377)" in _error(capsys)
+    assert np.array_equal(_inputs.zero_rows(np.vstack([X[:3], np.zeros((1, 8)), X[:70]])), [3])
+
+
+def test_stage_lines_reach_a_log_at_once(files, tmp_path):
+    """Off a terminal, the first line names the file, its shape and dtype; every stage starts a line."""
+    proc = _program("-m", "repeval_ref.cli", "report", str(files / "train.npz"), str(files / "test.npz"),
+                    "--out", str(tmp_path / "o"), "--probe-c", "1", "--draws", "2", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0] == f"reading TRAIN file {files / 'train.npz'}: 360 x 64 float32 ..."
+    for stage in ("k-NN: 180 queries ...", "linear probe: 2 fits ...", "ridge probe (exact leave-one-out) ...",
+                  "low-shot nearest class mean: 3 shot counts ...", "label-free metrics: 5 groups ..."):
+        assert stage in lines, stage
+    assert "\r" not in proc.stderr
+
+
+def test_terminal_tables_fit_100_columns(tmp_path, capsys):
+    from repeval_ref.cli._render import table
+
+    rows = [["a" * 40, "word " * 30, "x"], ["b", "c", "d"]]
+    text = table(rows, ["first", "second column", "third"])
+    assert max(map(len, text.splitlines())) <= 100
+    assert " ".join(text.split()).count("word") == 30  # wrapped, nothing lost
+    assert table([["a", "b"]], ["h1", "h2"]) == "h1  h2\n--  --\na   b"
+    rng = np.random.default_rng(3)
+    y = np.repeat(np.arange(3), 40)
+    centres = rng.normal(size=(3, 10))
+    for i, name in enumerate(("an_encoder_with_a_long_descriptive_name", "second_encoder_name", "third")):
+        np.savez(tmp_path / f"{name}.npz", features=centres[y] + (i + 1) * rng.normal(size=(120, 10)), labels=y)
+    assert main(["leaderboard", str(tmp_path), "--out", str(tmp_path / "lb"), "--quiet", "--probe-c", "1",
+                 "--draws", "2", "--boot", "200"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines() if not line.startswith("wrote ")) <= 100, out
+    assert "5-shot" in (tmp_path / "lb" / "leaderboard.md").read_text()  # the details are in the files

@@ -418,3 +418,28 @@ def test_the_html_passes_axe_core_in_chromium(run):
             next(gen)
     assert not [u for u in requests if re.match(r"https?://", u)]
     assert not [v for v in violations if v["impact"] in ("serious", "critical")], violations
+
+
+def test_heat_map_labels_are_never_clipped(run):
+    """Long encoder and task names: the PNG keeps a blank margin on every side, no label cut."""
+    import copy
+
+    import matplotlib.image as mpimg
+
+    from repeval_ref.cli.suite import heatmap_png
+
+    suite = copy.deepcopy(run["json"])
+    for e in suite["encoders"]:
+        e["name"] = "an_encoder_whose_name_is_long_enough_to_leave_the_figure_" + e["name"]
+    png = heatmap_png(suite)
+    img = mpimg.imread(io.BytesIO(png), format="png")[..., :3]
+    for edge in (img[0], img[-1], img[:, 0], img[:, -1]):
+        assert np.all(edge > 0.95), "a label reaches the edge of the image"
+    short = heatmap_png(run["json"])
+    assert mpimg.imread(io.BytesIO(short), format="png").shape[1] < img.shape[1]  # the canvas grew to fit
+
+
+def test_terminal_tables_fit_100_columns_and_files_keep_the_intervals(run):
+    printed = run["first"][1]
+    assert max(len(line) for line in printed.splitlines() if not line.startswith("wrote ")) <= 100, printed
+    assert "[" in (run["root"] / "out" / "suite.md").read_text()  # Wilson intervals stay in the files

@@ -62,10 +62,10 @@ def cmd_report(args):
     the row): cosine similarity is undefined for it, and the report neither drops
     images nor leaves a protocol out.
     """
+    progress = Progress(enabled=not args.quiet)
+    train_x, train_y, test_x, test_y, src = _report_inputs(args, progress)  # before the heavy imports
     from ..labelfree.spectrum import gram_spectrum
 
-    progress = Progress(enabled=not args.quiet)
-    train_x, train_y, test_x, test_y, src = _report_inputs(args, progress)
     who = src["who"]
     classes, counts, ytr, yte = class_indices(train_y, test_y, who, src["test_rows"])
     K = classes.size
@@ -186,10 +186,10 @@ def cmd_compare(args):
     feature row is then refused (one line naming the file and the row); without
     labels only CKA runs, which an all-zero row does not disturb.
     """
+    progress = Progress(enabled=not args.quiet)
+    a, b = _compare_inputs(args, progress)  # before the heavy imports
     from ..cka import linear_cka, rbf_cka
 
-    progress = Progress(enabled=not args.quiet)
-    a, b = _compare_inputs(args, progress)
     xa, xb = a.x, b.x
     y = a.y if a.y is not None else b.y
     n = xa.shape[0]

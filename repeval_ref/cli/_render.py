@@ -69,12 +69,16 @@ class _quiet:
         return exc[0] is not None and issubclass(exc[0], OSError)
 
 
-def figure_bytes(fig, fmt="png"):
-    """The figure encoded as ``fmt`` (PNG by default)."""
+def figure_bytes(fig, fmt="png", tight=False):
+    """The figure encoded as ``fmt`` (PNG by default).
+
+    ``tight=True`` grows or trims the canvas to the drawn artists plus a small margin
+    (``bbox_inches="tight"``), so that no label is cut at the figure's edge.
+    """
     import io
 
     buf = io.BytesIO()
-    fig.savefig(buf, format=fmt, dpi=110)
+    fig.savefig(buf, format=fmt, dpi=110, **({"bbox_inches": "tight"} if tight else {}))
     return buf.getvalue()
 
 
@@ -201,12 +205,66 @@ def acc_text(e):
     return f"{100 * e['accuracy']:.2f}%  [{100 * lo:.2f}, {100 * hi:.2f}]"
 
 
-def table(rows, headers):
-    widths = [max(len(str(r[i])) for r in [headers] + rows) for i in range(len(headers))]
-    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
-    sep = "  ".join("-" * w for w in widths)
-    body = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)) for r in rows]
-    return "\n".join([line, sep] + body)
+#: widest terminal table, in characters; wider tables wrap the text of their widest columns
+TABLE_WIDTH = 100
+
+
+def _column_widths(natural, floor, width, gap):
+    """Column widths summing (with the gaps) to at most ``width``: the widest shrink first."""
+    widths = list(natural)
+    while sum(widths) + gap * (len(widths) - 1) > width:
+        i = max(range(len(widths)), key=lambda j: (widths[j] - floor[j], widths[j]))
+        if widths[i] <= floor[i]:
+            break
+        widths[i] -= 1
+    return widths
+
+
+def table(rows, headers, width=TABLE_WIDTH):
+    """A plain-text table, left-aligned, at most ``width`` characters wide where it can be.
+
+    A table wider than ``width`` first wraps its long headers, then narrows its widest
+    columns (to no less than 8 characters, or the header's longest word) and wraps their
+    cells onto several lines; the written files keep every cell on one line.
+
+    Parameters
+    ----------
+    rows : list of list
+        Cells, each printed with ``str``; as many per row as ``headers``.
+    headers : list of str
+    width : int
+        The widest line wanted.
+
+    Returns
+    -------
+    str
+    """
+    import textwrap
+
+    if any(len(r) != len(headers) for r in rows):
+        raise ValueError("rows must have as many cells as headers")
+    if not isinstance(width, int) or width < 1:
+        raise ValueError(f"width must be a positive integer, got {width!r}")
+    gap = 2
+    cells = [[str(c) for c in r] for r in [headers] + rows]
+    natural = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    floor = [min(natural[i], max(8, max(map(len, str(h).split() or [""]))))
+             for i, h in enumerate(headers)]
+    body = [max([len(r[i]) for r in cells[1:]] + [f]) for i, f in enumerate(floor)]
+    widths = _column_widths(natural, body, width, gap)  # headers wrap first,
+    widths = _column_widths(widths, floor, width, gap)  # then the widest cells
+
+    def lines(row):
+        parts = [textwrap.wrap(c, w, break_on_hyphens=False) or [""] if len(c) > w else [c]
+                 for c, w in zip(row, widths)]
+        height = max(map(len, parts))
+        return ["  ".join((p[k] if k < len(p) else "").ljust(w) for p, w in zip(parts, widths)).rstrip()
+                for k in range(height)]
+
+    out = lines(cells[0]) + ["  ".join("-" * w for w in widths)]
+    for r in cells[1:]:
+        out += lines(r)
+    return "\n".join(out)
 
 
 def md_cell(value):

@@ -324,6 +324,16 @@ def _headers(board, plus="±"):
             f"vs next ({s['rank_by']})", "verdicts"]
 
 
+#: columns of the main table printed on the terminal: rank, encoder, k-NN, probe, vs next
+TERMINAL_COLUMNS = (0, 1, 3, 4, -2)
+
+
+def _terminal_table(board):
+    """``(rows, headers)`` of the main table's :data:`TERMINAL_COLUMNS` (the files hold them all)."""
+    rows, headers = _main_rows(board, "+-"), _headers(board, "+-")
+    return [[r[i] for i in TERMINAL_COLUMNS] for r in rows], [headers[i] for i in TERMINAL_COLUMNS]
+
+
 def _settings_text(board):
     """Sizes, split rule, seed and low-shot draws in one sentence (Markdown, HTML and terminal)."""
     s = board["settings"]
@@ -555,7 +565,8 @@ def cmd_leaderboard(args):
         raise InputError(f"cannot write the leaderboard to {outdir}: {_short(exc)}") from None
     print(R._wrap(_settings_text(board)))
     print()
-    print(R.table(_main_rows(board, "+-"), _headers(board, "+-")))
+    print(R.table(*_terminal_table(board)))
+    print(R._wrap("low-shot columns, label-free metrics and every pair: leaderboard.md and .html"))
     if warning:
         print("\n" + R._wrap("warning: " + warning))
     for r in results:

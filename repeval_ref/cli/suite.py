@@ -609,16 +609,16 @@ def run_suite(args, progress):
 # ----------------------------------------------------------------------- rendering
 
 
-def _cell(suite, p, t, i, plus="±", rank=True):
+def _cell(suite, p, t, i, plus="±", rank=True, spread=True):
     r = suite["per_task"][t]["results"][i][p]
     rk = suite["ranking"].get(p)
     if p == "fewshot":
         if r["mean"] is None:
             return "skipped"
-        text = f"{100 * r['mean']:.2f} {plus} {100 * r['std']:.2f}"
+        text = f"{100 * r['mean']:.2f}" + (f" {plus} {100 * r['std']:.2f}" if spread else "")
     else:
         lo, hi = r["wilson95"]
-        text = f"{100 * r['accuracy']:.2f} [{100 * lo:.2f}, {100 * hi:.2f}]"
+        text = f"{100 * r['accuracy']:.2f}" + (f" [{100 * lo:.2f}, {100 * hi:.2f}]" if spread else "")
     if rank and rk is not None and t in rk["tasks"]:
         text += f" ({_rank_text(rk['ranks'][i][rk['tasks'].index(t)])})"
     return text
@@ -646,10 +646,16 @@ def _order(suite, p):
     return sorted(range(n), key=lambda i: (rk["mean_rank"][i], i))
 
 
-def accuracy_rows(suite, p, plus="±"):
+def accuracy_rows(suite, p, plus="±", spread=True):
+    """One row per encoder (best mean rank first): its cell on every task, then its mean rank.
+
+    ``spread=False`` leaves the Wilson intervals and standard deviations out of the cells
+    (the terminal's table; the files keep them).
+    """
     rows = []
     for i in _order(suite, p):
-        rows.append([suite["encoders"][i]["name"]] + [_cell(suite, p, t, i, plus) for t in suite["tasks"]]
+        rows.append([suite["encoders"][i]["name"]] + [_cell(suite, p, t, i, plus, spread=spread)
+                                                      for t in suite["tasks"]]
                     + [_mean_rank_text(suite["ranking"].get(p), i)])
     return rows
 
@@ -848,7 +854,7 @@ def heatmap_png(suite):
         ax.set_title({"knn": f"k-NN (k={s['k']})", "probe": "linear probe",
                       "fewshot": f"{s['shots']}-shot NCM"}[p], fontsize=9)
     fig.colorbar(im, ax=list(axes[0]), shrink=0.8, label="accuracy, %")
-    return R.figure_bytes(fig)
+    return R.figure_bytes(fig, tight=True)
 
 
 HEATMAP_ALT = ("Heat map of test accuracy, one panel per protocol: rows are the encoders (ordered by mean "
@@ -946,8 +952,8 @@ def _print(suite, written):
     s = suite["settings"]
     print(R._wrap(settings_text(suite)))
     for p in s["protocols"]:
-        print(f"\n{protocol_title(p, s).replace('±', '+-')}:")
-        print(R.table(accuracy_rows(suite, p, "+-"), accuracy_headers(suite, p)))
+        print(f"\n{protocol_title(p, s).replace('±', '+-')}, % (rank):")
+        print(R.table(accuracy_rows(suite, p, "+-", spread=False), accuracy_headers(suite, p)))
         fl = flips(suite, p)
         if fl:
             print(R._wrap("task pairs whose rankings may disagree: " + ", ".join(f"{a} / {b}" for a, b in fl)))
@@ -955,6 +961,7 @@ def _print(suite, written):
     print(f"\nfeatures: {c['features_read']} read from the cache, {c['features_computed']} computed; "
           f"evaluations: {c['evaluations_read']} read from the cache, {c['evaluations_computed']} computed; "
           f"{suite['seconds']:.1f} s")
+    print(R._wrap("intervals, standard deviations and every pair: suite.md and suite.html"))
     print(f"wrote {', '.join(str(w) for w in written)}")
 
 
