@@ -231,8 +231,13 @@ def encode(x, *, lenient=False):
         if lenient:
             return {"t": "module", **module_state(x)}
         return {"t": "module", "spec": module_spec(x), **module_state(x)}
-    if type(x) is np.random.Generator and any(
-            type(x.bit_generator) is c for c in BIT_GENERATORS.values()):
+    if type(x) is np.random.Generator:
+        # the child sends the name of whatever drives it; the grader accepts only the
+        # names of BIT_GENERATORS, so a generator of another class ends the child there
+        if not lenient and not any(type(x.bit_generator) is c
+                                   for c in BIT_GENERATORS.values()):
+            raise Unsupported(f"a random generator driven by "
+                              f"{type(x.bit_generator).__name__}")
         return {"t": "gen", "bg": type(x.bit_generator).__name__,
                 "v": json.dumps(x.bit_generator.state)}
     if lenient:

@@ -91,11 +91,16 @@ def test_a_bit_generator_name_is_never_looked_up(monkeypatch):
     back = codec.decode({"t": "gen", "bg": "PCG64", "v": state})
     assert back.random() == np.random.Generator(np.random.PCG64(1)).random()
 
-    class test(np.random.PCG64):   # what the answer returns travels as a stand-in
+    class test(np.random.PCG64):   # what an answer returns: the child sends the name
         pass
 
     sent = codec.encode(np.random.Generator(test(1)), lenient=True)
-    assert sent["t"] == "opaque" and called == []
+    assert sent["bg"] == "test"
+    with pytest.raises(codec.Malformed, match="'test'"):
+        codec.decode(sent)
+    assert called == []
+    with pytest.raises(codec.Unsupported):     # and the grader never sends one
+        codec.encode(np.random.Generator(test(1)))
 
 
 def test_an_exception_name_is_a_label_of_a_fixed_table():
