@@ -26,7 +26,7 @@ endef
 # venv, so it is compiled once here, at install time, on the test's own input.
 WARM_NUMBA = $(PY) tests/ranx_case.py
 
-.PHONY: venv venv-student data data-extra test test-fast book bench bench-class bench-term clean axe publish zoo zoo-table calibration deck
+.PHONY: venv venv-student data data-extra test test-fast test-blas book bench bench-class bench-term clean axe publish zoo zoo-table calibration deck
 
 # Everything: the package and the book, grading, test and benchmark tool chains.
 $(STAMP): pyproject.toml constraints.txt
@@ -119,6 +119,21 @@ test-fast: $(STAMP) data
 	$(COMPILE)
 	$(PYTEST) -m "not slow"
 
+# The tests that recompute a committed result (marked `recompute`: the zoo's manifest and
+# table, the plateau evidence, the calibration record) once under each OpenBLAS kernel of
+# BLAS_KERNELS: another kernel sums in another order, as another processor would, and each
+# test's tolerance comes from the computation's own variability. Writes one JUnit file per
+# kernel into _build/test-blas/ and prints the largest deviation of each committed quantity.
+BLAS_KERNELS ?= Sandybridge Haswell Zen
+test-blas: $(STAMP) data
+	$(COMPILE)
+	@mkdir -p _build/test-blas
+	@for k in $(BLAS_KERNELS); do \
+	  echo "== OPENBLAS_CORETYPE=$$k"; \
+	  OPENBLAS_CORETYPE=$$k $(PYTEST) -m recompute --junitxml=_build/test-blas/$$k.xml || exit 1; \
+	done
+	$(PY) tests/helpers/deviations.py $(foreach k,$(BLAS_KERNELS),_build/test-blas/$(k).xml)
+
 # axe-core (Deque's accessibility rule engine, MPL-2.0) for the browser test of the built
 # book, from the npm registry into .node/ (ignored by git); needs node and npm.
 AXE_VERSION := 4.14.1
@@ -168,10 +183,10 @@ bench-term: $(STAMP)
 # encoder with its recorded recipe, one at a time, deterministically on one thread, and rewrites
 # the committed weights and manifest (about 3.2 hours of training, the longest encoder 47 minutes;
 # `python -m repeval_ref.zoo train --only NAME` retrains one). Tests and the book never retrain; they load the shipped weights.
-# zoo-table writes the evaluation table of the Performance appendix (issue 26's protocol: about
-# 48 minutes on 2 busy cores; `python -m repeval_ref.zoo table --out benchmarks/results/zoo_table.json
+# zoo-table writes the evaluation table of the Performance appendix (about 48 minutes on 2
+# cores; `python -m repeval_ref.zoo table --out benchmarks/results/zoo_table.json
 # --only ROW --merge` redoes one).
-# `make zoo DEVICE=cuda` is the GPU run of issue 26: the same recipes, each for ZOO_EPOCHS_SCALE
+# `make zoo DEVICE=cuda` is the GPU run: the same recipes, each for ZOO_EPOCHS_SCALE
 # times its epochs (default 4), written into zoo-cuda/ with a manifest that records the device;
 # the shipped CPU weights stay the default (nothing on a machine without a GPU runs it).
 DEVICE ?= cpu

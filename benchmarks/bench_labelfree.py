@@ -90,9 +90,9 @@ def self_cluster_naive(path, n_rows):
 def make_unit_memmap(tmp, n, d, seed=3, name="unit.npy"):
     """An ``(n, d)`` float32 ``.npy`` of unit-norm Gaussian rows: a flat spectrum.
 
-    With the defaults at ``(20000, 128)`` these are exactly the rows of issue 29's example
-    (``default_rng(3).standard_normal((20000, 128)).astype(float32)``, each row divided by
-    its norm in float32).
+    With the defaults at ``(20000, 128)`` the rows are
+    ``default_rng(3).standard_normal((20000, 128)).astype(float32)``, each divided by its
+    norm in float32.
     """
     path = str(Path(tmp) / name)
     X = np.random.default_rng(seed).standard_normal((n, d)).astype(np.float32)

@@ -1,16 +1,16 @@
-"""Row ``report``: ``repeval report`` end to end against the report as it was before issue 19.
+"""Row ``report``: ``repeval report`` end to end against the one-module report of an older commit.
 
 Both sides read the same two ``.npz`` files (TRAIN and TEST float32 features with
 integer labels) and write a complete report (tables, JSON, plots) to a fresh folder.
 The competitor is the command-line code of commit :data:`BEFORE_COMMIT`
-(``repeval_ref/cli.py`` there, one module), which ran one full similarity pass per k of
-the k-NN curve and fitted the logistic-regression probe from scratch for every C. It is
+(``repeval_ref/cli.py`` there, one module), which runs one full similarity pass per k of
+the k-NN curve and fits the logistic-regression probe from scratch for every C. It is
 not kept in the tree: :func:`write_before` takes it from git history (``git show``) into
-a temporary folder at run time, with its relative imports made absolute, so that it calls
-today's formula modules of :mod:`repeval_ref` (``knn_classify``, the probe, the label-free
-metrics) exactly as the report called them then. The subject is today's
-:func:`repeval_ref.cli.main`: one similarity pass for the whole k-NN curve and the C sweep
-warm-started along the regularisation path.
+a temporary folder at run time, with its relative imports made absolute and its module
+names mapped by :data:`RENAMED`, so that it calls the package's formula modules
+(``knn_classify``, the probe, the label-free metrics) as that report called them. The
+subject is :func:`repeval_ref.cli.main`: one similarity pass for the whole k-NN curve and
+the C sweep warm-started along the regularisation path.
 
 Where the history is not there (a tarball, a shallow clone, no git), :func:`write_before`
 raises :class:`HistoryUnavailable` and the row is written as not run, with the reason.
@@ -34,8 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
-#: The commit whose ``repeval_ref/cli.py`` is the report before issue 19 (the last commit
-#: before the command line became the package ``repeval_ref/cli/``).
+#: The commit whose ``repeval_ref/cli.py`` is the competitor: the last commit where the
+#: command line was one module.
 BEFORE_COMMIT = "41cec37b29c0b93d46ec16630d69c54963b4298b"
 #: Where that command-line code lived at :data:`BEFORE_COMMIT`.
 BEFORE_PATH = "repeval_ref/cli.py"
@@ -189,7 +189,7 @@ def absolute_imports(source, package=BEFORE_PACKAGE, renamed=None):
 
 
 def write_before(folder, commit=BEFORE_COMMIT, repo=REPO):
-    """Rebuild the report before issue 19 from git history as one module in ``folder``.
+    """Rebuild the report of ``commit`` from git history as one module in ``folder``.
 
     Parameters
     ----------

@@ -60,7 +60,7 @@ FULL = {
     "labelfree": {"n_stream": 1_000_000, "n_naive": 100_000, "d": 768, "reps_big": 3,
                   "n_rel": 10_000, "reps_rel_big": 1},
     "dse": {"n_sub": 10_000, "n_sub_both": 3_000, "reps_default": 3,
-            # issue 29: inputs that differ in what might matter (dimension, spectrum, sigma);
+            # inputs that differ in what might matter (dimension, spectrum, sigma);
             # the row's figure is the slowest one
             "inputs": [
                 {"id": "power768", "kind": "power", "n_rows": 50_000, "d": 768, "sigma": 10.0},
@@ -543,7 +543,7 @@ def row_report(cfg, reps, tmp):
         module = B.write_before(Path(tmp) / "report_before", commit, repo)
     except B.HistoryUnavailable as exc:
         return _pending("report", "repeval report",
-                        f"skipped: the report before issue 19 is rebuilt at run time from "
+                        f"skipped: the old report is rebuilt at run time from "
                         f"{B.BEFORE_PATH} of commit {commit} in the git history, which is not "
                         f"available here ({exc})", status="not run")
     paths = B.make_data(tmp, c["n_train"], c["n_test"], c["d"], c["n_classes"])
@@ -564,14 +564,14 @@ def row_report(cfg, reps, tmp):
     reps_note = (f"median of {c['reps']} repetitions" if c["reps"] >= 5 else
                  f"{c['reps']} repetition(s) of each side instead of 5: minutes per run")
     lines = [
-        _line("report", "repeval report end to end", "the report before issue 19 (same files)",
+        _line("report", "repeval report end to end", f"the report of commit {commit[:7]} (same files)",
               _fmt_s(t_new), _fmt_s(t_old), ratio, ">= 5x faster", ratio >= 5,
               note=f"{reps_note}; one similarity pass for the k-NN curve, the probe's C sweep "
                    "warm-started, label-free metrics from one summary pass, TwoNN on all pairs "
                    "of a random 10,000 of the rows (before: all rows), and the probe fits, SVDs "
                    "and eigenproblems on a one-thread BLAS (--blas-threads 1; before: OpenBLAS's "
                    "default, here 2 threads)"),
-        _line("report", "k-NN accuracy at every k of the curve", "the report before issue 19",
+        _line("report", "k-NN accuracy at every k of the curve", f"the report of commit {commit[:7]}",
               f"{len(differ)} of {len(old['knn_correct'])} k differ", "per-k passes", None, "identical",
               not differ),
         _line("report", "linear-probe test accuracy", "cold-started C sweep",
@@ -676,7 +676,7 @@ def _class_lines(c, S, res, t1):
               differ == 0 and n_graded == n * res["class_serial"][-1]["out"]["notebooks_per_student"]),
         _line("autograder", f"{n} students serially on one core, time per student",
               "one student alone", _fmt_s(ts / n), _fmt_s(t1), t1 / (ts / n),
-              None if c["assignments"] else "<= 20 s per student (issue 30)",
+              None if c["assignments"] else "<= 20 s per student",
               None if c["assignments"] else ts / n <= 20.0,
               note="the whole class pinned to one logical core (nbgrader, the kernels and the "
                    "clean room with it); every student is graded in a sandbox of its own (its own "

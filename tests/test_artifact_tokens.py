@@ -1,4 +1,4 @@
-"""The artifact-token check can fail: it flags a planted high-norm token and passes a clean ViT (issue 26).
+"""The artifact-token check can fail: it flags a planted high-norm token and passes a clean ViT.
 
 * ``TinyViT.forward_tokens(x, pre_norm=True)`` reads the residual stream before the final
   LayerNorm; the default output is unchanged, bit for bit.

@@ -1,4 +1,4 @@
-"""The attention-mass ratio with a bootstrap interval over images (issue 26, item 6).
+"""The attention-mass ratio with a bootstrap interval over images.
 
 Checked against a loop that rebuilds each resample item by item with the same
 multiplicities, against an index-resampling bootstrap, and on the two cases with a

@@ -1,4 +1,4 @@
-"""Bad input for every public function of ``repeval_ref`` (issue 2, "Bad input").
+"""Bad input for every public function of ``repeval_ref``.
 
 Table driven. ``VALID`` builds, for each public function, a small set of arguments on
 which it succeeds. The tests then
@@ -48,7 +48,7 @@ def _bits(seed, n=12):
 
 
 VALID = {
-    # the functions of issue 2
+    # protocols with labels
     "knn_classify": lambda: dict(train_h=_feat(10, 3), train_y=_labels(10, 3), test_h=_feat(4, 3, 1),
                                  k=3, tau=0.1, n_classes=3),
     "linear_probe_done_right": lambda: dict(train_h=_feat(30, 3), train_y=_labels(30, 2),
@@ -140,7 +140,7 @@ VALID = {
     "merge_topk": lambda: dict(shard_vals=[_feat(3, 2), _feat(3, 1, 1), np.zeros((3, 0))],
                                shard_idx=[np.array([[0, 1]] * 3), np.array([[0]] * 3), np.zeros((3, 0), int)],
                                offsets=[0, 2, 3], k=2),
-    # the practitioners' command line (issue 19)
+    # what the practitioners' command line calls
     "knn_classify_curve": lambda: dict(train_h=_feat(10, 3), train_y=_labels(10, 3), test_h=_feat(4, 3, 1),
                                        ks=[1, 3], tau=0.1, n_classes=3),
     "linear_probe_warm_path": lambda: dict(train_h=_feat(30, 3), train_y=_labels(30, 2),
@@ -148,7 +148,7 @@ VALID = {
                                            Cs=[0.1, 1.0], seed=0),
     "holm": lambda: dict(p=np.array([0.01, 0.04, 0.3])),
     "benjamini_hochberg": lambda: dict(p=np.array([0.01, 0.04, 0.3])),
-    # checks that can fail, power and one paired comparison (issue 26)
+    # checks that can fail, power and one paired comparison
     "paired_comparison": lambda: dict(a_correct=_bits(1), b_correct=_bits(2), n_boot=20, rng=_rng(3)),
     "paired_sample_size": lambda: dict(difference=0.02, discordance=0.1),
     "paired_detectable_difference": lambda: dict(n=1000, discordance=0.1),
@@ -158,7 +158,7 @@ VALID = {
     "high_norm_tokens": lambda: dict(norms=np.abs(_feat(5, 6)) + 0.1, threshold=4.0),
     "attention_mass_ratio": lambda: dict(attention=np.full((6, 3, 3), 1 / 9), masks=np.eye(3, dtype=bool)[None].repeat(6, 0),
                                          n_boot=20, rng=_rng(3)),
-    # rankings across the tasks of a suite (issue 27)
+    # rankings across the tasks of a suite
     "task_ranks": lambda: dict(scores=_feat(5, 3)),
     "mean_rank": lambda: dict(scores=_feat(5, 3)),
     "tau_b_matrix": lambda: dict(scores=_feat(5, 3)),

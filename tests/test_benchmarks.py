@@ -376,7 +376,7 @@ def test_the_term_row_reads_the_childs_grading(monkeypatch):
 
 def test_the_autograder_row_times_the_serial_class_on_one_core(monkeypatch):
     """The serial class runs pinned to one core (``one_core``), and its time per student
-    carries issue 30's goal (20 s) when every chapter is graded; the children are stubbed
+    carries the goal of 20 s when every chapter is graded; the children are stubbed
     (``make bench-class`` runs them for real)."""
     calls = []
 
@@ -399,7 +399,7 @@ def test_the_autograder_row_times_the_serial_class_on_one_core(monkeypatch):
     assert serial and all(k["one_core"] for k in serial)
     assert not any(k["one_core"] for k in calls if k not in serial)
     per = next(x for x in row["lines"] if x["what"].endswith("time per student"))
-    assert (per["subject_value"], per["goal"], per["met"]) == ("18 s", "<= 20 s per student (issue 30)", True)
+    assert (per["subject_value"], per["goal"], per["met"]) == ("18 s", "<= 20 s per student", True)
     speed = next(x for x in row["lines"] if x["what"] == "4 students with 2 workers")
     assert speed["competitor"] == "4 students serially on one core"
     assert speed["ratio"] == pytest.approx(1.8)

@@ -1,6 +1,6 @@
 """No typed figure in the book's prose: every number is glued, cited or part of the maths.
 
-The rule (notes/RULES.md, issue 14): a number in a chapter's text comes from a cell that ran
+The rule (notes/RULES.md): a number in a chapter's text comes from a cell that ran
 when the book was built (myst-nb ``{glue:text}``), is quoted from a paper named in the same
 sentence (authors and year), or belongs to a formula (``$...$``, ``$$...$$``, ``{math}``).
 This test reads the MyST sources of every page in ``book/`` (no build needed), keeps only
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
 PAGES = sorted(BOOK.glob("*.md"))
 
-# Pages whose owner fixes them separately (issue 14): listed here only while they fail (none now).
+# Pages exempt from the rule, by file name (none).
 EXEMPT_PAGES: set[str] = set()
 
 _FENCE = re.compile(r"^(\s*)(`{3,}|:{3,})\s*(\{([\w:-]+)\})?(.*)$")
@@ -207,7 +207,7 @@ def test_scanner_reports_the_line_of_each_number_in_a_paragraph():
 @pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
 def test_no_typed_number_in_the_prose(page):
     if page.name in EXEMPT_PAGES:
-        pytest.skip(f"{page.name}: its owner removes the typed figures (issue 14)")
+        pytest.skip(f"{page.name}: exempt from the rule")
     found = typed_numbers(page.read_text(), whole_entry_cites=page.name in WHOLE_ENTRY_CITES)
     listing = "\n".join(f"book/{page.name}:{no}: {num!r} in \"{sentence}\"" for no, num, sentence in found)
     assert not found, (

@@ -1,4 +1,4 @@
-"""Checks that came out of the second expert review of the book (issue 28).
+"""Checks of three things a reader of the book notices at once.
 
 Three things a reader notices at once and a reviewer should not have to find by hand:
 

@@ -141,7 +141,7 @@ def _unit_rows(n, d, seed):
     return X
 
 
-# issue 29's inputs at a size the dense route handles: unit-norm Gaussian rows (a flat
+# inputs that differ in what might matter, at a size the dense route handles: unit-norm Gaussian rows (a flat
 # spectrum) at d = 128 and sigma = 1 or 0.1, and a power-law spectrum at d = 768 with a
 # tenth of the usual sigma; the band route (with LAPACK's dsytrd_sb2st and the in-place
 # products) must give the dense route's value to 1e-12 relative

@@ -1,4 +1,4 @@
-"""The tiled, threaded search inside repeval_ref.knn_classify (book/knn.md; issue 20).
+"""The tiled, threaded search inside repeval_ref.knn_classify (book/knn.md).
 
 The default tiles are wide (thousands of bank rows), so the small banks of the other
 k-NN tests fit in one tile. Here the tile size and the number of worker threads are

@@ -1,4 +1,4 @@
-"""One paired comparison, reported in full, with the verdict "shown" or "not shown at this scale" (issue 26, item 3).
+"""One paired comparison, reported in full, with the verdict "shown" or "not shown at this scale".
 
 Checked against independent computations: statsmodels' exact McNemar test, a bootstrap
 that resamples item indices in a loop, and the sample-size formula of

@@ -1,4 +1,4 @@
-"""The smallest detectable accuracy difference, paired and unpaired (issue 26, item 1).
+"""The smallest detectable accuracy difference, paired and unpaired.
 
 * The paired formula is checked against an independent root-finder on Connor's power
   function, against its own sample size (the two are inverse to each other on whole

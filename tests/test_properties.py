@@ -1,4 +1,4 @@
-"""Hypothesis property tests for the functions of issue 2: shapes, dtypes, ranges, validation.
+"""Hypothesis property tests of the core formula functions: shapes, dtypes, ranges, validation.
 
 Random shapes and dtypes go in; the output shapes, dtypes and ranges are checked
 (and that nothing comes out NaN). Random bad values go in; a ``ValueError`` naming the

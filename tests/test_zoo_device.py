@@ -1,4 +1,4 @@
-"""Issue 26's GPU run of the zoo (``make zoo DEVICE=cuda``), checked on a machine without one.
+"""The GPU run of the zoo (``make zoo DEVICE=cuda``), checked on a machine without one.
 
 What can be checked here: the device is validated; naming the CPU changes nothing (the run
 is bit-identical to the default); every objective's loss, and the augmentations it draws,

@@ -1,4 +1,4 @@
-"""Issue 26's plateau run (repeval_ref/zoo/plateau.py): resumable, skips finished steps, never reads the test split.
+"""The plateau run (repeval_ref/zoo/plateau.py): resumable, skips finished steps, never reads the test split.
 
 Tiny images, batches, grids and epochs (a few seconds in all): the real plan is only
 checked for its shape, not run.

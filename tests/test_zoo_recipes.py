@@ -1,4 +1,4 @@
-"""Issue 26's infrastructure: the ResNet backbone, the validation split, resumable training, the recipe search."""
+"""The zoo's training infrastructure: the ResNet backbone, the validation split, resumable training, the recipe search."""
 import json
 
 import numpy as np

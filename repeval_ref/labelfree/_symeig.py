@@ -6,8 +6,7 @@ Book: ``book/rankme.md`` (the diffusion spectral entropy,
 
 LAPACK's one-stage route (``dsytrd`` inside ``eigh``/``eigvalsh``) reduces the matrix to
 tridiagonal form with one matrix-vector product per column, so it streams the whole
-trailing matrix from memory ``n`` times; at ``n = 10,000`` that is minutes on two
-cores. Here the matrix is first reduced to a band of half-width ``b`` by blocked
+trailing matrix from memory ``n`` times (level-2 BLAS, bound by memory). Here the matrix is first reduced to a band of half-width ``b`` by blocked
 Householder transformations, whose two-sided updates are matrix-matrix products
 (level-3 BLAS); the band goes to tridiagonal form by LAPACK's ``dsytrd_sb2st`` and the
 tridiagonal eigenvalues come from ``dsterf`` (:mod:`repeval_ref.labelfree._lapack`;
@@ -25,14 +24,14 @@ and written, which halves the products: about ``(4/3) n^3`` flops in all.
 
 The row blocks of each update are shared among as many worker threads as the BLAS has
 threads, each calling a one-thread BLAS (``threadpoolctl``): the many medium-sized
-products of a step then never wait for one another, which matters most on a busy
-machine, where a multi-threaded BLAS call waits for its slowest thread. The products
+products of a step then never wait for one another (a multi-threaded BLAS call waits for
+its slowest thread). The products
 accumulate in place (``beta = 1``, :func:`repeval_ref.labelfree._lapack.gemm_add`), the
 two products of each tile below the diagonal run while the tile is in cache, and the
 next panel's columns are updated first so that its QR factorisation runs on one worker
-while the others finish the update (look-ahead). Measured at ``n = 10,000`` on two
-cores (issue 29, quiet machine): these took the reduction from about 23-25 s to 20-21 s,
-and LAPACK's band stage from about 6 s (``eig_banded``) to 4 s.
+while the others finish the update (look-ahead). The benchmark row ``dse``
+(``python -m benchmarks.run --rows dse``) times the diffusion spectral entropy, which
+uses this route, against the dense one-stage route.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The plateau zoo's long run: a recipe search, then a training to the epoch budget, per encoder.
 
-Book: the Performance appendix (the zoo); issue 26 ("a zoo trained to its plateau, by
-standard recipes"). ``python -m repeval_ref.zoo plateau --runs DIR`` runs
+Book: the Performance appendix (the zoo: encoders trained to their plateau by standard
+recipes). ``python -m repeval_ref.zoo plateau --runs DIR`` runs
 :func:`run_plateau`, which for every encoder of :data:`PLAN`, in order:
 
 1. searches its recipe (:func:`repeval_ref.zoo.recipes.search_recipe`): a small grid
@@ -38,14 +38,12 @@ import numpy as np
 __all__ = ["PLAN", "SEARCH", "EDGE_STEPS", "edge_extension", "plan_names", "run_plateau", "run_encoder", "read_status"]
 
 _LRS = [3e-4, 1e-3, 3e-3]
-_ALL = {"train_images": 60000}  # the registered SSL entries train on a third; the plateau uses all
+_ALL = {"train_images": 60000}  # every planned encoder trains on all the training images
 
-#: The planned encoders, cheapest first (``BUDGET.md``'s estimated minutes), so that the
-#: first ones finish early. ``base`` is the registered configuration
-#: (:data:`~repeval_ref.zoo.registry.ENCODERS`) changed by ``overrides``; ``epochs`` is the
-#: budget of ``BUDGET.md`` (the label-free ones doubled once the first three trainings had
-#: measured the real cost of an epoch, before any of them started); ``grid`` the recipe
-#: search's candidates.
+#: The planned encoders in the order they run: the cheapest first (``BUDGET.md``), so that
+#: the first ones finish early, and the small CNN last. ``base`` is the registered
+#: configuration (:data:`~repeval_ref.zoo.registry.ENCODERS`) changed by ``overrides``;
+#: ``epochs`` is the budget of ``BUDGET.md``; ``grid`` the recipe search's candidates.
 PLAN = (
     {"name": "supervised_vit", "base": "supervised_vit", "overrides": {**_ALL}, "epochs": 15,
      "grid": {"lr": _LRS}},
@@ -61,8 +59,7 @@ PLAN = (
      "grid": {"lr": _LRS, "temperature": [0.1, 0.5]}},
     {"name": "dino_resnet", "base": "dino_vit", "overrides": {**_ALL, "arch": "resnet"}, "epochs": 8,
      "grid": {"lr": _LRS, "teacher_temperature": [0.04, 0.07]}},
-    # the small plain CNN kept from before issue 26 (3 epochs on all the images at lr 2e-3, a
-    # minute); added last (after the plateau run), so that it too has a recipe search: its grid is centred on that rate
+    # the small plain CNN: 3 epochs on all the images, about a minute
     {"name": "supervised_cnn", "base": "supervised_cnn", "overrides": {**_ALL}, "epochs": 3,
      "grid": {"lr": [6e-4, 2e-3, 6e-3]}},
 )

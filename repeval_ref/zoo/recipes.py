@@ -1,4 +1,4 @@
-"""Choosing a zoo encoder's recipe on a validation split of the training images (issue 26).
+"""Choosing a zoo encoder's recipe on a validation split of the training images.
 
 Book: the Performance appendix (the zoo). The plateau zoo chooses its learning rate,
 temperature and augmentation strength without ever reading the test split:

@@ -27,7 +27,7 @@ ARCHITECTURES = {
     "cnn": {"kind": "cnn", "in_channels": 1, "width": 16},
     # ResNet-style: a 3x3 stem and three stride-2 stages of basic blocks (32/64/128
     # channels, 1/1/2 blocks: 28 -> 14 -> 7 -> 4), BatchNorm, global average pool;
-    # about 0.6 M parameters. Backbone of the plateau recipes (issue 26).
+    # about 0.6 M parameters.
     "resnet": {"kind": "resnet", "in_channels": 1, "widths": [32, 64, 128], "depths": [1, 1, 2],
                "norm": "batch"},
 }
@@ -36,7 +36,7 @@ _COMMON = {"seed": 0, "batch_size": 256, "lr": 1e-3, "weight_decay": 0.05, "warm
            "train_images": 60000, "n_classes": 10}
 _VIEWS = {"crop_scale": [0.35, 1.0]}
 
-# The plateau zoo (issue 26; ``python -m repeval_ref.zoo plateau``, then ``ship``): every
+# The plateau zoo (``python -m repeval_ref.zoo plateau``, then ``ship``): every
 # setting marked "searched" was chosen on a validation split of the training images
 # (benchmarks/zoo_plateau/NAME/search.json); the epochs are those of BUDGET.md. These
 # encoders train on all 60,000 images; the collapsed control, which only has to collapse,

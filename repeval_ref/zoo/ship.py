@@ -1,6 +1,6 @@
 """Ship the plateau run's encoders: its weights and records become the zoo's shipped weights and manifest.
 
-Book: the Performance appendix (the zoo); issue 26. ``python -m repeval_ref.zoo ship
+Book: the Performance appendix (the zoo). ``python -m repeval_ref.zoo ship
 --runs DIR [--only NAME]`` runs :func:`ship_plateau`, which for every named encoder of a
 finished plateau run (:mod:`repeval_ref.zoo.plateau`):
 
@@ -15,9 +15,8 @@ finished plateau run (:mod:`repeval_ref.zoo.plateau`):
    trial with its validation score, the edge rounds, the choice), the loss per epoch,
    and the times.
 
-Times. The plateau run trained in the background, at the lowest priority, on a 2-core
-machine that other jobs shared, and was suspended while those jobs timed themselves; its
-wall seconds therefore overstate the training's cost. The entry keeps them
+Times. A run's wall seconds overstate the training's cost where the run shared its machine
+or was suspended. The entry keeps them
 (``seconds``, ``epoch_seconds``) and adds ``estimated_seconds``: the sum of the epochs'
 CPU seconds where the run recorded them (one torch thread: CPU time is the time the
 training used), and for the epochs without that record, the median wall seconds of an

@@ -47,16 +47,12 @@ Raw pixels: the image itself is the feature (784 grey levels / 255; columns cons
 on the training rows dropped for the probe, which standardises); its "tokens" are the
 sixteen 7 x 7 patches after their mean. Budgets (sizes, epochs, grids) are in
 :data:`TABLE_PROTOCOL` and written into the JSON next to the numbers; ``protocol=``
-overrides them (tests run tiny tables). :func:`floors` checks issue 26's floor: every
+overrides them (tests run tiny tables). :func:`floors` checks the training floor: every
 trained encoder at least 10 points above the random initialisation of its architecture
 on the linear probe and on the 10-shot probe.
 
-Cost, measured (all 14 rows, one thread, the plateau weights, the other core busy
-with a book build): 2,906 s, about 48 minutes. Per row: raw pixels 39 s; a ViT or the
-small CNN 95-126 s (frozen read-outs 13-22 s, the rest the three searches of FT and
-LP-FT and their 40,000 test passes); a ResNet 376-427 s; EfficientNet-Lite0 416 s
-(10,000 training and 10,000 test images at 96 px, no fine-tuning). The timings of each
-piece are recorded per row (``piece_seconds``).
+The seconds of each piece are recorded per row (``piece_seconds``); the cost of the whole
+table is in ``repeval_ref/zoo/BUDGET.md``.
 """
 from __future__ import annotations
 
@@ -661,7 +657,7 @@ def _floor_check(trained, random, column, margin):
 
 
 def floors(table, margin=0.10):
-    """Issue 26's floor: each trained encoder against the random initialisation of its architecture.
+    """The training floor: each trained encoder against the random initialisation of its architecture.
 
     A trained zoo row is every row but raw pixels, EfficientNet-Lite0, the random
     initialisations (``random_*``) and ``collapsed_vit``, the deliberately collapsed
@@ -751,7 +747,7 @@ def _floor_lines(table):
     checks = floors(table)
     if not checks:
         return ["Floors: no trained zoo row in this table."]
-    lines = ["Floors (issue 26): each trained encoder against the random initialisation of its architecture; "
+    lines = ["Floors: each trained encoder against the random initialisation of its architecture; "
              f"both differences must be at least {100 * checks[0]['margin']:.0f} points (raw pixels, "
              "EfficientNet-Lite0 and collapsed_vit, a deliberately collapsed control, are not held to it).", "",
              _line(["encoder", "random counterpart", "probe (cls) difference", "10-shot difference", "verdict"]),

@@ -13,7 +13,7 @@ seeded generators and only the batches move, so a GPU run sees the same data in 
 order; its arithmetic differs, so it is not bit-identical to the CPU run, and the result
 records the device it ran on. Checkpoints come back to the CPU.
 
-Resumable runs (issue 26: a zoo trained in the background across sessions): given a
+Resumable runs: given a
 ``state_file``, the loop writes its whole state after every epoch (model, heads, the
 objective's state such as DINO's teacher and centre, the optimiser, the step, the
 generator states, the curve and the checkpoints so far) and, when the file exists,
