@@ -1,9 +1,9 @@
 """Row 9: ``repeval suite`` on the zoo's encoders over the transfer suite, from an empty cache and from a full one.
 
-The issue's goal: the zoo's encoders with EfficientNet-Lite0 (:func:`repeval_ref.zoo.known_names`,
+The goal: the zoo's encoders with EfficientNet-Lite0 (:func:`repeval_ref.zoo.known_names`,
 which lists EfficientNet-Lite0 among them), every installed task of the suite, k-NN,
-probe and 10-shot, in at most 20 minutes on the 2-core machine from nothing cached
-and at most 1 minute from the cache. The cold run gets a fresh cache folder
+probe and 10-shot, in at most 20 minutes on 2 cores from nothing cached and at most
+1 minute from the cache. The cold run gets a fresh cache folder
 (``--cache-dir``, nothing extracted or evaluated yet); the warm run repeats the same
 command on that folder.
 """

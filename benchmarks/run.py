@@ -4,7 +4,7 @@ Usage::
 
     python -m benchmarks.run            # full sizes (make bench); about 20 minutes on 2 cores
     python -m benchmarks.run --quick    # tiny sizes, 1-2 repetitions: checks the harness
-    python -m benchmarks.run --rows suite --reps 1   # the suite: 34 min cold + 32 s warm on the busy 2-core machine
+    python -m benchmarks.run --rows suite --reps 1   # the suite, from an empty cache and from a full one
     python -m benchmarks.run --rows knn,ridge --out /tmp/r.json
     python -m benchmarks.run --rows autograder --students 20 --reps 1 --merge   # make bench-class
     python -m benchmarks.run --rows term --merge   # make bench-term: 200 students on Dask
@@ -75,7 +75,7 @@ FULL = {
                    "timeout": 900, "assignments": None},
     # the issue's sizes: every zoo encoder (EfficientNet-Lite0 included), every installed task
     "suite": {"encoders": None, "tasks": None, "rank_boot": 1000, "cold_goal_s": 1200, "warm_goal_s": 60,
-              "timeout": 4200, "keep_as": "suite_zoo"},  # a busy machine can take over an hour
+              "timeout": 4200, "keep_as": "suite_zoo"},  # the cold run can take over an hour on 2 cores
 }
 QUICK = {
     "reps": 1,
@@ -896,7 +896,7 @@ def merge(old, new, settings):
     The other rows, the machine block and the mode of ``old`` are kept. Each merged row
     records its own run under ``run`` (date, mode, settings, machine and load), the
     merge is listed under ``merges``, and ``unmet`` and ``total_seconds`` (the sum of the
-    rows' times, as the file no longer comes from one run) are recomputed.
+    rows' times, since the rows come from several runs) are recomputed.
 
     Parameters
     ----------

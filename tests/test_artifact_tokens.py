@@ -120,7 +120,7 @@ def test_a_weak_plant_below_the_cut_is_not_flagged():
     assert not R.high_norm_tokens(norms).any()                     # ... but well below the cut
 
 
-# ------------------------------------------------------------- the old measurement cannot fail
+# --------------------------------------- the measurement after the final LayerNorm cannot fail
 
 def test_after_the_final_layernorm_the_planted_token_is_invisible():
     model, x = _plant_in_position_embedding(_model()), _images()

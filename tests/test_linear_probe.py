@@ -14,7 +14,7 @@ from repeval_ref.linear_probe import probe_accuracy_grid
 
 @pytest.fixture(autouse=True, scope="module")
 def one_thread():
-    # Tiny fits: OpenMP/BLAS thread start-up on a busy 2-core machine costs ~20x the fit.
+    # Tiny fits: starting OpenMP/BLAS threads costs more than the fit itself.
     with threadpool_limits(limits=1):
         yield
 

@@ -52,9 +52,9 @@ def test_wilson_endpoints_exact_and_default_z():
 
 @pytest.mark.parametrize("z", [0.5, 2.0, 30.0, 1e3, 1e160, 1e300])
 def test_wilson_large_z_is_finite_and_continuous(z):
-    # Regression (audit): z * z overflowed for z > 1.3e154 and the interval came back
-    # as (0.0, nan); the formulas are now multiplied through by n / z^2 when
-    # z^2 > n, which must agree with statsmodels where both are finite.
+    # z * z overflows for z > 1.3e154, which would give (0.0, nan); where z^2 > n the
+    # formulas are multiplied through by n / z^2, and must agree with statsmodels where
+    # both are finite.
     for n, k in [(1, 0), (1, 1), (10, 3), (600, 599)]:
         lo, hi = wilson_interval(k, n, z)
         assert np.isfinite(lo) and np.isfinite(hi) and 0.0 <= lo <= k / n <= hi <= 1.0

@@ -150,10 +150,10 @@ def test_bad_inputs(H, y, n_classes, exc, word):
 
 @pytest.mark.parametrize("scale", [1e-170, 1e-20, 1e-8, 1e8, 1e20, 1e200])
 def test_residual_does_not_depend_on_the_scale_of_the_features(scale):
-    # Regression (audit): solving on the design [1, H] made lstsq's rank cut-off
-    # compare H with the column of ones, so at scale 1e-20 the features counted as
-    # zero (the bias-only residual) and at 1e20 the bias was lost (a residual above
-    # the bias-only fit). The unpenalised bias is now eliminated by centring.
+    # Solving on the design [1, H] would make lstsq's rank cut-off compare H with the
+    # column of ones: at scale 1e-20 the features would count as zero (the bias-only
+    # residual) and at 1e20 the bias would be lost (a residual above the bias-only fit).
+    # The unpenalised bias is eliminated by centring instead.
     rng = np.random.default_rng(0)
     H = rng.normal(size=(20, 3))
     y = np.arange(20) % 2

@@ -1,4 +1,9 @@
-"""One cosine learning-rate schedule: bit-for-bit the five formulas it replaced."""
+"""The cosine learning-rate schedule, bit for bit against the formula written out by hand.
+
+The forms its callers need: the factor clamped at the end of the steps (the probe grid and
+the probe's LambdaLR), a learning rate times the factor (the attentive probe and
+fine-tuning), and a linear warm-up over a share of the steps (the zoo's training).
+"""
 import math
 
 import pytest
@@ -7,21 +12,15 @@ import torch
 from repeval_ref.torch.schedule import cosine_factor, cosine_schedule
 
 
-# The five formulas as they were written before (copied from the old code).
-
-def old_grid(step, total):  # torch/grid.py, _cosine
+def clamped_cosine(step, total):
     return 0.5 * (1.0 + math.cos(math.pi * min(step, total) / total))
 
 
-def old_probe(step, total):  # torch/probe.py, the LambdaLR's lambda
-    return 0.5 * (1.0 + math.cos(math.pi * min(step, total) / total))
-
-
-def old_attentive_lr(lr, step, steps):  # torch/attentive.py and zoo/probes.py, group["lr"]
+def cosine_lr(lr, step, steps):
     return lr * 0.5 * (1 + math.cos(math.pi * step / steps))
 
 
-def old_zoo_train(step, total, warmup):  # zoo/train.py, _lr_factor (warmup: a share of the steps)
+def warmup_cosine(step, total, warmup):  # warmup: a share of the steps
     w = max(1, int(round(warmup * total)))
     if step < w:
         return (step + 1) / w
@@ -33,25 +32,25 @@ LRS = [1e-3, 3e-3, 5e-4, 1e-2, 0.1, 1.5e-3, 2e-3, 1 / 3]
 
 
 @pytest.mark.parametrize("total", TOTALS)
-def test_without_warmup_equals_the_grid_and_probe_formulas_bit_for_bit(total):
+def test_without_warmup_equals_the_clamped_cosine_bit_for_bit(total):
     for step in range(total + 3):  # past the end too: min(step, total) keeps the factor at 0
-        assert cosine_factor(step, total) == old_grid(step, total) == old_probe(step, total)
+        assert cosine_factor(step, total) == clamped_cosine(step, total)
 
 
 @pytest.mark.parametrize("total", TOTALS)
-def test_learning_rates_equal_the_attentive_and_finetuning_formula_bit_for_bit(total):
+def test_learning_rates_equal_the_written_out_formula_bit_for_bit(total):
     for lr in LRS:
         for step in range(total):  # those loops run steps 0 .. total - 1
-            assert lr * cosine_factor(step, total) == old_attentive_lr(lr, step, total)
+            assert lr * cosine_factor(step, total) == cosine_lr(lr, step, total)
 
 
 @pytest.mark.parametrize("total", TOTALS)
 @pytest.mark.parametrize("share", [0.0, 0.05, 0.1, 0.5, 1.0])
-def test_with_warmup_equals_the_zoo_training_formula_bit_for_bit(total, share):
+def test_with_warmup_equals_the_warmup_formula_bit_for_bit(total, share):
     w = max(1, int(round(share * total)))  # as zoo/train.py converts its share into steps
     for step in range(total):
         for lr in LRS:
-            assert lr * cosine_factor(step, total, w) == lr * old_zoo_train(step, total, share)
+            assert lr * cosine_factor(step, total, w) == lr * warmup_cosine(step, total, share)
 
 
 def test_shape_of_the_schedule():
@@ -70,7 +69,7 @@ def test_lambda_lr_follows_the_factor():
         seen.append(opt.param_groups[0]["lr"])
         opt.step()
         sched.step()
-    assert seen == [0.3 * old_probe(s, 7) for s in range(9)]
+    assert seen == [0.3 * clamped_cosine(s, 7) for s in range(9)]
 
 
 @pytest.mark.parametrize("kwargs, name", [(dict(step=-1, total=3), "step"), (dict(step=0, total=0), "total"),

@@ -25,7 +25,7 @@ from .sphere import unit_moments
 __all__ = ["self_cluster", "self_cluster_of_gram", "diffusion_spectral_entropy"]
 
 #: kernels up to this size go to LAPACK's one-stage ``eigvalsh`` (fast while the matrix
-#: is small); larger ones to the two-stage band reduction, minutes faster at 10,000
+#: is small); larger ones to the two-stage band reduction, much faster at 10,000 rows
 _DENSE_MAX = 2000
 
 
@@ -163,29 +163,13 @@ def diffusion_spectral_entropy(X, sigma, t=1, n_sub=10000, rng=None, base=2.0):
     band by level-3 products followed by LAPACK's band solver
     (:func:`repeval_ref.labelfree._symeig.eigvalsh_two_stage`; the same eigenvalues as
     ``scipy.linalg.eigvalsh`` up to rounding, tested). The value is exact in that
-    sense (no approximation beyond floating point). Measured at ``n_sub = 10000`` on
-    two cores (row ``dse`` of ``benchmarks/results.json``, four inputs: ``d`` 128 and
-    768, a flat and a power-law spectrum, two bandwidths): 24-28 s on a quiet machine
-    and up to about 30 s on a loaded one. The split: the kernel about 1 s at
-    ``d = 128`` and 2.3 s at ``d = 768``, the reduction to a band 20-21 s, and the band
-    stage (LAPACK's ``dsytrd_sb2st`` then ``dsterf``, one thread) about 4 s; the time
-    depends on ``n_sub`` and ``d``, not on ``sigma`` or the spectrum. To go faster pass
-    a smaller ``n_sub``: on 20,000 unit-norm rows of dimension 128 (sigma 1),
-    ``n_sub = 7000`` took 9 s and ``n_sub = 5000`` 4 s, but the entropy grows with the
-    subsample (7.49, 7.38 and 7.26 bits at 10,000, 7,000 and 5,000 rows), so compare
-    values only at one ``n_sub``. The kernel went from 4 s to 1 s by filling one
-    triangle on two threads in column tiles that stay in the cache, in memory mapped
-    without transparent huge pages (see :func:`_fresh_matrix`). Not faster, measured
-    and left: LAPACK's own ``dsyevd_2stage`` (in the OpenBLAS that numpy ships) took
-    14 s at ``n = 4000`` against 3.7 s for the band route of that time; MKL's
-    ``dsyevd`` (through ``torch.linalg.eigvalsh``) 3.4 s against 2.5 s at
-    ``n = 4000``; band half-widths of 32, 64 and 96 (within the noise of 48) and
-    worker tiles of 128 or 512 rows;
-    BLAS ``?symm``/``?syr2k`` on the trailing
-    matrix (twice as slow as the blocked products); only the top eigenvalues plus the
-    exact trace :math:`\\sum_i \\mu_i^t` leave a tail whose entropy share is bounded only
-    loosely (at ``n = 3000``, ``t = 1``, sigma = 10 the bound's width with the top
-    800 eigenvalues is still 3e-3 of the value), so that route cannot promise 1e-6.
+    sense (no approximation beyond floating point); all the eigenvalues are computed,
+    since the top ones with the exact trace :math:`\\sum_i \\mu_i^t` bound the tail's share
+    of the entropy only loosely. The time depends on ``n_sub`` and ``d``, not on ``sigma``
+    or the spectrum; row ``dse`` of ``benchmarks/results.json`` records it at
+    ``n_sub = 10000`` (``python -m benchmarks.run --rows dse``). A smaller ``n_sub`` is
+    faster, but the entropy grows with the subsample, so compare values only at one
+    ``n_sub``.
     Memory: one ``n_sub x n_sub`` float64 matrix (800 MB at ``n_sub = 10000``; only
     its lower triangle and diagonal blocks are written), worked on in place, plus the
     subsample.
@@ -234,9 +218,8 @@ def _fresh_matrix(n):
 
     Not ``np.empty``: numpy asks the kernel for transparent huge pages for large
     arrays, and where the kernel then compacts memory on each fault (THP ``defrag``
-    set to ``madvise``, as on the project's machines), the first touch of 800 MB takes
-    about 2 s; in 4 kB pages it takes about 0.3 s, and the reduction that follows runs
-    as fast (measured on the benchmark's size).
+    set to ``madvise``), the first touch of a large array is several times slower than
+    in 4 kB pages, and the reduction that follows runs no faster on huge pages.
     """
     import mmap
 

@@ -41,8 +41,8 @@ def deterministic_torch():
     """One intra-op thread and deterministic kernels (call before training or evaluating).
 
     The BLAS and OpenMP pools of NumPy and scikit-learn are also limited to one thread
-    (:mod:`threadpoolctl`): on a machine whose cores are busy with other jobs, their
-    spinning worker threads made one logistic-regression probe more than ten times slower.
+    (:mod:`threadpoolctl`): where the cores are shared with other jobs, their spinning
+    worker threads slow small fits such as a logistic-regression probe down many times.
     """
     from threadpoolctl import threadpool_limits
 
