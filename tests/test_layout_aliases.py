@@ -9,17 +9,23 @@ every module under ``repeval_ref/`` must hold code of its own:
   which is its public interface, not an alias);
 * a module-level ``__getattr__``, if any, warns of nothing: it may load a name lazily,
   never forward a deprecated one.
+
+And no file of the repository tells its reader to run, with ``python -m``, a module of
+the package that is not there.
 """
 from __future__ import annotations
 
 import ast
 import pathlib
+import re
+import subprocess
 
 import pytest
 
 import repeval_ref
 
 PACKAGE_DIR = pathlib.Path(repeval_ref.__file__).parent
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def _module_name(path):
@@ -241,3 +247,49 @@ def test_each_form_of_alias_is_caught(source, name, is_package, expected):
 ])
 def test_modules_with_code_of_their_own_pass(source, name, is_package):
     assert alias_reasons(source, name, is_package) == []
+
+
+# ------------------------------------------------------------- python -m of a real module
+
+#: ``python -m`` and a dotted name under the package, in prose or in an argument list
+#: (``"-m", "<name>"``); a name followed by a dot is a string being put together, not a name.
+PYTHON_M = re.compile(r"""python3? -m (repeval_ref(?:\.\w+)*)\b(?!\.)|["']-m["'],\s*["'](repeval_ref(?:\.\w+)*)["']""")
+
+
+def runnable(module):
+    """Whether ``python -m module`` finds a module of this checkout to run."""
+    path = PACKAGE_DIR.parent.joinpath(*module.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__main__.py").is_file()
+
+
+def _tracked_text_files():
+    try:
+        proc = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True,
+                              timeout=60, check=True)
+    except (OSError, subprocess.SubprocessError):
+        pytest.skip("git cannot list the tracked files here")
+    for name in sorted(n for n in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if n):
+        try:
+            yield name, (ROOT / name).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue  # deleted in the working tree, or not text
+
+
+def test_every_python_m_names_a_module_that_runs():
+    offenders = []
+    for name, text in _tracked_text_files():
+        for i, line in enumerate(text.splitlines(), 1):
+            for match in PYTHON_M.finditer(line):
+                module = match.group(1) or match.group(2)
+                if not runnable(module):
+                    offenders.append(f"{name}:{i}: python -m {module}")
+    assert offenders == [], "\n".join(offenders)
+
+
+def test_runnable_tells_modules_from_missing_ones():
+    assert runnable("repeval_ref.zoo") and runnable("repeval_ref.cli") and runnable("repeval_ref.knn")
+    assert not runnable("repeval_ref.no_such_module") and not runnable("repeval_ref.torch")
+    found = [m.group(1) or m.group(2) for m in PYTHON_M.finditer(
+        'run python -m repeval_ref.zoo table, or [sys.executable, "-m", "repeval_ref.cli", "loop"]')]
+    assert found == ["repeval_ref.zoo", "repeval_ref.cli"]
+    assert not PYTHON_M.search('prog = "python -m repeval_ref." + name')
