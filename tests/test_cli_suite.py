@@ -337,7 +337,7 @@ def test_chunked_preparation_equals_preparing_all_images_at_once():
     """The extraction prepares images a chunk at a time; the inputs are those of one call."""
     import torch
 
-    from repeval_ref.cli.suite import _ChunkedImages
+    from repeval_ref.cli._suite_encoders import _ChunkedImages
     from repeval_ref.zoo.extraction import encoder_inputs
 
     x, y = _task_images(4, 28, 40)
@@ -359,7 +359,7 @@ def test_threads_are_limited_inside_the_context_and_restored_after(two_threads):
     import torch
     from threadpoolctl import threadpool_info
 
-    from repeval_ref.cli.suite import threads_limited
+    from repeval_ref.cli._suite_encoders import threads_limited
 
     before = torch.get_num_threads()
     with threads_limited(1):
@@ -374,7 +374,7 @@ def test_efficientnet_runs_folded_in_small_batches_with_the_features_of_the_unfo
     """The suite's EfficientNet-Lite0: folded BatchNorms, batches of 32; features as the plain model's."""
     import torch
 
-    from repeval_ref.cli.suite import EFFICIENTNET_BATCH, ImageEncoder, default_batch_size
+    from repeval_ref.cli._suite_encoders import EFFICIENTNET_BATCH, ImageEncoder, default_batch_size
     from repeval_ref.zoo import load
     from repeval_ref.zoo.extraction import encoder_inputs
 
@@ -426,7 +426,7 @@ def test_heat_map_labels_are_never_clipped(run):
 
     import matplotlib.image as mpimg
 
-    from repeval_ref.cli.suite import heatmap_png
+    from repeval_ref.cli._suite_render import heatmap_png
 
     suite = copy.deepcopy(run["json"])
     for e in suite["encoders"]:
@@ -443,3 +443,21 @@ def test_terminal_tables_fit_100_columns_and_files_keep_the_intervals(run):
     printed = run["first"][1]
     assert max(len(line) for line in printed.splitlines() if not line.startswith("wrote ")) <= 100, printed
     assert "[" in (run["root"] / "out" / "suite.md").read_text()  # Wilson intervals stay in the files
+
+
+def test_run_suite_on_settings_returns_the_numbers_the_command_wrote(run):
+    """The pure function on a settings object computes what `repeval suite` wrote to suite.json."""
+    from repeval_ref.cli._render import plain_tree
+    from repeval_ref.cli.suite import SuiteSettings, run_suite
+
+    settings = SuiteSettings(encoders=("zoo:supervised_cnn", "random_vit", str(run["pixels"])), probe_c=(0.1, 1),
+                             rank_boot=200, boot=2000, cache_dir=str(run["root"] / "cache"))
+    with fake_tasks(run["data"]):
+        result = plain_tree(run_suite(settings))
+    for key in ("tasks", "encoders", "per_task", "ranking", "settings"):
+        assert result[key] == run["json"][key], key
+    assert result["cache"]["evaluations_computed"] == 0  # read back from the command's cache
+    with pytest.raises(ValueError, match="protocols"):
+        SuiteSettings(protocols=("knn", "nope"))
+    with pytest.raises(ValueError, match="settings must be a SuiteSettings"):
+        run_suite({"encoders": ["zoo"]})

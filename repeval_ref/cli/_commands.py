@@ -10,8 +10,8 @@ from . import _render as R
 from ._evaluate import (KNN_CURVE_KS, KNN_HEADLINE_KS, KNN_TAU, acc_entry, blas_threads, class_indices,
                         knn_curve_predictions, knn_section, label_free_section, low_shot_section,
                         probe_section, ridge_section)
-from ._inputs import (InputError, _check_classes, _short, load_split, read_input, refuse_zero_rows,
-                      split_rows, split_text)
+from ._inputs import (InputError, _short, load_split, prepare_split, read_input, refuse_zero_rows,
+                      split_text)
 from ._progress import Progress
 
 
@@ -99,7 +99,7 @@ def cmd_report(args):
     what = _report_header(src, train_x, test_x, K, args.seed)
     md = _report_markdown(rep, what)
     try:
-        R.write_files(outdir, {**plots, "report.json": json.dumps(rep, indent=2, default=_plain),
+        R.write_files(outdir, {**plots, "report.json": json.dumps(rep, indent=2, default=R.json_default),
                                "report.md": md})
     except OSError as exc:
         raise InputError(f"cannot write the report to {outdir}: {_short(exc)}") from None
@@ -135,12 +135,6 @@ def _print_report(rep, what, outdir, n_plots):
     print("\nverdicts:")
     print("\n".join(R.verdict_lines(rep["verdicts"])))
     print(f"\nwrote {outdir / 'report.md'}, {outdir / 'report.json'} and {n_plots} plots")
-
-
-def _plain(obj):
-    if isinstance(obj, np.generic):
-        return obj.item()
-    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
 
 
 def _compare_inputs(args, progress=None):
@@ -225,7 +219,7 @@ def cmd_compare(args):
     if args.out:
         outdir = Path(args.out)
         try:
-            R.write_files(outdir, {"compare.json": json.dumps(res, indent=2, default=_plain)})
+            R.write_files(outdir, {"compare.json": json.dumps(res, indent=2, default=R.json_default)})
         except OSError as exc:
             raise InputError(f"cannot write to output directory {outdir}: {_short(exc)}") from None
         print(f"\nwrote {outdir / 'compare.json'}")
@@ -237,11 +231,8 @@ def _paired(args, a, b, y, res, progress):
     from ..uncertainty import mcnemar_exact, paired_bootstrap_ci
 
     inp = a if a.y is not None else b
-    tr, te, split = split_rows(inp, args.test_fraction, args.seed, f"{inp.roles[0]} file {inp.files[0]}")
-    classes = _check_classes(y[tr], f"the training part of {inp.path}")[0]
-    unseen = np.setdiff1d(np.unique(y[te]), classes)
-    if unseen.size:
-        raise InputError(f"test label {unseen[0]} never occurs in the training part ({inp.files[-1]})")
+    tr, te, split, classes, _ = prepare_split(inp, args.test_fraction, args.seed,
+                                              f"{inp.roles[0]} file {inp.files[0]}")
     yi = np.searchsorted(classes, y)
     res["paired"] = {"split": split}
     acc_rows = []

@@ -568,6 +568,44 @@ def split_rows(inp, test_fraction, seed, who):
     return tr, te, {**split, "n_train": int(tr.size), "n_test": int(te.size)}
 
 
+def prepare_split(inp, test_fraction, seed, who, context=""):
+    """The split of every command, its test labels seen in training, its classes checked.
+
+    Parameters
+    ----------
+    inp : Input
+        The input whose labels decide the split (a command's first input).
+    test_fraction : float in (0, 1)
+        Share of a single file held out (:func:`split_rows`).
+    seed : int
+    who : str
+        The labels as the split's error lines name them.
+    context : str
+        Prefix of the error lines (``"task fashion: "``), empty by default.
+
+    Returns
+    -------
+    train, test : numpy.ndarray of int64
+        Sorted row indices into ``inp.x``.
+    split : dict
+        As :func:`split_rows` returns it.
+    classes, counts : numpy.ndarray
+        The classes of the training part and their sizes.
+
+    Raises
+    ------
+    InputError
+        When a test label never occurs in the training part, or a class of the training
+        part is too small for the probe's model selection.
+    """
+    tr, te, split = split_rows(inp, test_fraction, seed, who)
+    unseen = np.setdiff1d(np.unique(inp.y[te]), np.unique(inp.y[tr]))
+    if unseen.size:
+        raise InputError(f"{context}test label {unseen[0]} never occurs in the training part ({inp.files[-1]})")
+    classes, counts = _check_classes(inp.y[tr], f"the training part of {inp.path}")
+    return tr, te, split, classes, counts
+
+
 def split_text(split):
     """The split in words, for the commands' printed output."""
     if not isinstance(split, dict) or "rule" not in split:

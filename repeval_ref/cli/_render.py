@@ -7,6 +7,7 @@ Every Markdown table goes through :func:`md_table`, which escapes its cells.
 """
 from __future__ import annotations
 
+import html
 import os
 import secrets
 from pathlib import Path
@@ -341,6 +342,64 @@ def verdict_lines(verdicts):
         return [f"no warnings (rules checked: {', '.join(names)})"]
     return [f"- {v['message']}. Rule: {v['rule']}." for v in fired]
 
+
+
+def plain_tree(v):
+    """``v`` with NumPy values, paths and non-finite floats made JSON-safe, recursively.
+
+    Dicts, lists and tuples are walked; NumPy arrays become lists, NumPy scalars Python
+    numbers, paths text, and NaN or infinite floats None.
+    """
+    if isinstance(v, dict):
+        return {k: plain_tree(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [plain_tree(x) for x in v]
+    if isinstance(v, np.ndarray):
+        return plain_tree(v.tolist())
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and not np.isfinite(v):
+        return None
+    if isinstance(v, Path):
+        return str(v)
+    return v
+
+
+def json_default(obj):
+    """``default`` of :func:`json.dumps` for the commands' results: NumPy values and paths."""
+    if isinstance(obj, (np.ndarray, np.generic, Path)):
+        return plain_tree(obj)
+    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
+
+
+def html_table(rows, headers, caption=None, row_headers=False):
+    """An HTML table, every cell escaped, in a horizontally scrolling ``div.wide``.
+
+    Parameters
+    ----------
+    rows : list of list
+    headers : list of str
+        Column headers (``<th scope="col">``).
+    caption : str, optional
+        The table's ``<caption>``.
+    row_headers : bool
+        Whether each row's first cell is its header (``<th scope="row">``).
+
+    Returns
+    -------
+    str
+    """
+    if any(len(r) != len(headers) for r in rows):
+        raise ValueError("rows must have as many cells as headers")
+    head = "".join(f'<th scope="col">{html.escape(str(h))}</th>' for h in headers)
+    body = []
+    for r in rows:
+        first = (f'<th scope="row">{html.escape(str(r[0]))}</th>' if row_headers
+                 else f"<td>{html.escape(str(r[0]))}</td>")
+        body.append("<tr>" + first + "".join(f"<td>{html.escape(str(c))}</td>" for c in r[1:]) + "</tr>")
+    cap = "" if caption is None else f"<caption>{html.escape(caption)}</caption>"
+    return (f'<div class="wide"><table>{cap}<thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(body)}</tbody></table></div>")
 
 
 def _wrap(text, width=88):

@@ -40,8 +40,8 @@ from . import _render as R
 from ._evaluate import (KNN_HEADLINE_KS, KNN_TAU, LOW_SHOT_DRAWS, PAIRED_BOOTSTRAP, PROBE_CS, SHOTS,
                         TEST_FRACTION, acc_entry, blas_threads, knn_curve_predictions, label_free_section,
                         low_shot_section, probe_section)
-from ._inputs import (InputError, _check_classes, _short, read_input, refuse_zero_rows, split_folder,
-                      split_rows, split_text)
+from ._inputs import (InputError, _short, prepare_split, read_input, refuse_zero_rows, split_folder,
+                      split_text)
 from ._progress import Progress
 
 FEATURE_SUFFIXES = (".npz", ".npy", ".pt", ".pth")
@@ -471,12 +471,6 @@ def label_free_figure(board):
     return fig
 
 
-def _html_table(rows, headers):
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
 def render_html(board, plots):
     s = board["settings"]
     img = "".join(f'<figure><img alt="{k}" src="data:image/png;base64,{base64.b64encode(v).decode()}"></figure>'
@@ -490,7 +484,7 @@ def render_html(board, plots):
                 "n/a" if e["spearman_rho"] is None else f"{e['spearman_rho']:+.2f}"]
                for e in board["label_free_rankings"].values()]
     pairs = "".join(f"<h3>{'weighted k-NN' if p == 'knn' else 'linear probe'}</h3>"
-                    + _html_table(_pair_rows(board, p), PAIR_HEADERS) for p in ("knn", "probe"))
+                    + R.html_table(_pair_rows(board, p), PAIR_HEADERS) for p in ("knn", "probe"))
     style = ("body{font-family:sans-serif;max-width:70em;margin:2em auto;padding:0 1em}"
              "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;padding:3px 7px;"
              "font-size:90%}th{background:#eee}.warn{background:#fff3cd;padding:.6em;border:1px solid #e0c36b}"
@@ -499,11 +493,11 @@ def render_html(board, plots):
             f"<style>{style}</style></head><body><h1>repeval leaderboard</h1>"
             f"<p>{html.escape(_settings_text(board))} Ranked by {html.escape(s['rank_by'])} accuracy; "
             f"pairwise McNemar p-values adjusted by {html.escape(s['correction_name'])}.</p>"
-            + _html_table(_main_rows(board), _headers(board)) + img
+            + R.html_table(_main_rows(board), _headers(board)) + img
             + "<h2>Verdicts</h2>" + (f"<ul>{verdicts}</ul>" if verdicts else "<p>No verdict fired.</p>")
             + "<h2>Label-free metrics</h2>" + warn
-            + _html_table(_lf_rows(board), ["encoder"] + [v[0] for v in LABEL_FREE_RANKINGS.values()])
-            + _html_table(lf_rank, ["metric", "better is", "ranking", "Spearman rho with accuracy"])
+            + R.html_table(_lf_rows(board), ["encoder"] + [v[0] for v in LABEL_FREE_RANKINGS.values()])
+            + R.html_table(lf_rank, ["metric", "better is", "ranking", "Spearman rho with accuracy"])
             + "<h2>Pairs</h2>" + pairs + "</body></html>\n")
 
 
@@ -520,12 +514,8 @@ def cmd_leaderboard(args):
         raise InputError(f"cannot create output directory {outdir}: a file of that name exists")
     data = load_encoders(entries, progress)
     ref = data[0]
-    y = ref.y
-    tr, te, split = split_rows(ref, args.test_fraction, args.seed, f"the labels of {ref.files[0]}")
-    unseen = np.setdiff1d(np.unique(y[te]), np.unique(y[tr]))
-    if unseen.size:
-        raise InputError(f"test label {unseen[0]} never occurs in the training part ({ref.files[-1]})")
-    classes, counts = _check_classes(y[tr], f"the training part of {ref.path}")
+    tr, te, split, classes, counts = prepare_split(ref, args.test_fraction, args.seed,
+                                                   f"the labels of {ref.files[0]}")
     results, correct = [], {"knn": [], "probe": []}
     for e, d in zip(entries, data):
         res, corr = _evaluate_one(e, d, tr, te, args, classes, counts, progress)
@@ -556,7 +546,7 @@ def cmd_leaderboard(args):
         "method_warning": warning,
     }
     plots = _plots(board)
-    files = {"leaderboard.json": json.dumps(board, indent=2, default=_plain),
+    files = {"leaderboard.json": json.dumps(board, indent=2, default=R.json_default),
              "leaderboard.md": render_markdown(board), "leaderboard.csv": render_csv(board),
              "leaderboard.html": render_html(board, plots)}
     try:
@@ -575,12 +565,6 @@ def cmd_leaderboard(args):
                 print(R._wrap(f"{r['name']}: {v['message']}"))
     print(f"\nwrote {', '.join(str(w) for w in written)}")
     return 0
-
-
-def _plain(obj):
-    if isinstance(obj, np.generic):
-        return obj.item()
-    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
 
 
 BLAS_HELP = ("threads of BLAS and LAPACK in the probe fits, the SVDs and eigenproblems (the "

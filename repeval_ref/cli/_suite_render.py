@@ -1,0 +1,360 @@
+"""Rendering of ``repeval suite``: the terminal table, Markdown, CSV, the heat map and the HTML page.
+
+Every function takes the suite's result as :func:`repeval_ref.cli.suite.run_suite`
+returns it (made JSON-safe) and returns text or PNG bytes; nothing is computed here but
+the layout.
+"""
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import io
+
+import numpy as np
+
+from . import _render as R
+from ._evaluate import KNN_TAU
+from ._inputs import split_text
+
+#: protocols with one right/wrong answer per test image: paired tests and bootstrap intervals
+PAIRED = ("knn", "probe")
+
+
+def protocol_title(p, s):
+    if p == "knn":
+        return f"weighted k-NN (k={s['k']}, tau={KNN_TAU})"
+    if p == "probe":
+        return "linear probe (C chosen on a split of TRAIN)"
+    return f"{s['shots']}-shot nearest class mean (mean ± std over {s['draws']} draws)"
+
+
+
+def _cell(suite, p, t, i, plus="±", rank=True, spread=True):
+    r = suite["per_task"][t]["results"][i][p]
+    rk = suite["ranking"].get(p)
+    if p == "fewshot":
+        if r["mean"] is None:
+            return "skipped"
+        text = f"{100 * r['mean']:.2f}" + (f" {plus} {100 * r['std']:.2f}" if spread else "")
+    else:
+        lo, hi = r["wilson95"]
+        text = f"{100 * r['accuracy']:.2f}" + (f" [{100 * lo:.2f}, {100 * hi:.2f}]" if spread else "")
+    if rank and rk is not None and t in rk["tasks"]:
+        text += f" ({_rank_text(rk['ranks'][i][rk['tasks'].index(t)])})"
+    return text
+
+
+def _rank_text(r):
+    return f"{r:g}"
+
+
+def _mean_rank_text(rk, i):
+    if rk is None:
+        return "n/a"
+    text = f"{rk['mean_rank'][i]:.2f}"
+    if rk["mean_rank_interval"] is not None:
+        lo, hi = rk["mean_rank_interval"][i]
+        text += f" [{lo:.2f}, {hi:.2f}]"
+    return text
+
+
+def _order(suite, p):
+    rk = suite["ranking"].get(p)
+    n = len(suite["encoders"])
+    if rk is None:
+        return list(range(n))
+    return sorted(range(n), key=lambda i: (rk["mean_rank"][i], i))
+
+
+def accuracy_rows(suite, p, plus="±", spread=True):
+    """One row per encoder (best mean rank first): its cell on every task, then its mean rank.
+
+    ``spread=False`` leaves the Wilson intervals and standard deviations out of the cells
+    (the terminal's table; the files keep them).
+    """
+    rows = []
+    for i in _order(suite, p):
+        rows.append([suite["encoders"][i]["name"]] + [_cell(suite, p, t, i, plus, spread=spread)
+                                                      for t in suite["tasks"]]
+                    + [_mean_rank_text(suite["ranking"].get(p), i)])
+    return rows
+
+
+def accuracy_headers(suite, p):
+    rk = suite["ranking"].get(p)
+    what = "mean rank" if rk is None or rk["mean_rank_interval"] is None else \
+        f"mean rank [95% bootstrap, {rk['n_boot']} replicates]"
+    return ["encoder"] + list(suite["tasks"]) + [what]
+
+
+def tau_rows(suite, p):
+    rk = suite["ranking"][p]
+    ts = rk["tasks"]
+    rows = []
+    for a, ta in enumerate(ts):
+        row = [ta]
+        for b in range(len(ts)):
+            v = rk["tau"][a][b]
+            text = "n/a" if v is None or not np.isfinite(v) else f"{v:+.2f}"
+            if rk["tau_interval"] is not None and a != b:
+                lo, hi = rk["tau_interval"][a][b]
+                if lo is not None and np.isfinite(lo):
+                    text += f" [{lo:+.2f}, {hi:+.2f}]"
+            row.append(text)
+        rows.append(row)
+    return rows
+
+
+def flips(suite, p):
+    """Pairs of tasks whose rankings may disagree: tau's interval reaches 0 (or tau <= 0 without one)."""
+    rk = suite["ranking"].get(p)
+    if rk is None:
+        return []
+    ts, out = rk["tasks"], []
+    for a in range(len(ts)):
+        for b in range(a + 1, len(ts)):
+            tau = rk["tau"][a][b]
+            if rk["tau_interval"] is not None:
+                lo = rk["tau_interval"][a][b][0]
+                if lo is None or not np.isfinite(lo) or lo <= 0:
+                    out.append((ts[a], ts[b]))
+            elif tau is None or not np.isfinite(tau) or tau <= 0:
+                out.append((ts[a], ts[b]))
+    return out
+
+
+PAIR_HEADERS = ["pair", "difference, pts [95% paired bootstrap]", "images only one gets right", "McNemar p",
+                "adjusted p", "separated"]
+
+
+def pair_rows(suite, p, t, alpha):
+    rows = []
+    for q in suite["per_task"][t]["pairs"][p]:
+        lo, hi = q["bootstrap95"]
+        sep = q["mcnemar_p_adjusted"] < alpha and (lo > 0 or hi < 0)
+        rows.append([f"{q['b']} - {q['a']}", f"{100 * q['gain_b_minus_a']:+.2f} [{100 * lo:+.2f}, {100 * hi:+.2f}]",
+                     str(q["discordant"]), R.fmt(q["mcnemar_p"]), R.fmt(q["mcnemar_p_adjusted"]),
+                     "yes" if sep else "no"])
+    return rows
+
+
+def task_rows(suite):
+    rows = []
+    for t in suite["tasks"]:
+        d = suite["per_task"][t]
+        c = d["card"]
+        size = c.get("image_size")
+        rows.append([t, c.get("title", "—"), str(d["n_train"]), str(d["n_test"]), str(d["n_classes"]),
+                     "—" if size is None else " x ".join(map(str, size)), c.get("shift", "—"),
+                     c.get("licence", "—")])
+    return rows
+
+
+TASK_HEADERS = ["task", "title", "train", "test", "classes", "image size", "shift", "licence"]
+
+
+def settings_text(suite):
+    s = suite["settings"]
+    rules = set()
+    for t in suite["tasks"]:
+        sp = suite["per_task"][t]["split"]
+        rules.add(split_text(sp).split("(", 1)[1].rstrip(")") if sp["rule"] == "stratified" else
+                  "each task's own train and test parts, never re-split")
+    n_t = len(suite["tasks"])
+    return (f"{len(suite['encoders'])} encoders on {n_t} task{'s' if n_t != 1 else ''}; split rule: "
+            f"{'; '.join(sorted(rules))}; seed {s['seed']} (probe validation split, low-shot draws, bootstraps); "
+            f"{s['shots']}-shot figures are the mean and standard deviation over {s['draws']} draws of the "
+            "support set, not an interval.")
+
+
+def stats_text(suite):
+    s = suite["settings"]
+    return (f"Each accuracy carries its 95% Wilson interval in brackets and the encoder's rank within the task "
+            "in parentheses (1 is best; equal accuracies share the average rank). The mean rank's interval and "
+            f"Kendall's tau-b intervals come from {s['rank_boot']} bootstrap replicates that resample the test "
+            "images within each task (the same images for every encoder) and re-rank. Pairs within each task: "
+            f"paired bootstrap interval ({s['n_boot']} replicates) and exact McNemar p, adjusted across the "
+            f"pairs of that task by {s['correction_name']}; a pair is separated when the adjusted p is below "
+            f"{s['alpha']} and the interval excludes 0.")
+
+
+def render_markdown(suite):
+    s = suite["settings"]
+    md = ["# repeval suite", "", settings_text(suite), "", stats_text(suite), "", "## Tasks", "",
+          R.md_table(task_rows(suite), TASK_HEADERS), ""]
+    for p in s["protocols"]:
+        title = protocol_title(p, s)
+        md += [f"## {title}", "", R.md_table(accuracy_rows(suite, p), accuracy_headers(suite, p)), ""]
+        rk = suite["ranking"].get(p)
+        if rk is None:
+            md += ["No task has this figure for every encoder; no ranking.", ""]
+            continue
+        if p == "fewshot":
+            md += [f"Ranks and tau without intervals: {rk['interval']}.", ""]
+        md += [f"### Rank agreement between tasks ({title})", "",
+               "Kendall's tau-b between the two tasks' rankings of the encoders"
+               + (" [95% bootstrap interval]." if rk["tau_interval"] is not None else "."), "",
+               R.md_table(tau_rows(suite, p), ["task"] + rk["tasks"]), ""]
+        fl = flips(suite, p)
+        md += [("Task pairs whose rankings may disagree (tau's interval reaches 0): "
+                + ", ".join(f"{a} / {b}" for a, b in fl) + ".") if fl else
+               "Every pair of tasks ranks the encoders alike (every tau interval above 0).", ""]
+    md += ["## Heat map", "", "![Accuracy of every encoder on every task, one panel per protocol]"
+           "(suite_heatmap.png)", ""]
+    for p in s["protocols"]:
+        if p not in PAIRED:
+            continue
+        md += [f"## Pairs within each task: {protocol_title(p, s)}", ""]
+        for t in suite["tasks"]:
+            md += [f"### {t}", "", R.md_table(pair_rows(suite, p, t, s["alpha"]), PAIR_HEADERS), ""]
+    return "\n".join(md) + "\n"
+
+
+def render_csv(suite):
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    head = ["protocol", "encoder", "kind", "mean_rank", "mean_rank_low", "mean_rank_high"]
+    for t in suite["tasks"]:
+        head += [t, f"{t}_wilson_low", f"{t}_wilson_high", f"{t}_std_over_draws", f"{t}_rank"]
+    head += ["seed"]
+    w.writerow(head)
+    s = suite["settings"]
+    for p in s["protocols"]:
+        rk = suite["ranking"].get(p)
+        for i in _order(suite, p):
+            e = suite["encoders"][i]
+            row = [p, e["name"], e["kind"]]
+            if rk is None:
+                row += ["", "", ""]
+            else:
+                lo, hi = rk["mean_rank_interval"][i] if rk["mean_rank_interval"] is not None else ("", "")
+                row += [rk["mean_rank"][i], lo, hi]
+            for t in suite["tasks"]:
+                r = suite["per_task"][t]["results"][i][p]
+                rank = rk["ranks"][i][rk["tasks"].index(t)] if rk is not None and t in rk["tasks"] else ""
+                if p == "fewshot":
+                    row += ["" if r["mean"] is None else r["mean"], "", "",
+                            "" if r["std"] is None else r["std"], rank]
+                else:
+                    row += [r["accuracy"], *r["wilson95"], "", rank]
+            w.writerow(row + [s["seed"]])
+    return buf.getvalue()
+
+
+def heatmap_png(suite):
+    """One panel per protocol: accuracy (colour and number) and rank of every encoder on every task."""
+    plt = R._pyplot()
+    s = suite["settings"]
+    ps = s["protocols"]
+    names = [e["name"] for e in suite["encoders"]]
+    tasks = suite["tasks"]
+    w = 1.0 + 0.95 * len(tasks)
+    fig, axes = plt.subplots(1, len(ps), figsize=(w * len(ps) + 1.5, 0.45 * len(names) + 2.2), squeeze=False)
+    for ax, p in zip(axes[0], ps):
+        order = _order(suite, p)
+        acc = np.full((len(order), len(tasks)), np.nan)
+        for r, i in enumerate(order):
+            for c, t in enumerate(tasks):
+                e = suite["per_task"][t]["results"][i][p]
+                v = e["mean"] if p == "fewshot" else e["accuracy"]
+                acc[r, c] = np.nan if v is None else 100 * v
+        im = ax.imshow(acc, vmin=0, vmax=100, cmap="viridis", aspect="auto")
+        rk = suite["ranking"].get(p)
+        for r, i in enumerate(order):
+            for c, t in enumerate(tasks):
+                if not np.isfinite(acc[r, c]):
+                    continue
+                label = f"{acc[r, c]:.1f}"
+                if rk is not None and t in rk["tasks"]:
+                    label += f"\n#{_rank_text(rk['ranks'][i][rk['tasks'].index(t)])}"
+                ax.text(c, r, label, ha="center", va="center", fontsize=6.5,
+                        color="black" if acc[r, c] > 55 else "white")
+        ax.set_xticks(range(len(tasks)), tasks, rotation=40, ha="right", fontsize=7)
+        ax.set_yticks(range(len(order)), [names[i] for i in order], fontsize=7)
+        ax.set_title({"knn": f"k-NN (k={s['k']})", "probe": "linear probe",
+                      "fewshot": f"{s['shots']}-shot NCM"}[p], fontsize=9)
+    fig.colorbar(im, ax=list(axes[0]), shrink=0.8, label="accuracy, %")
+    return R.figure_bytes(fig, tight=True)
+
+
+HEATMAP_ALT = ("Heat map of test accuracy, one panel per protocol: rows are the encoders (ordered by mean "
+               "rank), columns the tasks; each cell shows the accuracy in percent and the encoder's rank on "
+               "that task. The same numbers are in the tables above.")
+
+_STYLE = ("body{font-family:sans-serif;color:#1a1a1a;background:#fff;max-width:80em;margin:2em auto;padding:0 1em;"
+          "line-height:1.45}table{border-collapse:collapse;margin:1em 0}caption{text-align:left;font-weight:bold;"
+          "padding:.3em 0}td,th{border:1px solid #767676;padding:3px 7px;font-size:90%;text-align:left}"
+          "thead th{background:#e8e8e8;color:#1a1a1a}tbody th{background:#f4f4f4;color:#1a1a1a;font-weight:normal}"
+          ".wide{overflow-x:auto}img{max-width:100%;height:auto}")
+
+
+def _table(rows, headers, caption):
+    """An HTML table of the page: a caption, each row headed by its first cell."""
+    return R.html_table(rows, headers, caption, row_headers=True)
+
+
+def render_html(suite, heatmap):
+    s = suite["settings"]
+    e = html.escape
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             '<meta name="viewport" content="width=device-width, initial-scale=1">',
+             f"<title>repeval suite</title><style>{_STYLE}</style></head><body><main>",
+             "<h1>repeval suite</h1>", f"<p>{e(settings_text(suite))}</p>", f"<p>{e(stats_text(suite))}</p>",
+             "<h2>Tasks</h2>", _table(task_rows(suite), TASK_HEADERS, "The tasks of the suite")]
+    for p in s["protocols"]:
+        title = protocol_title(p, s)
+        parts += [f"<h2>{e(title)}</h2>",
+                  _table(accuracy_rows(suite, p), accuracy_headers(suite, p),
+                              f"{title}: accuracy in % by encoder and task")]
+        rk = suite["ranking"].get(p)
+        if rk is None:
+            parts.append("<p>No task has this figure for every encoder; no ranking.</p>")
+            continue
+        if p == "fewshot":
+            parts.append(f"<p>Ranks and tau without intervals: {e(rk['interval'])}.</p>")
+        parts.append(_table(tau_rows(suite, p), ["task"] + rk["tasks"],
+                                 f"{title}: Kendall's tau-b between tasks' rankings"))
+        fl = flips(suite, p)
+        parts.append("<p>" + e(("Task pairs whose rankings may disagree (tau's interval reaches 0): "
+                                + ", ".join(f"{a} / {b}" for a, b in fl) + ".") if fl else
+                               "Every pair of tasks ranks the encoders alike.") + "</p>")
+    data = base64.b64encode(heatmap).decode()
+    parts += ["<h2>Heat map</h2>", f'<figure><img alt="{e(HEATMAP_ALT)}" src="data:image/png;base64,{data}">'
+              "<figcaption>Accuracy (colour and number) and rank (#) of every encoder on every task."
+              "</figcaption></figure>"]
+    for p in s["protocols"]:
+        if p not in PAIRED:
+            continue
+        title = protocol_title(p, s)
+        parts.append(f"<h2>Pairs within each task: {e(title)}</h2>")
+        for t in suite["tasks"]:
+            parts += [f"<h3>{e(t)}</h3>", _table(pair_rows(suite, p, t, s["alpha"]), PAIR_HEADERS,
+                                                      f"{title}, task {t}: every pair of encoders")]
+    parts.append("</main></body></html>\n")
+    return "".join(parts)
+
+
+
+
+def print_suite(suite, written):
+    s = suite["settings"]
+    print(R._wrap(settings_text(suite)))
+    for p in s["protocols"]:
+        print(f"\n{protocol_title(p, s).replace('±', '+-')}, % (rank):")
+        print(R.table(accuracy_rows(suite, p, "+-", spread=False), accuracy_headers(suite, p)))
+        fl = flips(suite, p)
+        if fl:
+            print(R._wrap("task pairs whose rankings may disagree: " + ", ".join(f"{a} / {b}" for a, b in fl)))
+    c = suite["cache"]
+    print(f"\nfeatures: {c['features_read']} read from the cache, {c['features_computed']} computed; "
+          f"evaluations: {c['evaluations_read']} read from the cache, {c['evaluations_computed']} computed; "
+          f"{suite['seconds']:.1f} s")
+    print(R._wrap("intervals, standard deviations and every pair: suite.md and suite.html"))
+    print(f"wrote {', '.join(str(w) for w in written)}")
+
+
+
+__all__ = ["PAIRED", "protocol_title", "accuracy_rows", "accuracy_headers", "tau_rows", "flips", "pair_rows",
+           "task_rows", "settings_text", "stats_text", "render_markdown", "render_csv", "heatmap_png",
+           "render_html", "print_suite"]
