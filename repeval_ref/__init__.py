@@ -63,6 +63,7 @@ _EXPORTS = {
     "item_bootstrap_ci": "uncertainty",
     "paired_item_bootstrap_ci": "uncertainty",
     "paired_comparison": "uncertainty",
+    "prediction_verdict": "uncertainty",
     "paired_sample_size": "power",
     "paired_detectable_difference": "power",
     "discordance_upper_bound": "power",

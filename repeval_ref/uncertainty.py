@@ -9,6 +9,8 @@ the model gets image ``i`` right. The four cells of the paired outcome are index
 """
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 from scipy import integrate, stats
 
@@ -31,6 +33,7 @@ __all__ = [
     "item_bootstrap_ci",
     "paired_item_bootstrap_ci",
     "paired_comparison",
+    "prediction_verdict",
 ]
 
 _Z95 = 1.959963984540054
@@ -431,6 +434,11 @@ def paired_item_bootstrap_ci(a_stats, b_stats, metric, n_boot, rng, level=0.95):
 SHOWN = "shown"
 NOT_SHOWN = "not shown at this scale"
 
+#: the four readings of an interval against a predicted effect (:func:`prediction_verdict`)
+NOT_DETECTED = "not detected"
+CONTRADICTED_IN_SIZE = "contradicted in size"
+OPPOSITE = "opposite"
+
 
 def paired_comparison(a_correct, b_correct, n_boot, rng, level=0.95, power=0.8):
     """Everything one paired accuracy comparison should report, and whether it shows a difference.
@@ -497,3 +505,64 @@ def paired_comparison(a_correct, b_correct, n_boot, rng, level=0.95, power=0.8):
     return {"gain": gain, "lo": lo, "hi": hi, "mcnemar_p": mcnemar_exact(a, b), "n": int(n),
             "only_a": only_a, "only_b": only_b, "discordance": float(psi),
             "verdict": SHOWN if shown else NOT_SHOWN, "detectable": detectable, "needed_n": needed}
+
+
+def prediction_verdict(lo, hi, predicted):
+    """Read an interval for an effect against a prediction of its size and sign.
+
+    A published result predicts that an effect (a gain of B over A, say) is about
+    ``predicted``; a run measures the interval ``[lo, hi]`` for it. The reading is one of:
+
+    * ``"shown"``: the interval excludes 0 on the predicted side (``lo > 0`` for a
+      positive prediction, ``hi < 0`` for a negative one);
+    * ``"opposite"``: the interval excludes 0 on the other side, so the run contradicts
+      the prediction's sign;
+    * ``"contradicted in size"``: the interval covers 0 but excludes ``predicted``, so an
+      effect as large as predicted is ruled out although none is shown either way;
+    * ``"not detected"``: the interval covers both 0 and ``predicted``: the run is too
+      small to tell.
+
+    Parameters
+    ----------
+    lo, hi : float
+        The interval's ends, finite, ``lo <= hi``.
+    predicted : float
+        The predicted effect, finite and non-zero (its sign is the predicted direction).
+
+    Returns
+    -------
+    dict
+        ``verdict`` (one of the four strings above), ``lo``, ``hi``, ``predicted``, and
+        ``size_in_interval`` (whether ``lo <= predicted <= hi``: a "shown" effect may
+        still be smaller or larger than predicted).
+
+    Raises
+    ------
+    ValueError
+        A non-finite or non-real bound or prediction, ``lo > hi``, or ``predicted == 0``.
+
+    Examples
+    --------
+    >>> prediction_verdict(0.01, 0.05, 0.03)["verdict"]
+    'shown'
+    >>> prediction_verdict(-0.006, 0.009, 0.07)["verdict"]
+    'contradicted in size'
+    """
+    values = {}
+    for name, value in (("lo", lo), ("hi", hi), ("predicted", predicted)):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating, np.integer)) \
+                or not np.isfinite(value):
+            raise ValueError(f"{name} must be a finite real number, got {value!r}")
+        values[name] = float(value)
+    lo, hi, predicted = values["lo"], values["hi"], values["predicted"]
+    if lo > hi:
+        raise ValueError(f"lo must be <= hi, got lo={lo!r} > hi={hi!r}")
+    if predicted == 0:
+        raise ValueError("predicted must be non-zero: its sign is the predicted direction")
+    sign = 1.0 if predicted > 0 else -1.0
+    if lo > 0 or hi < 0:
+        verdict = SHOWN if (lo > 0) == (sign > 0) else OPPOSITE
+    else:
+        verdict = NOT_DETECTED if lo <= predicted <= hi else CONTRADICTED_IN_SIZE
+    return {"verdict": verdict, "lo": lo, "hi": hi, "predicted": predicted,
+            "size_in_interval": bool(lo <= predicted <= hi)}

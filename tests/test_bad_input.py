@@ -150,6 +150,7 @@ VALID = {
     "benjamini_hochberg": lambda: dict(p=np.array([0.01, 0.04, 0.3])),
     # checks that can fail, power and one paired comparison
     "paired_comparison": lambda: dict(a_correct=_bits(1), b_correct=_bits(2), n_boot=20, rng=_rng(3)),
+    "prediction_verdict": lambda: dict(lo=-0.01, hi=0.02, predicted=0.05),
     "paired_sample_size": lambda: dict(difference=0.02, discordance=0.1),
     "paired_detectable_difference": lambda: dict(n=1000, discordance=0.1),
     "discordance_upper_bound": lambda: dict(accuracy_a=0.8, accuracy_b=0.7),
@@ -289,6 +290,7 @@ SCALARS = {
     "region_bootstrap_miou": ["n_boot", "level"],
     "precision_at_k": ["k"],
     "paired_comparison": ["n_boot", "level", "power"],
+    "prediction_verdict": ["lo", "hi", "predicted"],
     "paired_sample_size": ["difference", "discordance", "alpha", "power"],
     "paired_detectable_difference": ["n", "discordance", "alpha", "power"],
     "discordance_upper_bound": ["accuracy_a", "accuracy_b"],

@@ -99,3 +99,58 @@ def test_bad_input_names_the_argument(kwargs, name):
     args.update(kwargs)
     with pytest.raises(ValueError, match=name):
         R.paired_comparison(**args)
+
+
+# ------------------------------------------------ an interval read against a predicted effect
+@pytest.mark.parametrize("lo,hi,predicted,verdict,size_in", [
+    (0.01, 0.05, 0.03, "shown", True),                     # excludes 0 on the predicted side
+    (0.01, 0.02, 0.07, "shown", False),                    # shown, smaller than predicted
+    (-0.05, -0.01, -0.03, "shown", True),                  # a predicted loss, shown
+    (-0.032, -0.022, 0.07, "opposite", False),             # excludes 0 on the other side
+    (0.022, 0.032, -0.02, "opposite", False),
+    (-0.006, 0.009, 0.07, "contradicted in size", False),  # covers 0, excludes the prediction
+    (-0.09, 0.001, -0.1, "contradicted in size", False),
+    (-0.02, 0.09, 0.07, "not detected", True),             # covers both
+    (0.0, 0.05, 0.03, "not detected", True),               # touching 0 is covering it
+    (-0.05, 0.0, 0.03, "contradicted in size", False),
+    (0.0, 0.0, 0.01, "contradicted in size", False),       # a point at 0
+    (0.07, 0.07, 0.07, "shown", True),
+])
+def test_prediction_verdict_on_hand_made_intervals(lo, hi, predicted, verdict, size_in):
+    from repeval_ref.uncertainty import prediction_verdict
+
+    out = prediction_verdict(lo, hi, predicted)
+    assert out["verdict"] == verdict
+    assert out["size_in_interval"] is size_in
+    assert (out["lo"], out["hi"], out["predicted"]) == (lo, hi, predicted)
+
+
+def test_prediction_verdict_reads_a_paired_comparisons_interval():
+    """Its two halves agree with paired_comparison's own: "shown" exactly when the interval
+    excludes 0 (either side), "not shown at this scale" otherwise."""
+    from repeval_ref.uncertainty import NOT_SHOWN, SHOWN, paired_comparison, prediction_verdict
+
+    rng = np.random.default_rng(5)
+    for flip in (0.0, 0.02, 0.1):
+        a = rng.random(2000) < 0.7
+        b = np.where(rng.random(2000) < flip, ~a, a)
+        c = paired_comparison(a, b, 500, 0)
+        for predicted in (0.05, -0.05):
+            v = prediction_verdict(c["lo"], c["hi"], predicted)["verdict"]
+            assert (v in ("shown", "opposite")) == (c["verdict"] == SHOWN)
+            assert (v in ("not detected", "contradicted in size")) == (c["verdict"] == NOT_SHOWN)
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(lo=0.1, hi=0.0, predicted=0.1), "lo must be <= hi"),
+    (dict(lo=0.0, hi=0.1, predicted=0.0), "predicted must be non-zero"),
+    (dict(lo=float("nan"), hi=0.1, predicted=0.1), "lo must be a finite"),
+    (dict(lo=0.0, hi=float("inf"), predicted=0.1), "hi must be a finite"),
+    (dict(lo=0.0, hi=0.1, predicted=True), "predicted must be a finite"),
+    (dict(lo="0", hi=0.1, predicted=0.1), "lo must be a finite"),
+])
+def test_prediction_verdict_bad_input(kw, match):
+    from repeval_ref.uncertainty import prediction_verdict
+
+    with pytest.raises(ValueError, match=match):
+        prediction_verdict(**kw)
