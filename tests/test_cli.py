@@ -722,7 +722,7 @@ def test_a_wrong_label_count_is_refused_from_the_headers(tmp_path, capsys):
 
 
 def test_float32_features_stay_float32_and_npy_stays_mapped(tmp_path):
-    from repeval_ref.cli._inputs import read_file
+    from repeval_ref.cli._files import read_file
 
     X = np.arange(40, dtype=np.float32).reshape(10, 4) + 1
     np.save(tmp_path / "a_features.npy", X)
@@ -738,16 +738,17 @@ def test_float32_features_stay_float32_and_npy_stays_mapped(tmp_path):
 
 def test_a_nan_deep_in_a_file_is_found_block_by_block(tmp_path, capsys):
     """The finite check walks the rows in blocks and still names the first bad row."""
-    from repeval_ref.cli import _inputs
+    from repeval_ref.cli import _files, _inputs
 
     X = np.ones((500, 8), np.float32)
     X[377, 5] = np.nan
     np.save(tmp_path / "f_features.npy", X)
     np.save(tmp_path / "f_labels.npy", np.arange(500) % 3)
-    blocks = _inputs.row_blocks(X, block_bytes=8 * 4 * 64)
+    blocks = _files.row_blocks(X, block_bytes=8 * 4 * 64)
     assert len(blocks) == 8 and blocks[0] == slice(0, 64) and blocks[-1] == slice(448, 500)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_inputs, "BLOCK_BYTES", 8 * 4 * 64)
+        mp.setattr(_files, "BLOCK_BYTES", 8 * 4 * 64)
+        assert len(_files.row_blocks(X)) == 8
         assert main(["report", str(tmp_path / "f_features.npy"), "--test-fraction", "0.2", "--quiet"]) == 2
     assert "NaN or infinite values (first in row 377)" in _error(capsys)
     assert np.array_equal(_inputs.zero_rows(np.vstack([X[:3], np.zeros((1, 8)), X[:70]])), [3])
