@@ -168,3 +168,14 @@ def test_a_message_of_the_answer_scores_the_notebook_zero(payload, why):
     honest = verify_source(SPEC, solution_source(SPEC), 11, {"start_s": 20.0})
     assert sum(v.points for v in honest) == sum(v.max_points for v in honest)
     assert not any(v.failure for v in honest)
+
+
+def test_the_child_keeps_within_the_bounds_the_reader_enforces():
+    """The child program cannot import the grader, so it states its own bounds: they are
+    the reader's, or an honest report would break the protocol."""
+    from autograder import cleanroom_child as child
+
+    assert (child.MAX_NOTICES, child.NOTICE_CHARS) == (wire.MAX_NOTICES, wire.NOTICE_CHARS)
+    assert (child.MAX_COMPILED, child.COMPILED_CHARS) == \
+        (wire.MAX_COMPILED, wire.MAX_COMPILED_CHARS)
+    assert child.COMPILED_TOTAL + (64 << 10) < wire.REPLY_BASE_BYTES
