@@ -479,7 +479,7 @@ def test_the_loop_draws_extraction_bars_only_on_a_terminal(monkeypatch):
 
 
 def test_scatter_labels_stay_inside_their_axes(tmp_path):
-    from repeval_ref.cli.leaderboard import label_free_figure
+    from repeval_ref.cli._leaderboard_render import label_free_figure
 
     rng = np.random.default_rng(10)
     y = np.repeat(np.arange(4), 60)
