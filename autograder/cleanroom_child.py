@@ -99,8 +99,9 @@ WATCHED_NAMES = FORBIDDEN + ("repeval_book", "solutions", "gradebook.db")
 #: does not flood the grader), and the longest notice
 MAX_NOTICES, NOTICE_CHARS = 20, 200
 #: the most records of code the answer compiled at run time, the longest source kept of
-#: one, and the most characters of source kept in all
-MAX_COMPILED, COMPILED_CHARS, COMPILED_TOTAL = 20, 32 << 10, 256 << 10
+#: one, and the most characters of source kept in all (escaped as JSON, at most twelve
+#: bytes a character, they stay well within the reader's allowance for a message)
+MAX_COMPILED, COMPILED_CHARS, COMPILED_TOTAL = 20, 32 << 10, 64 << 10
 
 
 class Watch:

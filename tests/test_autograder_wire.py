@@ -178,4 +178,6 @@ def test_the_child_keeps_within_the_bounds_the_reader_enforces():
     assert (child.MAX_NOTICES, child.NOTICE_CHARS) == (wire.MAX_NOTICES, wire.NOTICE_CHARS)
     assert (child.MAX_COMPILED, child.COMPILED_CHARS) == \
         (wire.MAX_COMPILED, wire.MAX_COMPILED_CHARS)
-    assert child.COMPILED_TOTAL + (64 << 10) < wire.REPLY_BASE_BYTES
+    # every character escaped at its longest (a surrogate pair, twelve bytes)
+    assert 12 * (child.COMPILED_TOTAL + child.MAX_NOTICES * child.NOTICE_CHARS * 2) \
+        < wire.REPLY_BASE_BYTES
