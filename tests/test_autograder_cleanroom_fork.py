@@ -104,7 +104,8 @@ def test_the_answer_sees_the_same_process_either_way(cleanroom_fork_server, monk
     for kind in ("spawned", "forked"):
         monkeypatch.setenv(cp.FORK_ENV, "0" if kind == "spawned" else "1")
         with _sandbox(_look_source(), kind) as box:
-            assert box.started == {"ok": True, "forbidden": [], "noticed": []}
+            assert box.started == {"seq": 0, "ok": True, "forbidden": [], "noticed": [],
+                                   "compiled": []}
             seen[kind] = json.loads(cp.remote_function(box, "look")())
     assert seen["forked"] == seen["spawned"]
     got = seen["forked"]
