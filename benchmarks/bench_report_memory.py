@@ -1,0 +1,176 @@
+"""``repeval report`` on a 1 GiB float32 ``.npy`` file: peak memory, refusal time, first line.
+
+Three measurements of the practitioner's path at the size of a real feature file, each
+in a fresh ``repeval`` process (``python -m repeval_ref.cli``), stdout and stderr going
+to pipes as in a log, never to a terminal:
+
+* ``refuse_seconds``: a labels file with one label too few beside the 1 GiB features;
+  the wall time until the process has exited (status 2, one line on stderr). Goal:
+  under a second.
+* ``first_line_seconds``: the wall time from the start of a full report until the first
+  line reaches stderr. Goal: within a second.
+* ``peak_rss_bytes``: the peak resident memory of that full report (``ru_maxrss`` of the
+  child, from ``os.wait4``), and ``peak_over_file`` its ratio to the file's size. Goal:
+  at most 1.5. The memory map of the features counts in it once its pages are read.
+
+The features are clustered (class centres in a low-rank subspace plus isotropic noise),
+written block by block into the ``.npy`` file; TEST is a separate, small file of the
+same kind, so that the size under test is TRAIN's. The report runs with cheap settings
+(one C, two low-shot draws, small subsamples of the all-pairs metrics); what it reads
+and holds is what the full defaults read and hold.
+
+Usage::
+
+    python -m benchmarks.bench_report_memory            # writes benchmarks/results/report_memory.json
+    python -m benchmarks.bench_report_memory --gib 0.1 --out /tmp/r.json   # a quick check
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "report_memory.json"
+GOALS = {"refuse_seconds": 1.0, "first_line_seconds": 1.0, "peak_over_file": 1.5}
+#: the report's settings: cheap where the setting only sets how much is computed
+REPORT_ARGS = ["--probe-c", "1", "--draws", "2", "--dse-samples", "500", "--pair-samples", "1000",
+               "--id-samples", "2000", "--id-batch", "2000"]
+
+
+def write_features(path, n, d, n_classes, seed, block_rows=65536):
+    """Clustered float32 features ``(n, d)`` at ``path`` (a ``.npy``), labels returned.
+
+    Parameters
+    ----------
+    path : path-like
+    n, d, n_classes : int, positive
+    seed : int
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (n,)
+    """
+    if min(n, d, n_classes) < 1:
+        raise ValueError(f"n, d and n_classes must be positive, got {n}, {d}, {n_classes}")
+    rng = np.random.default_rng(seed)
+    rank = min(32, d)
+    basis = np.linalg.qr(np.random.default_rng(0).standard_normal((d, rank)))[0]
+    centres = (np.random.default_rng(1).standard_normal((n_classes, rank)) * 3.0) @ basis.T
+    y = np.arange(n) % n_classes
+    rng.shuffle(y)
+    X = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n, d))
+    for lo in range(0, n, block_rows):
+        hi = min(n, lo + block_rows)
+        X[lo:hi] = centres[y[lo:hi]] + 4.0 * rng.standard_normal((hi - lo, d))
+    X.flush()
+    del X
+    return y.astype(np.int64)
+
+
+def _command(*args):
+    return [sys.executable, "-m", "repeval_ref.cli", *map(str, args)]
+
+
+def _env():
+    return dict(os.environ, COLUMNS="100", PYTHONUNBUFFERED="1")
+
+
+def time_refusal(features, labels_short, cwd):
+    """Seconds until ``repeval report`` refuses ``features`` with a short labels file; its stderr."""
+    start = time.perf_counter()
+    proc = subprocess.run(_command("report", features, "--test-fraction", "0.2", "--out", Path(cwd) / "refused"),
+                          capture_output=True, text=True, env=_env(), cwd=cwd, timeout=600)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 2:
+        raise RuntimeError(f"expected exit status 2, got {proc.returncode}: {proc.stderr[-500:]}")
+    return seconds, proc.stderr
+
+
+def run_report(train, test, out, cwd):
+    """One full report: seconds to the first stderr line, total seconds, peak RSS (bytes), status."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(_command("report", train, test, "--out", out, *REPORT_ARGS), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=_env(), cwd=cwd)
+    first = proc.stderr.readline()
+    first_seconds = time.perf_counter() - start
+    rest = {}
+
+    def drain(stream, key):
+        rest[key] = stream.read()
+
+    threads = [threading.Thread(target=drain, args=(proc.stderr, "err")),
+               threading.Thread(target=drain, args=(proc.stdout, "out"))]
+    for t in threads:
+        t.start()
+    _, status, usage = os.wait4(proc.pid, 0)
+    total = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    for t in threads:
+        t.join()
+    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
+    return {"first_line_seconds": round(first_seconds, 3), "first_line": first.decode().rstrip(),
+            "total_seconds": round(total, 1), "peak_rss_bytes": int(usage.ru_maxrss) * scale,
+            "exit_status": proc.returncode, "stderr_tail": rest["err"].decode()[-2000:]}
+
+
+def measure(gib=1.0, d=1024, n_test=2000, n_classes=10, seed=0, folder=None):
+    """All three measurements on a TRAIN file of ``gib`` GiB of float32 features of width ``d``."""
+    if not gib > 0 or d < 1:
+        raise ValueError(f"gib must be positive and d at least 1, got {gib}, {d}")
+    n = int(gib * 2**30) // (4 * d)
+    with tempfile.TemporaryDirectory(dir=folder) as tmp:
+        tmp = Path(tmp)
+        train = tmp / "train_features.npy"
+        t0 = time.perf_counter()
+        y = write_features(train, n, d, n_classes, seed)
+        np.save(tmp / "train_labels.npy", y)
+        y_test = write_features(tmp / "test_features.npy", n_test, d, n_classes, seed + 1)
+        np.save(tmp / "test_labels.npy", y_test)
+        written = time.perf_counter() - t0
+        size = train.stat().st_size
+        short = tmp / "short"
+        short.mkdir()
+        os.link(train, short / "train_features.npy")
+        np.save(short / "train_labels.npy", y[:-1])
+        refuse_seconds, refuse_err = time_refusal(short / "train_features.npy", short / "train_labels.npy", tmp)
+        report = run_report(train, tmp / "test_features.npy", tmp / "out", tmp)
+    result = {
+        "file": {"shape": [n, d], "dtype": "float32", "bytes": size, "n_test": n_test, "n_classes": n_classes,
+                 "seconds_to_write": round(written, 1)},
+        "refuse_seconds": round(refuse_seconds, 3), "refuse_message": refuse_err.strip(),
+        **report, "peak_over_file": round(report["peak_rss_bytes"] / size, 3),
+        "report_args": REPORT_ARGS, "goals": GOALS,
+    }
+    result["goals_met"] = {k: bool(result[k] <= v) for k, v in GOALS.items()}
+    return result
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_report_memory", description=__doc__.split("\n")[0])
+    parser.add_argument("--gib", type=float, default=1.0, help="size of the TRAIN features file (default: 1)")
+    parser.add_argument("--d", type=int, default=1024, help="feature width (default: 1024)")
+    parser.add_argument("--out", default=str(DEFAULT_OUT), help="where to write the JSON result")
+    parser.add_argument("--tmp", default=None, help="folder for the temporary files (default: the system's)")
+    args = parser.parse_args(argv)
+    result = measure(args.gib, args.d, folder=args.tmp)
+    result["machine"] = {"python": platform.python_version(), "numpy": np.__version__,
+                         "cpus": os.cpu_count(), "platform": platform.platform(),
+                         "date": time.strftime("%Y-%m-%d")}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps({k: result[k] for k in ("refuse_seconds", "first_line_seconds", "peak_over_file",
+                                             "total_seconds", "exit_status", "goals_met")}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
