@@ -375,7 +375,8 @@ def make_feedback_offline(feedback_dir, book_root=None, book_url=None):
     Content-Security-Policy added first (:func:`secure_page`), one shared MathJax copy
     (``feedback_dir/mathjax-tex-svg.js``; copies inside student folders are removed),
     chapter links to the book (``book_url``, else a copy at ``book_root``, see
-    :func:`link_chapters`), styled tables. Returns the pages whose maths changed.
+    :func:`link_chapters`), styled tables; a page that :func:`secure_page` cannot read
+    as nbgrader's page is removed. Returns the pages whose maths changed.
     """
     feedback_dir = Path(feedback_dir)
     changed = []
@@ -383,7 +384,11 @@ def make_feedback_offline(feedback_dir, book_root=None, book_url=None):
         stray = page.parent / MATHJAX_FILE
         if stray.exists():
             stray.unlink()
-        secure_page(page)
+        try:
+            secure_page(page)
+        except ValueError:  # not a page nbgrader's template wrote: never handed out as is
+            page.unlink()
+            continue
         if make_maths_offline(page, mathjax_dir=feedback_dir):
             changed.append(page)
         link_chapters(page, book_root=book_root, book_url=book_url)
