@@ -226,6 +226,23 @@ def test_background_photos_are_the_packaged_files_in_grey():
     assert shot["camera"].shape == (512, 512) and shot["china"].shape == (427, 640)
 
 
+def test_grey_is_the_exactly_rounded_luma():
+    """Against Python's exact fractions: round(0.299 R + 0.587 G + 0.114 B), halves to even
+    (``round`` of a Fraction), on every colour whose luma is an exact half and on random ones."""
+    from fractions import Fraction
+
+    rng = np.random.default_rng(0)
+    colours = rng.integers(0, 256, size=(4000, 3))
+    sums = colours @ photos.LUMA_1000
+    halves = colours[sums % 1000 == 500]
+    assert len(halves) > 0
+    colours = np.concatenate([colours, halves, [[0, 0, 0], [255, 255, 255]]])
+    grey = photos._grey(colours.astype(np.uint8)[None])[0]
+    exact = [round(Fraction(299 * r + 587 * g + 114 * b, 1000)) for r, g, b in colours.tolist()]
+    assert grey.tolist() == exact
+
+
+@pytest.mark.recompute  # exact: no kernel may move a grey level
 def test_grey_pixels_are_the_pinned_ones():
     # PNG decoding is exact; this catches a JPEG decoder that differs from the one used here
     for name, grey in ds.background_photos().items():

@@ -23,10 +23,11 @@ gravel     scikit-image     gravel (CC0Textures, Gravel04)                    CC
 ========== ================ ================================================ ================
 
 Colour photographs are turned grey with the ITU-R BT.601 luma weights
-``0.299 R + 0.587 G + 0.114 B``, rounded to the nearest grey level. PNG files decode
+``0.299 R + 0.587 G + 0.114 B``, rounded to the nearest grey level (halves to even),
+computed exactly in integers so that no machine's arithmetic can move a pixel. PNG files decode
 to the same pixels everywhere; the three JPEG files (china, flower, rocket) go through
 Pillow's libjpeg, whose output could in principle differ between builds, so
-:data:`GREY_SHA256` records the grey pixels obtained with Pillow 13.0 and
+:data:`GREY_SHA256` records the grey pixels (Pillow 13.0 decoding the JPEG files) and
 ``tests/test_datasets_real.py`` checks them (a failure there means the shifted and
 cluttered variants differ from the ones the project's encoders were measured on).
 """
@@ -69,10 +70,10 @@ PHOTO_SOURCES = {
 GREY_SHA256 = {
     "china": "af89fae46d37f89b4ed66949ae0e292bf501be2a6a52f97a90a945b81fa189ed",
     "flower": "30e95f69c229774cf9218f6d0c220bb972d9ad3463906c7890e9fd7f2c2092df",
-    "astronaut": "0ac4179227f3abd7c40ed92625301a9e13f958e1275cf849cfa7bf033be80fab",
+    "astronaut": "1f494e884126fe76d055003f1e92bf75e056d188c75b6fe5f4587e4c0b40bd7d",
     "camera": "5cb24482a53416f99052258be2b1ee38cd31c559a70c8a8b321cba231b332e21",
     "chelsea": "cd822d0a5b86379f987b3120f75a6e7c7be64e292b25a23bd858af5c9db1fed6",
-    "coffee": "f87dcd6ab9044c7064750bff39285d404f75342f7edb430ca9eea41f6152d66b",
+    "coffee": "67b552b6f52686ebf5dade94086ab2b1d1693dd06ae1e44f7faec4517f0746f9",
     "rocket": "a085ff3db7e5c7be0845abf3f2296d0c79d053f3f3d54065904408ad34c72424",
     "brick": "664a145c5253f0d66db1a12776785f0ea35a44cc7447ffc933f6d6118dc58643",
     "grass": "b18dae4c68bf850a7a7b28a29d1846c76be890665117b57fd125fe29c4d4ede6",
@@ -110,11 +111,24 @@ def _photo_path(name):
     return path
 
 
+#: BT.601 luma weights in thousandths: ``0.299 R + 0.587 G + 0.114 B`` is ``LUMA_1000 . rgb / 1000``
+LUMA_1000 = np.array([299, 587, 114], dtype=np.int64)
+
+
 def _grey(rgb):
+    """Grey levels of an 8-bit image: BT.601 luma, rounded to the nearest level, halves to even.
+
+    Computed in integers (thousandths of a grey level), so every machine gives the same
+    pixels: a floating-point product sums the three terms in whatever order the BLAS
+    kernel picks, and a luma of exactly ``k + 1/2`` (a thousandths sum ending in 500)
+    then lands on either side.
+    """
     if rgb.ndim == 2:
         return rgb.astype(np.uint8)
-    luma = rgb[..., :3].astype(np.float64) @ np.array([0.299, 0.587, 0.114])
-    return np.clip(np.rint(luma), 0, 255).astype(np.uint8)
+    thousandths = rgb[..., :3].astype(np.int64) @ LUMA_1000        # integer matmul: exact
+    level, rest = np.divmod(thousandths, 1000)
+    level += (rest > 500) | ((rest == 500) & (level % 2 == 1))     # halves to the even level
+    return level.astype(np.uint8)                                  # at most 255: weights sum to 1000
 
 
 @functools.lru_cache(maxsize=1)

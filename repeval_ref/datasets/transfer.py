@@ -99,14 +99,14 @@ TASK_SHA256 = {
         "both": "73ee8cd0d5dbe045130de567454e574cee26ae6568b8030f7b0bfd28372d4864",
     },
     "fashion_shifted": {
-        "train": "a1e5610b7adfd9592523ccd60f8f21a29596140aa37ce4f1a6d36d9a76c0af15",
-        "test": "f0446c1e544c5e2dac6031ffd47204c26ac84ae235b614e3a25ab80318916028",
-        "both": "9c48b0a74aec950b5d66aca0204af6aae4facbc142ce3f126249c624633078bb",
+        "train": "15594742277862a473856d6dbda66c869d31a3b33471856999223444e7b7bc94",
+        "test": "9e139fd53ccc3d3ea9892df8986bc5a52f6edbd83b5b291f360cc86c6f9b0a03",
+        "both": "e3b5de7b2a8235134a7b9b94ea17c778a148afbef4495a1cd2f3710f334fe034",
     },
     "fashion_cluttered": {
-        "train": "d4939603c3c67d7f669b9d4f92d733c89ad9a6bdd9f4ad0d3874f1f0dd5acbc9",
-        "test": "d51c264747630d0f649f94cf9f223b6d0d12d580c42fec607492be7fdfe1fb5d",
-        "both": "351b06d487a97d3115b9df36fa783bedd2c16e99881072dbfbef23693d0d0706",
+        "train": "d17916d8f0c8424988f991e44d539698da8bae700ff07e9db7c148a8332ef15f",
+        "test": "a96954bac24465aa8934b5f59cd4bfbf674ea05f52f76b3c69bd9f13a885f481",
+        "both": "acf7b4195da1f921bcac534b18a186b800e7c5f4d53808718441d1a14d1e99e0",
     },
     "fashion_corrupted": {
         "train": "fb09fafd14efc64462a29062b9b76261d9186f4cd64a7a72bc072a2ed19cc059",
