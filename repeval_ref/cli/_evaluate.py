@@ -34,11 +34,9 @@ TEST_FRACTION = 0.25
 def blas_threads(n):
     """A context in which BLAS and LAPACK use at most ``n`` threads (``None``: no limit).
 
-    The probe's L-BFGS fits, the ridge probe's SVD and the label-free decompositions are
-    medium-sized calls; on a busy 2-core machine a 2-thread OpenBLAS spent most of
-    its time waiting on its slower thread (a thin SVD of 24,000 x 384 took 10.3 s
-    with 2 threads and 1.2 s with one, see ``benchmarks/``). The k-NN's large block
-    products run outside this limit.
+    Applies to the probe's L-BFGS fits, the ridge probe's SVD and the label-free
+    decompositions; the k-NN's large block products run outside this limit. Measurements
+    of the thread count's effect are in ``benchmarks/``.
     """
     import contextlib
 

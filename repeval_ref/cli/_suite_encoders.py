@@ -281,10 +281,7 @@ def _image_input(enc, task, src, store):
 def threads_limited(n):
     """A context in which BLAS, LAPACK and PyTorch's CPU kernels use at most ``n`` threads.
 
-    On the shared 2-core machine a 2-thread PyTorch extraction spent most of its time
-    waiting on its slower thread: 5,000 images through a zoo ViT took 69.8 s with two
-    threads and 15.1 s with one, on the same busy machine (load average about 11). The
-    k-NN's products run under the same limit here, unlike ``report`` and
+    The suite's k-NN products run under the same limit, unlike those of ``report`` and
     ``leaderboard``. ``None``: no limit.
     """
     import torch
