@@ -70,7 +70,7 @@ LONGEST_FIRST = (
     "test_autograder_redteam.py", "test_autograder_cleanroom.py", "test_autograder_memory_attacks.py",
     "test_autograder_hints_heavy.py", "test_datasets_calibration.py",
     "test_autograder_term.py", "test_benchmarks.py",
-    "test_cli.py", "test_zoo.py", "test_datasets_transfer.py", "test_torch_loop.py",
+    "test_cli.py", "test_zoo.py", "test_datasets_transfer.py", "test_cli_loop.py",
     "test_autograder_hints.py",
 )
 

@@ -14,7 +14,7 @@ which it succeeds. The tests then
 The PyTorch loop (``frozen_features``), the validation search of fine-tuning
 (``carve_validation``, ``train_with_validation``, ``select_on_validation``) and the
 ``MinibatchCKA`` accumulator class have their own bad-input tests in
-``tests/test_torch_*.py`` and ``tests/test_similarity*.py``,
+``tests/test_torch_*.py`` and ``tests/test_cka*.py``,
 and the generators of ``repeval_ref.datasets`` theirs in ``tests/test_datasets.py``
 (the two that take arrays are checked for mutation at the end of this file).
 """
