@@ -5,7 +5,7 @@ over a curve of k, the honestly tuned linear probe, the closed-form ridge probe 
 exact leave-one-out, low-shot nearest-class-mean) and every label-free metric of the
 package on a training and a test set of features, states verdicts in plain words, and
 writes ``report.md``, ``report.json`` and PNG plots. Without TEST it reads a folder
-written by ``python -m repeval_ref.loop`` (whose train and test parts are never
+written by ``repeval loop`` (whose train and test parts are never
 re-split), or splits one labelled file (``--test-fraction``, seeded and stratified).
 
 Every command follows one split rule and one set of defaults (:data:`LOW_SHOT_DRAWS`,
@@ -27,11 +27,11 @@ and label-free rankings beside the accuracy ranking (CSV, Markdown, JSON, HTML).
 Wilson intervals, ranks per task, the mean rank and Kendall's tau between tasks with
 bootstrap intervals, and paired tests within each task (:mod:`.suite`).
 
-``repeval loop ...`` runs the PyTorch reference loop (:mod:`.loop`; the same program as
-``python -m repeval_ref.loop``) and ``repeval zoo ...`` trains, evaluates and tabulates
-the zoo (:mod:`.zoo`; the same program as ``python -m repeval_ref.zoo``). Both take
-their own arguments (``repeval loop --help``), print what the ``python -m`` forms print
-and end with their exit status; only the program name in usage and error lines differs.
+``repeval loop ...`` runs the PyTorch reference loop (:mod:`.loop`) and ``repeval zoo ...``
+trains, evaluates and tabulates the zoo (:mod:`.zoo`; the same program as
+``python -m repeval_ref.zoo``, which differs only by the program name in usage and error
+lines). Both take their own arguments (``repeval loop --help``) and end with their exit
+status.
 
 Input files: ``.npz`` with arrays ``features`` (n, d) and ``labels`` (n,); ``.npy``
 feature files whose labels sit next to them (see ``--help``); PyTorch ``.pt``/``.pth``
@@ -111,7 +111,7 @@ input files:
              or NAME_labels.npy when the name does not contain 'features', or
              labels.npy in the same folder
   .pt/.pth   torch.save of {'features': tensor, 'labels': tensor} or (features, labels)
-  folders    written by python -m repeval_ref.loop: --save-features DIR (DIR/train.npz,
+  folders    written by repeval loop: --save-features DIR (DIR/train.npz,
              DIR/test.npz), or one folder of its --cache-dir (MODEL/DATA-train holds
              __flat.npy and labels.npy; MODEL alone stands for its -train and -test)
 
@@ -242,7 +242,7 @@ def build_parser():
 
 #: subcommands that are whole programs with their own parser (:mod:`.loop`, :mod:`.zoo`)
 PROGRAMS = {
-    "loop": "the PyTorch reference loop (same as python -m repeval_ref.loop; see repeval loop --help)",
+    "loop": "the PyTorch reference loop (see repeval loop --help)",
     "zoo": "train, evaluate and tabulate the zoo (same as python -m repeval_ref.zoo; see repeval zoo --help)",
 }
 

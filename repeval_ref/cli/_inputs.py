@@ -87,7 +87,7 @@ def feature_file_in(folder, arg):
         raise InputError(f"{arg} folder {folder} holds several feature arrays ({', '.join(arrays[:6])}"
                          f"{', ...' if len(arrays) > 6 else ''}); name the one to evaluate")
     raise InputError(f"{arg} is a folder without feature arrays: {folder} (give a .npz, .npy or .pt "
-                     "file, or a folder written by python -m repeval_ref.loop)")
+                     "file, or a folder written by repeval loop)")
 
 
 def split_folder(folder):

@@ -1,4 +1,4 @@
-"""``repeval loop`` (also ``python -m repeval_ref.loop``): the PyTorch reference loop of the course, end to end.
+"""``repeval loop``: the PyTorch reference loop of the course, end to end.
 
 Book: chapter "Linear probes", the PyTorch reference loop; seed 000, "Frozen means
 evaluation mode" and "In PyTorch". The loop
@@ -35,24 +35,18 @@ channels, normalised as the encoder expects, one item at a time.
 
 Errors in the arguments or the data (a missing folder, an unavailable device, a
 weights file that is not a checkpoint, ...) are reported as one line
-``python -m repeval_ref.loop: error: ...`` (``repeval loop: error: ...`` when run as
-``repeval loop``) on stderr, with exit status 2.
+``repeval loop: error: ...`` on stderr, with exit status 2.
 
-``repeval loop ARGS`` and ``python -m repeval_ref.loop ARGS`` take the same arguments
-and run the same code; only the program name in the usage and error lines differs.
 The small CNN's training is :func:`repeval_ref.cli.pretrain.pretrain_encoder`, the
 loaders of named backbones :mod:`repeval_ref.backbones`.
 
 Examples::
 
     repeval loop
+    repeval loop --grid --cache-dir /tmp/feats
+    repeval loop --save-features feats && repeval report feats
+    repeval loop --backbone torchvision:resnet50 --weights resnet50.pth --data /data/pets
     repeval loop --backbone zoo:efficientnet_lite0 --data fashion-mnist --limit 2000
-
-    python -m repeval_ref.loop
-    python -m repeval_ref.loop --grid --cache-dir /tmp/feats
-    python -m repeval_ref.loop --save-features feats && repeval report feats
-    python -m repeval_ref.loop --backbone torchvision:resnet50 --weights resnet50.pth --data /data/pets
-    python -m repeval_ref.loop --backbone zoo:efficientnet_lite0 --data fashion-mnist --limit 2000
 """
 from __future__ import annotations
 
@@ -63,7 +57,7 @@ import sys
 
 import numpy as np
 
-PROG = "python -m repeval_ref.loop"
+PROG = "repeval loop"
 DESCRIPTION = "``{prog}``: the PyTorch reference loop of the course, end to end."
 
 
@@ -275,8 +269,7 @@ def main(argv=None, prog=PROG):
     argv : list of str, optional
         The arguments (default ``sys.argv[1:]``).
     prog : str
-        Program name of the usage and error lines: ``python -m repeval_ref.loop``
-        (default) or ``repeval loop``.
+        Program name of the usage and error lines (default ``repeval loop``).
     """
     if not isinstance(prog, str) or not prog:
         raise ValueError(f"prog must be a non-empty string, got {prog!r}")
