@@ -24,7 +24,7 @@ endef
 # ranx (the test suite's trec_eval-style cross-check) compiles its metrics with numba on
 # first use, about a minute on 2 cores; numba caches the machine code next to ranx in the
 # venv, so it is compiled once here, at install time, on the test's own input.
-WARM_NUMBA = $(PY) tests/ranx_case.py
+WARM_NUMBA = $(PY) tests/helpers/ranx_case.py
 
 .PHONY: venv venv-student data data-extra test test-fast test-blas book bench bench-class bench-term clean axe publish zoo zoo-table calibration deck
 

@@ -27,7 +27,7 @@ def _worker_tmpdir():
     sandbox process running. With two workers, the other worker's grading (in flight at
     that moment) would be counted; a folder per worker (``TMPDIR``, which every sandbox
     and clean-room child inherits as a prefix of its own) keeps each worker's checks to
-    its own traces (``tests/worker_traces.py``). A serial run keeps the machine's
+    its own traces (``tests/helpers/worker_traces.py``). A serial run keeps the machine's
     folder.
     """
     worker = os.environ.get("PYTEST_XDIST_WORKER")

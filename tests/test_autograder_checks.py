@@ -25,8 +25,7 @@ from autograder.checks import (
 )
 from autograder.exercises import EXERCISES, all_specs, load
 
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
-from autograder_cases import FEEDBACK_WORDS, WRONG  # noqa: E402
+from helpers.autograder_cases import FEEDBACK_WORDS, WRONG
 
 SEED = 20240611
 

@@ -6,8 +6,6 @@ checks it is listed with, for several seeds, with feedback that names the mistak
 the generic properties (mutated inputs, NumPy scalars instead of Python floats) must be
 caught by the ``properties`` checks alone.
 """
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,8 +14,7 @@ from autograder.build import solution_source
 from autograder.checks import check_points, format_findings, run_check
 from autograder.exercises import load
 
-sys.path.insert(0, str(Path(__file__).parent))
-from autograder_cases_more import FEEDBACK_WORDS_MORE, ISSUE_CASES, WRONG_MORE  # noqa: E402
+from helpers.autograder_cases_more import FEEDBACK_WORDS_MORE, ISSUE_CASES, WRONG_MORE
 
 MINE = ["attentive_probe", "transfer", "low_shot_eval", "wilson_interval", "rankme",
         "two_nn_id", "retrieval_metrics", "linear_cka"]
@@ -167,7 +164,7 @@ def test_transfer_sequential_helper_differs_from_simultaneous_by_hand():
 
 
 def test_full_cell_source_keeps_the_other_functions_of_the_notebook():
-    from autograder_cases_more import full_cell_source
+    from helpers.autograder_cases_more import full_cell_source
 
     ns = _namespace(full_cell_source("wilson_interval", "wald"))
     spec = load("wilson_interval")

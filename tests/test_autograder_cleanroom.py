@@ -23,12 +23,11 @@ from autograder.cleanroom_process import DEFAULT_LIMITS, Sandbox
 from autograder.codec import decode, encode
 from autograder.exercises import load
 
-sys.path.insert(0, str(Path(__file__).parent))
-from answer_notebooks import with_answer  # noqa: E402
-from autograder_cases import WRONG  # noqa: E402
-from worker_traces import sandbox_user_processes as _sandbox_user_processes  # noqa: E402
-from worker_traces import started_here, temp_root  # noqa: E402
-from course_roster import import_roster  # noqa: E402
+from helpers.answer_notebooks import with_answer
+from helpers.autograder_cases import WRONG
+from helpers.worker_traces import sandbox_user_processes as _sandbox_user_processes
+from helpers.worker_traces import started_here, temp_root
+from helpers.course_roster import import_roster
 
 #: graded as a class is: every clean-room child forked from this worker's warm server
 #: (tests/test_autograder_cleanroom_fork.py holds both kinds of child to the same verdicts)

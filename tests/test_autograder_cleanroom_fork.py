@@ -9,7 +9,6 @@ child, in this file's own process.
 """
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,11 +19,9 @@ from autograder.checks import CheckTimeout
 from autograder.cleanroom import verify_source
 from autograder.exercises import load
 
-sys.path.insert(0, str(Path(__file__).parent))
-from tmp_listing import allowed_in_private_tmp  # noqa: E402
+from helpers.tmp_listing import allowed_in_private_tmp
 
-sys.path.insert(0, str(Path(__file__).parent))
-from test_autograder_cleanroom import (  # noqa: E402
+from test_autograder_cleanroom import (
     DYNAMIC_IMPORT, IMPORT_REF, PATCH, RANK_SCIPY, RETRIEVAL_LOOPS, TRANSFORMER, WRONG_KNN,
     WRONG_RANK)
 

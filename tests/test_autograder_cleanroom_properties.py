@@ -16,7 +16,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,8 +29,7 @@ from autograder.cleanroom_child import traced_peak
 from autograder.cleanroom_process import RemoteFunction, Sandbox, remote_function
 from autograder.exercises import EXERCISES, load
 
-sys.path.insert(0, str(Path(__file__).parent))
-from autograder_cases_more import CKA_GRAM_MATRICES, TWONN_DISTANCE_MATRIX  # noqa: E402
+from helpers.autograder_cases_more import CKA_GRAM_MATRICES, TWONN_DISTANCE_MATRIX
 
 #: answers graded end to end in the clean room: left out of make test-fast (make test and CI
 #: run it)

@@ -23,13 +23,10 @@ from autograder.checks import check_points
 from autograder.course import Course
 from autograder.exercises import load
 
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from autograder_cases import WRONG  # noqa: E402
-from course_roster import import_roster  # noqa: E402
-from autograder.dask_tls import cluster_security, grader_tls, have_openssl, make_credentials  # noqa: E402
+from helpers.autograder_cases import WRONG
+from helpers.course_roster import import_roster
+from autograder.dask_tls import cluster_security, grader_tls, have_openssl, make_credentials
 
 #: classes graded serially, by worker processes and by dask: left out of make test-fast
 pytestmark = pytest.mark.slow

@@ -22,8 +22,7 @@ from autograder.build import solution_source
 from autograder.cleanroom import verify_source
 from autograder.exercises import load
 
-sys.path.insert(0, str(Path(__file__).parent))
-from listener import listener as _listener, was_reached as _was_reached  # noqa: E402
+from helpers.listener import listener as _listener, was_reached as _was_reached
 
 ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, user ids)")
 SEED = 4

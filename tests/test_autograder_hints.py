@@ -14,8 +14,6 @@ page, run in the student's kernel) must print exactly what the clean room report
 import dataclasses
 import linecache
 import re
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -24,8 +22,7 @@ from autograder.checks import format_findings, run_check
 from autograder.cleanroom import verify_source
 from autograder.exercises import load
 
-sys.path.insert(0, str(Path(__file__).parent))
-from hint_mistakes import MISTAKES  # noqa: E402
+from helpers.hint_mistakes import MISTAKES
 
 #: every typical mistake graded in the clean room on three seeds: left out of make test-fast (make test and CI run it)
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("cleanroom_fork_server")]

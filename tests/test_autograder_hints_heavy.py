@@ -1,13 +1,10 @@
 """The hint test (tests/test_autograder_hints.py) for the exercises whose checks build
 torch models or fit scikit-learn probes: seconds per answer, so they are slow tests, and a
 file of their own so that pytest-xdist grades them beside the other cases."""
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-import test_autograder_hints as hints  # noqa: E402
+import test_autograder_hints as hints
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("cleanroom_fork_server")]
 

@@ -12,8 +12,6 @@
   points for every seed tried.
 """
 import copy
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,7 +21,6 @@ from autograder.build import solution_source
 from autograder.checks import check_points, format_findings, registry, run_check
 from autograder.exercises import all_specs, load
 
-sys.path.insert(0, str(Path(__file__).parent))
 
 #: the 18 functions the notebooks ask for (some notebooks ask for several)
 GRADED = sorted({c.split("/", 1)[0] for s in all_specs() for c in s.HIDDEN})
@@ -279,8 +276,8 @@ def fold_batchnorm(W, b, mu, s):
     return W2, np.asarray(b, float) - W2.T @ np.asarray(mu, float)
 '''
 
-from autograder_cases import KNN_TIES_TO_LARGER  # noqa: E402
-from autograder_cases_more import (  # noqa: E402
+from helpers.autograder_cases import KNN_TIES_TO_LARGER  # noqa: E402
+from helpers.autograder_cases_more import (  # noqa: E402
     LOWSHOT_ARGMAX_AS_LABEL,
     MCNEMAR_ZERO_DISCORDANT,
     RETRIEVAL_KEEPS_QUERIES_WITHOUT_RELEVANT,

@@ -20,9 +20,7 @@ a machine that lends user namespaces to other users); where they are refused,
 """
 import json
 import shutil
-import sys
 import time
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -32,9 +30,8 @@ from autograder.build import solution_source
 from autograder.course import Course
 from autograder.exercises import load
 
-sys.path.insert(0, str(Path(__file__).parent))
-from answer_notebooks import with_answer  # noqa: E402
-from course_roster import import_roster  # noqa: E402
+from helpers.answer_notebooks import with_answer
+from helpers.course_roster import import_roster
 
 #: a class graded with nbgrader and the clean room: about a minute
 pytestmark = pytest.mark.slow

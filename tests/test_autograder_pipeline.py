@@ -24,7 +24,6 @@ import re
 import shutil
 import sys
 import zipfile
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -36,15 +35,14 @@ from autograder.course import Course
 from autograder.exercises import all_specs, load
 from autograder.feedback import MATHJAX_FILE
 
-sys.path.insert(0, str(Path(__file__).parent))
-from autograder_cases import FEEDBACK_WORDS, WRONG  # noqa: E402
-from course_roster import import_roster  # noqa: E402
+from helpers.autograder_cases import FEEDBACK_WORDS, WRONG
+from helpers.course_roster import import_roster
 
 #: a whole class graded by nbgrader: left out of make test-fast
 pytestmark = pytest.mark.slow
 
 try:  # the wrong solutions of the later chapters' exercises, and those the issue names
-    from autograder_cases_more import FEEDBACK_WORDS_MORE, ISSUE_CASES, WRONG_MORE
+    from helpers.autograder_cases_more import FEEDBACK_WORDS_MORE, ISSUE_CASES, WRONG_MORE
 except ImportError:  # pragma: no cover
     FEEDBACK_WORDS_MORE, ISSUE_CASES, WRONG_MORE = {}, [], {}
 

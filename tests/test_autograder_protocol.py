@@ -48,9 +48,8 @@ from autograder.checks import check_points
 from autograder.course import Course
 from autograder.exercises import load
 
-sys.path.insert(0, str(Path(__file__).parent))
-from answer_notebooks import with_answer  # noqa: E402
-from course_roster import import_roster  # noqa: E402
+from helpers.answer_notebooks import with_answer
+from helpers.course_roster import import_roster
 
 pytestmark = [
     pytest.mark.slow,   # a class of twelve graded end to end, and one of five twice more

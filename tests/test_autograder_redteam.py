@@ -42,7 +42,6 @@ import hashlib
 import inspect
 import os
 import shutil
-import sys
 import tempfile
 import zipfile
 from pathlib import Path
@@ -56,12 +55,11 @@ from autograder.checks import check_points
 from autograder.course import Course
 from autograder.exercises import load
 
-sys.path.insert(0, str(Path(__file__).parent))
-from answer_notebooks import with_answer  # noqa: E402
-from course_roster import import_roster  # noqa: E402
-from autograder.dask_tls import cluster_security, grader_tls, have_openssl, make_credentials  # noqa: E402
-from listener import listener as _listener, was_reached as _was_reached  # noqa: E402
-from worker_traces import sandbox_user_processes as _sandbox_processes  # noqa: E402
+from helpers.answer_notebooks import with_answer
+from helpers.course_roster import import_roster
+from autograder.dask_tls import cluster_security, grader_tls, have_openssl, make_credentials
+from helpers.listener import listener as _listener, was_reached as _was_reached
+from helpers.worker_traces import sandbox_user_processes as _sandbox_processes
 
 pytestmark = [
     pytest.mark.slow,   # a class of eight graded end to end

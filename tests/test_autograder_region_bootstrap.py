@@ -12,7 +12,7 @@ from autograder.build import build_notebook, notebook_path, notebook_text, solut
 from autograder.checks import check_points, run_check
 from autograder.cleanroom import verify_source
 from autograder.exercises import load
-from exercise_grading import (answer_function, assert_below_reference, assert_full_marks,
+from helpers.exercise_grading import (answer_function, assert_below_reference, assert_full_marks,
                               assert_loses_exactly, scores)
 
 NAME = "region_bootstrap_miou"

@@ -41,8 +41,7 @@ from autograder.csv_safe import FORMULA_STARTS, safe_cell
 from autograder.exercises import load
 from autograder.feedback import CSP_META, MATHJAX_FILE
 
-sys.path.insert(0, str(Path(__file__).parent))
-from answer_notebooks import with_answer  # noqa: E402
+from helpers.answer_notebooks import with_answer
 
 pytestmark = [
     pytest.mark.slow,   # a class of four graded end to end

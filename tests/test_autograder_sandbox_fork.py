@@ -19,8 +19,7 @@ from autograder import sandbox
 from autograder.kernel_fork import FDS_ENV
 from autograder.sandbox import Confinement
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tmp_listing import allowed_in_private_tmp  # noqa: E402
+from helpers.tmp_listing import allowed_in_private_tmp
 
 #: a grading run of its own per case, and one kernel: left out of make test-fast
 pytestmark = pytest.mark.slow

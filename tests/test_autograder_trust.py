@@ -18,8 +18,6 @@ test (the clean room runs for real).
 import json
 import os
 import shutil
-import sys
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -31,10 +29,9 @@ from autograder.cli import main
 from autograder.course import Course, _late_text, scheduler_config
 from autograder.exercises import load
 
-sys.path.insert(0, str(Path(__file__).parent))
-from answer_notebooks import with_answer  # noqa: E402
-from course_roster import import_roster  # noqa: E402
-from autograder.dask_tls import (cluster_security, grader_tls, have_openssl,  # noqa: E402
+from helpers.answer_notebooks import with_answer
+from helpers.course_roster import import_roster
+from autograder.dask_tls import (cluster_security, grader_tls, have_openssl,
                       make_credentials)
 
 TLS = pytest.mark.skipif(not have_openssl(), reason="needs the openssl command")

@@ -571,7 +571,7 @@ def test_per_query_output_shapes_and_means():
 
 def test_ranx_agrees_without_ties():
     ranx = pytest.importorskip("ranx")
-    from ranx_case import METRICS, ranx_case
+    from helpers.ranx_case import METRICS, ranx_case
 
     scores, gains, _, _, theirs = ranx_case(ranx)
     ours = ranking_metrics(scores, gains, (5,))

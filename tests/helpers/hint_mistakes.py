@@ -510,8 +510,8 @@ def _with_known_wrong_answers(table):
     the cause), and a blank stub of every graded function of every exercise (its
     NotImplementedError is the cause: no hint may send it after a formula)."""
     from autograder.exercises import EXERCISES, load
-    from autograder_cases import FEEDBACK_WORDS, WRONG
-    from autograder_cases_more import FEEDBACK_WORDS_MORE, WRONG_MORE
+    from helpers.autograder_cases import FEEDBACK_WORDS, WRONG
+    from helpers.autograder_cases_more import FEEDBACK_WORDS_MORE, WRONG_MORE
 
     out = {name: dict(table.get(name, {})) for name in EXERCISES}
     words = {**FEEDBACK_WORDS, **FEEDBACK_WORDS_MORE}
