@@ -26,6 +26,7 @@ __all__ = [
     "check_rng",
     "check_bool_vector",
     "unit_rows",
+    "all_finite",
 ]
 
 
@@ -47,13 +48,17 @@ def as_float_array(x, name, *, ndim=2, min_rows=1, min_cols=1, allow_nonfinite=F
         Minimum length of the second axis (only checked when ``ndim >= 2``).
     allow_nonfinite : bool
         If False (default), NaN and infinite entries raise ``ValueError``.
-    dtype : numpy floating dtype
+    dtype : numpy floating dtype or None
         The dtype returned (float64 by default; float32 lets large banks stay small).
+        ``None`` keeps float32 and float64 input as it is (a memory map stays one) and
+        converts every other numeric dtype to float64.
 
     Returns
     -------
     numpy.ndarray of ``dtype``
-        A view or copy of ``x``; never the caller's array modified in place.
+        A view or copy of ``x``; never the caller's array modified in place. The values
+        are checked a block of rows at a time, so no temporary of the input's size is
+        made.
     """
     if isinstance(x, (str, bytes)) or x is None:
         raise TypeError(f"{name} must be a numeric array, got {type(x).__name__}")
@@ -65,6 +70,8 @@ def as_float_array(x, name, *, ndim=2, min_rows=1, min_cols=1, allow_nonfinite=F
         raise TypeError(f"{name} must hold numbers, got dtype {arr.dtype}")
     if np.iscomplexobj(arr):
         raise TypeError(f"{name} must be real-valued, got complex dtype {arr.dtype}")
+    if dtype is None:
+        dtype = arr.dtype if arr.dtype in _KEPT_DTYPES else np.dtype(np.float64)
     arr = arr.astype(dtype, copy=False)
     allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
     if arr.ndim not in allowed:
@@ -76,9 +83,31 @@ def as_float_array(x, name, *, ndim=2, min_rows=1, min_cols=1, allow_nonfinite=F
         raise ValueError(f"{name} needs at least {min_cols} column(s), got shape {arr.shape}")
     if arr.ndim >= 2 and any(s == 0 for s in arr.shape[1:]):
         raise ValueError(f"{name} has an empty axis, got shape {arr.shape}")
-    if not allow_nonfinite and not np.all(np.isfinite(arr)):
+    if not allow_nonfinite and not all_finite(arr):
         raise ValueError(f"{name} contains NaN or infinite values")
     return arr
+
+
+_KEPT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def all_finite(arr):
+    """Whether every entry of ``arr`` is finite, checked a block of rows at a time.
+
+    Parameters
+    ----------
+    arr : numpy.ndarray of a numeric dtype
+
+    Returns
+    -------
+    bool
+    """
+    from ._blocks import iter_rows
+
+    if arr.ndim < 2 or arr.size == 0:
+        return bool(np.all(np.isfinite(arr)))
+    flat = arr.reshape(arr.shape[0], -1)
+    return all(bool(np.isfinite(block).all()) for _, block in iter_rows(flat, itemsize=1))
 
 
 def as_labels(y, name, *, n=None, n_classes=None, min_len=1):
@@ -151,7 +180,7 @@ def check_same_width(a, b, name_a, name_b):
         raise ValueError(f"{name_a} has {a.shape[1]} features but {name_b} has {b.shape[1]}")
 
 
-def as_train_test(train_h, train_y, test_h, test_y):
+def as_train_test(train_h, train_y, test_h, test_y, dtype=np.float64):
     """Validate a labelled training set and a labelled test set of features.
 
     Parameters
@@ -160,16 +189,19 @@ def as_train_test(train_h, train_y, test_h, test_y):
     train_y : array_like of int, shape (n,)
     test_h : array_like of shape (n_test, d)
     test_y : array_like of int, shape (n_test,)
+    dtype : numpy floating dtype or None, default float64
+        The features' dtype, as in :func:`as_float_array` (``None``: float32 and
+        float64 kept as they are).
 
     Returns
     -------
     (train_h, train_y, test_h, test_y)
-        Float64 features (:func:`as_float_array`) and int64 labels (:func:`as_labels`),
-        checked in the order ``train_h``, ``test_h``, their widths
+        Features of ``dtype`` (:func:`as_float_array`) and int64 labels
+        (:func:`as_labels`), checked in the order ``train_h``, ``test_h``, their widths
         (:func:`check_same_width`), ``train_y``, ``test_y``.
     """
-    train_h = as_float_array(train_h, "train_h")
-    test_h = as_float_array(test_h, "test_h")
+    train_h = as_float_array(train_h, "train_h", dtype=dtype)
+    test_h = as_float_array(test_h, "test_h", dtype=dtype)
     check_same_width(test_h, train_h, "test_h", "train_h")
     train_y = as_labels(train_y, "train_y", n=train_h.shape[0])
     test_y = as_labels(test_y, "test_y", n=test_h.shape[0])

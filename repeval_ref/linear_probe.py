@@ -17,6 +17,12 @@ The recipe, with ``n = len(train_h)``:
    the whole training set's mean and standard deviation (``ddof=0``), and scored on
    the test set standardised with the same whole-training statistics.
 
+The standardisation statistics are float64, accumulated a block of rows at a time; the
+standardised copies the probe fits on are stored in the training features' dtype, so
+float32 features are fitted in float32 (scikit-learn's L-BFGS keeps that precision) and
+hold one float32 copy of the fitting part (then of the training set) beside the input.
+Validation and test rows are standardised and predicted a block at a time.
+
 The test set plays no part in the choice of ``C``. :func:`probe_accuracy_grid`
 exposes every ``C``'s validation accuracy *and* its test accuracy; picking the ``C``
 with the best test accuracy is the optimistic "tuning on the test set" the book warns
@@ -26,14 +32,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._blocks import column_moments, release_pages, row_slices
 from ._validation import as_sequence, as_train_test, check_int, check_positive
 
 __all__ = ["linear_probe_done_right", "linear_probe_warm_path", "probe_accuracy_grid"]
 
 
 def _check_inputs(train_h, train_y, test_h, test_y, Cs, seed):
-    """Validate and convert the arguments shared by both public functions."""
-    train_h, train_y, test_h, test_y = as_train_test(train_h, train_y, test_h, test_y)
+    """Validate and convert the arguments shared by the public functions.
+
+    Float32 and float64 features keep their dtype (a memory map stays one); the
+    standardised copies the probe fits on are made in the training features' dtype.
+    """
+    train_h, train_y, test_h, test_y = as_train_test(train_h, train_y, test_h, test_y, dtype=None)
     Cs = as_sequence(Cs, "Cs", "positive numbers")
     if not Cs:
         raise ValueError("Cs is empty; give at least one regularisation strength")
@@ -48,15 +59,16 @@ def _check_inputs(train_h, train_y, test_h, test_y, Cs, seed):
     return train_h, train_y, test_h, test_y, Cs, seed
 
 
-def _standardiser(X, what):
-    """Per-feature mean and standard deviation (ddof=0) of ``X``.
+def _standardiser(X, rows, what):
+    """Per-feature float64 mean and standard deviation (ddof=0) of ``X[rows]`` (all rows
+    when ``rows`` is None), accumulated a block of rows at a time.
 
     A constant feature would be divided by zero, so it raises ``ValueError`` naming
     ``train_h`` and the part of it (``what``) where the feature is constant.
     """
-    mean = X.mean(axis=0)
-    std = X.std(axis=0)
-    constant = (np.ptp(X, axis=0) == 0) | (std == 0)
+    mean, m2, lo, hi = column_moments(X, rows)
+    std = np.sqrt(m2 / (X.shape[0] if rows is None else len(rows)))
+    constant = (lo == hi) | (std == 0)
     if np.any(constant):
         j = int(np.flatnonzero(constant)[0])
         raise ValueError(
@@ -66,18 +78,47 @@ def _standardiser(X, what):
     return mean, std
 
 
-def _accuracy(C, fit_z, fit_y, eval_z, eval_y):
-    """Fit ``LogisticRegression(C=C, max_iter=2000)`` and return its accuracy."""
+def _blocks_of(X, rows):
+    """``(part, block)`` pairs: ``X[rows]`` (or all of ``X``) a block of rows at a time."""
+    n = X.shape[0] if rows is None else len(rows)
+    for part in row_slices(n, X.shape[1]):
+        yield part, np.asarray(X[part] if rows is None else X[rows[part]], dtype=np.float64)
+        release_pages(X)
+
+
+def _standardised(X, rows, mean, std, dtype):
+    """``(X[rows] - mean) / std`` computed in float64 a block at a time, stored as ``dtype``."""
+    n = X.shape[0] if rows is None else len(rows)
+    out = np.empty((n, X.shape[1]), dtype=dtype)
+    for part, block in _blocks_of(X, rows):
+        out[part] = (block - mean) / std
+    return out
+
+
+def _predict(clf, X, rows, mean, std, dtype):
+    """Labels ``clf`` predicts for the standardised ``X[rows]``, a block of rows at a time."""
+    n = X.shape[0] if rows is None else len(rows)
+    pred = np.empty(n, dtype=np.int64)
+    for part, block in _blocks_of(X, rows):
+        pred[part] = clf.predict(((block - mean) / std).astype(dtype, copy=False))
+    return pred
+
+
+def _fit(C, Z, y):
+    """``LogisticRegression(C=C, max_iter=2000)`` fitted on ``Z``."""
     from sklearn.linear_model import LogisticRegression
 
-    clf = LogisticRegression(C=C, max_iter=2000).fit(fit_z, fit_y)
-    return float(np.mean(clf.predict(eval_z) == eval_y))
+    return LogisticRegression(C=C, max_iter=2000).fit(Z, y)
 
 
 def _validation_split(train_h, train_y, seed):
     """Steps 1-2 of the recipe: a seeded fifth of the training rows for validation, the
-    rest for fitting, both standardised with the fitting part's statistics.
-    Returns ``(fit_z, fit_y, val_z, val_y)``."""
+    rest for fitting, standardised with the fitting part's statistics.
+
+    Returns ``(fit_z, fit_y, val_idx, val_y, mean, std)``: the fitting part standardised
+    (in ``train_h``'s dtype) and the validation rows with the statistics that
+    standardise them, so that they are standardised a block at a time when predicted.
+    """
     n = train_h.shape[0]
     perm = np.random.default_rng(seed).permutation(n)
     val_idx, fit_idx = perm[: n // 5], perm[n // 5:]
@@ -86,24 +127,24 @@ def _validation_split(train_h, train_y, seed):
             "train_y: the fitting part of the training set (all but the validation "
             "rows) holds a single class; a classifier needs at least 2"
         )
-    mean, std = _standardiser(train_h[fit_idx], "the fitting part")
-    fit_z = (train_h[fit_idx] - mean) / std
-    val_z = (train_h[val_idx] - mean) / std
-    return fit_z, train_y[fit_idx], val_z, train_y[val_idx]
+    mean, std = _standardiser(train_h, fit_idx, "the fitting part")
+    fit_z = _standardised(train_h, fit_idx, mean, std, train_h.dtype)
+    return fit_z, train_y[fit_idx], val_idx, train_y[val_idx], mean, std
 
 
 def _validation_accuracies(train_h, train_y, Cs, seed):
     """Validation accuracy of each ``C`` (steps 1-3 of the recipe), in the order of Cs."""
-    fit_z, fit_y, val_z, val_y = _validation_split(train_h, train_y, seed)
-    return [_accuracy(C, fit_z, fit_y, val_z, val_y) for C in Cs]
+    fit_z, fit_y, val_idx, val_y, mean, std = _validation_split(train_h, train_y, seed)
+    return [float(np.mean(_predict(_fit(C, fit_z, fit_y), train_h, val_idx, mean, std,
+                                   fit_z.dtype) == val_y)) for C in Cs]
 
 
 def _test_accuracies(train_h, train_y, test_h, test_y, Cs):
     """Test accuracy after refitting on the whole training set with each ``C`` (step 4)."""
-    mean, std = _standardiser(train_h, "the whole training set")
-    train_z = (train_h - mean) / std
-    test_z = (test_h - mean) / std
-    return [_accuracy(C, train_z, train_y, test_z, test_y) for C in Cs]
+    mean, std = _standardiser(train_h, None, "the whole training set")
+    train_z = _standardised(train_h, None, mean, std, train_h.dtype)
+    return [float(np.mean(_predict(_fit(C, train_z, train_y), test_h, None, mean, std,
+                                   train_z.dtype) == test_y)) for C in Cs]
 
 
 def linear_probe_done_right(train_h, train_y,  # fitting and validation data
@@ -232,23 +273,26 @@ def linear_probe_warm_path(train_h, train_y, test_h, test_y, Cs, seed=0, *, prog
 
     checked = _check_inputs(train_h, train_y, test_h, test_y, Cs, seed)
     train_h, train_y, test_h, test_y, Cs, seed = checked
-    fit_z, fit_y, val_z, val_y = _validation_split(train_h, train_y, seed)
+    fit_z, fit_y, val_idx, val_y, mean, std = _validation_split(train_h, train_y, seed)
     clf = LogisticRegression(max_iter=2000, warm_start=True)
     by_C, start_of = {}, {}
     for C in sorted(set(Cs)):
         clf.set_params(C=C).fit(fit_z, fit_y)
-        by_C[C] = float(np.mean(clf.predict(val_z) == val_y))
+        by_C[C] = float(np.mean(_predict(clf, train_h, val_idx, mean, std, fit_z.dtype) == val_y))
         start_of[C] = (clf.coef_.copy(), clf.intercept_.copy())
         if progress is not None:
             progress(1)
+    del fit_z  # the refit's standardised copy takes its place
     val_acc = np.array([by_C[C] for C in Cs], dtype=np.float64)
     best_C = Cs[int(np.argmax(val_acc))]  # first maximum in the given order
-    mean, std = _standardiser(train_h, "the whole training set")
+    mean, std = _standardiser(train_h, None, "the whole training set")
+    train_z = _standardised(train_h, None, mean, std, train_h.dtype)
     final = LogisticRegression(C=best_C, max_iter=2000, warm_start=True)
     if np.array_equal(np.unique(train_y), clf.classes_):  # same classes: same weight shape
         final.coef_, final.intercept_ = start_of[best_C]
-    final.fit((train_h - mean) / std, train_y)
-    pred = final.predict((test_h - mean) / std).astype(np.int64)
+    final.fit(train_z, train_y)
+    del train_z
+    pred = _predict(final, test_h, None, mean, std, train_h.dtype).astype(np.int64)
     if progress is not None:
         progress(1)
     return float(best_C), val_acc, pred
