@@ -1,17 +1,26 @@
-"""``repeval report`` and ``repeval compare``: one encoder, or two, on the user's features."""
+"""``repeval report`` and ``repeval compare``: one encoder, or two, on the user's features.
+
+Each command is a frozen settings object (:class:`ReportSettings`, :class:`CompareSettings`),
+a function that computes from it and writes nothing (:func:`run_report`,
+:func:`run_compare`) and a thin ``cmd_*`` that runs it and writes the files and the
+terminal lines.
+"""
 from __future__ import annotations
 
+import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from . import _render as R
-from ._evaluate import (KNN_CURVE_KS, KNN_HEADLINE_KS, KNN_TAU, acc_entry, blas_threads, class_indices,
-                        knn_curve_predictions, knn_section, label_free_section, low_shot_section,
-                        probe_section, ridge_section)
-from ._inputs import (InputError, _short, load_split, prepare_split, read_input, refuse_zero_rows,
-                      split_text)
+from ._arguments import FILES_HELP, PROBE_C_HELP, Settings, add_options, positive_int, wrap
+from ._evaluate import (KNN_CURVE_KS, KNN_HEADLINE_KS, KNN_TAU, LOW_SHOT_DRAWS, PAIRED_BOOTSTRAP, PROBE_CS,
+                        TEST_FRACTION, acc_entry, blas_threads, class_indices, knn_curve_predictions,
+                        knn_section, label_free_section, low_shot_section, probe_section, ridge_section)
+from ._inputs import (InputError, _short, check_out_dir, load_split, prepare_split, read_input,
+                      refuse_zero_rows, split_text)
 from ._progress import Progress
 
 
@@ -37,7 +46,7 @@ def report_verdicts(rep, train_x, train_y, test_y, spectrum):
 
 
 def _report_inputs(args, progress=None):
-    """Read and check the report's inputs; ``(train_x, train_y, test_x, test_y, src)``."""
+    """Read and check the inputs of :class:`ReportSettings` ``args``; ``(train_x, train_y, test_x, test_y, src)``."""
     train_x, train_y, test_x, test_y, src = load_split(args.train, args.test, progress=progress,
                                                        test_fraction=args.test_fraction, seed=args.seed)
     if train_x.shape[1] != test_x.shape[1]:
@@ -55,24 +64,58 @@ def _report_header(src, train_x, test_x, K, seed):
             "low-shot draws, subsamples).")
 
 
-def cmd_report(args):
-    """``repeval report``: every protocol and label-free metric on one encoder's features.
+@dataclass(frozen=True)
+class ReportSettings(Settings):
+    """Everything ``repeval report`` computes from; the fields are its options (``repeval report --help``)."""
 
-    An all-zero feature row is refused (exit status 2, one line naming the file and
-    the row): cosine similarity is undefined for it, and the report neither drops
-    images nor leaves a protocol out.
+    train: str
+    test: str | None = None
+    test_fraction: float | None = None
+    seed: int = 0
+    draws: int = LOW_SHOT_DRAWS
+    dse_samples: int = 2000
+    pair_samples: int = 5000
+    id_samples: int = 10000
+    id_batch: int = 1000
+    probe_c: tuple = PROBE_CS
+    blas_threads: int = 1
+
+    def __post_init__(self):
+        self._check_at_least(draws=2, dse_samples=1, pair_samples=1, id_samples=1, id_batch=3, blas_threads=1)
+        object.__setattr__(self, "probe_c", tuple(float(c) for c in self.probe_c))
+
+
+def run_report(settings: ReportSettings, progress=None):
+    """Every protocol and label-free metric on one encoder's features; nothing is written.
+
+    An all-zero feature row is refused (:class:`InputError` naming the file and the
+    row): cosine similarity is undefined for it, and the report neither drops images
+    nor leaves a protocol out.
+
+    Parameters
+    ----------
+    settings : ReportSettings
+    progress : Progress, optional
+        Where the stage lines go (default: none).
+
+    Returns
+    -------
+    dict
+        ``report``: what ``report.json`` holds but its ``plots`` (``inputs``, ``knn``,
+        ``linear_probe``, ``ridge_probe``, ``low_shot``, ``label_free``, ``verdicts``);
+        ``spectrum``: the centred Gram spectrum of TRAIN, shape (min(n, d),), for the
+        plots; ``header``: the sentence saying what was read and how it was split.
     """
-    progress = Progress(enabled=not args.quiet)
+    if not isinstance(settings, ReportSettings):
+        raise ValueError(f"settings must be a ReportSettings, got {type(settings).__name__}")
+    args = settings
+    progress = progress if progress is not None else Progress(enabled=False)
     train_x, train_y, test_x, test_y, src = _report_inputs(args, progress)  # before the heavy imports
     from ..labelfree.spectrum import gram_spectrum
 
     who = src["who"]
     classes, counts, ytr, yte = class_indices(train_y, test_y, who, src["test_rows"])
     K = classes.size
-    outdir = Path(args.out)
-    if outdir.exists() and not outdir.is_dir():
-        raise InputError(f"cannot create output directory {outdir}: a file of that name exists")
-
     rep = {"inputs": {"train": src["train"], "test": src["test"], "split": src["split"],
                       "n_train": int(train_x.shape[0]), "n_test": int(test_x.shape[0]),
                       "dim": int(train_x.shape[1]), "n_classes": int(K),
@@ -94,9 +137,16 @@ def cmd_report(args):
         progress.stage("verdicts, plots and files")
         spectrum = gram_spectrum(train_x, center=True)
     rep["verdicts"] = report_verdicts(rep, train_x, train_y, test_y, spectrum)
-    plots = R.report_plots(spectrum, curve, rep["low_shot"])
+    return {"report": rep, "spectrum": spectrum, "header": _report_header(src, train_x, test_x, K, args.seed)}
+
+
+def cmd_report(args):
+    """``repeval report``: :func:`run_report` on the parsed settings, then the files and the terminal lines."""
+    outdir = check_out_dir(args.out)
+    result = run_report(ReportSettings.from_args(args), Progress(enabled=not args.quiet))
+    rep, what = result["report"], result["header"]
+    plots = R.report_plots(result["spectrum"], rep["knn"]["curve"], rep["low_shot"])
     rep["plots"] = {name.split(".")[0].replace("knn_vs_k", "knn"): name for name in plots}
-    what = _report_header(src, train_x, test_x, K, args.seed)
     md = _report_markdown(rep, what)
     try:
         R.write_files(outdir, {**plots, "report.json": json.dumps(rep, indent=2, default=R.json_default),
@@ -138,7 +188,10 @@ def _print_report(rep, what, outdir, n_plots):
 
 
 def _compare_inputs(args, progress=None):
-    """Read A and B, check that they hold the same images; ``(a, b)`` as :class:`~._inputs.Input`."""
+    """Read A and B of :class:`CompareSettings` ``args``, check that they hold the same images.
+
+    Returns ``(a, b)`` as :class:`~._inputs.Input`.
+    """
     a = read_input(args.a, "A", need_labels=False, progress=progress)
     b = read_input(args.b, "B", need_labels=False, progress=progress)
     if a.x.shape[0] != b.x.shape[0]:
@@ -172,15 +225,52 @@ READ_TOGETHER = ("how to read them together: the paired bootstrap interval is a 
                  f"0 and p < {COMPARE_ALPHA:g}")
 
 
-def cmd_compare(args):
-    """``repeval compare A B``: CKA, and a paired comparison of k-NN and probe predictions.
+@dataclass(frozen=True)
+class CompareSettings(Settings):
+    """Everything ``repeval compare`` computes from; the fields are its options (``repeval compare --help``)."""
+
+    a: str
+    b: str
+    test_fraction: float = TEST_FRACTION
+    k: int = KNN_HEADLINE_KS[0]
+    boot: int = PAIRED_BOOTSTRAP
+    cka_samples: int = 2000
+    seed: int = 0
+    probe_c: tuple = PROBE_CS
+    blas_threads: int = 1
+
+    def __post_init__(self):
+        self._check_at_least(k=1, boot=1, cka_samples=1, blas_threads=1)
+        object.__setattr__(self, "probe_c", tuple(float(c) for c in self.probe_c))
+
+
+def run_compare(settings: CompareSettings, progress=None):
+    """CKA of A and B, and with labels a paired comparison of their k-NN and probe predictions.
 
     With labels, A and B are split by the rule of every command: a loop folder's own
     train and test parts, else one stratified, seeded split of the file. An all-zero
     feature row is then refused (one line naming the file and the row); without
-    labels only CKA runs, which an all-zero row does not disturb.
+    labels only CKA runs, which an all-zero row does not disturb. Nothing is written.
+
+    Parameters
+    ----------
+    settings : CompareSettings
+    progress : Progress, optional
+        Where the stage lines go (default: none).
+
+    Returns
+    -------
+    dict
+        ``compare``: what ``compare.json`` holds (``inputs``, ``linear_cka``,
+        ``linear_cka_debiased``, ``rbf_cka``, ``rbf_cka_note``, ``paired``: None
+        without labels, else the split and per protocol each encoder's accuracy, the
+        gain of B with its bootstrap interval and McNemar's p); ``inputs``: A and B as
+        read (:class:`~._inputs.Input`).
     """
-    progress = Progress(enabled=not args.quiet)
+    if not isinstance(settings, CompareSettings):
+        raise ValueError(f"settings must be a CompareSettings, got {type(settings).__name__}")
+    args = settings
+    progress = progress if progress is not None else Progress(enabled=False)
     a, b = _compare_inputs(args, progress)  # before the heavy imports
     from ..cka import linear_cka, rbf_cka
 
@@ -210,12 +300,17 @@ def cmd_compare(args):
     else:
         res["rbf_cka_note"] = (f"sigma^2 = 0.5^2 x median squared distance over all n x n pairs "
                                f"(Kornblith et al.'s RBF kernel, threshold 0.5), on {m} rows")
-    rows = [["linear CKA", R.fmt(res["linear_cka"])],
-            ["linear CKA (debiased)", R.fmt(res["linear_cka_debiased"])],
-            ["RBF CKA (sigma_frac 0.5)", R.fmt(res["rbf_cka"])]]
     res["paired"] = None
-    acc_rows = [] if y is None else _paired(args, a, b, y, res, progress)
-    _print_compare(args, a, b, res, rows, acc_rows)
+    if y is not None:
+        _paired(args, a, b, y, res, progress)
+    return {"compare": res, "inputs": (a, b)}
+
+
+def cmd_compare(args):
+    """``repeval compare A B``: :func:`run_compare` on the parsed settings, then the terminal lines and files."""
+    result = run_compare(CompareSettings.from_args(args), Progress(enabled=not args.quiet))
+    res = result["compare"]
+    _print_compare(args, *result["inputs"], res)
     if args.out:
         outdir = Path(args.out)
         try:
@@ -227,7 +322,7 @@ def cmd_compare(args):
 
 
 def _paired(args, a, b, y, res, progress):
-    """The paired k-NN and probe comparison of A and B on one split; the printed rows."""
+    """The paired k-NN and probe comparison of A and B on one split, into ``res["paired"]``."""
     from ..uncertainty import mcnemar_exact, paired_bootstrap_ci
 
     inp = a if a.y is not None else b
@@ -235,7 +330,6 @@ def _paired(args, a, b, y, res, progress):
                                               f"{inp.roles[0]} file {inp.files[0]}")
     yi = np.searchsorted(classes, y)
     res["paired"] = {"split": split}
-    acc_rows = []
     for proto in ("knn", "probe"):
         correct = {}
         for name, enc in (("A", a), ("B", b)):
@@ -250,31 +344,42 @@ def _paired(args, a, b, y, res, progress):
             correct[name] = pred == yi[te]
         gain, lo, hi = paired_bootstrap_ci(correct["A"], correct["B"], args.boot, args.seed)
         p = mcnemar_exact(correct["A"], correct["B"])
-        label = f"weighted k-NN (k={args.k}, tau={KNN_TAU})" if proto == "knn" else "linear probe"
         disagree = (lo > 0 or hi < 0) != (p < COMPARE_ALPHA)
         res["paired"][proto] = {"A": acc_entry(correct["A"]), "B": acc_entry(correct["B"]),
                                 "gain_B_minus_A": gain, "bootstrap95": [lo, hi],
                                 "n_boot": args.boot, "seed": args.seed, "mcnemar_p": p,
                                 "discordant": int(np.sum(correct["A"] != correct["B"])),
                                 "interval_and_test_disagree": bool(disagree)}
-        acc_rows.append([label, R.acc_text(res["paired"][proto]["A"]), R.acc_text(res["paired"][proto]["B"]),
-                         f"{100 * gain:+.2f} [{100 * lo:+.2f}, {100 * hi:+.2f}]", R.fmt(p)])
     res["how_to_read"] = READ_TOGETHER
-    return acc_rows
 
 
-def _print_compare(args, a, b, res, rows, acc_rows):
+def _paired_rows(args, paired):
+    """The printed rows of the paired comparison."""
+    rows = []
+    for proto in ("knn", "probe"):
+        e = paired[proto]
+        gain, (lo, hi) = e["gain_B_minus_A"], e["bootstrap95"]
+        label = f"weighted k-NN (k={args.k}, tau={KNN_TAU})" if proto == "knn" else "linear probe"
+        rows.append([label, R.acc_text(e["A"]), R.acc_text(e["B"]),
+                     f"{100 * gain:+.2f} [{100 * lo:+.2f}, {100 * hi:+.2f}]", R.fmt(e["mcnemar_p"])])
+    return rows
+
+
+def _print_compare(args, a, b, res):
+    rows = [["linear CKA", R.fmt(res["linear_cka"])],
+            ["linear CKA (debiased)", R.fmt(res["linear_cka_debiased"])],
+            ["RBF CKA (sigma_frac 0.5)", R.fmt(res["rbf_cka"])]]
     print(_name_line(a, "A"))
     print(_name_line(b, "B"))
     print(f"seed {args.seed} (split, bootstrap, RBF CKA subsample)")
     print()
     print(R.table(rows, ["similarity", "value"]))
-    if not acc_rows:
+    if res["paired"] is None:
         print("\nno labels in A or B: paired accuracy comparison skipped")
         return
     print(f"\nsplit: {split_text(res['paired']['split'])}")
     print()
-    print(R.table(acc_rows, ["protocol", "A [95% Wilson]", "B [95% Wilson]",
+    print(R.table(_paired_rows(args, res["paired"]), ["protocol", "A [95% Wilson]", "B [95% Wilson]",
                              f"B - A, pts [95% paired bootstrap, {args.boot} replicates]", "McNemar p"]))
     print()
     for proto, e in res["paired"].items():
@@ -284,4 +389,77 @@ def _print_compare(args, a, b, res, rows, acc_rows):
     print(R._wrap(READ_TOGETHER + "."))
 
 
-__all__ = ["cmd_report", "cmd_compare", "COMPARE_ALPHA", "KNN_CURVE_KS"]
+def add_report_parser(sub):
+    """The ``report`` subcommand of ``sub`` (the subparsers of ``repeval``)."""
+    rp = sub.add_parser(
+        "report", help="evaluate one representation (train and test features)",
+        description=wrap("Weighted k-NN (k = 20 and 200, tau = 0.07, plus a curve over k from one "
+                         "similarity pass), the linear probe with C chosen on a validation split "
+                         "of TRAIN (never TEST), the ridge probe with lambda chosen by exact "
+                         "leave-one-out, low-shot nearest-class-mean accuracy at 1, 5 and 20 "
+                         "shots, 95% Wilson intervals on every accuracy, every label-free metric "
+                         "on the TRAIN features, and verdicts (chance level, collapse, spectrum "
+                         "cliff, dropped features, small classes, unseen labels). Writes "
+                         "report.md, report.json and PNG plots to --out."),
+        epilog=FILES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    rp.add_argument("train", metavar="TRAIN",
+                    help="training features and labels (.npz, .npy, .pt or a loop folder); alone, "
+                         "a folder the loop wrote for one model, or a file split by --test-fraction")
+    rp.add_argument("test", metavar="TEST", nargs="?", default=None,
+                    help="test features and labels, same feature dimension")
+    add_options(
+        rp,
+        ("--test-fraction", dict(default=None, metavar="F",
+                                 help="without TEST: hold out this share of TRAIN's rows for testing "
+                                      "(stratified by class, seeded by --seed); not for a loop folder, whose "
+                                      "train and test parts are never re-split")),
+        ("--out", dict(default="repeval_report")),
+        ("--seed", dict(help="seed of every random choice: split, probe validation split, low-shot "
+                             "draws, subsamples (default: %(default)s)")),
+        "--draws",
+        ("--dse-samples", dict(type=positive_int, default=2000, metavar="N",
+                               help="rows used by the diffusion spectral entropy, an N x N eigenproblem "
+                                    "(the comparative study of label-free metrics uses 10000; "
+                                    "default: %(default)s)")),
+        ("--pair-samples", dict(type=positive_int, default=5000, metavar="N",
+                                help="rows used by the all-pairs uniformity (default: %(default)s)")),
+        ("--id-samples", dict(type=positive_int, default=10000, metavar="N",
+                              help="rows used by the TwoNN dimension on all pairs, an N x N distance "
+                                   "search; above N distinct rows a seeded random N (default: %(default)s)")),
+        "--id-batch", ("--probe-c", dict(help=PROBE_C_HELP)), "--blas-threads", "--quiet")
+    rp.set_defaults(func=cmd_report)
+
+
+def add_compare_parser(sub):
+    """The ``compare`` subcommand of ``sub`` (the subparsers of ``repeval``)."""
+    cp = sub.add_parser(
+        "compare", help="compare two representations of the same images",
+        description=wrap("Linear CKA (biased and debiased) and RBF CKA between A and B (same "
+                         "images, same order: two encoders or two layers). With labels, the "
+                         "images are split as every command splits them (a loop folder's own "
+                         "train and test parts; a single file once, stratified and seeded), and "
+                         "the k-NN and linear-probe predictions of A and B on the same test "
+                         "images are compared: accuracy with 95% Wilson intervals, the gain of B "
+                         "over A with a paired bootstrap interval, and the exact McNemar p-value, "
+                         "with a line on reading the two together. The output names A and B by "
+                         "their paths and prints the split sizes and the seed."),
+        epilog=FILES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    cp.add_argument("a", metavar="A", help="features of encoder/layer A (labels optional)")
+    cp.add_argument("b", metavar="B", help="features of encoder/layer B for the same images")
+    add_options(
+        cp,
+        ("--test-fraction", dict(help="share of images held out for testing when A and B are single files; "
+                                      "loop folders keep their own parts (default: %(default)s)")),
+        "--k", ("--boot", dict(help="paired bootstrap replicates (default: %(default)s)")),
+        ("--cka-samples", dict(type=positive_int, default=2000, metavar="N",
+                               help="rows used by RBF CKA, which forms N x N kernels (default: %(default)s)")),
+        ("--seed", dict(help="seed of the split, bootstrap and subsample (default: %(default)s)")),
+        ("--out", dict(default=None, help="also write compare.json to DIR")),
+        ("--probe-c", dict(help=PROBE_C_HELP)), "--blas-threads", "--quiet")
+    cp.set_defaults(func=cmd_compare)
+
+
+__all__ = ["ReportSettings", "run_report", "cmd_report", "CompareSettings", "run_compare", "cmd_compare",
+           "add_report_parser", "add_compare_parser", "COMPARE_ALPHA", "KNN_CURVE_KS"]

@@ -340,6 +340,37 @@ def load_split(train, test, *, test_fraction=None, seed=0, arg_train="TRAIN", ar
     return inp.x[tr], inp.y[tr], inp.x[te], inp.y[te], src
 
 
+def check_out_dir(outdir):
+    """``outdir`` as a path; :class:`InputError` when it exists and is not a folder."""
+    outdir = Path(outdir)
+    if outdir.exists() and not outdir.is_dir():
+        raise InputError(f"cannot create output directory {outdir}: a file of that name exists")
+    return outdir
+
+
+def check_encoder_list(entries, twice, command, key):
+    """Raise :class:`InputError` when two encoders share a name, or fewer than two are given.
+
+    Parameters
+    ----------
+    entries : list of dict
+        The encoders of a command, each with a ``name``.
+    twice : str
+        The message for a repeated name, a format string with the field ``name``.
+    command : str
+        The command as the message names it (``"a suite"``).
+    key : str
+        The field of an entry that the message shows for a lone encoder.
+    """
+    names = [e["name"] for e in entries]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup is not None:
+        raise InputError(twice.format(name=dup))
+    if len(entries) < 2:
+        raise InputError(f"{command} needs at least 2 encoders, got {len(entries)}"
+                         + (f" ({entries[0][key]})" if entries else ""))
+
+
 def stratified_split(y, test_fraction, seed, arg="labels"):
     """Sorted train and test row indices of a stratified, seeded split of labels ``y``."""
     from sklearn.model_selection import train_test_split
@@ -354,7 +385,7 @@ def stratified_split(y, test_fraction, seed, arg="labels"):
     return np.sort(tr), np.sort(te)
 
 
-__all__ = ["InputError", "Input", "load_features", "read_file", "read_input", "load_split", "split_rows",
+__all__ = ["InputError", "Input", "check_encoder_list", "check_out_dir", "load_features", "read_file", "read_input", "load_split", "split_rows",
            "prepare_split", "split_text", "stratified_split", "refuse_zero_rows", "zero_rows", "zero_rows_message",
            "feature_file_in", "split_folder", "row_blocks", "KEPT_DTYPES", "BLOCK_BYTES", "_check_features",
            "_check_labels", "_short"]

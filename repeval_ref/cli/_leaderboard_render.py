@@ -1,7 +1,8 @@
 """Rendering of ``repeval leaderboard``: the terminal table, Markdown, CSV, the plots and the HTML page.
 
-Every function takes the board as :func:`repeval_ref.cli.leaderboard.cmd_leaderboard`
-builds it and returns text, figures or PNG bytes; nothing is computed here but the layout.
+Every function takes the board as :func:`repeval_ref.cli.leaderboard.run_leaderboard`
+returns it and returns text, figures or PNG bytes (:func:`print_leaderboard` prints);
+nothing is computed here but the layout.
 """
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import base64
 import csv
 import html
 import io
+import json
 
 import numpy as np
 
@@ -226,3 +228,25 @@ def render_html(board, plots):
             + R.html_table(_lf_rows(board), ["encoder"] + [v[0] for v in LABEL_FREE_RANKINGS.values()])
             + R.html_table(lf_rank, ["metric", "better is", "ranking", "Spearman rho with accuracy"])
             + "<h2>Pairs</h2>" + pairs + "</body></html>\n")
+
+
+def render_files(board):
+    """The leaderboard's files: ``{name: text}`` of its JSON, Markdown, CSV and HTML page."""
+    return {"leaderboard.json": json.dumps(board, indent=2, default=R.json_default),
+            "leaderboard.md": render_markdown(board), "leaderboard.csv": render_csv(board),
+            "leaderboard.html": render_html(board, _plots(board))}
+
+
+def print_leaderboard(board, written):
+    """Print the settings, the ranked table, the warning, the fired verdicts and the files ``written``."""
+    print(R._wrap(_settings_text(board)))
+    print()
+    print(R.table(*_terminal_table(board)))
+    print(R._wrap("low-shot columns, label-free metrics and every pair: leaderboard.md and .html"))
+    if board["method_warning"]:
+        print("\n" + R._wrap("warning: " + board["method_warning"]))
+    for r in board["encoders"]:
+        for v in r["verdicts"]:
+            if v["fired"]:
+                print(R._wrap(f"{r['name']}: {v['message']}"))
+    print(f"\nwrote {', '.join(str(w) for w in written)}")

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ._evaluate import blas_threads
-from ._inputs import KEPT_DTYPES, Input, InputError, _short
+from ._inputs import KEPT_DTYPES, Input, InputError, _short, check_encoder_list
 from .leaderboard import _is_encoder_path
 
 
@@ -73,12 +73,7 @@ def resolve_encoders(items, backbone=None, weights=None, random_init=False):
         raise InputError("--weights and --random-init are for a --backbone")
     if not out:
         raise InputError("no encoders given (zoo names, zoo, feature folders or --backbone)")
-    names = [e["name"] for e in out]
-    dup = next((n for n in names if names.count(n) > 1), None)
-    if dup is not None:
-        raise InputError(f"encoder {dup!r} is given twice; each encoder may appear once")
-    if len(out) < 2:
-        raise InputError(f"a suite needs at least 2 encoders, got 1 ({out[0]['spec']})")
+    check_encoder_list(out, "encoder {name!r} is given twice; each encoder may appear once", "a suite", "spec")
     return out
 
 

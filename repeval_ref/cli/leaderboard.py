@@ -18,7 +18,9 @@ line naming the file and the row, as in ``repeval report``. Every pair of encode
 paired bootstrap interval and an exact McNemar p-value per protocol, corrected across
 pairs (Holm or Benjamini-Hochberg).
 
-The computation is here; the tables, plots and pages are :mod:`._leaderboard_render`.
+The computation is here (:class:`LeaderboardSettings`, :func:`run_leaderboard`), with the
+command that writes its result (:func:`cmd_leaderboard`); the tables, plots and pages
+are :mod:`._leaderboard_render`.
 Outputs (``--out``): ``leaderboard.csv``, ``leaderboard.md``, ``leaderboard.json`` and
 ``leaderboard.html`` (self-contained: plots inline as base64 PNG, no external files).
 All inputs are read and checked before anything is written; the files are written to
@@ -28,16 +30,18 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from . import _render as R
+from ._arguments import FILES_HELP, Settings, add_options, wrap
 from ._evaluate import (KNN_HEADLINE_KS, KNN_TAU, LOW_SHOT_DRAWS, PAIRED_BOOTSTRAP, PROBE_CS, SHOTS,
                         TEST_FRACTION, acc_entry, blas_threads, knn_curve_predictions, label_free_section,
                         low_shot_section, probe_section)
-from ._inputs import InputError, _short, prepare_split, read_input, refuse_zero_rows, split_folder
+from ._inputs import (InputError, _short, check_encoder_list, check_out_dir, prepare_split, read_input,
+                      refuse_zero_rows, split_folder)
 from ._progress import Progress
 
 FEATURE_SUFFIXES = (".npz", ".npy", ".pt", ".pth")
@@ -133,12 +137,8 @@ def resolve_entries(inputs):
             raise InputError(f"encoder {e['path']} is given twice (as {seen[key]} and {e['name']}); "
                              "each encoder may appear once")
         seen[key] = e["name"]
-    names = [e["name"] for e in entries]
-    dup = next((n for n in names if names.count(n) > 1), None)
-    if dup is not None:
-        raise InputError(f"two encoders are both named {dup!r}; give them distinct names (in a TOML list)")
-    if len(entries) < 2:
-        raise InputError(f"a leaderboard needs at least 2 encoders, got 1 ({entries[0]['path']})")
+    check_encoder_list(entries, "two encoders are both named {name!r}; give them distinct names (in a TOML list)",
+                       "a leaderboard", "path")
     return entries
 
 
@@ -287,17 +287,69 @@ def label_free_rankings(results, protocol):
 # ---------------------------------------------------------------------------- command
 
 
-def cmd_leaderboard(args):
-    """``repeval leaderboard``: every encoder on one split, ranked; the files and the terminal table."""
-    from ..multiple_testing import CORRECTIONS
-    from ._leaderboard_render import (_plots, _settings_text, _terminal_table, render_csv, render_html,
-                                      render_markdown)
+@dataclass(frozen=True)
+class LeaderboardSettings(Settings):
+    """Everything ``repeval leaderboard`` computes from; the fields are its options (``--help``)."""
 
-    progress = Progress(enabled=not args.quiet)
+    inputs: tuple = ()
+    test_fraction: float = TEST_FRACTION
+    seed: int = 0
+    k: int = KNN_HEADLINE_KS[0]
+    rank_by: str = "probe"
+    correction: str = "holm"
+    alpha: float = 0.05
+    boot: int = PAIRED_BOOTSTRAP
+    draws: int = LOW_SHOT_DRAWS
+    id_batch: int = 1000
+    probe_c: tuple = PROBE_CS
+    blas_threads: int = 1
+
+    def __post_init__(self):
+        if self.rank_by not in ("probe", "knn"):
+            raise ValueError(f"rank_by must be 'probe' or 'knn', got {self.rank_by!r}")
+        self._check_at_least(k=1, boot=1, draws=2, id_batch=3, blas_threads=1)
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+        object.__setattr__(self, "probe_c", tuple(float(c) for c in self.probe_c))
+
+
+def _method_warning(entries):
+    """The warning on comparing label-free scores across training methods, or None."""
+    methods = {e["method"] for e in entries}
+    if None in methods and len(methods) > 1 or None not in methods and len(methods) > 1:
+        given = sorted(m for m in methods if m)
+        return (f"these encoders come from different training methods ({', '.join(given)}"
+                f"{', and some without a method' if None in methods else ''}); " + METHOD_WARNING)
+    if methods == {None}:
+        return ("the training methods of these encoders are not given (add method = \"...\" to "
+                "each entry of a TOML list); " + METHOD_WARNING)
+    return None
+
+
+def run_leaderboard(settings: LeaderboardSettings, progress=None):
+    """Every encoder on one split, ranked, every pair compared; nothing is written.
+
+    Parameters
+    ----------
+    settings : LeaderboardSettings
+    progress : Progress, optional
+        Where the stage lines go (default: none).
+
+    Returns
+    -------
+    dict
+        What ``leaderboard.json`` holds: ``settings``, ``encoders`` (each one's
+        accuracies, low-shot means, label-free values and verdicts), ``pairs`` (per
+        protocol), ``ranking``, ``label_free_rankings`` and ``method_warning``.
+    """
+    if not isinstance(settings, LeaderboardSettings):
+        raise ValueError(f"settings must be a LeaderboardSettings, got {type(settings).__name__}")
+    args = settings
+    progress = progress if progress is not None else Progress(enabled=False)
+    from ..multiple_testing import CORRECTIONS
+
+    if args.correction not in CORRECTIONS:
+        raise ValueError(f"correction must be one of {', '.join(CORRECTIONS)}, got {args.correction!r}")
     entries = resolve_entries(args.inputs)
-    outdir = Path(args.out)
-    if outdir.exists() and not outdir.is_dir():
-        raise InputError(f"cannot create output directory {outdir}: a file of that name exists")
     data = load_encoders(entries, progress)
     ref = data[0]
     tr, te, split, classes, counts = prepare_split(ref, args.test_fraction, args.seed,
@@ -310,17 +362,7 @@ def cmd_leaderboard(args):
             correct[k].append(corr[k])
     names = [r["name"] for r in results]
     pairs = {p: pairwise(names, correct[p], args.boot, args.seed, args.correction) for p in correct}
-    methods = {e["method"] for e in entries}
-    if None in methods and len(methods) > 1 or None not in methods and len(methods) > 1:
-        given = sorted(m for m in methods if m)
-        warning = (f"these encoders come from different training methods ({', '.join(given)}"
-                   f"{', and some without a method' if None in methods else ''}); " + METHOD_WARNING)
-    elif methods == {None}:
-        warning = ("the training methods of these encoders are not given (add method = \"...\" to "
-                   "each entry of a TOML list); " + METHOD_WARNING)
-    else:
-        warning = None
-    board = {
+    return {
         "settings": {"k": args.k, "tau": KNN_TAU, "rank_by": args.rank_by, "alpha": args.alpha,
                      "correction": args.correction, "correction_name": CORRECTIONS[args.correction],
                      "seed": args.seed, "test_fraction": split.get("test_fraction"), "split": split,
@@ -329,36 +371,26 @@ def cmd_leaderboard(args):
         "encoders": results, "pairs": pairs,
         "ranking": ranking(results, args.rank_by, pairs[args.rank_by], args.alpha),
         "label_free_rankings": label_free_rankings(results, args.rank_by),
-        "method_warning": warning,
+        "method_warning": _method_warning(entries),
     }
-    plots = _plots(board)
-    files = {"leaderboard.json": json.dumps(board, indent=2, default=R.json_default),
-             "leaderboard.md": render_markdown(board), "leaderboard.csv": render_csv(board),
-             "leaderboard.html": render_html(board, plots)}
+
+
+def cmd_leaderboard(args):
+    """``repeval leaderboard``: :func:`run_leaderboard` on the parsed settings, then the files and the table."""
+    from ._leaderboard_render import print_leaderboard, render_files
+
+    outdir = check_out_dir(args.out)
+    board = run_leaderboard(LeaderboardSettings.from_args(args), Progress(enabled=not args.quiet))
     try:
-        written = R.write_files(outdir, files)
+        written = R.write_files(outdir, render_files(board))
     except OSError as exc:
         raise InputError(f"cannot write the leaderboard to {outdir}: {_short(exc)}") from None
-    print(R._wrap(_settings_text(board)))
-    print()
-    print(R.table(*_terminal_table(board)))
-    print(R._wrap("low-shot columns, label-free metrics and every pair: leaderboard.md and .html"))
-    if warning:
-        print("\n" + R._wrap("warning: " + warning))
-    for r in results:
-        for v in r["verdicts"]:
-            if v["fired"]:
-                print(R._wrap(f"{r['name']}: {v['message']}"))
-    print(f"\nwrote {', '.join(str(w) for w in written)}")
+    print_leaderboard(board, written)
     return 0
 
 
-BLAS_HELP = ("threads of BLAS and LAPACK in the probe fits, the SVDs and eigenproblems (the "
-             "k-NN's large products keep every thread); on a busy machine one thread is often "
-             "faster (default: %(default)s)")
-
-
-def add_leaderboard_parser(sub, files_help, positive_int, fraction, c_grid, wrap):
+def add_leaderboard_parser(sub):
+    """The ``leaderboard`` subcommand of ``sub`` (the subparsers of ``repeval``)."""
     from ..multiple_testing import CORRECTIONS
 
     lp = sub.add_parser(
@@ -372,35 +404,20 @@ def add_leaderboard_parser(sub, files_help, positive_int, fraction, c_grid, wrap
                          "self-contained .html page to --out. Inputs: feature files, loop folders, "
                          "a folder of them, or a TOML list ([[encoder]] tables with path, and "
                          "optionally name and method)."),
-        epilog=files_help, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=FILES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     lp.add_argument("inputs", metavar="INPUT", nargs="*",
                     help="feature files or loop folders (one encoder each), a folder of them, or a .toml list")
-    lp.add_argument("--out", default="repeval_leaderboard", metavar="DIR",
-                    help="output directory, created if needed (default: %(default)s)")
-    lp.add_argument("--test-fraction", type=fraction, default=TEST_FRACTION,
-                    help="share of images held out for testing when the encoders are single files; "
-                         "loop folders keep their own parts (default: %(default)s)")
-    lp.add_argument("--seed", type=int, default=0, help="seed of the split, probe split, draws and "
-                    "bootstrap (default: %(default)s)")
-    lp.add_argument("--k", type=positive_int, default=KNN_HEADLINE_KS[0],
-                    help="k of the weighted k-NN (default: %(default)s)")
-    lp.add_argument("--rank-by", choices=("probe", "knn"), default="probe",
-                    help="protocol of the ranking (default: %(default)s)")
-    lp.add_argument("--correction", choices=tuple(CORRECTIONS), default="holm",
-                    help="multiple-comparison correction across pairs: holm (family-wise error) or "
-                         "bh (Benjamini-Hochberg false discovery rate) (default: %(default)s)")
-    lp.add_argument("--alpha", type=fraction, default=0.05,
-                    help="level below which an adjusted p separates two encoders (default: %(default)s)")
-    lp.add_argument("--boot", type=positive_int, default=PAIRED_BOOTSTRAP,
-                    help="paired bootstrap replicates per pair (default: %(default)s)")
-    lp.add_argument("--draws", type=positive_int, default=LOW_SHOT_DRAWS,
-                    help="low-shot support draws per shot count, >= 2 (default: %(default)s)")
-    lp.add_argument("--id-batch", type=positive_int, default=1000, metavar="N",
-                    help="batch size of the batched TwoNN dimension (default: %(default)s)")
-    lp.add_argument("--probe-c", type=c_grid, default=PROBE_CS, metavar="C1,C2,...",
-                    help="candidate C of the probe (default: 1e-4,...,100)")
-    lp.add_argument("--blas-threads", type=positive_int, default=1, metavar="N",
-                    help=BLAS_HELP)
-    lp.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_options(
+        lp, ("--out", dict(default="repeval_leaderboard")),
+        ("--test-fraction", dict(help="share of images held out for testing when the encoders are single "
+                                      "files; loop folders keep their own parts (default: %(default)s)")),
+        ("--seed", dict(help="seed of the split, probe split, draws and bootstrap (default: %(default)s)")),
+        "--k",
+        ("--rank-by", dict(choices=("probe", "knn"), default="probe",
+                           help="protocol of the ranking (default: %(default)s)")),
+        ("--correction", dict(choices=tuple(CORRECTIONS), default="holm",
+                              help="multiple-comparison correction across pairs: holm (family-wise error) or "
+                                   "bh (Benjamini-Hochberg false discovery rate) (default: %(default)s)")),
+        "--alpha", "--boot", "--draws", "--id-batch", "--probe-c", "--blas-threads", "--quiet")
     lp.set_defaults(func=cmd_leaderboard)

@@ -47,15 +47,16 @@ import io
 import json
 import os
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from . import _render as R
+from ._arguments import FILES_HELP, Settings, add_options, positive_int, wrap
 from ._evaluate import (KNN_HEADLINE_KS, KNN_TAU, LOW_SHOT_DRAWS, PAIRED_BOOTSTRAP, PROBE_CS, TEST_FRACTION,
                         acc_entry, blas_threads, knn_curve_predictions, low_shot_section, probe_section)
-from ._inputs import InputError, _short, prepare_split, read_input, refuse_zero_rows
+from ._inputs import InputError, _short, check_out_dir, prepare_split, read_input, refuse_zero_rows
 from ._progress import Progress
 from ._suite_encoders import (DEFAULT_BATCH, EFFICIENTNET_BATCH, ImageEncoder, _image_input, _sha, _task_card,
                               folder_task_entries, resolve_encoders, task_source, threads_limited)
@@ -251,7 +252,7 @@ def _one_task(task, args, enc_entries, feat_inputs, image_encoders, src, images,
 
 
 @dataclass(frozen=True)
-class SuiteSettings:
+class SuiteSettings(Settings):
     """Everything ``repeval suite`` computes from: its encoders, tasks, protocols and settings.
 
     The fields are the command's options (``repeval suite --help``) under the same names;
@@ -290,13 +291,8 @@ class SuiteSettings:
         object.__setattr__(self, "encoders", tuple(self.encoders))
         object.__setattr__(self, "probe_c", tuple(float(c) for c in self.probe_c))
 
-    @classmethod
-    def from_args(cls, args):
-        """The settings of a parsed ``repeval suite`` command line (an argparse namespace)."""
-        return cls(**{f.name: getattr(args, f.name) for f in fields(cls)})
 
-
-def run_suite(settings, progress=None):
+def run_suite(settings: SuiteSettings, progress=None):
     """Every encoder on every task: the suite's result as one plain dict, no file written.
 
     Parameters
@@ -381,9 +377,7 @@ def cmd_suite(args):
     from ._suite_render import heatmap_png, print_suite, render_csv, render_html, render_markdown
 
     progress = Progress(enabled=not args.quiet)
-    outdir = Path(args.out)
-    if outdir.exists() and not outdir.is_dir():
-        raise InputError(f"cannot create output directory {outdir}: a file of that name exists")
+    outdir = check_out_dir(args.out)
     suite = R.plain_tree(run_suite(SuiteSettings.from_args(args), progress))
     progress.stage("tables, heat map and files")
     heat = heatmap_png(suite)
@@ -399,7 +393,8 @@ def cmd_suite(args):
 
 
 
-def add_suite_parser(sub, files_help, positive_int, fraction, c_grid, wrap):
+def add_suite_parser(sub):
+    """The ``suite`` subcommand of ``sub`` (the subparsers of ``repeval``)."""
     from ..multiple_testing import CORRECTIONS
 
     sp = sub.add_parser(
@@ -414,60 +409,52 @@ def add_suite_parser(sub, files_help, positive_int, fraction, c_grid, wrap):
                          "paired tests within each task corrected across pairs (Holm or Benjamini-"
                          "Hochberg). Features and evaluations are cached on disk by fingerprint. An all-zero "
                          "feature row is refused; a task's train and test parts are never re-split."),
-        epilog=files_help, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=FILES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sp.add_argument("encoders", metavar="ENCODER", nargs="*",
                     help="zoo:NAME or NAME (a zoo encoder), zoo (all of them), or a feature folder")
-    sp.add_argument("--backbone", default=None, metavar="SPEC",
-                    help="one more encoder: torchvision:ARCH or timm:ARCH (with --weights or --random-init), "
-                         "or zoo:NAME")
-    sp.add_argument("--weights", default=None, metavar="PATH", help="local weights file of the --backbone")
-    sp.add_argument("--random-init", action="store_true",
-                    help="run the --backbone untrained (its features mean nothing)")
-    sp.add_argument("--image-size", type=positive_int, default=224, metavar="N",
-                    help="side the task images are resized to for a torchvision/timm --backbone "
-                         "(default: %(default)s; the zoo's encoders use their own input sizes)")
-    sp.add_argument("--tasks", type=_tasks_arg, default=None, metavar="T1,T2,...",
-                    help="tasks to run (default: every installed task of the suite, or the tasks of the "
-                         "first feature folder)")
-    sp.add_argument("--protocols", type=_protocols_arg, default=PROTOCOLS, metavar="P1,P2,...",
-                    help="from knn,probe,fewshot (default: all three)")
-    sp.add_argument("--out", default="repeval_suite", metavar="DIR",
-                    help="output directory, created if needed (default: %(default)s)")
-    sp.add_argument("--seed", type=int, default=0,
-                    help="seed of the split of single files, the probe split, the draws and the bootstraps "
-                         "(default: %(default)s)")
-    sp.add_argument("--k", type=positive_int, default=KNN_HEADLINE_KS[0],
-                    help="k of the weighted k-NN (default: %(default)s)")
-    sp.add_argument("--shots", type=positive_int, default=SUITE_SHOTS,
-                    help="labelled images per class of the low-shot protocol (default: %(default)s)")
-    sp.add_argument("--draws", type=positive_int, default=LOW_SHOT_DRAWS,
-                    help="low-shot support draws, >= 2 (default: %(default)s)")
-    sp.add_argument("--probe-c", type=c_grid, default=PROBE_CS, metavar="C1,C2,...",
-                    help="candidate C of the probe (default: 1e-4,...,100)")
-    sp.add_argument("--test-fraction", type=fraction, default=TEST_FRACTION,
-                    help="share held out when a feature folder gives a task as one file; task splits and "
-                         "loop folders keep their own parts (default: %(default)s)")
-    sp.add_argument("--correction", choices=tuple(CORRECTIONS), default="holm",
-                    help="correction across the pairs of encoders within each task (default: %(default)s)")
-    sp.add_argument("--alpha", type=fraction, default=0.05,
-                    help="level below which an adjusted p separates two encoders (default: %(default)s)")
-    sp.add_argument("--boot", type=positive_int, default=PAIRED_BOOTSTRAP,
-                    help="paired bootstrap replicates per pair (default: %(default)s)")
-    sp.add_argument("--rank-boot", type=positive_int, default=RANK_BOOTSTRAP,
-                    help="bootstrap replicates of the mean-rank and tau intervals (default: %(default)s)")
-    sp.add_argument("--cache-dir", default=None, metavar="DIR",
-                    help="cache root: features in DIR/zoo-features, evaluations in DIR/suite-results "
-                         "(default: $REPEVAL_CACHE, else ~/.cache/repeval)")
-    sp.add_argument("--no-cache", action="store_true", help="neither read nor write any cache")
-    sp.add_argument("--batch-size", type=positive_int, default=None,
-                    help=f"extraction batch (default: {EFFICIENTNET_BATCH} for efficientnet_lite0, "
-                         f"{DEFAULT_BATCH} for the others)")
-    sp.add_argument("--blas-threads", type=positive_int, default=1, metavar="N",
-                    help="threads of PyTorch's extraction and of BLAS and LAPACK in the k-NN, the probe "
-                         "fits and the low-shot means; on a busy machine one thread is often faster "
-                         "(default: %(default)s)")
-    sp.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_options(
+        sp,
+        ("--backbone", dict(default=None, metavar="SPEC",
+                            help="one more encoder: torchvision:ARCH or timm:ARCH (with --weights or "
+                                 "--random-init), or zoo:NAME")),
+        ("--weights", dict(default=None, metavar="PATH", help="local weights file of the --backbone")),
+        ("--random-init", dict(action="store_true", help="run the --backbone untrained (its features mean nothing)")),
+        ("--image-size", dict(type=positive_int, default=224, metavar="N",
+                              help="side the task images are resized to for a torchvision/timm --backbone "
+                                   "(default: %(default)s; the zoo's encoders use their own input sizes)")),
+        ("--tasks", dict(type=_tasks_arg, default=None, metavar="T1,T2,...",
+                         help="tasks to run (default: every installed task of the suite, or the tasks of the "
+                              "first feature folder)")),
+        ("--protocols", dict(type=_protocols_arg, default=PROTOCOLS, metavar="P1,P2,...",
+                             help="from knn,probe,fewshot (default: all three)")),
+        ("--out", dict(default="repeval_suite")),
+        ("--seed", dict(help="seed of the split of single files, the probe split, the draws and the "
+                             "bootstraps (default: %(default)s)")),
+        "--k",
+        ("--shots", dict(type=positive_int, default=SUITE_SHOTS,
+                         help="labelled images per class of the low-shot protocol (default: %(default)s)")),
+        ("--draws", dict(help="low-shot support draws, >= 2 (default: %(default)s)")),
+        "--probe-c",
+        ("--test-fraction", dict(help="share held out when a feature folder gives a task as one file; task "
+                                      "splits and loop folders keep their own parts (default: %(default)s)")),
+        ("--correction", dict(choices=tuple(CORRECTIONS), default="holm",
+                              help="correction across the pairs of encoders within each task "
+                                   "(default: %(default)s)")),
+        "--alpha", "--boot",
+        ("--rank-boot", dict(type=positive_int, default=RANK_BOOTSTRAP,
+                             help="bootstrap replicates of the mean-rank and tau intervals (default: %(default)s)")),
+        ("--cache-dir", dict(default=None, metavar="DIR",
+                             help="cache root: features in DIR/zoo-features, evaluations in DIR/suite-results "
+                                  "(default: $REPEVAL_CACHE, else ~/.cache/repeval)")),
+        ("--no-cache", dict(action="store_true", help="neither read nor write any cache")),
+        ("--batch-size", dict(type=positive_int, default=None,
+                              help=f"extraction batch (default: {EFFICIENTNET_BATCH} for efficientnet_lite0, "
+                                   f"{DEFAULT_BATCH} for the others)")),
+        ("--blas-threads", dict(help="threads of PyTorch's extraction and of BLAS and LAPACK in the k-NN, the "
+                                     "probe fits and the low-shot means; on a busy machine one thread is often "
+                                     "faster (default: %(default)s)")),
+        "--quiet")
     sp.set_defaults(func=cmd_suite)
 
 
