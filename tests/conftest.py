@@ -75,23 +75,9 @@ LONGEST_FIRST = (
 )
 
 
-#: node ids of the tests left out of ``make test-fast`` besides the files marked slow
-#: (tests/slow_tests.txt: each took 2 s or more on the 2-core machine)
-SLOW_LIST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "slow_tests.txt")
-
-
-def slow_node_ids():
-    with open(SLOW_LIST) as fh:
-        return {line.strip() for line in fh if line.strip() and not line.startswith("#")}
-
-
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
-    slow = slow_node_ids()
-    for item in items:
-        if item.nodeid in slow:
-            item.add_marker(pytest.mark.slow)
 
 
 def pytest_unconfigure(config):

@@ -51,7 +51,10 @@ def test_solution_full_marks_for_several_seeds(name):
 CASES = [(ex, var) for ex, variants in WRONG_MORE.items() for var in variants]
 
 
-@pytest.mark.parametrize("exercise,variant", CASES)
+@pytest.mark.parametrize("exercise,variant", [
+    pytest.param(*case, marks=pytest.mark.slow)
+    if case in {("linear_cka", "gram_matrices"), ("two_nn_id", "distance_matrix")} else case
+    for case in CASES])
 def test_wrong_solution_loses_exactly_its_checks(exercise, variant):
     source, failing = WRONG_MORE[exercise][variant]
     spec = load(exercise)

@@ -358,7 +358,8 @@ BOMBS = {
 }
 
 
-@pytest.mark.parametrize("bomb", sorted(BOMBS))
+@pytest.mark.parametrize("bomb", [pytest.param(b, marks=pytest.mark.slow) if b == "fork" else b
+                                  for b in sorted(BOMBS)])
 def test_bombs_end_within_limits_and_leave_nothing_behind(bomb):
     # a short call limit: the loop and fork bombs spin on every core until it ends
     limits = {**FAST, "call_s": 1.0, "memory_bytes": 1 << 30, "cpu_s": 20}

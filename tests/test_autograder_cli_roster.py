@@ -4,6 +4,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from autograder import cli
 
 
@@ -15,6 +17,7 @@ def _write(path, ids):
             w.writerow([s, s.title(), "Student", f"{s}@example.org"])
 
 
+@pytest.mark.slow
 def test_roster_prints_its_count(tmp_path, capsys, monkeypatch):
     from nbgrader.api import Gradebook
 

@@ -112,6 +112,7 @@ def test_sandbox_python_skips_a_copied_interpreter_whose_library_is_closed(monke
     assert confine.sandbox_python()[0] == exe
 
 
+@pytest.mark.slow
 @ROOT
 def test_kill_uid_leaves_no_process_of_that_user():
     uid = confine.new_uid()

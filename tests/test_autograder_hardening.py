@@ -51,7 +51,7 @@ def _score(verdicts):
     return sum(v.points or 0.0 for v in verdicts), sum(v.max_points for v in verdicts)
 
 
-@pytest.mark.parametrize("attack", ["HALF_LINE", "FLOOD"])
+@pytest.mark.parametrize("attack", [pytest.param("HALF_LINE", marks=pytest.mark.slow), "FLOOD"])
 def test_a_broken_reply_cannot_stall_the_grader(attack):
     spec = load("rank_bound")
     t0 = time.monotonic()
@@ -62,6 +62,7 @@ def test_a_broken_reply_cannot_stall_the_grader(attack):
     assert all(v.message for v in verdicts)
 
 
+@pytest.mark.slow
 def test_the_whole_exercise_has_a_wall_clock_budget():
     """Each call stays just under the call limit, so only the exercise's budget ends it:
     past ``total_s`` the child is stopped and every check not yet scored scores 0,
@@ -82,6 +83,7 @@ def test_the_whole_exercise_has_a_wall_clock_budget():
     assert got == top
 
 
+@pytest.mark.slow
 def test_a_run_whose_daemon_holds_the_pipe_ends_at_its_limit(tmp_path):
     from autograder.sandbox import Confinement
 
@@ -170,6 +172,7 @@ def test_the_clean_room_has_no_network():
         srv.close()
 
 
+@pytest.mark.slow
 @ROOT
 def test_nbgrader_sandbox_reaches_its_own_loopback_but_not_the_machines(tmp_path):
     """The kernel and nbgrader talk over a loopback of their own; a service listening on

@@ -75,6 +75,7 @@ def _probe(nb):
     return json.loads(out.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_a_forked_kernel_sees_what_a_fresh_kernel_sees(warm, tmp_path):
     forked, fresh = new_notebook(cells=[new_code_cell(PROBE)]), new_notebook(cells=[new_code_cell(PROBE)])
     assert _run(forked, tmp_path) == "ForkedProcess"
@@ -155,6 +156,7 @@ def test_each_fork_draws_its_own_seeds(warm, tmp_path):
     assert len(draws) == 2
 
 
+@pytest.mark.slow
 def test_a_timeout_interrupts_the_forked_kernel_and_the_next_cell_runs(warm, tmp_path):
     nb = new_notebook(cells=[new_code_cell("import time\nwhile True:\n    time.sleep(0.1)"),
                              new_code_cell("print('after')")])
@@ -180,6 +182,7 @@ def _alive(pid):
         return False
 
 
+@pytest.mark.slow
 def test_kernels_end_with_their_server(monkeypatch, tmp_path):
     server = _start(monkeypatch)
     nb = new_notebook(cells=[new_code_cell("import os\nprint(os.getpid())")])
@@ -229,6 +232,7 @@ def test_a_kernel_waits_for_the_server_then_falls_back(monkeypatch):
     assert waits == [kernel_fork.READY_WAIT_S] * 3
 
 
+@pytest.mark.slow
 def test_a_server_holding_threads_refuses_to_fork(tmp_path):
     """BLAS thread pools left on (no OPENBLAS_NUM_THREADS=1): the server answers with an
     error, and the provisioner then launches the kernel itself."""

@@ -82,6 +82,7 @@ def test_bad_size(size):
         remembered(lambda x: x, size=size)
 
 
+@pytest.mark.slow
 def test_the_linear_probe_checks_grade_the_same_with_remembered_references():
     """The check's verdicts for a right and a wrong answer are the same whether the
     reference's answers come from the store or are computed afresh."""

@@ -73,8 +73,10 @@ def _degenerate(kind, name):
     return answer
 
 
-@pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("name", GRADED)
+@pytest.mark.parametrize("name,kind", [
+    pytest.param(name, kind, marks=pytest.mark.slow)
+    if name == "linear_probe_done_right" and kind != "first_argument" else (name, kind)
+    for kind in KINDS for name in GRADED])
 def test_answers_that_compute_nothing_score_zero(name, kind):
     checks = [c for c in registry() if c.split("/", 1)[0] == name]
     assert checks

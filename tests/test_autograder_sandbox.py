@@ -64,6 +64,7 @@ with Gradebook("sqlite:///" + sys.argv[1]) as gb:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scratch", [False, True])
 def test_only_a_sandbox_gradebook_skips_the_disk_wait(tmp_path, scratch):
     """nbgrader loading the course's config in a sandbox (its environment, from

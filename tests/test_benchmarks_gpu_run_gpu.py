@@ -3,11 +3,13 @@ import importlib.util
 import json
 import os
 
+import pytest
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+@pytest.mark.slow
 def test_gpu_benchmark_tiny_on_cpu(tmp_path):
     path = os.path.join(HERE, "..", "benchmarks", "gpu", "run_gpu.py")
     spec = importlib.util.spec_from_file_location("run_gpu", path)

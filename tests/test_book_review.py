@@ -112,6 +112,7 @@ def _built_pages():
     return sorted(HTML.rglob("*.html")) if HTML.is_dir() else []
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _built_pages(), reason="the book is not built (make book)")
 def test_no_unrendered_markup_in_the_built_book():
     bad = {str(p.relative_to(HTML)): found for p in _built_pages()

@@ -365,6 +365,7 @@ def test_help_explains_every_option(capsys):
             assert opt in text, (argv, opt)
 
 
+@pytest.mark.slow
 def test_console_script_process_exit_status(tmp_path):
     """As a separate process: help exits 0, bad input exits 2 with one line and no traceback."""
     ok = subprocess.run([sys.executable, "-m", "repeval_ref.cli", "--help"], capture_output=True, text=True)
@@ -515,6 +516,7 @@ def loop_outputs(tmp_path_factory):
     return d, err.getvalue()
 
 
+@pytest.mark.slow
 def test_loop_features_go_straight_into_report(loop_outputs, capsys):
     d, log = loop_outputs
     assert f"repeval report {d / 'saved'}" in log
@@ -537,6 +539,7 @@ def test_loop_features_go_straight_into_report(loop_outputs, capsys):
     assert "linear CKA" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_report_test_fraction_splits_one_file_with_a_seed(files, digits):
     from sklearn.model_selection import train_test_split
 
@@ -633,6 +636,7 @@ def test_repeval_lists_loop_and_zoo(capsys):
     assert "repeval_ref.loop" not in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("old, new", [(["-m", "repeval_ref.zoo"], ["-m", "repeval_ref.cli", "zoo"]),
                                       (["-m", "repeval_ref.zoo", "table"], ["-m", "repeval_ref.cli", "zoo", "table"])])
 def test_help_of_repeval_zoo_is_that_of_python_m_repeval_ref_zoo(old, new):
@@ -644,6 +648,7 @@ def test_help_of_repeval_zoo_is_that_of_python_m_repeval_ref_zoo(old, new):
     assert " ".join(a.stdout.replace(old_prog, new_prog).split()) == " ".join(b.stdout.split())
 
 
+@pytest.mark.slow
 def test_zoo_table_needs_its_output_path(tmp_path):
     """`zoo table` writes where its caller says: --out is required, nothing goes to benchmarks/results."""
     for cmd in (["-m", "repeval_ref.zoo", "table"], ["-m", "repeval_ref.cli", "zoo", "table"]):

@@ -88,6 +88,7 @@ def outputs(loop_folders):
 # --------------------------------------------------------------- one answer per question
 
 
+@pytest.mark.slow
 def test_report_leaderboard_and_compare_agree_on_loop_folders(outputs, loop_folders):
     _, y, feats, n_tr = loop_folders
     board = {r["name"]: r for r in outputs["board"]["encoders"]}
@@ -174,6 +175,7 @@ def test_every_command_prints_its_seed(outputs):
         assert re.search(r"\bseed 0\b", outputs["printed"][key]), key
 
 
+@pytest.mark.slow
 def test_one_file_is_split_the_same_way_by_every_command(tmp_path):
     from sklearn.model_selection import train_test_split
 
@@ -208,6 +210,7 @@ def test_one_file_is_split_the_same_way_by_every_command(tmp_path):
     assert board["settings"]["split"]["n_test"] == cmp["paired"]["split"]["n_test"] == te.size
 
 
+@pytest.mark.slow
 def test_the_loop_prints_the_numbers_of_the_report_on_its_features(tmp_path):
     from repeval_ref.cli.loop import main as loop_main
 
@@ -287,6 +290,7 @@ def _check_tables(text):
     return md.render(text)
 
 
+@pytest.mark.slow
 def test_every_markdown_table_the_commands_write_parses(tmp_path, outputs):
     y, clean, noisy = _two_encoders(300, seed=4)
     np.savez(tmp_path / "a.npz", features=clean, labels=y)
@@ -453,6 +457,7 @@ def test_progress_bars_only_on_a_terminal(monkeypatch):
             assert re.fullmatch(r"k-NN: 10 queries \.\.\.\nk-NN: 10/10 queries in \d+\.\d s\n", text)
 
 
+@pytest.mark.slow
 def test_report_progress_in_a_log_has_no_carriage_return(tmp_path, monkeypatch):
     y, clean, _ = _two_encoders(120, seed=9)
     np.savez(tmp_path / "all.npz", features=clean, labels=y)
@@ -478,6 +483,7 @@ def test_the_loop_draws_extraction_bars_only_on_a_terminal(monkeypatch):
 # ------------------------------------------------------------------ labels inside the axes
 
 
+@pytest.mark.slow
 def test_scatter_labels_stay_inside_their_axes(tmp_path):
     from repeval_ref.cli._leaderboard_render import label_free_figure
 

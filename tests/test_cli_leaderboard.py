@@ -35,6 +35,7 @@ def board(tmp_path_factory):
     return rc, d, out, json.loads((out / "leaderboard.json").read_text())
 
 
+@pytest.mark.slow
 def test_ranks_encoders_in_order_of_noise(board):
     rc, _, out, res = board
     assert rc == 0
@@ -94,6 +95,7 @@ def test_csv_has_one_row_per_encoder(board):
                for r in rows)
 
 
+@pytest.mark.slow
 def test_equal_encoders_are_not_separated_and_bh_is_named(tmp_path):
     y, feats = _encoders(n=400, noises=(3.0, 3.0), seed=3)
     for i, X in enumerate(feats):
@@ -108,6 +110,7 @@ def test_equal_encoders_are_not_separated_and_bh_is_named(tmp_path):
     assert "not given" in res["method_warning"]
 
 
+@pytest.mark.slow
 def test_a_folder_of_files(tmp_path):
     y, feats = _encoders(n=300, noises=(2.0, 5.0), seed=4)
     enc = tmp_path / "encs"

@@ -15,6 +15,7 @@ def _run(*args, timeout=240):
     return proc.stdout, proc.stderr
 
 
+@pytest.mark.slow
 def test_loop_default_on_digits():
     out, err = _run()
     acc = float(re.search(r"^probe accuracy: (\d\.\d+)$", out, re.M).group(1))
@@ -27,6 +28,7 @@ def test_loop_default_on_digits():
     assert "restored after that demonstration: True" in err
 
 
+@pytest.mark.slow
 def test_loop_grid_with_cache_reuses_features(tmp_path, capsys):
     # In-process (the subprocess run above covers the command itself): faster on 2 cores.
     import torch
@@ -201,6 +203,7 @@ def test_zoo_small_encoder_gets_the_zoo_normalisation():
 
 # ------------------------------------------ errors name the command typed
 
+@pytest.mark.slow
 def test_repeval_loop_errors_name_the_command_typed(capsys):
     from repeval_ref.cli import main as repeval
 

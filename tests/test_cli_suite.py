@@ -90,6 +90,7 @@ def run(tmp_path_factory):
             "json2": json.loads((root / "out2" / "suite.json").read_text())}
 
 
+@pytest.mark.slow
 def test_the_four_formats_and_the_heat_map_are_written(run):
     out = run["root"] / "out"
     assert sorted(p.name for p in out.iterdir()) == ["suite.csv", "suite.html", "suite.json", "suite.md",
@@ -150,6 +151,7 @@ def test_ranks_mean_rank_and_tau_agree_with_scipy(run):
             assert 1 <= lo <= hi <= 3
 
 
+@pytest.mark.slow
 def test_per_task_corrections_equal_statsmodels(run):
     from statsmodels.stats.multitest import multipletests
 
@@ -370,6 +372,7 @@ def test_threads_are_limited_inside_the_context_and_restored_after(two_threads):
         assert torch.get_num_threads() == before
 
 
+@pytest.mark.slow
 def test_efficientnet_runs_folded_in_small_batches_with_the_features_of_the_unfolded_network(tmp_path):
     """The suite's EfficientNet-Lite0: folded BatchNorms, batches of 32; features as the plain model's."""
     import torch

@@ -206,6 +206,7 @@ def test_synthetic_encoders_shapes():
     assert np.allclose(out["clustered"][2] @ P, out["collapsed"][2], atol=1e-10)
 
 
+@pytest.mark.slow
 def test_synthetic_encoder_rankings_flip():
     """The orderings of seed 000's table: k-NN, linear probe, MLP probe and effective rank."""
     from sklearn.exceptions import ConvergenceWarning

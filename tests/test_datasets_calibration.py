@@ -82,6 +82,7 @@ def test_default_sides_and_clutter_give_the_default_images():
         assert np.array_equal(x, y)
 
 
+@pytest.mark.slow
 def test_garment_filling_the_canvas_does_not_move():
     images, labels, boxes = ds.fashion_mnist_cluttered("test", seed=0, sides=(56, 56), return_boxes=True)
     assert images.shape == (10000, 56, 56) and images.dtype == np.uint8 and labels.shape == (10000,)
@@ -107,6 +108,7 @@ def test_sides_bound_the_boxes_and_clutter_zero_leaves_black_around_the_garment(
     assert np.array_equal(photo, lay["photo"]) and np.array_equal(row, lay["row"])
 
 
+@pytest.mark.slow
 def test_clutter_seeds_and_pinned_sample():
     a, _, boxes = ds.fashion_mnist_cluttered("test", seed=1, sides=(20, 40), clutter=0.5, return_boxes=True)
     b, _ = ds.fashion_mnist_cluttered("test", seed=1, sides=(20, 40), clutter=0.5)
@@ -203,6 +205,7 @@ def test_raw_pixel_probe_checks_its_arguments():
         cal.raw_pixel_probe(x, y, x, y, C=0)
 
 
+@pytest.mark.slow
 def test_calibration_on_a_small_fixed_sample_lands_in_the_band():
     rec = cal.calibrate_task("fashion_shifted", seed=11, n_fit=300, n_eval=200, grid=(0.3, 0.9))
     assert rec["knob"] == "blend" and rec["in_band"] and rec["chosen"] == 0.3
@@ -213,6 +216,7 @@ def test_calibration_on_a_small_fixed_sample_lands_in_the_band():
     assert 0 < rec["discordance_measured"] <= rec["discordance"] + 1e-12
 
 
+@pytest.mark.slow
 def test_calibration_says_so_when_no_value_reaches_the_band():
     rec = cal.calibrate_task("fashion_shifted", seed=11, n_fit=300, n_eval=200, grid=(1.0,))
     assert rec["chosen"] is None and not rec["in_band"] and "no value of blend" in rec["note"]

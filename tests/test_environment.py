@@ -229,6 +229,7 @@ def test_installed_versions_meet_the_declared_minimums_of_the_book():
     assert not short, short
 
 
+@pytest.mark.slow
 def test_make_check_takes_a_file_name_with_spaces_parentheses_and_quotes(tmp_path):
     """LMS downloads are named like "fold_batchnorm (1).ipynb": `make check NB=...` passes
     the path to the checker as one word, whatever it holds."""

@@ -59,7 +59,8 @@ def tied_data(rng, n_train, n_test, d, n_classes):
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
-@pytest.mark.parametrize("tile_bytes", [8 * 3 * 5, 8 * 3 * 40, 8 * 3 * 2000])
+@pytest.mark.parametrize("tile_bytes", [pytest.param(8 * 3 * 5, marks=pytest.mark.slow), 8 * 3 * 40,
+                                        8 * 3 * 2000])
 def test_tiled_neighbours_equal_the_full_sort(small_tiles, workers, tile_bytes):
     # block_size 3: tiles of 5, 40 or 2000 bank rows; k below and above the tile width
     small_tiles(tile_bytes, workers)

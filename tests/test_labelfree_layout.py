@@ -269,6 +269,7 @@ def _python_files():
                 yield path
 
 
+@pytest.mark.slow
 def test_private_names_of_the_subpackage_stay_inside_it():
     # modules outside repeval_ref.labelfree take only public names from it
     for path in _python_files():

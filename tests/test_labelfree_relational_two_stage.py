@@ -34,8 +34,9 @@ def two_stage(monkeypatch):
     monkeypatch.setattr(rel, "_DENSE_MAX", 10)  # every kernel here takes the band route
 
 
-@pytest.mark.parametrize("n,d,sigma,t", [(400, 5, 1.0, 1), (900, 32, 4.0, 1), (700, 3, 0.3, 2),
-                                         (500, 768, 10.0, 1)])
+@pytest.mark.parametrize("n,d,sigma,t", [(400, 5, 1.0, 1),
+                                         pytest.param(900, 32, 4.0, 1, marks=pytest.mark.slow),
+                                         (700, 3, 0.3, 2), (500, 768, 10.0, 1)])
 def test_band_route_equals_the_dense_route(two_stage, n, d, sigma, t):
     rng = np.random.default_rng(n + d)
     X = rng.normal(size=(n, d)) * (np.arange(1, d + 1) ** -0.6) + 3.0  # off-centre on purpose

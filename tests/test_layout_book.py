@@ -39,6 +39,7 @@ def test_importing_the_reference_package_and_its_cli_imports_no_book_tooling():
     assert loaded == "[]"
 
 
+@pytest.mark.slow
 def test_no_public_name_of_the_reference_package_comes_from_the_book_package():
     out = _python("import sys, repeval_ref\n"
                   "mods = {getattr(getattr(repeval_ref, n), '__module__', None) or "

@@ -125,6 +125,7 @@ def test_no_import_cycle():
             visit(u)
 
 
+@pytest.mark.slow
 def test_torch_imports_neither_zoo_nor_loaders_nor_cli():
     bad = [(m, t) for m, targets in _graph().items() if m == "repeval_ref.torch" or m.startswith("repeval_ref.torch.")
            for t in targets
@@ -139,6 +140,7 @@ def test_every_import_goes_down_or_sideways():
     assert bad == []
 
 
+@pytest.mark.slow
 def test_import_torch_loads_no_loader_and_no_zoo():
     code = ("import repeval_ref.torch, sys; print(sorted(m for m in sys.modules "
             "if m.startswith('repeval_ref.zoo') or m == 'repeval_ref.backbones'))")

@@ -14,6 +14,7 @@ def digits():
     return X[p[:700]], y[p[:700]], X[p[700:]], y[p[700:]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("Cs", [(1e-3, 1e-2, 0.1, 1.0, 10.0), (10.0, 0.1, 0.1, 1e-2)])
 def test_same_selection_and_accuracy_as_the_cold_sweep(digits, Cs):
     Xtr, ytr, Xte, yte = digits

@@ -45,6 +45,7 @@ def test_gradients_match_torch_autograd():
         np.testing.assert_allclose(gB, Bt.grad.numpy(), rtol=1e-12, atol=1e-13)
 
 
+@pytest.mark.slow
 def test_hand_example_of_the_seed():
     X, y, B_star = hand_example()
     out = transfer(X, y, B_star, np.zeros(1), lr=0.01, steps=20_000)

@@ -615,6 +615,7 @@ def _scores_from_order(order):
     return S
 
 
+@pytest.mark.slow
 def test_ranx_with_ties_is_the_package_in_numbas_quicksort_order():
     ranx = pytest.importorskip("ranx")
     numba = pytest.importorskip("numba")

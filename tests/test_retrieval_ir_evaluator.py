@@ -77,6 +77,7 @@ def test_truncated_mrr_and_map_match_a_loop(seed, k):
     assert got[f"map@{k}"] == pytest.approx(ap, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_against_ranx():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -56,6 +56,7 @@ def _needle_data(n, rng, T=9, d=6):
     return H, y
 
 
+@pytest.mark.slow
 def test_training_reads_a_token_that_the_mean_hides():
     rng = np.random.default_rng(0)
     Htr, ytr = _needle_data(600, rng)
@@ -70,6 +71,7 @@ def test_training_reads_a_token_that_the_mean_hides():
     assert acc > mean_acc
 
 
+@pytest.mark.slow
 def test_training_is_reproducible_and_seed_dependent():
     rng = np.random.default_rng(1)
     H, y = _needle_data(100, rng, d=8)

@@ -111,6 +111,7 @@ def test_matches_explicit_index_resampling_in_distribution():
     assert abs(lo - ref_lo) < 0.03 * width and abs(hi - ref_hi) < 0.03 * width
 
 
+@pytest.mark.slow
 def test_mean_metric_has_the_exact_bootstrap_variance():
     # for a mean the bootstrap replicates have variance s^2 / n with s^2 the ddof=0 variance;
     # with n = 400 the percentile interval is close to the normal one
@@ -121,6 +122,7 @@ def test_mean_metric_has_the_exact_bootstrap_variance():
     assert (hi - lo) / 2 == pytest.approx(half, rel=0.03)
 
 
+@pytest.mark.slow
 def test_accuracies_agree_with_the_four_cell_bootstrap():
     rng = np.random.default_rng(8)
     a = rng.random(3000) < 0.8
@@ -164,6 +166,7 @@ def _population(rng, n_pop=4000, side=6, n_classes=3):
     return R.tile_iou_counts(pred, true, n_classes), R.tile_iou_counts(true, true, n_classes)
 
 
+@pytest.mark.slow
 def test_coverage_of_the_95_interval_for_miou():
     rng = np.random.default_rng(2026)
     counts, _ = _population(rng)
@@ -178,6 +181,7 @@ def test_coverage_of_the_95_interval_for_miou():
     assert 0.91 <= coverage <= 0.98, coverage
 
 
+@pytest.mark.slow
 def test_coverage_of_the_paired_interval_for_a_miou_gain():
     rng = np.random.default_rng(7)
     a_counts, _ = _population(rng)

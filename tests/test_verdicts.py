@@ -97,6 +97,7 @@ def test_bad_arguments_raise_value_error(call):
         call()
 
 
+@pytest.mark.slow
 def test_report_prints_verdicts_for_collapsed_features(tmp_path, capsys):
     """End to end: collapsed features at chance get both verdicts, with the numbers."""
     from repeval_ref.cli import main

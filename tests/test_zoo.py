@@ -119,7 +119,9 @@ def test_augmentations_are_seeded_and_full_crop_is_identity_or_mirror():
 
 # ----------------------------------------------------------------------------- determinism
 
-@pytest.mark.parametrize("name", ["supervised_cnn", "simclr_vit", "dino_vit", "mae_vit", "collapsed_vit"])
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=pytest.mark.slow) if n != "mae_vit" else n
+    for n in ["supervised_cnn", "simclr_vit", "dino_vit", "mae_vit", "collapsed_vit"]])
 def test_one_epoch_of_retraining_twice_is_bit_identical(name):
     from repeval_ref.datasets import fashion_mnist
     from repeval_ref.zoo.train import train_encoder

@@ -262,6 +262,7 @@ def test_wrong_image_shapes(model):
 # ----------------------------------------------------------------------------------
 # The loop's real-backbone path
 
+@pytest.mark.slow
 def test_loop_with_the_zoo_backbone_extracts_the_direct_features(tmp_path, capsys, model):
     from repeval_ref.cli.loop import main
     from repeval_ref.backbones import load_backbone
@@ -296,6 +297,7 @@ def test_loop_refuses_weights_for_a_zoo_backbone_and_unknown_names(capsys):
         assert err.count("\n") == 1 and re.search(match, err), err
 
 
+@pytest.mark.slow
 def test_loop_on_fashion_mnist_at_96_px(capsys, model):
     from repeval_ref.datasets import fashion_mnist
     from repeval_ref.cli.loop import main

@@ -65,6 +65,7 @@ def whole_run(tmp_path_factory, tiny_train):
     return runs, status
 
 
+@pytest.mark.slow
 def test_an_uninterrupted_run_writes_its_records_and_status(whole_run):
     runs, status = whole_run
     assert status["state"] == "finished" and status["failed"] == []
@@ -90,6 +91,7 @@ def test_an_uninterrupted_run_writes_its_records_and_status(whole_run):
     assert [c[0] for c in weights["checkpoints"]] == [c["name"] for c in train["checkpoints"]]
 
 
+@pytest.mark.slow
 def test_a_run_interrupted_after_every_unit_ends_with_the_same_records_and_state(tmp_path, tiny_train, whole_run):
     whole, _ = whole_run
     states = []
@@ -141,6 +143,7 @@ def test_finished_steps_are_skipped(tmp_path, tiny_train, whole_run, monkeypatch
     assert "a finished step ran again" in status["encoders"]["supervised_vit"]["error"]
 
 
+@pytest.mark.slow
 def test_the_search_reads_only_training_rows_and_the_training_all_of_them(tmp_path, tiny_train, monkeypatch):
     """Every image a search trial trains or probes on is a row of its own part of the training split."""
     from repeval_ref import datasets

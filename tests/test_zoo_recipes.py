@@ -136,6 +136,7 @@ def test_validation_split_bad_input_names_the_argument(kwargs, word):
 
 # ----------------------------------------------------------------------------- resumable training
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,overrides,n_images", [
     ("dino_vit", {"arch": "resnet", "batch_size": 32}, 128),  # teacher, centre, BatchNorm buffers
     ("simclr_vit", {}, 512),
@@ -267,6 +268,7 @@ def test_recipe_search_bad_input_names_the_argument(kwargs, word):
         recipes.search_recipe("supervised_vit", **kwargs)
 
 
+@pytest.mark.slow
 def test_an_interrupted_search_resumes_from_its_trials_file(tmp_path, no_test_split):
     grid = {"lr": [1e-4, 1e-3, 3e-3]}
     kw = {"overrides": {"batch_size": 64}, **_TINY}
