@@ -10,9 +10,14 @@ The rule, for ``tests/test_<name>.py``:
 * or such a module name followed by ``_<aspect>`` when one module's tests are split by what
   they check (``test_knn_tiles.py``, ``test_cli_consistency.py``);
 * or a name in one of the documented areas below, which test something other than one module.
+
+The code the test files share lives in the package ``tests/helpers/`` and is imported as
+``from helpers.<module> import ...`` (pytest puts ``tests/`` on the path): no test file
+changes ``sys.path`` to reach it.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
@@ -99,3 +104,10 @@ def test_the_rule_refuses_old_and_unknown_names():
 
 def test_every_exception_names_a_file_that_exists():
     assert all((TESTS / name).is_file() for name in EXCEPTIONS)
+
+
+def test_no_test_file_changes_sys_path():
+    changes = re.compile(r"^\s*sys\.path\.(insert|append)\(", re.M)
+    found = [str(p.relative_to(ROOT)) for p in sorted(TESTS.rglob("*.py"))
+             if changes.search(p.read_text())]
+    assert not found, f"import helpers as helpers.<module> instead of changing sys.path: {found}"
