@@ -19,7 +19,8 @@ import mmap
 
 import numpy as np
 
-__all__ = ["BLOCK_BYTES", "row_slices", "iter_rows", "release_pages", "column_moments"]
+__all__ = ["BLOCK_BYTES", "row_slices", "iter_rows", "release_pages", "is_read_only_map",
+           "column_moments"]
 
 #: size of one block of rows, in bytes of the dtype it is computed in
 BLOCK_BYTES = 32 * 2**20
@@ -62,6 +63,20 @@ def _read_only_map(X):
             return None
         obj = getattr(obj, "base", None)
     return None
+
+
+def is_read_only_map(X):
+    """Whether ``X`` is, or views, a read-only ``numpy.memmap`` (mode ``"r"``).
+
+    Parameters
+    ----------
+    X : object
+
+    Returns
+    -------
+    bool
+    """
+    return isinstance(X, np.ndarray) and _read_only_map(X) is not None
 
 
 def release_pages(X):

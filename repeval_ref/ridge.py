@@ -44,15 +44,35 @@ the data)::
 
 One SVD serves the whole grid of ``lam``; each ``lam`` then costs two matrix products
 of size ``n x r x K`` (``r`` the rank), and no ``n x n`` matrix is ever formed.
+
+*Large or memory-mapped features.* The SVD needs float64 copies of the whole ``n x d``
+design. When ``train_h`` is a read-only memory map, or holds more than
+:data:`SVD_MAX_ENTRIES` entries, the same quantities come from the ``(d + K) x (d + K)``
+float64 scatter of ``[H, T]`` accumulated over row blocks (means and scatters merged as
+in Chan, Golub and LeVeque, 1979): its eigendecomposition ``H_c^T H_c = V diag(s^2) V^T``
+gives ``s`` and ``V``, ``U^T T_c = diag(1/s) V^T (H_c^T T_c)``, and each block of rows
+its own ``U = H_c V diag(1/s)``, from which every per-point quantity above follows in a
+second pass; the probe's weights are ``W = V diag(1 / (s^2 + lam)) V^T H_c^T T_c``. The
+features are read in their own dtype (float32 stays float32) and converted to float64
+one block at a time. The results equal the SVD's up to rounding; the eigenvalues
+``s_k^2`` of a float64 scatter are resolved to about ``max(n, d) * eps * s_1^2``, so this
+route keeps the components with ``s_k^2`` above that level (the SVD's cut-off is
+``max(n, d) * eps * s_1`` on ``s_k``), which matters only for ``lam = 0`` on
+(nearly) rank-deficient features.
 """
 from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
 
+from ._blocks import is_read_only_map, release_pages, row_slices
 from ._validation import as_float_array, as_labels, check_bool, check_positive, check_same_width
 
-__all__ = ["ridge_probe", "ridge_loo", "loo_scores"]
+__all__ = ["ridge_probe", "ridge_loo", "loo_scores", "SVD_MAX_ENTRIES"]
+
+#: An in-memory ``train_h`` with more entries than this takes the blocked route (module
+#: docstring, "Large or memory-mapped features"); a read-only memory map always does.
+SVD_MAX_ENTRIES = 2**25
 
 # A missing leverage at lam = 0 (1 - 1/n - sum_k U_ik^2) below this is treated as 0:
 # the point is interpolated (leverage 1). Rounding error in it is of order
@@ -68,9 +88,70 @@ def _targets(y, K):
 
 
 def _check_train(train_h, train_y):
-    H = as_float_array(train_h, "train_h", ndim=2)
+    """Validated features (float32 and float64 kept as they are) and int64 labels."""
+    H = as_float_array(train_h, "train_h", ndim=2, dtype=None)
     y = as_labels(train_y, "train_y", n=H.shape[0])
     return H, y
+
+
+def _blocked(train_h, H):
+    """Whether the blocked scatter route is taken for the validated features ``H``."""
+    return is_read_only_map(train_h) or is_read_only_map(H) or H.size > SVD_MAX_ENTRIES
+
+
+def _f64_blocks(X):
+    """``(part, float64 block)`` pairs over the rows of ``X``, pages released after each."""
+    for part in row_slices(X.shape[0], X.shape[1]):
+        yield part, np.asarray(X[part], dtype=np.float64)
+        release_pages(X)
+
+
+def _joint_scatter(H, T, center):
+    """Float64 means and scatter of ``[H, T]`` over row blocks.
+
+    Returns ``(h_mean, t_mean, S, C)`` with ``S = A^T A`` and ``C = A^T R``, where
+    ``A = H - 1 h_mean^T`` and ``R = T - 1 t_mean^T`` when ``center`` is True, and
+    ``A = H``, ``R = T`` (means returned as zeros) otherwise.
+    """
+    from .labelfree._streaming import accumulate_moments
+
+    d = H.shape[1]
+
+    def joined():
+        for part, block in _f64_blocks(H):
+            yield np.hstack([block, T[part]])
+
+    mom = accumulate_moments(joined(), "train_h")
+    G = mom.gram(center)
+    if center:
+        return mom.mean[:d], mom.mean[d:], G[:d, :d], G[:d, d:]
+    return np.zeros(d), np.zeros(T.shape[1]), G[:d, :d], G[:d, d:]
+
+
+def _scatter_eig(S):
+    """Eigenvalues (largest first, negative rounding set to 0) and eigenvectors of ``S``."""
+    e, V = np.linalg.eigh(S)
+    return np.clip(e[::-1], 0.0, None), V[:, ::-1]
+
+
+def _kept(e, n, d):
+    """Components of a float64 scatter's spectrum above its rounding level."""
+    if not (e.size and e[0] > 0):
+        return np.zeros(e.shape, dtype=bool)
+    return e > max(n, d) * np.finfo(float).eps * e[0]
+
+
+def _blocked_weights(H, T, lam, bias):
+    """``(W, h_mean, t_mean)`` of the probe from the blocked scatter (module docstring)."""
+    h_mean, t_mean, S, C = _joint_scatter(H, T, bias)
+    e, V = _scatter_eig(S)
+    if lam == 0.0:
+        keep = _kept(e, H.shape[0], H.shape[1])
+        V, e = V[:, keep], e[keep]
+        W = V @ ((V.T @ C) / e[:, None])
+    else:
+        W = V @ ((V.T @ C) / (e + lam)[:, None])
+    return W, h_mean, t_mean
 
 
 def _check_lam(lam, name="lam"):
@@ -118,11 +199,18 @@ def ridge_probe(train_h, train_y, test_h, lam, bias=True):
     Book ``book/invariances.md`` (least-squares probe); seed 001, "Least-squares probe".
     """
     H, y = _check_train(train_h, train_y)
-    Ht = as_float_array(test_h, "test_h", ndim=2)
+    Ht = as_float_array(test_h, "test_h", ndim=2, dtype=None)
     check_same_width(Ht, H, "test_h", "train_h")
     lam = _check_lam(lam)
     bias = check_bool(bias, "bias")
     T = _targets(y, int(y.max()) + 1)
+    if _blocked(train_h, H):
+        W, h_mean, t_mean = _blocked_weights(H, T, lam, bias)
+        out = np.empty((Ht.shape[0], T.shape[1]))
+        for part, block in _f64_blocks(Ht):
+            out[part] = (block - h_mean) @ W + t_mean
+        return out
+    H, Ht = np.asarray(H, dtype=np.float64), np.asarray(Ht, dtype=np.float64)
     if bias:
         h_mean, t_mean = H.mean(axis=0), T.mean(axis=0)
         A, R = H - h_mean, T - t_mean
@@ -154,7 +242,7 @@ def _centred_svd(H):
     return U[:, keep], s[keep]
 
 
-def _loo_residuals(loo, lam, lam_name="lams"):
+def _loo_residuals(loo, lam, lam_name="lams", offset=0):
     """Leave-one-out residuals e_(i) (n, K) of the ridge probe with bias at one lam.
 
     With ``g_k = lam / (s_k^2 + lam)`` (``1 - f_k``), both parts of
@@ -175,31 +263,57 @@ def _loo_residuals(loo, lam, lam_name="lams"):
     one_minus = gap + U2 @ g
     bad = np.flatnonzero(one_minus <= 0)
     if bad.size:
-        raise ValueError(
-            f"training point {bad[0]} of train_h has leverage 1 at {lam_name} value {lam!r}: "
-            "its leave-one-out residual divides by zero (use a positive lambda or more "
-            "training points than features + 1)"
-        )
+        raise _leverage_error(offset + bad[0], lam, lam_name)
     resid = r0 + U @ (g[:, None] * UtT)
     return resid / one_minus[:, None]
 
 
-def _prepare_loo(train_h, train_y):
-    """Targets and the lam-independent parts of the leave-one-out residuals."""
-    H, y = _check_train(train_h, train_y)
-    T = _targets(y, int(y.max()) + 1)
-    Tc = T - T.mean(axis=0)
-    U, s = _centred_svd(H)
+def _leverage_error(i, lam, lam_name):
+    return ValueError(
+        f"training point {i} of train_h has leverage 1 at {lam_name} value {lam!r}: "
+        "its leave-one-out residual divides by zero (use a positive lambda or more "
+        "training points than features + 1)"
+    )
+
+
+def _loo_parts(U, s, UtT, Tc, n):
+    """The lam-independent parts ``(U, U2, s, UtT, gap, r0)`` for the rows of ``U``."""
     U2 = U * U
-    UtT = U.T @ Tc
-    n = T.shape[0]
     gap = 1.0 - 1.0 / n - U2.sum(axis=1)
     r0 = Tc - U @ UtT
     # a point whose leverage at lam = 0 is 1 up to rounding is interpolated exactly
     interpolated = gap <= _LEVERAGE_TOL
     gap[interpolated] = 0.0
     r0[interpolated] = 0.0
-    return T, (U, U2, s, UtT, gap, r0)
+    return U, U2, s, UtT, gap, r0
+
+
+def _prepare_loo(train_h, train_y):
+    """Targets and the lam-independent parts of the leave-one-out residuals.
+
+    Returns ``(T, blocks)``: ``blocks`` yields ``(offset, parts)`` for consecutive rows,
+    ``parts`` as :func:`_loo_residuals` takes them (one block for the SVD route).
+    """
+    H, y = _check_train(train_h, train_y)
+    T = _targets(y, int(y.max()) + 1)
+    n = T.shape[0]
+    if not _blocked(train_h, H):
+        Tc = T - T.mean(axis=0)
+        U, s = _centred_svd(np.asarray(H, dtype=np.float64))
+        parts = _loo_parts(U, s, U.T @ Tc, Tc, n)
+        return T, lambda: iter([(0, parts)])
+    h_mean, t_mean, S, C = _joint_scatter(H, T, True)
+    e, V = _scatter_eig(S)
+    keep = _kept(e, n, H.shape[1])
+    V, s = V[:, keep], np.sqrt(e[keep])
+    UtT = (V.T @ C) / s[:, None]
+
+    def blocks():
+        for part, block in _f64_blocks(H):
+            U = ((block - h_mean) @ V) / s
+            yield part.start, _loo_parts(U, s, UtT, T[part] - t_mean, n)
+
+    return T, blocks
 
 
 def ridge_loo(train_h, train_y, lams):
@@ -247,12 +361,26 @@ def ridge_loo(train_h, train_y, lams):
     grid = as_float_array(lams, "lams", ndim=1)
     if np.any(grid < 0):
         raise ValueError(f"lams must all be >= 0, got smallest {grid.min()}")
-    T, loo = _prepare_loo(train_h, train_y)
+    T, blocks = _prepare_loo(train_h, train_y)
     n, K = T.shape
-    press = np.empty(grid.shape[0])
-    for j, lam in enumerate(grid):
-        E = _loo_residuals(loo, float(lam))
-        press[j] = np.einsum("ij,ij->", E, E) / (n * K)
+    press = np.zeros(grid.shape[0])
+    first_bad = {}  # lam index -> first training point of leverage 1
+    for offset, loo in blocks():
+        for j, lam in enumerate(grid):
+            if j in first_bad:
+                continue
+            try:
+                E = _loo_residuals(loo, float(lam), offset=offset)
+            except ValueError:
+                U, U2, s, UtT, gap, r0 = loo
+                g = lam / (s * s + lam) if lam > 0 else np.zeros_like(s)
+                first_bad[j] = offset + int(np.flatnonzero(gap + U2 @ g <= 0)[0])
+                continue
+            press[j] += np.einsum("ij,ij->", E, E)
+    if first_bad:
+        j = min(first_bad)
+        raise _leverage_error(first_bad[j], float(grid[j]), "lams")
+    press /= n * K
     best = int(np.argmin(press))
     return float(grid[best]), press
 
@@ -286,6 +414,9 @@ def loo_scores(train_h, train_y, lam):
     what the hat-matrix identity describes.
     """
     lam = _check_lam(lam)
-    T, loo = _prepare_loo(train_h, train_y)
-    E = _loo_residuals(loo, lam, lam_name="lam")
-    return T - E
+    T, blocks = _prepare_loo(train_h, train_y)
+    out = np.empty_like(T)
+    for offset, loo in blocks():
+        E = _loo_residuals(loo, lam, lam_name="lam", offset=offset)
+        out[offset:offset + E.shape[0]] = T[offset:offset + E.shape[0]] - E
+    return out

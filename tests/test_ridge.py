@@ -344,3 +344,86 @@ def test_probe_small_lambda_with_more_features_than_points(bias):
     for lam in (1e-12, 1e-8, 1e-4, 1.0):
         ref = Ridge(alpha=lam, solver="svd", fit_intercept=bias).fit(H, T).predict(test_h)
         np.testing.assert_allclose(ridge_probe(H, y, test_h, lam, bias), ref, atol=1e-10)
+
+
+# ---------------------------------------------------------------- blocked scatter route
+
+
+@pytest.fixture
+def blocked(monkeypatch):
+    """Every call takes the blocked route, in blocks of 7 float64 rows of width 12."""
+    import repeval_ref._blocks as blocks_module
+    import repeval_ref.ridge as ridge_module
+
+    monkeypatch.setattr(ridge_module, "SVD_MAX_ENTRIES", 0)
+    monkeypatch.setattr(blocks_module, "BLOCK_BYTES", 7 * 8 * 12)
+
+
+def _ridge_data(n=90, d=12, K=4, seed=0):
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % K
+    H = rng.standard_normal((n, d)) @ rng.standard_normal((d, d)) + 3.0 + y[:, None] * 0.5
+    return H, y, rng.standard_normal((25, d)) + 3.0
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("lam", [0.0, 1e-3, 2.0, 300.0])
+def test_blocked_route_equals_the_svd(blocked, bias, lam, monkeypatch):
+    H, y, Ht = _ridge_data()
+    got = ridge_probe(H, y, Ht, lam, bias=bias)
+    import repeval_ref.ridge as ridge_module
+
+    monkeypatch.setattr(ridge_module, "SVD_MAX_ENTRIES", 10**12)
+    np.testing.assert_allclose(got, ridge_probe(H, y, Ht, lam, bias=bias), rtol=1e-9, atol=1e-9)
+
+
+def test_blocked_loo_equals_the_svd_and_brute_force(blocked, monkeypatch):
+    import repeval_ref.ridge as ridge_module
+
+    H, y, _ = _ridge_data()
+    lams = [0.0, 1e-2, 1.0, 50.0]
+    best, press = ridge_loo(H, y, lams)
+    scores = loo_scores(H, y, 1.0)
+    n = H.shape[0]
+    for i in (0, 13, n - 1):  # brute force: refit without point i (on the blocked route too)
+        keep = np.arange(n) != i
+        direct = ridge_probe(H[keep], y[keep], H[i:i + 1], 1.0)
+        if direct.shape[1] == scores.shape[1]:
+            np.testing.assert_allclose(scores[i], direct[0], rtol=1e-8, atol=1e-9)
+    monkeypatch.setattr(ridge_module, "SVD_MAX_ENTRIES", 10**12)
+    best_svd, press_svd = ridge_loo(H, y, lams)
+    assert best == best_svd
+    np.testing.assert_allclose(press, press_svd, rtol=1e-9)
+    np.testing.assert_allclose(scores, loo_scores(H, y, 1.0), rtol=1e-9, atol=1e-10)
+
+
+def test_blocked_leverage_one_is_refused_with_the_same_message(blocked, monkeypatch):
+    import repeval_ref.ridge as ridge_module
+
+    rng = np.random.default_rng(3)
+    H, y = rng.standard_normal((10, 12)), np.arange(10) % 2  # n <= d + 1: every point interpolated
+    with pytest.raises(ValueError) as blocked_err:
+        ridge_loo(H, y, [1.0, 0.0])
+    monkeypatch.setattr(ridge_module, "SVD_MAX_ENTRIES", 10**12)
+    with pytest.raises(ValueError) as svd_err:
+        ridge_loo(H, y, [1.0, 0.0])
+    assert str(blocked_err.value) == str(svd_err.value)
+    assert "training point 0" in str(svd_err.value) and "lams value 0.0" in str(svd_err.value)
+
+
+def test_float32_memory_map_gives_the_float64_result(tmp_path):
+    H, y, Ht = _ridge_data(n=400, d=12, seed=5)
+    H32 = H.astype(np.float32)
+    np.save(tmp_path / "h.npy", H32)
+    M = np.load(tmp_path / "h.npy", mmap_mode="r")  # a read-only map: the blocked route
+    lams = [1e-3, 1.0, 100.0]
+    exact = H32.astype(np.float64)  # the same values, through the in-memory SVD route
+    np.testing.assert_allclose(ridge_probe(M, y, Ht, 1.0), ridge_probe(exact, y, Ht, 1.0),
+                               rtol=1e-9, atol=1e-9)
+    best, press = ridge_loo(M, y, lams)
+    best64, press64 = ridge_loo(exact, y, lams)
+    assert best == best64
+    np.testing.assert_allclose(press, press64, rtol=1e-9)
+    # against the float64 features the float32 file was made from: float32 rounding only
+    np.testing.assert_allclose(press, ridge_loo(H, y, lams)[1], rtol=1e-5)
+    assert isinstance(M, np.memmap)  # the caller's map is not replaced or modified
