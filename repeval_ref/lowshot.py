@@ -16,11 +16,17 @@ Every feature is scaled to unit length. One *draw* picks, for each class ``c`` o
 recorded. The result is the mean accuracy over draws and the sample standard
 deviation (``ddof=1``) over draws: how far one evaluation with one draw may land from
 another, not the standard error of the mean (smaller by ``sqrt(n_draws)``).
+
+Only the support rows of each draw are unit-normalised (in float64, row by row, so the
+class means are those of normalising every training row first); the training features
+are read in their own dtype and checked for zero rows a block of rows at a time, so a
+float32 memory map is never copied whole.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ._blocks import iter_rows
 from ._validation import as_train_test, check_int, check_rng, unit_rows
 
 __all__ = ["low_shot_eval"]
@@ -71,7 +77,7 @@ def low_shot_eval(train_h, train_y,  # pool the support sets are drawn from
     -----
     Book ``book/noise.md``; seed 000, "Low-shot evaluation with honest error bars".
     """
-    train_h, train_y, test_h, test_y = as_train_test(train_h, train_y, test_h, test_y)
+    train_h, train_y, test_h, test_y = as_train_test(train_h, train_y, test_h, test_y, dtype=None)
     n_per_class = check_int(n_per_class, "n_per_class", minimum=1)
     n_draws = check_int(n_draws, "n_draws", minimum=2)
     rng = check_rng(rng, "rng")
@@ -83,16 +89,17 @@ def low_shot_eval(train_h, train_y,  # pool the support sets are drawn from
             f"n_per_class={n_per_class} exceeds the {sizes[smallest]} example(s) of "
             f"class {classes[smallest]} in train_y"
         )
-    train_u = unit_rows(train_h, "train_h")
-    test_u = unit_rows(test_h, "test_h")
+    _refuse_zero_rows(train_h, "train_h")
+    test_u = unit_rows(np.asarray(test_h, dtype=np.float64), "test_h")
     members = [np.flatnonzero(train_y == c) for c in classes]
 
     accuracies = np.empty(n_draws, dtype=np.float64)
     for draw in range(n_draws):
-        means = np.empty((classes.size, train_u.shape[1]))
+        means = np.empty((classes.size, train_h.shape[1]))
         for j, idx in enumerate(members):
             support = rng.choice(idx, size=n_per_class, replace=False)
-            means[j] = train_u[support].mean(axis=0)
+            rows = np.asarray(train_h[support], dtype=np.float64)
+            means[j] = unit_rows(rows, "train_h").mean(axis=0)
         norms = np.linalg.norm(means, axis=1, keepdims=True)
         if np.any(norms == 0):
             c = classes[int(np.flatnonzero(norms[:, 0] == 0)[0])]
@@ -104,3 +111,12 @@ def low_shot_eval(train_h, train_y,  # pool the support sets are drawn from
         pred = classes[np.argmax(test_u @ means.T, axis=1)]
         accuracies[draw] = np.mean(pred == test_y)
     return float(accuracies.mean()), float(accuracies.std(ddof=1))
+
+
+def _refuse_zero_rows(X, name):
+    """Raise ``ValueError`` (as :func:`unit_rows`) at the first all-zero row of ``X``."""
+    for rows, block in iter_rows(X):
+        bad = np.flatnonzero(~np.any(block, axis=1))
+        if bad.size:
+            raise ValueError(f"{name} has a zero vector at row {rows.start + int(bad[0])}; "
+                             "it cannot be unit-normalised")

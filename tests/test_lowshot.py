@@ -176,3 +176,31 @@ def test_test_label_absent_from_training_counts_as_an_error():
     first_right = reference_accuracies(train_h, train_y, test_h[:1], test_y[:1], 1, 3,
                                        np.random.default_rng(5))
     assert np.isclose(a - b, np.mean(first_right) / len(test_y))
+
+
+def test_float32_memory_map_equals_normalising_every_row_first(tmp_path, monkeypatch):
+    import repeval_ref._blocks as blocks_module
+
+    rng = np.random.default_rng(7)
+    y = np.arange(300) % 3
+    X = (rng.standard_normal((300, 8)) + y[:, None]).astype(np.float32)
+    Xt, yt = (rng.standard_normal((40, 8)) + np.arange(40)[:, None] % 3).astype(np.float32), np.arange(40) % 3
+    np.save(tmp_path / "x.npy", X)
+    M = np.load(tmp_path / "x.npy", mmap_mode="r")
+    monkeypatch.setattr(blocks_module, "BLOCK_BYTES", 64)  # two rows a block
+    got = low_shot_eval(M, y, Xt, yt, 5, 4, 11)
+    # independent: every row normalised first, the draws replayed with the same generator
+    U = X.astype(np.float64) / np.linalg.norm(X.astype(np.float64), axis=1, keepdims=True)
+    Ut = Xt.astype(np.float64) / np.linalg.norm(Xt.astype(np.float64), axis=1, keepdims=True)
+    g = np.random.default_rng(11)
+    accs = []
+    for _ in range(4):
+        m = np.stack([U[g.choice(np.flatnonzero(y == c), 5, replace=False)].mean(axis=0) for c in range(3)])
+        m /= np.linalg.norm(m, axis=1, keepdims=True)
+        accs.append(np.mean(np.argmax(Ut @ m.T, axis=1) == yt))
+    assert got[0] == pytest.approx(np.mean(accs), abs=1e-12)
+    assert got[1] == pytest.approx(np.std(accs, ddof=1), abs=1e-12)
+    X[251] = 0
+    np.save(tmp_path / "z.npy", X)
+    with pytest.raises(ValueError, match="train_h has a zero vector at row 251"):
+        low_shot_eval(np.load(tmp_path / "z.npy", mmap_mode="r"), y, Xt, yt, 5, 4, 11)
