@@ -60,8 +60,30 @@ def c_grid(text):
 
 
 def wrap(text):
-    """``text`` filled to 88 columns (the descriptions of the subcommands)."""
-    return textwrap.fill(text, width=88)
+    """``text``, its whitespace made single spaces, filled to 88 columns (the descriptions of the subcommands)."""
+    return textwrap.fill(" ".join(text.split()), width=88)
+
+
+def add_command(sub, name, summary, description):
+    """A subcommand of ``repeval``: its parser in ``sub``, the input formats as its epilog.
+
+    Parameters
+    ----------
+    sub : the subparsers action of the ``repeval`` parser
+    name, summary : str
+        The subcommand and its line in ``repeval --help``.
+    description : str
+        Its description, any whitespace (filled by :func:`wrap`).
+    """
+    return sub.add_parser(name, help=summary, description=wrap(description), epilog=FILES_HELP,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def check_prog(prog):
+    """Raise ValueError unless ``prog``, the program name of a usage line, is a non-empty string."""
+    if not isinstance(prog, str) or not prog:
+        raise ValueError(f"prog must be a non-empty string, got {prog!r}")
+    return prog
 
 
 FILES_HELP = """\
@@ -160,5 +182,5 @@ class Settings:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
 
 
-__all__ = ["Parser", "positive_int", "fraction", "c_grid", "wrap", "FILES_HELP", "PROBE_C_HELP", "BLAS_HELP",
+__all__ = ["Parser", "positive_int", "fraction", "c_grid", "wrap", "add_command", "check_prog", "FILES_HELP", "PROBE_C_HELP", "BLAS_HELP",
            "OUT_HELP", "OPTIONS", "add_options", "Settings", "EXIT_OK", "EXIT_INTERNAL", "EXIT_INPUT"]

@@ -7,7 +7,6 @@ terminal lines.
 """
 from __future__ import annotations
 
-import argparse
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from . import _render as R
-from ._arguments import FILES_HELP, PROBE_C_HELP, Settings, add_options, positive_int, wrap
+from ._arguments import PROBE_C_HELP, Settings, add_command, add_options, positive_int
 from ._evaluate import (KNN_CURVE_KS, KNN_HEADLINE_KS, KNN_TAU, LOW_SHOT_DRAWS, PAIRED_BOOTSTRAP, PROBE_CS,
                         TEST_FRACTION, acc_entry, blas_threads, class_indices, knn_curve_predictions,
                         knn_section, label_free_section, low_shot_section, probe_section, ridge_section)
@@ -96,7 +95,8 @@ def run_report(settings: ReportSettings, progress=None):
     ----------
     settings : ReportSettings
     progress : Progress, optional
-        Where the stage lines go (default: none).
+        Receives a line per file read and per protocol, and the k-NN's and probe's
+        progress (default: silent).
 
     Returns
     -------
@@ -256,7 +256,8 @@ def run_compare(settings: CompareSettings, progress=None):
     ----------
     settings : CompareSettings
     progress : Progress, optional
-        Where the stage lines go (default: none).
+        Receives a line per file read, for CKA and for each encoder's k-NN and probe
+        (default: silent).
 
     Returns
     -------
@@ -389,20 +390,19 @@ def _print_compare(args, a, b, res):
     print(R._wrap(READ_TOGETHER + "."))
 
 
+REPORT_DESCRIPTION = """\
+Weighted k-NN (k = 20 and 200, tau = 0.07, plus a curve over k from one similarity
+pass), the linear probe with C chosen on a validation split of TRAIN (never TEST), the
+ridge probe with lambda chosen by exact leave-one-out, low-shot nearest-class-mean
+accuracy at 1, 5 and 20 shots, 95% Wilson intervals on every accuracy, every label-free
+metric on the TRAIN features, and verdicts (chance level, collapse, spectrum cliff,
+dropped features, small classes, unseen labels). Writes report.md, report.json and PNG
+plots to --out."""
+
+
 def add_report_parser(sub):
     """The ``report`` subcommand of ``sub`` (the subparsers of ``repeval``)."""
-    rp = sub.add_parser(
-        "report", help="evaluate one representation (train and test features)",
-        description=wrap("Weighted k-NN (k = 20 and 200, tau = 0.07, plus a curve over k from one "
-                         "similarity pass), the linear probe with C chosen on a validation split "
-                         "of TRAIN (never TEST), the ridge probe with lambda chosen by exact "
-                         "leave-one-out, low-shot nearest-class-mean accuracy at 1, 5 and 20 "
-                         "shots, 95% Wilson intervals on every accuracy, every label-free metric "
-                         "on the TRAIN features, and verdicts (chance level, collapse, spectrum "
-                         "cliff, dropped features, small classes, unseen labels). Writes "
-                         "report.md, report.json and PNG plots to --out."),
-        epilog=FILES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    rp = add_command(sub, "report", "evaluate one representation (train and test features)", REPORT_DESCRIPTION)
     rp.add_argument("train", metavar="TRAIN",
                     help="training features and labels (.npz, .npy, .pt or a loop folder); alone, "
                          "a folder the loop wrote for one model, or a file split by --test-fraction")
@@ -431,21 +431,20 @@ def add_report_parser(sub):
     rp.set_defaults(func=cmd_report)
 
 
+COMPARE_DESCRIPTION = """\
+Linear CKA (biased and debiased) and RBF CKA between A and B (same images, same order:
+two encoders or two layers). With labels, the images are split as every command splits
+them (a loop folder's own train and test parts; a single file once, stratified and
+seeded), and the k-NN and linear-probe predictions of A and B on the same test images
+are compared: accuracy with 95% Wilson intervals, the gain of B over A with a paired
+bootstrap interval, and the exact McNemar p-value, with a line on reading the two
+together. The output names A and B by their paths and prints the split sizes and the
+seed."""
+
+
 def add_compare_parser(sub):
     """The ``compare`` subcommand of ``sub`` (the subparsers of ``repeval``)."""
-    cp = sub.add_parser(
-        "compare", help="compare two representations of the same images",
-        description=wrap("Linear CKA (biased and debiased) and RBF CKA between A and B (same "
-                         "images, same order: two encoders or two layers). With labels, the "
-                         "images are split as every command splits them (a loop folder's own "
-                         "train and test parts; a single file once, stratified and seeded), and "
-                         "the k-NN and linear-probe predictions of A and B on the same test "
-                         "images are compared: accuracy with 95% Wilson intervals, the gain of B "
-                         "over A with a paired bootstrap interval, and the exact McNemar p-value, "
-                         "with a line on reading the two together. The output names A and B by "
-                         "their paths and prints the split sizes and the seed."),
-        epilog=FILES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    cp = add_command(sub, "compare", "compare two representations of the same images", COMPARE_DESCRIPTION)
     cp.add_argument("a", metavar="A", help="features of encoder/layer A (labels optional)")
     cp.add_argument("b", metavar="B", help="features of encoder/layer B for the same images")
     add_options(

@@ -260,6 +260,18 @@ def low_shot_section(train_x, ytr, test_x, yte, counts, draws, seed, shots_list=
 
 # ---------------------------------------------------------------- label-free metrics
 
+#: label-free metrics that ``leaderboard`` ranks beside accuracy:
+#: key -> (name, sign that makes "better" larger, why)
+LABEL_FREE_RANKINGS = {
+    "rankme": ("RankMe (effective rank)", +1, "higher: more directions used (Garrido et al.)"),
+    "ne_sum": ("NE-sum", +1, "higher: variance spread over more directions"),
+    "alpha_req_gap": ("|alpha-ReQ - 1|", -1, "lower: spectrum decay close to 1/i (Agrawal et al.)"),
+    "self_cluster": ("Self-Cluster", -1, "lower: closer to uniform on the sphere (Tsitsulin et al.)"),
+    "two_nn_id_batched": ("TwoNN intrinsic dimension, batched", -1,
+                          "lower: the comparative study of label-free metrics found low intrinsic "
+                          "dimension the most consistent sign of quality"),
+}
+
 #: key -> (display name, convention); the names are the papers' and the book's
 LABEL_FREE_NAMES = {
     "rankme": ("RankMe (effective rank)", "not centred (Garrido et al.)"),

@@ -15,9 +15,8 @@ import json
 import numpy as np
 
 from . import _render as R
-from ._evaluate import SHOTS
+from ._evaluate import LABEL_FREE_RANKINGS, SHOTS
 from ._inputs import split_text
-from .leaderboard import LABEL_FREE_RANKINGS
 
 
 def _acc_cell(e):

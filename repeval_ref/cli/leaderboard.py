@@ -28,7 +28,6 @@ temporary names and renamed, so bad input leaves nothing behind.
 """
 from __future__ import annotations
 
-import argparse
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,26 +35,16 @@ from pathlib import Path
 import numpy as np
 
 from . import _render as R
-from ._arguments import FILES_HELP, Settings, add_options, wrap
-from ._evaluate import (KNN_HEADLINE_KS, KNN_TAU, LOW_SHOT_DRAWS, PAIRED_BOOTSTRAP, PROBE_CS, SHOTS,
-                        TEST_FRACTION, acc_entry, blas_threads, knn_curve_predictions, label_free_section,
-                        low_shot_section, probe_section)
+from ._arguments import Settings, add_command, add_options
+from ._evaluate import (KNN_HEADLINE_KS, KNN_TAU, LABEL_FREE_RANKINGS, LOW_SHOT_DRAWS, PAIRED_BOOTSTRAP,
+                        PROBE_CS, SHOTS, TEST_FRACTION, acc_entry, blas_threads, knn_curve_predictions,
+                        label_free_section, low_shot_section, probe_section)
 from ._inputs import (InputError, _short, check_encoder_list, check_out_dir, prepare_split, read_input,
                       refuse_zero_rows, split_folder)
 from ._progress import Progress
 
 FEATURE_SUFFIXES = (".npz", ".npy", ".pt", ".pth")
 
-#: label-free metrics ranked beside accuracy: key -> (name, sign that makes "better" larger, why)
-LABEL_FREE_RANKINGS = {
-    "rankme": ("RankMe (effective rank)", +1, "higher: more directions used (Garrido et al.)"),
-    "ne_sum": ("NE-sum", +1, "higher: variance spread over more directions"),
-    "alpha_req_gap": ("|alpha-ReQ - 1|", -1, "lower: spectrum decay close to 1/i (Agrawal et al.)"),
-    "self_cluster": ("Self-Cluster", -1, "lower: closer to uniform on the sphere (Tsitsulin et al.)"),
-    "two_nn_id_batched": ("TwoNN intrinsic dimension, batched", -1,
-                          "lower: the comparative study of label-free metrics found low intrinsic "
-                          "dimension the most consistent sign of quality"),
-}
 METHOD_WARNING = ("label-free scores compare encoders only within one training method: the "
                   "comparative study of label-free metrics found their correlation with accuracy "
                   "changes strength and even sign between supervised and self-supervised models "
@@ -332,7 +321,7 @@ def run_leaderboard(settings: LeaderboardSettings, progress=None):
     ----------
     settings : LeaderboardSettings
     progress : Progress, optional
-        Where the stage lines go (default: none).
+        Receives a line per encoder read and evaluated (default: silent).
 
     Returns
     -------
@@ -389,23 +378,21 @@ def cmd_leaderboard(args):
     return 0
 
 
+LEADERBOARD_DESCRIPTION = """\
+Evaluate every encoder on the same split: weighted k-NN, the linear probe (C chosen on a
+split of TRAIN), low-shot nearest class mean, label-free metrics and verdicts; rank them
+with 95% Wilson intervals, compare every pair (paired bootstrap interval, exact McNemar
+p corrected across pairs by Holm or Benjamini-Hochberg) and mark neighbours in the
+ranking that are not separated. Writes leaderboard.csv, .md, .json and a self-contained
+.html page to --out. Inputs: feature files, loop folders, a folder of them, or a TOML
+list ([[encoder]] tables with path, and optionally name and method)."""
+
+
 def add_leaderboard_parser(sub):
     """The ``leaderboard`` subcommand of ``sub`` (the subparsers of ``repeval``)."""
     from ..multiple_testing import CORRECTIONS
 
-    lp = sub.add_parser(
-        "leaderboard", help="rank many encoders of the same images, with error bars",
-        description=wrap("Evaluate every encoder on the same split: weighted k-NN, the linear "
-                         "probe (C chosen on a split of TRAIN), low-shot nearest class mean, "
-                         "label-free metrics and verdicts; rank them with 95% Wilson intervals, "
-                         "compare every pair (paired bootstrap interval, exact McNemar p corrected "
-                         "across pairs by Holm or Benjamini-Hochberg) and mark neighbours in the "
-                         "ranking that are not separated. Writes leaderboard.csv, .md, .json and a "
-                         "self-contained .html page to --out. Inputs: feature files, loop folders, "
-                         "a folder of them, or a TOML list ([[encoder]] tables with path, and "
-                         "optionally name and method)."),
-        epilog=FILES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    lp = add_command(sub, "leaderboard", "rank many encoders of the same images, with error bars", LEADERBOARD_DESCRIPTION)
     lp.add_argument("inputs", metavar="INPUT", nargs="*",
                     help="feature files or loop folders (one encoder each), a folder of them, or a .toml list")
     add_options(

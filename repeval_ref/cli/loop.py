@@ -57,6 +57,8 @@ import sys
 
 import numpy as np
 
+from ._arguments import check_prog
+
 PROG = "repeval loop"
 DESCRIPTION = "``{prog}``: the PyTorch reference loop of the course, end to end."
 
@@ -271,8 +273,7 @@ def main(argv=None, prog=PROG):
     prog : str
         Program name of the usage and error lines (default ``repeval loop``).
     """
-    if not isinstance(prog, str) or not prog:
-        raise ValueError(f"prog must be a non-empty string, got {prog!r}")
+    check_prog(prog)
     args = _parse(argv, prog)
     from repeval_ref.backbones import BackboneUnavailable
 

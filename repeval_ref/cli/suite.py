@@ -53,7 +53,7 @@ from pathlib import Path
 import numpy as np
 
 from . import _render as R
-from ._arguments import FILES_HELP, Settings, add_options, positive_int, wrap
+from ._arguments import Settings, add_command, add_options, positive_int
 from ._evaluate import (KNN_HEADLINE_KS, KNN_TAU, LOW_SHOT_DRAWS, PAIRED_BOOTSTRAP, PROBE_CS, TEST_FRACTION,
                         acc_entry, blas_threads, knn_curve_predictions, low_shot_section, probe_section)
 from ._inputs import InputError, _short, check_out_dir, prepare_split, read_input, refuse_zero_rows
@@ -393,24 +393,24 @@ def cmd_suite(args):
 
 
 
+SUITE_DESCRIPTION = """\
+Evaluate encoders (zoo names, zoo for all of them, feature folders with one entry per
+task, or --backbone) on every task of the transfer suite: weighted k-NN, the linear
+probe (C chosen on a split of TRAIN) and low-shot nearest class mean, each with the
+defaults of report and leaderboard. Writes a model x task table (suite.csv, .md, .json
+and a self-contained .html, plus a heat map) with a 95% Wilson interval per cell, the
+rank per task, the mean rank with a bootstrap interval, Kendall's tau-b between every
+pair of tasks with its interval, and paired tests within each task corrected across
+pairs (Holm or Benjamini-Hochberg). Features and evaluations are cached on disk by
+fingerprint. An all-zero feature row is refused; a task's train and test parts are never
+re-split."""
+
+
 def add_suite_parser(sub):
     """The ``suite`` subcommand of ``sub`` (the subparsers of ``repeval``)."""
     from ..multiple_testing import CORRECTIONS
 
-    sp = sub.add_parser(
-        "suite", help="many encoders on the transfer suite's tasks: a model x task table",
-        description=wrap("Evaluate encoders (zoo names, zoo for all of them, feature folders with one "
-                         "entry per task, or --backbone) on every task of the transfer suite: weighted "
-                         "k-NN, the linear probe (C chosen on a split of TRAIN) and low-shot nearest class "
-                         "mean, each with the defaults of report and leaderboard. Writes a model x task "
-                         "table (suite.csv, .md, .json and a self-contained .html, plus a heat map) with a "
-                         "95% Wilson interval per cell, the rank per task, the mean rank with a bootstrap "
-                         "interval, Kendall's tau-b between every pair of tasks with its interval, and "
-                         "paired tests within each task corrected across pairs (Holm or Benjamini-"
-                         "Hochberg). Features and evaluations are cached on disk by fingerprint. An all-zero "
-                         "feature row is refused; a task's train and test parts are never re-split."),
-        epilog=FILES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    sp = add_command(sub, "suite", "many encoders on the transfer suite's tasks: a model x task table", SUITE_DESCRIPTION)
     sp.add_argument("encoders", metavar="ENCODER", nargs="*",
                     help="zoo:NAME or NAME (a zoo encoder), zoo (all of them), or a feature folder")
     add_options(

@@ -32,24 +32,21 @@ import argparse
 import os
 import sys
 
+from ._arguments import check_prog
+
 PROG = "python -m repeval_ref.zoo"
 DESCRIPTION = ("``{prog} train [--only NAME] [--skip-eval]``, ``{prog} evaluate --out PATH``, ``{prog} table``, "
                "``{prog} plateau --runs DIR`` and ``{prog} ship --runs DIR``.")
 
 
 def main(argv=None, prog=PROG):
-    """Run the zoo program; return 0 (argparse exits with status 2 on a bad command line).
+    """Run the zoo program on ``argv`` (default ``sys.argv[1:]``) and return its exit status.
 
-    Parameters
-    ----------
-    argv : list of str, optional
-        The arguments (default ``sys.argv[1:]``).
-    prog : str
-        Program name of the usage and error lines: ``python -m repeval_ref.zoo``
-        (default) or ``repeval zoo``.
+    ``prog`` names the program in the usage and error lines: ``python -m repeval_ref.zoo``
+    (default) or ``repeval zoo``. A bad command line exits with status 2 (argparse);
+    ``plateau`` returns 1 when an encoder failed, every other run 0.
     """
-    if not isinstance(prog, str) or not prog:
-        raise ValueError(f"prog must be a non-empty string, got {prog!r}")
+    check_prog(prog)
     from ..zoo.registry import ENCODERS
 
     parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION.format(prog=prog))
