@@ -60,6 +60,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ._blocks import release_pages
 from ._parallel import pool_size
 from ._validation import (
     as_float_array,
@@ -125,6 +126,7 @@ def _row_norms(X):
     with np.errstate(over="ignore", under="ignore"):
         for lo in range(0, X.shape[0], step):
             norms[lo:lo + step] = np.linalg.norm(X[lo:lo + step], axis=1)
+            release_pages(X)  # a memory-mapped bank keeps no more than a chunk resident
     info = np.finfo(X.dtype)
     if not np.all(np.isfinite(norms) & (norms >= np.sqrt(info.tiny) / info.eps)):
         return None
@@ -520,9 +522,11 @@ def _neighbour_blocks(train_h, train_y, test_h, n_classes, block_size, dtype, k)
         start, lo, hi = unit
         if not hasattr(per_thread, "scratch"):
             per_thread.scratch = {}
-        return _block_neighbours(queries[start:start + block_size], train_h[lo:hi],
-                                 None if bank_norms is None else bank_norms[lo:hi], k, width, lo,
-                                 scratch=per_thread.scratch)
+        found = _block_neighbours(queries[start:start + block_size], train_h[lo:hi],
+                                  None if bank_norms is None else bank_norms[lo:hi], k, width, lo,
+                                  scratch=per_thread.scratch)
+        release_pages(train_h)  # a memory-mapped bank's pages go back after each sweep
+        return found
 
     def blocks():
         from threadpoolctl import threadpool_limits

@@ -8,7 +8,8 @@ reads a feature matrix in row batches, so that ``N`` may exceed the memory:
 
 * an in-memory array, a ``numpy.memmap`` or a ``np.load(..., mmap_mode="r")`` array is
   cut into consecutive row blocks of bounded size (each block is converted to float64
-  on its own, so a float32 memory map is never copied whole);
+  on its own, so a float32 memory map is never copied whole, and the map's pages are
+  released after each block: :func:`repeval_ref._blocks.release_pages`);
 * any iterator (a generator, ``iter(list_of_batches)``, a data loader) is read batch
   by batch; every batch must be a 2-D array with the same number of columns.
 
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._blocks import release_pages
 from .._validation import as_float_array
 
 # target size of one float64 block read from an array (bytes)
@@ -96,6 +98,7 @@ def _from_array(X, name, block_rows):
         hi = min(n, lo + block_rows)
         label = name if (lo == 0 and hi == n) else f"{name} (rows {lo}..{hi - 1})"
         yield as_float_array(np.asarray(X[lo:hi]), label, ndim=2), label
+        release_pages(X)  # a read-only memory map keeps about one block resident
 
 
 def _from_iterator(X, name):
