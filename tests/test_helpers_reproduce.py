@@ -77,14 +77,19 @@ def test_a_reordered_fit_is_the_same_fit():
     assert reproduce.reach(forward, backward) <= 2
 
 
+#: kernels an OpenBLAS build may report for a requested core type: its Zen target runs the
+#: Haswell kernels (some builds name the core, others the kernels)
+SAME_KERNELS = {"zen": {"haswell"}}
+
+
 @pytest.mark.recompute
 def test_the_blas_kernel_is_the_one_asked_for():
-    """Under ``OPENBLAS_CORETYPE=K`` (``make test-blas``) NumPy's OpenBLAS runs kernel K, so the
-    recomputations really sum in K's order."""
+    """Under ``OPENBLAS_CORETYPE=K`` (``make test-blas``) every loaded OpenBLAS (NumPy's, SciPy's)
+    runs kernel K, so the recomputations really sum in K's order, not the processor's."""
     from threadpoolctl import threadpool_info
 
     asked = os.environ.get("OPENBLAS_CORETYPE")
     if not asked:
         pytest.skip("OPENBLAS_CORETYPE is not set: the processor's own kernel")
     kernels = {i.get("architecture", "").lower() for i in threadpool_info() if i.get("internal_api") == "openblas"}
-    assert kernels == {asked.lower()}, kernels
+    assert kernels and kernels <= {asked.lower()} | SAME_KERNELS.get(asked.lower(), set()), kernels
