@@ -223,6 +223,30 @@ def load_features(path, arg, need_labels=True):
     return feats, labels
 
 
+#: the final output in a folder of the loop's feature cache
+FLAT_FILE = "__flat.npy"
+
+
+def feature_file_in(folder, arg):
+    """The features file of one folder of the loop's feature cache.
+
+    A cache folder ``MODEL/DATA`` holds ``meta.json``, ``labels.npy`` and one ``.npy``
+    array per (block, pooling); the final output is ``__flat.npy``. A folder with
+    exactly one array besides ``labels.npy`` is read too.
+    """
+    folder = Path(folder)
+    arrays = sorted(p.name for p in folder.glob("*.npy") if p.name != "labels.npy")
+    if FLAT_FILE in arrays:
+        return folder / FLAT_FILE
+    if len(arrays) == 1:
+        return folder / arrays[0]
+    if arrays:
+        raise InputError(f"{arg} folder {folder} holds several feature arrays ({', '.join(arrays[:6])}"
+                         f"{', ...' if len(arrays) > 6 else ''}); name the one to evaluate")
+    raise InputError(f"{arg} is a folder without feature arrays: {folder} (give a .npz, .npy or .pt "
+                     "file, or a folder written by repeval loop)")
+
+
 def read_file(path, arg, need_labels=True, *, progress=None):
     """:func:`load_features`, plus the path of the file actually read.
 

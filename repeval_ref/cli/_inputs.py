@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ._files import (BLOCK_BYTES, KEPT_DTYPES, InputError, _check_features, _check_labels, _short, load_features,
-                     read_file, row_blocks)
+from ._files import (BLOCK_BYTES, KEPT_DTYPES, InputError, _check_features, _check_labels, _short, feature_file_in,
+                     load_features, read_file, row_blocks)
 
 
 def _check_classes(y, arg, *, min_per_class=2, why="the probe's model selection splits it"):
@@ -66,28 +66,6 @@ def zero_rows_message(who, rows, n):
 
 
 # ------------------------------------------------------------------- the loop's folders
-
-FLAT_FILE = "__flat.npy"
-
-
-def feature_file_in(folder, arg):
-    """The features file of one folder of the loop's feature cache.
-
-    A cache folder ``MODEL/DATA`` holds ``meta.json``, ``labels.npy`` and one ``.npy``
-    array per (block, pooling); the final output is ``__flat.npy``. A folder with
-    exactly one array besides ``labels.npy`` is read too.
-    """
-    folder = Path(folder)
-    arrays = sorted(p.name for p in folder.glob("*.npy") if p.name != "labels.npy")
-    if FLAT_FILE in arrays:
-        return folder / FLAT_FILE
-    if len(arrays) == 1:
-        return folder / arrays[0]
-    if arrays:
-        raise InputError(f"{arg} folder {folder} holds several feature arrays ({', '.join(arrays[:6])}"
-                         f"{', ...' if len(arrays) > 6 else ''}); name the one to evaluate")
-    raise InputError(f"{arg} is a folder without feature arrays: {folder} (give a .npz, .npy or .pt "
-                     "file, or a folder written by repeval loop)")
 
 
 def split_folder(folder):
