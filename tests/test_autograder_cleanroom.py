@@ -1,4 +1,4 @@
-"""The clean-room verifier (issue 17): grades computed outside the student's kernel.
+"""The clean-room verifier: grades computed outside the student's kernel.
 
 The verifier is tested directly (fast): honest answers written differently from the
 reference, answers that cheat on three exercises, resource limits, and that nothing is
@@ -418,7 +418,7 @@ for _path in (_os.path.join(_COURSE, "pwned.txt"), _os.path.join(_SENTINEL, "pwn
     _scribble(_path)
 """
 
-#: the visible-test attack (issue 30, item 5): at the top of the cell, ``exec`` is made to
+#: the visible-test attack: at the top of the cell, ``exec`` is made to
 #: do nothing, so nbgrader's kernel runs no later cell and the visible tests "pass"
 VISIBLE_PATCH = "import builtins\nbuiltins.exec = lambda *args, **kwargs: None\n"
 

@@ -1,4 +1,4 @@
-"""Property checks and visible tests that a wrong answer cannot pass (issue 30, item 5).
+"""Property checks and visible tests that a wrong answer cannot pass.
 
 The clean room runs the student's function in a child process while the checks run in the
 grader's. A check that measured the call in the grader's own process (its memory) used to

@@ -1,7 +1,7 @@
-"""Serial, ``--workers 2`` and a Dask ``LocalCluster`` grade a class identically (issue 17).
+"""Serial, ``--workers 2`` and a Dask ``LocalCluster`` grade a class identically.
 
-The cluster speaks TLS only and accepts only clients with a certificate of its authority
-(issue 30, finding 5); the grader connects with its own credentials (``tls=``). Where the
+The cluster speaks TLS only and accepts only clients with a certificate of its authority;
+the grader connects with its own credentials (``tls=``). Where the
 ``openssl`` command is missing, the cluster falls back to plain TCP, which the grader
 then has to be told to accept (``insecure_scheduler``).
 

@@ -1,4 +1,4 @@
-"""Round-3 holes of the grader (issue 30), each attacked on its own.
+"""Holes a third attacker found in the grader, each attacked on its own.
 
 * the clean room's protocol: an answer that writes half a reply, or floods the pipe, or
   keeps the child busy call after call, cannot keep the grader waiting past the

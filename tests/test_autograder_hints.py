@@ -1,4 +1,4 @@
-"""Hints that name the real cause (issue 30, item 6).
+"""Hints that name the real cause.
 
 Every typical mistake of ``hint_mistakes.MISTAKES`` is graded in the clean room
 (:func:`autograder.cleanroom.verify_source`, one sandbox per answer and seed) on each seed

@@ -1,5 +1,4 @@
-"""Memory property checks against answers that hide their n x n matrix (issue 30, items 5
-and 8).
+"""Memory property checks against answers that hide their n x n matrix.
 
 Three exercises have a memory check: ``linear_cka`` (no n x n Gram matrix),
 ``two_nn_id`` (no N x N distance matrix) and ``ridge_loo`` (no n x n hat matrix). Each is

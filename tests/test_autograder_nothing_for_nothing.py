@@ -1,4 +1,4 @@
-"""Hidden checks give nothing for nothing (issue 18).
+"""Hidden checks give nothing for nothing.
 
 * For each of the 18 graded functions, answers that compute nothing score 0 on every
   hidden check, for several grading seeds: ``return None``, returning the first argument

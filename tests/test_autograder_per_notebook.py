@@ -1,5 +1,4 @@
-"""One notebook's grading cannot cost the student's others, nor leave anything to them
-(issue 30, items 1 and 4 of "what to build", per notebook).
+"""One notebook's grading cannot cost the student's others, nor leave anything to them.
 
 A class of two students, graded by ``autograde`` as an instructor runs it, over three
 notebooks in two chapters (``rank/rank_bound``, ``rankme/rankme``, ``rankme/two_nn_id``):

@@ -47,7 +47,7 @@ except ImportError:  # pragma: no cover
     FEEDBACK_WORDS_MORE, ISSUE_CASES, WRONG_MORE = {}, [], {}
 
 #: the wrong solutions submitted end to end: all of WRONG, and the cases of WRONG_MORE
-#: that issue 6 lists (the others are covered by the fast unit tests)
+#: chosen for it (the others are covered by the fast unit tests)
 E2E_WRONG = {ex: dict(v) for ex, v in WRONG.items()}
 for _ex, _var in ISSUE_CASES:
     E2E_WRONG.setdefault(_ex, {})[_var] = WRONG_MORE[_ex][_var]

@@ -1,4 +1,4 @@
-"""The red team's attacks of issue 30, kept as a class graded end to end (item 8).
+"""A red team's attacks, kept as a class graded end to end.
 
 Two honest students (``a_honest`` is graded before every attacker, ``z_honest`` after)
 and one student per attack hand in the same three exercises (``knn_classify``,
@@ -9,7 +9,7 @@ course's own notebooks, the machine's shared temporary folders, a port that stan
 for a service of the grader, and the processes left behind.
 
 =============  ===========================================================  ===========
-student        attack (issue 30)                                            underneath
+student        attack                                                       underneath
 =============  ===========================================================  ===========
 ``pathload``   loads the reference package by its file path, after          the
                removing the clean room's import hook (finding 1)            reference

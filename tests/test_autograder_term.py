@@ -1,4 +1,4 @@
-"""A simulated term, run with the commands that ``book/instructors.md`` shows (issue 18).
+"""A simulated term, run with the commands that ``book/instructors.md`` shows.
 
 The instructor assigns two chapters (``rank`` and ``noise``) with due dates, imports a
 roster of five students and collects a folder in which

@@ -1,4 +1,4 @@
-"""Round-3 gaps of issue 30 that a grading run must say or refuse, each tested on its own.
+"""Gaps that a grading run must say or refuse, each tested on its own.
 
 * item 1: grading with less than full confinement (no root, no namespaces, an interpreter
   other users cannot run, a Dask worker that is not root) is said at grading time and in

@@ -5,7 +5,7 @@ failing_checks)``. ``source`` defines one function of the exercise's notebook wi
 classic mistake (the notebook's other functions stay right); ``failing_checks`` are
 exactly the hidden checks it must lose in full, every other check must pass in full.
 ``FEEDBACK_WORDS_MORE`` gives words the feedback of each case must contain.
-``ISSUE_CASES`` names the cases issue 6 asks the end-to-end test to submit.
+``ISSUE_CASES`` names the cases the end-to-end test submits.
 """
 from autograder.build import solution_source
 from autograder.exercises import load
@@ -398,7 +398,7 @@ FEEDBACK_WORDS_MORE = {
     ("linear_cka", "gram_matrices"): "n x n Gram matrices",
 }
 
-#: the wrong solutions issue 6 lists for the end-to-end test (exercise, variant)
+#: the wrong solutions the end-to-end test submits (exercise, variant)
 ISSUE_CASES = [
     ("attentive_probe", "keeps_prefix"),
     ("transfer", "sequential"),

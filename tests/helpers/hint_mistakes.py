@@ -1,4 +1,4 @@
-"""Tables of typical mistakes for the hint test (issue 30, item 6).
+"""Tables of typical mistakes for the hint test.
 
 ``MISTAKES[exercise][variant] = (source, cause)``: ``source`` redefines one graded
 function of the exercise with exactly one typical mistake (the notebook's other functions
