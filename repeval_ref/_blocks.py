@@ -9,6 +9,7 @@ maps it again). For an array held in memory these functions only cut it into blo
 
 * :func:`row_slices`: consecutive row slices of a bounded size in bytes;
 * :func:`iter_rows`: those blocks, with the pages released after each;
+* :func:`iter_gather`: selected rows, read a stretch of the file at a time;
 * :func:`release_pages`: drop the resident pages of a read-only memory map;
 * :func:`column_moments`: per-column float64 mean and centred sum of squares, merged
   over blocks (Chan, Golub and LeVeque, 1979).
@@ -19,8 +20,8 @@ import mmap
 
 import numpy as np
 
-__all__ = ["BLOCK_BYTES", "row_slices", "iter_rows", "release_pages", "is_read_only_map",
-           "column_moments"]
+__all__ = ["BLOCK_BYTES", "row_slices", "iter_rows", "iter_gather", "release_pages",
+           "is_read_only_map", "column_moments"]
 
 #: size of one block of rows, in bytes of the dtype it is computed in
 BLOCK_BYTES = 32 * 2**20
@@ -133,6 +134,54 @@ def iter_rows(X, itemsize=None, block_bytes=None):
         release_pages(X)
 
 
+def iter_gather(X, rows=None, itemsize=8, block_bytes=None):
+    """Yield ``(positions, X[rows[positions]])`` covering every position of ``rows`` once.
+
+    When the rows fit in one block this is ``(all positions, X[rows])`` in the given
+    order. Otherwise the rows are taken by consecutive stretches of the file, each of at
+    most one block of rows (a memory map's pages are released after each): reading rows
+    in a random order would map pages all over the file within one block, since the
+    operating system maps the pages around each one read.
+
+    Parameters
+    ----------
+    X : numpy.ndarray of shape (n, d)
+    rows : numpy.ndarray of int, shape (m,), optional
+        Row indices; default all rows in order (then ``positions`` are slices).
+    itemsize : int, default 8
+        Bytes per entry the caller computes in.
+    block_bytes : int, optional
+        See :func:`row_slices`.
+
+    Yields
+    ------
+    positions : slice or numpy.ndarray of intp
+        Positions in ``rows`` (so that ``out[positions] = f(block)`` fills ``out``).
+    block : numpy.ndarray of shape (len(positions), d)
+    """
+    if not isinstance(X, np.ndarray) or X.ndim != 2:
+        raise ValueError(f"X must be a 2-D numpy array, got shape {getattr(X, 'shape', None)}")
+    n, d = X.shape
+    if rows is None:
+        for part in row_slices(n, max(1, d), itemsize, block_bytes):
+            yield part, X[part]
+            release_pages(X)
+        return
+    rows = np.asarray(rows)
+    spans = row_slices(n, max(1, d), itemsize, block_bytes)
+    if len(row_slices(rows.shape[0], max(1, d), itemsize, block_bytes)) <= 1:
+        yield slice(0, rows.shape[0]), X[rows]
+        release_pages(X)
+        return
+    order = np.argsort(rows, kind="stable")
+    srt = rows[order]
+    edges = np.searchsorted(srt, [span.start for span in spans] + [n])
+    for a, b in zip(edges[:-1], edges[1:]):
+        if b > a:
+            yield order[a:b], X[srt[a:b]]
+            release_pages(X)
+
+
 def column_moments(X, rows=None, block_bytes=None):
     """Per-column float64 mean and centred sum of squares of ``X`` (or of ``X[rows]``).
 
@@ -166,9 +215,8 @@ def column_moments(X, rows=None, block_bytes=None):
         raise ValueError("X (or X[rows]) holds no rows")
     n = 0
     mean = m2 = lo = hi = None
-    for part in row_slices(n_rows, X.shape[1], 8, block_bytes):
-        Z = np.asarray(X[part] if rows is None else X[rows[part]], dtype=np.float64)
-        release_pages(X)
+    for _, block in iter_gather(X, rows, 8, block_bytes):
+        Z = np.asarray(block, dtype=np.float64)
         nb = Z.shape[0]
         mb = Z.mean(axis=0)
         sb = ((Z - mb) ** 2).sum(axis=0)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._blocks import column_moments, release_pages, row_slices
+from ._blocks import column_moments, iter_gather
 from ._validation import as_sequence, as_train_test, check_int, check_positive
 
 __all__ = ["linear_probe_done_right", "linear_probe_warm_path", "probe_accuracy_grid"]
@@ -80,10 +80,8 @@ def _standardiser(X, rows, what):
 
 def _blocks_of(X, rows):
     """``(part, block)`` pairs: ``X[rows]`` (or all of ``X``) a block of rows at a time."""
-    n = X.shape[0] if rows is None else len(rows)
-    for part in row_slices(n, X.shape[1]):
-        yield part, np.asarray(X[part] if rows is None else X[rows[part]], dtype=np.float64)
-        release_pages(X)
+    for part, block in iter_gather(X, rows):
+        yield part, np.asarray(block, dtype=np.float64)
 
 
 def _standardised(X, rows, mean, std, dtype):

@@ -98,3 +98,25 @@ def test_column_moments_bad_input():
         column_moments(np.zeros(3))
     with pytest.raises(ValueError, match="no rows"):
         column_moments(np.zeros((3, 2)), rows=np.arange(0))
+
+
+def test_iter_gather_covers_every_position_once_with_its_row(tmp_path):
+    from repeval_ref._blocks import iter_gather
+
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((50, 3))
+    np.save(tmp_path / "x.npy", X)
+    M = np.load(tmp_path / "x.npy", mmap_mode="r")
+    rows = rng.permutation(50)[:31]
+    for size, rows_ in ((24, rows), (24 * 7, rows), (None, rows), (24 * 7, None)):
+        want = X if rows_ is None else X[rows_]
+        out = np.full_like(want, np.nan)
+        seen = np.zeros(want.shape[0], dtype=int)
+        for pos, block in iter_gather(M, rows_, 8, size):
+            out[pos] = block
+            seen[pos] += 1
+            if size is not None and rows_ is not None:
+                idx = rows_[pos]
+                assert idx.max() - idx.min() < size // 24  # one stretch of the file
+        assert np.all(seen == 1)
+        np.testing.assert_array_equal(out, want)

@@ -171,9 +171,12 @@ def probe_columns(train_x, seed, who="TRAIN"):
     information and cannot be standardised. ``who`` names the training rows in the
     error line (the file, or the part of it).
     """
+    from .._blocks import column_moments
+
     n = train_x.shape[0]
     fit = np.random.default_rng(seed).permutation(n)[n // 5:]
-    keep = np.ptp(train_x[fit], axis=0) > 0
+    _, _, lo, hi = column_moments(train_x, np.sort(fit))  # a block of rows at a time
+    keep = hi > lo
     if not keep.any():
         raise InputError(f"{who}: every feature is constant; no probe can be fitted")
     return keep
@@ -189,8 +192,11 @@ def probe_section(train_x, ytr, test_x, yte, seed, Cs, progress=None, who="TRAIN
     task = progress.task("linear probe", len(Cs) + 1, unit="fits") if progress else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.filterwarnings("always", category=ConvergenceWarning)
+        # every column kept (the usual case): the features go in as they are, a memory map
+        # included, rather than as a column-selected copy
+        sel = (lambda x: x) if keep.all() else (lambda x: x[:, keep])
         best_C, val_acc, pred = linear_probe_warm_path(
-            train_x[:, keep], ytr, test_x[:, keep], np.maximum(yte, 0), Cs, seed=seed,
+            sel(train_x), ytr, sel(test_x), np.maximum(yte, 0), Cs, seed=seed,
             progress=task.update if task else None)
     if task:
         task.close()
@@ -207,10 +213,9 @@ def ridge_section(train_x, ytr, test_x, yte, who="TRAIN"):
     """The ridge probe with its penalty chosen by exact leave-one-out; accuracy entry and grid."""
     from ..ridge import ridge_loo, ridge_probe
 
-    train_x = np.asarray(train_x, dtype=np.float64)
-    test_x = np.asarray(test_x, dtype=np.float64)
-    centred = train_x - train_x.mean(axis=0)
-    scale = float(np.sum(centred**2)) / train_x.shape[1]
+    from .._blocks import column_moments
+
+    scale = float(np.sum(column_moments(train_x)[1])) / train_x.shape[1]  # streamed, float64
     if not scale > 0:
         raise InputError(f"{who}: every feature is constant; the ridge probe is undefined")
     lams = scale * np.logspace(-6, 2, 17)
@@ -317,7 +322,7 @@ def label_free_section(X, *, seed, pair_samples=5000, dse_samples=2000, id_batch
     all-zero rows before this runs, so the metrics on unit-normalised rows are defined.
     """
     from ..labelfree import (diffusion_spectral_entropy, label_free_summary, two_nn_id,
-                             two_nn_id_batched, uniformity)
+                             two_nn_id_batched, uniformity, unique_row_order)
 
     rng = np.random.default_rng(seed)
     out = {}
@@ -375,26 +380,27 @@ def label_free_section(X, *, seed, pair_samples=5000, dse_samples=2000, id_batch
                 lambda: diffusion_spectral_entropy(X, sigma, n_sub=dse_samples, rng=rng),
                 f"bits; sigma = median pairwise distance = {sigma:.4g}; {n_dse} rows")
         tick()
-    unique = np.unique(X, axis=0)
-    dup = X.shape[0] - unique.shape[0]
+    distinct = unique_row_order(X)  # X[distinct] is np.unique(X, axis=0), never copied whole
+    n_distinct = distinct.shape[0]
+    dup = X.shape[0] - n_distinct
     dup_note = f"; {dup} duplicate rows removed" if dup else ""
     if full:
-        if unique.shape[0] > id_samples:
-            pick = np.sort(rng.choice(unique.shape[0], id_samples, replace=False))
-            run("two_nn_id", lambda: two_nn_id(unique[pick]),
-                f"a random {id_samples} of the {unique.shape[0]} distinct rows (--id-samples)" + dup_note)
+        if n_distinct > id_samples:
+            pick = np.sort(rng.choice(n_distinct, id_samples, replace=False))
+            run("two_nn_id", lambda: two_nn_id(X[distinct[pick]]),
+                f"a random {id_samples} of the {n_distinct} distinct rows (--id-samples)" + dup_note)
         else:
-            run("two_nn_id", lambda: two_nn_id(unique), "all rows" + dup_note)
+            run("two_nn_id", lambda: two_nn_id(X[distinct]), "all rows" + dup_note)
         tick()
     try:
-        res = two_nn_id_batched(unique, batch_size=id_batch, rng=rng)
+        res = two_nn_id_batched(X, batch_size=id_batch, rng=rng, rows=distinct)
     except ValueError as exc:
         put("two_nn_id_batched", None, _short(exc))
     else:
         spread = ("std across batches" if res.std is not None
                   else "a single batch, so no spread: lower --id-batch")
         put("two_nn_id_batched", res.mean,
-            f"{res.estimates.size} batch(es) of >= {min(id_batch, unique.shape[0])} rows; " + spread + dup_note,
+            f"{res.estimates.size} batch(es) of >= {min(id_batch, n_distinct)} rows; " + spread + dup_note,
             std=res.std, n_batches=int(res.estimates.size))
     tick()
     if task:

@@ -50,7 +50,7 @@ from .eigenvalue_metrics import (
     spectrum_metrics,
     stable_rank_of_spectrum,
 )
-from .intrinsic_dimension import TwoNNBatched, two_nn_id, two_nn_id_batched
+from .intrinsic_dimension import TwoNNBatched, two_nn_id, two_nn_id_batched, unique_row_order
 from .relational import diffusion_spectral_entropy, self_cluster, self_cluster_of_gram
 from .spectral import (
     alpha_req,
@@ -108,7 +108,7 @@ __all__ = [
     # relational metrics
     "self_cluster", "self_cluster_of_gram", "diffusion_spectral_entropy",
     # intrinsic dimension
-    "two_nn_id", "two_nn_id_batched", "TwoNNBatched",
+    "two_nn_id", "two_nn_id_batched", "TwoNNBatched", "unique_row_order",
     # synthetic spectra
     "power_law_spectrum", "sample_features_with_spectrum",
     # one-pass summary

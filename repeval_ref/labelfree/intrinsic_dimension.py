@@ -9,6 +9,8 @@ representation without labels"); seed 002, section 3.3 and appendix B.2.
   :math:`O(N^2 d)` computation, so 002 computes the estimate on batches of ``N_b``
   samples and averages the per-batch estimates, reporting the spread across batches as
   the estimation noise.
+* :func:`unique_row_order` finds the distinct rows (TwoNN needs distinct points) in the
+  order of ``np.unique(X, axis=0)`` without sorting a copy of ``X``.
 """
 from __future__ import annotations
 
@@ -17,10 +19,58 @@ from collections import namedtuple
 import numpy as np
 from sklearn.neighbors import NearestNeighbors
 
+from .._blocks import release_pages, row_slices
 from .._validation import as_float_array, check_int, check_rng
 from ._streaming import is_batch_iterator, iter_batches
 
-__all__ = ["two_nn_id", "two_nn_id_batched", "TwoNNBatched"]
+__all__ = ["two_nn_id", "two_nn_id_batched", "TwoNNBatched", "unique_row_order"]
+
+
+def _column(X, rows, j):
+    """``X[rows, j]`` gathered a block of rows at a time (pages released after each)."""
+    out = np.empty(rows.shape[0], dtype=X.dtype)
+    for part in row_slices(rows.shape[0], X.shape[1], X.itemsize):
+        out[part] = X[rows[part], j]
+        release_pages(X)
+    return out
+
+
+def unique_row_order(X):
+    """Indices of the distinct rows of ``X``, in the order of ``np.unique(X, axis=0)``.
+
+    ``X[unique_row_order(X)]`` equals ``np.unique(X, axis=0)``: one row of each group of
+    equal rows (the first in the sort), the rows in increasing lexicographic order of
+    their values (``-0.0`` equals ``0.0``). The rows are sorted one column at a time, a
+    column being read only for rows still tied with another on every earlier column, so
+    memory is ``O(n)`` besides one block of rows, and a memory-mapped ``X`` is never
+    copied.
+
+    Parameters
+    ----------
+    X : array_like of shape (n, d)
+        Finite values; a float32 or float64 array (or memory map) is read as it is.
+
+    Returns
+    -------
+    numpy.ndarray of intp, shape (n_distinct,)
+    """
+    X = as_float_array(X, "X", ndim=2, dtype=None)
+    n = X.shape[0]
+    order = np.arange(n)
+    start = np.zeros(n, dtype=bool)  # first position of each group of tied rows
+    start[0] = True
+    for j in range(X.shape[1]):
+        gid = np.cumsum(start) - 1
+        active = np.bincount(gid)[gid] > 1
+        if not active.any():
+            break
+        pos = np.flatnonzero(active)
+        vals = _column(X, order[pos], j) + X.dtype.type(0)  # -0.0 + 0.0 is 0.0
+        sub = np.lexsort((vals, gid[pos]))  # groups stay where they are, sorted inside
+        order[pos] = order[pos][sub]
+        vals, g = vals[sub], gid[pos][sub]
+        start[pos[1:]] |= (vals[1:] != vals[:-1]) & (g[1:] == g[:-1])
+    return order[start]
 
 
 def _two_nearest_distances(X):
@@ -128,7 +178,7 @@ estimates : numpy.ndarray of shape (n_batches,)
 """
 
 
-def two_nn_id_batched(X, batch_size=2000, rng=None):
+def two_nn_id_batched(X, batch_size=2000, rng=None, rows=None):
     """TwoNN intrinsic dimension averaged over disjoint random batches (as in 002).
 
     The rows are shuffled with ``rng`` and cut into
@@ -154,6 +204,11 @@ def two_nn_id_batched(X, batch_size=2000, rng=None):
         ``N_b``, ``>= 3``.
     rng : numpy.random.Generator or int, optional
         Source of the shuffle.
+    rows : array_like of int, shape (m,), optional
+        Use the points ``X[rows]`` (for example the distinct rows,
+        :func:`unique_row_order`), each batch gathered on its own, so that ``X[rows]``
+        is never copied whole; the result equals that of ``two_nn_id_batched(X[rows])``.
+        Only with an array ``X``.
 
     Returns
     -------
@@ -161,6 +216,8 @@ def two_nn_id_batched(X, batch_size=2000, rng=None):
         ``(mean, std, estimates)``; ``std`` is ``None`` when there is one batch.
     """
     if is_batch_iterator(X):
+        if rows is not None:
+            raise ValueError("rows selects rows of an array; X is an iterator of batches")
         estimates = [two_nn_id(b) for b in iter_batches(X, "X")]
     else:
         batch_size = check_int(batch_size, "batch_size", minimum=3)
@@ -169,15 +226,24 @@ def two_nn_id_batched(X, batch_size=2000, rng=None):
             X = as_float_array(X, "X", ndim=2)
         if X.ndim != 2:
             raise ValueError(f"X must be 2-dimensional, got shape {X.shape}")
-        n = X.shape[0]
+        if rows is None:
+            index = np.arange(X.shape[0])
+        else:
+            index = np.asarray(rows)
+            if index.ndim != 1 or not (np.issubdtype(index.dtype, np.integer) or index.size == 0):
+                raise ValueError(f"rows must be a 1-D array of row indices, got {index!r}")
+            if index.size and (index.min() < 0 or index.max() >= X.shape[0]):
+                raise ValueError(f"rows must lie in 0 .. {X.shape[0] - 1} (the rows of X)")
+        n = index.shape[0]
         if n < 3:
-            raise ValueError(f"X needs at least 3 rows, got shape {X.shape}")
+            raise ValueError(f"X needs at least 3 rows, got {n}")
         n_batches = max(1, n // batch_size)
         perm = rng.permutation(n)
         estimates = []
         for part in np.array_split(perm, n_batches):
-            rows = np.asarray(X[np.sort(part)])
-            estimates.append(two_nn_id(as_float_array(rows, "X", ndim=2)))
+            batch = np.asarray(X[index[np.sort(part)]])
+            release_pages(X)
+            estimates.append(two_nn_id(as_float_array(batch, "X", ndim=2)))
     est = np.asarray(estimates, dtype=float)
     std = float(np.std(est, ddof=1)) if est.shape[0] > 1 else None
     return TwoNNBatched(float(est.mean()), std, est)
