@@ -78,7 +78,7 @@ def _confine(confine, req):
         uid=req.get("uid"), mount=mount if mounts is not None else None,
         cpu_s=lim["cpu_s"], cpu_grace_s=lim["cpu_grace_s"],
         memory_bytes=int(lim["memory_bytes"]) + _vm_size(), file_bytes=lim["file_bytes"],
-        processes=lim["processes"])
+        processes=lim["processes"], cgroups=req.get("cgroups") or ())
     start()
     if req.get("uid") is not None and libc is not None:
         libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: as after exec, /proc/self is its own
@@ -122,6 +122,8 @@ def _spawn_error(req, fds):
     """Why the spawn request ``req`` with the descriptors ``fds`` cannot be served."""
     if len(fds) != 2:
         return "a spawn request needs two pipe ends"
+    if not _fork_children.cgroup_list(req.get("cgroups")):
+        return "cgroups must be a list of folder names"
     if _fork_children.threads() != 1:
         return "the server holds threads"
     return None

@@ -13,7 +13,10 @@ there with a minimal environment:
   starts, :data:`DEFAULT_LIMITS`) and a wall-clock limit per call; when the grader runs
   as root, also a user id of its own that owns only the room (with a process-count
   limit) and an empty ``/tmp`` and ``/dev/shm`` of its own (:mod:`autograder.confine`);
-  every process left under that id is killed afterwards. The private ``/tmp`` covers the
+  every process left under that id is killed afterwards; where the machine offers cgroups,
+  a memory and a pids cgroup of its own (:mod:`autograder.cgroups`,
+  ``DEFAULT_LIMITS["cgroup_memory_bytes"]`` and ``["processes"]``) bound the child and
+  everything it starts together, and are emptied and removed with it. The private ``/tmp`` covers the
   room itself when it lies there, so the program is then named through the child's own
   working directory (``/proc/self/cwd/cleanroom_child.py``), which stays the room.
 
@@ -32,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import REPO_ROOT, cleanroom_child, codec, confine, wire
+from . import REPO_ROOT, cgroups, cleanroom_child, codec, confine, settings, wire
 from .cleanroom_calls import RemoteFunction, remote_function
 from .fork_client import ForkServer, ServerSlot
 from .forked_process import ForkedProcess
@@ -47,7 +50,10 @@ __all__ = ["DEFAULT_LIMITS", "FORK_ENV", "RemoteFunction", "Sandbox", "fork_serv
 DEFAULT_LIMITS = {
     "cpu_s": 120,              # CPU seconds of the whole child (RLIMIT_CPU)
     "memory_bytes": 4 << 30,   # address space (RLIMIT_AS)
+    "cgroup_memory_bytes": settings.cleanroom_memory_bytes(),  # the child and all it
+                               # starts, together (its memory cgroup)
     "processes": 16,           # processes and threads of the sandbox user (RLIMIT_NPROC)
+                               # and of its cgroup together (pids.max)
     "file_bytes": 64 << 20,    # largest file it may write (RLIMIT_FSIZE)
     "call_s": 30.0,            # wall clock of one call of the student's function
     "start_s": 60.0,           # wall clock to start and run the answer's top level
@@ -182,6 +188,10 @@ class Sandbox:
         env = _child_env(self.dir)
         lim = self.limits
         libc = confine.load_libc() if self.uid is not None else None
+        #: the child's cgroup (:mod:`autograder.cgroups`), joined before it runs anything
+        self.cgroup = cgroups.make(int(lim["cgroup_memory_bytes"]), int(lim["processes"]),
+                                   "cleanroom")
+        groups = self.cgroup.join_paths if self.cgroup is not None else []
 
         cover, packages = _hidden_folders(site, hide)
         keep = (site, os.path.dirname(python))
@@ -199,6 +209,7 @@ class Sandbox:
             "limits": {"cpu_s": lim["cpu_s"], "cpu_grace_s": 1,
                        "memory_bytes": lim["memory_bytes"], "file_bytes": lim["file_bytes"],
                        "processes": lim["processes"]},
+            "cgroups": groups,
             "mounts": None if libc is None else {
                 "file_bytes": lim["file_bytes"], "keep": list(keep), "cover": cover,
                 "packages": packages}})
@@ -208,7 +219,7 @@ class Sandbox:
             start = confine.preexec_confined(
                 uid=self.uid, mount=mount if libc is not None else None,
                 cpu_s=lim["cpu_s"], cpu_grace_s=1, memory_bytes=lim["memory_bytes"],
-                file_bytes=lim["file_bytes"], processes=lim["processes"])
+                file_bytes=lim["file_bytes"], processes=lim["processes"], cgroups=groups)
             self.proc = subprocess.Popen(
                 [python, "-I", "-S", program, site], cwd=str(self.dir), env=env,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -455,8 +466,8 @@ class Sandbox:
         return None if high is None else max(high, self._watched) + self._others_high
 
     def close(self):
-        """Kill the child's process group (and, as root, every process of its user id)
-        and remove the room."""
+        """Kill the child's process group, every process of its cgroup (then removed)
+        and, as root, every process of its user id, and remove the room."""
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
@@ -471,6 +482,8 @@ class Sandbox:
                 stream.close()
             except OSError:
                 pass
+        if self.cgroup is not None:
+            self.cgroup.remove()
         if self.uid is not None:
             confine.kill_uid(self.uid)
         shutil.rmtree(self.dir, ignore_errors=True)

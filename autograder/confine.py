@@ -36,7 +36,8 @@ from pathlib import Path
 __all__ = ["FIRST_UID", "UID_COUNT", "TMP_DIRS", "load_libc", "new_uid", "uid_processes",
            "kill_uid", "world_can", "closed_ancestor", "sandbox_python", "private_mounts",
            "private_tmp", "sandbox_mounts", "loopback_up", "cover_empty", "drop_to", "set_limits",
-           "preexec_confined", "namespaces_allowed", "kernel_namespaces", "own_proc",
+           "preexec_confined", "join_cgroups", "tmp_folders", "make_tmp_folders",
+           "mount_disk", "unmount_disk", "namespaces_allowed", "kernel_namespaces", "own_proc",
            "drop_capabilities", "kernel_namespaces_allowed", "protection_gaps"]
 
 #: user ids of sandboxes: ``FIRST_UID <= uid < FIRST_UID + UID_COUNT``
@@ -52,6 +53,7 @@ _CLONE_NEWNET = 0x40000000
 _CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWIPC = 0x10000000, 0x20000000, 0x08000000
 _PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS = 4, 38
 _MS_RDONLY, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x1, 0x20, 0x1000, 0x4000, 0x40000
+_MS_NOSUID, _MS_NODEV, _MNT_DETACH = 0x2, 0x4, 0x2
 
 
 # ----------------------------------------------------------------- user ids and processes
@@ -241,7 +243,7 @@ def sandbox_python():
 
 
 # ----------------------------------------------------------------- mounts (in the child)
-def private_mounts(libc, tmp_size, keep=(), cover=(), network=True):
+def private_mounts(libc, tmp_size, keep=(), cover=(), network=True, tmp_from=None):
     """In the child, as root: a mount namespace of its own with empty ``/tmp``,
     ``/dev/shm``, ``/var/tmp`` and ``/run/lock`` (:data:`TMP_DIRS`; tmpfs of ``tmp_size``
     bytes, mode 1777), and, with ``network=False``, a network namespace of its own too:
@@ -263,6 +265,10 @@ def private_mounts(libc, tmp_size, keep=(), cover=(), network=True):
         bound back (closed home directories that hold a kept folder, the repository).
     network : bool
         Keep the machine's network (True) or take a network namespace with none.
+    tmp_from : str or None
+        A folder whose subfolders (:func:`tmp_folders`) are bound onto the temporary
+        folders instead of fresh tmpfs, so that what the child writes there counts
+        against that folder's file system (a sandbox's size-capped tmpfs).
 
     Returns
     -------
@@ -279,10 +285,20 @@ def private_mounts(libc, tmp_size, keep=(), cover=(), network=True):
         return False
     fds = [(path, os.open(path, os.O_PATH | os.O_DIRECTORY), readonly)
            for path, readonly in keep]
+    sources = {}
+    for where, sub in (tmp_folders(tmp_from).items() if tmp_from is not None else ()):
+        if os.path.isdir(sub) and not os.path.islink(sub):
+            sources[where] = os.open(sub, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
     opts = f"size={int(tmp_size)},mode=1777".encode()
     for where in TMP_DIRS:
         if os.path.isdir(where) and not os.path.islink(where):
-            libc.mount(b"tmpfs", where.encode(), b"tmpfs", 0, opts)
+            if where in sources:
+                libc.mount(f"/proc/self/fd/{sources[where]}".encode(), where.encode(), None,
+                           _MS_BIND, None)
+            else:
+                libc.mount(b"tmpfs", where.encode(), b"tmpfs", 0, opts)
+    for fd in sources.values():
+        os.close(fd)
     for c in cover:
         libc.mount(b"tmpfs", str(c).encode(), b"tmpfs", 0, b"size=1m,mode=0755")
     for path, fd, readonly in fds:
@@ -292,6 +308,46 @@ def private_mounts(libc, tmp_size, keep=(), cover=(), network=True):
             libc.mount(b"none", path.encode(), None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY, None)
         os.close(fd)
     return True
+
+
+def tmp_folders(top):
+    """Where a sandbox's temporary folders live inside its folder ``top``:
+    ``{"/tmp": top/tmpdirs/tmp, "/dev/shm": top/tmpdirs/dev-shm, ...}`` for each of
+    :data:`TMP_DIRS` (made by :func:`make_tmp_folders`)."""
+    if not isinstance(top, str) or not top:
+        raise ValueError(f"top must name a folder, got {top!r}")
+    return {where: os.path.join(top, "tmpdirs", where.strip("/").replace("/", "-"))
+            for where in TMP_DIRS}
+
+
+def make_tmp_folders(top):
+    """Make the folders of :func:`tmp_folders` (mode 1777, owned by the caller)."""
+    for sub in tmp_folders(top).values():
+        os.makedirs(sub, exist_ok=True)
+        os.chmod(sub, 0o1777)
+
+
+def mount_disk(libc, path, size):
+    """As root, in the grader's own mount namespace: a tmpfs of ``size`` bytes (mode 0711)
+    on the empty folder ``path``, so that everything written under it counts against one
+    cap whatever the number of files. Returns True on success (False: not root, or the
+    mount was refused; ``path`` stays a plain folder)."""
+    if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+        raise ValueError(f"size must be a positive number of bytes, got {size!r}")
+    if not os.path.isdir(path) or os.listdir(path):
+        raise ValueError(f"path must be an empty folder, got {path!r}")
+    if libc is None or os.geteuid() != 0:
+        return False
+    return libc.mount(b"tmpfs", str(path).encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV,
+                      f"size={size},mode=0711".encode()) == 0
+
+
+def unmount_disk(libc, path):
+    """Take the tmpfs of :func:`mount_disk` off ``path`` at once (detached: the last
+    process that holds it frees it). Returns True on success."""
+    if not str(path):
+        raise ValueError("path must name a folder")
+    return libc is not None and libc.umount2(str(path).encode(), _MNT_DETACH) == 0
 
 
 def private_tmp(libc, size, keep=(), cover=(), network=False):
@@ -343,7 +399,9 @@ def sandbox_mounts(libc, top, hide, size, readable):
     """In the child of one student's nbgrader run, as root: a network namespace whose
     only interface is a loopback of its own (no route to the machine's services), a
     mount namespace with private temporary folders (``top``, the sandbox folder,
-    bind-mounted back writable), ``hide`` covered by empty read-only tmpfs, and the
+    bind-mounted back writable; the temporary folders are those of :func:`tmp_folders`
+    inside ``top`` where they exist, so that all the run writes lands on ``top``'s file
+    system, else fresh tmpfs), ``hide`` covered by empty read-only tmpfs, and the
     folders ``readable`` (the interpreter's installation, the project) made reachable
     read-only under a closed home directory.
 
@@ -374,7 +432,7 @@ def sandbox_mounts(libc, top, hide, size, readable):
     keep_ro = [p for p in sorted(ro)
                if under_tmp(p) or any(p.startswith(str(c) + "/") for c in closed)]
     if not private_mounts(libc, size, keep=[(p, True) for p in keep_ro] + [(str(top), False)],
-                          cover=sorted(closed, key=str), network=False):
+                          cover=sorted(closed, key=str), network=False, tmp_from=str(top)):
         return False
     loopback_up()  # nbgrader reaches its kernel on a loopback of their own
     for h in hide:
@@ -403,6 +461,21 @@ def drop_to(uid):
     os.setuid(uid)
 
 
+def join_cgroups(paths):
+    """In the child, as root, before anything else runs in it: move this process into
+    each cgroup folder of ``paths`` (v1: its ``cgroup.procs``; everything it starts then
+    stays there). Raises ``OSError`` when a group cannot be joined, so that a child never
+    runs outside the groups made for it."""
+    if isinstance(paths, (str, bytes)) or not all(isinstance(p, str) and p for p in paths):
+        raise ValueError(f"paths must be a sequence of cgroup folders, got {paths!r}")
+    for path in paths:
+        fd = os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY | os.O_NOFOLLOW)
+        try:
+            os.write(fd, str(os.getpid()).encode())
+        finally:
+            os.close(fd)
+
+
 def set_limits(*, cpu_s, cpu_grace_s, memory_bytes, file_bytes, processes=None):
     """Resource limits of the calling process (and what it starts): CPU time (soft
     ``cpu_s``, hard ``cpu_s + cpu_grace_s`` seconds), address space, file size, no core
@@ -416,12 +489,14 @@ def set_limits(*, cpu_s, cpu_grace_s, memory_bytes, file_bytes, processes=None):
 
 
 def preexec_confined(*, uid, mount, cpu_s, cpu_grace_s, memory_bytes, file_bytes,
-                     processes):
-    """The ``preexec_fn`` of a confined child (run between ``fork`` and ``exec``).
+                     processes, cgroups=()):
+    """The ``preexec_fn`` of a confined child (run between ``fork`` and ``exec``); every
+    sandbox child, started or forked by a fork server, passes through it.
 
-    In this order: a new session (so the whole process group can be killed), ``mount()``
-    (the caller's mount namespace, if not None), the sandbox user ``uid`` (if not None),
-    then the limits of :func:`set_limits` (``processes`` only under a sandbox user id).
+    In this order: the cgroups ``cgroups`` (:func:`join_cgroups`, before anything else),
+    a new session (so the whole process group can be killed), ``mount()`` (the caller's
+    mount namespace, if not None), the sandbox user ``uid`` (if not None), then the
+    limits of :func:`set_limits` (``processes`` only under a sandbox user id).
 
     Parameters
     ----------
@@ -433,9 +508,13 @@ def preexec_confined(*, uid, mount, cpu_s, cpu_grace_s, memory_bytes, file_bytes
         Soft CPU-time limit and the extra seconds before the hard one.
     memory_bytes, file_bytes, processes : int
         Address space, largest file, processes and threads of the sandbox user.
+    cgroups : sequence of str
+        Folders of the sandbox's cgroups (:class:`autograder.cgroups.SandboxCgroup`), or
+        none where the machine offers none.
     """
     if uid is not None:
         _check_uid(uid)
+    cgroups = [str(c) for c in (cgroups or ())]
     for name, value in (("cpu_s", cpu_s), ("memory_bytes", memory_bytes),
                         ("file_bytes", file_bytes), ("processes", processes)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
@@ -444,6 +523,8 @@ def preexec_confined(*, uid, mount, cpu_s, cpu_grace_s, memory_bytes, file_bytes
         raise ValueError(f"cpu_grace_s must be a non-negative int, got {cpu_grace_s!r}")
 
     def start():
+        if cgroups:
+            join_cgroups(cgroups)
         os.setsid()
         if mount is not None:
             mount()

@@ -48,6 +48,13 @@ class Children:
         return self.exited[pid]
 
 
+def cgroup_list(value):
+    """Whether ``value``, the ``cgroups`` of a spawn request, is absent (None) or a list
+    of absolute folder names (the groups the child joins first)."""
+    return value is None or (isinstance(value, list) and all(
+        isinstance(v, str) and v.startswith("/") and "\0" not in v for v in value))
+
+
 def load_by_path(name, path):
     """The module compiled from the file ``path`` under ``name``, not registered in
     :data:`sys.modules` (no package is imported to reach it)."""

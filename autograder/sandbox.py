@@ -55,28 +55,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import PACKAGE_DIR, confine
+from . import PACKAGE_DIR, cgroups, confine
 from .fork_client import RUN_BY_PATH, ForkServer, ServerSlot
 from .forked_process import ForkedProcess
 from .safe_files import Refused, read_regular, rebuild_folder
 from .sandbox_fork_server import NBGRADER_PRELOAD_ENV  # the server's switch (stdlib only)
+from .sandbox_limits import (MEMORY_MARK, NOTEBOOK_BASE_S, NOTEBOOK_LIMIT_ENV,  # noqa: F401
+                             SANDBOX_LIMITS, TIME_LIMIT_KEY, WALL_BASE_S, WALL_MARK,
+                             blank_with_reason, code_cells, time_budget, time_limit_of,
+                             time_limit_reason, why_failed)
 
-#: limits of one student's nbgrader run (nbgrader, its kernel and their children)
-SANDBOX_LIMITS = {
-    "processes": 512,            # processes and threads of the sandbox user (RLIMIT_NPROC)
-    "memory_bytes": 8 << 30,     # address space of each process (RLIMIT_AS)
-    "file_bytes": 256 << 20,     # largest file written (RLIMIT_FSIZE); also /tmp's size
-    "wall_s": None,              # whole run; None: 120 s + the cell timeout per code cell
-    "notebook_s": None,          # one notebook's kernel and all it starts; None:
-                                 # NOTEBOOK_BASE_S + the cell timeout per code cell of
-                                 # the student's longest notebook
-}
-#: the part of the default per-notebook limit that does not depend on its cells
-NOTEBOOK_BASE_S = 30
-#: :data:`autograder.kernel_fork.LIMIT_ENV` and ``TIME_LIMIT_KEY`` (not imported: that
-#: module loads nbgrader)
-NOTEBOOK_LIMIT_ENV = "AUTOGRADER_NOTEBOOK_LIMIT"
-TIME_LIMIT_KEY = "autograder_time_limit_s"
 #: :data:`autograder.kernel_fork_server.PRELOAD_ENV`
 KERNEL_PRELOAD_ENV = "AUTOGRADER_KERNEL_PRELOAD"
 #: a student's submission of at least this many notebooks has its kernels forked from a
@@ -196,6 +184,8 @@ class Confinement:
         self.uid = confine.new_uid() if self.root else None
         #: the sandbox fork server the runs start from (None: each starts from nothing)
         self.server = None
+        #: the cgroup of the run in progress (:mod:`autograder.cgroups`), or None
+        self.cgroup = None
 
     def own(self, path):
         """Give ``path`` (a tree inside the sandbox) to the sandbox user."""
@@ -211,8 +201,9 @@ class Confinement:
 
     def preexec(self, cpu_s):
         """The ``preexec_fn`` of a confined nbgrader run with a CPU limit of ``cpu_s``
-        seconds (:func:`autograder.confine.preexec_confined`)."""
+        seconds (:func:`autograder.confine.preexec_confined`), joining the run's cgroup."""
         lim, uid, top, hide = self.limits, self.uid, self.top, self.hide
+        groups = self.cgroup.join_paths if self.cgroup is not None else ()
         libc = confine.load_libc() if uid is not None else None
 
         readable = readable_folders()
@@ -223,35 +214,52 @@ class Confinement:
         return confine.preexec_confined(
             uid=uid, mount=mount if libc is not None else None, cpu_s=cpu_s, cpu_grace_s=5,
             memory_bytes=lim["memory_bytes"], file_bytes=lim["file_bytes"],
-            processes=lim["processes"])
+            processes=lim["processes"], cgroups=groups)
 
     def run(self, cmd, cwd, env, wall_s):
-        """Run ``cmd`` confined; returns (exit code, output). Past ``wall_s`` seconds the
-        whole process group (and, as root, every process of the sandbox user) is killed.
+        """Run ``cmd`` confined; returns (exit code, output). The run has a cgroup of its
+        own where the machine offers one (:func:`autograder.cgroups.make`: the memory of
+        all its processes together, their number), made before its first process starts
+        and removed with everything left in it afterwards. Past ``wall_s`` seconds the
+        whole process group, every process of its cgroup and, as root, every process of
+        the sandbox user are killed; the output then ends with :data:`WALL_MARK`, and
+        with :data:`MEMORY_MARK` when the memory limit ended processes of the run.
 
         The output is read with a deadline and kept up to :data:`MAX_LOG_BYTES`: a
         process that left the group (``setsid``) and holds the pipe open, or floods it,
         cannot keep the grader waiting or fill its memory."""
-        proc = self._forked(cmd, cwd, env, wall_s) if self.server is not None else None
-        if proc is None:
-            proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    preexec_fn=self.preexec(wall_s), close_fds=True)
-        out, over = _read_until(proc, time.monotonic() + wall_s, MAX_LOG_BYTES)
-        if over:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
-            out += f"\n[autograder] stopped after {wall_s:g} s (wall-clock limit)\n".encode()
-        self.cleanup()
-        more, _ = _read_until(proc, time.monotonic() + 5, MAX_LOG_BYTES - len(out))
-        proc.stdout.close()
+        if isinstance(wall_s, bool) or not isinstance(wall_s, (int, float)) or wall_s <= 0:
+            raise ValueError(f"wall_s must be a positive number of seconds, got {wall_s!r}")
+        self.cgroup = cgroups.make(int(self.limits["cgroup_memory_bytes"]),
+                                   int(self.limits["processes"]), "sandbox")
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # pragma: no cover - a process that cannot die
-            pass
-        return proc.returncode, (out + more).decode("utf-8", "replace")
+            proc = self._forked(cmd, cwd, env, wall_s) if self.server is not None else None
+            if proc is None:
+                proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        preexec_fn=self.preexec(wall_s), close_fds=True)
+            out, over = _read_until(proc, time.monotonic() + wall_s, MAX_LOG_BYTES)
+            if over:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+                out += f"\n{WALL_MARK} {wall_s:g} s\n".encode()
+            self.cleanup()
+            more, _ = _read_until(proc, time.monotonic() + 5, MAX_LOG_BYTES - len(out))
+            proc.stdout.close()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # pragma: no cover - a process that cannot die
+                pass
+            if self.cgroup is not None and self.cgroup.oom_kills():
+                more += (f"\n{MEMORY_MARK} {self.cgroup.memory_bytes / (1 << 30):g} GiB "
+                         f"({self.cgroup.oom_kills()} killed)\n").encode()
+            return proc.returncode, (out + more).decode("utf-8", "replace")
+        finally:
+            if self.cgroup is not None:
+                self.cgroup.remove()
+                self.cgroup = None
 
     def _forked(self, cmd, cwd, env, wall_s):
         """``cmd`` started by the sandbox fork server, confined as :meth:`preexec` confines
@@ -261,13 +269,35 @@ class Confinement:
             "argv": [str(c) for c in cmd], "env": env, "cwd": str(cwd), "uid": self.uid,
             "limits": {"cpu_s": wall_s, "cpu_grace_s": 5, "memory_bytes": lim["memory_bytes"],
                        "file_bytes": lim["file_bytes"], "processes": lim["processes"]},
+            "cgroups": self.cgroup.join_paths if self.cgroup is not None else None,
             "mounts": None if self.uid is None else {
                 "top": self.top, "hide": self.hide, "readable": readable_folders()}})
 
     def cleanup(self):
-        """Kill every process left under the sandbox user id (as root)."""
+        """Kill every process of the run's cgroup and every process left under the
+        sandbox user id (as root)."""
+        if self.cgroup is not None:
+            self.cgroup.kill()
         if self.uid is not None:
             confine.kill_uid(self.uid)
+
+
+_disk_said = []
+
+
+def _own_disk(libc, top, size):
+    """A tmpfs of ``size`` bytes on the empty sandbox folder ``top`` (as root), so that
+    all the run may write (the course copy, its home, its temporary folders) is bounded
+    by one cap, whatever the number of files; True when mounted. Where it cannot be
+    (not root, mounts refused) this is said once on stderr, and the run writes to the
+    grader's disk, bounded per file only."""
+    if confine.mount_disk(libc, top, size):
+        return True
+    if not _disk_said:
+        _disk_said.append(True)
+        print("autograder: no size-capped tmpfs per sandbox (not root, or mounts refused); "
+              "a run's writes are bounded per file only", file=sys.stderr)
+    return False
 
 
 def _read_until(proc, end, cap):
@@ -322,62 +352,6 @@ def _env(course, timeout, seed, home):
     }
 
 
-def _why_failed(text):
-    if "DeadKernelError" in text or "Kernel died" in text:
-        return "the Python kernel crashed (for example os._exit or a fatal error)"
-    if "UnresponsiveKernelError" in text or "unresponsive" in text:
-        return "the kernel stopped responding and could not be interrupted"
-    if "wall-clock limit" in text:
-        return "the grading run of this submission went past its time limit"
-    last = [line for line in text.splitlines() if "Error" in line][-1:]
-    return "nbgrader could not grade it" + (f" ({last[0].strip()[:200]})" if last else "")
-
-
-def blank_with_reason(release_bytes, reason):
-    """The release notebook (bytes) with a Markdown note at the top giving ``reason``
-    (plain text, escaped: :func:`autograder.feedback.note_markdown`)."""
-    import nbformat
-
-    from .feedback import note_markdown
-
-    nb = nbformat.reads(release_bytes.decode("utf-8"), as_version=4)
-    note = nbformat.v4.new_markdown_cell(note_markdown(
-        reason + " This notebook was therefore graded as the blank exercise (zero points). "
-        "Ask your instructor if you think this is wrong."))
-    note["id"] = "autograder-grading-note"
-    nb.cells = [c for c in nb.cells if c.get("id") != "autograder-grading-note"]
-    nb.cells.insert(0, note)
-    return nbformat.writes(nb).encode("utf-8")
-
-
-def time_limit_reason(limit_s):
-    """The reason given for a notebook stopped at its per-notebook limit of ``limit_s``
-    seconds (in ``grading_issues.csv`` and at the top of its feedback)."""
-    return (f"While grading this notebook, its kernel (with everything it started) ran "
-            f"longer than the limit of {float(limit_s):g} s per notebook and was stopped.")
-
-
-def _time_limit_of(data):
-    """The per-notebook limit an autograded notebook (bytes) was stopped at, or None."""
-    import json
-
-    try:
-        value = json.loads(data.decode("utf-8")).get("metadata", {}).get(TIME_LIMIT_KEY)
-        return float(value) if value is not None else None
-    except (ValueError, TypeError, AttributeError):
-        return None
-
-
-def _code_cells(data):
-    try:
-        import nbformat
-
-        nb = nbformat.reads(data.decode("utf-8"), as_version=4)
-        return sum(1 for c in nb.cells if c.cell_type == "code")
-    except Exception:
-        return 1
-
-
 def grade_in_sandbox(job):
     """Run nbgrader's autograde for one student in a throwaway course; plain data in/out.
 
@@ -389,7 +363,8 @@ def grade_in_sandbox(job):
         ``files`` are the submitted notebooks and ``timestamp.txt``; ``gradebook``
         (bytes: the assignments, no students); ``seed``, ``timeout`` (per cell, s),
         ``late_policy`` (nbgrader's ``none`` / ``zero``); ``hide`` (paths covered inside
-        the sandbox, the real course directory); ``limits`` (over :data:`SANDBOX_LIMITS`);
+        the sandbox, the real course directory); ``limits`` (over :data:`SANDBOX_LIMITS`;
+        the time limits are those of :func:`time_budget`);
         ``fork_server`` (optional): start this process's sandbox fork server if it does
         not run (worth it for a class; a run uses a running one anyway).
 
@@ -406,23 +381,21 @@ def grade_in_sandbox(job):
     top = tempfile.mkdtemp(prefix="autograder-sandbox-")
     os.chmod(top, 0o711)
     conf = Confinement(top, job.get("hide", ()), job.get("limits"))
+    libc = confine.load_libc() if conf.root else None
+    disk = _own_disk(libc, top, int(conf.limits["disk_bytes"]))
     course = os.path.join(top, "course")
     home = os.path.join(top, "home")
     log = []
     blanked, ungraded = [], []
     try:
+        confine.make_tmp_folders(top)
         for d in ("tmp", "runtime", "ipython", "mpl"):
             os.makedirs(os.path.join(home, d))
-        cells = longest = 0
         for a, parts in job["assignments"].items():
             sub = Path(course, "submitted", student, a)
             sub.mkdir(parents=True)
             for name, data in parts["files"].items():
                 (sub / Path(name).name).write_bytes(data)
-                if name.endswith(".ipynb"):
-                    n = _code_cells(data)
-                    cells += n
-                    longest = max(longest, n)
             src = Path(course, "solutions", a)
             src.mkdir(parents=True)
             for rel, data in parts.get("source", {}).items():
@@ -433,10 +406,10 @@ def grade_in_sandbox(job):
         conf.own(course)
         conf.own(home)
         timeout = int(job["timeout"])
-        wall = conf.limits["wall_s"] or 120 + timeout * max(cells, 1)
+        wall, notebook_s = time_budget(job, conf.limits)
+        deadline = time.monotonic() + wall  # one budget for all the student's runs
         env = _env(course, timeout, job["seed"], home)
-        env[NOTEBOOK_LIMIT_ENV] = str(float(
-            conf.limits["notebook_s"] or NOTEBOOK_BASE_S + timeout * max(longest, 1)))
+        env[NOTEBOOK_LIMIT_ENV] = str(notebook_s)
         notebooks = sum(name.endswith(".ipynb") for parts in job["assignments"].values()
                         for name in parts["files"])
         if os.environ.get(KERNEL_FORK_ENV, "1") == "0":
@@ -462,12 +435,21 @@ def grade_in_sandbox(job):
                 path.write_bytes(job["gradebook"])
                 conf.own(path)
 
-        def nbgrader(*args):
+        def nbgrader(*args, budget=None):
+            """nbgrader's run of ``args``, within what is left of the student's budget
+            (or within ``budget`` seconds: a blank release's run)."""
             restore_gradebook()
             cmd = [sys.executable, "-m", "nbgrader", *args, "--create", "--force", policy,
                    f"--CourseDirectory.root={course}"]
             t0 = time.monotonic()
-            code, out = conf.run(cmd, course, env, wall)
+            left = budget if budget is not None else deadline - t0
+            if left < 1:
+                out = f"{WALL_MARK} {wall:g} s\n"
+                log.append(f"$ nbgrader {' '.join(args)}  (not run: no time left)\n{out}")
+                return out
+            code, out = conf.run(cmd, course, env, left)
+            if budget is None and WALL_MARK in out:  # the student's budget, not this run's
+                out = out.replace(f"{WALL_MARK} {left:g} s", f"{WALL_MARK} {wall:g} s")
             log.append(f"$ nbgrader {' '.join(args)}  (exit {code}, "
                        f"{time.monotonic() - t0:.1f} s)\n{out}")
             return out
@@ -475,7 +457,7 @@ def grade_in_sandbox(job):
         def outcome(a, name):
             """(graded, the per-notebook limit it was stopped at or None)"""
             data = read_inside(top, "course", "autograded", student, a, name)
-            return data is not None, None if data is None else _time_limit_of(data)
+            return data is not None, None if data is None else time_limit_of(data)
 
         blanks = {}   # assignment -> {notebook file: the blank graded instead}
 
@@ -513,7 +495,7 @@ def grade_in_sandbox(job):
                     # it as blank (no second run: it would only hang again)
                     blanked.append((a, stem, time_limit_reason(limit)))
                     continue
-                reason = f"While grading this notebook {_why_failed(text)}."
+                reason = f"While grading this notebook {why_failed(text)}."
                 release = parts.get("release", {}).get(stem)
                 if release is None:
                     ungraded.append((a, stem))
@@ -521,7 +503,8 @@ def grade_in_sandbox(job):
                 blanks.setdefault(a, {})[name] = blank_with_reason(release, reason)
                 resubmit(a)
                 blanked.append((a, stem, reason))
-                nbgrader(*args)
+                # the release's own budget: the blank holds no code of the student's
+                nbgrader(*args, budget=WALL_BASE_S + timeout * max(code_cells(release), 1))
                 if not outcome(a, name)[0]:
                     ungraded.append((a, stem))
         autograded = {}
@@ -539,6 +522,8 @@ def grade_in_sandbox(job):
                 "confined": conf.uid is not None}
     finally:
         conf.cleanup()
+        if disk:
+            confine.unmount_disk(libc, top)
         shutil.rmtree(top, ignore_errors=True)
         if os.path.exists(top):  # pragma: no cover - a file the sandbox user locked
             time.sleep(0.2)

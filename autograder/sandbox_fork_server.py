@@ -37,7 +37,8 @@ the sandbox would hold.
 Usage: ``python -c BOOT sandbox_fork_server.py CONFINE KERNEL_SERVER FD``. Protocol on the
 Unix socket ``FD``: that of :mod:`autograder.fork_client`, with ``{"op": "spawn", "argv":
 [...], "env": {...}, "cwd": str, "uid": int or null, "limits": {...}, "mounts": {"top":
-str, "hide": [...], "readable": [...]} or null}`` and one descriptor attached (the write
+str, "hide": [...], "readable": [...]} or null, "cgroups": [...]}`` (the folders of the
+run's cgroups, joined first; optional) and one descriptor attached (the write
 end of the run's output pipe).
 """
 import os
@@ -81,7 +82,7 @@ def _confine(confine, req):
         uid=req.get("uid"), mount=mount if libc is not None else None,
         cpu_s=lim["cpu_s"], cpu_grace_s=lim["cpu_grace_s"],
         memory_bytes=int(lim["memory_bytes"]), file_bytes=lim["file_bytes"],
-        processes=lim["processes"])
+        processes=lim["processes"], cgroups=req.get("cgroups") or ())
     start()
     if req.get("uid") is not None and libc is not None:
         libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: as after exec, /proc/self is its own
@@ -253,6 +254,8 @@ def _spawn_error(req, fds):
     if not isinstance(lim, dict) or not all(k in lim for k in (
             "cpu_s", "cpu_grace_s", "memory_bytes", "file_bytes", "processes")):
         return "limits must give cpu_s, cpu_grace_s, memory_bytes, file_bytes, processes"
+    if not _fork_children.cgroup_list(req.get("cgroups")):
+        return "cgroups must be a list of folder names"
     if _fork_children.threads() != 1:
         return "the server holds threads"
     return None
