@@ -35,7 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import REPO_ROOT, cgroups, cleanroom_child, codec, confine, settings, wire
+from . import REPO_ROOT, cgroups, cleanroom_child, codec, confine, wire
+from .settings import CLEANROOM_FORK_ENV, CLEANROOM_LIMITS
 from .cleanroom_calls import RemoteFunction, remote_function
 from .fork_client import ForkServer, ServerSlot
 from .forked_process import ForkedProcess
@@ -46,19 +47,9 @@ MAX_COMPILED = cleanroom_child.MAX_COMPILED
 __all__ = ["DEFAULT_LIMITS", "FORK_ENV", "RemoteFunction", "Sandbox", "fork_server_ready",
            "remote_function", "start_fork_server"]
 
-#: limits of one clean-room process (one exercise of one student)
-DEFAULT_LIMITS = {
-    "cpu_s": 120,              # CPU seconds of the whole child (RLIMIT_CPU)
-    "memory_bytes": 4 << 30,   # address space (RLIMIT_AS)
-    "cgroup_memory_bytes": settings.cleanroom_memory_bytes(),  # the child and all it
-                               # starts, together (its memory cgroup)
-    "processes": 16,           # processes and threads of the sandbox user (RLIMIT_NPROC)
-                               # and of its cgroup together (pids.max)
-    "file_bytes": 64 << 20,    # largest file it may write (RLIMIT_FSIZE)
-    "call_s": 30.0,            # wall clock of one call of the student's function
-    "start_s": 60.0,           # wall clock to start and run the answer's top level
-    "total_s": 600.0,          # wall clock of the whole exercise: start, visible tests, checks
-}
+#: limits of one clean-room process (one exercise of one student):
+#: :data:`autograder.settings.CLEANROOM_LIMITS`
+DEFAULT_LIMITS = CLEANROOM_LIMITS
 #: how often the child's resident memory is sampled during a measured call (seconds)
 WATCH_INTERVAL_S = 0.002
 #: how often the other processes of the sandbox (those the child started) are looked for
@@ -67,7 +58,8 @@ WATCH_INTERVAL_S = 0.002
 OTHERS_INTERVAL_S = 0.02
 
 #: environment variable: "0" starts every child from nothing even where a fork server runs
-FORK_ENV = "AUTOGRADER_CLEANROOM_FORK"
+#: (:data:`autograder.settings.CLEANROOM_FORK_ENV`)
+FORK_ENV = CLEANROOM_FORK_ENV
 #: the longest a new child waits for a started fork server's imports before it is
 #: started from nothing (the server started with the grading, so it is usually ready)
 FORK_READY_WAIT_S = 30.0

@@ -62,18 +62,19 @@ from jupyter_client.provisioning import LocalProvisioner
 from nbgrader.preprocessors import Execute
 
 from .fork_client import RUN_BY_PATH
+from .settings import KERNEL_FORK_ENV, KERNEL_FORK_FDS_ENV, NOTEBOOK_LIMIT_ENV
 from .forked_process import ForkedProcess
 
 __all__ = ["ENV", "FDS_ENV", "LIMIT_ENV", "TIME_LIMIT_KEY", "ForkExecute", "ForkKernelManager",
            "ForkProvisioner", "fork_enabled", "notebook_limit", "start_server", "time_limit_hit"]
 
 #: environment variable: "0" turns the fork server off
-ENV = "AUTOGRADER_KERNEL_FORK"
+ENV = KERNEL_FORK_ENV
 #: environment variable: "REQUESTS,REPLIES,PID" of a warm kernel server forked beside this
 #: process (:mod:`autograder.sandbox_fork_server`); read, and removed, on import
-FDS_ENV = "AUTOGRADER_KERNEL_FORK_FDS"
+FDS_ENV = KERNEL_FORK_FDS_ENV
 #: environment variable: the wall-clock limit of one notebook's kernel, in seconds
-LIMIT_ENV = "AUTOGRADER_NOTEBOOK_LIMIT"
+LIMIT_ENV = NOTEBOOK_LIMIT_ENV
 #: key of a notebook's metadata: the limit (s) its kernel ran past and was stopped at
 TIME_LIMIT_KEY = "autograder_time_limit_s"
 _SERVER_FILE = Path(__file__).with_name("kernel_fork_server.py")

@@ -51,18 +51,19 @@ PRELOAD = (
 )
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-# autograder/fork_children.py and autograder/confine.py, compiled from the files beside
+# autograder/fork_children.py, confine.py and settings.py, compiled from the files beside
 # this one (no package import)
 _fork_children = type(sys)("_fork_children")
 with open(os.path.join(_HERE, "fork_children.py")) as _fh:
     exec(compile(_fh.read(), _fh.name, "exec"), _fork_children.__dict__)
 _confine = _fork_children.load_by_path("_kernel_confine", os.path.join(_HERE, "confine.py"))
+_settings = _fork_children.load_by_path("_kernel_settings", os.path.join(_HERE, "settings.py"))
 _threads = _fork_children.threads
 _children = _fork_children.Children()
 
 #: environment variable: "0" imports nothing before the forks (each kernel then imports
 #: what it needs itself, as one started from nothing; the containment stays)
-PRELOAD_ENV = "AUTOGRADER_KERNEL_PRELOAD"
+PRELOAD_ENV = _settings.KERNEL_PRELOAD_ENV
 #: size of each fresh temporary folder of a kernel (tmpfs, in bytes)
 KERNEL_TMP_BYTES = 256 << 20
 #: folders of the kernel's environment that it gets empty (its IPython and Jupyter state)

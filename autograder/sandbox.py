@@ -56,25 +56,19 @@ import time
 from pathlib import Path
 
 from . import PACKAGE_DIR, cgroups, confine
+from .settings import (CELL_TIMEOUT_ENV, KERNEL_FORK_ENV, KERNEL_PRELOAD_ENV,
+                       NBGRADER_PRELOAD_ENV, SANDBOX_FORK_ENV, SCRATCH_GRADEBOOK_ENV)
 from .fork_client import RUN_BY_PATH, ForkServer, ServerSlot
 from .forked_process import ForkedProcess
 from .safe_files import Refused, read_regular, rebuild_folder
-from .sandbox_fork_server import NBGRADER_PRELOAD_ENV  # the server's switch (stdlib only)
 from .sandbox_limits import (MEMORY_MARK, NOTEBOOK_BASE_S, NOTEBOOK_LIMIT_ENV,  # noqa: F401
                              SANDBOX_LIMITS, TIME_LIMIT_KEY, WALL_BASE_S, WALL_MARK,
                              blank_with_reason, code_cells, time_budget, time_limit_of,
                              time_limit_reason, why_failed)
 
-#: :data:`autograder.kernel_fork_server.PRELOAD_ENV`
-KERNEL_PRELOAD_ENV = "AUTOGRADER_KERNEL_PRELOAD"
 #: a student's submission of at least this many notebooks has its kernels forked from a
 #: warm process (:mod:`autograder.kernel_fork`); fewer start the usual way
 FORK_FROM_NOTEBOOKS = 3
-#: :data:`autograder.kernel_fork.ENV` (not imported: that module loads nbgrader)
-KERNEL_FORK_ENV = "AUTOGRADER_KERNEL_FORK"
-#: environment variable: "0" starts every nbgrader run from nothing instead of forking it
-#: from this process's sandbox fork server (:mod:`autograder.sandbox_fork_server`)
-SANDBOX_FORK_ENV = "AUTOGRADER_SANDBOX_FORK"
 #: the longest a student's run waits for the sandbox fork server's imports
 SANDBOX_FORK_WAIT_S = 30.0
 #: the most of nbgrader's output kept for the log of one run
@@ -82,8 +76,6 @@ MAX_LOG_BYTES = 4 << 20
 #: the largest result file taken back from a sandbox
 MAX_RESULT_BYTES = 64 << 20
 GRADEBOOK = "gradebook.db"
-#: environment variable set for nbgrader in a sandbox: its gradebook is the scratch copy
-SCRATCH_GRADEBOOK_ENV = "AUTOGRADER_SCRATCH_GRADEBOOK"
 
 
 def unsynced_scratch_gradebook():
@@ -344,7 +336,7 @@ def _env(course, timeout, seed, home):
         "JUPYTER_RUNTIME_DIR": os.path.join(home, "runtime"),
         "IPYTHONDIR": os.path.join(home, "ipython"),
         "MPLCONFIGDIR": os.path.join(home, "mpl"),
-        "AUTOGRADER_CELL_TIMEOUT": str(int(timeout)), SEED_ENV: str(int(seed)),
+        CELL_TIMEOUT_ENV: str(int(timeout)), SEED_ENV: str(int(seed)),
         "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
         "PYTHONDONTWRITEBYTECODE": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1",
         SCRATCH_GRADEBOOK_ENV: "1",

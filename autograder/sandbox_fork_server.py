@@ -47,8 +47,16 @@ import sys
 
 #: the largest request taken (a spawn request holds an environment and a few paths)
 MAX_REQUEST = 1 << 16
+_here = os.path.dirname(os.path.abspath(__file__))
+_fork_children = type(sys)("_fork_children")
+with open(os.path.join(_here, "fork_children.py")) as _fh:
+    exec(compile(_fh.read(), _fh.name, "exec"), _fork_children.__dict__)
+_children = _fork_children.Children()
+# autograder/settings.py, compiled from its file (no package import)
+_settings = _fork_children.load_by_path("_sandbox_settings", os.path.join(_here, "settings.py"))
+
 #: environment variable naming the kernel server's pipes: "REQUESTS,REPLIES,PID"
-FDS_ENV = "AUTOGRADER_KERNEL_FORK_FDS"
+FDS_ENV = _settings.KERNEL_FORK_FDS_ENV
 
 #: nbgrader's modules that a run of ``nbgrader autograde`` imports (each optional)
 NBGRADER_PRELOAD = (
@@ -56,13 +64,7 @@ NBGRADER_PRELOAD = (
     "nbgrader.preprocessors", "nbgrader.api", "nbclient", "nbconvert.exporters",
 )
 #: ``0``: execute every command line (nbgrader's modules are not imported here)
-NBGRADER_PRELOAD_ENV = "AUTOGRADER_NBGRADER_PRELOAD"
-
-_here = os.path.dirname(os.path.abspath(__file__))
-_fork_children = type(sys)("_fork_children")
-with open(os.path.join(_here, "fork_children.py")) as _fh:
-    exec(compile(_fh.read(), _fh.name, "exec"), _fork_children.__dict__)
-_children = _fork_children.Children()
+NBGRADER_PRELOAD_ENV = _settings.NBGRADER_PRELOAD_ENV
 
 
 def _confine(confine, req):

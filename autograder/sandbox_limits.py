@@ -5,39 +5,22 @@ from what a student handed in (:func:`time_budget`): added cells, added notebook
 longer notebook cannot extend a student's time. What the run may hold and write is
 bounded for the run as a whole where the machine allows it (a memory and a pids cgroup,
 :mod:`autograder.cgroups`; one size-capped tmpfs, :func:`autograder.confine.mount_disk`);
-the sizes come from :mod:`autograder.settings`.
+the sizes, :data:`SANDBOX_LIMITS` itself and its variables are those of
+:mod:`autograder.settings`.
 """
 from __future__ import annotations
 
-from . import settings
+from .settings import NOTEBOOK_LIMIT_ENV, SANDBOX_LIMITS
 
 __all__ = ["SANDBOX_LIMITS", "NOTEBOOK_BASE_S", "WALL_BASE_S", "NOTEBOOK_LIMIT_ENV",
            "TIME_LIMIT_KEY", "WALL_MARK", "MEMORY_MARK", "why_failed", "blank_with_reason",
            "time_limit_reason", "time_limit_of", "code_cells", "time_budget"]
 
-#: limits of one student's nbgrader run (nbgrader, its kernel and their children); the
-#: time limits are computed from the release notebooks, never from what was handed in
-SANDBOX_LIMITS = {
-    "processes": 512,            # processes and threads of the sandbox user (RLIMIT_NPROC)
-                                 # and of its cgroup together (pids.max)
-    "memory_bytes": 8 << 30,     # address space of each process (RLIMIT_AS)
-    "cgroup_memory_bytes": settings.sandbox_memory_bytes(),  # all its processes together
-    "file_bytes": 256 << 20,     # largest file written (RLIMIT_FSIZE)
-    "disk_bytes": settings.sandbox_disk_bytes(),  # all it writes: course copy, home, /tmp
-    "wall_s": None,              # the student's whole budget; None: WALL_BASE_S + the cell
-                                 # timeout per code cell of the release notebooks of the
-                                 # notebooks handed in
-    "notebook_s": None,          # one notebook's kernel and all it starts; None:
-                                 # NOTEBOOK_BASE_S + the cell timeout per code cell of
-                                 # the longest of those release notebooks
-}
 #: the part of the default per-notebook limit that does not depend on its cells
 NOTEBOOK_BASE_S = 30
 #: the part of a student's default budget that does not depend on the cells
 WALL_BASE_S = 120
-#: :data:`autograder.kernel_fork.LIMIT_ENV` and ``TIME_LIMIT_KEY`` (not imported: that
-#: module loads nbgrader)
-NOTEBOOK_LIMIT_ENV = "AUTOGRADER_NOTEBOOK_LIMIT"
+#: :data:`autograder.kernel_fork.TIME_LIMIT_KEY` (not imported: that module loads nbgrader)
 TIME_LIMIT_KEY = "autograder_time_limit_s"
 #: the line that ends a run's output when its time ran out, then the limit in seconds
 WALL_MARK = "[autograder] stopped at the wall-clock limit of"

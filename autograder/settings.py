@@ -1,10 +1,12 @@
-"""The limits of a student's sandboxes, each defined once with its environment variable.
+"""The sandboxes' limits and the grader's switches, each defined once with its
+environment variable (standard library only: the fork servers load this file by path).
 
-Every value is read from its environment variable when this module is imported (by the
-grader; a job sent to a Dask worker carries the values the grader read), and falls back
-to its default when the variable is unset or empty. A value that is not a positive whole
-number (or ``0``/``1`` for a switch) raises ``ValueError`` naming the variable, so a typo
-cannot silently lift a limit.
+:data:`SANDBOX_LIMITS` (one student's nbgrader run) and :data:`CLEANROOM_LIMITS` (one
+clean-room child) use the same key for the same bound. Every size below is read from its
+environment variable by the functions here (by the grader; a job sent to a Dask worker
+carries the values the grader read), falling back to its default when the variable is
+unset or empty. A value that is not a positive whole number (or ``0``/``1`` for a switch)
+raises ``ValueError`` naming the variable, so a typo cannot silently lift a limit.
 
 =============================  ===========================================  ===========
 variable                       what it bounds                               default
@@ -18,16 +20,23 @@ variable                       what it bounds                               defa
 ``AUTOGRADER_CLEANROOM_MEMORY``  memory of one clean-room child with all    4 GiB
                                it starts (memory cgroup)
 =============================  ===========================================  ===========
+
+The switches and the variables the grader sets for the processes it starts are named
+here too (:data:`KERNEL_FORK_ENV` and the rest), so that the grader and the programs that
+read them use one spelling.
 """
 from __future__ import annotations
 
 import os
 
 __all__ = ["CGROUPS_ENV", "SANDBOX_MEMORY_ENV", "SANDBOX_DISK_ENV", "CLEANROOM_MEMORY_ENV",
-           "cgroups_wanted", "sandbox_memory_bytes", "sandbox_disk_bytes",
-           "cleanroom_memory_bytes", "positive_bytes"]
+           "KERNEL_FORK_ENV", "KERNEL_FORK_FDS_ENV", "KERNEL_PRELOAD_ENV",
+           "NOTEBOOK_LIMIT_ENV", "SANDBOX_FORK_ENV", "NBGRADER_PRELOAD_ENV",
+           "CLEANROOM_FORK_ENV", "SCRATCH_GRADEBOOK_ENV", "CELL_TIMEOUT_ENV",
+           "SANDBOX_LIMITS", "CLEANROOM_LIMITS", "cgroups_wanted", "sandbox_memory_bytes",
+           "sandbox_disk_bytes", "cleanroom_memory_bytes", "positive_bytes"]
 
-#: ``0``: no cgroups per sandbox (today's per-process limits only)
+#: ``0``: no cgroups per sandbox (its per-process limits only)
 CGROUPS_ENV = "AUTOGRADER_CGROUPS"
 #: bytes of memory of one student's nbgrader run (all its processes)
 SANDBOX_MEMORY_ENV = "AUTOGRADER_SANDBOX_MEMORY"
@@ -35,6 +44,25 @@ SANDBOX_MEMORY_ENV = "AUTOGRADER_SANDBOX_MEMORY"
 SANDBOX_DISK_ENV = "AUTOGRADER_SANDBOX_DISK"
 #: bytes of memory of one clean-room child with everything it starts
 CLEANROOM_MEMORY_ENV = "AUTOGRADER_CLEANROOM_MEMORY"
+
+#: ``0``: every kernel of an nbgrader run starts from nothing (no kernel fork server)
+KERNEL_FORK_ENV = "AUTOGRADER_KERNEL_FORK"
+#: "REQUESTS,REPLIES,PID" of a warm kernel server forked beside an nbgrader run
+KERNEL_FORK_FDS_ENV = "AUTOGRADER_KERNEL_FORK_FDS"
+#: ``0``: a kernel fork server imports nothing before it forks kernels
+KERNEL_PRELOAD_ENV = "AUTOGRADER_KERNEL_PRELOAD"
+#: the wall-clock limit of one notebook's kernel, in seconds (set by the sandbox)
+NOTEBOOK_LIMIT_ENV = "AUTOGRADER_NOTEBOOK_LIMIT"
+#: ``0``: every nbgrader run starts from nothing instead of the sandbox fork server
+SANDBOX_FORK_ENV = "AUTOGRADER_SANDBOX_FORK"
+#: ``0``: the sandbox fork server does not import nbgrader's modules
+NBGRADER_PRELOAD_ENV = "AUTOGRADER_NBGRADER_PRELOAD"
+#: ``0``: every clean-room child starts from nothing instead of the clean-room fork server
+CLEANROOM_FORK_ENV = "AUTOGRADER_CLEANROOM_FORK"
+#: ``1`` inside a sandbox: nbgrader's gradebook is a throwaway copy (no waits for the disk)
+SCRATCH_GRADEBOOK_ENV = "AUTOGRADER_SCRATCH_GRADEBOOK"
+#: the per-cell time limit in seconds that nbgrader's run is given
+CELL_TIMEOUT_ENV = "AUTOGRADER_CELL_TIMEOUT"
 
 _DEFAULTS = {
     SANDBOX_MEMORY_ENV: 4 << 30,
@@ -100,3 +128,35 @@ def sandbox_disk_bytes():
 def cleanroom_memory_bytes():
     """Memory of one clean-room child and what it starts (``$AUTOGRADER_CLEANROOM_MEMORY``)."""
     return _bytes_setting(CLEANROOM_MEMORY_ENV)
+
+
+#: limits of one student's nbgrader run (nbgrader, its kernels and all they start); the
+#: time limits are computed from the release notebooks, never from what was handed in
+#: (:func:`autograder.sandbox_limits.time_budget`)
+SANDBOX_LIMITS = {
+    "processes": 512,            # processes and threads of the sandbox user (RLIMIT_NPROC)
+                                 # and of its cgroup together (pids.max)
+    "memory_bytes": 8 << 30,     # address space of each process (RLIMIT_AS)
+    "cgroup_memory_bytes": sandbox_memory_bytes(),  # all its processes together
+    "file_bytes": 256 << 20,     # largest file written (RLIMIT_FSIZE)
+    "disk_bytes": sandbox_disk_bytes(),  # all it writes: course copy, home, /tmp
+    "wall_s": None,              # the student's whole budget; None: WALL_BASE_S + the cell
+                                 # timeout per code cell of the release notebooks of the
+                                 # notebooks handed in
+    "notebook_s": None,          # one notebook's kernel and all it starts; None:
+                                 # NOTEBOOK_BASE_S + the cell timeout per code cell of
+                                 # the longest of those release notebooks
+}
+
+#: limits of one clean-room child (one exercise of one student)
+CLEANROOM_LIMITS = {
+    "cpu_s": 120,              # CPU seconds of the whole child (RLIMIT_CPU)
+    "memory_bytes": 4 << 30,   # address space (RLIMIT_AS)
+    "cgroup_memory_bytes": cleanroom_memory_bytes(),  # the child and all it starts
+    "processes": 16,           # processes and threads of the sandbox user (RLIMIT_NPROC)
+                               # and of its cgroup together (pids.max)
+    "file_bytes": 64 << 20,    # largest file it may write (RLIMIT_FSIZE)
+    "call_s": 30.0,            # wall clock of one call of the student's function
+    "start_s": 60.0,           # wall clock to start and run the answer's top level
+    "total_s": 600.0,          # wall clock of the whole exercise: start, visible tests, checks
+}
