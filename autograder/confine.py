@@ -321,9 +321,18 @@ def tmp_folders(top):
 
 
 def make_tmp_folders(top):
-    """Make the folders of :func:`tmp_folders` (mode 1777, owned by the caller)."""
+    """Make the folders of :func:`tmp_folders` empty (mode 1777, owned by the caller),
+    removing what a run left there without following a link (``shutil.rmtree``), so that
+    nothing planted in one run (a link on the path where the next run's mounts are made)
+    reaches the next. Call it before each run, once every process of the last has ended.
+    """
     for sub in tmp_folders(top).values():
-        os.makedirs(sub, exist_ok=True)
+        if os.path.lexists(sub):
+            if os.path.isdir(sub) and not os.path.islink(sub):
+                shutil.rmtree(sub)
+            else:
+                os.unlink(sub)
+        os.makedirs(sub)
         os.chmod(sub, 0o1777)
 
 

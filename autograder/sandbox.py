@@ -433,6 +433,7 @@ def grade_in_sandbox(job):
             restore_gradebook()
             cmd = [sys.executable, "-m", "nbgrader", *args, "--create", "--force", policy,
                    f"--CourseDirectory.root={course}"]
+            confine.make_tmp_folders(top)   # empty: nothing of the last run is left there
             t0 = time.monotonic()
             left = budget if budget is not None else deadline - t0
             if left < 1:
