@@ -19,7 +19,7 @@ import math
 import torch
 from torch.nn import functional as F
 
-__all__ = ["random_view", "random_flip"]
+__all__ = ["random_view", "random_flip", "two_views"]
 
 
 def _check_batch(x):
@@ -105,3 +105,21 @@ def random_view(x, generator, *, scale=(0.35, 1.0), ratio=(3 / 4, 4 / 3), jitter
     if noise:
         out = out + noise * torch.randn(out.shape, generator=generator, dtype=x.dtype).to(x.device)
     return out
+
+
+def two_views(x, generator, scale):
+    """Two random views of every image, stacked: the first view of all ``b`` images, then the second.
+
+    Parameters
+    ----------
+    x : torch.Tensor of shape (b, c, H, W), floating point
+    generator : torch.Generator
+        Source of every random draw (the first view is drawn first).
+    scale : (float, float)
+        Range of the crop's area, as in :func:`random_view`.
+
+    Returns
+    -------
+    torch.Tensor of shape (2b, c, H, W)
+    """
+    return torch.cat([random_view(x, generator, scale=scale), random_view(x, generator, scale=scale)])

@@ -14,11 +14,9 @@ reaches the minimum ``L = -1``, and the encoder is driven towards it.
 """
 from __future__ import annotations
 
-import torch
 from torch.nn import functional as F
 
-from ._heads import mlp
-from .augment import random_view
+from ._heads import projected_views, projector_heads
 
 __all__ = ["negative_cosine", "make_heads", "training_loss", "SHIPPED_HEADS"]
 
@@ -44,11 +42,9 @@ def negative_cosine(z1, z2):
 
 
 def make_heads(encoder, cfg):
-    return {"projector": mlp(encoder.out_dim, cfg["proj_hidden"], cfg["proj_dim"])}
+    return projector_heads(encoder, cfg)
 
 
 def training_loss(encoder, heads, x, y, generator, cfg, state):
-    v1 = random_view(x, generator, scale=tuple(cfg["crop_scale"]))
-    v2 = random_view(x, generator, scale=tuple(cfg["crop_scale"]))
-    z = heads["projector"](encoder(torch.cat([v1, v2])))
-    return negative_cosine(z[: x.shape[0]], z[x.shape[0]:])
+    z1, z2 = projected_views(encoder, heads, x, generator, cfg)
+    return negative_cosine(z1, z2)

@@ -29,7 +29,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ._heads import mlp
-from .augment import random_view
+from .augment import two_views
 
 __all__ = ["dino_loss", "make_heads", "init_state", "training_loss", "after_step", "export"]
 
@@ -80,8 +80,7 @@ def init_state(encoder, heads, cfg):
 
 def training_loss(encoder, heads, x, y, generator, cfg, state):
     b = x.shape[0]
-    views = torch.cat([random_view(x, generator, scale=tuple(cfg["crop_scale"])),
-                       random_view(x, generator, scale=tuple(cfg["crop_scale"]))])
+    views = two_views(x, generator, tuple(cfg["crop_scale"]))
     s = heads["head"](encoder(views))
     with torch.no_grad():
         t = state["teacher"](views)

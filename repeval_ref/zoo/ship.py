@@ -24,10 +24,11 @@ epoch. ``estimate`` says which.
 """
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
+
+from .plateau import _read_json, read_status
 
 __all__ = ["ship_plateau", "finished_names", "estimated_seconds"]
 
@@ -35,14 +36,11 @@ _SOURCE = ("plateau run (python -m repeval_ref.zoo plateau): recipe searched on 
            "training images, then trained on all of them")
 
 
-def _read_json(path, what):
+def _required_json(path, what):
+    """The JSON value at ``path``; a ``ValueError`` naming ``what`` when there is no such file."""
     if not os.path.isfile(path):
         raise ValueError(f"runs: {what} {path!r} is missing")
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except ValueError as exc:
-        raise ValueError(f"runs: {path!r} is not readable JSON: {exc}") from exc
+    return _read_json(path)
 
 
 def finished_names(runs):
@@ -114,8 +112,8 @@ def _ship_one(name, runs, status, weights_dir, manifest_path):
     from .train import encoder_config
 
     folder = os.path.join(runs, name)
-    record = _read_json(os.path.join(folder, "train.json"), "training record")
-    search = _read_json(os.path.join(folder, "search.json"), "search record")
+    record = _required_json(os.path.join(folder, "train.json"), "training record")
+    search = _required_json(os.path.join(folder, "search.json"), "search record")
     if record.get("name") != name:
         raise ValueError(f"runs: {folder}/train.json is the record of {record.get('name')!r}, not {name!r}")
     difference = _config_difference(encoder_config(name), record["config"])
@@ -172,8 +170,6 @@ def ship_plateau(runs, names=None, *, weights_dir=None, manifest_path=None):
         run; a registered configuration that differs from the one trained (the message
         lists the settings); weights that do not load or do not match the record.
     """
-    from .plateau import read_status
-
     if isinstance(runs, bytes) or not isinstance(runs, (str, os.PathLike)) or not os.fspath(runs):
         raise ValueError(f"runs must be the path of a plateau run directory, got {runs!r}")
     runs = os.fspath(runs)

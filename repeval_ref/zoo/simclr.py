@@ -17,8 +17,7 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
-from ._heads import mlp
-from .augment import random_view
+from ._heads import projected_views, projector_heads
 
 __all__ = ["info_nce", "make_heads", "training_loss"]
 
@@ -51,11 +50,9 @@ def info_nce(z1, z2, temperature):
 
 
 def make_heads(encoder, cfg):
-    return {"projector": mlp(encoder.out_dim, cfg["proj_hidden"], cfg["proj_dim"])}
+    return projector_heads(encoder, cfg)
 
 
 def training_loss(encoder, heads, x, y, generator, cfg, state):
-    v1 = random_view(x, generator, scale=tuple(cfg["crop_scale"]))
-    v2 = random_view(x, generator, scale=tuple(cfg["crop_scale"]))
-    z = heads["projector"](encoder(torch.cat([v1, v2])))
-    return info_nce(z[: x.shape[0]], z[x.shape[0]:], cfg["temperature"])
+    z1, z2 = projected_views(encoder, heads, x, generator, cfg)
+    return info_nce(z1, z2, cfg["temperature"])
