@@ -59,12 +59,13 @@ def test_blend_dims_the_photograph_by_rounding(clean_test):
     assert np.all(ok[0] | ok[1])
 
 
+@pytest.mark.recompute  # a pinned digest: exact on every processor
 def test_blend_seeds_and_pinned_sample():
     a, _ = ds.fashion_mnist_shifted("test", seed=0, blend=0.4)
     b, _ = ds.fashion_mnist_shifted("test", seed=0, blend=0.4)
     c, _ = ds.fashion_mnist_shifted("test", seed=1, blend=0.4)
     assert np.array_equal(a, b) and not np.array_equal(a, c)
-    assert sha(a[:16]) == "ede12fb06cc1d723bfda3c1db994fa8a4e755ebb9f88073e250e6e5458ee63bd"
+    assert sha(a[:16]) == "48afc4246b6571c453b4af4bb82b043d39ecb80859d771b8c1831a6a7daa95f4"
 
 
 @pytest.mark.parametrize("blend,kind", [(-0.1, ValueError), (1.5, ValueError), (float("nan"), ValueError),
@@ -83,6 +84,7 @@ def test_default_sides_and_clutter_give_the_default_images():
 
 
 @pytest.mark.slow
+@pytest.mark.recompute  # a pinned digest: exact on every processor
 def test_garment_filling_the_canvas_does_not_move():
     images, labels, boxes = ds.fashion_mnist_cluttered("test", seed=0, sides=(56, 56), return_boxes=True)
     assert images.shape == (10000, 56, 56) and images.dtype == np.uint8 and labels.shape == (10000,)
@@ -109,6 +111,7 @@ def test_sides_bound_the_boxes_and_clutter_zero_leaves_black_around_the_garment(
 
 
 @pytest.mark.slow
+@pytest.mark.recompute  # a pinned digest: exact on every processor
 def test_clutter_seeds_and_pinned_sample():
     a, _, boxes = ds.fashion_mnist_cluttered("test", seed=1, sides=(20, 40), clutter=0.5, return_boxes=True)
     b, _ = ds.fashion_mnist_cluttered("test", seed=1, sides=(20, 40), clutter=0.5)
@@ -141,6 +144,7 @@ def test_severity_is_checked(severity, kind):
         ds.fashion_mnist_corrupted("test", "contrast", severity)
 
 
+@pytest.mark.recompute  # a pinned digest: exact on every processor
 def test_corrupted_seeds_and_pinned_sample():
     a, labels = ds.fashion_mnist_corrupted("test", "contrast", 4, seed=0)
     assert a.shape == (10000, 28, 28) and a.dtype == np.uint8 and labels.dtype == np.int64
