@@ -24,6 +24,7 @@ __all__ = [
     "check_center",
     "check_probability_level",
     "check_rng",
+    "check_split",
     "check_bool_vector",
     "unit_rows",
     "all_finite",
@@ -298,6 +299,13 @@ def check_rng(rng, name="rng"):
     if rng is None or (isinstance(rng, numbers.Integral) and not isinstance(rng, bool)):
         return np.random.default_rng(rng)
     raise TypeError(f"{name} must be a numpy.random.Generator or an integer seed, got {type(rng).__name__}")
+
+
+def check_split(split, name="split"):
+    """Return ``split`` if it is ``"train"`` or ``"test"``; anything else raises ``ValueError``."""
+    if not isinstance(split, str) or split not in ("train", "test"):
+        raise ValueError(f"{name} must be 'train' or 'test', got {split!r}")
+    return split
 
 
 def check_bool_vector(x, name, *, n=None):

@@ -673,3 +673,26 @@ def test_dataset_functions_taking_arrays_do_not_modify_them():
     ds.random_projection(H, 2, 0)
     ds.random_filter_features(images, n_filters=4)
     assert np.array_equal(H, H0) and np.array_equal(images, images0)
+
+
+def test_check_split_takes_train_or_test_only():
+    from repeval_ref._validation import check_split
+
+    assert check_split("train") == "train" and check_split("test") == "test"
+    for bad in ("val", "Train", b"train", None, 0, ["train"]):
+        with pytest.raises(ValueError, match=re.escape(f"split must be 'train' or 'test', got {bad!r}")):
+            check_split(bad)
+
+
+@pytest.mark.parametrize("name, before, after", [
+    ("fashion_mnist", (), ()), ("fashion_mnist_shifted", (), ()), ("fashion_mnist_cluttered", (), ()),
+    ("cluttered_crops", (), ()), ("fashion_mnist_corrupted", (), ("CORRUPTION", 1)), ("mnist_5k", (), ()),
+    ("sklearn_digits_28", (), ()), ("opencv_digits", (), ()), ("fashion_subset_rows", (), ()),
+    ("fashion_corruption_mix", (), ()), ("load_task", ("fashion",), ()),
+])
+def test_every_split_reader_refuses_another_split_with_one_message(name, before, after):
+    from repeval_ref import datasets as ds
+
+    after = tuple(ds.CORRUPTIONS[0] if a == "CORRUPTION" else a for a in after)
+    with pytest.raises(ValueError, match=re.escape("split must be 'train' or 'test', got 'val'")):
+        getattr(ds, name)(*before, "val", *after)

@@ -59,8 +59,8 @@ import numbers
 
 import numpy as np
 
-from .._validation import check_int, check_rng
-from .fashion import _check_split, fashion_mnist
+from .._validation import check_int, check_rng, check_split
+from .fashion import fashion_mnist
 
 __all__ = [
     "CORRUPTIONS",
@@ -362,7 +362,7 @@ def fashion_mnist_corrupted(split, corruption, severity, *, seed=0, data_dir=Non
     labels : numpy.ndarray of int64, shape (N,)
         Exactly the labels of ``fashion_mnist(split)``.
     """
-    split = _check_split(split)
+    split = check_split(split)
     corruption = _check_corruption(corruption)
     severity = _check_severity(severity)
     seed = check_int(seed, "seed", minimum=0)

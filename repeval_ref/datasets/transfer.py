@@ -54,6 +54,7 @@ import os
 
 import numpy as np
 
+from .._validation import check_split
 from ._common import DataNotInstalledError, _content_sha256, _stratified_choice
 from .calibration import CORRUPTED_MIX, calibrated_value, task_statement
 from .corruptions import CORRUPTIONS, corrupt
@@ -273,12 +274,6 @@ def _check_name(name):
     return name
 
 
-def _check_split(split):
-    if not isinstance(split, str) or split not in _SPLIT_CODE:
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-    return split
-
-
 def content_sha256(*pairs):
     """SHA-256 of one or more ``(images, labels)`` pairs, the digest :data:`TASK_SHA256` pins.
 
@@ -334,7 +329,7 @@ def fashion_subset_rows(split):
         Increasing indices into ``fashion_mnist(split)``: a stratified draw with
         ``numpy.random.default_rng(0)``, 1,000 (train) or 500 (test) per class.
     """
-    split = _check_split(split)
+    split = check_split(split)
     _require("fashion")
     return _subset_rows(split).copy()
 
@@ -353,7 +348,7 @@ def fashion_corruption_mix(split):
         on a sixth of the images, up to one). Needs no data: it depends only on the
         number of images.
     """
-    split = _check_split(split)
+    split = check_split(split)
     return _mix(split).copy()
 
 
@@ -474,7 +469,7 @@ def load_task(name, split):
         one line naming what to install).
     """
     name = _check_name(name)
-    split = _check_split(split)
+    split = check_split(split)
     _require(name)
     images, labels = _task(name, split)
     return images.copy(), labels.copy()

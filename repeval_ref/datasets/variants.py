@@ -22,8 +22,8 @@ import numbers
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .._validation import check_int
-from .fashion import _check_split, _file_key, fashion_mnist_dir, _load
+from .._validation import check_int, check_split
+from .fashion import _file_key, fashion_mnist_dir, _load
 from .photos import BACKGROUND_PHOTOS, background_photos
 
 __all__ = ["fashion_mnist_shifted", "fashion_mnist_cluttered", "resize_matrix"]
@@ -190,7 +190,7 @@ def fashion_mnist_shifted(split="test", *, seed=0, blend=1.0, data_dir=None):
     one pixel of a photograph shipped with scikit-learn or scikit-image (licences in
     :mod:`repeval_ref.datasets.photos`).
     """
-    split = _check_split(split)
+    split = check_split(split)
     seed = _check_seed(seed)
     blend = _check_share(blend, "blend")
     directory = fashion_mnist_dir(data_dir)
@@ -253,7 +253,7 @@ def cluttered_crops(split, *, seed=0, canvas=56):
         Top-left corner of the ``canvas x canvas`` crop in the photograph halved in
         each direction (``background_photos()[name]`` has twice these coordinates).
     """
-    split = _check_split(split)
+    split = check_split(split)
     seed = _check_seed(seed)
     canvas = check_int(canvas, "canvas", minimum=28, maximum=min(p.shape[0] for p in _photo_bank()))
     n = 60000 if split == "train" else 10000
@@ -381,7 +381,7 @@ def fashion_mnist_cluttered(split, *, seed=0, canvas=56, sides=None, clutter=1.0
     photograph pixel (scikit-learn or scikit-image; licences in
     :mod:`repeval_ref.datasets.photos`).
     """
-    split = _check_split(split)
+    split = check_split(split)
     seed = _check_seed(seed)
     # the smallest half-resolution photograph (chelsea, 150 rows) bounds the canvas
     canvas = check_int(canvas, "canvas", minimum=28, maximum=min(p.shape[0] for p in _photo_bank()))

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .._validation import check_split
 from ..torch.models import TinyViT
 
 __all__ = ["TokenView", "encoder_inputs", "extract", "default_cache_dir", "features", "cache_model_name", "DATASETS",
@@ -74,8 +75,7 @@ def load_images(dataset, split):
 
     if dataset not in DATASETS:
         raise ValueError(f"dataset must be one of {DATASETS}, got {dataset!r}")
-    if split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    check_split(split)
     if dataset == "fashion":
         return datasets.fashion_mnist(split)
     if dataset == "shifted":
