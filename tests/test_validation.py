@@ -680,15 +680,23 @@ def test_check_split_takes_train_or_test_only():
 
     assert check_split("train") == "train" and check_split("test") == "test"
     for bad in ("val", "Train", b"train", None, 0, ["train"]):
-        with pytest.raises(ValueError, match=re.escape(f"split must be 'train' or 'test', got {bad!r}")):
+        message = f"split must be 'train' or 'test', got {bad!r}"
+        with pytest.raises(ValueError, match=re.escape(message)):
             check_split(bad)
 
 
 @pytest.mark.parametrize("name, before, after", [
-    ("fashion_mnist", (), ()), ("fashion_mnist_shifted", (), ()), ("fashion_mnist_cluttered", (), ()),
-    ("cluttered_crops", (), ()), ("fashion_mnist_corrupted", (), ("CORRUPTION", 1)), ("mnist_5k", (), ()),
-    ("sklearn_digits_28", (), ()), ("opencv_digits", (), ()), ("fashion_subset_rows", (), ()),
-    ("fashion_corruption_mix", (), ()), ("load_task", ("fashion",), ()),
+    ("fashion_mnist", (), ()),
+    ("fashion_mnist_shifted", (), ()),
+    ("fashion_mnist_cluttered", (), ()),
+    ("cluttered_crops", (), ()),
+    ("fashion_mnist_corrupted", (), ("CORRUPTION", 1)),
+    ("mnist_5k", (), ()),
+    ("sklearn_digits_28", (), ()),
+    ("opencv_digits", (), ()),
+    ("fashion_subset_rows", (), ()),
+    ("fashion_corruption_mix", (), ()),
+    ("load_task", ("fashion",), ()),
 ])
 def test_every_split_reader_refuses_another_split_with_one_message(name, before, after):
     from repeval_ref import datasets as ds

@@ -120,12 +120,25 @@ from .transfer import (
 )
 from .variants import cluttered_crops, fashion_mnist_cluttered, fashion_mnist_shifted, resize_matrix
 
-# toy, textures, setups and digits are re-exported whole; the other modules in part
 __all__ = [
-    *toy.__all__,
-    *textures.__all__,
-    *setups.__all__,
-    *digits.__all__,
+    "TOY_GEOMETRIES",
+    "LINEAR_PROBE_CS",
+    "TEXTURE_CLASSES",
+    "disk_and_ring",
+    "long_blobs",
+    "long_blobs_bayes_accuracy",
+    "toy_geometry",
+    "synthetic_encoders",
+    "texture_images",
+    "random_filter_features",
+    "feature_transforms",
+    "linear_probe_setup",
+    "transfer_setup",
+    "low_shot_setup",
+    "rank_setup_noisy_clusters",
+    "random_projection",
+    "circle_clusters",
+    "gaussian_clusters",
     "FASHION_MNIST_CLASSES",
     "fashion_mnist",
     "read_idx",
@@ -135,6 +148,7 @@ __all__ = [
     "resize_matrix",
     "BACKGROUND_PHOTOS",
     "background_photos",
+    "digits_images",
     "DIGIT_CLASSES",
     "mnist_5k",
     "sklearn_digits_28",

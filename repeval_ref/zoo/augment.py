@@ -108,7 +108,8 @@ def random_view(x, generator, *, scale=(0.35, 1.0), ratio=(3 / 4, 4 / 3), jitter
 
 
 def two_views(x, generator, scale):
-    """Two random views of every image, stacked: the first view of all ``b`` images, then the second.
+    """Two random views of every image, stacked: the first view of all ``b`` images, then the
+    second.
 
     Parameters
     ----------
@@ -122,4 +123,5 @@ def two_views(x, generator, scale):
     -------
     torch.Tensor of shape (2b, c, H, W)
     """
-    return torch.cat([random_view(x, generator, scale=scale), random_view(x, generator, scale=scale)])
+    first = random_view(x, generator, scale=scale)
+    return torch.cat([first, random_view(x, generator, scale=scale)])
