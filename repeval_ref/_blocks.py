@@ -17,11 +17,12 @@ maps it again). For an array held in memory these functions only cut it into blo
 from __future__ import annotations
 
 import mmap
+from itertools import pairwise
 
 import numpy as np
 
-__all__ = ["BLOCK_BYTES", "row_slices", "iter_rows", "iter_gather", "release_pages",
-           "is_read_only_map", "column_moments"]
+__all__ = ["BLOCK_BYTES", "column_moments", "is_read_only_map", "iter_gather", "iter_rows",
+           "release_pages", "row_slices"]
 
 #: size of one block of rows, in bytes of the dtype it is computed in
 BLOCK_BYTES = 32 * 2**20
@@ -176,7 +177,7 @@ def iter_gather(X, rows=None, itemsize=8, block_bytes=None):
     order = np.argsort(rows, kind="stable")
     srt = rows[order]
     edges = np.searchsorted(srt, [span.start for span in spans] + [n])
-    for a, b in zip(edges[:-1], edges[1:]):
+    for a, b in pairwise(edges):
         if b > a:
             yield order[a:b], X[srt[a:b]]
             release_pages(X)

@@ -55,8 +55,8 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from itertools import islice
 from concurrent.futures import ThreadPoolExecutor
+from itertools import islice
 
 import numpy as np
 

@@ -66,7 +66,13 @@ import numpy as np
 import scipy.linalg
 
 from ._blocks import is_read_only_map, release_pages, row_slices
-from ._validation import as_float_array, as_labels, check_bool, check_positive, check_same_width
+from ._validation import (
+    as_float_array,
+    as_labels,
+    check_bool,
+    check_positive,
+    check_same_width,
+)
 
 __all__ = ["ridge_probe", "ridge_loo", "loo_scores", "SVD_MAX_ENTRIES"]
 
@@ -372,7 +378,7 @@ def ridge_loo(train_h, train_y, lams):
             try:
                 E = _loo_residuals(loo, float(lam), offset=offset)
             except ValueError:
-                U, U2, s, UtT, gap, r0 = loo
+                _, U2, s, _, gap, _ = loo
                 g = lam / (s * s + lam) if lam > 0 else np.zeros_like(s)
                 first_bad[j] = offset + int(np.flatnonzero(gap + U2 @ g <= 0)[0])
                 continue

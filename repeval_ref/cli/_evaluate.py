@@ -192,11 +192,11 @@ def probe_section(train_x, ytr, test_x, yte, seed, Cs, progress=None, who="TRAIN
     task = progress.task("linear probe", len(Cs) + 1, unit="fits") if progress else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.filterwarnings("always", category=ConvergenceWarning)
-        # every column kept (the usual case): the features go in as they are, a memory map
-        # included, rather than as a column-selected copy
-        sel = (lambda x: x) if keep.all() else (lambda x: x[:, keep])
+        # every column kept (the usual case): a view of the features, a memory map included,
+        # rather than a column-selected copy
+        cols = slice(None) if keep.all() else keep
         best_C, val_acc, pred = linear_probe_warm_path(
-            sel(train_x), ytr, sel(test_x), np.maximum(yte, 0), Cs, seed=seed,
+            train_x[:, cols], ytr, test_x[:, cols], np.maximum(yte, 0), Cs, seed=seed,
             progress=task.update if task else None)
     if task:
         task.close()
@@ -211,9 +211,8 @@ def probe_section(train_x, ytr, test_x, yte, seed, Cs, progress=None, who="TRAIN
 
 def ridge_section(train_x, ytr, test_x, yte, who="TRAIN"):
     """The ridge probe with its penalty chosen by exact leave-one-out; accuracy entry and grid."""
-    from ..ridge import ridge_loo, ridge_probe
-
     from .._blocks import column_moments
+    from ..ridge import ridge_loo, ridge_probe
 
     scale = float(np.sum(column_moments(train_x)[1])) / train_x.shape[1]  # streamed, float64
     if not scale > 0:
@@ -321,8 +320,14 @@ def label_free_section(X, *, seed, pair_samples=5000, dse_samples=2000, id_batch
     (uniformity, diffusion spectral entropy, TwoNN on all rows). The commands refuse
     all-zero rows before this runs, so the metrics on unit-normalised rows are defined.
     """
-    from ..labelfree import (diffusion_spectral_entropy, label_free_summary, two_nn_id,
-                             two_nn_id_batched, uniformity, unique_row_order)
+    from ..labelfree import (
+        diffusion_spectral_entropy,
+        label_free_summary,
+        two_nn_id,
+        two_nn_id_batched,
+        uniformity,
+        unique_row_order,
+    )
 
     rng = np.random.default_rng(seed)
     out = {}
