@@ -7,6 +7,7 @@ and the points from nbgrader's cell metadata (the ``points`` of every graded cel
 into the visible tests a student runs and the hidden ones run at grading), so the
 students' index in ``book/exercises.md`` cannot drift from the notebooks.
 """
+
 from __future__ import annotations
 
 import json
@@ -76,11 +77,17 @@ def exercise_index(root):
         if visible + hidden == 0:
             raise ValueError(f"{rel}: no graded cell with points")
         chapter_file = (path.parent / chapter.group(2)).resolve().relative_to(root.resolve())
-        rows.append({
-            "path": rel, "title": title.group(1) if title else path.stem,
-            "level": level.group(1).strip(), "chapter_title": chapter.group(1),
-            "chapter_doc": chapter_file.with_suffix("").as_posix(),
-            "points": visible + hidden, "visible_points": visible, "hidden_points": hidden,
-            "command": f"make check NB={rel}",
-        })
+        rows.append(
+            {
+                "path": rel,
+                "title": title.group(1) if title else path.stem,
+                "level": level.group(1).strip(),
+                "chapter_title": chapter.group(1),
+                "chapter_doc": chapter_file.with_suffix("").as_posix(),
+                "points": visible + hidden,
+                "visible_points": visible,
+                "hidden_points": hidden,
+                "command": f"make check NB={rel}",
+            }
+        )
     return rows

@@ -8,19 +8,19 @@ and marker cycle are the ones every figure of the book uses, chosen so that no f
 depends on colour alone and every colour stays distinct under the common forms of
 colour-vision deficiency.
 """
+
 from __future__ import annotations
 
 import numbers
 
 import numpy as np
 
-__all__ = ["glue_all", "plain", "OKABE_ITO", "MARKERS", "LINESTYLES", "okabe_ito_cmap"]
+__all__ = ["glue_all", "plain", "interval_verdict", "OKABE_ITO", "MARKERS", "LINESTYLES", "okabe_ito_cmap"]
 
 #: The eight colours of Okabe and Ito (2008), "Color Universal Design", in their usual
 #: order (black first). They stay distinguishable for deuteranopia, protanopia and
 #: tritanopia; the book pairs them with :data:`MARKERS` or :data:`LINESTYLES`.
-OKABE_ITO = ("#000000", "#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2",
-             "#D55E00", "#CC79A7")
+OKABE_ITO = ("#000000", "#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7")
 
 #: Marker shapes in the order the book assigns them to classes or series.
 MARKERS = ("o", "^", "s", "D", "v", "P", "X", "*", "<", ">")
@@ -107,6 +107,39 @@ def glue_all(mapping, prefix="", glue=None):
     return out
 
 
+def interval_verdict(lo, hi, predicted=None):
+    """The verdict a sentence of the book reads for an effect measured by the interval ``[lo, hi]``.
+
+    Parameters
+    ----------
+    lo, hi : float
+        The interval's ends, finite, ``lo <= hi``.
+    predicted : float, optional
+        A published size and sign of the effect. Without it, the verdict is ``"shown"``
+        when the interval excludes zero and ``"not shown at this scale"`` otherwise (the
+        words of :func:`repeval_ref.uncertainty.paired_comparison`); with it, the verdict
+        of :func:`repeval_ref.uncertainty.prediction_verdict` (``"shown"``,
+        ``"opposite"``, ``"contradicted in size"`` or ``"not detected"``).
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    ValueError
+        As :func:`repeval_ref.uncertainty.prediction_verdict` (a non-finite bound,
+        ``lo > hi``, a zero or non-finite ``predicted``).
+    """
+    from repeval_ref.uncertainty import NOT_SHOWN, SHOWN, prediction_verdict
+
+    if predicted is not None:
+        return prediction_verdict(lo, hi, predicted)["verdict"]
+    # checked by the same rules, with a placeholder prediction that plays no part
+    out = prediction_verdict(lo, hi, 1.0)
+    return SHOWN if (out["lo"] > 0 or out["hi"] < 0) else NOT_SHOWN
+
+
 def okabe_ito_cmap(n):
     """A listed colormap of the first ``n`` Okabe–Ito colours after black.
 
@@ -128,4 +161,4 @@ def okabe_ito_cmap(n):
         raise ValueError(f"n must be an integer between 1 and 7, got {n!r}")
     from matplotlib.colors import ListedColormap
 
-    return ListedColormap(list(OKABE_ITO[1:1 + int(n)]), name=f"okabe_ito_{int(n)}")
+    return ListedColormap(list(OKABE_ITO[1 : 1 + int(n)]), name=f"okabe_ito_{int(n)}")

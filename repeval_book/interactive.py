@@ -22,6 +22,7 @@ Never a CDN. The browser test (``tests/test_book_browser.py``) moves every contr
 such figure and checks that the plot changes and that the page requests nothing outside the
 book.
 """
+
 from __future__ import annotations
 
 import html
@@ -96,7 +97,9 @@ def _frame_json(frame, name: str) -> dict:
     if isinstance(frame, go.Figure):
         frame = {"figure": frame}
     if not isinstance(frame, Mapping):
-        raise ValueError(f"frames[{name}] must be a plotly Figure or a mapping, got {type(frame).__name__}")
+        raise ValueError(
+            f"frames[{name}] must be a plotly Figure or a mapping, got {type(frame).__name__}"
+        )
     unknown = set(frame) - {"figure", "data", "layout", "note"}
     if unknown:
         raise ValueError(f"frames[{name}] has unknown keys {sorted(unknown)}")
@@ -118,20 +121,31 @@ def _frame_json(frame, name: str) -> dict:
     if not isinstance(note, str):
         raise ValueError(f"frames[{name}]['note'] must be a string (HTML)")
     # through plotly's encoder: NumPy arrays and scalars become lists and numbers
-    return json.loads(json.dumps({"data": list(data), "layout": dict(layout), "note": note},
-                                 cls=PlotlyJSONEncoder))
+    return json.loads(
+        json.dumps(
+            {"data": list(data), "layout": dict(layout), "note": note}, cls=PlotlyJSONEncoder
+        )
+    )
 
 
 def _check_controls(controls) -> list[tuple[str, list, str]]:
     if isinstance(controls, Mapping):
         controls = list(controls.items())
     if not isinstance(controls, Sequence) or isinstance(controls, (str, bytes)) or not controls:
-        raise ValueError("controls must be a non-empty sequence of (name, values[, kind]) "
-                         "or a mapping name -> values")
+        raise ValueError(
+            "controls must be a non-empty sequence of (name, values[, kind]) "
+            "or a mapping name -> values"
+        )
     out, names = [], set()
     for item in controls:
-        if not isinstance(item, Sequence) or isinstance(item, (str, bytes)) or len(item) not in (2, 3):
-            raise ValueError(f"controls: each entry is (name, values) or (name, values, kind), got {item!r}")
+        if (
+            not isinstance(item, Sequence)
+            or isinstance(item, (str, bytes))
+            or len(item) not in (2, 3)
+        ):
+            raise ValueError(
+                f"controls: each entry is (name, values) or (name, values, kind), got {item!r}"
+            )
         name, values = item[0], item[1]
         if not isinstance(name, str) or not name:
             raise ValueError(f"controls: a control name must be a non-empty string, got {name!r}")
@@ -144,7 +158,9 @@ def _check_controls(controls) -> list[tuple[str, list, str]]:
         if len(set(values)) != len(values):
             raise ValueError(f"controls: {name!r} has repeated values {values}")
         numeric = all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in values)
-        kind = item[2] if len(item) == 3 else ("slider" if numeric and len(values) > 2 else "buttons")
+        kind = (
+            item[2] if len(item) == 3 else ("slider" if numeric and len(values) > 2 else "buttons")
+        )
         if kind not in _KINDS:
             raise ValueError(f"controls: kind of {name!r} must be one of {_KINDS}, got {kind!r}")
         out.append((name, values, kind))
@@ -157,22 +173,30 @@ def _control_html(fig_id: str, index: int, name: str, values: list, kind: str, s
     if kind == "slider":
         return (
             f'<label for="{cid}">{label} '
-            f'<input type="range" id="{cid}" data-control="{index}" min="0" max="{len(values) - 1}" '
+            f'<input type="range" id="{cid}" data-control="{index}" min="0" '
+            f'max="{len(values) - 1}" '
             f'step="1" value="{start}" aria-valuetext="{html.escape(str(values[start]))}">'
-            f'<output for="{cid}" id="{cid}-out">{html.escape(str(values[start]))}</output></label>')
+            f'<output for="{cid}" id="{cid}-out">{html.escape(str(values[start]))}</output></label>'
+        )
     if kind == "select":
         options = "".join(
             f'<option value="{i}"{" selected" if i == start else ""}>{html.escape(str(v))}</option>'
-            for i, v in enumerate(values))
-        return (f'<label for="{cid}">{label} <select id="{cid}" data-control="{index}">'
-                f'{options}</select></label>')
+            for i, v in enumerate(values)
+        )
+        return (
+            f'<label for="{cid}">{label} <select id="{cid}" data-control="{index}">'
+            f"{options}</select></label>"
+        )
     buttons = "".join(
         f'<label><input type="radio" name="{cid}" value="{i}" data-control="{index}"'
-        f'{" checked" if i == start else ""}> {html.escape(str(v))}</label>'
-        for i, v in enumerate(values))
-    return (f'<fieldset class="repeval-control" role="radiogroup" aria-label="{label}">'
-            f'<legend class="visually-hidden">{label}</legend><span aria-hidden="true">{label}:</span> '
-            f'{buttons}</fieldset>')
+        f"{' checked' if i == start else ''}> {html.escape(str(v))}</label>"
+        for i, v in enumerate(values)
+    )
+    return (
+        f'<fieldset class="repeval-control" role="radiogroup" aria-label="{label}">'
+        f'<legend class="visually-hidden">{label}</legend><span aria-hidden="true">{label}:</span> '
+        f"{buttons}</fieldset>"
+    )
 
 
 _SCRIPT = """
@@ -223,8 +247,16 @@ _SCRIPT = """
 """
 
 
-def frame_figure(frames: Mapping, controls, *, alt: str, start: Mapping | None = None,
-                 height: int = 460, plotly_js: str = "auto", fig_id: str | None = None) -> InteractiveFigure:
+def frame_figure(
+    frames: Mapping,
+    controls,
+    *,
+    alt: str,
+    start: Mapping | None = None,
+    height: int = 460,
+    plotly_js: str = "auto",
+    fig_id: str | None = None,
+) -> InteractiveFigure:
     """Turn a grid of precomputed Plotly frames into one interactive HTML figure.
 
     Parameters
@@ -290,7 +322,11 @@ def frame_figure(frames: Mapping, controls, *, alt: str, start: Mapping | None =
         plotly_js = "book" if os.environ.get(BOOK_ENV) == "1" else "inline"
     if fig_id is None:
         fig_id = "repeval-fig-" + uuid.uuid4().hex[:10]
-    if not isinstance(fig_id, str) or not fig_id or not all(c.isalnum() or c in "-_" for c in fig_id):
+    if (
+        not isinstance(fig_id, str)
+        or not fig_id
+        or not all(c.isalnum() or c in "-_" for c in fig_id)
+    ):
         raise ValueError(f"fig_id must be letters, digits, '-' or '_', got {fig_id!r}")
     if not isinstance(frames, Mapping):
         raise ValueError("frames must be a mapping from tuples of control values to frames")
@@ -301,12 +337,16 @@ def frame_figure(frames: Mapping, controls, *, alt: str, start: Mapping | None =
     keys = list(itertools.product(*(c[1] for c in ctrl)))
     missing = [k for k in keys if k not in frames]
     if missing:
-        raise ValueError(f"frames has no frame for {dict(zip(names, missing[0]))} "
-                         f"({len(missing)} of {len(keys)} combinations missing)")
+        raise ValueError(
+            f"frames has no frame for {dict(zip(names, missing[0]))} "
+            f"({len(missing)} of {len(keys)} combinations missing)"
+        )
     extra = set(frames) - set(keys)
     if extra:
-        raise ValueError(f"frames has keys that match no combination of control values: "
-                         f"{sorted(map(repr, extra))[:3]}")
+        raise ValueError(
+            f"frames has keys that match no combination of control values: "
+            f"{sorted(map(repr, extra))[:3]}"
+        )
 
     start_idx = [0] * len(ctrl)
     for name, value in (start or {}).items():
@@ -328,20 +368,27 @@ def frame_figure(frames: Mapping, controls, *, alt: str, start: Mapping | None =
             payloads.append(frame)
         index[",".join(str(c[1].index(v)) for c, v in zip(ctrl, key))] = seen[text]
 
-    spec = {"frames": payloads, "index": index, "start": start_idx,
-            "values": [[str(v) for v in c[1]] for c in ctrl],
-            "config": {"responsive": True, "displayModeBar": False, "scrollZoom": False}}
+    spec = {
+        "frames": payloads,
+        "index": index,
+        "start": start_idx,
+        "values": [[str(v) for v in c[1]] for c in ctrl],
+        "config": {"responsive": True, "displayModeBar": False, "scrollZoom": False},
+    }
     data_id = f"{fig_id}-data"
     # inside <script type="application/json"> only "</" could end the element early
     data_text = json.dumps(spec, separators=(",", ":")).replace("</", "<\\/")
-    controls_html = "".join(_control_html(fig_id, i, n, v, k, start_idx[i])
-                            for i, (n, v, k) in enumerate(ctrl))
+    controls_html = "".join(
+        _control_html(fig_id, i, n, v, k, start_idx[i]) for i, (n, v, k) in enumerate(ctrl)
+    )
     library = ""
     if plotly_js == "inline":
         # hide an AMD loader (classic Jupyter's require.js) so that plotly.js sets window.Plotly
-        library = ('<script>window.__repevalDefine = window.define; window.define = undefined;</script>'
-                   f'<script>{plotly_js_path().read_text(encoding="utf-8")}</script>'
-                   '<script>window.define = window.__repevalDefine;</script>')
+        library = (
+            "<script>window.__repevalDefine = window.define; window.define = undefined;</script>"
+            f"<script>{plotly_js_path().read_text(encoding='utf-8')}</script>"
+            "<script>window.define = window.__repevalDefine;</script>"
+        )
     script = _SCRIPT % {"id": json.dumps(fig_id), "data_id": json.dumps(data_id)}
     out = (
         f'<div class="repeval-interactive" id="{fig_id}" data-controls="{len(ctrl)}">'
@@ -349,11 +396,12 @@ def frame_figure(frames: Mapping, controls, *, alt: str, start: Mapping | None =
         f'<div class="repeval-plot" role="img" aria-label="{html.escape(alt.strip())}" '
         f'style="height:{int(height)}px"></div>'
         f'<div class="repeval-note" aria-live="polite"></div>'
-        f'<noscript>{html.escape(alt.strip())} (The interactive version needs JavaScript.)</noscript>'
-        f'</div>'
-        f'{library}'
+        f"<noscript>{html.escape(alt.strip())} (The interactive version needs "
+        "JavaScript.)</noscript>"
+        f"</div>"
+        f"{library}"
         f'<script type="application/json" id="{data_id}">{data_text}</script>'
-        f'<script>{script}</script>'
+        f"<script>{script}</script>"
     )
     return InteractiveFigure(out, len(payloads), keys)
 
@@ -361,9 +409,22 @@ def frame_figure(frames: Mapping, controls, *, alt: str, start: Mapping | None =
 _SYMBOLS = ("circle", "triangle-up", "square", "diamond", "triangle-down", "cross", "x", "star")
 
 
-def decision_plane(x, y, regions, points, labels, *, colours, title: str = "", note: str = "",
-                   class_names=None, opacity: float = 0.25, decimals: int = 3) -> dict:
-    """One frame for :func:`frame_figure`: a classifier's regions shaded over the plane, with points.
+def decision_plane(
+    x,
+    y,
+    regions,
+    points,
+    labels,
+    *,
+    colours,
+    title: str = "",
+    note: str = "",
+    class_names=None,
+    opacity: float = 0.25,
+    decimals: int = 3,
+) -> dict:
+    """One frame for :func:`frame_figure`: a classifier's regions shaded over the plane, with
+    points.
 
     Parameters
     ----------
@@ -411,18 +472,26 @@ def decision_plane(x, y, regions, points, labels, *, colours, title: str = "", n
         if g.ndim != 1 or g.size < 2 or not np.all(np.isfinite(g)) or np.any(np.diff(g) <= 0):
             raise ValueError(f"{name} must be an increasing 1-D grid of at least 2 finite values")
     if regions.shape != (y.size, x.size):
-        raise ValueError(f"regions must have shape (len(y), len(x)) = {(y.size, x.size)}, got {regions.shape}")
+        raise ValueError(
+            f"regions must have shape (len(y), len(x)) = {(y.size, x.size)}, got {regions.shape}"
+        )
     if points.ndim != 2 or points.shape[1] != 2 or not np.all(np.isfinite(points)):
         raise ValueError(f"points must be a finite array of shape (n, 2), got {points.shape}")
     if labels.shape != (points.shape[0],):
         raise ValueError(f"labels must have shape ({points.shape[0]},), got {labels.shape}")
     n_classes = len(colours)
     for name, a in (("labels", labels), ("regions", regions)):
-        if a.size and (not np.issubdtype(a.dtype, np.integer) or a.min() < 0 or a.max() >= n_classes):
-            raise ValueError(f"{name} must be integers in 0 .. {n_classes - 1} (one colour per class)")
+        if a.size and (
+            not np.issubdtype(a.dtype, np.integer) or a.min() < 0 or a.max() >= n_classes
+        ):
+            raise ValueError(
+                f"{name} must be integers in 0 .. {n_classes - 1} (one colour per class)"
+            )
     if not (0 < opacity <= 1):
         raise ValueError(f"opacity must be in (0, 1], got {opacity}")
-    names = list(class_names) if class_names is not None else [f"class {c}" for c in range(n_classes)]
+    names = (
+        list(class_names) if class_names is not None else [f"class {c}" for c in range(n_classes)]
+    )
     if len(names) < n_classes:
         raise ValueError("class_names needs one name per colour")
     # a stepwise colour scale: value c in [0, C-1] maps to colours[c]
@@ -430,20 +499,53 @@ def decision_plane(x, y, regions, points, labels, *, colours, title: str = "", n
     for c, colour in enumerate(colours):
         lo, hi = c / n_classes, (c + 1) / n_classes
         scale += [[lo, colour], [hi, colour]]
-    data = [{"type": "heatmap", "x": np.round(x, decimals).tolist(), "y": np.round(y, decimals).tolist(),
-             "z": regions.astype(int).tolist(), "zmin": -0.5, "zmax": n_classes - 0.5,
-             "colorscale": scale, "opacity": opacity, "showscale": False, "hoverinfo": "skip"}]
+    data = [
+        {
+            "type": "heatmap",
+            "x": np.round(x, decimals).tolist(),
+            "y": np.round(y, decimals).tolist(),
+            "z": regions.astype(int).tolist(),
+            "zmin": -0.5,
+            "zmax": n_classes - 0.5,
+            "colorscale": scale,
+            "opacity": opacity,
+            "showscale": False,
+            "hoverinfo": "skip",
+        }
+    ]
     for c in range(n_classes):
         sel = points[labels == c]
-        data.append({"type": "scatter", "mode": "markers", "name": names[c],
-                     "x": np.round(sel[:, 0], decimals).tolist(), "y": np.round(sel[:, 1], decimals).tolist(),
-                     "marker": {"color": colours[c], "symbol": _SYMBOLS[c % len(_SYMBOLS)], "size": 6,
-                                "line": {"width": 0.5, "color": "#ffffff"}},
-                     "hoverinfo": "skip"})
-    layout = {"title": {"text": title, "font": {"size": 14}},   # "<br>" breaks a long title
-              "xaxis": {"range": [float(x[0]), float(x[-1])], "title": {"text": "feature 1"}, "zeroline": False},
-              "yaxis": {"range": [float(y[0]), float(y[-1])], "title": {"text": "feature 2"}, "zeroline": False},
-              "legend": {"orientation": "h", "y": -0.18},
-              "margin": {"l": 50, "r": 10, "t": 60, "b": 40},
-              "plot_bgcolor": "#ffffff", "paper_bgcolor": "#ffffff"}
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": names[c],
+                "x": np.round(sel[:, 0], decimals).tolist(),
+                "y": np.round(sel[:, 1], decimals).tolist(),
+                "marker": {
+                    "color": colours[c],
+                    "symbol": _SYMBOLS[c % len(_SYMBOLS)],
+                    "size": 6,
+                    "line": {"width": 0.5, "color": "#ffffff"},
+                },
+                "hoverinfo": "skip",
+            }
+        )
+    layout = {
+        "title": {"text": title, "font": {"size": 14}},  # "<br>" breaks a long title
+        "xaxis": {
+            "range": [float(x[0]), float(x[-1])],
+            "title": {"text": "feature 1"},
+            "zeroline": False,
+        },
+        "yaxis": {
+            "range": [float(y[0]), float(y[-1])],
+            "title": {"text": "feature 2"},
+            "zeroline": False,
+        },
+        "legend": {"orientation": "h", "y": -0.18},
+        "margin": {"l": 50, "r": 10, "t": 60, "b": 40},
+        "plot_bgcolor": "#ffffff",
+        "paper_bgcolor": "#ffffff",
+    }
     return {"data": data, "layout": layout, "note": note}

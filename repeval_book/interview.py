@@ -18,6 +18,7 @@ The section a question links to is the chapter section whose text is closest to 
 question and its answer (TF-IDF cosine similarity, scikit-learn), unless the answer
 names one explicitly with a MyST comment line ``% explains: <heading anchor>``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -27,8 +28,17 @@ import json
 import re
 from pathlib import Path
 
-__all__ = ["SHEET", "Question", "toc_documents", "collect_questions", "interview_markdown",
-           "deck_fields", "write_deck", "count_dropdowns_regex", "DECK_NAME"]
+__all__ = [
+    "SHEET",
+    "Question",
+    "toc_documents",
+    "collect_questions",
+    "interview_markdown",
+    "deck_fields",
+    "write_deck",
+    "count_dropdowns_regex",
+    "DECK_NAME",
+]
 
 DECK_NAME = "repeval: evaluating learned representations"
 
@@ -48,8 +58,11 @@ SHEET = {
 }
 
 _INTERVIEW = re.compile(r"^\s*interview questions\s*$", re.IGNORECASE)
-_NOT_EXPLAINING = re.compile(r"^(interview questions|what to remember|exercises?|further reading"
-                             r"|questions to test yourself)$", re.IGNORECASE)
+_NOT_EXPLAINING = re.compile(
+    r"^(interview questions|what to remember|exercises?|further reading"
+    r"|questions to test yourself)$",
+    re.IGNORECASE,
+)
 _DROPDOWN = re.compile(r"^\{dropdown\}\s*(.*)$")
 _PREFIX = re.compile(r"^interview:\s*", re.IGNORECASE)
 _EXPLAINS = re.compile(r"^%\s*explains:\s*#?(\S+)\s*$", re.MULTILINE)
@@ -93,8 +106,9 @@ def _parser():
     from myst_parser.config.main import MdParserConfig
     from myst_parser.parsers.mdit import create_md_parser
 
-    config = MdParserConfig(enable_extensions={"colon_fence", "dollarmath", "amsmath",
-                                               "deflist", "substitution"})
+    config = MdParserConfig(
+        enable_extensions={"colon_fence", "dollarmath", "amsmath", "deflist", "substitution"}
+    )
     return create_md_parser(config, RendererHTML)
 
 
@@ -142,10 +156,12 @@ def toc_documents(root):
 def _heading_text(tokens, i):
     """Text and slug text of the heading whose ``heading_open`` is ``tokens[i]``."""
     inline = tokens[i + 1]
-    shown = "".join(c.content for c in inline.children or ()
-                    if c.type in ("text", "code_inline", "math_inline"))
-    slug_text = "".join(c.content for c in inline.children or ()
-                        if c.type in ("text", "code_inline"))
+    shown = "".join(
+        c.content for c in inline.children or () if c.type in ("text", "code_inline", "math_inline")
+    )
+    slug_text = "".join(
+        c.content for c in inline.children or () if c.type in ("text", "code_inline")
+    )
     return inline.content, shown, slug_text
 
 
@@ -162,8 +178,9 @@ def _sections(tokens):
         n = seen.get(slug, 0)
         seen[slug] = n + 1
         anchor = slug if n == 0 else f"{slug}-{n}"
-        sections.append({"level": int(tok.tag[1]), "title": source, "anchor": anchor,
-                         "start": tok.map[0]})
+        sections.append(
+            {"level": int(tok.tag[1]), "title": source, "anchor": anchor, "start": tok.map[0]}
+        )
     for s, nxt in zip(sections, sections[1:] + [None]):
         s["stop"] = nxt["start"] if nxt else None
     return sections
@@ -173,11 +190,14 @@ def _best_sections(sections, lines, queries):
     """Index into ``sections`` of the best TF-IDF match for each query text."""
     from sklearn.feature_extraction.text import TfidfVectorizer
 
-    candidates = [j for j, s in enumerate(sections)
-                  if s["level"] > 1 and not _NOT_EXPLAINING.match(s["title"].strip())]
+    candidates = [
+        j
+        for j, s in enumerate(sections)
+        if s["level"] > 1 and not _NOT_EXPLAINING.match(s["title"].strip())
+    ]
     if not candidates:
         return [0] * len(queries)
-    texts = ["\n".join(lines[sections[j]["start"]:sections[j]["stop"]]) for j in candidates]
+    texts = ["\n".join(lines[sections[j]["start"] : sections[j]["stop"]]) for j in candidates]
     vec = TfidfVectorizer(stop_words="english", sublinear_tf=True).fit(texts + queries)
     sim = (vec.transform(queries) @ vec.transform(texts).T).toarray()
     return [candidates[int(row.argmax())] for row in sim]
@@ -201,8 +221,9 @@ def _chapter_questions(path, docname, md):
         if in_interview and tok.type == "colon_fence":
             m = _DROPDOWN.match(tok.info.strip())
             if m:
-                body = "\n".join(ln for ln in tok.content.splitlines()
-                                 if not re.match(r"^:[\w-]+:", ln))
+                body = "\n".join(
+                    ln for ln in tok.content.splitlines() if not re.match(r"^:[\w-]+:", ln)
+                )
                 found.append((_PREFIX.sub("", m.group(1).strip()), body.strip(), tok.map[0] + 1))
     if not found:
         return []
@@ -214,8 +235,9 @@ def _chapter_questions(path, docname, md):
         section = sections[j]
         if explicit:
             if explicit.group(1) not in by_anchor:
-                raise ValueError(f"{docname}.md line {line}: explains: no heading anchor "
-                                 f"{explicit.group(1)!r}")
+                raise ValueError(
+                    f"{docname}.md line {line}: explains: no heading anchor {explicit.group(1)!r}"
+                )
             section = by_anchor[explicit.group(1)]
             a = _EXPLAINS.sub("", a).strip()
         out.append(Question(docname, chapter, q, a, section["title"], section["anchor"], line))
@@ -297,8 +319,11 @@ def count_dropdowns_regex(text):
 
 def _cross_doc(markup, docname, here):
     """Make the chapter's own glue keys point at the chapter from page ``here``."""
-    rel = Path(docname).relative_to(Path(here).parent) if docname.startswith(
-        str(Path(here).parent) + "/") else Path("/" + docname)
+    rel = (
+        Path(docname).relative_to(Path(here).parent)
+        if docname.startswith(str(Path(here).parent) + "/")
+        else Path("/" + docname)
+    )
     rel = f"{rel}.md"
 
     def fix(m):
@@ -306,15 +331,19 @@ def _cross_doc(markup, docname, here):
         if "::" in arg:
             return m.group(0)
         if role == "glue:text" and ":" not in arg:
-            arg += ":s"   # the role splits a format off at the last colon, so give it one
+            arg += ":s"  # the role splits a format off at the last colon, so give it one
         return f"{{{role}}}`{rel}::{arg}`"
+
     return _GLUE.sub(fix, markup)
 
 
 def _link(q, here):
     parent = str(Path(here).parent)
-    target = (str(Path(q.docname).relative_to(parent)) if q.docname.startswith(parent + "/")
-              else "/" + q.docname)
+    target = (
+        str(Path(q.docname).relative_to(parent))
+        if q.docname.startswith(parent + "/")
+        else "/" + q.docname
+    )
     return f"{target}.md#{q.anchor}"
 
 
@@ -350,8 +379,10 @@ def interview_markdown(questions, here="book/interview"):
         answer = _cross_doc(q.answer, q.docname, here)
         # the wrapping fence is longer than any colon fence inside the answer
         fence = ":" * max([3] + [len(m) + 1 for m in re.findall(r"^:{3,}", answer, re.M)])
-        parts.append(f"{fence}{{dropdown}} {question}\n{answer}\n\n"
-                     f"Explained in [{_plain_title(q.section)}]({_link(q, here)}).\n{fence}\n")
+        parts.append(
+            f"{fence}{{dropdown}} {question}\n{answer}\n\n"
+            f"Explained in [{_plain_title(q.section)}]({_link(q, here)}).\n{fence}\n"
+        )
     return "\n".join(parts)
 
 
@@ -378,7 +409,7 @@ def _deck_text(markup, glued, docname, missing):
 
     def keep(tex, display):
         maths.append((r"\[" + tex + r"\]") if display else (r"\(" + tex + r"\)"))
-        return f"REPEVALMATH{len(maths) - 1}X"   # letters only: markdown leaves it alone
+        return f"REPEVALMATH{len(maths) - 1}X"  # letters only: markdown leaves it alone
 
     def glue(m):
         role, arg = m.groups()
@@ -386,8 +417,10 @@ def _deck_text(markup, glued, docname, missing):
         key = key.split("::")[-1]
         if glued is None or key not in glued:
             if missing == "raise":
-                raise ValueError(f"{docname}: no glued value {key!r}; build the book first "
-                                 f"(make book) so that _build/jupyter_execute has it")
+                raise ValueError(
+                    f"{docname}: no glued value {key!r}; build the book first "
+                    f"(make book) so that _build/jupyter_execute has it"
+                )
             return "[value in the chapter]"
         return format_plain_text(glued[key]["data"]["text/plain"], fmt or "s")
 
@@ -403,12 +436,15 @@ def _deck_text(markup, glued, docname, missing):
             return shown.group(1)
         if name == "prf:ref":
             return "the chapter's " + arg.split("-")[0].replace("thm", "theorem").replace(
-                "prop", "proposition").replace("lem", "lemma").replace("def", "definition")
+                "prop", "proposition"
+            ).replace("lem", "lemma").replace("def", "definition")
         return arg
+
     text = _ROLE.sub(role, text)
     rendered = MarkdownIt("commonmark").render(text).strip()
-    return re.sub(r"REPEVALMATH(\d+)X", lambda m: html.escape(maths[int(m.group(1))], quote=False),
-                  rendered)
+    return re.sub(
+        r"REPEVALMATH(\d+)X", lambda m: html.escape(maths[int(m.group(1))], quote=False), rendered
+    )
 
 
 def deck_fields(questions, build_dir="_build", missing="raise"):
@@ -476,15 +512,28 @@ def write_deck(questions, path, build_dir="_build", missing="raise"):
     if not str(path).endswith(".apkg"):
         raise ValueError(f"path must end in .apkg, got {str(path)!r}")
     model = genanki.Model(
-        _stable_id("repeval interview model"), "repeval interview question",
+        _stable_id("repeval interview model"),
+        "repeval interview question",
         fields=[{"name": "Question"}, {"name": "Answer"}],
-        templates=[{"name": "Card 1", "qfmt": "{{Question}}",
-                    "afmt": "{{FrontSide}}<hr id=answer>{{Answer}}"}])
+        templates=[
+            {
+                "name": "Card 1",
+                "qfmt": "{{Question}}",
+                "afmt": "{{FrontSide}}<hr id=answer>{{Answer}}",
+            }
+        ],
+    )
     deck = genanki.Deck(_stable_id(DECK_NAME), DECK_NAME)
     fields = deck_fields(questions, build_dir, missing)
     for q, (front, back, tag) in zip(questions, fields):
-        deck.add_note(genanki.Note(model=model, fields=[front, back], tags=[tag],
-                                   guid=genanki.guid_for(q.docname, q.question)))
+        deck.add_note(
+            genanki.Note(
+                model=model,
+                fields=[front, back],
+                tags=[tag],
+                guid=genanki.guid_for(q.docname, q.question),
+            )
+        )
     genanki.Package(deck).write_to_file(str(path))
     return len(fields)
 
@@ -493,8 +542,9 @@ def main(argv=None):
     """``python -m repeval_book.interview OUT.apkg [--root .] [--build _build]``."""
     import argparse
 
-    parser = argparse.ArgumentParser(description="Write the book's interview questions as an "
-                                                 "Anki deck.")
+    parser = argparse.ArgumentParser(
+        description="Write the book's interview questions as an Anki deck."
+    )
     parser.add_argument("out")
     parser.add_argument("--root", default=".")
     parser.add_argument("--build", default="_build")

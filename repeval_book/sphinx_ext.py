@@ -19,6 +19,7 @@ material.
    contain the visible label fails WCAG 2.5.3 (axe-core: label-content-name-mismatch). The
    same element is written here without the aria-label, so its name is what it shows.
 """
+
 from __future__ import annotations
 
 import ast
@@ -49,7 +50,7 @@ EXTRA_PIP = {
 }
 #: Modules of the course's packages whose optional imports a chapter then needs too.
 IMPLIED_PIP = {
-    "repeval_book.glue": "myst-nb",           # glue_all hands numbers to myst-nb's glue
+    "repeval_book.glue": "myst-nb",  # glue_all hands numbers to myst-nb's glue
     "repeval_book.interactive": "plotly",
 }
 
@@ -57,7 +58,7 @@ IMPLIED_PIP = {
 # ----------------------------------------------------------------------------- plotly.js
 def _add_plotly_to_page(app, pagename, templatename, context, doctree):
     if MARKER in context.get("body", ""):
-        app.add_js_file(PLOTLY_STATIC)      # page-specific: Sphinx resets the list per page
+        app.add_js_file(PLOTLY_STATIC)  # page-specific: Sphinx resets the list per page
 
 
 def _copy_plotly(app, exception):
@@ -87,7 +88,9 @@ def chapter_requirements(cells: list[dict]) -> list[str]:
         if cell.get("cell_type") != "code":
             continue
         source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-        source = "\n".join(ln for ln in source.splitlines() if not ln.lstrip().startswith(("%", "!")))
+        source = "\n".join(
+            ln for ln in source.splitlines() if not ln.lstrip().startswith(("%", "!"))
+        )
         try:
             tree = ast.parse(source)
         except SyntaxError:
@@ -99,37 +102,51 @@ def chapter_requirements(cells: list[dict]) -> list[str]:
                 found.add(node.module)
                 found.update(f"{node.module}.{a.name}" for a in node.names)
     pips = {EXTRA_PIP[m.split(".")[0]] for m in found if m.split(".")[0] in EXTRA_PIP}
-    pips |= {pip for m in found for mod, pip in IMPLIED_PIP.items() if m == mod or m.startswith(mod + ".")}
+    pips |= {
+        pip
+        for m in found
+        for mod, pip in IMPLIED_PIP.items()
+        if m == mod or m.startswith(mod + ".")
+    }
     return sorted(pips)
 
 
 def uses_fashion_mnist(cells: list[dict]) -> bool:
     """Whether a chapter's code reads Fashion-MNIST (then Colab needs the Debian package)."""
-    return any(cell.get("cell_type") == "code" and "fashion" in
-               (cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])).lower()
-               for cell in cells)
+    return any(
+        cell.get("cell_type") == "code"
+        and "fashion"
+        in (cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])).lower()
+        for cell in cells
+    )
 
 
-def setup_cell_source(repo_url: str, requirements: list[str], docname: str,
-                      fashion_mnist: bool = False) -> str:
+def setup_cell_source(
+    repo_url: str, requirements: list[str], docname: str, fashion_mnist: bool = False
+) -> str:
     """Source of the first cell of a chapter's downloadable / Colab notebook."""
     repo_dir = repo_url.rstrip("/").rsplit("/", 1)[-1]
     book_dir = f"{repo_dir}/{Path(docname).parent.as_posix()}".rstrip("/.")
     pip = ", ".join(json.dumps(r) for r in [f"./{repo_dir}", *requirements])
-    apt = ("    if os.geteuid() == 0 and not os.path.isdir(\"/usr/share/datasets/fashion-mnist\"):\n"
-           "        subprocess.run([\"apt-get\", \"update\", \"-qq\"], check=True)\n"
-           "        subprocess.run([\"apt-get\", \"install\", \"-y\", \"dataset-fashion-mnist\"], check=True)\n"
-           if fashion_mnist else "")
+    apt = (
+        '    if os.geteuid() == 0 and not os.path.isdir("/usr/share/datasets/fashion-mnist"):\n  '
+        '      subprocess.run(["apt-get", "update", "-qq"], check=True)\n        '
+        'subprocess.run(["apt-get", "install", "-y", "dataset-fashion-mnist"], check=True)\n'
+        if fashion_mnist
+        else ""
+    )
     return (
         "# Set-up on a fresh machine (Colab, a new virtual environment): fetch the course\n"
         "# repository, install its packages (repeval_ref, repeval_book) and what this chapter\n"
         "# imports, and work in the chapter's folder. Where both are importable already,\n"
         "# nothing happens.\n"
         "import importlib, importlib.util, os, subprocess, sys\n"
-        "if any(importlib.util.find_spec(m) is None for m in (\"repeval_ref\", \"repeval_book\")):\n"
+        'if any(importlib.util.find_spec(m) is None for m in ("repeval_ref", "repeval_book")):\n'
         f"    if not os.path.isdir({json.dumps(repo_dir)}):\n"
-        f"        subprocess.run([\"git\", \"clone\", \"--depth\", \"1\", {json.dumps(repo_url)}], check=True)\n"
-        f"    subprocess.run([sys.executable, \"-m\", \"pip\", \"install\", \"--quiet\", {pip}], check=True)\n"
+        '        subprocess.run(["git", "clone", "--depth", "1", '
+        f"{json.dumps(repo_url)}], check=True)\n"
+        '    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", '
+        f"{pip}], check=True)\n"
         f"{apt}"
         "    importlib.invalidate_caches()\n"
         f"    os.chdir({json.dumps(book_dir)})\n"
@@ -152,13 +169,18 @@ def _notebook_and_colab(app, pagename, templatename, context, doctree):
         nb = json.loads(path.read_text(encoding="utf-8"))
         cells = nb.get("cells", [])
         if not (cells and cells[0].get("metadata", {}).get("repeval_setup")):
-            source = setup_cell_source(url, chapter_requirements(cells), pagename,
-                                       fashion_mnist=uses_fashion_mnist(cells))
-            cell = {"cell_type": "code", "execution_count": None,
-                    "metadata": {"repeval_setup": True, "tags": ["remove-cell"]},
-                    "outputs": [], "source": source.splitlines(keepends=True)}
+            source = setup_cell_source(
+                url, chapter_requirements(cells), pagename, fashion_mnist=uses_fashion_mnist(cells)
+            )
+            cell = {
+                "cell_type": "code",
+                "execution_count": None,
+                "metadata": {"repeval_setup": True, "tags": ["remove-cell"]},
+                "outputs": [],
+                "source": source.splitlines(keepends=True),
+            }
             if (nb.get("nbformat"), nb.get("nbformat_minor", 0)) >= (4, 5):
-                cell["id"] = "repeval-setup"          # cell ids exist from nbformat 4.5 on
+                cell["id"] = "repeval-setup"  # cell ids exist from nbformat 4.5 on
             cells.insert(0, cell)
             nb["cells"] = cells
             path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -187,7 +209,7 @@ def _depart_hide_input(self, node):
 def setup(app):
     from myst_nb.sphinx_ import HideCodeCellNode
 
-    os.environ[BOOK_ENV] = "1"     # inherited by the kernels that execute the chapters
+    os.environ[BOOK_ENV] = "1"  # inherited by the kernels that execute the chapters
     app.add_config_value("repeval_pages_branch", "gh-pages", "html")
     app.add_node(HideCodeCellNode, override=True, html=(_visit_hide_input, _depart_hide_input))
     app.connect("html-page-context", _add_plotly_to_page)

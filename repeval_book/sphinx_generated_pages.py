@@ -5,6 +5,7 @@ interview questions, the exercise notebooks) that Sphinx does not know they depe
 an edited question would otherwise leave a stale page behind until the page itself changed.
 Both pages set ``execution_mode: force`` for the same reason on the myst-nb side.
 """
+
 GENERATED = ("book/interview", "book/exercises")
 
 
