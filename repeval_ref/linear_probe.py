@@ -17,11 +17,12 @@ The recipe, with ``n = len(train_h)``:
    the whole training set's mean and standard deviation (``ddof=0``), and scored on
    the test set standardised with the same whole-training statistics.
 
-The standardisation statistics are float64, accumulated a block of rows at a time; the
-standardised copies the probe fits on are stored in the training features' dtype, so
-float32 features are fitted in float32 (scikit-learn's L-BFGS keeps that precision) and
-hold one float32 copy of the fitting part (then of the training set) beside the input.
-Validation and test rows are standardised and predicted a block at a time.
+The standardisation statistics are float64, accumulated a block of rows at a time. The
+standardised copies the probe fits on are float64, except for float32 features of more
+than :data:`FLOAT64_MAX_ENTRIES` entries: those are fitted in float32 (scikit-learn's
+L-BFGS keeps that precision), so that beside the input only one float32 copy of the
+fitting part (then of the training set) is held. Validation and test rows are
+standardised and predicted a block at a time.
 
 The test set plays no part in the choice of ``C``. :func:`probe_accuracy_grid`
 exposes every ``C``'s validation accuracy *and* its test accuracy; picking the ``C``
@@ -35,7 +36,19 @@ import numpy as np
 from ._blocks import column_moments, iter_gather
 from ._validation import as_sequence, as_train_test, check_int, check_positive
 
-__all__ = ["linear_probe_done_right", "linear_probe_warm_path", "probe_accuracy_grid"]
+__all__ = ["FLOAT64_MAX_ENTRIES", "linear_probe_done_right", "linear_probe_warm_path",
+           "probe_accuracy_grid"]
+
+#: float32 training features with more entries than this are standardised and fitted in
+#: float32; smaller ones (and float64 features) in float64
+FLOAT64_MAX_ENTRIES = 2**25
+
+
+def _z_dtype(train_h):
+    """The dtype of the standardised copies of ``train_h`` (module docstring)."""
+    if train_h.dtype == np.float32 and train_h.size > FLOAT64_MAX_ENTRIES:
+        return np.dtype(np.float32)
+    return np.dtype(np.float64)
 
 
 def _check_inputs(train_h, train_y, test_h, test_y, Cs, seed):
@@ -59,7 +72,12 @@ def _check_inputs(train_h, train_y, test_h, test_y, Cs, seed):
     return train_h, train_y, test_h, test_y, Cs, seed
 
 
-def _standardiser(X, rows, what):
+def _standardiser(X, what):
+    """Per-feature float64 mean and standard deviation (ddof=0) of all rows of ``X``."""
+    return _statistics(np.asarray(X), None, what)
+
+
+def _statistics(X, rows, what):
     """Per-feature float64 mean and standard deviation (ddof=0) of ``X[rows]`` (all rows
     when ``rows`` is None), accumulated a block of rows at a time.
 
@@ -109,13 +127,13 @@ def _fit(C, Z, y):
     return LogisticRegression(C=C, max_iter=2000).fit(Z, y)
 
 
-def _validation_split(train_h, train_y, seed):
+def _fitting_part(train_h, train_y, seed):
     """Steps 1-2 of the recipe: a seeded fifth of the training rows for validation, the
     rest for fitting, standardised with the fitting part's statistics.
 
     Returns ``(fit_z, fit_y, val_idx, val_y, mean, std)``: the fitting part standardised
-    (in ``train_h``'s dtype) and the validation rows with the statistics that
-    standardise them, so that they are standardised a block at a time when predicted.
+    (in :func:`_z_dtype`) and the validation rows with the statistics that standardise
+    them, so that they are standardised a block at a time when predicted.
     """
     n = train_h.shape[0]
     perm = np.random.default_rng(seed).permutation(n)
@@ -125,22 +143,29 @@ def _validation_split(train_h, train_y, seed):
             "train_y: the fitting part of the training set (all but the validation "
             "rows) holds a single class; a classifier needs at least 2"
         )
-    mean, std = _standardiser(train_h, fit_idx, "the fitting part")
-    fit_z = _standardised(train_h, fit_idx, mean, std, train_h.dtype)
+    mean, std = _statistics(train_h, fit_idx, "the fitting part")
+    fit_z = _standardised(train_h, fit_idx, mean, std, _z_dtype(train_h))
     return fit_z, train_y[fit_idx], val_idx, train_y[val_idx], mean, std
+
+
+def _validation_split(train_h, train_y, seed):
+    """Steps 1-2 of the recipe with both parts standardised: ``(fit_z, fit_y, val_z, val_y)``."""
+    train_h = np.asarray(train_h)
+    fit_z, fit_y, val_idx, val_y, mean, std = _fitting_part(train_h, train_y, seed)
+    return fit_z, fit_y, _standardised(train_h, val_idx, mean, std, fit_z.dtype), val_y
 
 
 def _validation_accuracies(train_h, train_y, Cs, seed):
     """Validation accuracy of each ``C`` (steps 1-3 of the recipe), in the order of Cs."""
-    fit_z, fit_y, val_idx, val_y, mean, std = _validation_split(train_h, train_y, seed)
+    fit_z, fit_y, val_idx, val_y, mean, std = _fitting_part(train_h, train_y, seed)
     return [float(np.mean(_predict(_fit(C, fit_z, fit_y), train_h, val_idx, mean, std,
                                    fit_z.dtype) == val_y)) for C in Cs]
 
 
 def _test_accuracies(train_h, train_y, test_h, test_y, Cs):
     """Test accuracy after refitting on the whole training set with each ``C`` (step 4)."""
-    mean, std = _standardiser(train_h, None, "the whole training set")
-    train_z = _standardised(train_h, None, mean, std, train_h.dtype)
+    mean, std = _statistics(train_h, None, "the whole training set")
+    train_z = _standardised(train_h, None, mean, std, _z_dtype(train_h))
     return [float(np.mean(_predict(_fit(C, train_z, train_y), test_h, None, mean, std,
                                    train_z.dtype) == test_y)) for C in Cs]
 
@@ -271,7 +296,7 @@ def linear_probe_warm_path(train_h, train_y, test_h, test_y, Cs, seed=0, *, prog
 
     checked = _check_inputs(train_h, train_y, test_h, test_y, Cs, seed)
     train_h, train_y, test_h, test_y, Cs, seed = checked
-    fit_z, fit_y, val_idx, val_y, mean, std = _validation_split(train_h, train_y, seed)
+    fit_z, fit_y, val_idx, val_y, mean, std = _fitting_part(train_h, train_y, seed)
     clf = LogisticRegression(max_iter=2000, warm_start=True)
     by_C, start_of = {}, {}
     for C in sorted(set(Cs)):
@@ -283,14 +308,14 @@ def linear_probe_warm_path(train_h, train_y, test_h, test_y, Cs, seed=0, *, prog
     del fit_z  # the refit's standardised copy takes its place
     val_acc = np.array([by_C[C] for C in Cs], dtype=np.float64)
     best_C = Cs[int(np.argmax(val_acc))]  # first maximum in the given order
-    mean, std = _standardiser(train_h, None, "the whole training set")
-    train_z = _standardised(train_h, None, mean, std, train_h.dtype)
+    mean, std = _statistics(train_h, None, "the whole training set")
+    train_z = _standardised(train_h, None, mean, std, _z_dtype(train_h))
     final = LogisticRegression(C=best_C, max_iter=2000, warm_start=True)
     if np.array_equal(np.unique(train_y), clf.classes_):  # same classes: same weight shape
         final.coef_, final.intercept_ = start_of[best_C]
     final.fit(train_z, train_y)
     del train_z
-    pred = _predict(final, test_h, None, mean, std, train_h.dtype).astype(np.int64)
+    pred = _predict(final, test_h, None, mean, std, _z_dtype(train_h)).astype(np.int64)
     if progress is not None:
         progress(1)
     return float(best_C), val_acc, pred
