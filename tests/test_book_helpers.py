@@ -42,3 +42,18 @@ def test_palette_is_okabe_ito_and_the_colormap_checks_its_size():
     for bad in (0, 8, 2.0, True):
         with pytest.raises(ValueError, match="n"):
             _book.okabe_ito_cmap(bad)
+
+
+@pytest.mark.parametrize("lo, hi, predicted, words", [
+    (0.01, 0.03, None, "shown"), (-0.03, -0.01, None, "shown"), (-0.01, 0.02, None, "not shown at this scale"),
+    (0.01, 0.03, 0.07, "shown"), (-0.03, -0.01, 0.07, "opposite"), (-0.006, 0.009, 0.07, "contradicted in size"),
+    (-0.01, 0.09, 0.07, "not detected"), (0.01, 0.03, -0.02, "opposite"),
+])
+def test_interval_verdict_reads_the_interval_with_or_without_a_prediction(lo, hi, predicted, words):
+    assert _book.interval_verdict(lo, hi, predicted) == words
+
+
+@pytest.mark.parametrize("args, name", [((0.2, 0.1), "lo"), ((np.nan, 0.1), "lo"), ((0.0, 0.1, 0.0), "predicted")])
+def test_interval_verdict_rejects_bad_input_naming_it(args, name):
+    with pytest.raises(ValueError, match=name):
+        _book.interval_verdict(*args)
