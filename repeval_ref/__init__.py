@@ -8,6 +8,7 @@ Public functions are importable from the top level (``from repeval_ref import
 knn_classify``). The import is lazy: a submodule (and heavy dependencies such as
 PyTorch or scikit-learn) is loaded the first time one of its names is used.
 """
+
 from __future__ import annotations
 
 import importlib

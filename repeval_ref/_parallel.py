@@ -7,6 +7,7 @@ among worker threads, each calling a one-thread BLAS (``threadpoolctl``): as man
 workers as the BLAS would have had threads, so that the products never wait for one
 another and no two thread pools compete for the cores. Book: ``book/performance.md``.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,8 +30,9 @@ def blas_thread_count():
         from threadpoolctl import threadpool_info
     except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
         return 1
-    counts = [info.get("num_threads") or 1 for info in threadpool_info()
-              if info.get("user_api") == "blas"]
+    counts = [
+        info.get("num_threads") or 1 for info in threadpool_info() if info.get("user_api") == "blas"
+    ]
     return max(counts) if counts else 1
 
 

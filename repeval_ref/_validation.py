@@ -5,6 +5,7 @@ with a message that names the argument and the problem, so that a student or a
 user sees at once which input is wrong. None of them modifies its input: they
 return a (possibly new) NumPy array of the requested dtype.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -31,8 +32,9 @@ __all__ = [
 ]
 
 
-def as_float_array(x, name, *, ndim=2, min_rows=1, min_cols=1, allow_nonfinite=False,
-                   dtype=np.float64):
+def as_float_array(
+    x, name, *, ndim=2, min_rows=1, min_cols=1, allow_nonfinite=False, dtype=np.float64
+):
     """Return ``x`` as a floating array after checking its shape and values.
 
     Parameters
@@ -152,7 +154,8 @@ def as_labels(y, name, *, n=None, n_classes=None, min_len=1):
         raise ValueError(f"{name} contains negative labels (smallest {arr.min()})")
     if n_classes is not None and arr.size and arr.max() >= n_classes:
         raise ValueError(
-            f"{name} contains label {arr.max()}, outside 0..{n_classes - 1} for n_classes={n_classes}"
+            f"{name} contains label {arr.max()}, outside 0..{n_classes - 1} for "
+            f"n_classes={n_classes}"
         )
     return arr
 
@@ -298,7 +301,9 @@ def check_rng(rng, name="rng"):
         return rng
     if rng is None or (isinstance(rng, numbers.Integral) and not isinstance(rng, bool)):
         return np.random.default_rng(rng)
-    raise TypeError(f"{name} must be a numpy.random.Generator or an integer seed, got {type(rng).__name__}")
+    raise TypeError(
+        f"{name} must be a numpy.random.Generator or an integer seed, got {type(rng).__name__}"
+    )
 
 
 def check_split(split, name="split"):

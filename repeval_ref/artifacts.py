@@ -29,6 +29,7 @@ each side, like the other thresholds of :mod:`repeval_ref.verdicts` a deliberate
 round number rather than a fitted one. Pass another ``threshold`` for a model whose
 healthy tokens spread more, and report it.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -17,6 +17,7 @@ bootstrap of :func:`repeval_ref.item_bootstrap_ci` with the pair ``(mass_i, shar
 as each image's additive statistics: whole images are resampled, keeping the
 dependence between the numerator and the denominator of one image.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -32,7 +33,8 @@ def _ratio_of_totals(totals):
 
 
 def attention_mass_ratio(attention, masks, n_boot, rng, level=0.95):
-    """Attention on a region over the region's share of tokens, with a bootstrap interval over images.
+    """Attention on a region over the region's share of tokens, with a bootstrap interval over
+    images.
 
     Parameters
     ----------
@@ -73,8 +75,12 @@ def attention_mass_ratio(attention, masks, n_boot, rng, level=0.95):
     """
     a = as_float_array(attention, "attention", ndim=tuple(range(2, 8)))
     m = np.asarray(masks)
-    if isinstance(masks, (str, bytes)) or masks is None or m.dtype == object or not (
-            np.issubdtype(m.dtype, np.number) or m.dtype == bool):
+    if (
+        isinstance(masks, (str, bytes))
+        or masks is None
+        or m.dtype == object
+        or not (np.issubdtype(m.dtype, np.number) or m.dtype == bool)
+    ):
         raise TypeError(f"masks must be a 0/1 or boolean array, got {type(masks).__name__}")
     if m.shape != a.shape:
         raise ValueError(f"masks must have the shape of attention {a.shape}, got {m.shape}")

@@ -12,6 +12,7 @@ tokens (class token, registers), with ``h`` heads of width ``d_k = d / h`` and h
     o = [V^(0)T a^(0); ...; V^(h-1)T a^(h-1)]   (length d),
     logits = W_cls^T W_O^T o       (i.e. o @ W_O @ W_cls for a row vector o).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,8 +30,16 @@ def _square(W, name, d):
     return W
 
 
-def attentive_probe(H, q, Wk, Wv, Wo,  # tokens, query, key/value/output maps
-                    W_cls, n_heads, n_prefix=0):
+def attentive_probe(
+    H,
+    q,
+    Wk,
+    Wv,
+    Wo,  # tokens, query, key/value/output maps
+    W_cls,
+    n_heads,
+    n_prefix=0,
+):
     """Logits and attention weights of an attentive probe, for a batch of images.
 
     Parameters
@@ -67,8 +76,8 @@ def attentive_probe(H, q, Wk, Wv, Wo,  # tokens, query, key/value/output maps
     Notes
     -----
     Book ``book/attentive.md``; seed 000, "Attentive probe" and the exercise "An
-    attentive probe forward pass". The softmax subtracts the largest score of each row before exponentiating
-    (``scipy.special.softmax``), so very large scores do not overflow. There is no
+    attentive probe forward pass". The softmax subtracts the largest score of each row before
+    exponentiating (``scipy.special.softmax``), so very large scores do not overflow. There is no
     Python loop over images or heads.
     """
     H = as_float_array(H, "H", ndim=3)
@@ -93,19 +102,23 @@ def attentive_probe(H, q, Wk, Wv, Wo,  # tokens, query, key/value/output maps
 
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported as a ValueError below
         dk = d // n_heads
-        tokens = H[:, n_prefix:, :]                                   # (B, T', d)
-        keys = (tokens @ Wk).reshape(B, T - n_prefix, n_heads, dk)    # (B, T', h, dk)
+        tokens = H[:, n_prefix:, :]  # (B, T', d)
+        keys = (tokens @ Wk).reshape(B, T - n_prefix, n_heads, dk)  # (B, T', h, dk)
         values = (tokens @ Wv).reshape(B, T - n_prefix, n_heads, dk)
         scores = np.einsum("bthk,hk->bht", keys, q.reshape(n_heads, dk)) / np.sqrt(dk)
         if not np.all(np.isfinite(scores)):
-            raise ValueError("the attention scores overflow float64 (H, q or Wk hold values too large "
-                             "for their products); rescale the inputs")
-        A = softmax(scores, axis=-1)                                  # (B, h, T')
+            raise ValueError(
+                "the attention scores overflow float64 (H, q or Wk hold values too large "
+                "for their products); rescale the inputs"
+            )
+        A = softmax(scores, axis=-1)  # (B, h, T')
         o = np.einsum("bht,bthk->bhk", A, values).reshape(B, d)
         logits = o @ Wo @ W_cls
         if not np.all(np.isfinite(logits)):
-            raise ValueError("the logits overflow float64 (H, Wv, Wo or W_cls hold values too large "
-                             "for their products); rescale the inputs")
+            raise ValueError(
+                "the logits overflow float64 (H, Wv, Wo or W_cls hold values too large "
+                "for their products); rescale the inputs"
+            )
     return logits, A
 
 

@@ -15,6 +15,7 @@ never imports a loader, a loader may import anything below it.
 * :class:`BackboneUnavailable` is the error for a library or weights that this machine
   does not have.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -63,8 +64,9 @@ def _load_state(path):
     except Exception as exc:  # torch.load's errors differ by file kind (KeyError, EOFError, ...)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ValueError(
-            f"weights file {path!r} is not a PyTorch checkpoint that loads with weights_only=True "
-            f"({type(exc).__name__}: {first[:200]}); save it with torch.save(model.state_dict(), path)"
+            f"weights file {path!r} is not a PyTorch checkpoint that loads with "
+            f"weights_only=True ({type(exc).__name__}: {first[:200]}); save it with "
+            "torch.save(model.state_dict(), path)"
         ) from exc
     if isinstance(state, dict):
         for key in ("state_dict", "model", "module"):  # common checkpoint wrappers
@@ -89,7 +91,8 @@ def _strip_classifier(model):
 
 
 def load_backbone(arch, weights=None, *, library="torchvision", hub=False, keep_head=False):
-    """Build a torchvision or timm backbone and load its weights from a local file, or load a zoo encoder.
+    """Build a torchvision or timm backbone and load its weights from a local file, or load a zoo
+    encoder.
 
     Parameters
     ----------
@@ -123,10 +126,12 @@ def load_backbone(arch, weights=None, *, library="torchvision", hub=False, keep_
     if not isinstance(arch, str) or not arch:
         raise TypeError(f"arch must be a non-empty string, got {arch!r}")
     if arch.startswith("zoo:"):
-        library, arch = "zoo", arch[len("zoo:"):]
+        library, arch = "zoo", arch[len("zoo:") :]
     if library == "zoo":
         if weights is not None or hub:
-            raise ValueError(f"zoo encoder {arch!r} loads the weights shipped with it; leave out weights and hub")
+            raise ValueError(
+                f"zoo encoder {arch!r} loads the weights shipped with it; leave out weights and hub"
+            )
         return zoo.load(arch)
     if weights is not None and hub:
         raise ValueError("pass either weights (a local path) or hub=True, not both")
@@ -143,7 +148,10 @@ def load_backbone(arch, weights=None, *, library="torchvision", hub=False, keep_
     except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
         raise BackboneUnavailable(_offline_message(library, arch)) from exc
     except (OSError, RuntimeError) as exc:
-        if hub and any(w in str(exc).lower() for w in ("connect", "resolve", "network", "offline", "download", "urlopen")):
+        if hub and any(
+            w in str(exc).lower()
+            for w in ("connect", "resolve", "network", "offline", "download", "urlopen")
+        ):
             raise BackboneUnavailable(_offline_message(library, arch)) from exc
         raise
     if weights is not None:

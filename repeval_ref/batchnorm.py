@@ -15,6 +15,7 @@ A probe ``(W, b)`` on the standardised features has the same logits as the probe
 and conversely ``W = diag(s) W'``, ``b = b' + W'^T mu``. The two parameterisations
 describe the same classifiers; only the optimisation problem differs.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -8,12 +8,14 @@ or two encoders (seed 003, section 6). With the sample Gram matrices
 
 .. math:: \\mathrm{HSIC}(K, L) = \\frac{\\operatorname{tr}(K H L H)}{(n-1)^2},
    \\qquad
-   \\mathrm{CKA} = \\frac{\\mathrm{HSIC}(K, L)}{\\sqrt{\\mathrm{HSIC}(K, K)\\,\\mathrm{HSIC}(L, L)}}.
+   \\mathrm{CKA} = \\frac{\\mathrm{HSIC}(K, L)}{\\sqrt{\\mathrm{HSIC}(K, K)\\,\\mathrm{HSIC}(L,
+   L)}}.
 
 For linear kernels, :math:`\\operatorname{tr}(KHLH) = \\lVert \\tilde X^\\top \\tilde Y \\rVert_F^2`
 with column-centred :math:`\\tilde X = HX`, :math:`\\tilde Y = HY`, so everything is
 computed from p x q, p x p and q x q matrices and no n x n matrix is formed.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -78,7 +80,8 @@ def linear_cka(X, Y, debiased=False):
 
     .. math:: \\mathrm{CKA}(X, Y) =
        \\frac{\\lVert \\tilde X^\\top \\tilde Y \\rVert_F^2}
-            {\\lVert \\tilde X^\\top \\tilde X \\rVert_F \\, \\lVert \\tilde Y^\\top \\tilde Y \\rVert_F},
+            {\\lVert \\tilde X^\\top \\tilde X \\rVert_F \\, \\lVert \\tilde Y^\\top \\tilde Y
+            \\rVert_F},
 
     with :math:`\\tilde X, \\tilde Y` the column-centred inputs (Kornblith et al. 2019).
     The value lies in [0, 1]; it is 1 when ``Y`` is an orthogonal transform of ``X``
@@ -155,7 +158,8 @@ def hsic_unbiased(K, L):
 
     .. math:: \\mathrm{HSIC}_1(K, L) = \\frac{1}{n(n-3)} \\Bigl[
        \\operatorname{tr}(\\tilde K \\tilde L)
-       + \\frac{\\mathbf 1^\\top \\tilde K \\mathbf 1 \\; \\mathbf 1^\\top \\tilde L \\mathbf 1}{(n-1)(n-2)}
+       + \\frac{\\mathbf 1^\\top \\tilde K \\mathbf 1 \\; \\mathbf 1^\\top \\tilde L \\mathbf
+         1}{(n-1)(n-2)}
        - \\frac{2}{n-2} \\mathbf 1^\\top \\tilde K \\tilde L \\mathbf 1 \\Bigr].
 
     Its expectation is the population HSIC (the biased estimator
@@ -192,8 +196,11 @@ def _hsic_u_gram(K, L):
     n = K.shape[0]
     Kt, Lt = _zero_diag(K), _zero_diag(L)
     return _hsic_u_parts(
-        float(np.sum(Kt * Lt)), float(Kt.sum()), float(Lt.sum()),
-        float(Kt.sum(axis=1) @ Lt.sum(axis=1)), n,
+        float(np.sum(Kt * Lt)),
+        float(Kt.sum()),
+        float(Lt.sum()),
+        float(Kt.sum(axis=1) @ Lt.sum(axis=1)),
+        n,
     )
 
 
@@ -213,11 +220,15 @@ def _hsic_u_linear(Xc, Yc):
 
 def _ratio(h_xy, h_xx, h_yy):
     if not h_xx > 0:
-        raise ValueError("the unbiased HSIC of X with itself is not positive; debiased CKA is undefined "
-                         "(too few samples or a degenerate X)")
+        raise ValueError(
+            "the unbiased HSIC of X with itself is not positive; debiased CKA is undefined "
+            "(too few samples or a degenerate X)"
+        )
     if not h_yy > 0:
-        raise ValueError("the unbiased HSIC of Y with itself is not positive; debiased CKA is undefined "
-                         "(too few samples or a degenerate Y)")
+        raise ValueError(
+            "the unbiased HSIC of Y with itself is not positive; debiased CKA is undefined "
+            "(too few samples or a degenerate Y)"
+        )
     return float(min(1.0, h_xy / np.sqrt(h_xx * h_yy)))
 
 
@@ -369,10 +380,18 @@ class MinibatchCKA:
         if isinstance(features, np.ndarray) or not isinstance(features, (list, tuple)):
             raise TypeError("features must be a list or tuple of per-layer arrays")
         if len(features) != self.n_layers:
-            raise ValueError(f"features has {len(features)} layers but {self.n_layers} were declared")
-        arrays = [as_float_array(np.asarray(F).reshape(np.shape(F)[0], -1) if np.ndim(F) > 2 else F,
-                                 f"features[{i}]", ndim=2, min_rows=4)
-                  for i, F in enumerate(features)]
+            raise ValueError(
+                f"features has {len(features)} layers but {self.n_layers} were declared"
+            )
+        arrays = [
+            as_float_array(
+                np.asarray(F).reshape(np.shape(F)[0], -1) if np.ndim(F) > 2 else F,
+                f"features[{i}]",
+                ndim=2,
+                min_rows=4,
+            )
+            for i, F in enumerate(features)
+        ]
         b = _same_rows(arrays, "features")
         tilde = []
         for F in arrays:
@@ -384,8 +403,13 @@ class MinibatchCKA:
         flat = np.stack([K.ravel() for K in tilde])  # (m, b*b)
         tr = flat @ flat.T
         row_kl = rows @ rows.T
-        self._sums += _hsic_u_parts(tr, np.outer(totals, np.ones_like(totals)),
-                                    np.outer(np.ones_like(totals), totals), row_kl, b)
+        self._sums += _hsic_u_parts(
+            tr,
+            np.outer(totals, np.ones_like(totals)),
+            np.outer(np.ones_like(totals), totals),
+            row_kl,
+            b,
+        )
         self.n_batches += 1
         return self
 
@@ -544,7 +568,9 @@ def cka_matrix(features_a, features_b=None, kind="linear", debiased=False, sigma
     same = features_b is None
     B = A if same else _layer_list(features_b, "features_b", m)
     if B[0].shape[0] != A[0].shape[0]:
-        raise ValueError(f"features_b has {B[0].shape[0]} rows per layer but features_a has {A[0].shape[0]}")
+        raise ValueError(
+            f"features_b has {B[0].shape[0]} rows per layer but features_a has {A[0].shape[0]}"
+        )
     SA = _layer_stats(A, "features_a", kind, debiased, sigma_frac)
     SB = SA if same else _layer_stats(B, "features_b", kind, debiased, sigma_frac)
     self_a = np.array([_pair_hsic(S, S, kind, debiased) for S in SA])
@@ -552,8 +578,10 @@ def cka_matrix(features_a, features_b=None, kind="linear", debiased=False, sigma
     for name, vals in (("features_a", self_a), ("features_b", self_b)):
         bad = np.flatnonzero(~(vals > 0))
         if bad.size:
-            raise ValueError(f"{name}[{bad[0]}] has a non-positive HSIC with itself "
-                             "(too few samples or a degenerate layer); CKA is undefined")
+            raise ValueError(
+                f"{name}[{bad[0]}] has a non-positive HSIC with itself "
+                "(too few samples or a degenerate layer); CKA is undefined"
+            )
     out = np.empty((len(SA), len(SB)))
     for i, Si in enumerate(SA):
         for j, Sj in enumerate(SB):

@@ -28,6 +28,7 @@ The conventions are those of scikit-learn's ``f1_score`` and
 The chapter is ``book/protocols.md``; seed 003 reports these three numbers next to a linear
 probe's accuracy.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -118,7 +119,7 @@ def f1_scores(y_true, y_pred, *, labels=None, zero_division=0.0):
             raise ValueError("labels must not repeat a class")
 
     # confusion counts restricted to the listed classes
-    is_true = y_true[None, :] == labels[:, None]          # (K, n)
+    is_true = y_true[None, :] == labels[:, None]  # (K, n)
     is_pred = y_pred[None, :] == labels[:, None]
     tp = np.sum(is_true & is_pred, axis=1)
     support = is_true.sum(axis=1)
@@ -133,8 +134,17 @@ def f1_scores(y_true, y_pred, *, labels=None, zero_division=0.0):
     defined = ~np.isnan(f1)
     macro = float(np.mean(f1[defined])) if defined.any() else float("nan")
     total = support.sum()
-    weighted = float(np.sum(np.where(support > 0, f1, 0.0) * support) / total) if total else zero_division
+    weighted = (
+        float(np.sum(np.where(support > 0, f1, 0.0) * support) / total) if total else zero_division
+    )
     micro = float(_ratio(2 * tp.sum(), 2 * tp.sum() + fp.sum() + fn.sum(), zero_division))
-    return {"labels": labels.astype(np.int64), "precision": precision, "recall": recall,
-            "f1": f1, "support": support.astype(np.int64),
-            "macro": macro, "weighted": weighted, "micro": micro}
+    return {
+        "labels": labels.astype(np.int64),
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+        "support": support.astype(np.int64),
+        "macro": macro,
+        "weighted": weighted,
+        "micro": micro,
+    }

@@ -22,6 +22,7 @@ class means are those of normalising every training row first); the training fea
 are read in their own dtype and checked for zero rows a block of rows at a time, so a
 float32 memory map is never copied whole.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -32,8 +33,15 @@ from ._validation import as_train_test, check_int, check_rng, unit_rows
 __all__ = ["low_shot_eval"]
 
 
-def low_shot_eval(train_h, train_y,  # pool the support sets are drawn from
-                  test_h, test_y, n_per_class, n_draws, rng):
+def low_shot_eval(
+    train_h,
+    train_y,  # pool the support sets are drawn from
+    test_h,
+    test_y,
+    n_per_class,
+    n_draws,
+    rng,
+):
     """Mean and spread of nearest-class-mean accuracy over random support draws.
 
     Parameters
@@ -118,5 +126,7 @@ def _refuse_zero_rows(X, name):
     for rows, block in iter_rows(X):
         bad = np.flatnonzero(~np.any(block, axis=1))
         if bad.size:
-            raise ValueError(f"{name} has a zero vector at row {rows.start + int(bad[0])}; "
-                             "it cannot be unit-normalised")
+            raise ValueError(
+                f"{name} has a zero vector at row {rows.start + int(bad[0])}; "
+                "it cannot be unit-normalised"
+            )

@@ -14,6 +14,7 @@ gradients are::
 Every row of ``grad_B L`` is a multiple of ``r^T X``, so ``B u`` never changes for a
 direction ``u`` orthogonal to the span of the training inputs: feature distortion.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,7 +23,13 @@ import numpy as np
 
 from ._validation import as_float_array, check_int, check_positive
 
-__all__ = ["transfer", "linear_net_gradients", "prediction_error", "layerwise_lr", "layerwise_lr_scales"]
+__all__ = [
+    "transfer",
+    "linear_net_gradients",
+    "prediction_error",
+    "layerwise_lr",
+    "layerwise_lr_scales",
+]
 
 
 def _check_model(v, B, d, vname="v", bname="B"):
@@ -90,7 +97,9 @@ def _descend(X, y, v, B, lr, steps, move_B):
             v = v - lr * gv
             if move_B:
                 B = B - lr * gB
-    if not (np.all(np.isfinite(v)) and np.all(np.isfinite(B))) or (steps and not math.isfinite(loss)):
+    if not (np.all(np.isfinite(v)) and np.all(np.isfinite(B))) or (
+        steps and not math.isfinite(loss)
+    ):
         raise ValueError(
             f"gradient descent diverged (non-finite loss or parameters): lr={lr} is too large"
         )

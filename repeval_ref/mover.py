@@ -16,6 +16,7 @@ It assumes independent estimates. Two accuracies measured on the same images are
 positively correlated, which makes the interval of their difference too wide rather than
 too narrow; for sums with mixed signs over shared images it is an approximation.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -83,4 +84,3 @@ def mover_interval(estimates, lows, highs, weights):
     lower = np.sqrt(np.sum(np.where(pos, (w * down) ** 2, (w * up) ** 2)))
     upper = np.sqrt(np.sum(np.where(pos, (w * up) ** 2, (w * down) ** 2)))
     return d, d - float(lower), d + float(upper)
-

@@ -13,6 +13,7 @@ when no encoder differs from another. Two standard corrections:
 
 A pair is called different when its *adjusted* p-value is below ``alpha``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,8 +23,10 @@ from ._validation import as_float_array
 __all__ = ["holm", "benjamini_hochberg", "adjust_pvalues", "CORRECTIONS"]
 
 #: option name -> name in words
-CORRECTIONS = {"holm": "Holm (step-down Bonferroni; family-wise error rate)",
-               "bh": "Benjamini-Hochberg (false discovery rate)"}
+CORRECTIONS = {
+    "holm": "Holm (step-down Bonferroni; family-wise error rate)",
+    "bh": "Benjamini-Hochberg (false discovery rate)",
+}
 
 
 def _pvalues(p):

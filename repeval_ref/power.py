@@ -35,6 +35,7 @@ References: Connor, R. J. (1987), "Sample size for testing differences in propor
 for the paired-sample design", Biometrics 43(1), 207-211; Cohen, J. (1988), Statistical
 Power Analysis for the Behavioral Sciences, 2nd ed., chapter 6.
 """
+
 from __future__ import annotations
 
 import math
@@ -44,8 +45,12 @@ from scipy import stats
 
 from ._validation import check_int, check_positive, check_probability_level
 
-__all__ = ["paired_sample_size", "paired_detectable_difference", "discordance_upper_bound",
-           "unpaired_detectable_difference"]
+__all__ = [
+    "paired_sample_size",
+    "paired_detectable_difference",
+    "discordance_upper_bound",
+    "unpaired_detectable_difference",
+]
 
 
 def _z(alpha, power):
@@ -96,10 +101,14 @@ def paired_sample_size(difference, discordance, alpha=0.05, power=0.8):
         raise ValueError(f"difference must be > 0, got {delta}")
     psi = _share(discordance, "discordance")
     if psi < delta:
-        raise ValueError(f"discordance ({psi}) must be at least the difference ({delta}): "
-                         "the accuracies can only differ on items where the models disagree")
+        raise ValueError(
+            f"discordance ({psi}) must be at least the difference ({delta}): "
+            "the accuracies can only differ on items where the models disagree"
+        )
     z_a, z_b = _z(alpha, power)
-    n = (z_a * math.sqrt(psi) + z_b * math.sqrt(max(psi - delta * delta, 0.0))) ** 2 / (delta * delta)
+    n = (z_a * math.sqrt(psi) + z_b * math.sqrt(max(psi - delta * delta, 0.0))) ** 2 / (
+        delta * delta
+    )
     return int(math.ceil(n - 1e-9))
 
 
@@ -142,7 +151,11 @@ def paired_detectable_difference(n, discordance, alpha=0.05, power=0.8):
     z_a, z_b = _z(alpha, power)
     if n < z_a * z_a:
         return math.inf
-    delta = math.sqrt(psi) * (math.sqrt(n) * z_a + z_b * math.sqrt(n - z_a * z_a + z_b * z_b)) / (n + z_b * z_b)
+    delta = (
+        math.sqrt(psi)
+        * (math.sqrt(n) * z_a + z_b * math.sqrt(n - z_a * z_a + z_b * z_b))
+        / (n + z_b * z_b)
+    )
     return float(delta) if delta <= psi else math.inf
 
 
@@ -177,7 +190,8 @@ def discordance_upper_bound(accuracy_a, accuracy_b):
 
 
 def unpaired_detectable_difference(n, accuracy, alpha=0.05, power=0.8):
-    """Smallest accuracy gain over ``accuracy`` detectable with two independent test sets of ``n`` items.
+    """Smallest accuracy gain over ``accuracy`` detectable with two independent test sets of ``n``
+    items.
 
     The two-sample test of two proportions on the arcsine scale: with Cohen's effect
     size ``h = 2 asin(sqrt(p + delta)) - 2 asin(sqrt(p))``, the power against the far

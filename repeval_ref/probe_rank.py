@@ -27,6 +27,7 @@ column-centred ``H`` and ``Y``, for every ``k`` and every probe with ``||W||_F <
 ``sqrt(sum_{j > k} sigma_j(Hc)^2)``). :func:`norm_constrained_residual` computes the best
 residual under the same weight budget, the quantity the soft floor bounds.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -181,13 +182,13 @@ def soft_rank_floor(H, y, n_classes, weight_norm, norm="frobenius"):
         raise ValueError(f"norm must be one of {_NORMS}, got {norm!r}")
     K = Yc.shape[1]
     sy2 = np.sort(np.linalg.svd(Yc, compute_uv=False) ** 2)[::-1]
-    tail_y = np.array([sy2[k:].sum() for k in range(K)])          # T_k, k = 0 .. K-1
+    tail_y = np.array([sy2[k:].sum() for k in range(K)])  # T_k, k = 0 .. K-1
     sh = np.linalg.svd(Hc, compute_uv=False)
     # values at rounding level count as zero, as in numpy.linalg.matrix_rank
     sh[~_above_rounding(sh, Hc.shape)] = 0.0
-    sh = np.concatenate([sh, np.zeros(max(0, K - sh.size))])     # sigma_1 .. sigma_m, padded
+    sh = np.concatenate([sh, np.zeros(max(0, K - sh.size))])  # sigma_1 .. sigma_m, padded
     if norm == "frobenius":
-        t = sh[:K]                                                # sigma_{k+1}(Hc)
+        t = sh[:K]  # sigma_{k+1}(Hc)
     else:
         t = np.sqrt(np.array([np.sum(sh[k:] ** 2) for k in range(K)]))
     per_k = np.clip(np.sqrt(tail_y) - t * weight_norm, 0.0, None) ** 2
@@ -238,13 +239,13 @@ def norm_constrained_residual(H, y, n_classes, weight_norm):
     U, s, _ = np.linalg.svd(Hc, full_matrices=False)
     keep = _above_rounding(s, Hc.shape)
     U, s = U[:, keep], s[keep]
-    C = U.T @ Yc                                  # coordinates of Yc along the left vectors
+    C = U.T @ Yc  # coordinates of Yc along the left vectors
     c2 = np.sum(C**2, axis=1)
     total = float(np.sum(Yc**2))
     if s.size == 0:
         return total, 0.0
 
-    def weight_norm_at(lam):                      # ||W||_F of the ridge fit with penalty lam
+    def weight_norm_at(lam):  # ||W||_F of the ridge fit with penalty lam
         return float(np.sqrt(np.sum((s / (s**2 + lam)) ** 2 * c2)))
 
     def residual_at(lam):
@@ -255,7 +256,13 @@ def norm_constrained_residual(H, y, n_classes, weight_norm):
         return residual_at(0.0), weight_norm_at(0.0)
     if B == 0.0:
         return total, 0.0
-    hi = float(np.sqrt(np.sum(s**2 * c2))) / B    # there the norm is at most B
-    lam = scipy.optimize.brentq(lambda l: weight_norm_at(l) - B, 0.0, hi, xtol=1e-14 * hi,
-                                rtol=4 * np.finfo(float).eps, maxiter=500)
+    hi = float(np.sqrt(np.sum(s**2 * c2))) / B  # there the norm is at most B
+    lam = scipy.optimize.brentq(
+        lambda lam_: weight_norm_at(lam_) - B,
+        0.0,
+        hi,
+        xtol=1e-14 * hi,
+        rtol=4 * np.finfo(float).eps,
+        maxiter=500,
+    )
     return residual_at(lam), weight_norm_at(lam)

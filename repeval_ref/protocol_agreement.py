@@ -21,6 +21,7 @@ encoders under each, with a paired interval on the gap and a p-value corrected f
 
 Every function takes plain arrays and returns arrays or numbers.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
-"""Rankings of encoders across tasks: ranks per task, the mean rank, and Kendall's tau between tasks.
+"""Rankings of encoders across tasks: ranks per task, the mean rank, and Kendall's tau between
+tasks.
 
 Book: the practitioners' page, "Many encoders" (a suite of tasks); used by ``repeval suite``.
 
@@ -24,6 +25,7 @@ hides the tasks on which two encoders swap places; this module keeps the places:
 
 Every function takes plain arrays and returns arrays or numbers.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -51,8 +53,8 @@ def _ranks(s):
     """Average ranks along axis -2 (encoders), 1 for the largest; any leading axes are batches."""
     a = s[..., :, None, :]
     b = s[..., None, :, :]
-    greater = np.sum(b > a, axis=-2)          # encoders j scoring above encoder i
-    equal = np.sum(b == a, axis=-2) - 1       # others tied with i
+    greater = np.sum(b > a, axis=-2)  # encoders j scoring above encoder i
+    equal = np.sum(b == a, axis=-2) - 1  # others tied with i
     return 1.0 + greater + 0.5 * equal
 
 
@@ -145,7 +147,11 @@ def _correct_list(correct):
     for k, c in enumerate(correct):
         a = np.asarray(c)
         if a.dtype != bool:
-            if a.dtype == object or not np.issubdtype(a.dtype, np.number) or not np.all(np.isin(a, (0, 1))):
+            if (
+                a.dtype == object
+                or not np.issubdtype(a.dtype, np.number)
+                or not np.all(np.isin(a, (0, 1)))
+            ):
                 raise ValueError(f"correct[{k}] must hold booleans (or 0 and 1)")
             a = a.astype(bool)
         if a.ndim != 2 or a.shape[1] < 1:
@@ -216,8 +222,8 @@ def rank_bootstrap(correct, n_boot=1000, seed=0, level=0.95):
             hi = min(n_boot, lo + block)
             idx = rng.integers(0, n, size=(hi - lo, n))
             boot[lo:hi, :, k] = items[idx].sum(axis=1) / n
-    ranks_b = _ranks(boot)                       # (B, m, t)
-    mean_b = ranks_b.mean(axis=2)                # (B, m)
+    ranks_b = _ranks(boot)  # (B, m, t)
+    mean_b = ranks_b.mean(axis=2)  # (B, m)
     tau_b = _tau_from_signs(_pair_signs(ranks_b))  # (B, t, t)
     q = [100 * (1 - level) / 2, 100 * (1 + level) / 2]
     mean_int = np.percentile(mean_b, q, axis=0).T
@@ -230,6 +236,14 @@ def rank_bootstrap(correct, n_boot=1000, seed=0, level=0.95):
             if vals.size:
                 tau_int[a, b] = np.percentile(vals, q)
     ranks = _ranks(acc)
-    return {"accuracy": acc, "ranks": ranks, "mean_rank": ranks.mean(axis=1), "mean_rank_interval": mean_int,
-            "tau": _tau_from_signs(_pair_signs(ranks)), "tau_interval": tau_int, "tau_defined": defined,
-            "n_boot": n_boot, "level": level}
+    return {
+        "accuracy": acc,
+        "ranks": ranks,
+        "mean_rank": ranks.mean(axis=1),
+        "mean_rank_interval": mean_int,
+        "tau": _tau_from_signs(_pair_signs(ranks)),
+        "tau_interval": tau_int,
+        "tau_defined": defined,
+        "n_boot": n_boot,
+        "level": level,
+    }

@@ -28,6 +28,7 @@ order of the tied items (the tie-aware measures of McSherry and Najork 2008; for
 is the tie-averaged DCG of scikit-learn's ``ndcg_score`` and torchmetrics). The chapter
 is ``book/retrieval.md``.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -132,10 +133,14 @@ def _rank_block(s, g, ks, ties):
         end = np.minimum.accumulate(np.where(last, pos, n)[:, ::-1], axis=1)[:, ::-1]
         size = (end - start + 1).astype(np.float64)
         cum_rel = np.cumsum(relf, axis=1)
-        rel_before = np.where(start > 0, np.take_along_axis(cum_rel, np.maximum(start - 1, 0), axis=1), 0.0)
+        rel_before = np.where(
+            start > 0, np.take_along_axis(cum_rel, np.maximum(start - 1, 0), axis=1), 0.0
+        )
         rel_group = np.take_along_axis(cum_rel, end, axis=1) - rel_before
         cum_gain = np.cumsum(gs, axis=1)
-        gain_before = np.where(start > 0, np.take_along_axis(cum_gain, np.maximum(start - 1, 0), axis=1), 0.0)
+        gain_before = np.where(
+            start > 0, np.take_along_axis(cum_gain, np.maximum(start - 1, 0), axis=1), 0.0
+        )
         gain_group = np.take_along_axis(cum_gain, end, axis=1) - gain_before
         # every position of a tied group holds the group's mean relevance and mean gain:
         # the expected values over all orders of the group, exact for the linear metrics
@@ -206,8 +211,10 @@ def _names(ks, metrics):
 def _finish(per_query, names, per_query_flag):
     kept = ~np.isnan(per_query["map"])
     if not kept.any():
-        raise ValueError("relevance has no positive gain outside ignore in any row, so every "
-                         "query would be left out")
+        raise ValueError(
+            "relevance has no positive gain outside ignore in any row, so every "
+            "query would be left out"
+        )
     if per_query_flag:
         return {name: per_query[name] for name in names}
     return {name: float(np.mean(per_query[name][kept])) for name in names}
@@ -217,7 +224,9 @@ def _check_ranking_inputs(scores, relevance, ignore):
     scores = as_float_array(scores, "scores", ndim=2)
     relevance = as_float_array(relevance, "relevance", ndim=2)
     if relevance.shape != scores.shape:
-        raise ValueError(f"relevance has shape {relevance.shape} but scores has shape {scores.shape}")
+        raise ValueError(
+            f"relevance has shape {relevance.shape} but scores has shape {scores.shape}"
+        )
     if np.any(relevance < 0):
         raise ValueError("relevance contains negative gains (use 0 for a non-relevant item)")
     if ignore is None:
@@ -251,7 +260,9 @@ def _rank_rows(scores, relevance, ignore, ks, ties, names):
     return {name: np.concatenate(parts[name]) for name in names}
 
 
-def ranking_metrics(scores, relevance, ks=(1, 5, 10), *, ties="index", ignore=None, per_query=False):
+def ranking_metrics(
+    scores, relevance, ks=(1, 5, 10), *, ties="index", ignore=None, per_query=False
+):
     """Recall@k, precision@k, hit@k, nDCG@k, MRR and MAP of ranked lists given by scores.
 
     Row ``i`` ranks the items by ``scores[i]``, highest first. Item ``j`` has gain
@@ -377,8 +388,17 @@ def precision_at_k(scores, relevance, k, *, ties="index", ignore=None):
     return found / k
 
 
-def retrieval_metrics(query_h, query_y, corpus_h, corpus_y, ks=(1, 5, 10), *, ties="index",
-                      exclude_self=False, per_query=False):
+def retrieval_metrics(
+    query_h,
+    query_y,
+    corpus_h,
+    corpus_y,
+    ks=(1, 5, 10),
+    *,
+    ties="index",
+    exclude_self=False,
+    per_query=False,
+):
     """Recall@k, hit@k, nDCG@k, MRR and MAP of cosine retrieval with label relevance.
 
     Every query ranks the whole corpus by cosine similarity, highest first; equal
@@ -505,7 +525,9 @@ def _check_cutoffs(ks, name):
 def _stack_vectors(mapping, name):
     """Ids (in the mapping's order) and their vectors stacked as a float array (n, d)."""
     if not isinstance(mapping, Mapping):
-        raise TypeError(f"{name} must be a mapping from ids to vectors, got {type(mapping).__name__}")
+        raise TypeError(
+            f"{name} must be a mapping from ids to vectors, got {type(mapping).__name__}"
+        )
     if len(mapping) == 0:
         raise ValueError(f"{name} is empty")
     ids = list(mapping)
@@ -520,9 +542,18 @@ def _stack_vectors(mapping, name):
     return ids, X
 
 
-def ir_evaluator_metrics(queries, corpus, relevant_docs, *, similarity="cosine",
-                         accuracy_at_k=(1, 3, 5, 10), precision_recall_at_k=(1, 3, 5, 10),
-                         mrr_at_k=(10,), ndcg_at_k=(10,), map_at_k=(100,)):
+def ir_evaluator_metrics(
+    queries,
+    corpus,
+    relevant_docs,
+    *,
+    similarity="cosine",
+    accuracy_at_k=(1, 3, 5, 10),
+    precision_recall_at_k=(1, 3, 5, 10),
+    mrr_at_k=(10,),
+    ndcg_at_k=(10,),
+    map_at_k=(100,),
+):
     """Retrieval numbers with the conventions of sentence-transformers' IR evaluator.
 
     The inputs are those of ``sentence_transformers.evaluation.InformationRetrievalEvaluator``
@@ -591,15 +622,19 @@ def ir_evaluator_metrics(queries, corpus, relevant_docs, *, similarity="cosine",
     c_ids, C = _stack_vectors(corpus, "corpus")
     check_same_width(Q, C, "queries", "corpus")
     if not isinstance(relevant_docs, Mapping):
-        raise TypeError(f"relevant_docs must be a mapping from query ids to document ids, "
-                        f"got {type(relevant_docs).__name__}")
+        raise TypeError(
+            f"relevant_docs must be a mapping from query ids to document ids, "
+            f"got {type(relevant_docs).__name__}"
+        )
     if not isinstance(similarity, str) or similarity not in SIMILARITIES:
         raise ValueError(f"similarity must be one of {SIMILARITIES}, got {similarity!r}")
-    families = {"accuracy": _check_cutoffs(accuracy_at_k, "accuracy_at_k"),
-                "precision_recall": _check_cutoffs(precision_recall_at_k, "precision_recall_at_k"),
-                "mrr": _check_cutoffs(mrr_at_k, "mrr_at_k"),
-                "ndcg": _check_cutoffs(ndcg_at_k, "ndcg_at_k"),
-                "map": _check_cutoffs(map_at_k, "map_at_k")}
+    families = {
+        "accuracy": _check_cutoffs(accuracy_at_k, "accuracy_at_k"),
+        "precision_recall": _check_cutoffs(precision_recall_at_k, "precision_recall_at_k"),
+        "mrr": _check_cutoffs(mrr_at_k, "mrr_at_k"),
+        "ndcg": _check_cutoffs(ndcg_at_k, "ndcg_at_k"),
+        "map": _check_cutoffs(map_at_k, "map_at_k"),
+    }
     position = {cid: j for j, cid in enumerate(c_ids)}
     kept, rel_sets = [], []
     for i, qid in enumerate(q_ids):
@@ -613,8 +648,10 @@ def ir_evaluator_metrics(queries, corpus, relevant_docs, *, similarity="cosine",
             kept.append(i)
             rel_sets.append(docs)
     if not kept:
-        raise ValueError("relevant_docs gives no query of queries a relevant document, so every "
-                         "query would be left out")
+        raise ValueError(
+            "relevant_docs gives no query of queries a relevant document, so every "
+            "query would be left out"
+        )
     if similarity == "cosine":
         Q = unit_rows(Q, "queries")
         C = unit_rows(C, "corpus")
@@ -634,7 +671,7 @@ def ir_evaluator_metrics(queries, corpus, relevant_docs, *, similarity="cosine",
             cols = [position[d] for d in docs if d in position]
             rel[row, cols] = True
         parts.append(np.take_along_axis(rel, order, axis=1))
-    hits = np.concatenate(parts).astype(np.float64)          # (n_kept, max_k), ranked order
+    hits = np.concatenate(parts).astype(np.float64)  # (n_kept, max_k), ranked order
     found = np.cumsum(hits, axis=1)
     first = np.where(hits.any(axis=1), np.argmax(hits, axis=1) + 1.0, np.inf)
 

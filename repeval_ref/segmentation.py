@@ -2,8 +2,8 @@
 
 Book: chapter ``book/noise.md`` ("A bootstrap over tiles"); seed 000, the dense probes of
 "Transfer suites and dense probes" (mIoU: for each class, the overlap of the predicted
-and the true region divided by their union, then the mean over classes) and "Choosing a frozen backbone for aerial
-segmentation" (a bootstrap over validation tiles).
+and the true region divided by their union, then the mean over classes) and "Choosing a frozen
+backbone for aerial segmentation" (a bootstrap over validation tiles).
 
 Mean IoU over a validation set is *not* the average of per-tile IoUs: for each class
 ``c`` it divides the intersection pixels summed over all tiles by the union pixels summed
@@ -13,6 +13,7 @@ every tile (:func:`tile_iou_counts`) makes the metric a function of sums over ti
 :func:`region_bootstrap_miou` resamples whole regions instead of tiles, for tiles that
 are not independent of their neighbours (chapter ``book/encoders.md``).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,8 +28,10 @@ def _label_maps(x, name):
     if arr.dtype == object or not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == bool):
         raise TypeError(f"{name} must hold integer class labels, got dtype {arr.dtype}")
     if arr.ndim < 2:
-        raise ValueError(f"{name} must have shape (n_tiles, ...) with at least one pixel axis, "
-                         f"got shape {arr.shape}")
+        raise ValueError(
+            f"{name} must have shape (n_tiles, ...) with at least one pixel axis, "
+            f"got shape {arr.shape}"
+        )
     if arr.shape[0] == 0 or arr[0].size == 0:
         raise ValueError(f"{name} is empty (shape {arr.shape})")
     return arr.astype(np.int64)
@@ -83,8 +86,9 @@ def tile_iou_counts(pred, true, n_classes, ignore_index=None):
         vals = arr[keep]
         if vals.size and (vals.min() < 0 or vals.max() >= n_classes):
             bad = vals[(vals < 0) | (vals >= n_classes)][0]
-            raise ValueError(f"{name} contains label {bad}, outside 0..{n_classes - 1} "
-                             f"for n_classes={n_classes}")
+            raise ValueError(
+                f"{name} contains label {bad}, outside 0..{n_classes - 1} for n_classes={n_classes}"
+            )
     n_tiles = p.shape[0]
     rows = np.broadcast_to(np.arange(n_tiles)[:, None], p.shape)[keep]
     pk, tk = p[keep], t[keep]
@@ -95,7 +99,9 @@ def tile_iou_counts(pred, true, n_classes, ignore_index=None):
     hit = pk == tk
     inter = per_tile(hit).reshape(n_tiles, n_classes)
     pred_count = per_tile(np.ones_like(hit)).reshape(n_tiles, n_classes)
-    true_count = np.bincount(rows * n_classes + tk, minlength=n_tiles * n_classes).reshape(n_tiles, n_classes)
+    true_count = np.bincount(rows * n_classes + tk, minlength=n_tiles * n_classes).reshape(
+        n_tiles, n_classes
+    )
     union = pred_count + true_count - inter
     return np.stack([inter, union], axis=1).astype(np.float64)
 
@@ -208,7 +214,9 @@ def region_bootstrap_miou(counts, regions, n_boot, rng, level=0.95):
 
     c = as_float_array(counts, "counts", ndim=3)
     if c.shape[1] != 2:
-        raise ValueError(f"counts must have shape (n_tiles, 2, K) (intersection, union), got {c.shape}")
+        raise ValueError(
+            f"counts must have shape (n_tiles, 2, K) (intersection, union), got {c.shape}"
+        )
     if np.any(c < 0):
         raise ValueError("counts must be non-negative")
     if np.any(c[:, 0] > c[:, 1] * (1 + 1e-12)):
@@ -219,6 +227,7 @@ def region_bootstrap_miou(counts, regions, n_boot, rng, level=0.95):
     np.add.at(totals, which, c)
     empty = ~np.any(totals[:, 1] > 0, axis=1)
     if np.any(empty):
-        raise ValueError(f"counts: region {ids[np.argmax(empty)]} of regions has no pixel "
-                         "(every union is zero)")
+        raise ValueError(
+            f"counts: region {ids[np.argmax(empty)]} of regions has no pixel (every union is zero)"
+        )
     return item_bootstrap_ci(totals, mean_iou, n_boot, rng, level=level)

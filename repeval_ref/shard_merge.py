@@ -16,6 +16,7 @@ compete there). The merge needs two pieces of bookkeeping that are easy to get w
 candidates it all-gathers from the ranks (``tests/test_shard_merge.py`` checks that the
 two agree).
 """
+
 from __future__ import annotations
 
 import numbers
@@ -33,7 +34,9 @@ def _as_list(x, name):
     try:
         out = list(x)
     except TypeError:
-        raise TypeError(f"{name} must be a list with one entry per shard, got {type(x).__name__}") from None
+        raise TypeError(
+            f"{name} must be a list with one entry per shard, got {type(x).__name__}"
+        ) from None
     if not out:
         raise ValueError(f"{name} is empty: give one entry per shard")
     return out
@@ -53,16 +56,21 @@ def _local_indices(idx, name, shape):
     if isinstance(idx, (str, bytes)) or idx is None:
         raise TypeError(f"{name} must be an integer array, got {type(idx).__name__}")
     arr = np.asarray(idx)
-    if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+    if arr.dtype == bool or not (
+        np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
+    ):
         raise TypeError(f"{name} must hold integers, got dtype {arr.dtype}")
     if arr.shape != shape:
         raise ValueError(f"{name} has shape {arr.shape}, but its similarities have shape {shape}")
-    if np.issubdtype(arr.dtype, np.floating):
-        if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
-            raise ValueError(f"{name} must hold whole numbers")
+    if np.issubdtype(arr.dtype, np.floating) and (
+        not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr))
+    ):
+        raise ValueError(f"{name} must hold whole numbers")
     arr = arr.astype(np.int64)
     if arr.size and arr.min() < 0:
-        raise ValueError(f"{name} holds a negative index ({int(arr.min())}); local indices start at 0")
+        raise ValueError(
+            f"{name} holds a negative index ({int(arr.min())}); local indices start at 0"
+        )
     return arr
 
 
@@ -116,8 +124,10 @@ def merge_topk(shard_vals, shard_idx, offsets, k):
         raise TypeError(f"offsets must be a sequence of integers, got {type(offsets).__name__}")
     off_list = _as_list(offsets, "offsets")
     if not len(vals_list) == len(idx_list) == len(off_list):
-        raise ValueError(f"shard_vals, shard_idx and offsets must have one entry per shard, got "
-                         f"{len(vals_list)}, {len(idx_list)} and {len(off_list)}")
+        raise ValueError(
+            f"shard_vals, shard_idx and offsets must have one entry per shard, got "
+            f"{len(vals_list)}, {len(idx_list)} and {len(off_list)}"
+        )
     vals_parts, idx_parts, m = [], [], None
     for s, (v, i, off) in enumerate(zip(vals_list, idx_list, off_list)):
         if isinstance(off, np.ndarray) and off.ndim == 0:
@@ -129,7 +139,9 @@ def merge_topk(shard_vals, shard_idx, offsets, k):
         if m is None:
             m = v.shape[0]
         elif v.shape[0] != m:
-            raise ValueError(f"shard_vals[{s}] has {v.shape[0]} rows (queries), shard_vals[0] has {m}")
+            raise ValueError(
+                f"shard_vals[{s}] has {v.shape[0]} rows (queries), shard_vals[0] has {m}"
+            )
         i = _local_indices(i, f"shard_idx[{s}]", v.shape)
         vals_parts.append(v)
         idx_parts.append(i + off)
@@ -140,8 +152,10 @@ def merge_topk(shard_vals, shard_idx, offsets, k):
     by_index = np.sort(glob, axis=1)
     if np.any(by_index[:, 1:] == by_index[:, :-1]):
         row = int(np.flatnonzero(np.any(by_index[:, 1:] == by_index[:, :-1], axis=1))[0])
-        raise ValueError(f"shard_idx and offsets give the same global index twice in row {row}: "
-                         "the shards overlap (check offsets)")
+        raise ValueError(
+            f"shard_idx and offsets give the same global index twice in row {row}: "
+            "the shards overlap (check offsets)"
+        )
     # sort key: similarity decreasing, then global index increasing (last key is primary)
-    order = np.lexsort((glob, -vals), axis=1)[:, :min(k, vals.shape[1])]
+    order = np.lexsort((glob, -vals), axis=1)[:, : min(k, vals.shape[1])]
     return np.take_along_axis(vals, order, axis=1), np.take_along_axis(glob, order, axis=1)

@@ -7,6 +7,7 @@ Two models A and B are scored on the same ``n`` test images; ``a_i, b_i`` are 1 
 the model gets image ``i`` right. The four cells of the paired outcome are indexed
 ``2 a + b``: 0 both wrong, 1 only B right, 2 only A right, 3 both right.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -47,8 +48,7 @@ def _pair(a_correct, b_correct):
 
 def _bootstrap_args(n_boot, rng, level):
     """The checked replicate count (``>= 1``), random generator and confidence level."""
-    return (check_int(n_boot, "n_boot", minimum=1), check_rng(rng),
-            check_probability_level(level))
+    return (check_int(n_boot, "n_boot", minimum=1), check_rng(rng), check_probability_level(level))
 
 
 def _percentile_interval(values, level):
@@ -295,7 +295,7 @@ def _replicate_totals(stats_list, n_boot, rng):
     done = 0
     while done < n_boot:
         b = min(block, n_boot - done)
-        counts = rng.multinomial(n, p, size=b).astype(np.float64)      # (b, n)
+        counts = rng.multinomial(n, p, size=b).astype(np.float64)  # (b, n)
         yield [(counts @ f).reshape((b,) + s.shape[1:]) for f, s in zip(flat, stats_list)]
         done += b
 
@@ -305,10 +305,13 @@ def _apply_metric(metric, totals, m):
         raise TypeError(f"metric must be callable, got {type(metric).__name__}")
     out = np.asarray(metric(totals), dtype=np.float64)
     if out.shape != (m,):
-        raise ValueError(f"metric must map totals of shape {totals.shape} to shape ({m},), "
-                         f"got shape {out.shape}")
+        raise ValueError(
+            f"metric must map totals of shape {totals.shape} to shape ({m},), got shape {out.shape}"
+        )
     if not np.all(np.isfinite(out)):
-        raise ValueError("metric returned NaN or infinite values (is it defined on every resample?)")
+        raise ValueError(
+            "metric returned NaN or infinite values (is it defined on every resample?)"
+        )
     return out
 
 
@@ -373,8 +376,9 @@ def item_bootstrap_ci(item_stats, metric, n_boot, rng, level=0.95):
     stats_ = _item_stats(item_stats, "item_stats")
     n_boot, rng, level = _bootstrap_args(n_boot, rng, level)
     value = _apply_metric(metric, stats_.sum(axis=0)[None], 1)[0]
-    values = np.concatenate([_apply_metric(metric, t, t.shape[0])
-                             for (t,) in _replicate_totals([stats_], n_boot, rng)])
+    values = np.concatenate(
+        [_apply_metric(metric, t, t.shape[0]) for (t,) in _replicate_totals([stats_], n_boot, rng)]
+    )
     return (float(value),) + _percentile_interval(values, level)
 
 
@@ -423,10 +427,16 @@ def paired_item_bootstrap_ci(a_stats, b_stats, metric, n_boot, rng, level=0.95):
     if b.shape[0] != a.shape[0]:
         raise ValueError(f"b_stats has {b.shape[0]} items but a_stats has {a.shape[0]}")
     n_boot, rng, level = _bootstrap_args(n_boot, rng, level)
-    gain = (_apply_metric(metric, b.sum(axis=0)[None], 1)[0]
-            - _apply_metric(metric, a.sum(axis=0)[None], 1)[0])
-    gains = np.concatenate([_apply_metric(metric, tb, tb.shape[0]) - _apply_metric(metric, ta, ta.shape[0])
-                            for ta, tb in _replicate_totals([a, b], n_boot, rng)])
+    gain = (
+        _apply_metric(metric, b.sum(axis=0)[None], 1)[0]
+        - _apply_metric(metric, a.sum(axis=0)[None], 1)[0]
+    )
+    gains = np.concatenate(
+        [
+            _apply_metric(metric, tb, tb.shape[0]) - _apply_metric(metric, ta, ta.shape[0])
+            for ta, tb in _replicate_totals([a, b], n_boot, rng)
+        ]
+    )
     return (float(gain),) + _percentile_interval(gains, level)
 
 
@@ -502,9 +512,19 @@ def paired_comparison(a_correct, b_correct, n_boot, rng, level=0.95, power=0.8):
         detectable = float("inf")
     needed = None if gain == 0 else paired_sample_size(abs(gain), psi, alpha, power)
     shown = lo > 0 or hi < 0
-    return {"gain": gain, "lo": lo, "hi": hi, "mcnemar_p": mcnemar_exact(a, b), "n": int(n),
-            "only_a": only_a, "only_b": only_b, "discordance": float(psi),
-            "verdict": SHOWN if shown else NOT_SHOWN, "detectable": detectable, "needed_n": needed}
+    return {
+        "gain": gain,
+        "lo": lo,
+        "hi": hi,
+        "mcnemar_p": mcnemar_exact(a, b),
+        "n": int(n),
+        "only_a": only_a,
+        "only_b": only_b,
+        "discordance": float(psi),
+        "verdict": SHOWN if shown else NOT_SHOWN,
+        "detectable": detectable,
+        "needed_n": needed,
+    }
 
 
 def prediction_verdict(lo, hi, predicted):
@@ -550,8 +570,11 @@ def prediction_verdict(lo, hi, predicted):
     """
     values = {}
     for name, value in (("lo", lo), ("hi", hi), ("predicted", predicted)):
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating, np.integer)) \
-                or not np.isfinite(value):
+        if (
+            isinstance(value, (bool, np.bool_))
+            or not isinstance(value, (numbers.Real, np.floating, np.integer))
+            or not np.isfinite(value)
+        ):
             raise ValueError(f"{name} must be a finite real number, got {value!r}")
         values[name] = float(value)
     lo, hi, predicted = values["lo"], values["hi"], values["predicted"]
@@ -564,5 +587,10 @@ def prediction_verdict(lo, hi, predicted):
         verdict = SHOWN if (lo > 0) == (sign > 0) else OPPOSITE
     else:
         verdict = NOT_DETECTED if lo <= predicted <= hi else CONTRADICTED_IN_SIZE
-    return {"verdict": verdict, "lo": lo, "hi": hi, "predicted": predicted,
-            "size_in_interval": bool(lo <= predicted <= hi)}
+    return {
+        "verdict": verdict,
+        "lo": lo,
+        "hi": hi,
+        "predicted": predicted,
+        "size_in_interval": bool(lo <= predicted <= hi),
+    }
