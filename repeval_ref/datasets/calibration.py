@@ -56,6 +56,7 @@ difference detectable with the page's own number of test images). The value is t
 written once, in the record that measured it, and a page or the transfer suite cannot
 move it without rerunning the calibration.
 """
+
 from __future__ import annotations
 
 import json
@@ -126,11 +127,16 @@ ALPHA, POWER = 0.05, 0.8
 #: task -> knob, its grid, and whether the probe is fitted on clean garments ("ood")
 #: or on the task's own images ("id").
 TASKS = {
-    "fashion_shifted": {"knob": "blend", "grid": (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
-                        "protocol": "ood"},
+    "fashion_shifted": {
+        "knob": "blend",
+        "grid": (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+        "protocol": "ood",
+    },
     "fashion_cluttered": {"knob": "garment_side", "grid": (28, 40, 48, 52, 56), "protocol": "id"},
-    **{f"fashion_corrupted/{c}": {"knob": "severity", "grid": SEVERITIES, "protocol": "ood"}
-       for c in CORRUPTIONS},
+    **{
+        f"fashion_corrupted/{c}": {"knob": "severity", "grid": SEVERITIES, "protocol": "ood"}
+        for c in CORRUPTIONS
+    },
 }
 
 #: The clutter strengths of the second sweep of the cluttered task (default garment sizes).
@@ -147,9 +153,12 @@ def _check_task(task):
 
 
 def _check_band(band):
-    if (not isinstance(band, (tuple, list)) or len(band) != 2
-            or not all(isinstance(b, numbers.Real) and not isinstance(b, bool) for b in band)
-            or not 0.0 <= band[0] < band[1] <= 1.0):
+    if (
+        not isinstance(band, (tuple, list))
+        or len(band) != 2
+        or not all(isinstance(b, numbers.Real) and not isinstance(b, bool) for b in band)
+        or not 0.0 <= band[0] < band[1] <= 1.0
+    ):
         raise ValueError(f"band must be a pair (low, high) with 0 <= low < high <= 1, got {band!r}")
     return float(band[0]), float(band[1])
 
@@ -176,14 +185,16 @@ def calibration_rows(seed=CALIBRATION_SEED, n_fit=FIT_SIZE, n_eval=EVAL_SIZE):
     if n_fit + n_eval > 60000:
         raise ValueError(f"n_fit + n_eval must be at most 60000, got {n_fit + n_eval}")
     order = np.random.default_rng([seed, 26]).permutation(60000)
-    return np.sort(order[:n_fit]), np.sort(order[n_fit:n_fit + n_eval])
+    return np.sort(order[:n_fit]), np.sort(order[n_fit : n_fit + n_eval])
 
 
 def _flat(images):
     return np.asarray(images, dtype=np.float64).reshape(len(images), -1)
 
 
-def raw_pixel_probe(train_images, train_labels, test_images, test_labels, *, C=PROBE_C, max_iter=1000):
+def raw_pixel_probe(
+    train_images, train_labels, test_images, test_labels, *, C=PROBE_C, max_iter=1000
+):
     """Which test images a logistic-regression probe on standardised raw pixels gets right.
 
     Parameters
@@ -208,8 +219,10 @@ def raw_pixel_probe(train_images, train_labels, test_images, test_labels, *, C=P
     predict = _fitted_probe(train_images, train_labels, C=C, max_iter=max_iter)
     y_test = np.asarray(test_labels)
     if y_test.ndim != 1 or len(y_test) != len(test_images):
-        raise ValueError(f"test_labels must hold one label per test image ({len(test_images)}), "
-                         f"got shape {y_test.shape}")
+        raise ValueError(
+            f"test_labels must hold one label per test image ({len(test_images)}), "
+            f"got shape {y_test.shape}"
+        )
     return predict(test_images) == y_test
 
 
@@ -221,8 +234,10 @@ def _fitted_probe(train_images, train_labels, *, C=PROBE_C, max_iter=1000):
     x_train = _flat(train_images)
     y_train = np.asarray(train_labels)
     if y_train.ndim != 1 or len(y_train) != len(x_train):
-        raise ValueError(f"train_labels must hold one label per training image ({len(x_train)}), "
-                         f"got shape {y_train.shape}")
+        raise ValueError(
+            f"train_labels must hold one label per training image ({len(x_train)}), "
+            f"got shape {y_train.shape}"
+        )
     if isinstance(C, bool) or not isinstance(C, numbers.Real) or not C > 0:
         raise ValueError(f"C must be > 0, got {C!r}")
     max_iter = check_int(max_iter, "max_iter", minimum=1)
@@ -240,7 +255,9 @@ def _fitted_probe(train_images, train_labels, *, C=PROBE_C, max_iter=1000):
     def predict(images):
         x = _flat(images)
         if x.shape[1] != x_train.shape[1]:
-            raise ValueError(f"test_images have {x.shape[1]} pixels, train_images {x_train.shape[1]}")
+            raise ValueError(
+                f"test_images have {x.shape[1]} pixels, train_images {x_train.shape[1]}"
+            )
         with threadpoolctl.threadpool_limits(1):
             return model.predict((x - mean) / scale)
 
@@ -267,11 +284,17 @@ def choose_knob(values, accuracies, band=BAND, target=TARGET):
         Index into ``values``; ``None`` when no accuracy lies in the band.
     """
     low, high = _check_band(band)
-    if isinstance(target, bool) or not isinstance(target, numbers.Real) or not low <= target <= high:
+    if (
+        isinstance(target, bool)
+        or not isinstance(target, numbers.Real)
+        or not low <= target <= high
+    ):
         raise ValueError(f"target must lie in the band [{low}, {high}], got {target!r}")
     accuracies = [float(a) for a in accuracies]
     if len(accuracies) != len(values) or not accuracies:
-        raise ValueError(f"accuracies must have one entry per value ({len(values)}), got {len(accuracies)}")
+        raise ValueError(
+            f"accuracies must have one entry per value ({len(values)}), got {len(accuracies)}"
+        )
     if not all(0.0 <= a <= 1.0 for a in accuracies):
         raise ValueError(f"accuracies must lie in [0, 1], got {accuracies}")
     inside = [i for i, a in enumerate(accuracies) if low <= a <= high]
@@ -302,7 +325,11 @@ def detectable_difference(accuracy, n=TEST_SIZE, discordance=None, alpha=ALPHA, 
     float
         The difference as a share (``inf`` when none is detectable).
     """
-    if isinstance(accuracy, bool) or not isinstance(accuracy, numbers.Real) or not 0.0 < accuracy < 1.0:
+    if (
+        isinstance(accuracy, bool)
+        or not isinstance(accuracy, numbers.Real)
+        or not 0.0 < accuracy < 1.0
+    ):
         raise ValueError(f"accuracy must lie in (0, 1), got {accuracy!r}")
     if discordance is None:
         discordance = power.discordance_upper_bound(accuracy, accuracy)
@@ -342,8 +369,12 @@ def task_images(task, value, rows, *, seed=CALIBRATION_SEED):
     else:
         corruption = task.split("/", 1)[1]
         images, labels = fashion_mnist("train")
-        return (corrupt(images[rows], corruption, value, rng=_corruption_draws(seed, corruption, value)),
-                labels[rows])
+        return (
+            corrupt(
+                images[rows], corruption, value, rng=_corruption_draws(seed, corruption, value)
+            ),
+            labels[rows],
+        )
     return images[rows], labels[rows]
 
 
@@ -353,11 +384,15 @@ def _power_record(accuracy, measured_discordance, n):
         "test_size": n,
         "alpha": ALPHA,
         "power": POWER,
-        "discordance_assumed": "upper bound min(2a, 2 - 2a) for two methods at the baseline's accuracy a",
+        "discordance_assumed": (
+            "upper bound min(2a, 2 - 2a) for two methods at the baseline's accuracy a"
+        ),
         "discordance": round(bound, 4),
         "detectable_difference": round(detectable_difference(accuracy, n), 4),
         "discordance_measured": round(measured_discordance, 4),
-        "detectable_difference_measured": round(detectable_difference(accuracy, n, measured_discordance), 4),
+        "detectable_difference_measured": round(
+            detectable_difference(accuracy, n, measured_discordance), 4
+        ),
     }
 
 
@@ -395,8 +430,17 @@ def _measured_discordance(task, value, fit, evaluate, seed):
     return float(np.mean(a != b))
 
 
-def calibrate_task(task, *, seed=CALIBRATION_SEED, n_fit=FIT_SIZE, n_eval=EVAL_SIZE, grid=None,
-                   band=BAND, target=TARGET, test_size=TEST_SIZE):
+def calibrate_task(
+    task,
+    *,
+    seed=CALIBRATION_SEED,
+    n_fit=FIT_SIZE,
+    n_eval=EVAL_SIZE,
+    grid=None,
+    band=BAND,
+    target=TARGET,
+    test_size=TEST_SIZE,
+):
     """Sweep a task's knob with the baseline, choose the value, and state the task's power.
 
     Parameters
@@ -431,16 +475,25 @@ def calibrate_task(task, *, seed=CALIBRATION_SEED, n_fit=FIT_SIZE, n_eval=EVAL_S
     index = choose_knob(grid, accuracies, band, target)
     record = {
         "knob": TASKS[task]["knob"],
-        "protocol": ("probe fitted on clean garments, scored on the task's images" if TASKS[task]["protocol"] == "ood"
-                     else "probe fitted and scored on the task's images"),
+        "protocol": (
+            "probe fitted on clean garments, scored on the task's images"
+            if TASKS[task]["protocol"] == "ood"
+            else "probe fitted and scored on the task's images"
+        ),
         "grid": list(grid),
         "accuracies": [round(a, 4) for a in accuracies],
     }
     if index is None:
         closest = min(range(len(grid)), key=lambda i: abs(accuracies[i] - target))
-        record.update(chosen=None, in_band=False, baseline_accuracy=round(accuracies[closest], 4),
-                      note=(f"no value of {record['knob']} brings the baseline into [{band[0]}, {band[1]}]; "
-                            f"closest: {grid[closest]} at {accuracies[closest]:.3f}"))
+        record.update(
+            chosen=None,
+            in_band=False,
+            baseline_accuracy=round(accuracies[closest], 4),
+            note=(
+                f"no value of {record['knob']} brings the baseline into [{band[0]}, {band[1]}]; "
+                f"closest: {grid[closest]} at {accuracies[closest]:.3f}"
+            ),
+        )
         return record
     record.update(chosen=grid[index], in_band=True, baseline_accuracy=round(accuracies[index], 4))
     measured = _measured_discordance(task, grid[index], fit, evaluate, seed)
@@ -457,8 +510,13 @@ def calibrate_all(*, seed=CALIBRATION_SEED, n_fit=FIT_SIZE, n_eval=EVAL_SIZE, ve
         The settings (band, target, chance, seed, sizes, probe) and one record per task.
     """
     out = {
-        "band": list(BAND), "target": TARGET, "chance": CHANCE, "seed": seed,
-        "fit_size": n_fit, "eval_size": n_eval, "calibration_split": "train",
+        "band": list(BAND),
+        "target": TARGET,
+        "chance": CHANCE,
+        "seed": seed,
+        "fit_size": n_fit,
+        "eval_size": n_eval,
+        "calibration_split": "train",
         "baseline": f"LogisticRegression(C={PROBE_C}, lbfgs) on standardised raw pixels",
         "tasks": {},
     }
@@ -467,17 +525,26 @@ def calibrate_all(*, seed=CALIBRATION_SEED, n_fit=FIT_SIZE, n_eval=EVAL_SIZE, ve
         out["tasks"][task] = calibrate_task(task, seed=seed, n_fit=n_fit, n_eval=n_eval)
         if verbose:
             rec = out["tasks"][task]
-            print(f"{task}: {rec['knob']} {rec['grid']} -> {rec['accuracies']} chosen {rec['chosen']} "
-                  f"({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)
+            print(
+                f"{task}: {rec['knob']} {rec['grid']} -> {rec['accuracies']} chosen "
+                f"{rec['chosen']} ({time.perf_counter() - start:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
     fit, evaluate = calibration_rows(seed, n_fit, n_eval)
     accuracies = _sweep("fashion_cluttered", CLUTTER_GRID, fit, evaluate, seed, clutter=True)
     index = choose_knob(CLUTTER_GRID, accuracies)
     out["tasks"]["fashion_cluttered"]["clutter_sweep"] = {
-        "knob": "clutter", "sides": "default (14, 28)", "grid": list(CLUTTER_GRID),
+        "knob": "clutter",
+        "sides": "default (14, 28)",
+        "grid": list(CLUTTER_GRID),
         "accuracies": [round(a, 4) for a in accuracies],
         "in_band": index is not None,
-        "note": (f"clutter alone at the default garment sizes {'brings' if index is not None else 'cannot bring'} "
-                 f"the baseline into the band (best {max(accuracies):.3f})"),
+        "note": (
+            "clutter alone at the default garment sizes "
+            f"{'brings' if index is not None else 'cannot bring'} the baseline into the band "
+            f"(best {max(accuracies):.3f})"
+        ),
     }
     if verbose:
         print(f"clutter sweep: {accuracies}", file=sys.stderr)
@@ -516,11 +583,18 @@ def summary_rows(record=None):
         raise ValueError("record must be a calibration record with 'band' and 'tasks'")
     rows = []
     for task, rec in record["tasks"].items():
-        rows.append({
-            "task": task, "band": tuple(record["band"]), "knob": rec["knob"], "value": rec["chosen"],
-            "baseline_accuracy": rec["baseline_accuracy"], "in_band": rec["in_band"],
-            "test_size": rec.get("test_size"), "detectable_difference": rec.get("detectable_difference"),
-        })
+        rows.append(
+            {
+                "task": task,
+                "band": tuple(record["band"]),
+                "knob": rec["knob"],
+                "value": rec["chosen"],
+                "baseline_accuracy": rec["baseline_accuracy"],
+                "in_band": rec["in_band"],
+                "test_size": rec.get("test_size"),
+                "detectable_difference": rec.get("detectable_difference"),
+            }
+        )
     return rows
 
 
@@ -537,7 +611,9 @@ def _calibrated_record(task, record):
         raise ValueError(f"task must be one of {', '.join(record['tasks'])}; got {task!r}")
     rec = record["tasks"][task]
     if rec.get("chosen") is None or not rec.get("in_band"):
-        raise ValueError(f"task {task!r} has no calibrated value: {rec.get('note', 'no value in the band')}")
+        raise ValueError(
+            f"task {task!r} has no calibrated value: {rec.get('note', 'no value in the band')}"
+        )
     return record, rec
 
 
@@ -599,7 +675,9 @@ def calibrated_images(task, split, *, seed=0, return_boxes=False, record=None):
     if task == "fashion_shifted":
         return fashion_mnist_shifted(split, seed=seed, blend=value)
     if task == "fashion_cluttered":
-        return fashion_mnist_cluttered(split, seed=seed, sides=(value, value), return_boxes=bool(return_boxes))
+        return fashion_mnist_cluttered(
+            split, seed=seed, sides=(value, value), return_boxes=bool(return_boxes)
+        )
     from .corruptions import fashion_mnist_corrupted
 
     return fashion_mnist_corrupted(split, task.split("/", 1)[1], value, seed=seed)
@@ -629,8 +707,8 @@ def task_statement(task, test_size, record=None):
         ``test_size``; ``detectable`` (smallest paired accuracy difference McNemar's
         test detects at level 0.05 with power 0.8 on ``test_size`` images, at the
         conservative discordance bound, :func:`detectable_difference`); ``alpha`` and
-        ``power``, the level and power it assumes; ``recorded_test_size`` and ``recorded_detectable`` (the same for the record's
-        own test size).
+        ``power``, the level and power it assumes; ``recorded_test_size`` and
+        ``recorded_detectable`` (the same for the record's own test size).
     """
     test_size = check_int(test_size, "test_size", minimum=1)
     record = load_record() if record is None else record
@@ -639,7 +717,9 @@ def task_statement(task, test_size, record=None):
         recs = [_calibrated_record(t, record)[1] for t in parts]
         accuracy = float(np.mean([r["baseline_accuracy"] for r in recs]))
         knob = "severity"
-        value = ", ".join(f"{t.split('/', 1)[1].replace('_', ' ')} {r['chosen']}" for t, r in zip(parts, recs))
+        value = ", ".join(
+            f"{t.split('/', 1)[1].replace('_', ' ')} {r['chosen']}" for t, r in zip(parts, recs)
+        )
         recorded_n = recs[0]["test_size"]
     else:
         task = _check_task(task)
@@ -648,10 +728,19 @@ def task_statement(task, test_size, record=None):
         recorded_n = rec["test_size"]
     low, high = _check_band(tuple(record["band"]))
     return {
-        "band_low": low, "band_high": high, "chance": float(record["chance"]), "knob": knob, "value": value,
-        "baseline": record["baseline"], "baseline_accuracy": accuracy, "test_size": test_size,
-        "detectable": detectable_difference(accuracy, test_size), "alpha": ALPHA, "power": POWER,
-        "recorded_test_size": recorded_n, "recorded_detectable": detectable_difference(accuracy, recorded_n),
+        "band_low": low,
+        "band_high": high,
+        "chance": float(record["chance"]),
+        "knob": knob,
+        "value": value,
+        "baseline": record["baseline"],
+        "baseline_accuracy": accuracy,
+        "test_size": test_size,
+        "detectable": detectable_difference(accuracy, test_size),
+        "alpha": ALPHA,
+        "power": POWER,
+        "recorded_test_size": recorded_n,
+        "recorded_detectable": detectable_difference(accuracy, recorded_n),
     }
 
 

@@ -1,4 +1,5 @@
-"""Fashion-MNIST under six common corruptions at five graded severities (MNIST-C / ImageNet-C style).
+"""Fashion-MNIST under six common corruptions at five graded severities (MNIST-C / ImageNet-C
+style).
 
 A corruption changes the pixels of an image without changing what it shows: noise,
 blur, a loss of contrast, a brighter exposure, a small change of pose. As in MNIST-C
@@ -10,22 +11,25 @@ Formulas. With ``x`` the clean image scaled to ``[0, 1]`` (grey level / 255), ``
 parameter of the severity, and every result rounded to the nearest grey level after
 clipping to ``[0, 1]`` (``round(255 clip(y, 0, 1))``, halves to even):
 
-================ ================================================== ===================================
-corruption       formula                                            parameter ``p`` (severity 1 .. 5)
-================ ================================================== ===================================
-gaussian_noise   ``y = x + p z``, ``z`` standard normal per pixel   0.0261  0.0581  0.110  0.177  0.257
-shot_noise       ``y = Poisson(p x) / p`` per pixel                 95.7    20.9    7.59   3.44   1.78
-gaussian_blur    ``y = G_p * x``, a Gaussian of standard deviation  0.611   0.837   1.13   1.49   1.96
-                 ``p`` pixels (zero outside the image, truncated
-                 at ``4 p``)
-contrast         ``y = m + p (x - m)``, ``m`` the image's mean grey 0.901   0.689   0.537  0.425  0.334
-brightness       ``y = x + p``                                      0.0196  0.104   0.222  0.347  0.473
-affine           ``y(q) = x(A^-1 (q - c - t) + c)``, bilinear, zero 0.376   0.610   0.861  1.17   1.60
-                 outside; ``A`` a rotation by ``10 p u1`` degrees
-                 after a shear ``[[1, 0.1 p u2], [0, 1]]``,
-                 ``t = p (u3, u4)`` pixels, ``c`` the image centre,
-                 ``u`` uniform in [-1, 1] per image
-================ ================================================== ===================================
+================ =============================================== ===================================
+corruption       formula                                         parameter ``p`` (severity 1 .. 5)
+================ =============================================== ===================================
+gaussian_noise   ``y = x + p z``, ``z`` standard normal per      0.0261  0.0581  0.110  0.177  0.257
+                 pixel
+shot_noise       ``y = Poisson(p x) / p`` per pixel              95.7    20.9    7.59   3.44   1.78
+gaussian_blur    ``y = G_p * x``, a Gaussian of standard         0.611   0.837   1.13   1.49   1.96
+                 deviation ``p`` pixels (zero outside the image,
+                 truncated at ``4 p``)
+contrast         ``y = m + p (x - m)``, ``m`` the image's mean   0.901   0.689   0.537  0.425  0.334
+                 grey
+brightness       ``y = x + p``                                   0.0196  0.104   0.222  0.347  0.473
+affine           ``y(q) = x(A^-1 (q - c - t) + c)``, bilinear,   0.376   0.610   0.861  1.17   1.60
+                 zero outside; ``A`` a rotation by ``10 p u1``
+                 degrees after a shear
+                 ``[[1, 0.1 p u2], [0, 1]]``,
+                 ``t = p (u3, u4)`` pixels, ``c`` the image
+                 centre, ``u`` uniform in [-1, 1] per image
+================ =============================================== ===================================
 
 (The affine changes at severity 5 are rotations of up to 16 degrees, shears of up to
 0.16 and shifts of up to 1.6 pixels in each direction: small changes of pose. After
@@ -53,6 +57,7 @@ vectorised call, so the same generator state gives the same bytes. In
 for test, ``k`` the corruption's position in :data:`CORRUPTIONS`), independent of the
 draws of the shifted and cluttered variants.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -118,7 +123,9 @@ def _check_severity(severity):
 
 def _check_images(images, name="images"):
     if isinstance(images, (str, bytes)) or images is None:
-        raise TypeError(f"{name} must be a uint8 array of shape (n, H, W), got {type(images).__name__}")
+        raise TypeError(
+            f"{name} must be a uint8 array of shape (n, H, W), got {type(images).__name__}"
+        )
     arr = np.asarray(images)
     if arr.dtype != np.uint8:
         raise ValueError(f"{name} must hold uint8 grey levels, got dtype {arr.dtype}")
@@ -128,14 +135,22 @@ def _check_images(images, name="images"):
 
 
 def _check_parameter(corruption, parameter):
-    if isinstance(parameter, bool) or not isinstance(parameter, numbers.Real) or not np.isfinite(parameter):
+    if (
+        isinstance(parameter, bool)
+        or not isinstance(parameter, numbers.Real)
+        or not np.isfinite(parameter)
+    ):
         raise ValueError(f"parameter must be a finite number, got {parameter!r}")
     parameter = float(parameter)
     positive = corruption in ("shot_noise",)
     if parameter < 0 or (positive and parameter == 0):
-        raise ValueError(f"parameter of {corruption} must be {'> 0' if positive else '>= 0'}, got {parameter}")
+        raise ValueError(
+            f"parameter of {corruption} must be {'> 0' if positive else '>= 0'}, got {parameter}"
+        )
     if corruption == "contrast" and parameter > 1:
-        raise ValueError(f"parameter of contrast must be at most 1 (a loss of contrast), got {parameter}")
+        raise ValueError(
+            f"parameter of contrast must be at most 1 (a loss of contrast), got {parameter}"
+        )
     return parameter
 
 
@@ -144,7 +159,8 @@ def _to_uint8(y):
 
 
 def _affine_matrices(parameter, u):
-    """Per image: the 2 x 2 matrix ``M = A^-1`` and the offset that ``ndimage.affine_transform`` takes.
+    """Per image: the 2 x 2 matrix ``M = A^-1`` and the offset that ``ndimage.affine_transform``
+    takes.
 
     Coordinates are (row, column); the rotation is ``[[cos, -sin], [sin, cos]]`` of
     ``10 p u1`` degrees, the shear ``[[1, 0.1 p u2], [0, 1]]``, ``A = rotation @ shear``.
@@ -206,8 +222,9 @@ def apply_corruption(images, corruption, parameter, *, rng):
         for i in range(x.shape[0]):
             offset = centre - inverse[i] @ (centre + shift[i])
             # grid-constant: zero outside the image, interpolated up to the border pixels
-            y[i] = ndimage.affine_transform(x[i], inverse[i], offset=offset, order=1,
-                                            mode="grid-constant", cval=0.0)
+            y[i] = ndimage.affine_transform(
+                x[i], inverse[i], offset=offset, order=1, mode="grid-constant", cval=0.0
+            )
     return _to_uint8(y)
 
 
@@ -229,7 +246,9 @@ def corrupt(images, corruption, severity, *, rng):
     """
     corruption = _check_corruption(corruption)
     severity = _check_severity(severity)
-    return apply_corruption(images, corruption, SEVERITY_PARAMETERS[corruption][severity - 1], rng=rng)
+    return apply_corruption(
+        images, corruption, SEVERITY_PARAMETERS[corruption][severity - 1], rng=rng
+    )
 
 
 def ssim_per_image(clean, corrupted):
@@ -258,7 +277,9 @@ def ssim_per_image(clean, corrupted):
     a = _check_images(clean, "clean").astype(np.float64)
     b = _check_images(corrupted, "corrupted").astype(np.float64)
     if a.shape != b.shape:
-        raise ValueError(f"clean and corrupted must have the same shape, got {a.shape} and {b.shape}")
+        raise ValueError(
+            f"clean and corrupted must have the same shape, got {a.shape} and {b.shape}"
+        )
     if min(a.shape[1:]) < _WINDOW:
         raise ValueError(f"clean must be at least {_WINDOW} x {_WINDOW} pixels, got {a.shape[1:]}")
 
@@ -268,12 +289,14 @@ def ssim_per_image(clean, corrupted):
         return ndimage.uniform_filter(z, size=(1, _WINDOW, _WINDOW))
 
     mu_a, mu_b = local_mean(a), local_mean(b)
-    unbiased = _WINDOW ** 2 / (_WINDOW ** 2 - 1)
+    unbiased = _WINDOW**2 / (_WINDOW**2 - 1)
     var_a = unbiased * (local_mean(a * a) - mu_a * mu_a)
     var_b = unbiased * (local_mean(b * b) - mu_b * mu_b)
     cov = unbiased * (local_mean(a * b) - mu_a * mu_b)
     c1, c2 = (_K1 * 255.0) ** 2, (_K2 * 255.0) ** 2
-    s = ((2 * mu_a * mu_b + c1) * (2 * cov + c2)) / ((mu_a ** 2 + mu_b ** 2 + c1) * (var_a + var_b + c2))
+    s = ((2 * mu_a * mu_b + c1) * (2 * cov + c2)) / (
+        (mu_a**2 + mu_b**2 + c1) * (var_a + var_b + c2)
+    )
     pad = (_WINDOW - 1) // 2
     return s[:, pad:-pad, pad:-pad].mean(axis=(1, 2))
 
@@ -324,7 +347,8 @@ def calibrate_severity(corruption, target, images, *, seed=0, tol=1e-4, max_step
     mild, harsh = (s_lo, s_hi) if direction > 0 else (s_hi, s_lo)
     if not harsh <= target <= mild:
         raise ValueError(
-            f"target {target} is outside the mean SSIM range [{harsh:.3f}, {mild:.3f}] that {corruption} reaches"
+            f"target {target} is outside the mean SSIM range [{harsh:.3f}, {mild:.3f}] that "
+            f"{corruption} reaches"
         )
     for _ in range(max_steps):
         if abs(s_hi - s_lo) < tol:
@@ -367,5 +391,7 @@ def fashion_mnist_corrupted(split, corruption, severity, *, seed=0, data_dir=Non
     severity = _check_severity(severity)
     seed = check_int(seed, "seed", minimum=0)
     images, labels = fashion_mnist(split, data_dir=data_dir)
-    rng = np.random.default_rng([seed, _SPLIT_CODE[split], 2, CORRUPTIONS.index(corruption), severity])
+    rng = np.random.default_rng(
+        [seed, _SPLIT_CODE[split], 2, CORRUPTIONS.index(corruption), severity]
+    )
     return corrupt(images, corruption, severity, rng=rng), labels

@@ -1,9 +1,11 @@
-"""The 8 x 8 ``sklearn.datasets.load_digits`` images as tensors, the data of the PyTorch reference loop.
+"""The 8 x 8 ``sklearn.datasets.load_digits`` images as tensors, the data of the PyTorch reference
+loop.
 
 Book: chapter "Linear probes", the PyTorch reference loop (``repeval loop`` trains its
 small CNN on these images and probes its features). PyTorch is imported only when the
 function is called, so ``import repeval_ref.datasets`` does not need it.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -33,7 +35,9 @@ def digits_images(seed=0, test_size=0.25):
     """
     seed = check_int(seed, "seed", minimum=0)
     if isinstance(test_size, bool) or not isinstance(test_size, numbers.Real):
-        raise ValueError(f"test_size must be a share in (0, 1) or a number of images, got {test_size!r}")
+        raise ValueError(
+            f"test_size must be a share in (0, 1) or a number of images, got {test_size!r}"
+        )
     import torch
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split

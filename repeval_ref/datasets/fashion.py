@@ -13,6 +13,7 @@ must equal :data:`IDX_SHA256` (the digest of the content rather than of the gzip
 so that a re-compressed copy of the same images is accepted), and its idx header
 (magic number, element type, number of dimensions, sizes) must agree with its length.
 """
+
 from __future__ import annotations
 
 import functools
@@ -40,8 +41,16 @@ __all__ = [
 
 #: The ten class names; label ``c`` is ``FASHION_MNIST_CLASSES[c]``.
 FASHION_MNIST_CLASSES = (
-    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-    "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
+    "T-shirt/top",
+    "Trouser",
+    "Pullover",
+    "Dress",
+    "Coat",
+    "Sandal",
+    "Shirt",
+    "Sneaker",
+    "Bag",
+    "Ankle boot",
 )
 
 #: Where ``apt-get install dataset-fashion-mnist`` puts the four files.
@@ -55,8 +64,8 @@ FASHION_MNIST_FILES = {
 
 #: SHA-256 of the decompressed idx content of each file (what is verified).
 IDX_SHA256 = {
-    "train-images-idx3-ubyte.gz": "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888",
-    "train-labels-idx1-ubyte.gz": "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9",
+    "train-images-idx3-ubyte.gz": "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888",  # noqa: E501
+    "train-labels-idx1-ubyte.gz": "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9",  # noqa: E501
     "t10k-images-idx3-ubyte.gz": "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b",
     "t10k-labels-idx1-ubyte.gz": "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34",
 }
@@ -64,8 +73,8 @@ IDX_SHA256 = {
 #: SHA-256 of the gzip files as Debian's ``dataset-fashion-mnist``
 #: (0.0~git20200523.55506a9-1) ships them; for reference, not required.
 GZIP_SHA256 = {
-    "train-images-idx3-ubyte.gz": "b0564c3eedabfbf835052cff8503ea422014ce006caf5b757f851416ee8300c7",
-    "train-labels-idx1-ubyte.gz": "0ae29f65d86684f32d1b9c85147786c547b9c6aebcaf235f0400a0cce308b056",
+    "train-images-idx3-ubyte.gz": "b0564c3eedabfbf835052cff8503ea422014ce006caf5b757f851416ee8300c7",  # noqa: E501
+    "train-labels-idx1-ubyte.gz": "0ae29f65d86684f32d1b9c85147786c547b9c6aebcaf235f0400a0cce308b056",  # noqa: E501
     "t10k-images-idx3-ubyte.gz": "cc1d090a38ace84dfa1aa66e3ada7c336ef481a96936906477e6dd344da56eaa",
     "t10k-labels-idx1-ubyte.gz": "8d3605d196f4be44669e46906da9733c8131fef761fdbfec72c424d5222f1a05",
 }
@@ -78,8 +87,12 @@ _INSTALL_HINT = (
 
 # idx element type codes (third byte of the magic number) -> big-endian dtype
 _IDX_TYPES = {
-    0x08: np.dtype(">u1"), 0x09: np.dtype(">i1"), 0x0B: np.dtype(">i2"),
-    0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8"),
+    0x08: np.dtype(">u1"),
+    0x09: np.dtype(">i1"),
+    0x0B: np.dtype(">i2"),
+    0x0C: np.dtype(">i4"),
+    0x0D: np.dtype(">f4"),
+    0x0E: np.dtype(">f8"),
 }
 
 
@@ -102,7 +115,9 @@ def fashion_mnist_dir(data_dir=None):
             raise TypeError(f"data_dir must be a path, got {type(data_dir).__name__}")
     path = Path(data_dir)
     if origin != "the Debian location" and not path.is_dir():
-        raise ValueError(f"{origin} {str(path)!r} is not a directory holding the Fashion-MNIST files")
+        raise ValueError(
+            f"{origin} {str(path)!r} is not a directory holding the Fashion-MNIST files"
+        )
     return path
 
 
@@ -130,7 +145,9 @@ def _parse_idx(data, name):
         raise ValueError(f"{name} is not an idx file (magic number 0x{data[:4].hex()})")
     header = 4 + 4 * ndim
     if len(data) < header:
-        raise ValueError(f"{name} is truncated: {len(data)} bytes, shorter than its {header}-byte header")
+        raise ValueError(
+            f"{name} is truncated: {len(data)} bytes, shorter than its {header}-byte header"
+        )
     shape = struct.unpack(f">{ndim}I", data[4:header])
     dtype = _IDX_TYPES[kind]
     expected = header + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
@@ -139,7 +156,11 @@ def _parse_idx(data, name):
         raise ValueError(
             f"{name} is {state}: {len(data)} bytes, the header (shape {shape}) needs {expected}"
         )
-    return np.frombuffer(data, dtype=dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
+    return (
+        np.frombuffer(data, dtype=dtype, offset=header)
+        .reshape(shape)
+        .astype(dtype.newbyteorder("="))
+    )
 
 
 def read_idx(path):
@@ -178,7 +199,9 @@ def _locate(directory, filename):
     plain = directory / filename[: -len(".gz")]
     if plain.is_file():
         return plain
-    raise ValueError(f"Fashion-MNIST file {filename} not found in {str(directory)!r}; {_INSTALL_HINT}")
+    raise ValueError(
+        f"Fashion-MNIST file {filename} not found in {str(directory)!r}; {_INSTALL_HINT}"
+    )
 
 
 def _verified_array(directory, filename):
@@ -188,7 +211,8 @@ def _verified_array(directory, filename):
     if digest != IDX_SHA256[filename]:
         raise ValueError(
             f"checksum mismatch for {str(path)!r}: SHA-256 of its content is {digest[:16]}..., "
-            f"expected {IDX_SHA256[filename][:16]}... (a corrupted or different file); {_INSTALL_HINT}"
+            f"expected {IDX_SHA256[filename][:16]}... (a corrupted or different file); "
+            f"{_INSTALL_HINT}"
         )
     return _parse_idx(data, repr(str(path)))
 
@@ -211,9 +235,13 @@ def _load(directory, split, key):
     labels = _verified_array(directory, label_file)
     n = 60000 if split == "train" else 10000
     if images.shape != (n, 28, 28) or images.dtype != np.uint8:
-        raise ValueError(f"{image_file} holds {images.dtype} {images.shape}, expected uint8 ({n}, 28, 28)")
+        raise ValueError(
+            f"{image_file} holds {images.dtype} {images.shape}, expected uint8 ({n}, 28, 28)"
+        )
     if labels.shape != (n,) or labels.min() < 0 or labels.max() > 9:
-        raise ValueError(f"{label_file} holds labels {labels.shape} outside 0..9 or of the wrong length")
+        raise ValueError(
+            f"{label_file} holds labels {labels.shape} outside 0..9 or of the wrong length"
+        )
     images = np.ascontiguousarray(images)
     labels = labels.astype(np.int64)
     images.flags.writeable = False

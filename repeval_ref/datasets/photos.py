@@ -31,6 +31,7 @@ Pillow's libjpeg, whose output could in principle differ between builds, so
 ``tests/test_datasets_real.py`` checks them (a failure there means the shifted and
 cluttered variants differ from the ones the project's encoders were measured on).
 """
+
 from __future__ import annotations
 
 import functools
@@ -44,26 +45,66 @@ __all__ = ["BACKGROUND_PHOTOS", "PHOTO_SOURCES", "GREY_SHA256", "background_phot
 
 #: name -> (package, path inside the package, licence, SHA-256 of the file)
 PHOTO_SOURCES = {
-    "china": ("sklearn", "datasets/images/china.jpg", "CC BY 2.0",
-              "8378025ad2519d649d02e32bd98990db4ab572357d9f09841c2fbfbb4fefad29"),
-    "flower": ("sklearn", "datasets/images/flower.jpg", "CC BY 2.0",
-               "a77f6ec41e353afdf8bdff2ea981b2955535d8d83294f8cfa49cf4e423dd5638"),
-    "astronaut": ("skimage", "data/astronaut.png", "public domain",
-                  "88431cd9653ccd539741b555fb0a46b61558b301d4110412b5bc28b5e3ea6cb5"),
-    "camera": ("skimage", "data/camera.png", "CC0",
-               "b0793d2adda0fa6ae899c03989482bff9a42d3d5690fc7e3648f2795d730c23a"),
-    "chelsea": ("skimage", "data/chelsea.png", "CC0",
-                "596aa1e7cb875eb79f437e310381d26b338a81c2da23439704a73c4651e8c4bb"),
-    "coffee": ("skimage", "data/coffee.png", "CC0",
-               "cc02f8ca188b167c775a7101b5d767d1e71792cf762c33d6fa15a4599b5a8de7"),
-    "rocket": ("skimage", "data/rocket.jpg", "public domain",
-               "c2dd0de7c538df8d111e479619b129464d0269d0ae5fd18ca91d33a7fdfea95c"),
-    "brick": ("skimage", "data/brick.png", "CC0",
-              "7966caf324f6ba843118d98f7a07746d22f6a343430add0233eca5f6eaaa8fcf"),
-    "grass": ("skimage", "data/grass.png", "CC0",
-              "b6b6022426b38936c43a4ac09635cd78af074e90f42ffa8227ac8b7452d39f89"),
-    "gravel": ("skimage", "data/gravel.png", "CC0",
-               "c48615b451bf1e606fbd72c0aa9f8cc0f068ab7111ef7d93bb9b0f2586440c12"),
+    "china": (
+        "sklearn",
+        "datasets/images/china.jpg",
+        "CC BY 2.0",
+        "8378025ad2519d649d02e32bd98990db4ab572357d9f09841c2fbfbb4fefad29",
+    ),
+    "flower": (
+        "sklearn",
+        "datasets/images/flower.jpg",
+        "CC BY 2.0",
+        "a77f6ec41e353afdf8bdff2ea981b2955535d8d83294f8cfa49cf4e423dd5638",
+    ),
+    "astronaut": (
+        "skimage",
+        "data/astronaut.png",
+        "public domain",
+        "88431cd9653ccd539741b555fb0a46b61558b301d4110412b5bc28b5e3ea6cb5",
+    ),
+    "camera": (
+        "skimage",
+        "data/camera.png",
+        "CC0",
+        "b0793d2adda0fa6ae899c03989482bff9a42d3d5690fc7e3648f2795d730c23a",
+    ),
+    "chelsea": (
+        "skimage",
+        "data/chelsea.png",
+        "CC0",
+        "596aa1e7cb875eb79f437e310381d26b338a81c2da23439704a73c4651e8c4bb",
+    ),
+    "coffee": (
+        "skimage",
+        "data/coffee.png",
+        "CC0",
+        "cc02f8ca188b167c775a7101b5d767d1e71792cf762c33d6fa15a4599b5a8de7",
+    ),
+    "rocket": (
+        "skimage",
+        "data/rocket.jpg",
+        "public domain",
+        "c2dd0de7c538df8d111e479619b129464d0269d0ae5fd18ca91d33a7fdfea95c",
+    ),
+    "brick": (
+        "skimage",
+        "data/brick.png",
+        "CC0",
+        "7966caf324f6ba843118d98f7a07746d22f6a343430add0233eca5f6eaaa8fcf",
+    ),
+    "grass": (
+        "skimage",
+        "data/grass.png",
+        "CC0",
+        "b6b6022426b38936c43a4ac09635cd78af074e90f42ffa8227ac8b7452d39f89",
+    ),
+    "gravel": (
+        "skimage",
+        "data/gravel.png",
+        "CC0",
+        "c48615b451bf1e606fbd72c0aa9f8cc0f068ab7111ef7d93bb9b0f2586440c12",
+    ),
 }
 
 #: name -> SHA-256 of the grey uint8 pixels (C order) that :func:`background_photos` returns.
@@ -101,7 +142,9 @@ def _photo_path(name):
     package, relative, _, digest = PHOTO_SOURCES[name]
     path = _package_dir(package) / relative
     if not path.is_file():
-        raise ValueError(f"photograph {name!r}: file {str(path)!r} is missing from the installed {package}")
+        raise ValueError(
+            f"photograph {name!r}: file {str(path)!r} is missing from the installed {package}"
+        )
     actual = hashlib.sha256(path.read_bytes()).hexdigest()
     if actual != digest:
         raise ValueError(
@@ -125,10 +168,10 @@ def _grey(rgb):
     """
     if rgb.ndim == 2:
         return rgb.astype(np.uint8)
-    thousandths = rgb[..., :3].astype(np.int64) @ LUMA_1000        # integer matmul: exact
+    thousandths = rgb[..., :3].astype(np.int64) @ LUMA_1000  # integer matmul: exact
     level, rest = np.divmod(thousandths, 1000)
-    level += (rest > 500) | ((rest == 500) & (level % 2 == 1))     # halves to the even level
-    return level.astype(np.uint8)                                  # at most 255: weights sum to 1000
+    level += (rest > 500) | ((rest == 500) & (level % 2 == 1))  # halves to the even level
+    return level.astype(np.uint8)  # at most 255: weights sum to 1000
 
 
 @functools.lru_cache(maxsize=1)

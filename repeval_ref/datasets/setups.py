@@ -4,6 +4,7 @@ Source: seed 000 (the exercises "A linear probe done right", "Feature distortion
 LP-FT", "Low-shot evaluation with honest error bars", and "What a linear probe can and
 cannot read"); :func:`gaussian_clusters` is a generic stand-in also used with seed 003.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,6 +27,7 @@ __all__ = [
 #: 13 values from 1e-4 to 1e2, two per decade.
 LINEAR_PROBE_CS = np.logspace(-4, 2, 13)
 LINEAR_PROBE_CS.flags.writeable = False
+
 
 def linear_probe_setup(rng, n_train=800, n_test=600):
     """Data for the exercise "A linear probe done right" (4 classes, 20 features).
@@ -147,8 +149,15 @@ def transfer_setup(rng):
     v0 = 0.01 * rng.standard_normal(k)
     X_ood = rng.standard_normal((n_ood, d))
     return {
-        "X": X, "y": y, "B_star": B_star, "v_star": v_star,
-        "B0": B0, "v0": v0, "X_ood": X_ood, "lr": 0.05, "steps": 2000,
+        "X": X,
+        "y": y,
+        "B_star": B_star,
+        "v_star": v_star,
+        "B0": B0,
+        "v0": v0,
+        "X_ood": X_ood,
+        "lr": 0.05,
+        "steps": 2000,
     }
 
 

@@ -3,6 +3,7 @@
 Source: seed 001, "Examples" (synthetic textures, 32 random 5 x 5 filters, the five
 fixed maps and the invariance table before them).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -135,7 +136,8 @@ def random_filter_features(images, n_filters=32, size=5, seed=1000, *, chunk=256
         raise TypeError(f"seed must be an integer, got {seed!r}")
     if images.shape[1] < size or images.shape[2] < size:
         raise ValueError(
-            f"images must be at least {size} x {size} pixels for size={size}, got shape {images.shape}"
+            f"images must be at least {size} x {size} pixels for size={size}, got shape "
+            f"{images.shape}"
         )
     filters = np.random.default_rng(int(seed)).standard_normal((n_filters, size, size))
     filters -= filters.mean(axis=(1, 2), keepdims=True)
@@ -143,9 +145,9 @@ def random_filter_features(images, n_filters=32, size=5, seed=1000, *, chunk=256
 
     out = np.empty((images.shape[0], n_filters))
     for start in range(0, images.shape[0], chunk):
-        windows = sliding_window_view(images[start:start + chunk], (size, size), axis=(1, 2))
+        windows = sliding_window_view(images[start : start + chunk], (size, size), axis=(1, 2))
         responses = np.einsum("nijab,fab->nijf", windows, filters, optimize=True)
-        out[start:start + chunk] = np.maximum(responses, 0.0).mean(axis=(1, 2))
+        out[start : start + chunk] = np.maximum(responses, 0.0).mean(axis=(1, 2))
     return out
 
 
@@ -201,4 +203,3 @@ def feature_transforms(d, seed):
         "diagonal": lambda F: checked(F) * diagonal,
         "dense": lambda F: checked(F) @ dense.T,
     }
-

@@ -3,6 +3,7 @@
 Sources: seed 000 ("Two toy representations, by hand", "Every protocol is a question
 with a budget", "A simulation in which the rankings flip").
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -261,11 +262,13 @@ def synthetic_encoders(rng, n_train=1000, n_test=1000):
         y = _cycled_labels(m, n_classes)
         clustered = centres[y] + 1.25 * rng.standard_normal((m, d))
         sign = rng.choice(np.array([-1.0, 1.0]), size=(m, 1))
-        spread = np.hstack([
-            0.55 * weak[y] + rng.standard_normal((m, 16)),
-            sign * 1.5 * strong[y] + 0.3 * rng.standard_normal((m, 16)),
-            5.5 * rng.standard_normal((m, 32)),
-        ])
+        spread = np.hstack(
+            [
+                0.55 * weak[y] + rng.standard_normal((m, 16)),
+                sign * 1.5 * strong[y] + 0.3 * rng.standard_normal((m, 16)),
+                5.5 * rng.standard_normal((m, 32)),
+            ]
+        )
         return y, {"clustered": clustered, "spread": spread, "collapsed": clustered @ squeeze}
 
     train_y, train = encode(n_train)
@@ -274,4 +277,3 @@ def synthetic_encoders(rng, n_train=1000, n_test=1000):
         name: (train[name], train_y.copy(), test[name], test_y.copy())
         for name in ("clustered", "spread", "collapsed")
     }
-

