@@ -54,6 +54,7 @@ on the linear probe and on the 10-shot probe.
 The seconds of each piece are recorded per row (``piece_seconds``); the cost of the whole
 table is in ``repeval_ref/zoo/BUDGET.md``.
 """
+
 from __future__ import annotations
 
 import copy
@@ -70,30 +71,76 @@ from torch import nn
 
 from .evaluate import PROTOCOL, subset_indices
 
-__all__ = ["TABLE_PROTOCOL", "COLUMNS", "resolve_protocol", "row_names", "fewshot_supports", "fewshot_probe",
-           "attentive_heads", "search_rate", "finetune_columns", "zoo_table", "floors", "render_markdown",
-           "write_table"]
+__all__ = [
+    "TABLE_PROTOCOL",
+    "COLUMNS",
+    "resolve_protocol",
+    "row_names",
+    "fewshot_supports",
+    "fewshot_probe",
+    "attentive_heads",
+    "search_rate",
+    "finetune_columns",
+    "zoo_table",
+    "floors",
+    "render_markdown",
+    "write_table",
+]
 
 TABLE_PROTOCOL = {
-    "train": 10000, "test": 10000, "subset_seed": 0,
+    "train": 10000,
+    "test": 10000,
+    "subset_seed": 0,
     "efficientnet": {"train": 10000, "test": 10000, "size": 96},
-    "k": PROTOCOL["k"], "tau": PROTOCOL["tau"], "Cs": list(PROTOCOL["Cs"]),
-    "fewshot": {"shots": 10, "draws": 5, "seed": 0, "Cs": list(PROTOCOL["Cs"]), "folds": 5,
-                "features": "class token (a CNN's global average; raw pixels: the pixels)"},
+    "k": PROTOCOL["k"],
+    "tau": PROTOCOL["tau"],
+    "Cs": list(PROTOCOL["Cs"]),
+    "fewshot": {
+        "shots": 10,
+        "draws": 5,
+        "seed": 0,
+        "Cs": list(PROTOCOL["Cs"]),
+        "folds": 5,
+        "features": "class token (a CNN's global average; raw pixels: the pixels)",
+    },
     "attentive": {"epochs": 15, "lr": 3e-3, "weight_decay": 1e-4, "heads": 4, "batch_size": 256},
     # the fine-tuning pool is the 10,000 training rows: 9,000 fitted on, 1,000 for validation
     # (a step costs the same whatever the pool; the steps and validation checks are the cost)
-    "finetune": {"fit": 9000, "val": 1000, "split_seed": 0, "lrs": [1e-4, 3e-4, 1e-3], "steps": 500,
-                 "eval_every": 50, "batch_size": 64, "weight_decay": 0.05, "seed": 0,
-                 "head": "random (FT) / the linear head chosen on validation (LP-FT)"},
+    "finetune": {
+        "fit": 9000,
+        "val": 1000,
+        "split_seed": 0,
+        "lrs": [1e-4, 3e-4, 1e-3],
+        "steps": 500,
+        "eval_every": 50,
+        "batch_size": 64,
+        "weight_decay": 0.05,
+        "seed": 0,
+        "head": "random (FT) / the linear head chosen on validation (LP-FT)",
+    },
     # the LP-FT head trains on frozen features, so its search is cheap and may run longer
-    "lp_head": {"lrs": [3e-3, 1e-2, 3e-2], "steps": 1000, "eval_every": 50, "batch_size": 64,
-                "weight_decay": 0.0, "seed": 0},
+    "lp_head": {
+        "lrs": [3e-3, 1e-2, 3e-2],
+        "steps": 1000,
+        "eval_every": 50,
+        "batch_size": 64,
+        "weight_decay": 0.0,
+        "seed": 0,
+    },
     "ood": "calibrated_images('fashion_shifted', 'test', seed=0)",
 }
 
-COLUMNS = ("knn20", "probe_cls", "probe_mean", "fewshot10", "attentive", "ft_id", "ft_ood", "lpft_id",
-           "lpft_ood")
+COLUMNS = (
+    "knn20",
+    "probe_cls",
+    "probe_mean",
+    "fewshot10",
+    "attentive",
+    "ft_id",
+    "ft_ood",
+    "lpft_id",
+    "lpft_ood",
+)
 FINETUNE_COLUMNS = ("ft_id", "ft_ood", "lpft_id", "lpft_ood")
 
 #: Rows that :func:`floors` does not hold to the floor besides the random ones: the
@@ -123,8 +170,14 @@ def _count(value, where, minimum=1):
 
 
 def _rates(value, where):
-    if (not isinstance(value, (list, tuple)) or not value
-            or any(isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 < v < math.inf for v in value)):
+    if (
+        not isinstance(value, (list, tuple))
+        or not value
+        or any(
+            isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 < v < math.inf
+            for v in value
+        )
+    ):
         raise ValueError(f"{where} must be a non-empty list of positive numbers, got {value!r}")
 
 
@@ -146,11 +199,15 @@ def _check_protocol(p):
     _rates(lp["lrs"], "protocol['lp_head']['lrs']")
     _rates(fs["Cs"], "protocol['fewshot']['Cs']")
     if f["fit"] + f["val"] > p["train"]:
-        raise ValueError(f"protocol: finetune fit + val = {f['fit'] + f['val']} exceeds the "
-                         f"{p['train']} training rows they are carved from")
+        raise ValueError(
+            f"protocol: finetune fit + val = {f['fit'] + f['val']} exceeds the "
+            f"{p['train']} training rows they are carved from"
+        )
     if fs["folds"] > fs["shots"]:
-        raise ValueError(f"protocol['fewshot']['folds'] = {fs['folds']} exceeds the {fs['shots']} shots "
-                         "per class (each fold needs an image of every class)")
+        raise ValueError(
+            f"protocol['fewshot']['folds'] = {fs['folds']} exceeds the {fs['shots']} shots "
+            "per class (each fold needs an image of every class)"
+        )
 
 
 def resolve_protocol(protocol=None):
@@ -176,7 +233,9 @@ def resolve_protocol(protocol=None):
     if protocol is None:
         return p
     if not isinstance(protocol, dict):
-        raise ValueError(f"protocol must be a dict of entries of TABLE_PROTOCOL, got {type(protocol).__name__}")
+        raise ValueError(
+            f"protocol must be a dict of entries of TABLE_PROTOCOL, got {type(protocol).__name__}"
+        )
     _merge(p, protocol, "protocol")
     _check_protocol(p)
     return json.loads(json.dumps(p))  # what the JSON will hold (tuples become lists)
@@ -202,7 +261,7 @@ def _probe(htr, ytr, hte, yte, p):
     # columns constant on the probe's fitting rows (the recipe's split: all but the first
     # n // 5 of default_rng(0).permutation(n)) cannot be standardised; raw pixels have some
     n = htr.shape[0]
-    keep = htr[np.random.default_rng(0).permutation(n)[n // 5:]].std(axis=0) > 0
+    keep = htr[np.random.default_rng(0).permutation(n)[n // 5 :]].std(axis=0) > 0
     best_c, _, pred = linear_probe_warm_path(htr[:, keep], ytr, hte[:, keep], yte, p["Cs"], seed=0)
     return {**_acc(pred, yte), "C": best_c}
 
@@ -245,7 +304,9 @@ def fewshot_supports(train_y, shots, draws, seed):
     """
     y = np.asarray(train_y)
     if y.ndim != 1 or y.size == 0 or not np.issubdtype(y.dtype, np.integer):
-        raise ValueError(f"train_y must be a non-empty 1-D array of integer labels, got shape {y.shape}")
+        raise ValueError(
+            f"train_y must be a non-empty 1-D array of integer labels, got shape {y.shape}"
+        )
     _count(shots, "shots")
     _count(draws, "draws")
     _count(seed, "seed", 0)
@@ -255,8 +316,10 @@ def fewshot_supports(train_y, shots, draws, seed):
         raise ValueError(f"shots={shots} exceeds the {sizes.min()} rows of class {c} in train_y")
     rng = np.random.default_rng(seed)
     members = [np.flatnonzero(y == c) for c in classes]
-    return [np.concatenate([rng.choice(m, size=shots, replace=False) for m in members]).astype(np.int64)
-            for _ in range(draws)]
+    return [
+        np.concatenate([rng.choice(m, size=shots, replace=False) for m in members]).astype(np.int64)
+        for _ in range(draws)
+    ]
 
 
 def _fewshot_fit(h, y, Cs, folds):
@@ -308,10 +371,20 @@ def fewshot_probe(htr, ytr, hte, yte, p):
         accs.append(float(np.mean(search.predict(hte) == yte)))
         Cs.append(float(search.best_params_["logisticregression__C"]))
     a = np.asarray(accs)
-    return {"acc": float(a.mean()), "lo": float(a.min()), "hi": float(a.max()),
-            "std": float(a.std(ddof=1)) if a.size > 1 else 0.0, "draws": accs, "C": Cs, "shots": f["shots"],
-            "n": int(np.asarray(yte).size),
-            "interval": f"lowest and highest of {a.size} support draws (spread over draws, not a Wilson interval)"}
+    return {
+        "acc": float(a.mean()),
+        "lo": float(a.min()),
+        "hi": float(a.max()),
+        "std": float(a.std(ddof=1)) if a.size > 1 else 0.0,
+        "draws": accs,
+        "C": Cs,
+        "shots": f["shots"],
+        "n": int(np.asarray(yte).size),
+        "interval": (
+            f"lowest and highest of {a.size} support draws (spread over draws, not a Wilson "
+            "interval)"
+        ),
+    }
 
 
 def attentive_heads(width, wanted=4):
@@ -331,8 +404,15 @@ def _attentive(ttr, ytr, tte, yte, p):
 
     a = p["attentive"]
     heads = attentive_heads(ttr.shape[2], a["heads"])
-    probe, transform = train_attentive_probe(ttr, ytr, n_heads=heads, epochs=a["epochs"], lr=a["lr"],
-                                             weight_decay=a["weight_decay"], batch_size=a["batch_size"])
+    probe, transform = train_attentive_probe(
+        ttr,
+        ytr,
+        n_heads=heads,
+        epochs=a["epochs"],
+        lr=a["lr"],
+        weight_decay=a["weight_decay"],
+        batch_size=a["batch_size"],
+    )
     return {**_acc(predict(lambda t: probe(t)[0], transform(tte)), yte), "heads": heads}
 
 
@@ -345,13 +425,18 @@ def _frozen_columns(ttr, ytr, tte, yte, p, features, timer, *, mean_probe=True):
     from ..labelfree import rankme
 
     htr, hte = features
-    out = {"knn20": timer("knn", _knn, htr, ytr, hte, yte, p),
-           "probe_cls": timer("probe_cls", _probe, htr, ytr, hte, yte, p)}
+    out = {
+        "knn20": timer("knn", _knn, htr, ytr, hte, yte, p),
+        "probe_cls": timer("probe_cls", _probe, htr, ytr, hte, yte, p),
+    }
     mtr, mte = ttr[:, 1:].mean(axis=1), tte[:, 1:].mean(axis=1)
     if not mean_probe:
         out["probe_mean"] = None
     elif htr.shape == mtr.shape and np.allclose(htr, mtr, rtol=1e-5, atol=1e-6):
-        out["probe_mean"] = {**out["probe_cls"], "note": "the class token is the mean of the positions"}
+        out["probe_mean"] = {
+            **out["probe_cls"],
+            "note": "the class token is the mean of the positions",
+        }
     else:
         out["probe_mean"] = timer("probe_mean", _probe, mtr, ytr, mte, yte, p)
     out["fewshot10"] = timer("fewshot10", fewshot_probe, htr, ytr, hte, yte, p)
@@ -366,7 +451,9 @@ def _frozen_columns(ttr, ytr, tte, yte, p, features, timer, *, mean_probe=True):
 def _with_head(encoder, seed, head=None, n_classes=10):
     """A trainable copy of ``encoder`` and a seeded linear head (``head``'s weights if given)."""
     torch.manual_seed(seed)
-    model = nn.Sequential(OrderedDict(encoder=copy.deepcopy(encoder), head=nn.Linear(encoder.out_dim, n_classes)))
+    model = nn.Sequential(
+        OrderedDict(encoder=copy.deepcopy(encoder), head=nn.Linear(encoder.out_dim, n_classes))
+    )
     if head is not None:
         model.head.load_state_dict(head.state_dict())
     for q in model.parameters():
@@ -418,25 +505,46 @@ def search_rate(make, inputs, labels, fit, val, lrs, settings):
     curves = []
     for lr in lrs:
         module = make()
-        opt = torch.optim.AdamW([q for q in module.parameters() if q.requires_grad], lr=lr,
-                                weight_decay=settings["weight_decay"])
-        curves.append(train_with_validation(module, opt, inputs, labels, fit, val, steps=settings["steps"],
-                                            eval_every=settings["eval_every"], batch_size=settings["batch_size"],
-                                            seed=settings["seed"]))
+        opt = torch.optim.AdamW(
+            [q for q in module.parameters() if q.requires_grad],
+            lr=lr,
+            weight_decay=settings["weight_decay"],
+        )
+        curves.append(
+            train_with_validation(
+                module,
+                opt,
+                inputs,
+                labels,
+                fit,
+                val,
+                steps=settings["steps"],
+                eval_every=settings["eval_every"],
+                batch_size=settings["batch_size"],
+                seed=settings["seed"],
+            )
+        )
     i, j = select_on_validation(np.array([c.accuracy for c in curves]))
     chosen = curves[i]
     module = make()
     module.load_state_dict(chosen.state)
     module.eval()
-    recipe = {"lr": lrs[i], "steps": int(chosen.steps[j]), "val_acc": float(chosen.accuracy[j]),
-              "n_fit": int(np.size(fit)), "n_val": int(np.size(val)), "lrs": lrs,
-              "curve_steps": [int(s) for s in chosen.steps], "curves": [[float(a) for a in c.accuracy] for c in curves]}
+    recipe = {
+        "lr": lrs[i],
+        "steps": int(chosen.steps[j]),
+        "val_acc": float(chosen.accuracy[j]),
+        "n_fit": int(np.size(fit)),
+        "n_val": int(np.size(val)),
+        "lrs": lrs,
+        "curve_steps": [int(s) for s in chosen.steps],
+        "curves": [[float(a) for a in c.accuracy] for c in curves],
+    }
     return recipe, module
 
 
 def _forward(module, x, batch_size=1024):
     with torch.no_grad():
-        return torch.cat([module(x[i:i + batch_size]) for i in range(0, x.shape[0], batch_size)])
+        return torch.cat([module(x[i : i + batch_size]) for i in range(0, x.shape[0], batch_size)])
 
 
 def finetune_columns(name, encoder, train_rows, test_rows, p, *, timer=None):
@@ -477,22 +585,51 @@ def finetune_columns(name, encoder, train_rows, test_rows, p, *, timer=None):
     f, lp = p["finetune"], p["lp_head"]
     images, labels = load_images("fashion", "train")
     fit, val = carve_validation(len(train_rows), f["fit"], f["val"], seed=f["split_seed"])
-    pool = np.asarray(train_rows)[np.concatenate([fit, val])]   # the only images the search reads
+    pool = np.asarray(train_rows)[np.concatenate([fit, val])]  # the only images the search reads
     x_pool, y_pool = encoder_inputs(name, images[pool]), labels[pool]
     FIT, VAL = np.arange(f["fit"]), np.arange(f["fit"], f["fit"] + f["val"])
-    ft_recipe, ft = timer("ft_search", search_rate, lambda: _with_head(encoder, f["seed"]), x_pool, y_pool,
-                          FIT, VAL, f["lrs"], f)
+    ft_recipe, ft = timer(
+        "ft_search",
+        search_rate,
+        lambda: _with_head(encoder, f["seed"]),
+        x_pool,
+        y_pool,
+        FIT,
+        VAL,
+        f["lrs"],
+        f,
+    )
     h_pool = _forward(encoder.eval(), x_pool)
-    head_recipe, head = timer("lp_head_search", search_rate, lambda: _linear(h_pool.shape[1], lp["seed"]),
-                              h_pool, y_pool, FIT, VAL, lp["lrs"], lp)
-    lpft_recipe, lpft = timer("lpft_search", search_rate, lambda: _with_head(encoder, f["seed"], head=head),
-                              x_pool, y_pool, FIT, VAL, f["lrs"], f)
+    head_recipe, head = timer(
+        "lp_head_search",
+        search_rate,
+        lambda: _linear(h_pool.shape[1], lp["seed"]),
+        h_pool,
+        y_pool,
+        FIT,
+        VAL,
+        lp["lrs"],
+        lp,
+    )
+    lpft_recipe, lpft = timer(
+        "lpft_search",
+        search_rate,
+        lambda: _with_head(encoder, f["seed"], head=head),
+        x_pool,
+        y_pool,
+        FIT,
+        VAL,
+        f["lrs"],
+        f,
+    )
     out = {"ft_recipe": ft_recipe, "lpft_recipe": {**lpft_recipe, "head": head_recipe}}
-    for domain, suffix in (("fashion", "id"), ("shifted", "ood")):   # the test images, read now
+    for domain, suffix in (("fashion", "id"), ("shifted", "ood")):  # the test images, read now
         x, y = load_images(domain, "test")
         x, y = encoder_inputs(name, x[test_rows]), y[test_rows]
         for method, model in (("ft", ft), ("lpft", lpft)):
-            out[f"{method}_{suffix}"] = timer(f"{method}_{suffix}", lambda m=model: _acc(_forward(m, x).argmax(1).numpy(), y))
+            out[f"{method}_{suffix}"] = timer(
+                f"{method}_{suffix}", lambda m=model: _acc(_forward(m, x).argmax(1).numpy(), y)
+            )
     return out
 
 
@@ -505,6 +642,7 @@ def _timer(seconds):
         out = fn(*args)
         seconds[piece] = round(seconds.get(piece, 0.0) + time.perf_counter() - t0, 1)
         return out
+
     return run
 
 
@@ -523,10 +661,18 @@ def _raw_row(tr, te, p):
     seconds = {}
     htr = xtr.reshape(len(tr), -1).astype(np.float64) / 255
     hte = xte.reshape(len(te), -1).astype(np.float64) / 255
-    row = {"name": "raw_pixels", "arch": None, "objective": "none (the 784 grey levels)", "params": 0,
-           "train_seconds": 0.0}
-    row.update(_frozen_columns(tokens(xtr), ytr, tokens(xte), yte, p, (htr, hte), _timer(seconds),
-                               mean_probe=False))
+    row = {
+        "name": "raw_pixels",
+        "arch": None,
+        "objective": "none (the 784 grey levels)",
+        "params": 0,
+        "train_seconds": 0.0,
+    }
+    row.update(
+        _frozen_columns(
+            tokens(xtr), ytr, tokens(xte), yte, p, (htr, hte), _timer(seconds), mean_probe=False
+        )
+    )
     for c in FINETUNE_COLUMNS:
         row[c] = "n/a: no encoder"
     row["ft_recipe"] = row["lpft_recipe"] = None
@@ -540,13 +686,25 @@ def _describe(name):
 
     if name == "efficientnet_lite0":
         enc = load(name)
-        return {"arch": "efficientnet_lite0", "objective": "supervised, ImageNet-1k (installed wheel)",
-                "params": int(sum(q.numel() for q in enc.parameters()) - enc.classifier.weight.numel()
-                              - enc.classifier.bias.numel()), "train_seconds": None}
+        return {
+            "arch": "efficientnet_lite0",
+            "objective": "supervised, ImageNet-1k (installed wheel)",
+            "params": int(
+                sum(q.numel() for q in enc.parameters())
+                - enc.classifier.weight.numel()
+                - enc.classifier.bias.numel()
+            ),
+            "train_seconds": None,
+        }
     entry = manifest()["encoders"][name]
-    return {"arch": entry["architecture"]["name"], "objective": entry["objective"], "params": entry["parameters"],
-            "train_seconds": entry["training"]["seconds"], "train_images": entry["data"]["subset_size"],
-            "epochs": entry["hyperparameters"]["epochs"]}
+    return {
+        "arch": entry["architecture"]["name"],
+        "objective": entry["objective"],
+        "params": entry["parameters"],
+        "train_seconds": entry["training"]["seconds"],
+        "train_images": entry["data"]["subset_size"],
+        "epochs": entry["hyperparameters"]["epochs"],
+    }
 
 
 def _encoder_row(name, tr, te, p, *, finetune=True, log=print):
@@ -567,15 +725,18 @@ def _encoder_row(name, tr, te, p, *, finetune=True, log=print):
     else:
         t0 = time.perf_counter()
         row.update(finetune_columns(name, load(name), tr, te, p, timer=timer))
-        log(f"  {name}: FT and LP-FT searched and tested {time.perf_counter() - t0:.0f} s "
+        log(
+            f"  {name}: FT and LP-FT searched and tested {time.perf_counter() - t0:.0f} s "
             f"(FT lr {row['ft_recipe']['lr']:g}, {row['ft_recipe']['steps']} steps; "
-            f"LP-FT lr {row['lpft_recipe']['lr']:g}, {row['lpft_recipe']['steps']} steps)")
+            f"LP-FT lr {row['lpft_recipe']['lr']:g}, {row['lpft_recipe']['steps']} steps)"
+        )
     row["piece_seconds"] = seconds
     return row
 
 
 def row_names():
-    """The table's rows in order: raw pixels, the zoo's encoders (registry order), EfficientNet-Lite0."""
+    """The table's rows in order: raw pixels, the zoo's encoders (registry order),
+    EfficientNet-Lite0."""
     from .registry import ENCODERS
 
     return ["raw_pixels", *ENCODERS, "efficientnet_lite0"]
@@ -626,15 +787,26 @@ def zoo_table(names=None, *, protocol=None, log=print):
             row = _raw_row(tr, te, p)
         elif name == "efficientnet_lite0":
             e = p["efficientnet"]
-            row = _encoder_row(name, subset_indices(60000, e["train"], p["subset_seed"]),
-                               subset_indices(10000, e["test"], p["subset_seed"] + 1), p, finetune=False, log=log)
+            row = _encoder_row(
+                name,
+                subset_indices(60000, e["train"], p["subset_seed"]),
+                subset_indices(10000, e["test"], p["subset_seed"] + 1),
+                p,
+                finetune=False,
+                log=log,
+            )
         else:
             row = _encoder_row(name, tr, te, p, log=log)
         row["seconds"] = round(time.perf_counter() - t1, 1)
         rows.append(row)
         log(f"{name} done ({time.perf_counter() - t0:.0f} s)")
-    table = {"rows": rows, "protocol": p, "seconds": round(time.perf_counter() - t0, 1),
-             "torch": torch.__version__, "date": time.strftime("%Y-%m-%d", time.gmtime())}
+    table = {
+        "rows": rows,
+        "protocol": p,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "torch": torch.__version__,
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+    }
     table["floors"] = floors(table)
     return table
 
@@ -644,7 +816,11 @@ def zoo_table(names=None, *, protocol=None, log=print):
 
 def _cell_acc(row, column):
     cell = row.get(column)
-    if not isinstance(cell, dict) or isinstance(cell.get("acc"), bool) or not isinstance(cell.get("acc"), numbers.Real):
+    if (
+        not isinstance(cell, dict)
+        or isinstance(cell.get("acc"), bool)
+        or not isinstance(cell.get("acc"), numbers.Real)
+    ):
         raise ValueError(f"table: row {row['name']!r} has no accuracy in {column!r} (got {cell!r})")
     return float(cell["acc"])
 
@@ -657,7 +833,8 @@ def _floor_check(trained, random, column, margin):
 
 
 def floors(table, margin=0.10):
-    """The training floor: each trained encoder against the random initialisation of its architecture.
+    """The training floor: each trained encoder against the random initialisation of its
+    architecture.
 
     A trained zoo row is every row but raw pixels, EfficientNet-Lite0, the random
     initialisations (``random_*``) and ``collapsed_vit``, the deliberately collapsed
@@ -707,7 +884,9 @@ def floors(table, margin=0.10):
         if name in FLOOR_EXEMPT or name.startswith("random_"):
             continue
         if not isinstance(row.get("arch"), str) or not row["arch"]:
-            raise ValueError(f"table: trained row {name!r} has no 'arch' to find its random counterpart by")
+            raise ValueError(
+                f"table: trained row {name!r} has no 'arch' to find its random counterpart by"
+            )
         random_name = f"random_{row['arch']}"
         entry = {"name": name, "arch": row["arch"], "random": random_name, "margin": float(margin)}
         if random_name not in by_name:
@@ -718,7 +897,14 @@ def floors(table, margin=0.10):
         random = by_name[random_name]
         checks = {c: _floor_check(row, random, c, margin) for c in ("probe_cls", "fewshot10")}
         verdict = "pass" if all(c["clears"] for c in checks.values()) else "fail"
-        out.append({**entry, "probe": checks["probe_cls"], "fewshot10": checks["fewshot10"], "verdict": verdict})
+        out.append(
+            {
+                **entry,
+                "probe": checks["probe_cls"],
+                "fewshot10": checks["fewshot10"],
+                "verdict": verdict,
+            }
+        )
     return out
 
 
@@ -747,18 +933,39 @@ def _floor_lines(table):
     checks = floors(table)
     if not checks:
         return ["Floors: no trained zoo row in this table."]
-    lines = ["Floors: each trained encoder against the random initialisation of its architecture; "
-             f"both differences must be at least {100 * checks[0]['margin']:.0f} points (raw pixels, "
-             "EfficientNet-Lite0 and collapsed_vit, a deliberately collapsed control, are not held to it).", "",
-             _line(["encoder", "random counterpart", "probe (cls) difference", "10-shot difference", "verdict"]),
-             "|" + "---|" * 5]
+    lines = [
+        "Floors: each trained encoder against the random initialisation of its architecture; "
+        f"both differences must be at least {100 * checks[0]['margin']:.0f} points (raw pixels, "
+        "EfficientNet-Lite0 and collapsed_vit, a deliberately collapsed control, are not held "
+        "to it).",
+        "",
+        _line(
+            [
+                "encoder",
+                "random counterpart",
+                "probe (cls) difference",
+                "10-shot logistic-probe difference",
+                "verdict",
+            ]
+        ),
+        "|" + "---|" * 5,
+    ]
     for c in checks:
         cells = [c["name"], c["random"]]
         for key in ("probe", "fewshot10"):
             d = c[key]
-            cells.append("-" if d is None else
-                         f"{100 * d['difference']:+.1f} ({100 * d['trained']:.1f} vs {100 * d['random']:.1f})")
-        cells.append(c["verdict"] + (f": {c['random']} is not in the table" if c["verdict"] == "no random row" else ""))
+            cells.append(
+                "-"
+                if d is None
+                else (
+                    f"{100 * d['difference']:+.1f} ({100 * d['trained']:.1f} vs "
+                    f"{100 * d['random']:.1f})"
+                )
+            )
+        cells.append(
+            c["verdict"]
+            + (f": {c['random']} is not in the table" if c["verdict"] == "no random row" else "")
+        )
         lines.append(_line(cells))
     return lines
 
@@ -767,32 +974,62 @@ def render_markdown(table):
     """The table as Markdown text: the accuracies in percent, what each interval is, the floors."""
     p = table["protocol"]
     shots = p.get("fewshot", {}).get("shots", 10)
-    head = ["encoder", "arch", "objective", "params", "pre-training s", "20-NN", "probe (cls)", "probe (mean)",
-            f"{shots}-shot", "attentive", "FT in-dist.", "FT OOD", "LP-FT in-dist.", "LP-FT OOD", "FT recipe",
-            "LP-FT recipe", "RankMe"]
+    head = [
+        "encoder",
+        "arch",
+        "objective",
+        "params",
+        "pre-training s",
+        "20-NN",
+        "probe (cls)",
+        "probe (mean)",
+        f"{shots}-shot logistic probe",
+        "attentive",
+        "FT in-dist.",
+        "FT OOD",
+        "LP-FT in-dist.",
+        "LP-FT OOD",
+        "FT recipe",
+        "LP-FT recipe",
+        "RankMe (uncentred)",
+    ]
     lines = [_line(head), "|" + "---|" * len(head)]
     for r in table["rows"]:
-        cells = [r["name"], r.get("arch") or "-", r["objective"], str(r["params"]),
-                 "-" if r.get("train_seconds") is None else f"{r['train_seconds']:.0f}"]
+        cells = [
+            r["name"],
+            r.get("arch") or "-",
+            r["objective"],
+            str(r["params"]),
+            "-" if r.get("train_seconds") is None else f"{r['train_seconds']:.0f}",
+        ]
         cells += [_fmt(r.get(c)) for c in COLUMNS]
         cells += [_recipe(r.get("ft_recipe")), _recipe(r.get("lpft_recipe")), f"{r['rankme']:.1f}"]
         lines.append(_line(cells))
     e, f = p["efficientnet"], p.get("finetune", {})
-    notes = [f"Accuracies in percent. 20-NN, probes, attentive probe, FT and LP-FT: accuracy on the test images "
-             f"[95 % Wilson interval over those images]. Zoo rows and raw pixels: {p['train']} seeded training "
-             f"images (20-NN bank, probes, support pool), {p['test']} test images; EfficientNet-Lite0: "
-             f"{e['train']} / {e['test']} at {e['size']} px, not fine-tuned."]
+    notes = [
+        "Accuracies in percent. 20-NN, probes, attentive probe, FT and LP-FT: accuracy on the "
+        "test images [95 % Wilson interval over those images]. Zoo rows and raw pixels: "
+        f"{p['train']} seeded training images (20-NN bank, probes, support pool), {p['test']} "
+        f"test images; EfficientNet-Lite0: {e['train']} / {e['test']} at {e['size']} px, not "
+        "fine-tuned."
+    ]
     if "fewshot" in p:
         fs = p["fewshot"]
-        notes.append(f"{shots}-shot: logistic-regression probe on {shots} labelled training images per class (C by "
-                     f"{fs['folds']}-fold cross-validation on them), mean over {fs['draws']} support draws "
-                     f"[lowest, highest draw]: the spread over draws of the support, not a Wilson interval.")
+        notes.append(
+            f"{shots}-shot: logistic-regression probe on {shots} labelled training images per "
+            f"class (C by {fs['folds']}-fold cross-validation on them), mean over {fs['draws']} "
+            "support draws [lowest, highest draw]: the spread over draws of the support, not a "
+            "Wilson interval."
+        )
     if "lrs" in f:
-        notes.append(f"FT and LP-FT: rate from {', '.join(f'{lr:g}' for lr in f['lrs'])} and steps (best of a check "
-                     f"every {f['eval_every']} up to {f['steps']}, batch {f['batch_size']}, AdamW) chosen on "
-                     f"{f['val']} validation images carved from the training rows ({f['fit']} fitted on); LP-FT's "
-                     f"head from rates {', '.join(f'{lr:g}' for lr in p['lp_head']['lrs'])} the same way; the "
-                     "recipe columns give the choice.")
+        notes.append(
+            f"FT and LP-FT: rate from {', '.join(f'{lr:g}' for lr in f['lrs'])} and steps (best "
+            f"of a check every {f['eval_every']} up to {f['steps']}, batch {f['batch_size']}, "
+            f"AdamW) chosen on {f['val']} validation images carved from the training rows "
+            f"({f['fit']} fitted on); LP-FT's head from rates "
+            f"{', '.join(f'{lr:g}' for lr in p['lp_head']['lrs'])} the same way; the recipe "
+            "columns give the choice."
+        )
     notes.append(f"OOD: {p['ood']}. Computed in {table['seconds']:.0f} s.")
     lines += ["", " ".join(notes), ""] + _floor_lines(table)
     return "\n".join(lines) + "\n"
@@ -845,8 +1082,10 @@ def write_table(path, names=None, *, merge=False, protocol=None):
         with open(path) as fh:
             old = json.load(fh)
         if old.get("protocol") != p:
-            raise ValueError(f"merge: the rows of {path} were computed under another protocol; "
-                             "recompute every row (merge=False) or use the same protocol")
+            raise ValueError(
+                f"merge: the rows of {path} were computed under another protocol; "
+                "recompute every row (merge=False) or use the same protocol"
+            )
     table = zoo_table(names, protocol=p)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path + ".lock", "w") as lock:
