@@ -20,16 +20,9 @@ The command ``repeval loop`` (:mod:`repeval_ref.cli.loop`) runs the whole loop. 
 torchvision, timm or zoo backbones by name is :mod:`repeval_ref.backbones`, one floor above
 this package and :mod:`repeval_ref.zoo`.
 """
-from .freeze import (
-    evaluation_mode,
-    frozen_features,
-    module_device,
-    restore_training_flags,
-    state_diff,
-    state_snapshot,
-    state_unchanged,
-    training_flags,
-)
+
+from .attentive import AttentiveProbe, attentive_predict, train_attentive_probe
+from .data import ImageFolder, PreparedImages
 from .extract import (
     POOLINGS,
     BlockTaps,
@@ -41,14 +34,28 @@ from .extract import (
     pool_output,
     resolve_device,
 )
+from .finetune import freeze_all_but_last, layerwise_lr_groups, parameter_layers
+from .freeze import (
+    evaluation_mode,
+    frozen_features,
+    module_device,
+    restore_training_flags,
+    state_diff,
+    state_snapshot,
+    state_unchanged,
+    training_flags,
+)
 from .grid import GridResult, grid_accuracies, grid_views, probe_grid_search, train_probe_grid
-from .knn import knn_classify_sharded, knn_classify_torch, shard_range, topk_neighbors, weighted_vote
+from .knn import (
+    knn_classify_sharded,
+    knn_classify_torch,
+    shard_range,
+    topk_neighbors,
+    weighted_vote,
+)
 from .models import SmallCNN, TinyViT, TransformerBlock, default_blocks, default_prefix_tokens
 from .probe import LinearProbe, fold_probe, probe_accuracy, running_mean_shift, train_probe
 from .schedule import cosine_factor, cosine_schedule
-from .data import ImageFolder, PreparedImages
-from .attentive import AttentiveProbe, attentive_predict, train_attentive_probe
-from .finetune import freeze_all_but_last, layerwise_lr_groups, parameter_layers
 
 __all__ = [
     "AttentiveProbe",
@@ -99,4 +106,3 @@ __all__ = [
     "training_flags",
     "weighted_vote",
 ]
-

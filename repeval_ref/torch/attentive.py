@@ -13,6 +13,7 @@ Book: chapter ``book/attentive.md`` ("Attentive probes"); seed 000, "Attentive p
 The encoder is not involved: the probe reads token arrays that were extracted once
 (for the zoo, ``repeval_ref.zoo.features(..., pooling="tokens")``).
 """
+
 from __future__ import annotations
 
 import math
@@ -29,7 +30,8 @@ __all__ = ["AttentiveProbe", "train_attentive_probe", "attentive_predict"]
 
 
 class AttentiveProbe(nn.Module):
-    """Multi-head attentive probe with one learned query (the forward of :func:`repeval_ref.attentive_probe`).
+    """Multi-head attentive probe with one learned query (the forward of
+    :func:`repeval_ref.attentive_probe`).
 
     Parameters
     ----------
@@ -70,12 +72,16 @@ class AttentiveProbe(nn.Module):
         self.W_cls = nn.Parameter(torch.zeros(dim, n_classes))
 
     def forward(self, H):
-        """Logits (B, K) and attention weights (B, n_heads, T - n_prefix) for tokens ``H`` (B, T, d)."""
+        """Logits (B, K) and attention weights (B, n_heads, T - n_prefix) for tokens ``H`` (B, T,
+        d)."""
         if H.ndim != 3 or H.shape[2] != self.q.shape[0] or H.shape[1] <= self.n_prefix:
-            raise ValueError(f"H must have shape (B, T > {self.n_prefix}, {self.q.shape[0]}), got {tuple(H.shape)}")
+            raise ValueError(
+                f"H must have shape (B, T > {self.n_prefix}, {self.q.shape[0]}), got "
+                f"{tuple(H.shape)}"
+            )
         B, T, d = H.shape
         h, dk = self.n_heads, d // self.n_heads
-        tokens = H[:, self.n_prefix:]
+        tokens = H[:, self.n_prefix :]
         keys = (tokens @ self.Wk).reshape(B, -1, h, dk)
         values = (tokens @ self.Wv).reshape(B, -1, h, dk)
         scores = torch.einsum("bthk,hk->bht", keys, self.q.reshape(h, dk)) / math.sqrt(dk)
@@ -84,14 +90,29 @@ class AttentiveProbe(nn.Module):
         return o @ self.Wo @ self.W_cls, A
 
     def numpy_params(self):
-        """The parameters as float64 arrays, keyed as the arguments of :func:`repeval_ref.attentive_probe`."""
-        out = {k: getattr(self, k).detach().cpu().double().numpy().copy() for k in ("q", "Wk", "Wv", "Wo", "W_cls")}
+        """The parameters as float64 arrays, keyed as the arguments of
+        :func:`repeval_ref.attentive_probe`."""
+        out = {
+            k: getattr(self, k).detach().cpu().double().numpy().copy()
+            for k in ("q", "Wk", "Wv", "Wo", "W_cls")
+        }
         out.update(n_heads=self.n_heads, n_prefix=self.n_prefix)
         return out
 
 
-def train_attentive_probe(train_tokens, train_y, *, n_classes=10, n_heads=4, n_prefix=1, epochs=20, lr=3e-3,
-                          weight_decay=1e-4, batch_size=256, seed=0):
+def train_attentive_probe(
+    train_tokens,
+    train_y,
+    *,
+    n_classes=10,
+    n_heads=4,
+    n_prefix=1,
+    epochs=20,
+    lr=3e-3,
+    weight_decay=1e-4,
+    batch_size=256,
+    seed=0,
+):
     """Fit an :class:`AttentiveProbe` on frozen tokens, standardised per channel.
 
     Each channel is standardised with the mean and standard deviation over all training
@@ -165,7 +186,7 @@ def train_attentive_probe(train_tokens, train_y, *, n_classes=10, n_heads=4, n_p
     for _ in range(epochs):
         order = torch.randperm(n, generator=gen)
         for b in range(per_epoch):
-            idx = order[b * batch_size:(b + 1) * batch_size]
+            idx = order[b * batch_size : (b + 1) * batch_size]
             for group in opt.param_groups:
                 group["lr"] = lr * cosine_factor(step, steps)
             loss = F.cross_entropy(probe(x[idx])[0], yt[idx])
@@ -196,8 +217,12 @@ def attentive_predict(probe, tokens, transform=None, batch_size=1024):
     if not isinstance(probe, AttentiveProbe):
         raise ValueError(f"probe must be an AttentiveProbe, got {type(probe).__name__}")
     batch_size = check_int(batch_size, "batch_size", minimum=1)
-    x = transform(tokens) if transform is not None else torch.as_tensor(np.asarray(tokens, dtype=np.float32))
+    x = (
+        transform(tokens)
+        if transform is not None
+        else torch.as_tensor(np.asarray(tokens, dtype=np.float32))
+    )
     if x.ndim != 3 or x.shape[0] == 0:
         raise ValueError(f"tokens must have shape (m >= 1, T, d), got {tuple(x.shape)}")
-    out = [probe(x[i:i + batch_size])[0].argmax(dim=1) for i in range(0, x.shape[0], batch_size)]
+    out = [probe(x[i : i + batch_size])[0].argmax(dim=1) for i in range(0, x.shape[0], batch_size)]
     return torch.cat(out).numpy().astype(np.int64)

@@ -34,6 +34,7 @@ What :func:`extract_features` does
   of rank ``r``) is written at position ``p`` and positions ``p >= n`` (the padding)
   are dropped, so the result is in dataset order, with no sample duplicated or lost.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -107,7 +108,9 @@ def pool_output(out, pooling, n_prefix_tokens=1):
     if out.ndim == 3:
         if pooling == "cls":
             if n_prefix_tokens < 1:
-                raise ValueError("pooling 'cls' needs a class token, but n_prefix_tokens=0; use 'mean'")
+                raise ValueError(
+                    "pooling 'cls' needs a class token, but n_prefix_tokens=0; use 'mean'"
+                )
             return out[:, 0]
         if pooling == "mean":
             if out.shape[1] <= n_prefix_tokens:
@@ -116,7 +119,9 @@ def pool_output(out, pooling, n_prefix_tokens=1):
                     f"{n_prefix_tokens} prefix token(s); got {out.shape[1]} tokens"
                 )
             return out[:, n_prefix_tokens:].mean(dim=1)
-        raise ValueError(f"pooling 'flat' needs a (b, d) output, got tokens of shape {tuple(out.shape)}")
+        raise ValueError(
+            f"pooling 'flat' needs a (b, d) output, got tokens of shape {tuple(out.shape)}"
+        )
     if out.ndim == 4:
         if pooling == "mean":
             return out.mean(dim=(2, 3))
@@ -163,6 +168,7 @@ class BlockTaps:
             if isinstance(output, (tuple, list)):
                 output = output[0]
             self.outputs[name] = output
+
         return hook
 
     def __enter__(self):
@@ -235,6 +241,7 @@ class Features:
 # ----------------------------------------------------------------------------------
 # Fingerprints
 
+
 def model_fingerprint(model):
     """SHA-256 of a model's state dict (names, dtypes, shapes and raw bytes), as hex.
 
@@ -246,7 +253,13 @@ def model_fingerprint(model):
     for name, t in model.state_dict().items():
         t = t.detach().cpu().contiguous()
         h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        h.update((t.to(torch.uint8) if t.dtype == torch.bool else t).reshape(-1).view(torch.uint8).numpy().tobytes())
+        h.update(
+            (t.to(torch.uint8) if t.dtype == torch.bool else t)
+            .reshape(-1)
+            .view(torch.uint8)
+            .numpy()
+            .tobytes()
+        )
     return h.hexdigest()
 
 
@@ -257,7 +270,11 @@ def _update_with_item(h, item):
     elif isinstance(item, torch.Tensor):
         t = item.detach().cpu().contiguous()
         h.update(f"{t.dtype}{tuple(t.shape)}".encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.dtype != torch.bool else t.numpy().tobytes())
+        h.update(
+            t.reshape(-1).view(torch.uint8).numpy().tobytes()
+            if t.dtype != torch.bool
+            else t.numpy().tobytes()
+        )
     elif isinstance(item, np.ndarray):
         h.update(f"{item.dtype}{item.shape}".encode())
         h.update(np.ascontiguousarray(item).tobytes())
@@ -280,11 +297,17 @@ def _through_subsets(dataset):
 
 
 def _file_samples(dataset):
-    """The ``(path, label, ...)`` list of an image-folder-like dataset (``samples`` or ``imgs``), or None."""
+    """The ``(path, label, ...)`` list of an image-folder-like dataset (``samples`` or ``imgs``), or
+    None."""
     for attr in ("samples", "imgs"):
         samples = getattr(dataset, attr, None)
-        if (isinstance(samples, (list, tuple)) and samples and isinstance(samples[0], (tuple, list))
-                and len(samples[0]) >= 2 and isinstance(samples[0][0], (str, os.PathLike))):
+        if (
+            isinstance(samples, (list, tuple))
+            and samples
+            and isinstance(samples[0], (tuple, list))
+            and len(samples[0]) >= 2
+            and isinstance(samples[0][0], (str, os.PathLike))
+        ):
             return samples
     return None
 
@@ -298,7 +321,8 @@ def _describe_transform(dataset):
         value = getattr(dataset, attr)
         text = repr(value)
         if " at 0x" in text:  # a function or object without a stable repr: name it instead
-            text = f"{type(value).__module__}.{getattr(value, '__qualname__', type(value).__qualname__)}"
+            qualname = getattr(value, "__qualname__", type(value).__qualname__)
+            text = f"{type(value).__module__}.{qualname}"
         parts.append(f"{attr}={text}")
     return "|".join(parts)
 
@@ -370,6 +394,7 @@ def dataset_fingerprint(dataset, n_probe=32):
 # ----------------------------------------------------------------------------------
 # Cache
 
+
 def cache_name(name):
     """The file-system-safe form of a model, data or layer name, as the cache writes it.
 
@@ -403,7 +428,11 @@ def _read_meta(directory):
         return None
 
 
-_SETTING_NAMES = {"autocast": "autocast setting", "dtype": "output dtype", "n_prefix_tokens": "n_prefix_tokens"}
+_SETTING_NAMES = {
+    "autocast": "autocast setting",
+    "dtype": "output dtype",
+    "n_prefix_tokens": "n_prefix_tokens",
+}
 
 
 def _cache_state(directory, model_fp, data_fp, wanted, settings):
@@ -416,7 +445,11 @@ def _cache_state(directory, model_fp, data_fp, wanted, settings):
     if meta is None:
         return "miss", None
     if meta.get("version") != _CACHE_VERSION:
-        return f"stale: the cache has format version {meta.get('version')!r}, this code writes {_CACHE_VERSION}", meta
+        return (
+            f"stale: the cache has format version {meta.get('version')!r}, this code writes "
+            f"{_CACHE_VERSION}",
+            meta,
+        )
     if not meta.get("complete", False):
         return "stale: the cache was not completely written", meta
     if meta.get("model_fingerprint") != model_fp:
@@ -425,11 +458,15 @@ def _cache_state(directory, model_fp, data_fp, wanted, settings):
         return "stale: the data differ from those the cache was computed with", meta
     for key, value in settings.items():
         if key not in meta:
-            return (f"stale: the cache does not record the {_SETTING_NAMES[key]} it was computed with "
-                    "(it was written by an older version of this code)"), meta
+            return (
+                f"stale: the cache does not record the {_SETTING_NAMES[key]} it was computed with "
+                "(it was written by an older version of this code)"
+            ), meta
         if meta[key] != value:
-            return (f"stale: the cache was computed with {_SETTING_NAMES[key]} {meta[key]!r}, "
-                    f"this run uses {value!r}"), meta
+            return (
+                f"stale: the cache was computed with {_SETTING_NAMES[key]} {meta[key]!r}, "
+                f"this run uses {value!r}"
+            ), meta
     entries = meta.get("entries", {})
     for layer, pooling in wanted:
         key = f"{layer}|{pooling}"
@@ -446,7 +483,9 @@ def _cache_state(directory, model_fp, data_fp, wanted, settings):
 
 
 def _load_cached(directory, meta, wanted, layers):
-    arrays = {(l, p): np.load(_file_for(directory, l, p), mmap_mode="r") for l, p in wanted}
+    arrays = {
+        (layer, p): np.load(_file_for(directory, layer, p), mmap_mode="r") for layer, p in wanted
+    }
     labels_path = os.path.join(directory, "labels.npy")
     labels = np.load(labels_path) if os.path.isfile(labels_path) else None
     return Features(arrays, labels, list(layers), from_cache=True, meta=meta)
@@ -455,14 +494,23 @@ def _load_cached(directory, meta, wanted, layers):
 # ----------------------------------------------------------------------------------
 # Extraction
 
+
 def _as_dataset(data):
     """``data`` as a map-style dataset; TypeError/ValueError naming ``data`` if it cannot be one."""
     if isinstance(data, torch.Tensor):
         if data.ndim < 1:
-            raise ValueError("data must be a tensor of inputs with a sample axis, got a 0-dimensional tensor")
+            raise ValueError(
+                "data must be a tensor of inputs with a sample axis, got a 0-dimensional tensor"
+            )
         return TensorDataset(data)
-    if isinstance(data, tuple) and data and all(isinstance(t, (torch.Tensor, np.ndarray)) for t in data):
-        tensors = [torch.from_numpy(np.asarray(t)) if isinstance(t, np.ndarray) else t for t in data]
+    if (
+        isinstance(data, tuple)
+        and data
+        and all(isinstance(t, (torch.Tensor, np.ndarray)) for t in data)
+    ):
+        tensors = [
+            torch.from_numpy(np.asarray(t)) if isinstance(t, np.ndarray) else t for t in data
+        ]
         if any(t.ndim < 1 for t in tensors):
             raise ValueError("data: every tensor of an (inputs, labels) tuple needs a sample axis")
         lengths = [t.shape[0] for t in tensors]
@@ -485,7 +533,11 @@ def _as_dataset(data):
 def _check_first_item(dataset):
     """Read ``dataset[0]`` and check it is an input tensor or an ``(input, integer label)`` pair."""
     item = dataset[0]
-    x, y = (item[0], item[1] if len(item) > 1 else None) if isinstance(item, (tuple, list)) and item else (item, None)
+    x, y = (
+        (item[0], item[1] if len(item) > 1 else None)
+        if isinstance(item, (tuple, list)) and item
+        else (item, None)
+    )
     if not isinstance(x, (torch.Tensor, np.ndarray)):
         raise TypeError(
             "data must yield input tensors or (input tensor, integer label) pairs; "
@@ -495,7 +547,9 @@ def _check_first_item(dataset):
         raise ValueError("data[0] is a 0-dimensional input; every input needs at least one axis")
     if y is not None:
         if isinstance(y, torch.Tensor):
-            is_int = y.ndim == 0 and not (y.is_floating_point() or y.is_complex() or y.dtype == torch.bool)
+            is_int = y.ndim == 0 and not (
+                y.is_floating_point() or y.is_complex() or y.dtype == torch.bool
+            )
         elif isinstance(y, np.ndarray):
             is_int = y.ndim == 0 and np.issubdtype(y.dtype, np.integer)
         else:
@@ -520,7 +574,9 @@ def _split_batch(batch):
     else:
         x, y = batch, None
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"data must yield tensors (or (tensor, label) pairs), got a batch of {type(x).__name__}")
+        raise TypeError(
+            f"data must yield tensors (or (tensor, label) pairs), got a batch of {type(x).__name__}"
+        )
     return x, y
 
 
@@ -569,16 +625,22 @@ def resolve_device(device=None):
     if device is None or (isinstance(device, str) and device == "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if not isinstance(device, (str, torch.device)):
-        raise TypeError(f"device must be a string such as 'cpu' or 'cuda', or a torch.device; got {device!r}")
+        raise TypeError(
+            f"device must be a string such as 'cpu' or 'cuda', or a torch.device; got {device!r}"
+        )
     available = ", ".join(_available_devices())
     try:
         dev = torch.device(device)
     except (RuntimeError, ValueError) as exc:
-        raise ValueError(f"device {device!r} is not a device torch knows; available here: {available}") from exc
+        raise ValueError(
+            f"device {device!r} is not a device torch knows; available here: {available}"
+        ) from exc
     if dev.type == "cpu":
         return dev
     if dev.type == "cuda":
-        ok = torch.cuda.is_available() and (dev.index is None or dev.index < torch.cuda.device_count())
+        ok = torch.cuda.is_available() and (
+            dev.index is None or dev.index < torch.cuda.device_count()
+        )
     elif dev.type == "mps":
         mps = getattr(torch.backends, "mps", None)
         ok = mps is not None and mps.is_available()
@@ -586,14 +648,31 @@ def resolve_device(device=None):
         backend = getattr(torch, dev.type, None)
         ok = bool(getattr(backend, "is_available", lambda: False)())
     if not ok:
-        raise ValueError(f"device {str(device)!r} is not available on this machine; available here: {available}")
+        raise ValueError(
+            f"device {str(device)!r} is not available on this machine; available here: {available}"
+        )
     return dev
 
 
-def extract_features(model, data, layers=None, *, poolings=("cls",), batch_size=64, device=None,
-                     autocast="auto", progress=False, num_workers=0, cache_dir=None, model_name=None,
-                     data_name="data", data_fingerprint=None, on_stale="recompute", distributed=False,
-                     n_prefix_tokens=None):
+def extract_features(
+    model,
+    data,
+    layers=None,
+    *,
+    poolings=("cls",),
+    batch_size=64,
+    device=None,
+    autocast="auto",
+    progress=False,
+    num_workers=0,
+    cache_dir=None,
+    model_name=None,
+    data_name="data",
+    data_fingerprint=None,
+    on_stale="recompute",
+    distributed=False,
+    n_prefix_tokens=None,
+):
     """Extract pooled outputs of several blocks in one frozen pass, with an optional disk cache.
 
     Parameters
@@ -661,19 +740,28 @@ def extract_features(model, data, layers=None, *, poolings=("cls",), batch_size=
     elif isinstance(layers, str):
         layers = [layers]
     elif isinstance(layers, (bytes, dict)) or not hasattr(layers, "__iter__"):
-        raise TypeError(f"layers must be a block name or a list of block names, got {type(layers).__name__}")
+        raise TypeError(
+            f"layers must be a block name or a list of block names, got {type(layers).__name__}"
+        )
     layers = list(layers)
     if not layers:
         raise ValueError("layers is empty: choose at least one block")
-    bad = [l for l in layers if not isinstance(l, str)]
+    bad = [layer for layer in layers if not isinstance(layer, str)]
     if bad:
         raise TypeError(f"layers must hold block names (strings), got {bad[0]!r}")
-    n_prefix_tokens = (default_prefix_tokens(model) if n_prefix_tokens is None
-                       else check_int(n_prefix_tokens, "n_prefix_tokens", minimum=0))
+    n_prefix_tokens = (
+        default_prefix_tokens(model)
+        if n_prefix_tokens is None
+        else check_int(n_prefix_tokens, "n_prefix_tokens", minimum=0)
+    )
     if isinstance(poolings, str):
         poolings = (poolings,)
     poolings = tuple(poolings)
-    if not poolings or any(p not in POOLINGS for p in poolings) or len(set(poolings)) != len(poolings):
+    if (
+        not poolings
+        or any(p not in POOLINGS for p in poolings)
+        or len(set(poolings)) != len(poolings)
+    ):
         raise ValueError(f"poolings must be distinct values from {POOLINGS}, got {poolings!r}")
     batch_size = check_int(batch_size, "batch_size", minimum=1)
     num_workers = check_int(num_workers, "num_workers", minimum=0)
@@ -681,12 +769,15 @@ def extract_features(model, data, layers=None, *, poolings=("cls",), batch_size=
         raise ValueError(f"on_stale must be 'recompute' or 'error', got {on_stale!r}")
     if autocast not in ("auto", True, False):
         raise ValueError(f"autocast must be 'auto', True or False, got {autocast!r}")
-    wanted = [(l, p) for l in layers for p in poolings]
+    wanted = [(layer, p) for layer in layers for p in poolings]
     BlockTaps(model, layers)  # validates the names before any work
     device = resolve_device(device)
     use_amp = (device.type == "cuda") if autocast == "auto" else bool(autocast)
-    settings = {"autocast": "bfloat16" if use_amp else "off", "dtype": "float32",
-                "n_prefix_tokens": n_prefix_tokens}
+    settings = {
+        "autocast": "bfloat16" if use_amp else "off",
+        "dtype": "float32",
+        "n_prefix_tokens": n_prefix_tokens,
+    }
     _check_first_item(dataset)
 
     rank, world = 0, 1
@@ -694,21 +785,31 @@ def extract_features(model, data, layers=None, *, poolings=("cls",), batch_size=
         import torch.distributed as dist
 
         if not (dist.is_available() and dist.is_initialized()):
-            raise RuntimeError("distributed=True needs an initialised torch.distributed process group")
+            raise RuntimeError(
+                "distributed=True needs an initialised torch.distributed process group"
+            )
         rank, world = dist.get_rank(), dist.get_world_size()
 
     directory = None
     if cache_dir is not None:
-        directory = os.path.join(os.fspath(cache_dir), cache_name(model_name or type(model).__name__), cache_name(data_name))
+        directory = os.path.join(
+            os.fspath(cache_dir),
+            cache_name(model_name or type(model).__name__),
+            cache_name(data_name),
+        )
         model_fp = model_fingerprint(model)
-        data_fp = str(data_fingerprint) if data_fingerprint is not None else dataset_fingerprint(dataset)
+        data_fp = (
+            str(data_fingerprint) if data_fingerprint is not None else dataset_fingerprint(dataset)
+        )
         state, meta = _cache_state(directory, model_fp, data_fp, wanted, settings)
         if state == "hit":
             return _load_cached(directory, meta, wanted, layers)
         if state.startswith("stale"):
             msg = f"feature cache {directory!r} is {state}"
             if on_stale == "error":
-                raise StaleCacheError(msg + " (remove it, use other names, or on_stale='recompute')")
+                raise StaleCacheError(
+                    msg + " (remove it, use other names, or on_stale='recompute')"
+                )
             warnings.warn(msg + "; recomputing", stacklevel=2)
         if distributed:
             dist.barrier()  # every rank has read the cache before rank 0 rewrites it
@@ -718,8 +819,12 @@ def extract_features(model, data, layers=None, *, poolings=("cls",), batch_size=
             os.makedirs(directory, exist_ok=True)
             old = _read_meta(directory) if state == "partial" else None
             meta = {
-                "version": _CACHE_VERSION, "complete": False, "model_fingerprint": model_fp,
-                "data_fingerprint": data_fp, "n": n, **settings,
+                "version": _CACHE_VERSION,
+                "complete": False,
+                "model_fingerprint": model_fp,
+                "data_fingerprint": data_fp,
+                "n": n,
+                **settings,
                 "entries": dict(old["entries"]) if old else {},
             }
             with open(os.path.join(directory, "meta.json"), "w") as f:
@@ -730,12 +835,20 @@ def extract_features(model, data, layers=None, *, poolings=("cls",), batch_size=
     if distributed:
         from torch.utils.data.distributed import DistributedSampler
 
-        sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=False, drop_last=False)
+        sampler = DistributedSampler(
+            dataset, num_replicas=world, rank=rank, shuffle=False, drop_last=False
+        )
     on_gpu = _already_on_gpu(data)
     if on_gpu:  # CUDA tensors cannot be pinned or sent through worker processes
         num_workers = 0
-    loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, sampler=sampler,
-                        num_workers=num_workers, pin_memory=device.type == "cuda" and not on_gpu)
+    loader = DataLoader(
+        dataset,
+        batch_size=batch_size,
+        shuffle=False,
+        sampler=sampler,
+        num_workers=num_workers,
+        pin_memory=device.type == "cuda" and not on_gpu,
+    )
     write_here = directory is None or rank == 0
     arrays, labels, has_labels = {}, None, None
     local_pos = 0
@@ -746,7 +859,10 @@ def extract_features(model, data, layers=None, *, poolings=("cls",), batch_size=
             b = x.shape[0]
             with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_amp):
                 model(x.to(device, non_blocking=True))
-            pooled = {(l, p): pool_output(taps.outputs[l], p, n_prefix_tokens).float() for l, p in wanted}
+            pooled = {
+                (layer, p): pool_output(taps.outputs[layer], p, n_prefix_tokens).float()
+                for layer, p in wanted
+            }
             if has_labels is None:
                 has_labels = y is not None
             y_t = torch.as_tensor(y).reshape(b).to(torch.int64) if has_labels else None
@@ -772,7 +888,9 @@ def extract_features(model, data, layers=None, *, poolings=("cls",), batch_size=
                 arr.flush()
             if labels is not None:
                 np.save(os.path.join(directory, "labels.npy"), labels)
-            meta["entries"].update({f"{l}|{p}": list(arrays[(l, p)].shape) for l, p in wanted})
+            meta["entries"].update(
+                {f"{layer}|{p}": list(arrays[(layer, p)].shape) for layer, p in wanted}
+            )
             meta["complete"] = True
             with open(os.path.join(directory, "meta.json"), "w") as f:
                 json.dump(meta, f)
@@ -788,7 +906,9 @@ def extract_features(model, data, layers=None, *, poolings=("cls",), batch_size=
 def _allocate(directory, key, n, d):
     if directory is None:
         return np.empty((n, d), dtype=np.float32)
-    return np.lib.format.open_memmap(_file_for(directory, *key), mode="w+", dtype=np.float32, shape=(n, d))
+    return np.lib.format.open_memmap(
+        _file_for(directory, *key), mode="w+", dtype=np.float32, shape=(n, d)
+    )
 
 
 def _gather_batch(pooled, y, local_pos, world, n):
@@ -800,7 +920,11 @@ def _gather_batch(pooled, y, local_pos, world, n):
     """
     import torch.distributed as dist
 
-    comm = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    comm = (
+        torch.device("cuda", torch.cuda.current_device())
+        if dist.get_backend() == "nccl"
+        else torch.device("cpu")
+    )
     out = {}
     b = None
     for key, t in pooled.items():

@@ -1,4 +1,5 @@
-"""Architectures of the reference loop: a built-in small CNN and a tiny ViT, and how to read a model's blocks.
+"""Architectures of the reference loop: a built-in small CNN and a tiny ViT, and how to read a
+model's blocks.
 
 Book: chapter "Linear probes", the PyTorch reference loop; seed 000, "In PyTorch".
 
@@ -21,6 +22,7 @@ Book: chapter "Linear probes", the PyTorch reference loop; seed 000, "In PyTorch
 Loading torchvision, timm or zoo backbones by name is :mod:`repeval_ref.backbones`,
 one floor above this package; the digits images are :func:`repeval_ref.datasets.digits_images`.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -65,7 +67,9 @@ class SmallCNN(nn.Module):
         for i in range(3):
             blocks.append(
                 nn.Sequential(
-                    nn.Conv2d(chans[i], chans[i + 1], 3, stride=1 if i == 0 else 2, padding=1, bias=False),
+                    nn.Conv2d(
+                        chans[i], chans[i + 1], 3, stride=1 if i == 0 else 2, padding=1, bias=False
+                    ),
                     nn.BatchNorm2d(chans[i + 1]),
                     nn.ReLU(inplace=False),
                 )
@@ -75,10 +79,15 @@ class SmallCNN(nn.Module):
 
     def feature_map(self, x):
         """Output of the last block, shape (b, 4 * width, H / 4, W / 4) (rounded up)."""
-        if not isinstance(x, torch.Tensor) or x.ndim != 4 or x.shape[1] != self.blocks[0][0].in_channels:
+        if (
+            not isinstance(x, torch.Tensor)
+            or x.ndim != 4
+            or x.shape[1] != self.blocks[0][0].in_channels
+        ):
             shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(
-                f"x must be an image tensor of shape (b, {self.blocks[0][0].in_channels}, H, W), got {shape}"
+                f"x must be an image tensor of shape (b, {self.blocks[0][0].in_channels}, H, W), "
+                f"got {shape}"
             )
         for block in self.blocks:
             x = block(x)
@@ -127,8 +136,10 @@ class ResidualBlock(nn.Module):
         self.norm2 = _norm_layer(norm, c_out, groups)
         self.shortcut = nn.Identity()
         if stride != 1 or c_in != c_out:
-            self.shortcut = nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride=stride, bias=False),
-                                          _norm_layer(norm, c_out, groups))
+            self.shortcut = nn.Sequential(
+                nn.Conv2d(c_in, c_out, 1, stride=stride, bias=False),
+                _norm_layer(norm, c_out, groups),
+            )
 
     def forward(self, x):
         y = torch.relu(self.norm1(self.conv1(x)))
@@ -160,36 +171,48 @@ class SmallResNet(nn.Module):
         Groups of the GroupNorm; every width must be divisible by it.
     """
 
-    def __init__(self, in_channels=1, widths=(32, 64, 128), depths=(1, 1, 2), norm="batch", groups=8):
+    def __init__(
+        self, in_channels=1, widths=(32, 64, 128), depths=(1, 1, 2), norm="batch", groups=8
+    ):
         super().__init__()
         in_channels = check_int(in_channels, "in_channels", minimum=1)
         widths = [check_int(w, "widths", minimum=1) for w in widths]
         depths = [check_int(d, "depths", minimum=1) for d in depths]
         if not widths or len(widths) != len(depths):
-            raise ValueError(f"widths and depths must be non-empty and of the same length, got "
-                             f"{widths} and {depths}")
+            raise ValueError(
+                f"widths and depths must be non-empty and of the same length, got "
+                f"{widths} and {depths}"
+            )
         if norm not in ("batch", "group"):
             raise ValueError(f"norm must be 'batch' or 'group', got {norm!r}")
         groups = check_int(groups, "groups", minimum=1)
         if norm == "group" and any(w % groups for w in widths):
             raise ValueError(f"groups={groups} must divide every width of {widths}")
         self.in_channels = in_channels
-        self.stem = nn.Sequential(nn.Conv2d(in_channels, widths[0], 3, padding=1, bias=False),
-                                  _norm_layer(norm, widths[0], groups), nn.ReLU())
+        self.stem = nn.Sequential(
+            nn.Conv2d(in_channels, widths[0], 3, padding=1, bias=False),
+            _norm_layer(norm, widths[0], groups),
+            nn.ReLU(),
+        )
         stages, c_in = [], widths[0]
         for w, d in zip(widths, depths):
-            blocks = [ResidualBlock(c_in if j == 0 else w, w, 2 if j == 0 else 1, norm, groups)
-                      for j in range(d)]
+            blocks = [
+                ResidualBlock(c_in if j == 0 else w, w, 2 if j == 0 else 1, norm, groups)
+                for j in range(d)
+            ]
             stages.append(nn.Sequential(*blocks))
             c_in = w
         self.blocks = nn.ModuleList(stages)
         self.out_dim = widths[-1]
 
     def feature_map(self, x):
-        """Output of the last stage, shape (b, widths[-1], H / 2^s, W / 2^s) for s stages (rounded up)."""
+        """Output of the last stage, shape (b, widths[-1], H / 2^s, W / 2^s) for s stages (rounded
+        up)."""
         if not isinstance(x, torch.Tensor) or x.ndim != 4 or x.shape[1] != self.in_channels:
             shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-            raise ValueError(f"x must be an image tensor of shape (b, {self.in_channels}, H, W), got {shape}")
+            raise ValueError(
+                f"x must be an image tensor of shape (b, {self.in_channels}, H, W), got {shape}"
+            )
         x = self.stem(x)
         for stage in self.blocks:
             x = stage(x)
@@ -227,7 +250,9 @@ class TransformerBlock(nn.Module):
         self.norm1 = nn.LayerNorm(dim)
         self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
         self.norm2 = nn.LayerNorm(dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, mlp_ratio * dim), nn.GELU(), nn.Linear(mlp_ratio * dim, dim))
+        self.mlp = nn.Sequential(
+            nn.Linear(dim, mlp_ratio * dim), nn.GELU(), nn.Linear(mlp_ratio * dim, dim)
+        )
 
     def forward(self, x):
         y = self.norm1(x)
@@ -249,7 +274,9 @@ class TinyViT(nn.Module):
         Usual ViT sizes; ``image_size`` must be divisible by ``patch_size``.
     """
 
-    def __init__(self, image_size=8, patch_size=2, in_channels=1, dim=32, depth=4, heads=4, mlp_ratio=2):
+    def __init__(
+        self, image_size=8, patch_size=2, in_channels=1, dim=32, depth=4, heads=4, mlp_ratio=2
+    ):
         super().__init__()
         image_size = check_int(image_size, "image_size", minimum=1)
         patch_size = check_int(patch_size, "patch_size", minimum=1)
@@ -273,7 +300,13 @@ class TinyViT(nn.Module):
             shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(f"x must be an image tensor of shape (b, c, H, W), got {shape}")
         c_in, ps = self.patch_embed.in_channels, self.patch_embed.kernel_size[0]
-        if x.shape[1] != c_in or x.shape[2] % ps or x.shape[3] % ps or x.shape[2] < ps or x.shape[3] < ps:
+        if (
+            x.shape[1] != c_in
+            or x.shape[2] % ps
+            or x.shape[3] % ps
+            or x.shape[2] < ps
+            or x.shape[3] < ps
+        ):
             raise ValueError(
                 f"x has shape {tuple(x.shape)}; this ViT needs {c_in} channel(s) and a height "
                 f"and width that are positive multiples of its patch size {ps}"
@@ -287,11 +320,13 @@ class TinyViT(nn.Module):
         does, and the class token's entry unchanged.
         """
         n = self.pos_embed.shape[1] - 1
-        side = int(round(n ** 0.5))
+        side = int(round(n**0.5))
         if grid_h * grid_w == n and grid_h == grid_w == side:
             return self.pos_embed
         patch = self.pos_embed[:, 1:].reshape(1, side, side, -1).permute(0, 3, 1, 2)
-        patch = nn.functional.interpolate(patch, size=(grid_h, grid_w), mode="bicubic", align_corners=False)
+        patch = nn.functional.interpolate(
+            patch, size=(grid_h, grid_w), mode="bicubic", align_corners=False
+        )
         patch = patch.permute(0, 2, 3, 1).reshape(1, grid_h * grid_w, -1)
         return torch.cat([self.pos_embed[:, :1], patch], dim=1)
 
@@ -377,8 +412,11 @@ def default_blocks(model):
             names = [f"{path}.{name}" for name, _child in seq.named_children()]
             if names:
                 return names
-    names = [name for name, child in model.named_children()
-             if name in ("layer1", "layer2", "layer3", "layer4")]
+    names = [
+        name
+        for name, child in model.named_children()
+        if name in ("layer1", "layer2", "layer3", "layer4")
+    ]
     if names:
         return sorted(names)
     raise ValueError(
@@ -409,4 +447,3 @@ def default_prefix_tokens(model):
     if isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 0:
         return int(n)
     return 1
-

@@ -14,6 +14,7 @@ expressions are evaluated in exactly this order, so the factors are bit-for-bit 
 the five training loops computed before they shared this function (checked in
 ``tests/test_torch_schedule.py``).
 """
+
 from __future__ import annotations
 
 import math
@@ -26,7 +27,8 @@ __all__ = ["cosine_factor", "cosine_schedule"]
 
 
 def cosine_factor(step, total, warmup=0):
-    """Multiplier of the peak learning rate at ``step`` of ``total``: linear warm-up, then cosine decay.
+    """Multiplier of the peak learning rate at ``step`` of ``total``: linear warm-up, then cosine
+    decay.
 
     Parameters
     ----------
@@ -75,7 +77,11 @@ def cosine_schedule(optimizer, total, warmup=0):
     torch.optim.lr_scheduler.LambdaLR
     """
     if not isinstance(optimizer, torch.optim.Optimizer):
-        raise ValueError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
+        raise ValueError(
+            f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}"
+        )
     total = check_int(total, "total", minimum=1)
     warmup = check_int(warmup, "warmup", minimum=0, maximum=total)
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: cosine_factor(step, total, warmup))
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: cosine_factor(step, total, warmup)
+    )

@@ -12,11 +12,12 @@ listed with their SHA-256 in ``weights/manifest.json``).
 * :func:`features` ``(name, split, pooling=..., dataset=..., checkpoint=...)``:
   cached features (:mod:`repeval_ref.zoo.extraction`).
 * ``repeval zoo train [--only NAME]`` (or ``python -m repeval_ref.zoo train``,
-  :mod:`repeval_ref.cli.zoo`): the only place the zoo is trained (:mod:`repeval_ref.zoo.build`); one module per objective:
-  :mod:`~repeval_ref.zoo.random_init`, :mod:`~repeval_ref.zoo.supervised`,
-  :mod:`~repeval_ref.zoo.simclr`, :mod:`~repeval_ref.zoo.dino`,
-  :mod:`~repeval_ref.zoo.mae`, :mod:`~repeval_ref.zoo.collapsed`.
+  :mod:`repeval_ref.cli.zoo`): the only place the zoo is trained (:mod:`repeval_ref.zoo.build`); one
+  module per objective: :mod:`~repeval_ref.zoo.random_init`, :mod:`~repeval_ref.zoo.supervised`,
+  :mod:`~repeval_ref.zoo.simclr`, :mod:`~repeval_ref.zoo.dino`, :mod:`~repeval_ref.zoo.mae`,
+  :mod:`~repeval_ref.zoo.collapsed`.
 """
+
 from __future__ import annotations
 
 from .loader import checkpoints, known_names, load, load_head, manifest

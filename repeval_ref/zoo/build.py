@@ -6,6 +6,7 @@ architecture, hyperparameters, the data (split, seed, subset size), the training
 the loss per epoch, the torch version, and for each checkpoint its file, size and
 SHA-256; :func:`record_evaluation` adds the 20-NN and linear-probe accuracies.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -17,10 +18,18 @@ import time
 
 import torch
 
-from .registry import ARCHITECTURES, ENCODERS
+from .registry import ARCHITECTURES
 
-__all__ = ["WEIGHTS_DIR", "MANIFEST", "read_manifest", "write_manifest", "update_manifest", "train_and_save",
-           "save_trained", "sha256_file"]
+__all__ = [
+    "WEIGHTS_DIR",
+    "MANIFEST",
+    "read_manifest",
+    "write_manifest",
+    "update_manifest",
+    "train_and_save",
+    "save_trained",
+    "sha256_file",
+]
 
 WEIGHTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "weights")
 MANIFEST = os.path.join(WEIGHTS_DIR, "manifest.json")
@@ -60,14 +69,17 @@ def _state_bytes(state):
     return buf.getvalue()
 
 
-def train_and_save(name, *, weights_dir=None, manifest_path=None, log=print, device=None, epochs_scale=1):
+def train_and_save(
+    name, *, weights_dir=None, manifest_path=None, log=print, device=None, epochs_scale=1
+):
     """Train ``name`` on Fashion-MNIST's training split, save its checkpoints, update the manifest.
 
     ``device`` is where it trains (default the CPU, see
     :func:`repeval_ref.zoo.train.resolve_device`); ``epochs_scale`` multiplies the
     registered number of epochs (a positive integer; 1 keeps the recipe as shipped, a
     larger value is the longer training of a GPU run). Returns the manifest entry of
-    ``name`` (without the evaluation, which :func:`repeval_ref.zoo.evaluate.record_evaluation` adds).
+    ``name`` (without the evaluation, which :func:`repeval_ref.zoo.evaluate.record_evaluation`
+    adds).
     """
     from ..datasets import fashion_mnist
     from .train import encoder_config, train_encoder
@@ -101,7 +113,9 @@ def _write_checkpoints(name, checkpoints, heads, weights_dir):
     for ck_name, epoch, step, state in checkpoints:
         out[ck_name] = {**write(f"{name}/{ck_name}.pt", state), "epoch": epoch, "step": step}
         for head, head_state in heads.get(ck_name, {}).items():
-            out[ck_name].setdefault("heads", {})[head] = write(f"{name}/{ck_name}.{head}.pt", head_state)
+            out[ck_name].setdefault("heads", {})[head] = write(
+                f"{name}/{ck_name}.{head}.pt", head_state
+            )
     for stale in sorted(set(os.listdir(folder)) - written):
         if stale.endswith(".pt"):
             os.remove(os.path.join(folder, stale))
@@ -136,17 +150,32 @@ def save_trained(name, result, *, weights_dir=None, manifest_path=None, training
         "objective": cfg["objective"],
         "architecture": dict(ARCHITECTURES[cfg["arch"]], name=cfg["arch"]),
         "hyperparameters": {k: v for k, v in cfg.items() if k not in ("objective", "arch")},
-        "parameters": int(sum(v.numel() for v in result["checkpoints"][-1][3].values()
-                              if v.is_floating_point()) - _buffers(result["checkpoints"][-1][3])),
-        "data": {"dataset": "fashion_mnist", "split": "train", "subset_seed": cfg["seed"],
-                 "subset_size": n_images, "order_seed": cfg["seed"] + 2,
-                 "normalisation": "(x / 255 - 0.2860) / 0.3530"},
-        "training": {"seconds": round(result["seconds"], 1), "steps": result["steps"],
-                     "loss_per_epoch": result["curve"], "torch": torch.__version__,
-                     "threads": torch.get_num_threads(), "machine": platform.machine(),
-                     "device": result.get("device", "cpu"),
-                     "date": time.strftime("%Y-%m-%d", time.gmtime()), **(training or {})},
-        "checkpoints": _write_checkpoints(name, result["checkpoints"], result.get("heads", {}), weights_dir),
+        "parameters": int(
+            sum(v.numel() for v in result["checkpoints"][-1][3].values() if v.is_floating_point())
+            - _buffers(result["checkpoints"][-1][3])
+        ),
+        "data": {
+            "dataset": "fashion_mnist",
+            "split": "train",
+            "subset_seed": cfg["seed"],
+            "subset_size": n_images,
+            "order_seed": cfg["seed"] + 2,
+            "normalisation": "(x / 255 - 0.2860) / 0.3530",
+        },
+        "training": {
+            "seconds": round(result["seconds"], 1),
+            "steps": result["steps"],
+            "loss_per_epoch": result["curve"],
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "machine": platform.machine(),
+            "device": result.get("device", "cpu"),
+            "date": time.strftime("%Y-%m-%d", time.gmtime()),
+            **(training or {}),
+        },
+        "checkpoints": _write_checkpoints(
+            name, result["checkpoints"], result.get("heads", {}), weights_dir
+        ),
         "final": result["checkpoints"][-1][0],
         **(extra or {}),
     }
@@ -155,15 +184,18 @@ def save_trained(name, result, *, weights_dir=None, manifest_path=None, training
 
 
 def update_manifest(change, path=None):
-    """Read the manifest, apply ``change(manifest)`` in place and write it back, under a file lock."""
+    """Read the manifest, apply ``change(manifest)`` in place and write it back, under a file
+    lock."""
     import fcntl
 
     path = path or MANIFEST
     os.makedirs(os.path.dirname(path), exist_ok=True)
     import tempfile
 
-    lock_path = os.path.join(tempfile.gettempdir(),
-                             "repeval-zoo-" + hashlib.sha256(os.path.abspath(path).encode()).hexdigest()[:16] + ".lock")
+    lock_path = os.path.join(
+        tempfile.gettempdir(),
+        "repeval-zoo-" + hashlib.sha256(os.path.abspath(path).encode()).hexdigest()[:16] + ".lock",
+    )
     with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         manifest = read_manifest(path)

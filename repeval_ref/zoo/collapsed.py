@@ -12,6 +12,7 @@ with gradients flowing through both branches. SimSiam (Chen & He) needs a predic
 on one branch and a stop-gradient on the other; without them a constant output
 reaches the minimum ``L = -1``, and the encoder is driven towards it.
 """
+
 from __future__ import annotations
 
 from torch.nn import functional as F
@@ -37,7 +38,10 @@ def negative_cosine(z1, z2):
     torch.Tensor, scalar in [-1, 1]
     """
     if z1.ndim != 2 or z1.shape != z2.shape:
-        raise ValueError(f"z1 and z2 must have the same shape (b, p), got {tuple(z1.shape)} and {tuple(z2.shape)}")
+        raise ValueError(
+            f"z1 and z2 must have the same shape (b, p), got {tuple(z1.shape)} and "
+            f"{tuple(z2.shape)}"
+        )
     return -F.cosine_similarity(z1, z2, dim=1).mean()
 
 

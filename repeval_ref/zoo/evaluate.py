@@ -12,22 +12,36 @@ Book: the Performance appendix (the zoo). Two evaluations are recorded per encod
   and probe set, 1,000 test rows), cheap enough for the tests to reproduce and for a
   chapter to plot a metric against the progress of training.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["PROTOCOL", "PLATEAU", "subset_indices", "knn_and_probe", "plateau_evidence", "plateau_verdict",
-           "evaluate_encoder", "record_evaluation"]
+__all__ = [
+    "PROTOCOL",
+    "PLATEAU",
+    "subset_indices",
+    "knn_and_probe",
+    "plateau_evidence",
+    "plateau_verdict",
+    "evaluate_encoder",
+    "record_evaluation",
+]
 
 PROTOCOL = {
-    "k": 20, "tau": 0.07, "Cs": [0.01, 0.1, 1.0], "probe_seed": 0, "pooling": "cls",
+    "k": 20,
+    "tau": 0.07,
+    "Cs": [0.01, 0.1, 1.0],
+    "probe_seed": 0,
+    "pooling": "cls",
     "test": {"train": 10000, "test": 10000, "subset_seed": 0},
     "small": {"train": 2000, "test": 1000, "subset_seed": 0},
 }
 
 
 def subset_indices(n, size, seed):
-    """Sorted first ``size`` rows of ``default_rng(seed).permutation(n)`` (all rows if ``size >= n``)."""
+    """Sorted first ``size`` rows of ``default_rng(seed).permutation(n)`` (all rows if ``size >=
+    n``)."""
     if size >= n:
         return np.arange(n)
     return np.sort(np.random.default_rng(seed).permutation(n)[:size])
@@ -44,10 +58,15 @@ def knn_and_probe(bank_h, bank_y, probe_h, probe_y, test_h, test_y):
     from ..linear_probe import linear_probe_done_right
 
     pred = knn_classify(bank_h, bank_y, test_h, PROTOCOL["k"], PROTOCOL["tau"], 10)
-    best_c, acc = linear_probe_done_right(probe_h, probe_y, test_h, test_y, PROTOCOL["Cs"],
-                                          seed=PROTOCOL["probe_seed"])
-    return {"knn20": float(np.mean(pred == test_y)), "probe": float(acc), "probe_C": float(best_c),
-            "n_test": int(test_y.size)}
+    best_c, acc = linear_probe_done_right(
+        probe_h, probe_y, test_h, test_y, PROTOCOL["Cs"], seed=PROTOCOL["probe_seed"]
+    )
+    return {
+        "knn20": float(np.mean(pred == test_y)),
+        "probe": float(acc),
+        "probe_C": float(best_c),
+        "n_test": int(test_y.size),
+    }
 
 
 def _small(name, checkpoint):
@@ -102,9 +121,15 @@ def plateau_verdict(gains, max_gain=PLATEAU["max_gain"]):
     the end of any run; the gains from the earlier checkpoints say how much of the
     training's progress came late.
     """
-    if not isinstance(gains, (list, tuple)) or any(not isinstance(g, dict) or "hi" not in g for g in gains):
+    if not isinstance(gains, (list, tuple)) or any(
+        not isinstance(g, dict) or "hi" not in g for g in gains
+    ):
         raise ValueError(f"gains must be a list of dicts with an 'hi' entry, got {gains!r}")
-    if isinstance(max_gain, bool) or not isinstance(max_gain, (int, float)) or not 0 <= max_gain < 1:
+    if (
+        isinstance(max_gain, bool)
+        or not isinstance(max_gain, (int, float))
+        or not 0 <= max_gain < 1
+    ):
         raise ValueError(f"max_gain must be an accuracy difference in [0, 1), got {max_gain!r}")
     if not gains:
         return "no earlier checkpoint"
@@ -139,19 +164,31 @@ def plateau_evidence(name, *, weights_dir=None, cache_dir=None):
         kw = dict(checkpoint=ck, cache_dir=cache_dir, weights_dir=weights_dir)
         htr, ytr = features(name, "train", "cls", indices=tr, **kw)
         hte, yte = features(name, "test", "cls", **kw)
-        _, _, pred = linear_probe_warm_path(htr, ytr, hte, yte, PROTOCOL["Cs"], seed=PROTOCOL["probe_seed"])
+        _, _, pred = linear_probe_warm_path(
+            htr, ytr, hte, yte, PROTOCOL["Cs"], seed=PROTOCOL["probe_seed"]
+        )
         correct[ck] = pred == yte
     names = list(correct)
     final = names[-1]
     gains = []
     for ck in names[:-1]:
-        c = paired_comparison(correct[ck], correct[final], PLATEAU["n_boot"], PLATEAU["seed"], PLATEAU["level"])
-        gains.append({"from": ck, **{k: c[k] for k in ("gain", "lo", "hi", "verdict", "detectable")}})
-    return {"probe": {ck: float(np.mean(v)) for ck, v in correct.items()}, "gains": gains,
-            "verdict": plateau_verdict(gains),
-            "criterion": (f"at its plateau when the probe gained at most {PLATEAU['max_gain']:.0%} over the last "
-                          f"quarter of the training, at the upper end of the paired {PLATEAU['level']:.0%} interval"),
-            "protocol": {"train": p["train"], "test": int(yte.size), **PLATEAU}}
+        c = paired_comparison(
+            correct[ck], correct[final], PLATEAU["n_boot"], PLATEAU["seed"], PLATEAU["level"]
+        )
+        gains.append(
+            {"from": ck, **{k: c[k] for k in ("gain", "lo", "hi", "verdict", "detectable")}}
+        )
+    return {
+        "probe": {ck: float(np.mean(v)) for ck, v in correct.items()},
+        "gains": gains,
+        "verdict": plateau_verdict(gains),
+        "criterion": (
+            f"at its plateau when the probe gained at most {PLATEAU['max_gain']:.0%} over the "
+            "last quarter of the training, at the upper end of the paired "
+            f"{PLATEAU['level']:.0%} interval"
+        ),
+        "protocol": {"train": p["train"], "test": int(yte.size), **PLATEAU},
+    }
 
 
 def evaluate_encoder(name, *, small_only=False):
@@ -182,8 +219,9 @@ def evaluate_encoder(name, *, small_only=False):
 
     encoders = read_manifest()["encoders"]
     if name not in encoders:
-        raise ValueError(f"name must be an encoder of the manifest ({', '.join(sorted(encoders))}), "
-                         f"got {name!r}")
+        raise ValueError(
+            f"name must be an encoder of the manifest ({', '.join(sorted(encoders))}), got {name!r}"
+        )
     entry = encoders[name]
     small = {ck: _small(name, ck) for ck in checkpoints(name)}
     test = plateau = None
@@ -195,7 +233,8 @@ def evaluate_encoder(name, *, small_only=False):
 
 
 def record_evaluation(name, *, small_only=False):
-    """Compute the accuracies of encoder ``name`` (:func:`evaluate_encoder`) and store them in the manifest.
+    """Compute the accuracies of encoder ``name`` (:func:`evaluate_encoder`) and store them in the
+    manifest.
 
     Called where the shipped weights themselves change (``train``, ``ship``); returns
     ``{name: {checkpoint: small accuracies, ..., "test": test accuracies}}``.

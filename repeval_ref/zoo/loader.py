@@ -1,4 +1,5 @@
-"""The zoo's encoders by name, from their shipped weights: :func:`load`, :func:`load_head` and the manifest.
+"""The zoo's encoders by name, from their shipped weights: :func:`load`, :func:`load_head` and the
+manifest.
 
 Book: the Performance appendix (the zoo's evaluation table) and the chapters that read
 real features. Nothing here downloads: EfficientNet-Lite0's weights come from an
@@ -7,6 +8,7 @@ listed with their SHA-256 in ``weights/manifest.json``). These functions are the
 face of :mod:`repeval_ref.zoo` (re-exported there); the modules of the zoo import them
 from here, so that none of them imports its own package.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,7 +20,9 @@ def _efficientnet_lite0(checkpoint):
     from .efficientnet import efficientnet_lite0
 
     if checkpoint is not None:
-        raise ValueError(f"checkpoint: efficientnet_lite0 has one set of weights (ImageNet), got {checkpoint!r}")
+        raise ValueError(
+            f"checkpoint: efficientnet_lite0 has one set of weights (ImageNet), got {checkpoint!r}"
+        )
     return efficientnet_lite0("imagenet")
 
 
@@ -53,8 +57,10 @@ def _entry(name, weights_dir):
         raise ValueError(f"name: unknown zoo encoder {name!r}; known: {', '.join(known_names())}")
     encoders = manifest(weights_dir)["encoders"]
     if name not in encoders:
-        raise ValueError(f"name: zoo encoder {name!r} is not in the manifest; run "
-                         f"`python -m repeval_ref.zoo train --only {name}`")
+        raise ValueError(
+            f"name: zoo encoder {name!r} is not in the manifest; run "
+            f"`python -m repeval_ref.zoo train --only {name}`"
+        )
     return encoders[name]
 
 
@@ -91,7 +97,10 @@ def load(name, checkpoint=None, *, weights_dir=None):
     entry = _entry(name, weights_dir)
     ck = entry["final"] if checkpoint is None else checkpoint
     if not isinstance(ck, str) or ck not in entry["checkpoints"]:
-        raise ValueError(f"checkpoint: {name} has no checkpoint {ck!r}; known: {', '.join(checkpoints(name, weights_dir))}")
+        raise ValueError(
+            f"checkpoint: {name} has no checkpoint {ck!r}; known: "
+            f"{', '.join(checkpoints(name, weights_dir))}"
+        )
     model = build_encoder(entry["architecture"], seed=0)
     return _load_verified(model, entry["checkpoints"][ck], f"{name}@{ck}", name, weights_dir)
 
@@ -104,18 +113,24 @@ def _load_verified(model, info, what, name, weights_dir):
 
     path = os.path.join(weights_dir or WEIGHTS_DIR, info["file"])
     if not os.path.isfile(path):
-        raise ValueError(f"weights file {path!r} of {what} is missing; reinstall the package or run "
-                         f"`python -m repeval_ref.zoo train --only {name}`")
+        raise ValueError(
+            f"weights file {path!r} of {what} is missing; reinstall the package or run "
+            f"`python -m repeval_ref.zoo train --only {name}`"
+        )
     digest = sha256_file(path)
     if digest != info["sha256"]:
-        raise ValueError(f"weights file {path!r} of {what} fails its checksum (SHA-256 {digest[:12]}..., "
-                         f"manifest {info['sha256'][:12]}...): corrupted, truncated or retrained")
+        raise ValueError(
+            f"weights file {path!r} of {what} fails its checksum (SHA-256 {digest[:12]}..., "
+            f"manifest {info['sha256'][:12]}...): corrupted, truncated or retrained"
+        )
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
         model.load_state_dict(state, strict=True)
     except Exception as exc:  # torch's errors differ by kind of damage
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
-        raise ValueError(f"weights file {path!r} of {what} does not load ({type(exc).__name__}: {first})") from exc
+        raise ValueError(
+            f"weights file {path!r} of {what} does not load ({type(exc).__name__}: {first})"
+        ) from exc
     model.eval()
     for p in model.parameters():
         p.requires_grad_(False)
@@ -123,7 +138,8 @@ def _load_verified(model, info, what, name, weights_dir):
 
 
 def load_head(name, head, checkpoint=None, *, weights_dir=None):
-    """A training head shipped beside a zoo encoder (frozen), e.g. ``load_head("collapsed_vit", "projector")``.
+    """A training head shipped beside a zoo encoder (frozen), e.g. ``load_head("collapsed_vit",
+    "projector")``.
 
     Most heads are discarded after training; an objective lists the ones it keeps in
     ``SHIPPED_HEADS``. The collapsed model keeps its projector, whose output is the
@@ -141,10 +157,16 @@ def load_head(name, head, checkpoint=None, *, weights_dir=None):
     entry = _entry(name, weights_dir)
     ck = entry["final"] if checkpoint is None else checkpoint
     if not isinstance(ck, str) or ck not in entry["checkpoints"]:
-        raise ValueError(f"checkpoint: {name} has no checkpoint {ck!r}; known: {', '.join(checkpoints(name, weights_dir))}")
+        raise ValueError(
+            f"checkpoint: {name} has no checkpoint {ck!r}; known: "
+            f"{', '.join(checkpoints(name, weights_dir))}"
+        )
     heads = entry["checkpoints"][ck].get("heads", {})
     if head not in heads:
-        raise ValueError(f"head: {name}@{ck} ships no head {head!r}; shipped: {', '.join(sorted(heads)) or 'none'}")
+        raise ValueError(
+            f"head: {name}@{ck} ships no head {head!r}; shipped: "
+            f"{', '.join(sorted(heads)) or 'none'}"
+        )
     objective = importlib.import_module(f".{entry['objective']}", __package__)
     cfg = dict(entry["hyperparameters"])
     module = objective.make_heads(build_encoder(entry["architecture"], seed=0), cfg)[head]

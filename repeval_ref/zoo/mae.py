@@ -15,6 +15,7 @@ so visible patches do not count. Targets are the pixels of each patch standardis
 by that patch's mean and variance (MAE's ``norm_pix_loss``). The decoder is thrown
 away after training.
 """
+
 from __future__ import annotations
 
 import torch
@@ -40,8 +41,10 @@ def masked_reconstruction_loss(pred, target, mask):
     torch.Tensor, scalar
     """
     if pred.ndim != 3 or pred.shape != target.shape or mask.shape != pred.shape[:2]:
-        raise ValueError(f"pred and target must be (b, P, q) and mask (b, P), got {tuple(pred.shape)}, "
-                         f"{tuple(target.shape)} and {tuple(mask.shape)}")
+        raise ValueError(
+            f"pred and target must be (b, P, q) and mask (b, P), got {tuple(pred.shape)}, "
+            f"{tuple(target.shape)} and {tuple(mask.shape)}"
+        )
     mask = mask.to(pred.dtype)
     if not mask.sum() > 0:
         raise ValueError("mask hides no patch; the loss is undefined")
@@ -50,7 +53,8 @@ def masked_reconstruction_loss(pred, target, mask):
 
 
 def patchify(x, patch_size):
-    """Images (b, c, H, W) -> patches (b, (H/p) * (W/p), c * p * p), row-major like the patch embedding."""
+    """Images (b, c, H, W) -> patches (b, (H/p) * (W/p), c * p * p), row-major like the patch
+    embedding."""
     b, c, h, w = x.shape
     p = patch_size
     x = x.reshape(b, c, h // p, p, w // p, p).permute(0, 2, 4, 1, 3, 5)
@@ -91,8 +95,16 @@ class _Decoder(nn.Module):
 def make_heads(encoder, cfg):
     n_patches = encoder.pos_embed.shape[1] - 1
     q = encoder.patch_embed.in_channels * encoder.patch_embed.kernel_size[0] ** 2
-    return {"decoder": _Decoder(encoder.out_dim, cfg["decoder_dim"], cfg["decoder_depth"],
-                                cfg["decoder_heads"], n_patches, q)}
+    return {
+        "decoder": _Decoder(
+            encoder.out_dim,
+            cfg["decoder_dim"],
+            cfg["decoder_depth"],
+            cfg["decoder_heads"],
+            n_patches,
+            q,
+        )
+    }
 
 
 def encode_visible(encoder, x, keep):

@@ -24,6 +24,7 @@ the loss curve so far and the seconds used. Nothing here is shipped: the weights
 the run directory become the zoo's shipped weights in a separate step,
 :func:`repeval_ref.zoo.ship.ship_plateau` (``python -m repeval_ref.zoo ship``).
 """
+
 from __future__ import annotations
 
 import copy
@@ -35,7 +36,16 @@ import traceback
 
 import numpy as np
 
-__all__ = ["PLAN", "SEARCH", "EDGE_STEPS", "edge_extension", "plan_names", "run_plateau", "run_encoder", "read_status"]
+__all__ = [
+    "PLAN",
+    "SEARCH",
+    "EDGE_STEPS",
+    "edge_extension",
+    "plan_names",
+    "run_plateau",
+    "run_encoder",
+    "read_status",
+]
 
 _LRS = [3e-4, 1e-3, 3e-3]
 _ALL = {"train_images": 60000}  # every planned encoder trains on all the training images
@@ -45,30 +55,77 @@ _ALL = {"train_images": 60000}  # every planned encoder trains on all the traini
 #: configuration (:data:`~repeval_ref.zoo.registry.ENCODERS`) changed by ``overrides``;
 #: ``epochs`` is the budget of ``BUDGET.md``; ``grid`` the recipe search's candidates.
 PLAN = (
-    {"name": "supervised_vit", "base": "supervised_vit", "overrides": {**_ALL}, "epochs": 15,
-     "grid": {"lr": _LRS}},
-    {"name": "mae_vit", "base": "mae_vit", "overrides": {**_ALL}, "epochs": 70,
-     "grid": {"lr": _LRS, "mask_ratio": [0.6, 0.75]}},
-    {"name": "supervised_resnet", "base": "supervised_vit", "overrides": {**_ALL, "arch": "resnet"}, "epochs": 10,
-     "grid": {"lr": _LRS}},
-    {"name": "dino_vit", "base": "dino_vit", "overrides": {**_ALL}, "epochs": 30,
-     "grid": {"lr": _LRS, "teacher_temperature": [0.04, 0.07]}},
-    {"name": "simclr_vit", "base": "simclr_vit", "overrides": {**_ALL}, "epochs": 30,
-     "grid": {"lr": _LRS, "temperature": [0.1, 0.5]}},
-    {"name": "simclr_resnet", "base": "simclr_vit", "overrides": {**_ALL, "arch": "resnet"}, "epochs": 10,
-     "grid": {"lr": _LRS, "temperature": [0.1, 0.5]}},
-    {"name": "dino_resnet", "base": "dino_vit", "overrides": {**_ALL, "arch": "resnet"}, "epochs": 8,
-     "grid": {"lr": _LRS, "teacher_temperature": [0.04, 0.07]}},
+    {
+        "name": "supervised_vit",
+        "base": "supervised_vit",
+        "overrides": {**_ALL},
+        "epochs": 15,
+        "grid": {"lr": _LRS},
+    },
+    {
+        "name": "mae_vit",
+        "base": "mae_vit",
+        "overrides": {**_ALL},
+        "epochs": 70,
+        "grid": {"lr": _LRS, "mask_ratio": [0.6, 0.75]},
+    },
+    {
+        "name": "supervised_resnet",
+        "base": "supervised_vit",
+        "overrides": {**_ALL, "arch": "resnet"},
+        "epochs": 10,
+        "grid": {"lr": _LRS},
+    },
+    {
+        "name": "dino_vit",
+        "base": "dino_vit",
+        "overrides": {**_ALL},
+        "epochs": 30,
+        "grid": {"lr": _LRS, "teacher_temperature": [0.04, 0.07]},
+    },
+    {
+        "name": "simclr_vit",
+        "base": "simclr_vit",
+        "overrides": {**_ALL},
+        "epochs": 30,
+        "grid": {"lr": _LRS, "temperature": [0.1, 0.5]},
+    },
+    {
+        "name": "simclr_resnet",
+        "base": "simclr_vit",
+        "overrides": {**_ALL, "arch": "resnet"},
+        "epochs": 10,
+        "grid": {"lr": _LRS, "temperature": [0.1, 0.5]},
+    },
+    {
+        "name": "dino_resnet",
+        "base": "dino_vit",
+        "overrides": {**_ALL, "arch": "resnet"},
+        "epochs": 8,
+        "grid": {"lr": _LRS, "teacher_temperature": [0.04, 0.07]},
+    },
     # the small plain CNN: 3 epochs on all the images, about a minute
-    {"name": "supervised_cnn", "base": "supervised_cnn", "overrides": {**_ALL}, "epochs": 3,
-     "grid": {"lr": [6e-4, 2e-3, 6e-3]}},
+    {
+        "name": "supervised_cnn",
+        "base": "supervised_cnn",
+        "overrides": {**_ALL},
+        "epochs": 3,
+        "grid": {"lr": [6e-4, 2e-3, 6e-3]},
+    },
 )
 
 #: The budget of every search trial (:func:`~repeval_ref.zoo.recipes.search_recipe`): 32
 #: steps of 256 on 8,192 fitting-part images, a probe fitted on 2,000 fitting-part images
 #: and scored on 2,000 of the 5,000 validation rows.
-SEARCH = {"val_size": 5000, "seed": 0, "n_train": 8192, "epochs": 1, "n_probe": 2000, "n_val": 2000,
-          "Cs": [0.01, 0.1, 1.0]}
+SEARCH = {
+    "val_size": 5000,
+    "seed": 0,
+    "n_train": 8192,
+    "epochs": 1,
+    "n_probe": 2000,
+    "n_val": 2000,
+    "Cs": [0.01, 0.1, 1.0],
+}
 
 
 def plan_names(plan=None):
@@ -119,7 +176,8 @@ class _Run:
         self.status.update(pid=os.getpid(), started=_now(), state="running", stopped_by=None)
 
     def out_of_time(self):
-        """Past the deadline, after at least one unit of work (so that every call makes progress)."""
+        """Past the deadline, after at least one unit of work (so that every call makes
+        progress)."""
         return self.deadline is not None and self.units > 0 and time.perf_counter() >= self.deadline
 
     def left(self):
@@ -130,7 +188,9 @@ class _Run:
         return self.status["encoders"].setdefault(name, {"phase": "pending"})
 
     def save(self, **fields):
-        self.status.update(fields, updated=_now(), seconds_this_call=round(time.perf_counter() - self.t0, 1))
+        self.status.update(
+            fields, updated=_now(), seconds_this_call=round(time.perf_counter() - self.t0, 1)
+        )
         _write_json(os.path.join(self.runs, "status.json"), self.status)
 
     def say(self, line):
@@ -178,10 +238,14 @@ def _merged(record, more):
     """One search record of two rounds: every trial, the first maximum over both (the
     first round wins a tie), the seconds summed, the extra grids listed."""
     best = record if record["score"] >= more["score"] else more
-    return {**record, "trials": record["trials"] + more["trials"],
-            "edge_grids": record.get("edge_grids", []) + [more["grid"]],
-            "seconds": record["seconds"] + more["seconds"],
-            "chosen": best["chosen"], "score": best["score"]}
+    return {
+        **record,
+        "trials": record["trials"] + more["trials"],
+        "edge_grids": record.get("edge_grids", []) + [more["grid"]],
+        "seconds": record["seconds"] + more["seconds"],
+        "chosen": best["chosen"],
+        "score": best["score"],
+    }
 
 
 def _phase(run, name, folder, record_file, phase):
@@ -196,7 +260,8 @@ def _phase(run, name, folder, record_file, phase):
 
 
 def _search(entry, run, images, labels, search):
-    """The recipe search of ``entry`` (read back when finished); None when stopped by the time limit.
+    """The recipe search of ``entry`` (read back when finished); None when stopped by the time
+    limit.
 
     A record written before the edge extension existed (no ``edge_done``) is extended
     where it is read back; when that changes the choice, the training made with the old
@@ -221,9 +286,17 @@ def _search(entry, run, images, labels, search):
         run.say(f"search {name}: {line}")
 
     def search_grid(grid, trials_name):
-        return search_recipe(entry["base"], grid, images=images, labels=labels, overrides=entry["overrides"],
-                             log=trial_line, trials_file=os.path.join(folder, trials_name),
-                             time_limit=run.left(), **search)
+        return search_recipe(
+            entry["base"],
+            grid,
+            images=images,
+            labels=labels,
+            overrides=entry["overrides"],
+            log=trial_line,
+            trials_file=os.path.join(folder, trials_name),
+            time_limit=run.left(),
+            **search,
+        )
 
     if done is None:
         record = search_grid(entry["grid"], "search_trials.json")
@@ -232,7 +305,9 @@ def _search(entry, run, images, labels, search):
     else:
         record = {k: v for k, v in done.items() if k != "name"}
     first_choice = record["chosen"]
-    tried = list(entry["grid"].get("lr", [])) + [lr for g in record.get("edge_grids", []) for lr in g.get("lr", [])]
+    tried = list(entry["grid"].get("lr", [])) + [
+        lr for g in record.get("edge_grids", []) for lr in g.get("lr", [])
+    ]
     for step in range(len(record.get("edge_grids", [])) + 1, EDGE_STEPS + 1):
         grid = edge_extension(entry["grid"], record["chosen"], tried)
         if grid is None:
@@ -248,12 +323,16 @@ def _search(entry, run, images, labels, search):
             if os.path.exists(os.path.join(folder, stale)):
                 os.remove(os.path.join(folder, stale))
         info.pop("train", None)
-        run.say(f"search {name}: the edge search moved the choice from {first_choice}; training again")
+        run.say(
+            f"search {name}: the edge search moved the choice from {first_choice}; training again"
+        )
     _write_json(os.path.join(folder, "search.json"), record)
     info["search"].update(chosen=record["chosen"], score=record["score"], seconds=record["seconds"])
     run.save()
-    run.say(f"search {name}: chose {record['chosen']} (validation probe {record['score']:.4f}, "
-            f"{record['seconds']:.0f} s)")
+    run.say(
+        f"search {name}: chose {record['chosen']} (validation probe {record['score']:.4f}, "
+        f"{record['seconds']:.0f} s)"
+    )
     return record
 
 
@@ -261,36 +340,50 @@ def _one_epoch(entry, cfg_args, images, labels, state_file, done):
     """Train the epoch after ``done`` from the state file; the result of :func:`train_encoder`."""
     from .train import train_encoder
 
-    return train_encoder(entry["base"], images, labels, state_file=state_file, stop_after=done + 1, **cfg_args)
+    return train_encoder(
+        entry["base"], images, labels, state_file=state_file, stop_after=done + 1, **cfg_args
+    )
 
 
 def _training_args(entry, recipe):
-    """The keyword arguments of :func:`train_encoder` for ``entry`` trained with the chosen ``recipe``."""
+    """The keyword arguments of :func:`train_encoder` for ``entry`` trained with the chosen
+    ``recipe``."""
     overrides = {**copy.deepcopy(entry["overrides"]), **copy.deepcopy(recipe)}
-    return {"epochs": entry["epochs"], "overrides": overrides, "n_images": overrides.get("train_images")}
+    return {
+        "epochs": entry["epochs"],
+        "overrides": overrides,
+        "n_images": overrides.get("train_images"),
+    }
 
 
 def _train(entry, run, images, labels, recipe):
-    """Train ``entry`` with ``recipe`` to its epoch budget; its record, or None when stopped by the time limit."""
+    """Train ``entry`` with ``recipe`` to its epoch budget; its record, or None when stopped by the
+    time limit."""
     name, folder = entry["name"], os.path.join(run.runs, entry["name"])
     done, info = _phase(run, name, folder, "train.json", "training")
     if done is not None:
         return done
-    train = info.setdefault("train", {"epoch": 0, "epochs": entry["epochs"], "curve": [], "seconds": 0.0,
-                                      "epoch_seconds": []})
+    train = info.setdefault(
+        "train",
+        {"epoch": 0, "epochs": entry["epochs"], "curve": [], "seconds": 0.0, "epoch_seconds": []},
+    )
     args, state_file = _training_args(entry, recipe), os.path.join(folder, "state.pt")
     run.save(current=name)
     while True:
         t, cpu = time.perf_counter(), time.process_time()
         result = _one_epoch(entry, args, images, labels, state_file, train["epoch"])
         run.units += 1
-        train.update(epoch=result["epochs_done"], curve=result["curve"], seconds=round(result["seconds"], 1))
+        train.update(
+            epoch=result["epochs_done"], curve=result["curve"], seconds=round(result["seconds"], 1)
+        )
         train["epoch_seconds"].append(round(time.perf_counter() - t, 1))
         # CPU seconds of this process: a pause (SIGSTOP) or another job's load does not count
         train.setdefault("epoch_cpu_seconds", []).append(round(time.process_time() - cpu, 1))
         run.save()
-        run.say(f"train {name}: epoch {result['epochs_done']}/{entry['epochs']} loss {result['curve'][-1]:.4f} "
-                f"({train['epoch_seconds'][-1]:.0f} s)")
+        run.say(
+            f"train {name}: epoch {result['epochs_done']}/{entry['epochs']} loss "
+            f"{result['curve'][-1]:.4f} ({train['epoch_seconds'][-1]:.0f} s)"
+        )
         if result["complete"]:
             return _finish_training(entry, run, recipe, result, train)
         if run.out_of_time():
@@ -305,22 +398,39 @@ def _finish_training(entry, run, recipe, result, train):
     import torch
 
     folder = os.path.join(run.runs, entry["name"])
-    torch.save({"checkpoints": result["checkpoints"], "heads": result["heads"]}, os.path.join(folder, "weights.pt"))
-    record = {"name": entry["name"], "base": entry["base"], "recipe": recipe, "config": result["config"],
-              "images": f"all {result['subset'].size} training images (the validation rows included: "
-                        "they chose the recipe, they do not report a result)",
-              "n_images": int(result["subset"].size), "epochs": result["epochs_done"], "steps": result["steps"],
-              "curve": result["curve"], "seconds": round(result["seconds"], 1),
-              "epoch_seconds": train.get("epoch_seconds", []), "epoch_cpu_seconds": train.get("epoch_cpu_seconds", []),
-              "checkpoints": [{"name": c[0], "epoch": c[1], "step": c[2]} for c in result["checkpoints"]],
-              "weights": "weights.pt", "state_file": "state.pt", "device": "cpu", "torch_threads": 1,
-              "torch": torch.__version__, "finished": _now()}
+    torch.save(
+        {"checkpoints": result["checkpoints"], "heads": result["heads"]},
+        os.path.join(folder, "weights.pt"),
+    )
+    record = {
+        "name": entry["name"],
+        "base": entry["base"],
+        "recipe": recipe,
+        "config": result["config"],
+        "images": f"all {result['subset'].size} training images (the validation rows included: "
+        "they chose the recipe, they do not report a result)",
+        "n_images": int(result["subset"].size),
+        "epochs": result["epochs_done"],
+        "steps": result["steps"],
+        "curve": result["curve"],
+        "seconds": round(result["seconds"], 1),
+        "epoch_seconds": train.get("epoch_seconds", []),
+        "epoch_cpu_seconds": train.get("epoch_cpu_seconds", []),
+        "checkpoints": [{"name": c[0], "epoch": c[1], "step": c[2]} for c in result["checkpoints"]],
+        "weights": "weights.pt",
+        "state_file": "state.pt",
+        "device": "cpu",
+        "torch_threads": 1,
+        "torch": torch.__version__,
+        "finished": _now(),
+    }
     _write_json(os.path.join(folder, "train.json"), record)
     return record
 
 
 def run_encoder(entry, run, images, labels, search):
-    """Search and train one planned encoder; True when both are finished, False when time ran out."""
+    """Search and train one planned encoder; True when both are finished, False when time ran
+    out."""
     os.makedirs(os.path.join(run.runs, entry["name"]), exist_ok=True)
     run.encoder(entry["name"]).pop("error", None)
     record = _search(entry, run, images, labels, search)
@@ -330,8 +440,15 @@ def run_encoder(entry, run, images, labels, search):
     if trained is None:
         return False
     info = run.encoder(entry["name"])
-    info.update(phase="done", train={**info.get("train", {}), "epoch": trained["epochs"], "curve": trained["curve"],
-                                     "seconds": trained["seconds"]})
+    info.update(
+        phase="done",
+        train={
+            **info.get("train", {}),
+            "epoch": trained["epochs"],
+            "curve": trained["curve"],
+            "seconds": trained["seconds"],
+        },
+    )
     run.save()
     return True
 
@@ -342,7 +459,9 @@ def _check_plan(plan):
     if not isinstance(plan, (list, tuple)) or not plan:
         raise ValueError(f"plan must be a non-empty list of encoder entries, got {plan!r}")
     for entry in plan:
-        missing = {"name", "base", "overrides", "epochs", "grid"} - set(entry if isinstance(entry, dict) else {})
+        missing = {"name", "base", "overrides", "epochs", "grid"} - set(
+            entry if isinstance(entry, dict) else {}
+        )
         if missing:
             raise ValueError(f"plan: every entry needs {sorted(missing)}, got {entry!r}")
         encoder_config(entry["base"], epochs=entry["epochs"], overrides=entry["overrides"])
@@ -355,18 +474,28 @@ def _check_arguments(runs, names, plan, time_limit, search):
         raise ValueError(f"runs must be the path of a run directory, got {runs!r}")
     unknown = sorted(set(names or ()) - set(plan_names(plan)))
     if names is not None and (isinstance(names, str) or unknown or not names):
-        raise ValueError(f"names must be a non-empty list of planned encoders {plan_names(plan)}, got {names!r}")
-    if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
-                                   or not time_limit > 0):
+        raise ValueError(
+            f"names must be a non-empty list of planned encoders {plan_names(plan)}, got {names!r}"
+        )
+    if time_limit is not None and (
+        isinstance(time_limit, bool)
+        or not isinstance(time_limit, (int, float))
+        or not time_limit > 0
+    ):
         raise ValueError(f"time_limit must be a number of seconds > 0, got {time_limit!r}")
     if not isinstance(search, dict) or set(search) - set(SEARCH):
-        raise ValueError(f"search must be a dict of search_recipe budget settings {sorted(SEARCH)}, got {search!r}")
+        raise ValueError(
+            f"search must be a dict of search_recipe budget settings {sorted(SEARCH)}, got "
+            f"{search!r}"
+        )
 
 
 def _training_split(images, labels):
     """Fashion-MNIST's training split, or the given images and labels (never the test split)."""
     if (images is None) != (labels is None):
-        raise ValueError("images and labels must be given together (or neither: the training split)")
+        raise ValueError(
+            "images and labels must be given together (or neither: the training split)"
+        )
     if images is None:
         from ..datasets import fashion_mnist
 
@@ -378,7 +507,8 @@ def _lock(runs):
     """An exclusive lock on the run directory, released by the kernel when this process ends."""
     import fcntl
 
-    handle = open(os.path.join(runs, ".lock"), "w")
+    # the open file is the lock: it is returned, and the caller holds it until it ends
+    handle = open(os.path.join(runs, ".lock"), "w")  # noqa: SIM115
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError as exc:
@@ -391,8 +521,17 @@ def _print(line):
     print(line, flush=True)
 
 
-def run_plateau(runs, *, names=None, plan=None, search=None, images=None, labels=None, time_limit=None,
-                log=_print):
+def run_plateau(
+    runs,
+    *,
+    names=None,
+    plan=None,
+    search=None,
+    images=None,
+    labels=None,
+    time_limit=None,
+    log=_print,
+):
     """Search the recipe of every planned encoder, then train it; resumable.
 
     Parameters
@@ -432,9 +571,16 @@ def run_plateau(runs, *, names=None, plan=None, search=None, images=None, labels
     lock = _lock(os.fspath(runs))
     try:
         run = _Run(runs, time_limit, log)
-        run.save(plan=plan_names(plan), search_budget={**SEARCH, **search}, n_images=int(labels.size))
-        return _run_all([e for e in plan if names is None or e["name"] in names], run, images, labels,
-                        {**SEARCH, **search})
+        run.save(
+            plan=plan_names(plan), search_budget={**SEARCH, **search}, n_images=int(labels.size)
+        )
+        return _run_all(
+            [e for e in plan if names is None or e["name"] in names],
+            run,
+            images,
+            labels,
+            {**SEARCH, **search},
+        )
     finally:
         lock.close()
 

@@ -12,6 +12,7 @@ out-of-distribution accuracy that fine-tuning from a random head loses).
   from a random head (fine-tuning) or from a head first fitted on the frozen features
   by :func:`linear_head` (LP-FT), and returns the trained model as a function.
 """
+
 from __future__ import annotations
 
 import copy
@@ -39,7 +40,7 @@ def _fit(forward, params, x, y, epochs, lr, weight_decay, batch_size, seed, modu
     for _ in range(epochs):
         order = torch.randperm(n, generator=gen)
         for b in range(max(1, n // batch_size)):
-            idx = order[b * batch_size:(b + 1) * batch_size]
+            idx = order[b * batch_size : (b + 1) * batch_size]
             for g in opt.param_groups:
                 g["lr"] = lr * cosine_factor(step, steps)
             loss = F.cross_entropy(forward(x[idx]), y[idx])
@@ -54,12 +55,23 @@ def _fit(forward, params, x, y, epochs, lr, weight_decay, batch_size, seed, modu
 @torch.no_grad()
 def predict(forward, x, batch_size=1024):
     """Arg-max predictions of ``forward`` over ``x`` in batches (numpy int64)."""
-    out = [forward(x[i:i + batch_size]).argmax(dim=1) for i in range(0, x.shape[0], batch_size)]
+    out = [forward(x[i : i + batch_size]).argmax(dim=1) for i in range(0, x.shape[0], batch_size)]
     return torch.cat(out).numpy().astype(np.int64)
 
 
-def finetune(encoder, x, y, *, head_init=None, n_classes=10, epochs=3, lr=5e-4, weight_decay=0.05,
-             batch_size=256, seed=0):
+def finetune(
+    encoder,
+    x,
+    y,
+    *,
+    head_init=None,
+    n_classes=10,
+    epochs=3,
+    lr=5e-4,
+    weight_decay=0.05,
+    batch_size=256,
+    seed=0,
+):
     """Train a copy of ``encoder`` and a linear head end to end on images ``x`` (n, c, H, W).
 
     Parameters
@@ -86,15 +98,26 @@ def finetune(encoder, x, y, *, head_init=None, n_classes=10, epochs=3, lr=5e-4, 
             head.weight.copy_(head_init[0])
             head.bias.copy_(head_init[1])
     yt = torch.as_tensor(np.asarray(y, dtype=np.int64))
-    _fit(lambda xb: head(model(xb)), list(model.parameters()) + list(head.parameters()), x, yt, epochs, lr,
-         weight_decay, batch_size, seed, modules=(model,))
+    _fit(
+        lambda xb: head(model(xb)),
+        list(model.parameters()) + list(head.parameters()),
+        x,
+        yt,
+        epochs,
+        lr,
+        weight_decay,
+        batch_size,
+        seed,
+        modules=(model,),
+    )
     return lambda xb: head(model(xb))
 
 
 def linear_head(encoder, x, y, *, n_classes=10, epochs=10, lr=1e-2, batch_size=256, seed=0):
-    """The linear head of LP-FT: trained on the frozen encoder's features, returned as (weight, bias)."""
+    """The linear head of LP-FT: trained on the frozen encoder's features, returned as (weight,
+    bias)."""
     with torch.no_grad():
-        h = torch.cat([encoder(x[i:i + 1024]) for i in range(0, x.shape[0], 1024)])
+        h = torch.cat([encoder(x[i : i + 1024]) for i in range(0, x.shape[0], 1024)])
     head = nn.Linear(h.shape[1], n_classes)
     with torch.no_grad():
         head.weight.zero_()

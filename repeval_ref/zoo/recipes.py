@@ -15,6 +15,7 @@ temperature and augmentation strength without ever reading the test split:
   there, a later call with the same arguments reuses it, and ``time_limit`` stops a
   call between two settings (the plateau driver, :mod:`repeval_ref.zoo.plateau`).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -51,15 +52,22 @@ def validation_split(labels, size=5000, seed=0):
 
     y = np.asarray(labels)
     if y.ndim != 1 or y.size == 0 or not np.issubdtype(y.dtype, np.integer):
-        raise ValueError(f"labels must be a non-empty 1-D integer array, got {y.dtype} of shape {y.shape}")
+        raise ValueError(
+            f"labels must be a non-empty 1-D integer array, got {y.dtype} of shape {y.shape}"
+        )
     classes, counts = np.unique(y, return_counts=True)
     if counts.min() < 2:
-        raise ValueError(f"labels: class {classes[counts.argmin()]} has a single row; a stratified split needs two")
+        raise ValueError(
+            f"labels: class {classes[counts.argmin()]} has a single row; a stratified split "
+            "needs two"
+        )
     if isinstance(size, bool) or not isinstance(size, (int, np.integer)):
         raise ValueError(f"size must be an integer, got {size!r}")
     if not classes.size <= size <= y.size - classes.size:
-        raise ValueError(f"size must be between {classes.size} and {y.size - classes.size} "
-                         f"(the number of classes and n minus it), got {size}")
+        raise ValueError(
+            f"size must be between {classes.size} and {y.size - classes.size} "
+            f"(the number of classes and n minus it), got {size}"
+        )
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
     splitter = StratifiedShuffleSplit(n_splits=1, test_size=int(size), random_state=int(seed))
@@ -81,10 +89,14 @@ def _encode(encoder, images, batch_size=512):
 
     encoder.eval()
     x = to_tensor(images)
-    return torch.cat([encoder(x[i:i + batch_size]) for i in range(0, x.shape[0], batch_size)]).numpy()
+    return torch.cat(
+        [encoder(x[i : i + batch_size]) for i in range(0, x.shape[0], batch_size)]
+    ).numpy()
 
 
-def validation_score(encoder, fit_images, fit_labels, val_images, val_labels, *, Cs=(0.01, 0.1, 1.0), seed=0):
+def validation_score(
+    encoder, fit_images, fit_labels, val_images, val_labels, *, Cs=(0.01, 0.1, 1.0), seed=0
+):
     """Linear-probe accuracy on the validation rows of an encoder's frozen features.
 
     Parameters
@@ -136,10 +148,15 @@ def grid_settings(grid, config):
         One ``{key: value}`` per combination, ``prod(len(values))`` of them.
     """
     if not isinstance(grid, dict) or not grid:
-        raise ValueError(f"grid must be a non-empty dict of setting -> candidate values, got {grid!r}")
+        raise ValueError(
+            f"grid must be a non-empty dict of setting -> candidate values, got {grid!r}"
+        )
     unknown = sorted(set(grid) - set(config))
     if unknown:
-        raise ValueError(f"grid has settings {unknown} that the configuration does not have; known: {sorted(config)}")
+        raise ValueError(
+            f"grid has settings {unknown} that the configuration does not have; known: "
+            f"{sorted(config)}"
+        )
     for key, values in grid.items():
         if not isinstance(values, (list, tuple)) or len(values) == 0:
             raise ValueError(f"grid[{key!r}] must be a non-empty list of values, got {values!r}")
@@ -167,24 +184,55 @@ def _score_setting(name, setting, base, images, labels, rows, budget, Cs, log):
     from .train import train_encoder
 
     t0 = time.perf_counter()
-    result = train_encoder(name, images[rows["train"]], labels[rows["train"]], epochs=budget["epochs"],
-                           n_images=budget["n_train"], overrides={**base, **setting})
+    result = train_encoder(
+        name,
+        images[rows["train"]],
+        labels[rows["train"]],
+        epochs=budget["epochs"],
+        n_images=budget["n_train"],
+        overrides={**base, **setting},
+    )
     entry = {"setting": setting, "curve": result["curve"]}
     try:
-        acc, C = validation_score(_trained_encoder(result), images[rows["probe"]], labels[rows["probe"]],
-                                  images[rows["val"]], labels[rows["val"]], Cs=Cs, seed=budget["seed"])
+        acc, C = validation_score(
+            _trained_encoder(result),
+            images[rows["probe"]],
+            labels[rows["probe"]],
+            images[rows["val"]],
+            labels[rows["val"]],
+            Cs=Cs,
+            seed=budget["seed"],
+        )
         entry.update(val_probe=acc, probe_C=C)
     except ValueError as exc:  # NaN or constant features after a diverged run
         entry.update(val_probe=float("nan"), probe_C=None, error=str(exc).splitlines()[0])
     entry["seconds"] = round(time.perf_counter() - t0, 2)
     if log is not None:
-        log(f"{name} {setting}: validation probe {entry['val_probe']:.4f} ({entry['seconds']:.0f} s)")
+        log(
+            f"{name} {setting}: validation probe {entry['val_probe']:.4f} "
+            f"({entry['seconds']:.0f} s)"
+        )
     return entry
 
 
-def search_recipe(name, grid, *, images=None, labels=None, overrides=None, val_size=5000, seed=0,
-                  n_train=4096, epochs=1, n_probe=2000, n_val=2000, Cs=(0.01, 0.1, 1.0), log=None,
-                  trials_file=None, time_limit=None):
+def search_recipe(
+    name,
+    grid,
+    *,
+    images=None,
+    labels=None,
+    overrides=None,
+    val_size=5000,
+    seed=0,
+    n_train=4096,
+    epochs=1,
+    n_probe=2000,
+    n_val=2000,
+    Cs=(0.01, 0.1, 1.0),
+    log=None,
+    trials_file=None,
+    time_limit=None,
+):
     """Try every setting of a small grid for one encoder; choose by a validation probe.
 
     Every setting trains the configuration ``name`` (with ``overrides``, then the
@@ -245,56 +293,89 @@ def search_recipe(name, grid, *, images=None, labels=None, overrides=None, val_s
     _check_budget(val_size=val_size, n_train=n_train, epochs=epochs, n_probe=n_probe, n_val=n_val)
     _check_resume(trials_file, time_limit)
     if (images is None) != (labels is None):
-        raise ValueError("images and labels must be given together (or neither: the training split)")
+        raise ValueError(
+            "images and labels must be given together (or neither: the training split)"
+        )
     if images is None:
         from .. import datasets
 
         images, labels = datasets.fashion_mnist("train")
     images, labels = np.asarray(images), np.asarray(labels)
     if images.ndim != 3 or images.dtype != np.uint8 or labels.shape != (images.shape[0],):
-        raise ValueError(f"images must be uint8 (n, H, W) with labels (n,), got {images.dtype} {images.shape} "
-                         f"and {labels.shape}")
+        raise ValueError(
+            f"images must be uint8 (n, H, W) with labels (n,), got {images.dtype} {images.shape} "
+            f"and {labels.shape}"
+        )
     t0 = time.perf_counter()
     train_idx, val_idx = validation_split(labels, val_size, seed)
-    rows = {"train": train_idx, "probe": _seeded_rows(train_idx, n_probe, seed + 1),
-            "val": _seeded_rows(val_idx, n_val, seed + 2)}
+    rows = {
+        "train": train_idx,
+        "probe": _seeded_rows(train_idx, n_probe, seed + 1),
+        "val": _seeded_rows(val_idx, n_val, seed + 2),
+    }
     budget = {"epochs": int(epochs), "n_train": int(n_train), "seed": int(seed)}
-    record = _json_ready({"base": name, "overrides": base, "grid": {k: list(v) for k, v in grid.items()},
-                          "validation": {"method": "sklearn StratifiedShuffleSplit of the training split",
-                                         "size": int(val_size), "seed": int(seed),
-                                         "scored_rows": int(rows["val"].size), "probe_rows": int(rows["probe"].size),
-                                         "probe_Cs": [float(c) for c in Cs]},
-                          "budget": {"epochs": int(epochs), "n_train": int(min(n_train, train_idx.size))}})
+    record = _json_ready(
+        {
+            "base": name,
+            "overrides": base,
+            "grid": {k: list(v) for k, v in grid.items()},
+            "validation": {
+                "method": "sklearn StratifiedShuffleSplit of the training split",
+                "size": int(val_size),
+                "seed": int(seed),
+                "scored_rows": int(rows["val"].size),
+                "probe_rows": int(rows["probe"].size),
+                "probe_Cs": [float(c) for c in Cs],
+            },
+            "budget": {"epochs": int(epochs), "n_train": int(min(n_train, train_idx.size))},
+        }
+    )
     trials = _read_trials(trials_file, record)
     reused = sum(t["seconds"] for t in trials)
-    for setting in settings[len(trials):]:
-        trials.append(_json_ready(_score_setting(name, setting, base, images, labels, rows, budget, Cs, log)))
+    for setting in settings[len(trials) :]:
+        trials.append(
+            _json_ready(_score_setting(name, setting, base, images, labels, rows, budget, Cs, log))
+        )
         _write_trials(trials_file, record, trials)
-        if time_limit is not None and time.perf_counter() - t0 >= time_limit and len(trials) < len(settings):
+        if (
+            time_limit is not None
+            and time.perf_counter() - t0 >= time_limit
+            and len(trials) < len(settings)
+        ):
             break
     record.update(trials=trials, seconds=round(time.perf_counter() - t0 + reused, 1))
     return _choose(name, record, len(settings))
 
 
 def _choose(name, record, n_settings):
-    """Add ``complete``, ``chosen`` and ``score`` (the first maximal validation probe) to a search record."""
+    """Add ``complete``, ``chosen`` and ``score`` (the first maximal validation probe) to a search
+    record."""
     trials = record["trials"]
     if len(trials) < n_settings:
         return {**record, "complete": False, "chosen": None, "score": None}
     scores = np.array([t["val_probe"] for t in trials], dtype=float)
     if np.all(np.isnan(scores)):
-        raise ValueError(f"grid: every setting of {name!r} failed to train ({trials[0].get('error')})")
+        raise ValueError(
+            f"grid: every setting of {name!r} failed to train ({trials[0].get('error')})"
+        )
     best = int(np.nanargmax(scores))  # the first maximum: earlier settings win ties
-    return {**record, "complete": True, "chosen": trials[best]["setting"], "score": float(scores[best])}
+    return {
+        **record,
+        "complete": True,
+        "chosen": trials[best]["setting"],
+        "score": float(scores[best]),
+    }
 
 
 def _json_ready(value):
-    """``value`` as it reads back from JSON (tuples become lists), so resumed and fresh records are equal."""
+    """``value`` as it reads back from JSON (tuples become lists), so resumed and fresh records are
+    equal."""
     return json.loads(json.dumps(value))
 
 
 def _read_trials(path, search):
-    """The finished trials that ``path`` holds for the search described by ``search`` ([] without a file)."""
+    """The finished trials that ``path`` holds for the search described by ``search`` ([] without a
+    file)."""
     if path is None or not os.path.exists(path):
         return []
     try:
@@ -302,7 +383,9 @@ def _read_trials(path, search):
             payload = json.load(f)
         saved, trials = payload["search"], payload["trials"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"trials_file {os.fspath(path)!r} cannot be read as the trials of a search: {exc}") from exc
+        raise ValueError(
+            f"trials_file {os.fspath(path)!r} cannot be read as the trials of a search: {exc}"
+        ) from exc
     if saved != search:
         raise ValueError(f"trials_file {os.fspath(path)!r} was written for another search: {saved}")
     return list(trials)
@@ -322,7 +405,13 @@ def _check_resume(trials_file, time_limit):
     if trials_file is not None and not isinstance(trials_file, (str, os.PathLike)):
         raise ValueError(f"trials_file must be a path, got {type(trials_file).__name__}")
     if time_limit is not None:
-        if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not time_limit > 0:
+        if (
+            isinstance(time_limit, bool)
+            or not isinstance(time_limit, (int, float))
+            or not time_limit > 0
+        ):
             raise ValueError(f"time_limit must be a number of seconds > 0, got {time_limit!r}")
         if trials_file is None:
-            raise ValueError("time_limit needs a trials_file, where a later call finds the finished settings")
+            raise ValueError(
+                "time_limit needs a trials_file, where a later call finds the finished settings"
+            )

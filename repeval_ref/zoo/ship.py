@@ -1,4 +1,5 @@
-"""Ship the plateau run's encoders: its weights and records become the zoo's shipped weights and manifest.
+"""Ship the plateau run's encoders: its weights and records become the zoo's shipped weights and
+manifest.
 
 Book: the Performance appendix (the zoo). ``python -m repeval_ref.zoo ship
 --runs DIR [--only NAME]`` runs :func:`ship_plateau`, which for every named encoder of a
@@ -22,6 +23,7 @@ CPU seconds where the run recorded them (one torch thread: CPU time is the time 
 training used), and for the epochs without that record, the median wall seconds of an
 epoch. ``estimate`` says which.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,8 +34,10 @@ from .plateau import _read_json, read_status
 
 __all__ = ["ship_plateau", "finished_names", "estimated_seconds"]
 
-_SOURCE = ("plateau run (python -m repeval_ref.zoo plateau): recipe searched on a validation split of the "
-           "training images, then trained on all of them")
+_SOURCE = (
+    "plateau run (python -m repeval_ref.zoo plateau): recipe searched on a validation split of the "
+    "training images, then trained on all of them"
+)
 
 
 def _required_json(path, what):
@@ -44,11 +48,14 @@ def _required_json(path, what):
 
 
 def finished_names(runs):
-    """The encoders of the run directory ``runs`` whose training is finished (a ``train.json``), sorted."""
+    """The encoders of the run directory ``runs`` whose training is finished (a ``train.json``),
+    sorted."""
     runs = os.fspath(runs)
     if not os.path.isdir(runs):
         raise ValueError(f"runs: {runs!r} is not a directory")
-    return sorted(d for d in os.listdir(runs) if os.path.isfile(os.path.join(runs, d, "train.json")))
+    return sorted(
+        d for d in os.listdir(runs) if os.path.isfile(os.path.join(runs, d, "train.json"))
+    )
 
 
 def estimated_seconds(epoch_seconds, epoch_cpu_seconds, epochs):
@@ -80,9 +87,16 @@ def estimated_seconds(epoch_seconds, epoch_cpu_seconds, epochs):
     if missing and not wall:
         raise ValueError("epoch_seconds: needed for the epochs without CPU seconds, got none")
     median = float(np.median(wall)) if missing else 0.0
-    how = (f"CPU seconds of all {epochs} epochs" if not missing else
-           f"CPU seconds of {len(cpu)} epochs and the median wall epoch ({median:.1f} s) for {missing}"
-           if cpu else f"median wall epoch ({median:.1f} s) times {epochs} epochs")
+    how = (
+        f"CPU seconds of all {epochs} epochs"
+        if not missing
+        else (
+            f"CPU seconds of {len(cpu)} epochs and the median wall epoch ({median:.1f} s) for "
+            f"{missing}"
+        )
+        if cpu
+        else f"median wall epoch ({median:.1f} s) times {epochs} epochs"
+    )
     return round(sum(cpu) + missing * median, 1), how
 
 
@@ -95,14 +109,27 @@ def _epoch_times(record, status_entry):
 
 
 def _search_record(search):
-    keep = ("grid", "overrides", "validation", "budget", "trials", "edge_grids", "chosen", "score", "seconds")
+    keep = (
+        "grid",
+        "overrides",
+        "validation",
+        "budget",
+        "trials",
+        "edge_grids",
+        "chosen",
+        "score",
+        "seconds",
+    )
     return {k: search[k] for k in keep if k in search}
 
 
 def _config_difference(registered, trained):
     keys = sorted(set(registered) | set(trained))
-    return {k: (registered.get(k, "<absent>"), trained.get(k, "<absent>")) for k in keys
-            if registered.get(k, "<absent>") != trained.get(k, "<absent>")}
+    return {
+        k: (registered.get(k, "<absent>"), trained.get(k, "<absent>"))
+        for k in keys
+        if registered.get(k, "<absent>") != trained.get(k, "<absent>")
+    }
 
 
 def _ship_one(name, runs, status, weights_dir, manifest_path):
@@ -115,31 +142,62 @@ def _ship_one(name, runs, status, weights_dir, manifest_path):
     record = _required_json(os.path.join(folder, "train.json"), "training record")
     search = _required_json(os.path.join(folder, "search.json"), "search record")
     if record.get("name") != name:
-        raise ValueError(f"runs: {folder}/train.json is the record of {record.get('name')!r}, not {name!r}")
+        raise ValueError(
+            f"runs: {folder}/train.json is the record of {record.get('name')!r}, not {name!r}"
+        )
     difference = _config_difference(encoder_config(name), record["config"])
     if difference:
-        raise ValueError(f"names: the registered configuration of {name!r} is not the one trained "
-                         f"(setting: (registered, trained)): {difference}; register the trained recipe first")
+        raise ValueError(
+            f"names: the registered configuration of {name!r} is not the one trained "
+            f"(setting: (registered, trained)): {difference}; register the trained recipe first"
+        )
     try:
-        payload = torch.load(os.path.join(folder, record["weights"]), map_location="cpu", weights_only=True)
+        payload = torch.load(
+            os.path.join(folder, record["weights"]), map_location="cpu", weights_only=True
+        )
     except Exception as exc:  # missing, truncated or foreign
-        raise ValueError(f"runs: the weights of {name!r} do not load: {type(exc).__name__}: {exc}") from exc
+        raise ValueError(
+            f"runs: the weights of {name!r} do not load: {type(exc).__name__}: {exc}"
+        ) from exc
     checkpoints = [tuple(c) for c in payload["checkpoints"]]
     if [c[0] for c in checkpoints] != [c["name"] for c in record["checkpoints"]]:
-        raise ValueError(f"runs: {name!r}'s weights hold other checkpoints than its training record lists")
+        raise ValueError(
+            f"runs: {name!r}'s weights hold other checkpoints than its training record lists"
+        )
     wall, cpu = _epoch_times(record, status["encoders"].get(name))
     estimate, how = estimated_seconds(wall, cpu, record["epochs"])
-    result = {"config": record["config"], "checkpoints": checkpoints, "heads": payload.get("heads", {}),
-              "n_images": record["n_images"], "seconds": record["seconds"], "steps": record["steps"],
-              "curve": record["curve"]}
-    training = {"epoch_seconds": wall, "epoch_cpu_seconds": cpu, "estimated_seconds": estimate, "estimate": how,
-                "seconds_are": "wall seconds of a background run (lowest priority, shared machine, suspended "
-                               "while other jobs were timed): an upper bound of the training's cost",
-                "threads": record.get("torch_threads", 1), "torch": record["torch"],
-                "device": record.get("device", "cpu"), "date": record["finished"][:10]}
+    result = {
+        "config": record["config"],
+        "checkpoints": checkpoints,
+        "heads": payload.get("heads", {}),
+        "n_images": record["n_images"],
+        "seconds": record["seconds"],
+        "steps": record["steps"],
+        "curve": record["curve"],
+    }
+    training = {
+        "epoch_seconds": wall,
+        "epoch_cpu_seconds": cpu,
+        "estimated_seconds": estimate,
+        "estimate": how,
+        "seconds_are": (
+            "wall seconds of a background run (lowest priority, shared machine, suspended while "
+            "other jobs were timed): an upper bound of the training's cost"
+        ),
+        "threads": record.get("torch_threads", 1),
+        "torch": record["torch"],
+        "device": record.get("device", "cpu"),
+        "date": record["finished"][:10],
+    }
     extra = {"source": _SOURCE, "recipe": record["recipe"], "recipe_search": _search_record(search)}
-    return save_trained(name, result, weights_dir=weights_dir, manifest_path=manifest_path,
-                        training=training, extra=extra)
+    return save_trained(
+        name,
+        result,
+        weights_dir=weights_dir,
+        manifest_path=manifest_path,
+        training=training,
+        extra=extra,
+    )
 
 
 def ship_plateau(runs, names=None, *, weights_dir=None, manifest_path=None):
@@ -180,7 +238,9 @@ def ship_plateau(runs, names=None, *, weights_dir=None, manifest_path=None):
         raise ValueError(f"names must be a non-empty list of encoder names, got {names!r}")
     unfinished = [n for n in names if n not in finished]
     if unfinished:
-        raise ValueError(f"names: {unfinished} have no finished training in {runs!r}; finished: {finished}")
+        raise ValueError(
+            f"names: {unfinished} have no finished training in {runs!r}; finished: {finished}"
+        )
     if weights_dir is not None and manifest_path is None:
         manifest_path = os.path.join(weights_dir, "manifest.json")
     status = read_status(runs)

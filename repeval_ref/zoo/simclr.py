@@ -12,6 +12,7 @@ other view of the same image::
 the "NT-Xent" loss; the ``2b - 2`` other images of the batch are the negatives. The
 projection head is thrown away after training.
 """
+
 from __future__ import annotations
 
 import torch
@@ -37,7 +38,10 @@ def info_nce(z1, z2, temperature):
     torch.Tensor, scalar
     """
     if z1.ndim != 2 or z1.shape != z2.shape or z1.shape[0] < 2:
-        raise ValueError(f"z1 and z2 must have the same shape (b >= 2, p), got {tuple(z1.shape)} and {tuple(z2.shape)}")
+        raise ValueError(
+            f"z1 and z2 must have the same shape (b >= 2, p), got {tuple(z1.shape)} and "
+            f"{tuple(z2.shape)}"
+        )
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature!r}")
     b = z1.shape[0]

@@ -9,6 +9,7 @@ Loss for logits ``s`` (b, K) and labels ``y``::
 
 Inputs are mirrored left-right at random; the head is thrown away after training.
 """
+
 from __future__ import annotations
 
 import torch
@@ -32,7 +33,10 @@ def cross_entropy(logits, labels):
     torch.Tensor, scalar
     """
     if logits.ndim != 2 or labels.shape != (logits.shape[0],):
-        raise ValueError(f"logits must be (b, K) and labels (b,), got {tuple(logits.shape)} and {tuple(labels.shape)}")
+        raise ValueError(
+            f"logits must be (b, K) and labels (b,), got {tuple(logits.shape)} and "
+            f"{tuple(labels.shape)}"
+        )
     log_p = logits - torch.logsumexp(logits, dim=1, keepdim=True)
     return -log_p.gather(1, labels[:, None]).mean()
 

@@ -628,7 +628,8 @@ def finetune_columns(name, encoder, train_rows, test_rows, p, *, timer=None):
         x, y = encoder_inputs(name, x[test_rows]), y[test_rows]
         for method, model in (("ft", ft), ("lpft", lpft)):
             out[f"{method}_{suffix}"] = timer(
-                f"{method}_{suffix}", lambda m=model: _acc(_forward(m, x).argmax(1).numpy(), y)
+                f"{method}_{suffix}",
+                lambda m=model, x=x, y=y: _acc(_forward(m, x).argmax(1).numpy(), y),
             )
     return out
 

@@ -3,9 +3,9 @@
 Book: the Performance appendix (the zoo). Each objective module supplies
 ``make_heads(encoder, cfg)`` and ``training_loss(encoder, heads, x, y, generator, cfg,
 state)``, optionally ``init_state``, ``after_step`` (DINO's teacher update),
-``export`` (which module is shipped) and ``SHIPPED_HEADS`` (heads saved beside it). This loop owns the rest: seeding, one thread,
-deterministic algorithms, the data order, AdamW with a linear warm-up and cosine
-decay, the loss curve and the checkpoints at fixed shares of the steps.
+``export`` (which module is shipped) and ``SHIPPED_HEADS`` (heads saved beside it). This loop owns
+the rest: seeding, one thread, deterministic algorithms, the data order, AdamW with a linear warm-up
+and cosine decay, the loss curve and the checkpoints at fixed shares of the steps.
 
 Devices: the loop runs on the CPU unless a ``device`` is named (``"cuda"`` on a machine
 with a GPU). The images, the data order and every augmentation draw stay on the CPU's
@@ -20,6 +20,7 @@ generator states, the curve and the checkpoints so far) and, when the file exist
 resumes from it; a run stopped after ``k`` epochs and resumed ends bit-identical to an
 uninterrupted one.
 """
+
 from __future__ import annotations
 
 import copy
@@ -34,7 +35,13 @@ from ..torch.schedule import cosine_factor
 from .inputs import to_tensor
 from .registry import ARCHITECTURES, CHECKPOINT_FRACTIONS, ENCODERS, build_encoder
 
-__all__ = ["train_encoder", "encoder_config", "deterministic_torch", "checkpoint_name", "resolve_device"]
+__all__ = [
+    "train_encoder",
+    "encoder_config",
+    "deterministic_torch",
+    "checkpoint_name",
+    "resolve_device",
+]
 
 
 def deterministic_torch():
@@ -80,17 +87,25 @@ def encoder_config(name, *, epochs=None, overrides=None):
     cfg = copy.deepcopy(ENCODERS[name])
     if overrides is not None:
         if not isinstance(overrides, dict):
-            raise ValueError(f"overrides must be a dict of settings, got {type(overrides).__name__}")
+            raise ValueError(
+                f"overrides must be a dict of settings, got {type(overrides).__name__}"
+            )
         unknown = sorted(set(overrides) - set(cfg))
         if unknown:
-            raise ValueError(f"overrides has settings {unknown} that {name!r} does not have; known: {sorted(cfg)}")
+            raise ValueError(
+                f"overrides has settings {unknown} that {name!r} does not have; known: "
+                f"{sorted(cfg)}"
+            )
         cfg.update(copy.deepcopy(overrides))
     if epochs is not None:
         if isinstance(epochs, bool) or int(epochs) != epochs or epochs < 0:
             raise ValueError(f"epochs must be an integer >= 0, got {epochs!r}")
         cfg["epochs"] = int(epochs)
     if cfg["arch"] not in ARCHITECTURES:
-        raise ValueError(f"overrides names an unknown architecture {cfg['arch']!r}; known: {sorted(ARCHITECTURES)}")
+        raise ValueError(
+            f"overrides names an unknown architecture {cfg['arch']!r}; known: "
+            f"{sorted(ARCHITECTURES)}"
+        )
     if cfg["objective"] == "mae" and ARCHITECTURES[cfg["arch"]]["kind"] != "vit":
         raise ValueError(f"overrides: the mae objective needs a ViT, not {cfg['arch']!r}")
     return cfg
@@ -105,15 +120,19 @@ def _objective_state_dict(state):
         elif isinstance(value, torch.Tensor):
             out[key] = {"tensor": value.detach().clone()}
         else:
-            raise ValueError(f"state[{key!r}] is a {type(value).__name__}; a resumable objective keeps "
-                             f"only modules and tensors in its state")
+            raise ValueError(
+                f"state[{key!r}] is a {type(value).__name__}; a resumable objective keeps "
+                f"only modules and tensors in its state"
+            )
     return out
 
 
 def _load_objective_state(state, saved):
     """Put the saved objective state back into ``state`` (in place)."""
     if set(saved) != set(state):
-        raise ValueError(f"state_file holds objective state {sorted(saved)}, this objective has {sorted(state)}")
+        raise ValueError(
+            f"state_file holds objective state {sorted(saved)}, this objective has {sorted(state)}"
+        )
     for key, value in saved.items():
         if "module" in value:
             state[key].load_state_dict(value["module"])
@@ -123,17 +142,26 @@ def _load_objective_state(state, saved):
 
 def _save_run(path, cfg, subset, encoder, heads, state, opt, gen, run):
     """Write the whole training state to ``path`` atomically (a temporary file, then a rename)."""
-    payload = {"format": 1, "config": cfg, "subset": torch.from_numpy(np.asarray(subset, dtype=np.int64)),
-               "encoder": encoder.state_dict(), "heads": heads.state_dict(),
-               "objective_state": _objective_state_dict(state), "optimizer": opt.state_dict(),
-               "generator": gen.get_state(), "torch_rng": torch.get_rng_state(), "run": run}
+    payload = {
+        "format": 1,
+        "config": cfg,
+        "subset": torch.from_numpy(np.asarray(subset, dtype=np.int64)),
+        "encoder": encoder.state_dict(),
+        "heads": heads.state_dict(),
+        "objective_state": _objective_state_dict(state),
+        "optimizer": opt.state_dict(),
+        "generator": gen.get_state(),
+        "torch_rng": torch.get_rng_state(),
+        "run": run,
+    }
     tmp = f"{path}.tmp{os.getpid()}"
     torch.save(payload, tmp)
     os.replace(tmp, path)
 
 
 def _load_run(path, cfg, subset, encoder, heads, state, opt, gen):
-    """Restore a state written by :func:`_save_run` into the freshly built objects; return ``run``."""
+    """Restore a state written by :func:`_save_run` into the freshly built objects; return
+    ``run``."""
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # a truncated or foreign file
@@ -141,7 +169,9 @@ def _load_run(path, cfg, subset, encoder, heads, state, opt, gen):
     if not isinstance(payload, dict) or payload.get("format") != 1:
         raise ValueError(f"state_file {path!r} is not a training state of this loop")
     if payload["config"] != cfg:
-        raise ValueError(f"state_file {path!r} was written for another configuration: {payload['config']}")
+        raise ValueError(
+            f"state_file {path!r} was written for another configuration: {payload['config']}"
+        )
     if not np.array_equal(payload["subset"].numpy(), subset):
         raise ValueError(f"state_file {path!r} was written for other training images")
     encoder.load_state_dict(payload["encoder"])
@@ -165,23 +195,31 @@ def resolve_device(device):
     if device is None:
         return torch.device("cpu")
     if not isinstance(device, (str, torch.device)):
-        raise ValueError(f"device must be a string such as 'cpu' or 'cuda', got {type(device).__name__}")
+        raise ValueError(
+            f"device must be a string such as 'cpu' or 'cuda', got {type(device).__name__}"
+        )
     try:
         dev = torch.device(device)
     except (RuntimeError, ValueError) as exc:
         raise ValueError(f"device {device!r} is not a torch device: {exc}") from exc
     if dev.type == "cuda":
         if not torch.cuda.is_available():
-            raise ValueError(f"device {device!r}: this machine has no CUDA device (torch {torch.__version__})")
+            raise ValueError(
+                f"device {device!r}: this machine has no CUDA device (torch {torch.__version__})"
+            )
         if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ValueError(f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+            raise ValueError(
+                f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA device(s)"
+            )
     elif dev.type != "cpu":
         raise ValueError(f"device {device!r}: the zoo trains on 'cpu' or 'cuda', not {dev.type!r}")
     return dev
 
 
 def _check_stops(stop_after, time_limit, state_file):
-    if stop_after is not None and (isinstance(stop_after, bool) or int(stop_after) != stop_after or stop_after < 1):
+    if stop_after is not None and (
+        isinstance(stop_after, bool) or int(stop_after) != stop_after or stop_after < 1
+    ):
         raise ValueError(f"stop_after must be an integer >= 1, got {stop_after!r}")
     if time_limit is not None and not (isinstance(time_limit, (int, float)) and time_limit > 0):
         raise ValueError(f"time_limit must be a number of seconds > 0, got {time_limit!r}")
@@ -189,8 +227,20 @@ def _check_stops(stop_after, time_limit, state_file):
         raise ValueError(f"state_file must be a path, got {type(state_file).__name__}")
 
 
-def train_encoder(name, images, labels, *, epochs=None, n_images=None, log=None, overrides=None,
-                  state_file=None, stop_after=None, time_limit=None, device=None):
+def train_encoder(
+    name,
+    images,
+    labels,
+    *,
+    epochs=None,
+    n_images=None,
+    log=None,
+    overrides=None,
+    state_file=None,
+    stop_after=None,
+    time_limit=None,
+    device=None,
+):
     """Train the zoo encoder ``name`` from its seeded initialisation.
 
     Parameters
@@ -238,7 +288,9 @@ def train_encoder(name, images, labels, *, epochs=None, n_images=None, log=None,
     _check_stops(stop_after, time_limit, state_file)
     dev = resolve_device(device)
     deterministic_torch()
-    if dev.type == "cuda":  # several CUDA kernels (grid_sample's backward) have no deterministic form
+    if (
+        dev.type == "cuda"
+    ):  # several CUDA kernels (grid_sample's backward) have no deterministic form
         torch.use_deterministic_algorithms(False)
     seed = cfg["seed"]
     n = images.shape[0]
@@ -251,9 +303,17 @@ def train_encoder(name, images, labels, *, epochs=None, n_images=None, log=None,
     export = getattr(objective, "export", lambda enc, heads, state: enc)
     if cfg["epochs"] == 0:
         state = encoder.state_dict()
-        return {"checkpoints": [("init", 0, 0, {k: v.clone() for k, v in state.items()})], "curve": [],
-                "seconds": 0.0, "steps": 0, "subset": subset, "config": cfg, "epochs_done": 0, "complete": True,
-                "device": "cpu"}
+        return {
+            "checkpoints": [("init", 0, 0, {k: v.clone() for k, v in state.items()})],
+            "curve": [],
+            "seconds": 0.0,
+            "steps": 0,
+            "subset": subset,
+            "config": cfg,
+            "epochs_done": 0,
+            "complete": True,
+            "device": "cpu",
+        }
     torch.manual_seed(seed + 1)
     heads = torch.nn.ModuleDict(objective.make_heads(encoder, cfg))
     encoder.to(dev)
@@ -272,7 +332,12 @@ def train_encoder(name, images, labels, *, epochs=None, n_images=None, log=None,
     run = {"epoch": 0, "step": 0, "curve": [], "checkpoints": [], "shipped": {}, "seconds": 0.0}
     if state_file is not None and os.path.exists(state_file):
         run = _load_run(state_file, cfg, subset, encoder, heads, state, opt, gen)
-    step, checkpoints, curve, shipped = run["step"], run["checkpoints"], run["curve"], run["shipped"]
+    step, checkpoints, curve, shipped = (
+        run["step"],
+        run["checkpoints"],
+        run["curve"],
+        run["shipped"],
+    )
     seconds_before = run["seconds"]  # spent by earlier calls on this state file
     encoder.train()
     heads.train()
@@ -281,10 +346,12 @@ def train_encoder(name, images, labels, *, epochs=None, n_images=None, log=None,
         order = torch.randperm(n_use, generator=gen)
         losses = []
         for b in range(steps_per_epoch):
-            idx = order[b * bs:(b + 1) * bs]
+            idx = order[b * bs : (b + 1) * bs]
             for group in opt.param_groups:
                 group["lr"] = cfg["lr"] * cosine_factor(step, total, warmup)
-            loss = objective.training_loss(encoder, heads, x_all[idx].to(dev), y_all[idx].to(dev), gen, cfg, state)
+            loss = objective.training_loss(
+                encoder, heads, x_all[idx].to(dev), y_all[idx].to(dev), gen, cfg, state
+            )
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -295,21 +362,40 @@ def train_encoder(name, images, labels, *, epochs=None, n_images=None, log=None,
             if step in marks:
                 ep = cfg["epochs"] * marks[step]
                 sd = export(encoder, heads, state).state_dict()
-                checkpoints.append((checkpoint_name(ep), ep, step, {k: v.detach().to("cpu", copy=True)
-                                                                    for k, v in sd.items()}))
-                shipped[checkpoint_name(ep)] = {h: {k: v.detach().to("cpu", copy=True)
-                                                    for k, v in heads[h].state_dict().items()}
-                                                for h in getattr(objective, "SHIPPED_HEADS", ())}
+                checkpoints.append(
+                    (
+                        checkpoint_name(ep),
+                        ep,
+                        step,
+                        {k: v.detach().to("cpu", copy=True) for k, v in sd.items()},
+                    )
+                )
+                shipped[checkpoint_name(ep)] = {
+                    h: {
+                        k: v.detach().to("cpu", copy=True) for k, v in heads[h].state_dict().items()
+                    }
+                    for h in getattr(objective, "SHIPPED_HEADS", ())
+                }
         curve.append(float(np.mean(losses)))
         elapsed = time.perf_counter() - t0
         run.update(epoch=epoch + 1, step=step, seconds=seconds_before + elapsed)
         if log is not None:
-            log(f"{name} epoch {epoch + 1}/{cfg['epochs']} loss {curve[-1]:.4f} "
-                f"({elapsed:.0f} s)")
+            log(f"{name} epoch {epoch + 1}/{cfg['epochs']} loss {curve[-1]:.4f} ({elapsed:.0f} s)")
         if state_file is not None:
             _save_run(state_file, cfg, subset, encoder, heads, state, opt, gen, run)
-        if (stop_after is not None and epoch + 1 >= stop_after) or (time_limit is not None and elapsed >= time_limit):
+        if (stop_after is not None and epoch + 1 >= stop_after) or (
+            time_limit is not None and elapsed >= time_limit
+        ):
             break
-    return {"checkpoints": checkpoints, "curve": curve, "seconds": run["seconds"], "steps": total,
-            "subset": subset, "config": cfg, "heads": shipped, "epochs_done": run["epoch"],
-            "complete": run["epoch"] == cfg["epochs"], "device": str(dev)}
+    return {
+        "checkpoints": checkpoints,
+        "curve": curve,
+        "seconds": run["seconds"],
+        "steps": total,
+        "subset": subset,
+        "config": cfg,
+        "heads": shipped,
+        "epochs_done": run["epoch"],
+        "complete": run["epoch"] == cfg["epochs"],
+        "device": str(dev),
+    }
