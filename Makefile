@@ -26,7 +26,7 @@ endef
 # venv, so it is compiled once here, at install time, on the test's own input.
 WARM_NUMBA = $(PY) tests/helpers/ranx_case.py
 
-.PHONY: venv venv-student data data-extra test test-fast test-blas book bench bench-class bench-term clean axe publish zoo zoo-table calibration deck
+.PHONY: venv venv-student data data-extra lint test test-fast test-blas book bench bench-class bench-term clean axe publish zoo zoo-table calibration deck
 
 # Everything: the package and the book, grading, test and benchmark tool chains.
 $(STAMP): pyproject.toml constraints.txt
@@ -110,6 +110,12 @@ data-extra:
 TEST_WORKERS ?= 2
 PYTEST = PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 COMPILE = $(PY) -m compileall -q repeval_ref repeval_book autograder benchmarks
+
+# ruff, pinned in constraints.txt, with the settings of pyproject.toml: the linter, then the
+# formatter's check (it rewrites nothing; `.venv/bin/ruff format FILE` does). CI's first stage.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 test: $(STAMP) data book axe
 	$(COMPILE)
