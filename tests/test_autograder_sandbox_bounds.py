@@ -160,9 +160,19 @@ def _private_bytes(pid):
     return total
 
 
+def _uid(pid):
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return next(int(line.split()[1]) for line in fh if line.startswith("Uid:"))
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
 class _Sampler(threading.Thread):
     """Samples, every 0.1 s until stopped: the private memory of this run's sandbox-user
-    processes together, and the disk used under the temporary folder."""
+    processes together, the disk used under the temporary folder, and for each sandbox
+    user id (one per student's nbgrader run, one per clean-room child) when a process of
+    it was first and last seen."""
 
     def __init__(self):
         super().__init__(daemon=True)
@@ -170,12 +180,22 @@ class _Sampler(threading.Thread):
         self.memory = 0
         self.disk0 = shutil.disk_usage(tempfile.gettempdir()).used
         self.disk = self.disk0
+        self.seen = {}
 
     def run(self):
         while not self.stop.wait(0.1):
-            self.memory = max(self.memory, sum(_private_bytes(p) for p in
-                                               sandbox_user_processes()))
+            pids = sandbox_user_processes()
+            now = time.monotonic()
+            for pid in pids:
+                uid = _uid(pid)
+                if uid is not None:
+                    self.seen[uid] = (self.seen.get(uid, (now, now))[0], now)
+            self.memory = max(self.memory, sum(_private_bytes(p) for p in pids))
             self.disk = max(self.disk, shutil.disk_usage(tempfile.gettempdir()).used)
+
+    def longest_sandbox_s(self):
+        """The longest time a sandbox user id had processes."""
+        return max((last - first for first, last in self.seen.values()), default=0.0)
 
 
 def _release_code_cells():
@@ -255,9 +275,14 @@ def test_the_honest_student_keeps_full_marks(graded):
 
 def test_added_cells_cannot_extend_the_time_budget(graded):
     budget = 30 + TIMEOUT * _release_code_cells()
-    assert budget == 110   # the release notebook's 8 code cells
-    # the sleeper's cells alone would take 320 s; every other student is graded too
-    assert graded["took"] < SLEEP_CELLS * SLEEP_S, graded["took"]
+    assert budget == 110  # the release notebook's 8 code cells
+    # no sandbox (the sleeper's included) lived past the budget and a margin for the
+    # blank re-run, while the sleeper's cells alone would take 320 s
+    longest = graded["sampler"].longest_sandbox_s()
+    # (the margin covers nbgrader's start and its writing of the result on a loaded
+    # 2-core machine: 90 s were seen under another grading test's load)
+    assert budget * 0.8 < longest < budget + 150, longest
+    assert longest < SLEEP_CELLS * SLEEP_S
     named = [p for p in _problems(graded, "sleeper") if f"limit of {budget:g} s" in p]
     assert named, _problems(graded, "sleeper")
     assert graded["rows"]["sleeper"] == 0.0
@@ -285,5 +310,7 @@ def test_nothing_of_a_sandbox_survives_autograde(graded):
     assert graded["left"] == [], graded["left"]
     assert not [g for g in graded["new_groups"] if g.startswith("autograder-")], \
         graded["new_groups"]
-    assert not [m for m in graded["mounts"] if "autograder-sandbox-" in m], graded["mounts"]
+    ours = tempfile.gettempdir().rstrip("/") + "/"   # another test run's sandboxes may be live
+    assert not [m for m in graded["mounts"]
+                if m.startswith(ours) and "autograder-sandbox-" in m], graded["mounts"]
     assert "no cgroup per sandbox" not in graded["stderr"], graded["stderr"][-2000:]
