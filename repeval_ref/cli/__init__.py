@@ -48,6 +48,7 @@ The layer is split by concern: :mod:`._inputs` (reading and checking),
 :mod:`._commands` (report, compare), :mod:`.leaderboard`, :mod:`.suite`, :mod:`.loop` (with
 :mod:`.pretrain`, the training of its small CNN) and :mod:`.zoo`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,12 +56,32 @@ import os
 import sys
 
 from ._arguments import EXIT_INPUT, EXIT_INTERNAL, FILES_HELP, Parser, wrap
-from ._evaluate import (KNN_CURVE_KS, KNN_HEADLINE_KS, KNN_TAU, LOW_SHOT_DRAWS, PAIRED_BOOTSTRAP, PROBE_CS,
-                        SHOTS, TEST_FRACTION)
+from ._evaluate import (
+    KNN_CURVE_KS,
+    KNN_HEADLINE_KS,
+    KNN_TAU,
+    LOW_SHOT_DRAWS,
+    PAIRED_BOOTSTRAP,
+    PROBE_CS,
+    SHOTS,
+    TEST_FRACTION,
+)
 from ._inputs import InputError, _short, load_features
 
-__all__ = ["main", "build_parser", "load_features", "InputError", "KNN_TAU", "KNN_CURVE_KS",
-           "KNN_HEADLINE_KS", "PROBE_CS", "SHOTS", "LOW_SHOT_DRAWS", "PAIRED_BOOTSTRAP", "TEST_FRACTION"]
+__all__ = [
+    "main",
+    "build_parser",
+    "load_features",
+    "InputError",
+    "KNN_TAU",
+    "KNN_CURVE_KS",
+    "KNN_HEADLINE_KS",
+    "PROBE_CS",
+    "SHOTS",
+    "LOW_SHOT_DRAWS",
+    "PAIRED_BOOTSTRAP",
+    "TEST_FRACTION",
+]
 
 
 def build_parser():
@@ -71,14 +92,19 @@ def build_parser():
 
     parser = Parser(
         prog="repeval",
-        description=wrap("Evaluate learned representations on your own features: labelled "
-                         "protocols with honest error bars, label-free metrics, verdicts in "
-                         "plain words, and comparisons of two or many encoders (the repeval "
-                         "course's reference package)."),
-        epilog=FILES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=wrap(
+            "Evaluate learned representations on your own features: labelled "
+            "protocols with honest error bars, label-free metrics, verdicts in "
+            "plain words, and comparisons of two or many encoders (the repeval "
+            "course's reference package)."
+        ),
+        epilog=FILES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version="%(prog)s " + _version())
-    sub = parser.add_subparsers(dest="command", metavar="{report,compare,leaderboard,suite,loop,zoo}")
+    sub = parser.add_subparsers(
+        dest="command", metavar="{report,compare,leaderboard,suite,loop,zoo}"
+    )
 
     add_report_parser(sub)
     add_compare_parser(sub)
@@ -93,12 +119,16 @@ def build_parser():
 #: subcommands that are whole programs with their own parser (:mod:`.loop`, :mod:`.zoo`)
 PROGRAMS = {
     "loop": "the PyTorch reference loop (see repeval loop --help)",
-    "zoo": "train, evaluate and tabulate the zoo (same as python -m repeval_ref.zoo; see repeval zoo --help)",
+    "zoo": (
+        "train, evaluate and tabulate the zoo (same as python -m repeval_ref.zoo; see repeval "
+        "zoo --help)"
+    ),
 }
 
 
 def _run_program(name, argv):
-    """Run the program of subcommand ``name`` on ``argv``, named ``repeval NAME``; its exit status."""
+    """Run the program of subcommand ``name`` on ``argv``, named ``repeval NAME``; its exit
+    status."""
     if name == "loop":
         from .loop import main as program
     else:
@@ -141,8 +171,11 @@ def main(argv=None):
     except Exception as exc:  # noqa: BLE001 - never show a traceback to the user
         if os.environ.get("REPEVAL_TRACEBACK"):
             raise
-        return _fail(f"internal error ({type(exc).__name__}: {_short(exc)}); "
-                     "set REPEVAL_TRACEBACK=1 to see the traceback", EXIT_INTERNAL)
+        return _fail(
+            f"internal error ({type(exc).__name__}: {_short(exc)}); "
+            "set REPEVAL_TRACEBACK=1 to see the traceback",
+            EXIT_INTERNAL,
+        )
 
 
 def _fail(message, status):

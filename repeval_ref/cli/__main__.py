@@ -1,4 +1,5 @@
 """``python -m repeval_ref.cli``: the ``repeval`` command."""
+
 import sys
 
 from . import main

@@ -6,6 +6,7 @@ that more than one command takes (``--seed``, ``--k``, ``--probe-c``, ...), thro
 line). Each command's settings are a frozen dataclass derived from :class:`Settings`,
 whose fields are the command's options under their ``dest`` names.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,14 +54,17 @@ def c_grid(text):
     try:
         values = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated positive numbers, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated positive numbers, got {text!r}"
+        ) from None
     if not values or any(not (np.isfinite(v) and v > 0) for v in values):
         raise argparse.ArgumentTypeError(f"expected comma-separated positive numbers, got {text!r}")
     return tuple(values)
 
 
 def wrap(text):
-    """``text``, its whitespace made single spaces, filled to 88 columns (the descriptions of the subcommands)."""
+    """``text``, its whitespace made single spaces, filled to 88 columns (the descriptions of the
+    subcommands)."""
     return textwrap.fill(" ".join(text.split()), width=88)
 
 
@@ -75,8 +79,13 @@ def add_command(sub, name, summary, description):
     description : str
         Its description, any whitespace (filled by :func:`wrap`).
     """
-    return sub.add_parser(name, help=summary, description=wrap(description), epilog=FILES_HELP,
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=wrap(description),
+        epilog=FILES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def check_prog(prog):
@@ -112,13 +121,17 @@ low-shot nearest class mean, cosine label-free metrics) is undefined for it, and
 command drops images or leaves a protocol out; remove such rows from every input of
 those images. (compare without labels only computes CKA and accepts them.)"""
 
-PROBE_C_HELP = ("candidate inverse regularisation strengths C of the logistic-regression probe, "
-                "comma separated, tried on a validation split of the training part; the first "
-                "C of the list with the best validation accuracy wins (default: 1e-4,1e-3,...,100)")
+PROBE_C_HELP = (
+    "candidate inverse regularisation strengths C of the logistic-regression probe, "
+    "comma separated, tried on a validation split of the training part; the first "
+    "C of the list with the best validation accuracy wins (default: 1e-4,1e-3,...,100)"
+)
 
-BLAS_HELP = ("threads of BLAS and LAPACK in the probe fits, the SVDs and eigenproblems (the "
-             "k-NN's large products keep every thread); on a busy machine one thread is often "
-             "faster (default: %(default)s)")
+BLAS_HELP = (
+    "threads of BLAS and LAPACK in the probe fits, the SVDs and eigenproblems (the "
+    "k-NN's large products keep every thread); on a busy machine one thread is often "
+    "faster (default: %(default)s)"
+)
 
 OUT_HELP = "output directory, created if needed (default: %(default)s)"
 
@@ -127,17 +140,38 @@ OPTIONS = {
     "--out": dict(metavar="DIR", help=OUT_HELP),
     "--test-fraction": dict(type=fraction, default=TEST_FRACTION),
     "--seed": dict(type=int, default=0),
-    "--k": dict(type=positive_int, default=KNN_HEADLINE_KS[0], help="k of the weighted k-NN (default: %(default)s)"),
-    "--boot": dict(type=positive_int, default=PAIRED_BOOTSTRAP,
-                   help="paired bootstrap replicates per pair (default: %(default)s)"),
-    "--draws": dict(type=positive_int, default=LOW_SHOT_DRAWS,
-                    help="low-shot support draws per shot count, >= 2 (default: %(default)s)"),
-    "--id-batch": dict(type=positive_int, default=1000, metavar="N",
-                       help="batch size of the batched TwoNN dimension (default: %(default)s)"),
-    "--probe-c": dict(type=c_grid, default=PROBE_CS, metavar="C1,C2,...",
-                      help="candidate C of the probe (default: 1e-4,...,100)"),
-    "--alpha": dict(type=fraction, default=0.05,
-                    help="level below which an adjusted p separates two encoders (default: %(default)s)"),
+    "--k": dict(
+        type=positive_int,
+        default=KNN_HEADLINE_KS[0],
+        help="k of the weighted k-NN (default: %(default)s)",
+    ),
+    "--boot": dict(
+        type=positive_int,
+        default=PAIRED_BOOTSTRAP,
+        help="paired bootstrap replicates per pair (default: %(default)s)",
+    ),
+    "--draws": dict(
+        type=positive_int,
+        default=LOW_SHOT_DRAWS,
+        help="low-shot support draws per shot count, >= 2 (default: %(default)s)",
+    ),
+    "--id-batch": dict(
+        type=positive_int,
+        default=1000,
+        metavar="N",
+        help="batch size of the batched TwoNN dimension (default: %(default)s)",
+    ),
+    "--probe-c": dict(
+        type=c_grid,
+        default=PROBE_CS,
+        metavar="C1,C2,...",
+        help="candidate C of the probe (default: 1e-4,...,100)",
+    ),
+    "--alpha": dict(
+        type=fraction,
+        default=0.05,
+        help="level below which an adjusted p separates two encoders (default: %(default)s)",
+    ),
     "--blas-threads": dict(type=positive_int, default=1, metavar="N", help=BLAS_HELP),
     "--quiet": dict(action="store_true", help="no progress bars"),
 }
@@ -182,5 +216,22 @@ class Settings:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
 
 
-__all__ = ["Parser", "positive_int", "fraction", "c_grid", "wrap", "add_command", "check_prog", "FILES_HELP", "PROBE_C_HELP", "BLAS_HELP",
-           "OUT_HELP", "OPTIONS", "add_options", "Settings", "EXIT_OK", "EXIT_INTERNAL", "EXIT_INPUT"]
+__all__ = [
+    "Parser",
+    "positive_int",
+    "fraction",
+    "c_grid",
+    "wrap",
+    "add_command",
+    "check_prog",
+    "FILES_HELP",
+    "PROBE_C_HELP",
+    "BLAS_HELP",
+    "OUT_HELP",
+    "OPTIONS",
+    "add_options",
+    "Settings",
+    "EXIT_OK",
+    "EXIT_INTERNAL",
+    "EXIT_INPUT",
+]

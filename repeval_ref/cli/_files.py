@@ -7,6 +7,7 @@ float32, and the passes over the data (finite values, all-zero rows) go a block 
 at a time. Every problem raises :class:`InputError` with one line that names the
 argument and the file.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,7 +25,7 @@ def _labels_path_for(path):
     stem = name[: -len(".npy")]
     i = stem.rfind("features")
     if i >= 0:
-        return path.with_name(stem[:i] + "labels" + stem[i + len("features"):] + ".npy")
+        return path.with_name(stem[:i] + "labels" + stem[i + len("features") :] + ".npy")
     return path.with_name(stem + "_labels.npy")
 
 
@@ -44,11 +45,15 @@ _NPY_MAGIC = b"\x93NUMPY"
 
 
 def _member_header(zf, member):
-    """``(shape, dtype)`` of the ``.npy`` member ``member`` of an open zip archive, from its header."""
+    """``(shape, dtype)`` of the ``.npy`` member ``member`` of an open zip archive, from its
+    header."""
     with zf.open(member) as fh:
         version = np.lib.format.read_magic(fh)
-        read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                else np.lib.format.read_array_header_2_0)
+        read = (
+            np.lib.format.read_array_header_1_0
+            if version == (1, 0)
+            else np.lib.format.read_array_header_2_0
+        )
         shape, _, dtype = read(fh)
     return shape, dtype
 
@@ -59,14 +64,17 @@ def _read_npz(path, arg, need_labels, announce):
     if not zipfile.is_zipfile(path):
         with open(path, "rb") as fh:
             head = fh.read(len(_NPY_MAGIC))
-        hint = ("it is a .npy array file: rename it to .npy" if head == _NPY_MAGIC
-                else "np.savez writes a zip archive; this file is not one")
+        hint = (
+            "it is a .npy array file: rename it to .npy"
+            if head == _NPY_MAGIC
+            else "np.savez writes a zip archive; this file is not one"
+        )
         raise InputError(f"{arg} file {path} is not a valid .npz archive ({hint})")
     who = f"{arg} file {path}"
     try:
         with zipfile.ZipFile(path) as zf:
             members = set(zf.namelist())
-            keys = {m[:-len(".npy")] for m in members if m.endswith(".npy")}
+            keys = {m[: -len(".npy")] for m in members if m.endswith(".npy")}
             if "features" not in keys:
                 raise InputError(
                     f"{arg} file {path} has no array 'features' (it holds: "
@@ -84,9 +92,13 @@ def _read_npz(path, arg, need_labels, announce):
     except InputError:
         raise
     except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as exc:
-        raise InputError(f"{arg} file {path} is not a readable .npz archive ({_short(exc)})") from None
+        raise InputError(
+            f"{arg} file {path} is not a readable .npz archive ({_short(exc)})"
+        ) from None
     if labels is None and need_labels:
-        raise InputError(f"{arg} file {path} has no array 'labels' (it holds: {', '.join(sorted(keys))})")
+        raise InputError(
+            f"{arg} file {path} has no array 'labels' (it holds: {', '.join(sorted(keys))})"
+        )
     return feats, labels
 
 
@@ -99,7 +111,7 @@ def _labels_candidates(path):
     """
     first = _labels_path_for(path)
     shared = path.with_name("labels.npy")
-    return [first] if shared == first or shared == path else [first, shared]
+    return [first] if shared in (first, path) else [first, shared]
 
 
 def _map_npy(path, what):
@@ -124,8 +136,8 @@ def _read_npy(path, arg, need_labels, announce):
     if lpath is None:
         if need_labels:
             raise InputError(
-                f"{arg}: labels file {candidates[0]} not found (for a .npy features file the labels "
-                f"are read from {candidates[0].name}"
+                f"{arg}: labels file {candidates[0]} not found (for a .npy features file the "
+                f"labels are read from {candidates[0].name}"
                 + (" or labels.npy in the same folder)" if len(candidates) > 1 else ")")
             )
         announce(feats.shape, feats.dtype)
@@ -147,11 +159,15 @@ def _read_pt(path, arg, need_labels, announce):
         raise InputError(f"{arg} file {path} is empty")
     # torch.save writes a zip archive (the legacy format is a pickle, first byte 0x80)
     if not zipfile.is_zipfile(path) and head == b"PK":
-        raise InputError(f"{arg} file {path} is a truncated or corrupted PyTorch file (its zip "
-                         "archive cannot be read)")
+        raise InputError(
+            f"{arg} file {path} is a truncated or corrupted PyTorch file (its zip "
+            "archive cannot be read)"
+        )
     if not zipfile.is_zipfile(path) and head[:1] != b"\x80":
-        raise InputError(f"{arg} file {path} is not a valid PyTorch file (torch.save writes a zip "
-                         "archive; this file is neither that nor a legacy pickle)")
+        raise InputError(
+            f"{arg} file {path} is not a valid PyTorch file (torch.save writes a zip "
+            "archive; this file is neither that nor a legacy pickle)"
+        )
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - torch raises many kinds on bad files
@@ -184,11 +200,16 @@ def _pt_load_error(path, arg, exc):
     text = str(exc)
     found = re.search(r"GLOBAL (\S+)", text)
     if found:
-        return (f"{arg} file {path} holds Python objects other than tensors ({found.group(1)}), "
-                "which repeval does not unpickle; save torch tensors, e.g. torch.save({'features': "
-                "torch.as_tensor(X), 'labels': torch.as_tensor(y)}, path)")
+        return (
+            f"{arg} file {path} holds Python objects other than tensors ({found.group(1)}), "
+            "which repeval does not unpickle; save torch tensors, e.g. torch.save({'features': "
+            "torch.as_tensor(X), 'labels': torch.as_tensor(y)}, path)"
+        )
     if "zip archive" in text or isinstance(exc, EOFError):
-        return f"{arg} file {path} is a truncated or corrupted PyTorch file (the archive cannot be read)"
+        return (
+            f"{arg} file {path} is a truncated or corrupted PyTorch file (the archive cannot be "
+            "read)"
+        )
     if type(exc).__name__ == "UnpicklingError":
         return f"{arg} file {path} is a corrupted PyTorch file (its contents cannot be unpickled)"
     return f"{arg} file {path} is not a readable PyTorch file ({type(exc).__name__}: {_short(exc)})"
@@ -241,10 +262,14 @@ def feature_file_in(folder, arg):
     if len(arrays) == 1:
         return folder / arrays[0]
     if arrays:
-        raise InputError(f"{arg} folder {folder} holds several feature arrays ({', '.join(arrays[:6])}"
-                         f"{', ...' if len(arrays) > 6 else ''}); name the one to evaluate")
-    raise InputError(f"{arg} is a folder without feature arrays: {folder} (give a .npz, .npy or .pt "
-                     "file, or a folder written by repeval loop)")
+        raise InputError(
+            f"{arg} folder {folder} holds several feature arrays ({', '.join(arrays[:6])}"
+            f"{', ...' if len(arrays) > 6 else ''}); name the one to evaluate"
+        )
+    raise InputError(
+        f"{arg} is a folder without feature arrays: {folder} (give a .npz, .npy or .pt "
+        "file, or a folder written by repeval loop)"
+    )
 
 
 def read_file(path, arg, need_labels=True, *, progress=None):
@@ -280,8 +305,9 @@ def read_file(path, arg, need_labels=True, *, progress=None):
     elif suffix in (".pt", ".pth"):
         feats, labels = _read_pt(path, arg, need_labels, announce)
     else:
-        raise InputError(f"{arg} file {path} has an unsupported type {suffix or '(none)'}; "
-                         "use .npz, .npy or .pt")
+        raise InputError(
+            f"{arg} file {path} has an unsupported type {suffix or '(none)'}; use .npz, .npy or .pt"
+        )
     who = f"{arg} file {path}"
     feats = _check_features(feats, who)
     if labels is not None:
@@ -297,7 +323,7 @@ BLOCK_BYTES = 32 << 20
 
 
 def _is_numeric(dtype):
-    return dtype != object and (np.issubdtype(dtype, np.number) or dtype == bool)
+    return dtype != np.dtype(object) and (np.issubdtype(dtype, np.number) or dtype == np.bool_)
 
 
 def _check_feature_header(shape, dtype, who):
@@ -319,7 +345,9 @@ def _check_label_header(shape, dtype, who, n):
     if len(shape) != 1:
         raise InputError(f"{who}: labels must be a 1-D array, got shape {tuple(shape)}")
     if shape[0] != n:
-        raise InputError(f"{who}: {n} feature rows but {shape[0]} labels; they must have the same length")
+        raise InputError(
+            f"{who}: {n} feature rows but {shape[0]} labels; they must have the same length"
+        )
 
 
 def row_blocks(X, block_bytes=None):
@@ -368,8 +396,8 @@ def _check_labels(y, who, n):
     if not np.issubdtype(y.dtype, np.integer) and y.dtype != bool:
         bad = ~np.isfinite(y) | (y != np.round(np.nan_to_num(y)))
         if bad.any():
-            raise InputError(f"{who}: labels must be whole numbers (class ids); "
-                             f"row {int(np.flatnonzero(bad)[0])} is not")
+            raise InputError(
+                f"{who}: labels must be whole numbers (class ids); "
+                f"row {int(np.flatnonzero(bad)[0])} is not"
+            )
     return np.asarray(y).astype(np.int64)
-
-

@@ -6,6 +6,7 @@ writes ``MODEL/DATA-train/__flat.npy`` with ``labels.npy`` beside it). One split
 serves every command (:func:`split_rows`, :func:`prepare_split`). Every problem raises
 :class:`InputError` with one line that names the argument and the file.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,14 +14,26 @@ from pathlib import Path
 
 import numpy as np
 
-from ._files import (BLOCK_BYTES, KEPT_DTYPES, InputError, _check_features, _check_labels, _short, feature_file_in,
-                     load_features, read_file, row_blocks)
+from ._files import (
+    BLOCK_BYTES,
+    KEPT_DTYPES,
+    InputError,
+    _check_features,
+    _check_labels,
+    _short,
+    feature_file_in,
+    load_features,
+    read_file,
+    row_blocks,
+)
 
 
 def _check_classes(y, arg, *, min_per_class=2, why="the probe's model selection splits it"):
     classes, counts = np.unique(y, return_counts=True)
     if classes.size < 2:
-        raise InputError(f"{arg}: only one class ({classes[0]}) in the labels; at least 2 are needed")
+        raise InputError(
+            f"{arg}: only one class ({classes[0]}) in the labels; at least 2 are needed"
+        )
     small = np.flatnonzero(counts < min_per_class)
     if small.size:
         c = small[0]
@@ -32,9 +45,11 @@ def _check_classes(y, arg, *, min_per_class=2, why="the probe's model selection 
 
 
 #: Why an all-zero feature row is refused rather than skipped or dropped.
-ZERO_ROW_REASON = ("cosine similarity (weighted k-NN, low-shot nearest class mean, the cosine "
-                   "label-free metrics) is undefined for it, and repeval neither drops images nor "
-                   "switches a protocol off: remove such rows from every input of these images")
+ZERO_ROW_REASON = (
+    "cosine similarity (weighted k-NN, low-shot nearest class mean, the cosine "
+    "label-free metrics) is undefined for it, and repeval neither drops images nor "
+    "switches a protocol off: remove such rows from every input of these images"
+)
 
 
 def zero_rows(X):
@@ -51,8 +66,10 @@ def zero_rows(X):
     X = np.asanyarray(X)
     if X.ndim != 2:
         raise ValueError(f"X must be a 2-D array, got shape {X.shape}")
-    return np.concatenate([rows.start + np.flatnonzero(~X[rows].any(axis=1)) for rows in row_blocks(X)]
-                          + [np.empty(0, dtype=np.int64)]).astype(np.int64)
+    return np.concatenate(
+        [rows.start + np.flatnonzero(~X[rows].any(axis=1)) for rows in row_blocks(X)]
+        + [np.empty(0, dtype=np.int64)]
+    ).astype(np.int64)
 
 
 def zero_rows_message(who, rows, n):
@@ -85,9 +102,11 @@ def split_folder(folder):
     if len(pairs) == 1:
         return pairs[0]
     if len(pairs) > 1:
-        raise InputError(f"folder {folder} holds features of several data sets "
-                         f"({', '.join(a.name[:-6] for a, _ in pairs)}); name the -train and -test "
-                         "folders of one of them")
+        raise InputError(
+            f"folder {folder} holds features of several data sets "
+            f"({', '.join(a.name[:-6] for a, _ in pairs)}); name the -train and -test "
+            "folders of one of them"
+        )
     return None
 
 
@@ -126,8 +145,10 @@ class Input:
     def parts(self):
         """``(role, file, rows)`` of each part, ``rows`` the slice of :attr:`x` it fills."""
         bounds = np.cumsum((0,) + tuple(self.sizes))
-        return [(role, f, slice(int(a), int(b)))
-                for role, f, a, b in zip(self.roles, self.files, bounds[:-1], bounds[1:])]
+        return [
+            (role, f, slice(int(a), int(b)))
+            for role, f, a, b in zip(self.roles, self.files, bounds[:-1], bounds[1:])
+        ]
 
 
 def read_input(path, arg, need_labels=True, *, part_roles=None, progress=None):
@@ -153,7 +174,9 @@ def read_input(path, arg, need_labels=True, *, part_roles=None, progress=None):
     """
     if not isinstance(arg, str) or not arg:
         raise ValueError(f"arg must be a non-empty string, got {arg!r}")
-    if part_roles is not None and (len(part_roles) != 2 or not all(isinstance(r, str) for r in part_roles)):
+    if part_roles is not None and (
+        len(part_roles) != 2 or not all(isinstance(r, str) for r in part_roles)
+    ):
         raise ValueError(f"part_roles must be two strings, got {part_roles!r}")
     path = Path(path)
     if not path.exists():
@@ -165,14 +188,23 @@ def read_input(path, arg, need_labels=True, *, part_roles=None, progress=None):
     roles = tuple(part_roles or (arg, arg))
     (xa, ya, fa), (xb, yb, fb) = (read_file(p, r, progress=progress) for p, r in zip(pair, roles))
     if xa.shape[1] != xb.shape[1]:
-        raise InputError(f"{arg}: the train and test features in {path} have different dimensions "
-                         f"({fa}: {xa.shape[1]}, {fb}: {xb.shape[1]})")
-    return Input(np.vstack([xa, xb]), np.concatenate([ya, yb]), (fa, fb),
-                 (xa.shape[0], xb.shape[0]), roles, path)
+        raise InputError(
+            f"{arg}: the train and test features in {path} have different dimensions "
+            f"({fa}: {xa.shape[1]}, {fb}: {xb.shape[1]})"
+        )
+    return Input(
+        np.vstack([xa, xb]),
+        np.concatenate([ya, yb]),
+        (fa, fb),
+        (xa.shape[0], xb.shape[0]),
+        roles,
+        path,
+    )
 
 
 def refuse_zero_rows(inp):
-    """Raise :class:`InputError` naming the file and rows if any feature row of ``inp`` is all zeros.
+    """Raise :class:`InputError` naming the file and rows if any feature row of ``inp`` is all
+    zeros.
 
     Rows are numbered within the file that holds them (from 0, as NumPy indexes them).
     """
@@ -202,7 +234,10 @@ def split_rows(inp, test_fraction, seed, who):
         raise ValueError("inp must be an Input with labels")
     if inp.n_train is not None:
         tr, te = np.arange(inp.n_train), np.arange(inp.n_train, inp.x.shape[0])
-        split = {"rule": "the train and test parts of the folder", "files": [str(f) for f in inp.files]}
+        split = {
+            "rule": "the train and test parts of the folder",
+            "files": [str(f) for f in inp.files],
+        }
     else:
         tr, te = stratified_split(inp.y, test_fraction, seed, who)
         split = {"rule": "stratified", "test_fraction": test_fraction, "seed": seed}
@@ -242,7 +277,9 @@ def prepare_split(inp, test_fraction, seed, who, context=""):
     tr, te, split = split_rows(inp, test_fraction, seed, who)
     unseen = np.setdiff1d(np.unique(inp.y[te]), np.unique(inp.y[tr]))
     if unseen.size:
-        raise InputError(f"{context}test label {unseen[0]} never occurs in the training part ({inp.files[-1]})")
+        raise InputError(
+            f"{context}test label {unseen[0]} never occurs in the training part ({inp.files[-1]})"
+        )
     classes, counts = _check_classes(inp.y[tr], f"the training part of {inp.path}")
     return tr, te, split, classes, counts
 
@@ -252,15 +289,18 @@ def split_text(split):
     if not isinstance(split, dict) or "rule" not in split:
         raise ValueError(f"split must be a dict from split_rows, got {split!r}")
     if split["rule"] == "stratified":
-        how = (f"split once, stratified by class, test fraction {split['test_fraction']:g}, "
-               f"seed {split['seed']}")
+        how = (
+            f"split once, stratified by class, test fraction {split['test_fraction']:g}, "
+            f"seed {split['seed']}"
+        )
     else:
         how = "the folder's own train and test parts, not re-split"
     return f"{split['n_train']} training and {split['n_test']} test images ({how})"
 
 
-def load_split(train, test, *, test_fraction=None, seed=0, arg_train="TRAIN", arg_test="TEST",
-               progress=None):
+def load_split(
+    train, test, *, test_fraction=None, seed=0, arg_train="TRAIN", arg_test="TEST", progress=None
+):
     """Training and test features with labels, from two inputs, a loop folder, or one split file.
 
     Parameters
@@ -287,34 +327,62 @@ def load_split(train, test, *, test_fraction=None, seed=0, arg_train="TRAIN", ar
     """
     if test is not None:
         if test_fraction is not None:
-            raise InputError("--test-fraction splits a single file; it cannot be combined with a TEST input")
-        parts = [read_input(p, a, progress=progress) for p, a in ((train, arg_train), (test, arg_test))]
+            raise InputError(
+                "--test-fraction splits a single file; it cannot be combined with a TEST input"
+            )
+        parts = [
+            read_input(p, a, progress=progress) for p, a in ((train, arg_train), (test, arg_test))
+        ]
         for inp, a in zip(parts, (arg_train, arg_test)):
             if inp.n_train is not None:
-                raise InputError(f"{a} {inp.path} is a folder with train and test parts; give it alone")
+                raise InputError(
+                    f"{a} {inp.path} is a folder with train and test parts; give it alone"
+                )
             refuse_zero_rows(inp)
         (a, b) = parts
-        return a.x, a.y, b.x, b.y, {"train": str(a.files[0]), "test": str(b.files[0]), "split": None,
-                                    "who": (f"{arg_train} file {a.files[0]}", f"{arg_test} file {b.files[0]}"),
-                                    "test_rows": np.arange(b.x.shape[0])}
+        return (
+            a.x,
+            a.y,
+            b.x,
+            b.y,
+            {
+                "train": str(a.files[0]),
+                "test": str(b.files[0]),
+                "split": None,
+                "who": (f"{arg_train} file {a.files[0]}", f"{arg_test} file {b.files[0]}"),
+                "test_rows": np.arange(b.x.shape[0]),
+            },
+        )
     if not Path(train).exists():
         raise InputError(f"{arg_train} file not found: {train}")
     inp = read_input(train, arg_train, part_roles=(arg_train, arg_test), progress=progress)
     if inp.n_train is not None and test_fraction is not None:
-        raise InputError(f"{train} holds its own train and test parts ({inp.files[0].name}, "
-                         f"{inp.files[1].name}), which are never re-split; leave out --test-fraction")
+        raise InputError(
+            f"{train} holds its own train and test parts ({inp.files[0].name}, "
+            f"{inp.files[1].name}), which are never re-split; leave out --test-fraction"
+        )
     if inp.n_train is None and test_fraction is None:
-        raise InputError(f"give a TEST input, or --test-fraction to split {train} into train and test")
+        raise InputError(
+            f"give a TEST input, or --test-fraction to split {train} into train and test"
+        )
     refuse_zero_rows(inp)
     tr, te, split = split_rows(inp, test_fraction, seed, f"{arg_train} file {inp.files[0]}")
     if inp.n_train is not None:
-        src = {"train": str(inp.files[0]), "test": str(inp.files[1]), "split": split,
-               "who": tuple(f"{r} file {f}" for r, f in zip(inp.roles, inp.files)),
-               "test_rows": te - inp.n_train}
+        src = {
+            "train": str(inp.files[0]),
+            "test": str(inp.files[1]),
+            "split": split,
+            "who": tuple(f"{r} file {f}" for r, f in zip(inp.roles, inp.files)),
+            "test_rows": te - inp.n_train,
+        }
     else:
-        src = {"train": str(inp.files[0]), "test": None, "split": split,
-               "who": (f"the training part of {inp.files[0]}", f"the test part of {inp.files[0]}"),
-               "test_rows": te}
+        src = {
+            "train": str(inp.files[0]),
+            "test": None,
+            "split": split,
+            "who": (f"the training part of {inp.files[0]}", f"the test part of {inp.files[0]}"),
+            "test_rows": te,
+        }
     return inp.x[tr], inp.y[tr], inp.x[te], inp.y[te], src
 
 
@@ -345,8 +413,10 @@ def check_encoder_list(entries, twice, command, key):
     if dup is not None:
         raise InputError(twice.format(name=dup))
     if len(entries) < 2:
-        raise InputError(f"{command} needs at least 2 encoders, got {len(entries)}"
-                         + (f" ({entries[0][key]})" if entries else ""))
+        raise InputError(
+            f"{command} needs at least 2 encoders, got {len(entries)}"
+            + (f" ({entries[0][key]})" if entries else "")
+        )
 
 
 def stratified_split(y, test_fraction, seed, arg="labels"):
@@ -356,14 +426,38 @@ def stratified_split(y, test_fraction, seed, arg="labels"):
     classes = _check_classes(y, arg, why="the images are split into train and test")[0]
     yi = np.searchsorted(classes, y)
     try:
-        tr, te = train_test_split(np.arange(y.shape[0]), test_size=test_fraction, stratify=yi,
-                                  random_state=seed)
+        tr, te = train_test_split(
+            np.arange(y.shape[0]), test_size=test_fraction, stratify=yi, random_state=seed
+        )
     except ValueError as exc:
-        raise InputError(f"cannot split the images of {arg} into train and test: {_short(exc)}") from None
+        raise InputError(
+            f"cannot split the images of {arg} into train and test: {_short(exc)}"
+        ) from None
     return np.sort(tr), np.sort(te)
 
 
-__all__ = ["InputError", "Input", "check_encoder_list", "check_out_dir", "load_features", "read_file", "read_input", "load_split", "split_rows",
-           "prepare_split", "split_text", "stratified_split", "refuse_zero_rows", "zero_rows", "zero_rows_message",
-           "feature_file_in", "split_folder", "row_blocks", "KEPT_DTYPES", "BLOCK_BYTES", "_check_features",
-           "_check_labels", "_short"]
+__all__ = [
+    "InputError",
+    "Input",
+    "check_encoder_list",
+    "check_out_dir",
+    "load_features",
+    "read_file",
+    "read_input",
+    "load_split",
+    "split_rows",
+    "prepare_split",
+    "split_text",
+    "stratified_split",
+    "refuse_zero_rows",
+    "zero_rows",
+    "zero_rows_message",
+    "feature_file_in",
+    "split_folder",
+    "row_blocks",
+    "KEPT_DTYPES",
+    "BLOCK_BYTES",
+    "_check_features",
+    "_check_labels",
+    "_short",
+]

@@ -6,6 +6,7 @@ line when it starts (``linear probe: 8 fits ...``) and one when it ends
 (``linear probe: 8/8 fits in 1.2 s``), each flushed at once, so a log shows at every
 moment which step is running.
 """
+
 from __future__ import annotations
 
 import sys
@@ -35,7 +36,9 @@ class _Line:
 
     def close(self):
         seconds = time.perf_counter() - self.start
-        self.stream.write(f"{self.label}: {self.done}/{self.total} {self.unit} in {seconds:.1f} s\n")
+        self.stream.write(
+            f"{self.label}: {self.done}/{self.total} {self.unit} in {seconds:.1f} s\n"
+        )
         self.stream.flush()
 
 
@@ -73,8 +76,15 @@ class Progress:
             return _Line(label, total, unit, stream)
         from tqdm import tqdm
 
-        return tqdm(total=total, desc=label, unit=f" {unit}", file=stream, leave=True,
-                    dynamic_ncols=True, mininterval=0.5)
+        return tqdm(
+            total=total,
+            desc=label,
+            unit=f" {unit}",
+            file=stream,
+            leave=True,
+            dynamic_ncols=True,
+            mininterval=0.5,
+        )
 
     def stage(self, label):
         """A stage with no natural units: one line, written (and flushed) when it starts."""

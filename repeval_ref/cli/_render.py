@@ -5,6 +5,7 @@ renamed (:func:`write_files`), so an interrupted or failed run leaves no half-wr
 file behind; the files are created with the user's umask, as any program's are.
 Every Markdown table goes through :func:`md_table`, which escapes its cells.
 """
+
 from __future__ import annotations
 
 import html
@@ -42,7 +43,9 @@ def write_files(outdir, contents):
     temporary file cannot be written.
     """
     outdir = Path(outdir)
-    if not isinstance(contents, dict) or not all(isinstance(k, str) and k and "/" not in k for k in contents):
+    if not isinstance(contents, dict) or not all(
+        isinstance(k, str) and k and "/" not in k for k in contents
+    ):
         raise ValueError("contents must map plain file names to str or bytes")
     outdir.mkdir(parents=True, exist_ok=True)
     staged = []
@@ -179,8 +182,13 @@ def report_plots(spectrum, knn_curve, lowshot):
     fig, ax = plt.subplots(figsize=(5, 3.6))
     done = [e for e in lowshot if e.get("mean") is not None]
     if done:
-        ax.errorbar([e["shots"] for e in done], [e["mean"] for e in done],
-                    yerr=[e["std"] for e in done], marker="o", capsize=3)
+        ax.errorbar(
+            [e["shots"] for e in done],
+            [e["mean"] for e in done],
+            yerr=[e["std"] for e in done],
+            marker="o",
+            capsize=3,
+        )
     ax.set_xscale("log")
     ax.set_xlabel("labelled examples per class")
     ax.set_ylabel("accuracy (mean ± std over draws)")
@@ -249,18 +257,24 @@ def table(rows, headers, width=TABLE_WIDTH):
     gap = 2
     cells = [[str(c) for c in r] for r in [headers] + rows]
     natural = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    floor = [min(natural[i], max(8, max(map(len, str(h).split() or [""]))))
-             for i, h in enumerate(headers)]
+    floor = [
+        min(natural[i], max(8, max(map(len, str(h).split() or [""]))))
+        for i, h in enumerate(headers)
+    ]
     body = [max([len(r[i]) for r in cells[1:]] + [f]) for i, f in enumerate(floor)]
     widths = _column_widths(natural, body, width, gap)  # headers wrap first,
     widths = _column_widths(widths, floor, width, gap)  # then the widest cells
 
     def lines(row):
-        parts = [textwrap.wrap(c, w, break_on_hyphens=False) or [""] if len(c) > w else [c]
-                 for c, w in zip(row, widths)]
+        parts = [
+            textwrap.wrap(c, w, break_on_hyphens=False) or [""] if len(c) > w else [c]
+            for c, w in zip(row, widths)
+        ]
         height = max(map(len, parts))
-        return ["  ".join((p[k] if k < len(p) else "").ljust(w) for p, w in zip(parts, widths)).rstrip()
-                for k in range(height)]
+        return [
+            "  ".join((p[k] if k < len(p) else "").ljust(w) for p, w in zip(parts, widths)).rstrip()
+            for k in range(height)
+        ]
 
     out = lines(cells[0]) + ["  ".join("-" * w for w in widths)]
     for r in cells[1:]:
@@ -286,7 +300,9 @@ def md_table(rows, headers):
     def line(cells):
         return "| " + " | ".join(md_cell(c) for c in cells) + " |"
 
-    return "\n".join([line(headers), "|" + "|".join("---" for _ in headers) + "|"] + [line(r) for r in rows])
+    return "\n".join(
+        [line(headers), "|" + "|".join("---" for _ in headers) + "|"] + [line(r) for r in rows]
+    )
 
 
 #: the heading of an accuracy table with low-shot rows: it says what each kind of spread is
@@ -300,8 +316,9 @@ def lowshot_text(e, plus="±", percent="%"):
     """A low-shot entry as ``95.60% ± 1.66 (std over 10 draws)``, or why it was skipped."""
     if e["mean"] is None:
         return f"skipped: {e['note']}"
-    return (f"{100 * e['mean']:.2f}{percent} {plus} {100 * e['std']:.2f} "
-            f"(std over {e['draws']} draws)")
+    return (
+        f"{100 * e['mean']:.2f}{percent} {plus} {100 * e['std']:.2f} (std over {e['draws']} draws)"
+    )
 
 
 def headline_rows(knn, probe, low_shot, plus="±"):
@@ -312,9 +329,15 @@ def headline_rows(knn, probe, low_shot, plus="±"):
     rows = [[f"weighted k-NN (k={e['k']}, tau={KNN_TAU})", acc_text(e)] for e in knn]
     dropped = probe["dropped_constant_features"]
     extra = f"; {dropped} constant features dropped" if dropped else ""
-    rows.append([f"linear probe (C={fmt(probe['best_C'], 3)}, chosen on a split of TRAIN{extra})",
-                 acc_text(probe)])
-    rows += [[f"low-shot nearest class mean, {e['shots']}-shot", lowshot_text(e, plus)] for e in low_shot]
+    rows.append(
+        [
+            f"linear probe (C={fmt(probe['best_C'], 3)}, chosen on a split of TRAIN{extra})",
+            acc_text(probe),
+        ]
+    )
+    rows += [
+        [f"low-shot nearest class mean, {e['shots']}-shot", lowshot_text(e, plus)] for e in low_shot
+    ]
     return rows
 
 
@@ -323,8 +346,10 @@ def report_rows(rep, plus="±"):
     knn = rep["knn"]["headline"]
     acc_rows = headline_rows(knn, rep["linear_probe"], rep["low_shot"], plus)
     r = rep["ridge_probe"]
-    acc_rows.insert(len(knn) + 1, [f"ridge probe (lambda={fmt(r['best_lambda'], 3)}, exact leave-one-out)",
-                                   acc_text(r)])
+    acc_rows.insert(
+        len(knn) + 1,
+        [f"ridge probe (lambda={fmt(r['best_lambda'], 3)}, exact leave-one-out)", acc_text(r)],
+    )
     lf_rows = []
     for name, e in rep["label_free"].items():
         val = fmt(e["value"])
@@ -341,7 +366,6 @@ def verdict_lines(verdicts):
         names = list(dict.fromkeys(v["name"].replace("_", " ") for v in verdicts))
         return [f"no warnings (rules checked: {', '.join(names)})"]
     return [f"- {v['message']}. Rule: {v['rule']}." for v in fired]
-
 
 
 def plain_tree(v):
@@ -394,12 +418,19 @@ def html_table(rows, headers, caption=None, row_headers=False):
     head = "".join(f'<th scope="col">{html.escape(str(h))}</th>' for h in headers)
     body = []
     for r in rows:
-        first = (f'<th scope="row">{html.escape(str(r[0]))}</th>' if row_headers
-                 else f"<td>{html.escape(str(r[0]))}</td>")
-        body.append("<tr>" + first + "".join(f"<td>{html.escape(str(c))}</td>" for c in r[1:]) + "</tr>")
+        first = (
+            f'<th scope="row">{html.escape(str(r[0]))}</th>'
+            if row_headers
+            else f"<td>{html.escape(str(r[0]))}</td>"
+        )
+        body.append(
+            "<tr>" + first + "".join(f"<td>{html.escape(str(c))}</td>" for c in r[1:]) + "</tr>"
+        )
     cap = "" if caption is None else f"<caption>{html.escape(caption)}</caption>"
-    return (f'<div class="wide"><table>{cap}<thead><tr>{head}</tr></thead>'
-            f"<tbody>{''.join(body)}</tbody></table></div>")
+    return (
+        f'<div class="wide"><table>{cap}<thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+    )
 
 
 def _wrap(text, width=88):

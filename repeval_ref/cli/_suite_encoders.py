@@ -5,6 +5,7 @@ features of each task are extracted once and cached on disk, keyed by a fingerpr
 the weights and of the images (:func:`repeval_ref.zoo.extraction.extract`); a feature
 folder holds one input per task in a format ``repeval report`` reads.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -55,25 +56,32 @@ def resolve_encoders(items, backbone=None, weights=None, random_init=False):
         if item == "zoo":
             out += [{"name": n, "kind": "zoo", "spec": f"zoo:{n}", "path": None} for n in known]
         elif item.startswith("zoo:") or (item in known and not p.exists()):
-            name = item[len("zoo:"):] if item.startswith("zoo:") else item
+            name = item[len("zoo:") :] if item.startswith("zoo:") else item
             if name not in known:
-                raise InputError(f"unknown zoo encoder {name!r} (from {item}); known: {', '.join(known)}")
+                raise InputError(
+                    f"unknown zoo encoder {name!r} (from {item}); known: {', '.join(known)}"
+                )
             out.append({"name": name, "kind": "zoo", "spec": f"zoo:{name}", "path": None})
         elif p.is_dir():
             out.append({"name": p.name, "kind": "features", "spec": str(p), "path": p})
         elif p.exists():
-            raise InputError(f"{p} is a file; give a feature folder (one entry per task), a zoo name "
-                             "or zoo:NAME")
+            raise InputError(
+                f"{p} is a file; give a feature folder (one entry per task), a zoo name or zoo:NAME"
+            )
         else:
-            raise InputError(f"not found: {p} (neither a feature folder nor a zoo encoder; zoo encoders: "
-                             f"{', '.join(known)})")
+            raise InputError(
+                f"not found: {p} (neither a feature folder nor a zoo encoder; zoo encoders: "
+                f"{', '.join(known)})"
+            )
     if backbone is not None:
         out.append(_backbone_entry(backbone, weights, random_init, known))
     elif weights is not None or random_init:
         raise InputError("--weights and --random-init are for a --backbone")
     if not out:
         raise InputError("no encoders given (zoo names, zoo, feature folders or --backbone)")
-    check_encoder_list(out, "encoder {name!r} is given twice; each encoder may appear once", "a suite", "spec")
+    check_encoder_list(
+        out, "encoder {name!r} is given twice; each encoder may appear once", "a suite", "spec"
+    )
     return out
 
 
@@ -81,20 +89,34 @@ def _backbone_entry(spec, weights, random_init, known):
     library, _, arch = spec.partition(":")
     if library == "zoo":
         if weights is not None or random_init:
-            raise InputError(f"--backbone {spec} loads the weights shipped with it; leave out --weights "
-                             "and --random-init")
+            raise InputError(
+                f"--backbone {spec} loads the weights shipped with it; leave out --weights "
+                "and --random-init"
+            )
         if arch not in known:
-            raise InputError(f"unknown zoo encoder {arch!r} (from --backbone {spec}); known: {', '.join(known)}")
+            raise InputError(
+                f"unknown zoo encoder {arch!r} (from --backbone {spec}); known: {', '.join(known)}"
+            )
         return {"name": arch, "kind": "zoo", "spec": spec, "path": None}
     if library not in ("torchvision", "timm") or not arch:
-        raise InputError(f"--backbone must be torchvision:ARCH, timm:ARCH or zoo:NAME, got {spec!r}")
+        raise InputError(
+            f"--backbone must be torchvision:ARCH, timm:ARCH or zoo:NAME, got {spec!r}"
+        )
     if (weights is None) == (not random_init):
-        raise InputError(f"--backbone {spec} needs exactly one of --weights PATH (a local state dict) and "
-                         "--random-init (an untrained network, whose features mean nothing)")
+        raise InputError(
+            f"--backbone {spec} needs exactly one of --weights PATH (a local state dict) and "
+            "--random-init (an untrained network, whose features mean nothing)"
+        )
     if weights is not None and not Path(weights).is_file():
         raise InputError(f"not found: {weights} (--weights)")
-    return {"name": spec, "kind": "backbone", "spec": spec, "path": None,
-            "weights": None if weights is None else str(weights), "random_init": bool(random_init)}
+    return {
+        "name": spec,
+        "kind": "backbone",
+        "spec": spec,
+        "path": None,
+        "weights": None if weights is None else str(weights),
+        "random_init": bool(random_init),
+    }
 
 
 def folder_task_entries(folder):
@@ -105,7 +127,10 @@ def folder_task_entries(folder):
             continue
         task = q.name if q.is_dir() else q.stem
         if task in found:
-            raise InputError(f"feature folder {folder} holds task {task!r} twice ({found[task].name} and {q.name})")
+            raise InputError(
+                f"feature folder {folder} holds task {task!r} twice ({found[task].name} and "
+                f"{q.name})"
+            )
         found[task] = q
     return found
 
@@ -141,7 +166,7 @@ class _ChunkedImages:
     def __getitem__(self, i):
         c = i // self.chunk
         if c != self._at:
-            self._x = self.prepare(self.images[c * self.chunk:(c + 1) * self.chunk])
+            self._x = self.prepare(self.images[c * self.chunk : (c + 1) * self.chunk])
             self._at = c
         return self._x[i - c * self.chunk], self.labels[i]
 
@@ -155,7 +180,11 @@ EFFICIENTNET_BATCH = 32
 
 def default_batch_size(entry):
     """The extraction batch of an encoder when ``--batch-size`` is not given."""
-    return EFFICIENTNET_BATCH if entry["kind"] == "zoo" and entry["name"] == "efficientnet_lite0" else DEFAULT_BATCH
+    return (
+        EFFICIENTNET_BATCH
+        if entry["kind"] == "zoo" and entry["name"] == "efficientnet_lite0"
+        else DEFAULT_BATCH
+    )
 
 
 class ImageEncoder:
@@ -196,7 +225,9 @@ class ImageEncoder:
         if e["kind"] == "zoo":
             from ..zoo.extraction import EFFICIENTNET_SIZE, encoder_inputs
 
-            return (lambda x: encoder_inputs(e["name"], x)), f"zoo.encoder_inputs:{e['name']}:{EFFICIENTNET_SIZE}"
+            return (
+                lambda x: encoder_inputs(e["name"], x)
+            ), f"zoo.encoder_inputs:{e['name']}:{EFFICIENTNET_SIZE}"
         model = self.model()
         size = self.image_size
         prep = getattr(model, "prepare_inputs", None)
@@ -205,11 +236,14 @@ class ImageEncoder:
         from ..torch.data import IMAGENET_MEAN, IMAGENET_STD
         from ..zoo.efficientnet import prepare_images
 
-        return ((lambda x: prepare_images(x, size=size, mean=IMAGENET_MEAN, std=IMAGENET_STD)),
-                f"prepare_images:{size}:imagenet")
+        return (
+            (lambda x: prepare_images(x, size=size, mean=IMAGENET_MEAN, std=IMAGENET_STD)),
+            f"prepare_images:{size}:imagenet",
+        )
 
     def features(self, task, split, images, labels):
-        """Features (n, d) of one split of one task, from the cache when it holds them; (array, hit).
+        """Features (n, d) of one split of one task, from the cache when it holds them; (array,
+        hit).
 
         Float32 features (the extraction's) stay float32.
         """
@@ -230,12 +264,30 @@ class ImageEncoder:
         if e["kind"] == "zoo":
             from ..zoo.extraction import extract
 
-            h = extract(self.model(), data, "cls", batch_size=self.batch_size, cache_dir=self.cache_dir,
-                        model_name=model_name, data_name=data_name, data_fingerprint=fp)
+            h = extract(
+                self.model(),
+                data,
+                "cls",
+                batch_size=self.batch_size,
+                cache_dir=self.cache_dir,
+                model_name=model_name,
+                data_name=data_name,
+                data_fingerprint=fp,
+            )
         else:
-            f = extract_features(self.model(), data, layers=[""], poolings=("flat",), batch_size=self.batch_size,
-                                 device="cpu", autocast=False, cache_dir=self.cache_dir, model_name=model_name,
-                                 data_name=data_name, data_fingerprint=fp)
+            f = extract_features(
+                self.model(),
+                data,
+                layers=[""],
+                poolings=("flat",),
+                batch_size=self.batch_size,
+                device="cpu",
+                autocast=False,
+                cache_dir=self.cache_dir,
+                model_name=model_name,
+                data_name=data_name,
+                data_fingerprint=fp,
+            )
             h = f.view(1, "flat")
         x = np.asarray(h).reshape(len(labels), -1)
         return (x if x.dtype in KEPT_DTYPES else x.astype(np.float64)), before
@@ -267,10 +319,15 @@ def _image_input(enc, task, src, store):
         hits.append(hit)
     e = enc.entry
     files = tuple(Path(f"{e['spec']} on {task} ({s})") for s in ("train", "test"))
-    inp = Input(np.vstack(parts), np.concatenate(ys), files, (parts[0].shape[0], parts[1].shape[0]),
-                ("TRAIN", "TEST"), Path(f"{e['spec']} on {task}"))
+    inp = Input(
+        np.vstack(parts),
+        np.concatenate(ys),
+        files,
+        (parts[0].shape[0], parts[1].shape[0]),
+        ("TRAIN", "TEST"),
+        Path(f"{e['spec']} on {task}"),
+    )
     return inp, all(hits)
-
 
 
 def threads_limited(n):
@@ -297,6 +354,13 @@ def threads_limited(n):
     return limited()
 
 
-
-__all__ = ["task_source", "resolve_encoders", "folder_task_entries", "ImageEncoder", "default_batch_size",
-           "threads_limited", "DEFAULT_BATCH", "EFFICIENTNET_BATCH"]
+__all__ = [
+    "task_source",
+    "resolve_encoders",
+    "folder_task_entries",
+    "ImageEncoder",
+    "default_batch_size",
+    "threads_limited",
+    "DEFAULT_BATCH",
+    "EFFICIENTNET_BATCH",
+]

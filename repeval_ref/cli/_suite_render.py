@@ -1,9 +1,11 @@
-"""Rendering of ``repeval suite``: the terminal table, Markdown, CSV, the heat map and the HTML page.
+"""Rendering of ``repeval suite``: the terminal table, Markdown, CSV, the heat map and the HTML
+page.
 
 Every function takes the suite's result as :func:`repeval_ref.cli.suite.run_suite`
 returns it (made JSON-safe) and returns text or PNG bytes; nothing is computed here but
 the layout.
 """
+
 from __future__ import annotations
 
 import base64
@@ -29,7 +31,6 @@ def protocol_title(p, s):
     return f"{s['shots']}-shot nearest class mean (mean ± std over {s['draws']} draws)"
 
 
-
 def _cell(suite, p, t, i, plus="±", rank=True, spread=True):
     r = suite["per_task"][t]["results"][i][p]
     rk = suite["ranking"].get(p)
@@ -39,7 +40,9 @@ def _cell(suite, p, t, i, plus="±", rank=True, spread=True):
         text = f"{100 * r['mean']:.2f}" + (f" {plus} {100 * r['std']:.2f}" if spread else "")
     else:
         lo, hi = r["wilson95"]
-        text = f"{100 * r['accuracy']:.2f}" + (f" [{100 * lo:.2f}, {100 * hi:.2f}]" if spread else "")
+        text = f"{100 * r['accuracy']:.2f}" + (
+            f" [{100 * lo:.2f}, {100 * hi:.2f}]" if spread else ""
+        )
     if rank and rk is not None and t in rk["tasks"]:
         text += f" ({_rank_text(rk['ranks'][i][rk['tasks'].index(t)])})"
     return text
@@ -75,16 +78,21 @@ def accuracy_rows(suite, p, plus="±", spread=True):
     """
     rows = []
     for i in _order(suite, p):
-        rows.append([suite["encoders"][i]["name"]] + [_cell(suite, p, t, i, plus, spread=spread)
-                                                      for t in suite["tasks"]]
-                    + [_mean_rank_text(suite["ranking"].get(p), i)])
+        rows.append(
+            [suite["encoders"][i]["name"]]
+            + [_cell(suite, p, t, i, plus, spread=spread) for t in suite["tasks"]]
+            + [_mean_rank_text(suite["ranking"].get(p), i)]
+        )
     return rows
 
 
 def accuracy_headers(suite, p):
     rk = suite["ranking"].get(p)
-    what = "mean rank" if rk is None or rk["mean_rank_interval"] is None else \
-        f"mean rank [95% bootstrap, {rk['n_boot']} replicates]"
+    what = (
+        "mean rank"
+        if rk is None or rk["mean_rank_interval"] is None
+        else f"mean rank [95% bootstrap, {rk['n_boot']} replicates]"
+    )
     return ["encoder"] + list(suite["tasks"]) + [what]
 
 
@@ -107,7 +115,8 @@ def tau_rows(suite, p):
 
 
 def flips(suite, p):
-    """Pairs of tasks whose rankings may disagree: tau's interval reaches 0 (or tau <= 0 without one)."""
+    """Pairs of tasks whose rankings may disagree: tau's interval reaches 0 (or tau <= 0 without
+    one)."""
     rk = suite["ranking"].get(p)
     if rk is None:
         return []
@@ -124,8 +133,14 @@ def flips(suite, p):
     return out
 
 
-PAIR_HEADERS = ["pair", "difference, pts [95% paired bootstrap]", "images only one gets right", "McNemar p",
-                "adjusted p", "separated"]
+PAIR_HEADERS = [
+    "pair",
+    "difference, pts [95% paired bootstrap]",
+    "images only one gets right",
+    "McNemar p",
+    "adjusted p",
+    "separated",
+]
 
 
 def pair_rows(suite, p, t, alpha):
@@ -133,9 +148,16 @@ def pair_rows(suite, p, t, alpha):
     for q in suite["per_task"][t]["pairs"][p]:
         lo, hi = q["bootstrap95"]
         sep = q["mcnemar_p_adjusted"] < alpha and (lo > 0 or hi < 0)
-        rows.append([f"{q['b']} - {q['a']}", f"{100 * q['gain_b_minus_a']:+.2f} [{100 * lo:+.2f}, {100 * hi:+.2f}]",
-                     str(q["discordant"]), R.fmt(q["mcnemar_p"]), R.fmt(q["mcnemar_p_adjusted"]),
-                     "yes" if sep else "no"])
+        rows.append(
+            [
+                f"{q['b']} - {q['a']}",
+                f"{100 * q['gain_b_minus_a']:+.2f} [{100 * lo:+.2f}, {100 * hi:+.2f}]",
+                str(q["discordant"]),
+                R.fmt(q["mcnemar_p"]),
+                R.fmt(q["mcnemar_p_adjusted"]),
+                "yes" if sep else "no",
+            ]
+        )
     return rows
 
 
@@ -145,9 +167,18 @@ def task_rows(suite):
         d = suite["per_task"][t]
         c = d["card"]
         size = c.get("image_size")
-        rows.append([t, c.get("title", "—"), str(d["n_train"]), str(d["n_test"]), str(d["n_classes"]),
-                     "—" if size is None else " x ".join(map(str, size)), c.get("shift", "—"),
-                     c.get("licence", "—")])
+        rows.append(
+            [
+                t,
+                c.get("title", "—"),
+                str(d["n_train"]),
+                str(d["n_test"]),
+                str(d["n_classes"]),
+                "—" if size is None else " x ".join(map(str, size)),
+                c.get("shift", "—"),
+                c.get("licence", "—"),
+            ]
+        )
     return rows
 
 
@@ -159,49 +190,88 @@ def settings_text(suite):
     rules = set()
     for t in suite["tasks"]:
         sp = suite["per_task"][t]["split"]
-        rules.add(split_text(sp).split("(", 1)[1].rstrip(")") if sp["rule"] == "stratified" else
-                  "each task's own train and test parts, never re-split")
+        rules.add(
+            split_text(sp).split("(", 1)[1].rstrip(")")
+            if sp["rule"] == "stratified"
+            else "each task's own train and test parts, never re-split"
+        )
     n_t = len(suite["tasks"])
-    return (f"{len(suite['encoders'])} encoders on {n_t} task{'s' if n_t != 1 else ''}; split rule: "
-            f"{'; '.join(sorted(rules))}; seed {s['seed']} (probe validation split, low-shot draws, bootstraps); "
-            f"{s['shots']}-shot figures are the mean and standard deviation over {s['draws']} draws of the "
-            "support set, not an interval.")
+    return (
+        f"{len(suite['encoders'])} encoders on {n_t} task{'s' if n_t != 1 else ''}; split rule: "
+        f"{'; '.join(sorted(rules))}; seed {s['seed']} (probe validation split, low-shot draws, "
+        f"bootstraps); {s['shots']}-shot figures are the mean and standard deviation over "
+        f"{s['draws']} draws of the support set, not an interval."
+    )
 
 
 def stats_text(suite):
     s = suite["settings"]
-    return (f"Each accuracy carries its 95% Wilson interval in brackets and the encoder's rank within the task "
-            "in parentheses (1 is best; equal accuracies share the average rank). The mean rank's interval and "
-            f"Kendall's tau-b intervals come from {s['rank_boot']} bootstrap replicates that resample the test "
-            "images within each task (the same images for every encoder) and re-rank. Pairs within each task: "
-            f"paired bootstrap interval ({s['n_boot']} replicates) and exact McNemar p, adjusted across the "
-            f"pairs of that task by {s['correction_name']}; a pair is separated when the adjusted p is below "
-            f"{s['alpha']} and the interval excludes 0.")
+    return (
+        "Each accuracy carries its 95% Wilson interval in brackets and the encoder's rank "
+        "within the task in parentheses (1 is best; equal accuracies share the average rank). "
+        f"The mean rank's interval and Kendall's tau-b intervals come from {s['rank_boot']} "
+        "bootstrap replicates that resample the test images within each task (the same images "
+        "for every encoder) and re-rank. Pairs within each task: paired bootstrap interval "
+        f"({s['n_boot']} replicates) and exact McNemar p, adjusted across the pairs of that task "
+        f"by {s['correction_name']}; a pair is separated when the adjusted p is below "
+        f"{s['alpha']} and the interval excludes 0."
+    )
 
 
 def render_markdown(suite):
     s = suite["settings"]
-    md = ["# repeval suite", "", settings_text(suite), "", stats_text(suite), "", "## Tasks", "",
-          R.md_table(task_rows(suite), TASK_HEADERS), ""]
+    md = [
+        "# repeval suite",
+        "",
+        settings_text(suite),
+        "",
+        stats_text(suite),
+        "",
+        "## Tasks",
+        "",
+        R.md_table(task_rows(suite), TASK_HEADERS),
+        "",
+    ]
     for p in s["protocols"]:
         title = protocol_title(p, s)
-        md += [f"## {title}", "", R.md_table(accuracy_rows(suite, p), accuracy_headers(suite, p)), ""]
+        md += [
+            f"## {title}",
+            "",
+            R.md_table(accuracy_rows(suite, p), accuracy_headers(suite, p)),
+            "",
+        ]
         rk = suite["ranking"].get(p)
         if rk is None:
             md += ["No task has this figure for every encoder; no ranking.", ""]
             continue
         if p == "fewshot":
             md += [f"Ranks and tau without intervals: {rk['interval']}.", ""]
-        md += [f"### Rank agreement between tasks ({title})", "",
-               "Kendall's tau-b between the two tasks' rankings of the encoders"
-               + (" [95% bootstrap interval]." if rk["tau_interval"] is not None else "."), "",
-               R.md_table(tau_rows(suite, p), ["task"] + rk["tasks"]), ""]
+        md += [
+            f"### Rank agreement between tasks ({title})",
+            "",
+            "Kendall's tau-b between the two tasks' rankings of the encoders"
+            + (" [95% bootstrap interval]." if rk["tau_interval"] is not None else "."),
+            "",
+            R.md_table(tau_rows(suite, p), ["task"] + rk["tasks"]),
+            "",
+        ]
         fl = flips(suite, p)
-        md += [("Task pairs whose rankings may disagree (tau's interval reaches 0): "
-                + ", ".join(f"{a} / {b}" for a, b in fl) + ".") if fl else
-               "Every pair of tasks ranks the encoders alike (every tau interval above 0).", ""]
-    md += ["## Heat map", "", "![Accuracy of every encoder on every task, one panel per protocol]"
-           "(suite_heatmap.png)", ""]
+        md += [
+            (
+                "Task pairs whose rankings may disagree (tau's interval reaches 0): "
+                + ", ".join(f"{a} / {b}" for a, b in fl)
+                + "."
+            )
+            if fl
+            else "Every pair of tasks ranks the encoders alike (every tau interval above 0).",
+            "",
+        ]
+    md += [
+        "## Heat map",
+        "",
+        "![Accuracy of every encoder on every task, one panel per protocol](suite_heatmap.png)",
+        "",
+    ]
     for p in s["protocols"]:
         if p not in PAIRED:
             continue
@@ -228,14 +298,27 @@ def render_csv(suite):
             if rk is None:
                 row += ["", "", ""]
             else:
-                lo, hi = rk["mean_rank_interval"][i] if rk["mean_rank_interval"] is not None else ("", "")
+                lo, hi = (
+                    rk["mean_rank_interval"][i]
+                    if rk["mean_rank_interval"] is not None
+                    else ("", "")
+                )
                 row += [rk["mean_rank"][i], lo, hi]
             for t in suite["tasks"]:
                 r = suite["per_task"][t]["results"][i][p]
-                rank = rk["ranks"][i][rk["tasks"].index(t)] if rk is not None and t in rk["tasks"] else ""
+                rank = (
+                    rk["ranks"][i][rk["tasks"].index(t)]
+                    if rk is not None and t in rk["tasks"]
+                    else ""
+                )
                 if p == "fewshot":
-                    row += ["" if r["mean"] is None else r["mean"], "", "",
-                            "" if r["std"] is None else r["std"], rank]
+                    row += [
+                        "" if r["mean"] is None else r["mean"],
+                        "",
+                        "",
+                        "" if r["std"] is None else r["std"],
+                        rank,
+                    ]
                 else:
                     row += [r["accuracy"], *r["wilson95"], "", rank]
             w.writerow(row + [s["seed"]])
@@ -243,14 +326,17 @@ def render_csv(suite):
 
 
 def heatmap_png(suite):
-    """One panel per protocol: accuracy (colour and number) and rank of every encoder on every task."""
+    """One panel per protocol: accuracy (colour and number) and rank of every encoder on every
+    task."""
     plt = R._pyplot()
     s = suite["settings"]
     ps = s["protocols"]
     names = [e["name"] for e in suite["encoders"]]
     tasks = suite["tasks"]
     w = 1.0 + 0.95 * len(tasks)
-    fig, axes = plt.subplots(1, len(ps), figsize=(w * len(ps) + 1.5, 0.45 * len(names) + 2.2), squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(ps), figsize=(w * len(ps) + 1.5, 0.45 * len(names) + 2.2), squeeze=False
+    )
     for ax, p in zip(axes[0], ps):
         order = _order(suite, p)
         acc = np.full((len(order), len(tasks)), np.nan)
@@ -268,25 +354,45 @@ def heatmap_png(suite):
                 label = f"{acc[r, c]:.1f}"
                 if rk is not None and t in rk["tasks"]:
                     label += f"\n#{_rank_text(rk['ranks'][i][rk['tasks'].index(t)])}"
-                ax.text(c, r, label, ha="center", va="center", fontsize=6.5,
-                        color="black" if acc[r, c] > 55 else "white")
+                ax.text(
+                    c,
+                    r,
+                    label,
+                    ha="center",
+                    va="center",
+                    fontsize=6.5,
+                    color="black" if acc[r, c] > 55 else "white",
+                )
         ax.set_xticks(range(len(tasks)), tasks, rotation=40, ha="right", fontsize=7)
         ax.set_yticks(range(len(order)), [names[i] for i in order], fontsize=7)
-        ax.set_title({"knn": f"k-NN (k={s['k']})", "probe": "linear probe",
-                      "fewshot": f"{s['shots']}-shot NCM"}[p], fontsize=9)
+        ax.set_title(
+            {
+                "knn": f"k-NN (k={s['k']})",
+                "probe": "linear probe",
+                "fewshot": f"{s['shots']}-shot NCM",
+            }[p],
+            fontsize=9,
+        )
     fig.colorbar(im, ax=list(axes[0]), shrink=0.8, label="accuracy, %")
     return R.figure_bytes(fig, tight=True)
 
 
-HEATMAP_ALT = ("Heat map of test accuracy, one panel per protocol: rows are the encoders (ordered by mean "
-               "rank), columns the tasks; each cell shows the accuracy in percent and the encoder's rank on "
-               "that task. The same numbers are in the tables above.")
+HEATMAP_ALT = (
+    "Heat map of test accuracy, one panel per protocol: rows are the encoders (ordered by mean "
+    "rank), columns the tasks; each cell shows the accuracy in percent and the encoder's rank on "
+    "that task. The same numbers are in the tables above."
+)
 
-_STYLE = ("body{font-family:sans-serif;color:#1a1a1a;background:#fff;max-width:80em;margin:2em auto;padding:0 1em;"
-          "line-height:1.45}table{border-collapse:collapse;margin:1em 0}caption{text-align:left;font-weight:bold;"
-          "padding:.3em 0}td,th{border:1px solid #767676;padding:3px 7px;font-size:90%;text-align:left}"
-          "thead th{background:#e8e8e8;color:#1a1a1a}tbody th{background:#f4f4f4;color:#1a1a1a;font-weight:normal}"
-          ".wide{overflow-x:auto}img{max-width:100%;height:auto}")
+_STYLE = (
+    "body{font-family:sans-serif;color:#1a1a1a;background:#fff;max-width:80em;margin:2em "
+    "auto;padding:0 1em;"
+    "line-height:1.45}table{border-collapse:collapse;margin:1em "
+    "0}caption{text-align:left;font-weight:bold;"
+    "padding:.3em 0}td,th{border:1px solid #767676;padding:3px 7px;font-size:90%;text-align:left}"
+    "thead th{background:#e8e8e8;color:#1a1a1a}tbody "
+    "th{background:#f4f4f4;color:#1a1a1a;font-weight:normal}"
+    ".wide{overflow-x:auto}img{max-width:100%;height:auto}"
+)
 
 
 def _table(rows, headers, caption):
@@ -297,44 +403,77 @@ def _table(rows, headers, caption):
 def render_html(suite, heatmap):
     s = suite["settings"]
     e = html.escape
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             '<meta name="viewport" content="width=device-width, initial-scale=1">',
-             f"<title>repeval suite</title><style>{_STYLE}</style></head><body><main>",
-             "<h1>repeval suite</h1>", f"<p>{e(settings_text(suite))}</p>", f"<p>{e(stats_text(suite))}</p>",
-             "<h2>Tasks</h2>", _table(task_rows(suite), TASK_HEADERS, "The tasks of the suite")]
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>repeval suite</title><style>{_STYLE}</style></head><body><main>",
+        "<h1>repeval suite</h1>",
+        f"<p>{e(settings_text(suite))}</p>",
+        f"<p>{e(stats_text(suite))}</p>",
+        "<h2>Tasks</h2>",
+        _table(task_rows(suite), TASK_HEADERS, "The tasks of the suite"),
+    ]
     for p in s["protocols"]:
         title = protocol_title(p, s)
-        parts += [f"<h2>{e(title)}</h2>",
-                  _table(accuracy_rows(suite, p), accuracy_headers(suite, p),
-                              f"{title}: accuracy in % by encoder and task")]
+        parts += [
+            f"<h2>{e(title)}</h2>",
+            _table(
+                accuracy_rows(suite, p),
+                accuracy_headers(suite, p),
+                f"{title}: accuracy in % by encoder and task",
+            ),
+        ]
         rk = suite["ranking"].get(p)
         if rk is None:
             parts.append("<p>No task has this figure for every encoder; no ranking.</p>")
             continue
         if p == "fewshot":
             parts.append(f"<p>Ranks and tau without intervals: {e(rk['interval'])}.</p>")
-        parts.append(_table(tau_rows(suite, p), ["task"] + rk["tasks"],
-                                 f"{title}: Kendall's tau-b between tasks' rankings"))
+        parts.append(
+            _table(
+                tau_rows(suite, p),
+                ["task"] + rk["tasks"],
+                f"{title}: Kendall's tau-b between tasks' rankings",
+            )
+        )
         fl = flips(suite, p)
-        parts.append("<p>" + e(("Task pairs whose rankings may disagree (tau's interval reaches 0): "
-                                + ", ".join(f"{a} / {b}" for a, b in fl) + ".") if fl else
-                               "Every pair of tasks ranks the encoders alike.") + "</p>")
+        parts.append(
+            "<p>"
+            + e(
+                (
+                    "Task pairs whose rankings may disagree (tau's interval reaches 0): "
+                    + ", ".join(f"{a} / {b}" for a, b in fl)
+                    + "."
+                )
+                if fl
+                else "Every pair of tasks ranks the encoders alike."
+            )
+            + "</p>"
+        )
     data = base64.b64encode(heatmap).decode()
-    parts += ["<h2>Heat map</h2>", f'<figure><img alt="{e(HEATMAP_ALT)}" src="data:image/png;base64,{data}">'
-              "<figcaption>Accuracy (colour and number) and rank (#) of every encoder on every task."
-              "</figcaption></figure>"]
+    parts += [
+        "<h2>Heat map</h2>",
+        f'<figure><img alt="{e(HEATMAP_ALT)}" src="data:image/png;base64,{data}">'
+        "<figcaption>Accuracy (colour and number) and rank (#) of every encoder on every task."
+        "</figcaption></figure>",
+    ]
     for p in s["protocols"]:
         if p not in PAIRED:
             continue
         title = protocol_title(p, s)
         parts.append(f"<h2>Pairs within each task: {e(title)}</h2>")
         for t in suite["tasks"]:
-            parts += [f"<h3>{e(t)}</h3>", _table(pair_rows(suite, p, t, s["alpha"]), PAIR_HEADERS,
-                                                      f"{title}, task {t}: every pair of encoders")]
+            parts += [
+                f"<h3>{e(t)}</h3>",
+                _table(
+                    pair_rows(suite, p, t, s["alpha"]),
+                    PAIR_HEADERS,
+                    f"{title}, task {t}: every pair of encoders",
+                ),
+            ]
     parts.append("</main></body></html>\n")
     return "".join(parts)
-
-
 
 
 def print_suite(suite, written):
@@ -345,16 +484,36 @@ def print_suite(suite, written):
         print(R.table(accuracy_rows(suite, p, "+-", spread=False), accuracy_headers(suite, p)))
         fl = flips(suite, p)
         if fl:
-            print(R._wrap("task pairs whose rankings may disagree: " + ", ".join(f"{a} / {b}" for a, b in fl)))
+            print(
+                R._wrap(
+                    "task pairs whose rankings may disagree: "
+                    + ", ".join(f"{a} / {b}" for a, b in fl)
+                )
+            )
     c = suite["cache"]
-    print(f"\nfeatures: {c['features_read']} read from the cache, {c['features_computed']} computed; "
-          f"evaluations: {c['evaluations_read']} read from the cache, {c['evaluations_computed']} computed; "
-          f"{suite['seconds']:.1f} s")
+    print(
+        f"\nfeatures: {c['features_read']} read from the cache, {c['features_computed']} "
+        f"computed; evaluations: {c['evaluations_read']} read from the cache, "
+        f"{c['evaluations_computed']} computed; {suite['seconds']:.1f} s"
+    )
     print(R._wrap("intervals, standard deviations and every pair: suite.md and suite.html"))
     print(f"wrote {', '.join(str(w) for w in written)}")
 
 
-
-__all__ = ["PAIRED", "protocol_title", "accuracy_rows", "accuracy_headers", "tau_rows", "flips", "pair_rows",
-           "task_rows", "settings_text", "stats_text", "render_markdown", "render_csv", "heatmap_png",
-           "render_html", "print_suite"]
+__all__ = [
+    "PAIRED",
+    "protocol_title",
+    "accuracy_rows",
+    "accuracy_headers",
+    "tau_rows",
+    "flips",
+    "pair_rows",
+    "task_rows",
+    "settings_text",
+    "stats_text",
+    "render_markdown",
+    "render_csv",
+    "heatmap_png",
+    "render_html",
+    "print_suite",
+]

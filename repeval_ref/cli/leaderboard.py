@@ -26,6 +26,7 @@ Outputs (``--out``): ``leaderboard.csv``, ``leaderboard.md``, ``leaderboard.json
 All inputs are read and checked before anything is written; the files are written to
 temporary names and renamed, so bad input leaves nothing behind.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -36,19 +37,42 @@ import numpy as np
 
 from . import _render as R
 from ._arguments import Settings, add_command, add_options
-from ._evaluate import (KNN_HEADLINE_KS, KNN_TAU, LABEL_FREE_RANKINGS, LOW_SHOT_DRAWS, PAIRED_BOOTSTRAP,
-                        PROBE_CS, SHOTS, TEST_FRACTION, acc_entry, blas_threads, knn_curve_predictions,
-                        label_free_section, low_shot_section, probe_section)
-from ._inputs import (InputError, _short, check_encoder_list, check_out_dir, prepare_split, read_input,
-                      refuse_zero_rows, split_folder)
+from ._evaluate import (
+    KNN_HEADLINE_KS,
+    KNN_TAU,
+    LABEL_FREE_RANKINGS,
+    LOW_SHOT_DRAWS,
+    PAIRED_BOOTSTRAP,
+    PROBE_CS,
+    SHOTS,
+    TEST_FRACTION,
+    acc_entry,
+    blas_threads,
+    knn_curve_predictions,
+    label_free_section,
+    low_shot_section,
+    probe_section,
+)
+from ._inputs import (
+    InputError,
+    _short,
+    check_encoder_list,
+    check_out_dir,
+    prepare_split,
+    read_input,
+    refuse_zero_rows,
+    split_folder,
+)
 from ._progress import Progress
 
 FEATURE_SUFFIXES = (".npz", ".npy", ".pt", ".pth")
 
-METHOD_WARNING = ("label-free scores compare encoders only within one training method: the "
-                  "comparative study of label-free metrics found their correlation with accuracy "
-                  "changes strength and even sign between supervised and self-supervised models "
-                  "and between architectures")
+METHOD_WARNING = (
+    "label-free scores compare encoders only within one training method: the "
+    "comparative study of label-free metrics found their correlation with accuracy "
+    "changes strength and even sign between supervised and self-supervised models "
+    "and between architectures"
+)
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -66,7 +90,8 @@ def _is_encoder_path(path):
             return True  # an encoder folder with a problem: reported when read
         # one folder of the loop's cache: labels.npy beside the feature arrays
         return (path / "labels.npy").is_file() and any(
-            p.suffix == ".npy" and p.name != "labels.npy" for p in path.iterdir())
+            p.suffix == ".npy" and p.name != "labels.npy" for p in path.iterdir()
+        )
     return False
 
 
@@ -90,12 +115,19 @@ def _toml_entries(path):
             raise InputError(f"the list {path}: encoder {i + 1} has no 'path'")
         extra = set(e) - {"path", "name", "method"}
         if extra:
-            raise InputError(f"the list {path}: encoder {i + 1} has unknown keys {', '.join(sorted(extra))} "
-                             "(allowed: path, name, method)")
+            raise InputError(
+                f"the list {path}: encoder {i + 1} has unknown keys {', '.join(sorted(extra))} "
+                "(allowed: path, name, method)"
+            )
         p = Path(e["path"])
         p = p if p.is_absolute() else Path(path).parent / p
-        out.append({"path": p, "name": str(e.get("name", p.stem if p.is_file() else p.name)),
-                    "method": e.get("method")})
+        out.append(
+            {
+                "path": p,
+                "name": str(e.get("name", p.stem if p.is_file() else p.name)),
+                "method": e.get("method"),
+            }
+        )
     return out
 
 
@@ -111,8 +143,13 @@ def resolve_entries(inputs):
         elif p.is_dir() and not _is_encoder_path(p):
             found = sorted(q for q in p.iterdir() if _is_encoder_path(q))
             if not found:
-                raise InputError(f"folder {p} holds no feature files (.npz, .npy, .pt) or encoder folders")
-            entries += [{"path": q, "name": q.stem if q.is_file() else q.name, "method": None} for q in found]
+                raise InputError(
+                    f"folder {p} holds no feature files (.npz, .npy, .pt) or encoder folders"
+                )
+            entries += [
+                {"path": q, "name": q.stem if q.is_file() else q.name, "method": None}
+                for q in found
+            ]
         elif not p.exists():
             raise InputError(f"file not found: {p}")
         else:
@@ -123,11 +160,17 @@ def resolve_entries(inputs):
     for e in entries:
         key = e["path"].resolve()
         if key in seen:
-            raise InputError(f"encoder {e['path']} is given twice (as {seen[key]} and {e['name']}); "
-                             "each encoder may appear once")
+            raise InputError(
+                f"encoder {e['path']} is given twice (as {seen[key]} and {e['name']}); "
+                "each encoder may appear once"
+            )
         seen[key] = e["name"]
-    check_encoder_list(entries, "two encoders are both named {name!r}; give them distinct names (in a TOML list)",
-                       "a leaderboard", "path")
+    check_encoder_list(
+        entries,
+        "two encoders are both named {name!r}; give them distinct names (in a TOML list)",
+        "a leaderboard",
+        "path",
+    )
     return entries
 
 
@@ -156,22 +199,30 @@ def check_same_images(entries, data):
     for e, d in zip(entries[1:], data[1:]):
         paths = f"({e['path']} vs {ref_e['path']})"
         if d.x.shape[0] != ref.x.shape[0]:
-            raise InputError(f"{e['name']} has {d.x.shape[0]} rows but {ref_name} has "
-                             f"{ref.x.shape[0]} {paths}; every encoder needs the same images in the same order")
+            raise InputError(
+                f"{e['name']} has {d.x.shape[0]} rows but {ref_name} has "
+                f"{ref.x.shape[0]} {paths}; every encoder needs the same images in the same order"
+            )
         if d.sizes != ref.sizes:
-            raise InputError(f"{e['name']} and {ref_name} are split differently into train and test {paths} "
-                             "(give every encoder as one file, or every one as a loop folder)")
+            raise InputError(
+                f"{e['name']} and {ref_name} are split differently into train and test {paths} "
+                "(give every encoder as one file, or every one as a loop folder)"
+            )
         if not np.array_equal(d.y, ref.y):
             a, b = set(np.unique(ref.y).tolist()), set(np.unique(d.y).tolist())
             if a != b:
                 extra = sorted(b - a)[:3] or sorted(a - b)[:3]
-                raise InputError(f"{e['name']} and {ref_name} have mismatched classes (class "
-                                 f"{extra[0]} occurs in only one of them) {paths}; every encoder needs the "
-                                 "same labelled images")
+                raise InputError(
+                    f"{e['name']} and {ref_name} have mismatched classes (class "
+                    f"{extra[0]} occurs in only one of them) {paths}; every encoder needs the "
+                    "same labelled images"
+                )
             row = int(np.flatnonzero(d.y != ref.y)[0])
-            raise InputError(f"{e['name']} and {ref_name} list their labels in a different order "
-                             f"(first difference at row {row}) {paths}; every encoder needs the same images "
-                             "in the same order")
+            raise InputError(
+                f"{e['name']} and {ref_name} list their labels in a different order "
+                f"(first difference at row {row}) {paths}; every encoder needs the same images "
+                "in the same order"
+            )
 
 
 # ------------------------------------------------------------------------ evaluation
@@ -181,26 +232,47 @@ def _evaluate_one(entry, d, tr, te, args, classes, counts, progress):
     X = d.x
     yi = np.searchsorted(classes, d.y)
     Xtr, Xte, ytr, yte = X[tr], X[te], yi[tr], yi[te]
-    res = {"name": entry["name"], "path": str(entry["path"]), "method": entry["method"],
-           "dim": int(X.shape[1])}
-    pred_knn = knn_curve_predictions(Xtr, ytr, Xte, (args.k,), classes.size, progress,
-                                     label=f"{entry['name']}: k-NN")[0]
+    res = {
+        "name": entry["name"],
+        "path": str(entry["path"]),
+        "method": entry["method"],
+        "dim": int(X.shape[1]),
+    }
+    pred_knn = knn_curve_predictions(
+        Xtr, ytr, Xte, (args.k,), classes.size, progress, label=f"{entry['name']}: k-NN"
+    )[0]
     with blas_threads(args.blas_threads):
         return _evaluate_rest(entry, res, pred_knn, X, Xtr, Xte, ytr, yte, args, counts, progress)
 
 
 def _evaluate_rest(entry, res, pred_knn, X, Xtr, Xte, ytr, yte, args, counts, progress):
     from ..labelfree.spectrum import gram_spectrum
-    from ..verdicts import (chance_verdict, collapse_verdict, dropped_features_verdict,
-                            spectrum_cliff_verdict)
+    from ..verdicts import (
+        chance_verdict,
+        collapse_verdict,
+        dropped_features_verdict,
+        spectrum_cliff_verdict,
+    )
 
-    info, probe_acc, pred_probe = probe_section(Xtr, ytr, Xte, yte, args.seed, args.probe_c, progress,
-                                                f"the training part of {entry['name']} ({entry['path']})")
+    info, probe_acc, pred_probe = probe_section(
+        Xtr,
+        ytr,
+        Xte,
+        yte,
+        args.seed,
+        args.probe_c,
+        progress,
+        f"the training part of {entry['name']} ({entry['path']})",
+    )
     res["knn"] = acc_entry(pred_knn == yte)
-    res["probe"] = {**probe_acc, "best_C": info["best_C"],
-                    "dropped_constant_features": info["dropped_constant_features"]}
-    res["low_shot"] = low_shot_section(Xtr, ytr, Xte, yte, counts, args.draws, args.seed,
-                                       shots_list=SHOTS)
+    res["probe"] = {
+        **probe_acc,
+        "best_C": info["best_C"],
+        "dropped_constant_features": info["dropped_constant_features"],
+    }
+    res["low_shot"] = low_shot_section(
+        Xtr, ytr, Xte, yte, counts, args.draws, args.seed, shots_list=SHOTS
+    )
     lf = label_free_section(Xtr, seed=args.seed, id_batch=args.id_batch, full=False)
     res["label_free"] = {k: v["value"] for k, v in lf.items() if k != "alignment"}
     a = res["label_free"].get("alpha_req")
@@ -209,10 +281,16 @@ def _evaluate_rest(entry, res, pred_knn, X, Xtr, Xte, ytr, yte, args, counts, pr
     res["verdicts"] = [
         chance_verdict(res["knn"]["correct"], res["knn"]["n"], yte, f"weighted k-NN (k={args.k})"),
         chance_verdict(res["probe"]["correct"], res["probe"]["n"], yte, "the linear probe"),
-        collapse_verdict(lf["rankme"]["value"], lf["mean_pairwise_cosine"]["value"], int(X.shape[1]),
-                         lf["participation_ratio"]["value"]),
+        collapse_verdict(
+            lf["rankme"]["value"],
+            lf["mean_pairwise_cosine"]["value"],
+            int(X.shape[1]),
+            lf["participation_ratio"]["value"],
+        ),
         spectrum_cliff_verdict(spectrum),
-        dropped_features_verdict(info["dropped_constant_features"], 0, int(X.shape[1]), int(X.shape[0])),
+        dropped_features_verdict(
+            info["dropped_constant_features"], 0, int(X.shape[1]), int(X.shape[0])
+        ),
     ]
     return res, {"knn": pred_knn == yte, "probe": pred_probe == yte}
 
@@ -225,9 +303,16 @@ def pairwise(names, correct, n_boot, seed, correction):
     pairs = []
     for i, j in itertools.combinations(range(len(names)), 2):
         gain, lo, hi = paired_bootstrap_ci(correct[i], correct[j], n_boot, seed)
-        pairs.append({"a": names[i], "b": names[j], "gain_b_minus_a": gain, "bootstrap95": [lo, hi],
-                      "mcnemar_p": mcnemar_exact(correct[i], correct[j]),
-                      "discordant": int(np.sum(correct[i] != correct[j]))})
+        pairs.append(
+            {
+                "a": names[i],
+                "b": names[j],
+                "gain_b_minus_a": gain,
+                "bootstrap95": [lo, hi],
+                "mcnemar_p": mcnemar_exact(correct[i], correct[j]),
+                "discordant": int(np.sum(correct[i] != correct[j])),
+            }
+        )
     adjusted = adjust_pvalues([p["mcnemar_p"] for p in pairs], correction)
     for p, q in zip(pairs, adjusted):
         p["mcnemar_p_adjusted"] = float(q)
@@ -242,12 +327,18 @@ def ranking(results, protocol, pairs, alpha):
         by_pair[(p["a"], p["b"])] = by_pair[(p["b"], p["a"])] = p
     out = []
     for pos, i in enumerate(order):
-        row = {"rank": pos + 1, "name": results[i]["name"], "accuracy": results[i][protocol]["accuracy"]}
+        row = {
+            "rank": pos + 1,
+            "name": results[i]["name"],
+            "accuracy": results[i][protocol]["accuracy"],
+        }
         if pos + 1 < len(order):
             nxt = results[order[pos + 1]]["name"]
             p = by_pair[(row["name"], nxt)]
             lo, hi = p["bootstrap95"]
-            row["separated_from_next"] = bool(p["mcnemar_p_adjusted"] < alpha and (lo > 0 or hi < 0))
+            row["separated_from_next"] = bool(
+                p["mcnemar_p_adjusted"] < alpha and (lo > 0 or hi < 0)
+            )
             row["next"] = nxt
             row["p_adjusted_vs_next"] = p["mcnemar_p_adjusted"]
         out.append(row)
@@ -262,7 +353,13 @@ def label_free_rankings(results, protocol):
     out = {}
     for key, (name, sign, why) in LABEL_FREE_RANKINGS.items():
         vals = [r["label_free"].get(key) for r in results]
-        entry = {"metric": name, "better": why, "order": None, "spearman_rho": None, "spearman_p": None}
+        entry = {
+            "metric": name,
+            "better": why,
+            "order": None,
+            "spearman_rho": None,
+            "spearman_p": None,
+        }
         if all(v is not None for v in vals):
             score = sign * np.array(vals, dtype=float)
             entry["order"] = [results[i]["name"] for i in np.argsort(-score, kind="stable")]
@@ -306,11 +403,15 @@ def _method_warning(entries):
     methods = {e["method"] for e in entries}
     if None in methods and len(methods) > 1 or None not in methods and len(methods) > 1:
         given = sorted(m for m in methods if m)
-        return (f"these encoders come from different training methods ({', '.join(given)}"
-                f"{', and some without a method' if None in methods else ''}); " + METHOD_WARNING)
+        return (
+            f"these encoders come from different training methods ({', '.join(given)}"
+            f"{', and some without a method' if None in methods else ''}); " + METHOD_WARNING
+        )
     if methods == {None}:
-        return ("the training methods of these encoders are not given (add method = \"...\" to "
-                "each entry of a TOML list); " + METHOD_WARNING)
+        return (
+            'the training methods of these encoders are not given (add method = "..." to '
+            "each entry of a TOML list); " + METHOD_WARNING
+        )
     return None
 
 
@@ -337,12 +438,15 @@ def run_leaderboard(settings: LeaderboardSettings, progress=None):
     from ..multiple_testing import CORRECTIONS
 
     if args.correction not in CORRECTIONS:
-        raise ValueError(f"correction must be one of {', '.join(CORRECTIONS)}, got {args.correction!r}")
+        raise ValueError(
+            f"correction must be one of {', '.join(CORRECTIONS)}, got {args.correction!r}"
+        )
     entries = resolve_entries(args.inputs)
     data = load_encoders(entries, progress)
     ref = data[0]
-    tr, te, split, classes, counts = prepare_split(ref, args.test_fraction, args.seed,
-                                                   f"the labels of {ref.files[0]}")
+    tr, te, split, classes, counts = prepare_split(
+        ref, args.test_fraction, args.seed, f"the labels of {ref.files[0]}"
+    )
     results, correct = [], {"knn": [], "probe": []}
     for e, d in zip(entries, data):
         res, corr = _evaluate_one(e, d, tr, te, args, classes, counts, progress)
@@ -352,12 +456,25 @@ def run_leaderboard(settings: LeaderboardSettings, progress=None):
     names = [r["name"] for r in results]
     pairs = {p: pairwise(names, correct[p], args.boot, args.seed, args.correction) for p in correct}
     return {
-        "settings": {"k": args.k, "tau": KNN_TAU, "rank_by": args.rank_by, "alpha": args.alpha,
-                     "correction": args.correction, "correction_name": CORRECTIONS[args.correction],
-                     "seed": args.seed, "test_fraction": split.get("test_fraction"), "split": split,
-                     "n_train": int(tr.size), "n_test": int(te.size), "n_classes": int(classes.size),
-                     "n_boot": args.boot, "draws": args.draws, "probe_C_grid": list(args.probe_c)},
-        "encoders": results, "pairs": pairs,
+        "settings": {
+            "k": args.k,
+            "tau": KNN_TAU,
+            "rank_by": args.rank_by,
+            "alpha": args.alpha,
+            "correction": args.correction,
+            "correction_name": CORRECTIONS[args.correction],
+            "seed": args.seed,
+            "test_fraction": split.get("test_fraction"),
+            "split": split,
+            "n_train": int(tr.size),
+            "n_test": int(te.size),
+            "n_classes": int(classes.size),
+            "n_boot": args.boot,
+            "draws": args.draws,
+            "probe_C_grid": list(args.probe_c),
+        },
+        "encoders": results,
+        "pairs": pairs,
         "ranking": ranking(results, args.rank_by, pairs[args.rank_by], args.alpha),
         "label_free_rankings": label_free_rankings(results, args.rank_by),
         "method_warning": _method_warning(entries),
@@ -365,7 +482,8 @@ def run_leaderboard(settings: LeaderboardSettings, progress=None):
 
 
 def cmd_leaderboard(args):
-    """``repeval leaderboard``: :func:`run_leaderboard` on the parsed settings, then the files and the table."""
+    """``repeval leaderboard``: :func:`run_leaderboard` on the parsed settings, then the files
+    and the table."""
     from ._leaderboard_render import print_leaderboard, render_files
 
     outdir = check_out_dir(args.out)
@@ -392,19 +510,56 @@ def add_leaderboard_parser(sub):
     """The ``leaderboard`` subcommand of ``sub`` (the subparsers of ``repeval``)."""
     from ..multiple_testing import CORRECTIONS
 
-    lp = add_command(sub, "leaderboard", "rank many encoders of the same images, with error bars", LEADERBOARD_DESCRIPTION)
-    lp.add_argument("inputs", metavar="INPUT", nargs="*",
-                    help="feature files or loop folders (one encoder each), a folder of them, or a .toml list")
+    lp = add_command(
+        sub,
+        "leaderboard",
+        "rank many encoders of the same images, with error bars",
+        LEADERBOARD_DESCRIPTION,
+    )
+    lp.add_argument(
+        "inputs",
+        metavar="INPUT",
+        nargs="*",
+        help="feature files or loop folders (one encoder each), a folder of them, or a .toml list",
+    )
     add_options(
-        lp, ("--out", dict(default="repeval_leaderboard")),
-        ("--test-fraction", dict(help="share of images held out for testing when the encoders are single "
-                                      "files; loop folders keep their own parts (default: %(default)s)")),
-        ("--seed", dict(help="seed of the split, probe split, draws and bootstrap (default: %(default)s)")),
+        lp,
+        ("--out", dict(default="repeval_leaderboard")),
+        (
+            "--test-fraction",
+            dict(
+                help="share of images held out for testing when the encoders are single "
+                "files; loop folders keep their own parts (default: %(default)s)"
+            ),
+        ),
+        (
+            "--seed",
+            dict(help="seed of the split, probe split, draws and bootstrap (default: %(default)s)"),
+        ),
         "--k",
-        ("--rank-by", dict(choices=("probe", "knn"), default="probe",
-                           help="protocol of the ranking (default: %(default)s)")),
-        ("--correction", dict(choices=tuple(CORRECTIONS), default="holm",
-                              help="multiple-comparison correction across pairs: holm (family-wise error) or "
-                                   "bh (Benjamini-Hochberg false discovery rate) (default: %(default)s)")),
-        "--alpha", "--boot", "--draws", "--id-batch", "--probe-c", "--blas-threads", "--quiet")
+        (
+            "--rank-by",
+            dict(
+                choices=("probe", "knn"),
+                default="probe",
+                help="protocol of the ranking (default: %(default)s)",
+            ),
+        ),
+        (
+            "--correction",
+            dict(
+                choices=tuple(CORRECTIONS),
+                default="holm",
+                help="multiple-comparison correction across pairs: holm (family-wise error) or "
+                "bh (Benjamini-Hochberg false discovery rate) (default: %(default)s)",
+            ),
+        ),
+        "--alpha",
+        "--boot",
+        "--draws",
+        "--id-batch",
+        "--probe-c",
+        "--blas-threads",
+        "--quiet",
+    )
     lp.set_defaults(func=cmd_leaderboard)

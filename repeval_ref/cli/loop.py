@@ -48,6 +48,7 @@ Examples::
     repeval loop --backbone torchvision:resnet50 --weights resnet50.pth --data /data/pets
     repeval loop --backbone zoo:efficientnet_lite0 --data fashion-mnist --limit 2000
 """
+
 from __future__ import annotations
 
 import argparse
@@ -68,44 +69,89 @@ class _UsageError(Exception):
 
 
 def _parse(argv, prog=PROG):
-    p = argparse.ArgumentParser(prog=prog, description=DESCRIPTION.format(prog=prog),
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--backbone", default="small-cnn",
-                   help="small-cnn (default), torchvision:ARCH, timm:ARCH or zoo:NAME")
-    p.add_argument("--weights", default=None, help="local weights file for a torchvision/timm backbone")
-    p.add_argument("--hub", action="store_true", help="let torchvision/timm download weights (needs internet)")
-    p.add_argument("--random-init", action="store_true",
-                   help="run a torchvision/timm backbone at random initialisation, knowingly "
-                        "(its features are those of an untrained network)")
-    p.add_argument("--data", default="digits",
-                   help="'digits' (default), 'fashion-mnist' (its train and test splits), or an image "
-                        "folder: DIR/train and DIR/test (or DIR/val) with class subfolders, or DIR with "
-                        "class subfolders (split 75/25)")
-    p.add_argument("--image-size", type=int, default=None,
-                   help="center-crop size for image folders (default 224); side the digits or "
-                        "Fashion-MNIST images are resized to for an encoder that prepares its inputs "
-                        "(default 96)")
-    p.add_argument("--limit", type=int, default=None,
-                   help="use only the first N training and the first N test images (a quick run)")
-    p.add_argument("--pretrain-epochs", type=int, default=3,
-                   help="epochs of supervised training of the small CNN (0: random initialisation)")
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description=DESCRIPTION.format(prog=prog),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--backbone",
+        default="small-cnn",
+        help="small-cnn (default), torchvision:ARCH, timm:ARCH or zoo:NAME",
+    )
+    p.add_argument(
+        "--weights", default=None, help="local weights file for a torchvision/timm backbone"
+    )
+    p.add_argument(
+        "--hub", action="store_true", help="let torchvision/timm download weights (needs internet)"
+    )
+    p.add_argument(
+        "--random-init",
+        action="store_true",
+        help="run a torchvision/timm backbone at random initialisation, knowingly "
+        "(its features are those of an untrained network)",
+    )
+    p.add_argument(
+        "--data",
+        default="digits",
+        help="'digits' (default), 'fashion-mnist' (its train and test splits), or an image "
+        "folder: DIR/train and DIR/test (or DIR/val) with class subfolders, or DIR with "
+        "class subfolders (split 75/25)",
+    )
+    p.add_argument(
+        "--image-size",
+        type=int,
+        default=None,
+        help="center-crop size for image folders (default 224); side the digits or "
+        "Fashion-MNIST images are resized to for an encoder that prepares its inputs "
+        "(default 96)",
+    )
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help="use only the first N training and the first N test images (a quick run)",
+    )
+    p.add_argument(
+        "--pretrain-epochs",
+        type=int,
+        default=3,
+        help="epochs of supervised training of the small CNN (0: random initialisation)",
+    )
     p.add_argument("--probe-epochs", type=int, default=30, help="epochs of probe training (>= 1)")
-    p.add_argument("--lr", type=float, default=0.1, help="probe learning rate (SGD, cosine schedule)")
+    p.add_argument(
+        "--lr", type=float, default=0.1, help="probe learning rate (SGD, cosine schedule)"
+    )
     p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--grid", action="store_true", help="also train a DINOv2-style probe grid at once")
-    p.add_argument("--cache-dir", default=None, help="cache extracted features here (memory-mapped .npy)")
-    p.add_argument("--save-features", default=None, metavar="DIR",
-                   help="write the frozen features with their labels to DIR/train.npz and DIR/test.npz, "
-                        "the layout `repeval report DIR` reads")
+    p.add_argument(
+        "--grid", action="store_true", help="also train a DINOv2-style probe grid at once"
+    )
+    p.add_argument(
+        "--cache-dir", default=None, help="cache extracted features here (memory-mapped .npy)"
+    )
+    p.add_argument(
+        "--save-features",
+        default=None,
+        metavar="DIR",
+        help="write the frozen features with their labels to DIR/train.npz and DIR/test.npz, "
+        "the layout `repeval report DIR` reads",
+    )
     p.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--progress", action="store_true",
-                   help="progress bars (needs tqdm), drawn only when stderr is a terminal")
-    p.add_argument("--summary", action=argparse.BooleanOptionalAction, default=True,
-                   help="after the loop's own probe, print the numbers repeval report computes on "
-                        "these features: weighted k-NN, the linear probe with C chosen on a "
-                        "validation split, low-shot nearest class mean (default: on; --no-summary "
-                        "skips them, e.g. on a large set where the probe's sweep over C is slow)")
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="progress bars (needs tqdm), drawn only when stderr is a terminal",
+    )
+    p.add_argument(
+        "--summary",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="after the loop's own probe, print the numbers repeval report computes on "
+        "these features: weighted k-NN, the linear probe with C chosen on a "
+        "validation split, low-shot nearest class mean (default: on; --no-summary "
+        "skips them, e.g. on a large set where the probe's sweep over C is slow)",
+    )
     return p.parse_args(argv)
 
 
@@ -116,51 +162,91 @@ def _check_args(args):
     if args.pretrain_epochs < 0:
         raise _UsageError(f"--pretrain-epochs must be >= 0, got {args.pretrain_epochs}")
     if args.batch_size < 2:
-        raise _UsageError(f"--batch-size must be >= 2 (the probe's BatchNorm needs two samples), got {args.batch_size}")
+        raise _UsageError(
+            "--batch-size must be >= 2 (the probe's BatchNorm needs two samples), got "
+            f"{args.batch_size}"
+        )
     if not (math.isfinite(args.lr) and args.lr > 0):
         raise _UsageError(f"--lr must be a positive number, got {args.lr}")
     if args.image_size is not None and args.image_size < 1:
         raise _UsageError(f"--image-size must be >= 1, got {args.image_size}")
     if args.limit is not None and args.limit < 2:
-        raise _UsageError(f"--limit must be >= 2 (the probe's BatchNorm needs two samples), got {args.limit}")
-    weight_flags = [flag for flag, on in (("--weights", args.weights is not None), ("--hub", args.hub),
-                                          ("--random-init", args.random_init)) if on]
+        raise _UsageError(
+            f"--limit must be >= 2 (the probe's BatchNorm needs two samples), got {args.limit}"
+        )
+    weight_flags = [
+        flag
+        for flag, on in (
+            ("--weights", args.weights is not None),
+            ("--hub", args.hub),
+            ("--random-init", args.random_init),
+        )
+        if on
+    ]
     if args.backbone == "small-cnn":
         if args.data != "digits":
-            raise _UsageError("the built-in small CNN is for --data digits; choose a --backbone for images")
-        extra = [flag for flag, on in (("--weights", args.weights is not None), ("--hub", args.hub),
-                                       ("--random-init", args.random_init)) if on]
+            raise _UsageError(
+                "the built-in small CNN is for --data digits; choose a --backbone for images"
+            )
+        extra = [
+            flag
+            for flag, on in (
+                ("--weights", args.weights is not None),
+                ("--hub", args.hub),
+                ("--random-init", args.random_init),
+            )
+            if on
+        ]
         if extra:
-            raise _UsageError(f"{extra[0]} is for a torchvision/timm --backbone; the built-in small CNN is "
-                              "trained here (--pretrain-epochs 0 leaves it at random initialisation)")
+            raise _UsageError(
+                f"{extra[0]} is for a torchvision/timm --backbone; the built-in small CNN is "
+                "trained here (--pretrain-epochs 0 leaves it at random initialisation)"
+            )
     else:
         library, _, arch = args.backbone.partition(":")
         if library not in ("torchvision", "timm", "zoo") or not arch:
-            raise _UsageError("--backbone must be small-cnn, torchvision:ARCH, timm:ARCH or zoo:NAME, "
-                              f"got {args.backbone!r}")
+            raise _UsageError(
+                "--backbone must be small-cnn, torchvision:ARCH, timm:ARCH or zoo:NAME, "
+                f"got {args.backbone!r}"
+            )
     if args.backbone.startswith("zoo:"):
         if weight_flags:
-            raise _UsageError(f"{weight_flags[0]} is for a torchvision/timm --backbone; "
-                              f"{args.backbone} loads the weights shipped with it")
+            raise _UsageError(
+                f"{weight_flags[0]} is for a torchvision/timm --backbone; "
+                f"{args.backbone} loads the weights shipped with it"
+            )
     elif args.backbone != "small-cnn":
-        chosen = [flag for flag, on in (("--weights", args.weights is not None), ("--hub", args.hub),
-                                        ("--random-init", args.random_init)) if on]
+        chosen = [
+            flag
+            for flag, on in (
+                ("--weights", args.weights is not None),
+                ("--hub", args.hub),
+                ("--random-init", args.random_init),
+            )
+            if on
+        ]
         if not chosen:
             raise _UsageError(
-                f"--backbone {args.backbone} needs weights: pass --weights PATH (a local state dict), "
-                "--hub (download them; needs internet), or --random-init (an untrained network, "
-                "whose features mean nothing)"
+                f"--backbone {args.backbone} needs weights: pass --weights PATH (a local state "
+                "dict), --hub (download them; needs internet), or --random-init (an untrained "
+                "network, whose features mean nothing)"
             )
         if len(chosen) > 1:
-            raise _UsageError(f"choose one of --weights, --hub and --random-init, not {' and '.join(chosen)}")
+            raise _UsageError(
+                f"choose one of --weights, --hub and --random-init, not {' and '.join(chosen)}"
+            )
         if args.weights is not None and not os.path.isfile(args.weights):
             raise _UsageError(f"--weights file not found: {args.weights!r}")
     if args.data not in ("digits", "fashion-mnist") and not os.path.isdir(args.data):
-        raise _UsageError(f"--data folder not found: {args.data!r} (use 'digits', 'fashion-mnist' or an image folder)")
+        raise _UsageError(
+            f"--data folder not found: {args.data!r} (use 'digits', 'fashion-mnist' or an image "
+            "folder)"
+        )
 
 
 def _image_arrays(args):
-    """Images and labels of ``--data digits`` or ``fashion-mnist``: (train, test, n_classes, name)."""
+    """Images and labels of ``--data digits`` or ``fashion-mnist``: (train, test, n_classes,
+    name)."""
     import torch
 
     if args.data == "digits":
@@ -178,7 +264,8 @@ def _image_arrays(args):
 
 
 def _load_data(args, encoder=None):
-    """(train, test, n_classes, data name); ``encoder.prepare_inputs``, when it exists, prepares arrays."""
+    """(train, test, n_classes, data name); ``encoder.prepare_inputs``, when it exists, prepares
+    arrays."""
     from torch.utils.data import Subset
 
     from repeval_ref.torch.data import PreparedImages
@@ -205,10 +292,16 @@ def _load_data(args, encoder=None):
     from repeval_ref.torch.data import IMAGENET_MEAN, IMAGENET_STD, ImageFolder
 
     crop = 224 if args.image_size is None else args.image_size
-    norm = dict(mean=getattr(encoder, "input_mean", IMAGENET_MEAN), std=getattr(encoder, "input_std", IMAGENET_STD))
+    norm = dict(
+        mean=getattr(encoder, "input_mean", IMAGENET_MEAN),
+        std=getattr(encoder, "input_std", IMAGENET_STD),
+    )
     root = args.data
     name = os.path.basename(os.path.abspath(root))
-    test_dir = next((os.path.join(root, s) for s in ("test", "val") if os.path.isdir(os.path.join(root, s))), None)
+    test_dir = next(
+        (os.path.join(root, s) for s in ("test", "val") if os.path.isdir(os.path.join(root, s))),
+        None,
+    )
     if os.path.isdir(os.path.join(root, "train")) and test_dir:
         train = ImageFolder(os.path.join(root, "train"), crop=crop, **norm)
         test = ImageFolder(test_dir, crop=crop, **norm)
@@ -218,8 +311,14 @@ def _load_data(args, encoder=None):
     else:
         full = ImageFolder(root, crop=crop, **norm)
         idx = np.arange(len(full))
-        tr, te = train_test_split(idx, test_size=0.25, random_state=args.seed, stratify=full.targets)
-        train, test, n_classes = Subset(full, np.sort(tr)), Subset(full, np.sort(te)), len(full.classes)
+        tr, te = train_test_split(
+            idx, test_size=0.25, random_state=args.seed, stratify=full.targets
+        )
+        train, test, n_classes = (
+            Subset(full, np.sort(tr)),
+            Subset(full, np.sort(te)),
+            len(full.classes),
+        )
     if limit is not None:
         train, test = (Subset(d, np.arange(min(limit, len(d)))) for d in (train, test))
     return train, test, n_classes, name
@@ -237,17 +336,31 @@ def _build_encoder(args, train, n_classes, log):
         torch.manual_seed(args.seed)
         enc = SmallCNN(in_channels=1, width=16)
         if args.pretrain_epochs > 0:
-            log(f"training the small CNN for {args.pretrain_epochs} epoch(s) on the digits training split")
-            pretrain_encoder(enc, train[0], train[1].numpy(), n_classes, epochs=args.pretrain_epochs, seed=args.seed)
+            log(
+                f"training the small CNN for {args.pretrain_epochs} epoch(s) on the digits "
+                "training split"
+            )
+            pretrain_encoder(
+                enc,
+                train[0],
+                train[1].numpy(),
+                n_classes,
+                epochs=args.pretrain_epochs,
+                seed=args.seed,
+            )
         else:
-            log("small CNN at random initialisation (its BatchNorm statistics are the initial ones)")
+            log(
+                "small CNN at random initialisation (its BatchNorm statistics are the initial ones)"
+            )
         return enc.eval()
     library, _, arch = args.backbone.partition(":")
     if library == "zoo":
         return load_backbone(arch, library="zoo")
     if args.random_init:
-        log(f"warning: --random-init: {args.backbone} is untrained (random initialisation); "
-            "its features, and the accuracies below, say nothing about a pretrained model")
+        log(
+            f"warning: --random-init: {args.backbone} is untrained (random initialisation); "
+            "its features, and the accuracies below, say nothing about a pretrained model"
+        )
     return load_backbone(arch, args.weights, library=library, hub=args.hub)
 
 
@@ -318,14 +431,26 @@ def _main(args):
         h_test = frozen_features(encoder, _batches(test, args.batch_size))
         y_train, y_test = train[1].numpy(), test[1].numpy()
     else:
-        kw = dict(layers=[""], poolings=("flat",), batch_size=args.batch_size, device=device,
-                  cache_dir=args.cache_dir, model_name=args.backbone, progress=_bars(args))
+        kw = dict(
+            layers=[""],
+            poolings=("flat",),
+            batch_size=args.batch_size,
+            device=device,
+            cache_dir=args.cache_dir,
+            model_name=args.backbone,
+            progress=_bars(args),
+        )
         f_train = extract_features(encoder, train, data_name=f"{data_name}-train", **kw)
         f_test = extract_features(encoder, test, data_name=f"{data_name}-test", **kw)
         if args.cache_dir is not None:
-            log(f"features: train {'read from' if f_train.from_cache else 'written to'} the cache, "
-                f"test {'read from' if f_test.from_cache else 'written to'} the cache")
-        h_train, h_test = torch.from_numpy(f_train.view(1, "flat")), torch.from_numpy(f_test.view(1, "flat"))
+            log(
+                f"features: train {'read from' if f_train.from_cache else 'written to'} the cache, "
+                f"test {'read from' if f_test.from_cache else 'written to'} the cache"
+            )
+        h_train, h_test = (
+            torch.from_numpy(f_train.view(1, "flat")),
+            torch.from_numpy(f_test.view(1, "flat")),
+        )
         y_train, y_test = f_train.labels, f_test.labels
     log(f"features: train {tuple(h_train.shape)}, test {tuple(h_test.shape)}")
     if args.save_features is not None:
@@ -333,13 +458,25 @@ def _main(args):
     elif args.cache_dir is not None:
         from repeval_ref.torch.extract import cache_name
 
-        log(f"evaluate these features: repeval report {os.path.join(args.cache_dir, cache_name(args.backbone))}")
+        log(
+            "evaluate these features: repeval report "
+            f"{os.path.join(args.cache_dir, cache_name(args.backbone))}"
+        )
 
-    probe = train_probe(h_train, y_train, n_classes, epochs=args.probe_epochs, lr=args.lr,
-                        batch_size=args.batch_size, seed=args.seed)
+    probe = train_probe(
+        h_train,
+        y_train,
+        n_classes,
+        epochs=args.probe_epochs,
+        lr=args.lr,
+        batch_size=args.batch_size,
+        seed=args.seed,
+    )
     print(f"probe accuracy: {probe_accuracy(probe, h_test, y_test):.3f}")
-    print(f"  (the loop's own probe: BatchNorm without scale or shift and a linear layer, SGD for "
-          f"{args.probe_epochs} epochs, seed {args.seed}; not the tuned probe of repeval report)")
+    print(
+        f"  (the loop's own probe: BatchNorm without scale or shift and a linear layer, SGD for "
+        f"{args.probe_epochs} epochs, seed {args.seed}; not the tuned probe of repeval report)"
+    )
     if args.summary:
         _print_summary(args, h_train, y_train, h_test, y_test, log)
 
@@ -376,7 +513,8 @@ def _bars(args):
 
 
 def _print_summary(args, h_train, y_train, h_test, y_test, log):
-    """Print the headline numbers of ``repeval report`` on these features (same calls, same defaults).
+    """Print the headline numbers of ``repeval report`` on these features (same calls, same
+    defaults).
 
     Features are taken as float64, as the report reads the saved files. When the
     report would refuse the features (an all-zero row, a class with one image), the
@@ -387,8 +525,13 @@ def _print_summary(args, h_train, y_train, h_test, y_test, log):
     from ._inputs import InputError, zero_rows, zero_rows_message
     from ._progress import Progress
 
-    parts = [(np.asarray(h.detach().cpu() if hasattr(h, "detach") else h, dtype=np.float64),
-              np.asarray(y, dtype=np.int64)) for h, y in ((h_train, y_train), (h_test, y_test))]
+    parts = [
+        (
+            np.asarray(h.detach().cpu() if hasattr(h, "detach") else h, dtype=np.float64),
+            np.asarray(y, dtype=np.int64),
+        )
+        for h, y in ((h_train, y_train), (h_test, y_test))
+    ]
     (xtr, ytr), (xte, yte) = parts
     who = ("the training features", "the test features")
     if args.save_features is not None:
@@ -398,14 +541,23 @@ def _print_summary(args, h_train, y_train, h_test, y_test, log):
             zero = zero_rows(x)
             if zero.size:
                 raise InputError(zero_rows_message(w, zero, x.shape[0]))
-        summ = summary_section(xtr, ytr, xte, yte, seed=args.seed, who=who,
-                               progress=Progress(enabled=bool(args.progress)))
+        summ = summary_section(
+            xtr,
+            ytr,
+            xte,
+            yte,
+            seed=args.seed,
+            who=who,
+            progress=Progress(enabled=bool(args.progress)),
+        )
     except InputError as exc:
         print(f"the protocols of repeval report: not computed ({exc})")
         return
-    print(f"the protocols of repeval report on these features ({summ['n_train']} training and "
-          f"{summ['n_test']} test images, seed {summ['seed']}; low-shot: mean +- std over "
-          f"{summ['draws']} draws):")
+    print(
+        f"the protocols of repeval report on these features ({summ['n_train']} training and "
+        f"{summ['n_test']} test images, seed {summ['seed']}; low-shot: mean +- std over "
+        f"{summ['draws']} draws):"
+    )
     rows = R.headline_rows(summ["knn"], summ["linear_probe"], summ["low_shot"], plus="+-")
     text = R.table(rows, ["protocol", R.ACCURACY_HEADER.replace("±", "+-")])
     print("\n".join("  " + line for line in text.splitlines()))
@@ -416,11 +568,16 @@ def _save_features(folder, h_train, y_train, h_test, y_test, log):
     os.makedirs(folder, exist_ok=True)
     for name, h, y in (("train", h_train, y_train), ("test", h_test, y_test)):
         tmp = os.path.join(folder, f".{name}.tmp.npz")
-        np.savez(tmp, features=np.asarray(h.detach().cpu() if hasattr(h, "detach") else h),
-                 labels=np.asarray(y, dtype=np.int64))
+        np.savez(
+            tmp,
+            features=np.asarray(h.detach().cpu() if hasattr(h, "detach") else h),
+            labels=np.asarray(y, dtype=np.int64),
+        )
         os.replace(tmp, os.path.join(folder, f"{name}.npz"))
-    log(f"features written to {os.path.join(folder, 'train.npz')} and test.npz; "
-        f"evaluate them: repeval report {folder}")
+    log(
+        f"features written to {os.path.join(folder, 'train.npz')} and test.npz; "
+        f"evaluate them: repeval report {folder}"
+    )
 
 
 def _run_grid(args, encoder, train, test, n_classes, data_name, device):
@@ -438,15 +595,30 @@ def _run_grid(args, encoder, train, test, n_classes, data_name, device):
         encoder(x0)
         tokens = taps.outputs[layers[-1]].ndim == 3
     poolings = ("cls", "mean") if tokens else ("mean",)
-    kw = dict(layers=layers, poolings=poolings, batch_size=args.batch_size, device=device,
-              cache_dir=args.cache_dir, model_name=args.backbone, progress=_bars(args))
+    kw = dict(
+        layers=layers,
+        poolings=poolings,
+        batch_size=args.batch_size,
+        device=device,
+        cache_dir=args.cache_dir,
+        model_name=args.backbone,
+        progress=_bars(args),
+    )
     f_train = extract_features(encoder, train, data_name=f"{data_name}-train-blocks", **kw)
     f_test = extract_features(encoder, test, data_name=f"{data_name}-test-blocks", **kw)
     views = ("cls", "cls+mean") if tokens else ("mean",)
     lrs = [0.01, 0.03, 0.1, 0.3, 1.0]
-    result = probe_grid_search(grid_views(f_train, (1, 4), views), f_train.labels,
-                               grid_views(f_test, (1, 4), views), f_test.labels, n_classes, lrs,
-                               epochs=args.probe_epochs, batch_size=args.batch_size, seed=args.seed)
+    result = probe_grid_search(
+        grid_views(f_train, (1, 4), views),
+        f_train.labels,
+        grid_views(f_test, (1, 4), views),
+        f_test.labels,
+        n_classes,
+        lrs,
+        epochs=args.probe_epochs,
+        batch_size=args.batch_size,
+        seed=args.seed,
+    )
     print(result.report())
 
 

@@ -1,4 +1,5 @@
-"""Supervised pre-training of the loop's built-in small CNN on the digits, so its features mean something.
+"""Supervised pre-training of the loop's built-in small CNN on the digits, so its features mean
+something.
 
 Book: chapter "Linear probes", the PyTorch reference loop; seed 000, "In PyTorch".
 ``repeval loop`` (:mod:`repeval_ref.cli.loop`) trains its
@@ -7,6 +8,7 @@ Book: chapter "Linear probes", the PyTorch reference loop; seed 000, "In PyTorch
 offline demo, so it lives beside the loop and not in :mod:`repeval_ref.torch`, which
 only evaluates encoders.
 """
+
 from __future__ import annotations
 
 import torch
@@ -17,7 +19,9 @@ from .._validation import as_labels, check_int, check_positive
 __all__ = ["pretrain_encoder"]
 
 
-def pretrain_encoder(encoder, images, labels, n_classes, *, epochs=3, lr=3e-3, batch_size=64, seed=0):
+def pretrain_encoder(
+    encoder, images, labels, n_classes, *, epochs=3, lr=3e-3, batch_size=64, seed=0
+):
     """Train ``encoder`` plus a throw-away linear head by cross-entropy (supervised pre-training).
 
     The head is discarded, as the projection head of a pre-trained model is before
@@ -63,7 +67,7 @@ def pretrain_encoder(encoder, images, labels, n_classes, *, epochs=3, lr=3e-3, b
     for _ in range(epochs):
         order = torch.randperm(images.shape[0], generator=gen)
         for start in range(0, images.shape[0], batch_size):
-            idx = order[start:start + batch_size]
+            idx = order[start : start + batch_size]
             if idx.numel() < 2:  # a batch of one has no BatchNorm statistics
                 continue
             loss = nn.functional.cross_entropy(head(encoder(images[idx])), y[idx])

@@ -40,6 +40,7 @@ The command is three modules: :mod:`._suite_encoders` (encoders, tasks and the f
 cache), this one (:class:`SuiteSettings`, :func:`run_suite`, the result cache and the
 command) and :mod:`._suite_render` (tables, heat map, pages).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,12 +55,33 @@ import numpy as np
 
 from . import _render as R
 from ._arguments import Settings, add_command, add_options, positive_int
-from ._evaluate import (KNN_HEADLINE_KS, KNN_TAU, LOW_SHOT_DRAWS, PAIRED_BOOTSTRAP, PROBE_CS, TEST_FRACTION,
-                        acc_entry, blas_threads, knn_curve_predictions, low_shot_section, probe_section)
+from ._evaluate import (
+    KNN_HEADLINE_KS,
+    KNN_TAU,
+    LOW_SHOT_DRAWS,
+    PAIRED_BOOTSTRAP,
+    PROBE_CS,
+    TEST_FRACTION,
+    acc_entry,
+    blas_threads,
+    knn_curve_predictions,
+    low_shot_section,
+    probe_section,
+)
 from ._inputs import InputError, _short, check_out_dir, prepare_split, read_input, refuse_zero_rows
 from ._progress import Progress
-from ._suite_encoders import (DEFAULT_BATCH, EFFICIENTNET_BATCH, ImageEncoder, _image_input, _sha, _task_card,
-                              folder_task_entries, resolve_encoders, task_source, threads_limited)
+from ._suite_encoders import (
+    DEFAULT_BATCH,
+    EFFICIENTNET_BATCH,
+    ImageEncoder,
+    _image_input,
+    _sha,
+    _task_card,
+    folder_task_entries,
+    resolve_encoders,
+    task_source,
+    threads_limited,
+)
 from ._suite_render import PAIRED
 from .leaderboard import check_same_images, pairwise
 
@@ -76,8 +98,16 @@ RESULT_CACHE_VERSION = 2
 
 
 def _settings_key(args, protocols):
-    return {"version": RESULT_CACHE_VERSION, "k": args.k, "tau": KNN_TAU, "probe_c": [float(c) for c in args.probe_c],
-            "seed": args.seed, "draws": args.draws, "shots": args.shots, "protocols": list(protocols)}
+    return {
+        "version": RESULT_CACHE_VERSION,
+        "k": args.k,
+        "tau": KNN_TAU,
+        "probe_c": [float(c) for c in args.probe_c],
+        "seed": args.seed,
+        "draws": args.draws,
+        "shots": args.shots,
+        "protocols": list(protocols),
+    }
 
 
 def evaluate(name, inp, tr, te, classes, counts, args, protocols, progress, result_dir):
@@ -91,27 +121,47 @@ def evaluate(name, inp, tr, te, classes, counts, args, protocols, progress, resu
     yi = np.searchsorted(classes, inp.y)
     key = None
     if result_dir is not None:
-        key = _sha(X.shape, X.tobytes(), yi.tobytes(), tr.tobytes(), te.tobytes(),
-                   json.dumps(_settings_key(args, protocols), sort_keys=True))
+        key = _sha(
+            X.shape,
+            X.tobytes(),
+            yi.tobytes(),
+            tr.tobytes(),
+            te.tobytes(),
+            json.dumps(_settings_key(args, protocols), sort_keys=True),
+        )
         hit = _read_result(result_dir, key, protocols)
         if hit is not None:
             return hit[0], hit[1], True
     Xtr, Xte, ytr, yte = X[tr], X[te], yi[tr], yi[te]
     entries, correct = {}, {}
     if "knn" in protocols:
-        pred = knn_curve_predictions(Xtr, ytr, Xte, (args.k,), classes.size, progress, label=f"{name}: k-NN")[0]
+        pred = knn_curve_predictions(
+            Xtr, ytr, Xte, (args.k,), classes.size, progress, label=f"{name}: k-NN"
+        )[0]
         correct["knn"] = pred == yte
         entries["knn"] = acc_entry(correct["knn"])
     with blas_threads(args.blas_threads):
         if "probe" in protocols:
-            info, acc, pred = probe_section(Xtr, ytr, Xte, yte, args.seed, args.probe_c, progress,
-                                            f"the training part of {inp.path}")
+            info, acc, pred = probe_section(
+                Xtr,
+                ytr,
+                Xte,
+                yte,
+                args.seed,
+                args.probe_c,
+                progress,
+                f"the training part of {inp.path}",
+            )
             correct["probe"] = pred == yte
-            entries["probe"] = {**acc, "best_C": info["best_C"],
-                                "dropped_constant_features": info["dropped_constant_features"]}
+            entries["probe"] = {
+                **acc,
+                "best_C": info["best_C"],
+                "dropped_constant_features": info["dropped_constant_features"],
+            }
         if "fewshot" in protocols:
-            entries["fewshot"] = low_shot_section(Xtr, ytr, Xte, yte, counts, args.draws, args.seed,
-                                                  shots_list=(args.shots,))[0]
+            entries["fewshot"] = low_shot_section(
+                Xtr, ytr, Xte, yte, counts, args.draws, args.seed, shots_list=(args.shots,)
+            )[0]
     if key is not None:
         _write_result(result_dir, key, entries, correct)
     return entries, correct, False
@@ -132,8 +182,11 @@ def _read_result(result_dir, key, protocols):
 
 def _write_result(result_dir, key, entries, correct):
     buf = io.BytesIO()
-    np.savez(buf, entries=np.array(json.dumps(entries, default=R.json_default)),
-             **{f"correct_{p}": c for p, c in correct.items()})
+    np.savez(
+        buf,
+        entries=np.array(json.dumps(entries, default=R.json_default)),
+        **{f"correct_{p}": c for p, c in correct.items()},
+    )
     try:
         R.write_files(result_dir, {f"{key}.npz": buf.getvalue()})
     except OSError:
@@ -149,8 +202,10 @@ def _load_feature_inputs(enc_entries, tasks, folders):
         have = folders[e["name"]]
         for task in tasks:
             if task not in have:
-                raise InputError(f"feature folder {e['path']} has no task {task!r} (expected {e['path'] / task}/ "
-                                 f"or {e['path'] / task}.npz)")
+                raise InputError(
+                    f"feature folder {e['path']} has no task {task!r} (expected "
+                    f"{e['path'] / task}/ or {e['path'] / task}.npz)"
+                )
             inp = read_input(have[task], f"encoder {e['name']}, task {task}")
             refuse_zero_rows(inp)
             out[(e["name"], task)] = inp
@@ -167,25 +222,34 @@ def _choose_tasks(args, enc_entries, src, folders):
             if missing:
                 known = tuple(src.TRANSFER_TASKS)
                 why = "unknown task" if missing[0] not in known else "task not installed here"
-                raise InputError(f"--tasks: {why} {missing[0]!r} (installed: {', '.join(avail) or 'none'}; "
-                                 f"the suite: {', '.join(known)})")
+                raise InputError(
+                    f"--tasks: {why} {missing[0]!r} (installed: {', '.join(avail) or 'none'}; "
+                    f"the suite: {', '.join(known)})"
+                )
         return tasks
     if image:
         tasks = tuple(src.available_tasks())
         if not tasks:
-            raise InputError("no task of the suite is installed here (see repeval_ref.datasets.transfer)")
+            raise InputError(
+                "no task of the suite is installed here (see repeval_ref.datasets.transfer)"
+            )
         return tasks
     first = next(e for e in enc_entries if e["kind"] == "features")
     tasks = tuple(folders[first["name"]])
     if not tasks:
-        raise InputError(f"feature folder {first['path']} holds no task (a sub-folder or a feature file per task)")
+        raise InputError(
+            f"feature folder {first['path']} holds no task (a sub-folder or a feature file per "
+            "task)"
+        )
     return tasks
 
 
 def _tasks_arg(text):
     names = tuple(t.strip() for t in text.split(",") if t.strip())
     if not names or len(set(names)) != len(names):
-        raise argparse.ArgumentTypeError(f"expected distinct comma-separated task names, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected distinct comma-separated task names, got {text!r}"
+        )
     return names
 
 
@@ -193,7 +257,9 @@ def _protocols_arg(text):
     names = tuple(t.strip() for t in text.split(",") if t.strip())
     bad = [n for n in names if n not in PROTOCOLS]
     if not names or bad or len(set(names)) != len(names):
-        raise argparse.ArgumentTypeError(f"expected distinct protocols from {','.join(PROTOCOLS)}, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected distinct protocols from {','.join(PROTOCOLS)}, got {text!r}"
+        )
     return tuple(p for p in PROTOCOLS if p in names)
 
 
@@ -205,11 +271,25 @@ def _cache_root(args):
     return Path(os.environ.get("REPEVAL_CACHE") or Path.home() / ".cache" / "repeval")
 
 
-
-
-def _one_task(task, args, enc_entries, feat_inputs, image_encoders, src, images, cache, names, protocols,
-              progress, result_dir, per_task, correct, timing):
-    """Features, evaluations and paired tests of every encoder on one task (into ``per_task``, ``correct``).
+def _one_task(
+    task,
+    args,
+    enc_entries,
+    feat_inputs,
+    image_encoders,
+    src,
+    images,
+    cache,
+    names,
+    protocols,
+    progress,
+    result_dir,
+    per_task,
+    correct,
+    timing,
+):
+    """Features, evaluations and paired tests of every encoder on one task (into ``per_task``,
+    ``correct``).
 
     ``timing`` accumulates the seconds of each phase: images and features, evaluations,
     paired tests.
@@ -231,24 +311,41 @@ def _one_task(task, args, enc_entries, feat_inputs, image_encoders, src, images,
     entries = [{"name": e["name"], "path": str(e["path"] or e["spec"])} for e in enc_entries]
     check_same_images(entries, data)
     ref = data[0]
-    tr, te, split, classes, counts = prepare_split(ref, args.test_fraction, args.seed,
-                                                   f"the labels of {ref.files[0]}", context=f"task {task}: ")
+    tr, te, split, classes, counts = prepare_split(
+        ref,
+        args.test_fraction,
+        args.seed,
+        f"the labels of {ref.files[0]}",
+        context=f"task {task}: ",
+    )
     results, task_correct = [], {p: [] for p in correct}
     for e, inp in zip(enc_entries, data):
-        ent, corr, hit = evaluate(e["name"], inp, tr, te, classes, counts, args, protocols, progress, result_dir)
+        ent, corr, hit = evaluate(
+            e["name"], inp, tr, te, classes, counts, args, protocols, progress, result_dir
+        )
         cache["evaluations_read" if hit else "evaluations_computed"] += 1
         results.append({"name": e["name"], "dim": int(inp.x.shape[1]), **ent})
         for p in task_correct:
             task_correct[p].append(corr[p])
     t2 = time.perf_counter()
     timing["evaluations_s"] += t2 - t1
-    pairs = {p: pairwise(names, task_correct[p], args.boot, args.seed, args.correction) for p in task_correct}
+    pairs = {
+        p: pairwise(names, task_correct[p], args.boot, args.seed, args.correction)
+        for p in task_correct
+    }
     for p in task_correct:
         correct[p][task] = np.stack(task_correct[p])
     timing["paired_tests_s"] += time.perf_counter() - t2
     card = _task_card(src, task) if task in tuple(src.TRANSFER_TASKS) else {"name": task}
-    per_task[task] = {"card": card, "split": split, "n_train": int(tr.size), "n_test": int(te.size),
-                      "n_classes": int(classes.size), "results": results, "pairs": pairs}
+    per_task[task] = {
+        "card": card,
+        "split": split,
+        "n_train": int(tr.size),
+        "n_test": int(te.size),
+        "n_classes": int(classes.size),
+        "results": results,
+        "pairs": pairs,
+    }
 
 
 @dataclass(frozen=True)
@@ -285,7 +382,9 @@ class SuiteSettings(Settings):
     def __post_init__(self):
         bad = [p for p in self.protocols if p not in PROTOCOLS]
         if not self.protocols or bad:
-            raise ValueError(f"protocols must be a non-empty subset of {PROTOCOLS}, got {self.protocols!r}")
+            raise ValueError(
+                f"protocols must be a non-empty subset of {PROTOCOLS}, got {self.protocols!r}"
+            )
         if self.draws < 2:
             raise ValueError(f"draws must be at least 2, got {self.draws!r}")
         object.__setattr__(self, "encoders", tuple(self.encoders))
@@ -317,7 +416,9 @@ def run_suite(settings: SuiteSettings, progress=None):
 
     t_start = time.perf_counter()
     enc_entries = resolve_encoders(args.encoders, args.backbone, args.weights, args.random_init)
-    folders = {e["name"]: folder_task_entries(e["path"]) for e in enc_entries if e["kind"] == "features"}
+    folders = {
+        e["name"]: folder_task_entries(e["path"]) for e in enc_entries if e["kind"] == "features"
+    }
     src = task_source()
     tasks = _choose_tasks(args, enc_entries, src, folders)
     protocols = args.protocols
@@ -325,55 +426,122 @@ def run_suite(settings: SuiteSettings, progress=None):
     feat_dir = None if root is None else root / "zoo-features"
     result_dir = None if root is None else root / "suite-results"
     feat_inputs = _load_feature_inputs(enc_entries, tasks, folders)
-    image_encoders = {e["name"]: ImageEncoder(e, feat_dir, args.image_size, args.batch_size)
-                      for e in enc_entries if e["kind"] != "features"}
+    image_encoders = {
+        e["name"]: ImageEncoder(e, feat_dir, args.image_size, args.batch_size)
+        for e in enc_entries
+        if e["kind"] != "features"
+    }
     names = [e["name"] for e in enc_entries]
     images = {}
-    cache = {"features_read": 0, "features_computed": 0, "evaluations_read": 0, "evaluations_computed": 0}
+    cache = {
+        "features_read": 0,
+        "features_computed": 0,
+        "evaluations_read": 0,
+        "evaluations_computed": 0,
+    }
     per_task, correct = {}, {p: {} for p in PAIRED if p in protocols}
     timing = {"images_and_features_s": 0.0, "evaluations_s": 0.0, "paired_tests_s": 0.0}
     with threads_limited(args.blas_threads):
         for task in tasks:
-            _one_task(task, args, enc_entries, feat_inputs, image_encoders, src, images, cache, names, protocols,
-                      progress, result_dir, per_task, correct, timing)
+            _one_task(
+                task,
+                args,
+                enc_entries,
+                feat_inputs,
+                image_encoders,
+                src,
+                images,
+                cache,
+                names,
+                protocols,
+                progress,
+                result_dir,
+                per_task,
+                correct,
+                timing,
+            )
     progress.stage("ranks, mean rank and Kendall's tau (bootstrap)")
     t_rank = time.perf_counter()
     ranking = {}
     for p in protocols:
         if p in PAIRED:
-            rb = rank_bootstrap([correct[p][t] for t in tasks], n_boot=args.rank_boot, seed=args.seed)
-            ranking[p] = {"tasks": list(tasks), "ranks": rb["ranks"], "mean_rank": rb["mean_rank"],
-                          "mean_rank_interval": rb["mean_rank_interval"], "tau": rb["tau"],
-                          "tau_interval": rb["tau_interval"], "tau_defined_replicates": rb["tau_defined"],
-                          "n_boot": rb["n_boot"], "interval": "bootstrap"}
+            rb = rank_bootstrap(
+                [correct[p][t] for t in tasks], n_boot=args.rank_boot, seed=args.seed
+            )
+            ranking[p] = {
+                "tasks": list(tasks),
+                "ranks": rb["ranks"],
+                "mean_rank": rb["mean_rank"],
+                "mean_rank_interval": rb["mean_rank_interval"],
+                "tau": rb["tau"],
+                "tau_interval": rb["tau_interval"],
+                "tau_defined_replicates": rb["tau_defined"],
+                "n_boot": rb["n_boot"],
+                "interval": "bootstrap",
+            }
         else:
-            used = [t for t in tasks if all(r["fewshot"]["mean"] is not None for r in per_task[t]["results"])]
+            used = [
+                t
+                for t in tasks
+                if all(r["fewshot"]["mean"] is not None for r in per_task[t]["results"])
+            ]
             if not used:
                 ranking[p] = None
                 continue
-            scores = np.array([[per_task[t]["results"][i]["fewshot"]["mean"] for t in used]
-                               for i in range(len(names))])
-            ranking[p] = {"tasks": used, "ranks": task_ranks(scores), "mean_rank": mean_rank(scores),
-                          "mean_rank_interval": None, "tau": tau_b_matrix(scores), "tau_interval": None,
-                          "tau_defined_replicates": None, "n_boot": None,
-                          "interval": "none: the low-shot figure is a mean over support draws, with no "
-                                      "right/wrong answer per test image to resample"}
-    settings = {"k": args.k, "tau": KNN_TAU, "seed": args.seed, "draws": args.draws, "shots": args.shots,
-                "n_boot": args.boot, "rank_boot": args.rank_boot, "correction": args.correction,
-                "correction_name": CORRECTIONS[args.correction], "alpha": args.alpha,
-                "test_fraction": args.test_fraction, "probe_C_grid": [float(c) for c in args.probe_c],
-                "protocols": list(protocols), "cache_dir": None if root is None else str(root)}
-    return {"settings": settings, "tasks": list(tasks),
-            "encoders": [{k: (str(v) if isinstance(v, Path) else v) for k, v in e.items()} for e in enc_entries],
-            "per_task": per_task, "ranking": ranking, "cache": cache,
-            "timing": {**{k: round(v, 2) for k, v in timing.items()},
-                       "rank_bootstrap_s": round(time.perf_counter() - t_rank, 2)},
-            "seconds": round(time.perf_counter() - t_start, 2)}
-
+            scores = np.array(
+                [
+                    [per_task[t]["results"][i]["fewshot"]["mean"] for t in used]
+                    for i in range(len(names))
+                ]
+            )
+            ranking[p] = {
+                "tasks": used,
+                "ranks": task_ranks(scores),
+                "mean_rank": mean_rank(scores),
+                "mean_rank_interval": None,
+                "tau": tau_b_matrix(scores),
+                "tau_interval": None,
+                "tau_defined_replicates": None,
+                "n_boot": None,
+                "interval": "none: the low-shot figure is a mean over support draws, with no "
+                "right/wrong answer per test image to resample",
+            }
+    settings = {
+        "k": args.k,
+        "tau": KNN_TAU,
+        "seed": args.seed,
+        "draws": args.draws,
+        "shots": args.shots,
+        "n_boot": args.boot,
+        "rank_boot": args.rank_boot,
+        "correction": args.correction,
+        "correction_name": CORRECTIONS[args.correction],
+        "alpha": args.alpha,
+        "test_fraction": args.test_fraction,
+        "probe_C_grid": [float(c) for c in args.probe_c],
+        "protocols": list(protocols),
+        "cache_dir": None if root is None else str(root),
+    }
+    return {
+        "settings": settings,
+        "tasks": list(tasks),
+        "encoders": [
+            {k: (str(v) if isinstance(v, Path) else v) for k, v in e.items()} for e in enc_entries
+        ],
+        "per_task": per_task,
+        "ranking": ranking,
+        "cache": cache,
+        "timing": {
+            **{k: round(v, 2) for k, v in timing.items()},
+            "rank_bootstrap_s": round(time.perf_counter() - t_rank, 2),
+        },
+        "seconds": round(time.perf_counter() - t_start, 2),
+    }
 
 
 def cmd_suite(args):
-    """``repeval suite``: :func:`run_suite` on the parsed settings, then the files and the terminal table."""
+    """``repeval suite``: :func:`run_suite` on the parsed settings, then the files and the
+    terminal table."""
     from ._suite_render import heatmap_png, print_suite, render_csv, render_html, render_markdown
 
     progress = Progress(enabled=not args.quiet)
@@ -381,16 +549,19 @@ def cmd_suite(args):
     suite = R.plain_tree(run_suite(SuiteSettings.from_args(args), progress))
     progress.stage("tables, heat map and files")
     heat = heatmap_png(suite)
-    files = {"suite.json": json.dumps(suite, indent=1, default=R.json_default),
-             "suite.md": render_markdown(suite), "suite.csv": render_csv(suite),
-             "suite.html": render_html(suite, heat), "suite_heatmap.png": heat}
+    files = {
+        "suite.json": json.dumps(suite, indent=1, default=R.json_default),
+        "suite.md": render_markdown(suite),
+        "suite.csv": render_csv(suite),
+        "suite.html": render_html(suite, heat),
+        "suite_heatmap.png": heat,
+    }
     try:
         written = R.write_files(outdir, files)
     except OSError as exc:
         raise InputError(f"cannot write the suite to {outdir}: {_short(exc)}") from None
     print_suite(suite, written)
     return 0
-
 
 
 SUITE_DESCRIPTION = """\
@@ -410,54 +581,163 @@ def add_suite_parser(sub):
     """The ``suite`` subcommand of ``sub`` (the subparsers of ``repeval``)."""
     from ..multiple_testing import CORRECTIONS
 
-    sp = add_command(sub, "suite", "many encoders on the transfer suite's tasks: a model x task table", SUITE_DESCRIPTION)
-    sp.add_argument("encoders", metavar="ENCODER", nargs="*",
-                    help="zoo:NAME or NAME (a zoo encoder), zoo (all of them), or a feature folder")
+    sp = add_command(
+        sub,
+        "suite",
+        "many encoders on the transfer suite's tasks: a model x task table",
+        SUITE_DESCRIPTION,
+    )
+    sp.add_argument(
+        "encoders",
+        metavar="ENCODER",
+        nargs="*",
+        help="zoo:NAME or NAME (a zoo encoder), zoo (all of them), or a feature folder",
+    )
     add_options(
         sp,
-        ("--backbone", dict(default=None, metavar="SPEC",
-                            help="one more encoder: torchvision:ARCH or timm:ARCH (with --weights or "
-                                 "--random-init), or zoo:NAME")),
-        ("--weights", dict(default=None, metavar="PATH", help="local weights file of the --backbone")),
-        ("--random-init", dict(action="store_true", help="run the --backbone untrained (its features mean nothing)")),
-        ("--image-size", dict(type=positive_int, default=224, metavar="N",
-                              help="side the task images are resized to for a torchvision/timm --backbone "
-                                   "(default: %(default)s; the zoo's encoders use their own input sizes)")),
-        ("--tasks", dict(type=_tasks_arg, default=None, metavar="T1,T2,...",
-                         help="tasks to run (default: every installed task of the suite, or the tasks of the "
-                              "first feature folder)")),
-        ("--protocols", dict(type=_protocols_arg, default=PROTOCOLS, metavar="P1,P2,...",
-                             help="from knn,probe,fewshot (default: all three)")),
+        (
+            "--backbone",
+            dict(
+                default=None,
+                metavar="SPEC",
+                help="one more encoder: torchvision:ARCH or timm:ARCH (with --weights or "
+                "--random-init), or zoo:NAME",
+            ),
+        ),
+        (
+            "--weights",
+            dict(default=None, metavar="PATH", help="local weights file of the --backbone"),
+        ),
+        (
+            "--random-init",
+            dict(
+                action="store_true", help="run the --backbone untrained (its features mean nothing)"
+            ),
+        ),
+        (
+            "--image-size",
+            dict(
+                type=positive_int,
+                default=224,
+                metavar="N",
+                help="side the task images are resized to for a torchvision/timm --backbone "
+                "(default: %(default)s; the zoo's encoders use their own input sizes)",
+            ),
+        ),
+        (
+            "--tasks",
+            dict(
+                type=_tasks_arg,
+                default=None,
+                metavar="T1,T2,...",
+                help=(
+                    "tasks to run (default: every installed task of the suite, or the tasks of "
+                    "the first feature folder)"
+                ),
+            ),
+        ),
+        (
+            "--protocols",
+            dict(
+                type=_protocols_arg,
+                default=PROTOCOLS,
+                metavar="P1,P2,...",
+                help="from knn,probe,fewshot (default: all three)",
+            ),
+        ),
         ("--out", dict(default="repeval_suite")),
-        ("--seed", dict(help="seed of the split of single files, the probe split, the draws and the "
-                             "bootstraps (default: %(default)s)")),
+        (
+            "--seed",
+            dict(
+                help="seed of the split of single files, the probe split, the draws and the "
+                "bootstraps (default: %(default)s)"
+            ),
+        ),
         "--k",
-        ("--shots", dict(type=positive_int, default=SUITE_SHOTS,
-                         help="labelled images per class of the low-shot protocol (default: %(default)s)")),
+        (
+            "--shots",
+            dict(
+                type=positive_int,
+                default=SUITE_SHOTS,
+                help="labelled images per class of the low-shot protocol (default: %(default)s)",
+            ),
+        ),
         ("--draws", dict(help="low-shot support draws, >= 2 (default: %(default)s)")),
         "--probe-c",
-        ("--test-fraction", dict(help="share held out when a feature folder gives a task as one file; task "
-                                      "splits and loop folders keep their own parts (default: %(default)s)")),
-        ("--correction", dict(choices=tuple(CORRECTIONS), default="holm",
-                              help="correction across the pairs of encoders within each task "
-                                   "(default: %(default)s)")),
-        "--alpha", "--boot",
-        ("--rank-boot", dict(type=positive_int, default=RANK_BOOTSTRAP,
-                             help="bootstrap replicates of the mean-rank and tau intervals (default: %(default)s)")),
-        ("--cache-dir", dict(default=None, metavar="DIR",
-                             help="cache root: features in DIR/zoo-features, evaluations in DIR/suite-results "
-                                  "(default: $REPEVAL_CACHE, else ~/.cache/repeval)")),
+        (
+            "--test-fraction",
+            dict(
+                help="share held out when a feature folder gives a task as one file; task "
+                "splits and loop folders keep their own parts (default: %(default)s)"
+            ),
+        ),
+        (
+            "--correction",
+            dict(
+                choices=tuple(CORRECTIONS),
+                default="holm",
+                help="correction across the pairs of encoders within each task "
+                "(default: %(default)s)",
+            ),
+        ),
+        "--alpha",
+        "--boot",
+        (
+            "--rank-boot",
+            dict(
+                type=positive_int,
+                default=RANK_BOOTSTRAP,
+                help=(
+                    "bootstrap replicates of the mean-rank and tau intervals (default: %(default)s)"
+                ),
+            ),
+        ),
+        (
+            "--cache-dir",
+            dict(
+                default=None,
+                metavar="DIR",
+                help="cache root: features in DIR/zoo-features, evaluations in DIR/suite-results "
+                "(default: $REPEVAL_CACHE, else ~/.cache/repeval)",
+            ),
+        ),
         ("--no-cache", dict(action="store_true", help="neither read nor write any cache")),
-        ("--batch-size", dict(type=positive_int, default=None,
-                              help=f"extraction batch (default: {EFFICIENTNET_BATCH} for efficientnet_lite0, "
-                                   f"{DEFAULT_BATCH} for the others)")),
-        ("--blas-threads", dict(help="threads of PyTorch's extraction and of BLAS and LAPACK in the k-NN, the "
-                                     "probe fits and the low-shot means; on a busy machine one thread is often "
-                                     "faster (default: %(default)s)")),
-        "--quiet")
+        (
+            "--batch-size",
+            dict(
+                type=positive_int,
+                default=None,
+                help=f"extraction batch (default: {EFFICIENTNET_BATCH} for efficientnet_lite0, "
+                f"{DEFAULT_BATCH} for the others)",
+            ),
+        ),
+        (
+            "--blas-threads",
+            dict(
+                help="threads of PyTorch's extraction and of BLAS and LAPACK in the k-NN, the "
+                "probe fits and the low-shot means; on a busy machine one thread is often "
+                "faster (default: %(default)s)"
+            ),
+        ),
+        "--quiet",
+    )
     sp.set_defaults(func=cmd_suite)
 
 
-__all__ = ["SuiteSettings", "run_suite", "cmd_suite", "add_suite_parser", "evaluate", "PROTOCOLS", "PAIRED",
-           "SUITE_SHOTS", "RANK_BOOTSTRAP", "resolve_encoders", "task_source", "ImageEncoder", "threads_limited",
-           "DEFAULT_BATCH", "EFFICIENTNET_BATCH"]
+__all__ = [
+    "SuiteSettings",
+    "run_suite",
+    "cmd_suite",
+    "add_suite_parser",
+    "evaluate",
+    "PROTOCOLS",
+    "PAIRED",
+    "SUITE_SHOTS",
+    "RANK_BOOTSTRAP",
+    "resolve_encoders",
+    "task_source",
+    "ImageEncoder",
+    "threads_limited",
+    "DEFAULT_BATCH",
+    "EFFICIENTNET_BATCH",
+]

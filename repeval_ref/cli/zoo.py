@@ -1,4 +1,5 @@
-"""``repeval zoo`` (also ``python -m repeval_ref.zoo``): train the zoo, evaluate it, write its table.
+"""``repeval zoo`` (also ``python -m repeval_ref.zoo``): train the zoo, evaluate it, write its
+table.
 
 Book: the Performance appendix (the zoo). ``repeval zoo ARGS`` and ``python -m
 repeval_ref.zoo ARGS`` take the same arguments and run the same code; only the program
@@ -26,6 +27,7 @@ name in the usage and error lines differs. Subcommands:
   run become the shipped weights, their search, curves and times go into the manifest
   (:func:`repeval_ref.zoo.ship.ship_plateau`), then their accuracies are recorded.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +37,10 @@ import sys
 from ._arguments import check_prog
 
 PROG = "python -m repeval_ref.zoo"
-DESCRIPTION = ("``{prog} train [--only NAME] [--skip-eval]``, ``{prog} evaluate --out PATH``, ``{prog} table``, "
-               "``{prog} plateau --runs DIR`` and ``{prog} ship --runs DIR``.")
+DESCRIPTION = (
+    "``{prog} train [--only NAME] [--skip-eval]``, ``{prog} evaluate --out PATH``, ``{prog} "
+    "table``, ``{prog} plateau --runs DIR`` and ``{prog} ship --runs DIR``."
+)
 
 
 def main(argv=None, prog=PROG):
@@ -52,31 +56,82 @@ def main(argv=None, prog=PROG):
     parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION.format(prog=prog))
     sub = parser.add_subparsers(dest="command", required=True)
     tr = sub.add_parser("train", help="train the zoo's encoders (deterministic, one thread)")
-    tr.add_argument("--only", action="append", choices=sorted(ENCODERS), metavar="NAME",
-                    help=f"train only this encoder (repeatable); one of {', '.join(sorted(ENCODERS))}")
-    tr.add_argument("--skip-eval", action="store_true", help="do not compute the manifest's accuracies")
-    tr.add_argument("--device", default="cpu", metavar="DEV",
-                    help="where to train: cpu (default, deterministic) or cuda (a GPU; needs --weights-dir)")
-    tr.add_argument("--epochs-scale", type=int, default=1, metavar="K",
-                    help="multiply every recipe's epochs by K (default 1: the recipes as shipped)")
-    tr.add_argument("--weights-dir", default=None, metavar="DIR",
-                    help="write weights and manifest into DIR instead of the shipped weights (skips the evaluation)")
-    ev = sub.add_parser("evaluate", help="recompute the manifest's accuracies of the shipped weights into --out")
-    ev.add_argument("--out", required=True, metavar="PATH",
-                    help="the JSON file to write (the installed package is never written)")
+    tr.add_argument(
+        "--only",
+        action="append",
+        choices=sorted(ENCODERS),
+        metavar="NAME",
+        help=f"train only this encoder (repeatable); one of {', '.join(sorted(ENCODERS))}",
+    )
+    tr.add_argument(
+        "--skip-eval", action="store_true", help="do not compute the manifest's accuracies"
+    )
+    tr.add_argument(
+        "--device",
+        default="cpu",
+        metavar="DEV",
+        help="where to train: cpu (default, deterministic) or cuda (a GPU; needs --weights-dir)",
+    )
+    tr.add_argument(
+        "--epochs-scale",
+        type=int,
+        default=1,
+        metavar="K",
+        help="multiply every recipe's epochs by K (default 1: the recipes as shipped)",
+    )
+    tr.add_argument(
+        "--weights-dir",
+        default=None,
+        metavar="DIR",
+        help=(
+            "write weights and manifest into DIR instead of the shipped weights (skips the "
+            "evaluation)"
+        ),
+    )
+    ev = sub.add_parser(
+        "evaluate", help="recompute the manifest's accuracies of the shipped weights into --out"
+    )
+    ev.add_argument(
+        "--out",
+        required=True,
+        metavar="PATH",
+        help="the JSON file to write (the installed package is never written)",
+    )
     ev.add_argument("--only", action="append", choices=sorted(ENCODERS), metavar="NAME")
-    tb = sub.add_parser("table", help="write the evaluation table as JSON at --out and as Markdown beside it")
-    tb.add_argument("--out", required=True, metavar="PATH",
-                    help="the JSON file to write, e.g. benchmarks/results/zoo_table.json (the .md goes beside it)")
-    tb.add_argument("--only", action="append", metavar="ROW",
-                    help="compute only this row (repeatable): raw_pixels, a zoo encoder or efficientnet_lite0")
+    tb = sub.add_parser(
+        "table", help="write the evaluation table as JSON at --out and as Markdown beside it"
+    )
+    tb.add_argument(
+        "--out",
+        required=True,
+        metavar="PATH",
+        help=(
+            "the JSON file to write, e.g. benchmarks/results/zoo_table.json (the .md goes beside "
+            "it)"
+        ),
+    )
+    tb.add_argument(
+        "--only",
+        action="append",
+        metavar="ROW",
+        help="compute only this row (repeatable): raw_pixels, a zoo encoder or efficientnet_lite0",
+    )
     tb.add_argument("--merge", action="store_true", help="keep the other rows already in --out")
     _add_plateau(sub)
-    sp = sub.add_parser("ship", help="ship the finished encoders of a plateau run (weights and manifest)")
+    sp = sub.add_parser(
+        "ship", help="ship the finished encoders of a plateau run (weights and manifest)"
+    )
     sp.add_argument("--runs", required=True, metavar="DIR", help="the plateau run directory")
-    sp.add_argument("--only", action="append", choices=sorted(ENCODERS), metavar="NAME",
-                    help="ship only this encoder (repeatable; default: every finished one)")
-    sp.add_argument("--skip-eval", action="store_true", help="do not compute the manifest's accuracies")
+    sp.add_argument(
+        "--only",
+        action="append",
+        choices=sorted(ENCODERS),
+        metavar="NAME",
+        help="ship only this encoder (repeatable; default: every finished one)",
+    )
+    sp.add_argument(
+        "--skip-eval", action="store_true", help="do not compute the manifest's accuracies"
+    )
     args = parser.parse_args(argv)
     if args.command == "train":
         if args.epochs_scale < 1:
@@ -88,8 +143,10 @@ def main(argv=None, prog=PROG):
         except ValueError as exc:
             parser.error(f"--device: {exc}")
         if (device.type != "cpu" or args.epochs_scale != 1) and args.weights_dir is None:
-            parser.error("a run on another device or with other epochs needs --weights-dir: the shipped "
-                         "weights are the CPU run of the registered recipes")
+            parser.error(
+                "a run on another device or with other epochs needs --weights-dir: the shipped "
+                "weights are the CPU run of the registered recipes"
+            )
     if args.command == "evaluate" and os.path.isdir(args.out):
         parser.error(f"--out {args.out} is a folder; give the JSON file to write")
     from ..zoo.train import deterministic_torch
@@ -101,12 +158,17 @@ def main(argv=None, prog=PROG):
         names = args.only or list(ENCODERS)
         where = {}
         if args.weights_dir is not None:
-            where = {"weights_dir": args.weights_dir,
-                     "manifest_path": os.path.join(args.weights_dir, "manifest.json")}
+            where = {
+                "weights_dir": args.weights_dir,
+                "manifest_path": os.path.join(args.weights_dir, "manifest.json"),
+            }
         for name in names:
             entry = train_and_save(name, device=device, epochs_scale=args.epochs_scale, **where)
-            print(f"{name}: {entry['training']['seconds']} s on {entry['training']['device']}, final loss "
-                  f"{(entry['training']['loss_per_epoch'] or [float('nan')])[-1]}", flush=True)
+            print(
+                f"{name}: {entry['training']['seconds']} s on {entry['training']['device']}, "
+                f"final loss {(entry['training']['loss_per_epoch'] or [float('nan')])[-1]}",
+                flush=True,
+            )
             if not args.skip_eval and args.weights_dir is None:
                 from ..zoo.evaluate import record_evaluation
 
@@ -123,8 +185,11 @@ def main(argv=None, prog=PROG):
         from ..zoo.ship import ship_plateau
 
         for name, entry in ship_plateau(args.runs, args.only).items():
-            print(f"{name}: shipped {len(entry['checkpoints'])} checkpoints, trained in about "
-                  f"{entry['training']['estimated_seconds']:.0f} s", flush=True)
+            print(
+                f"{name}: shipped {len(entry['checkpoints'])} checkpoints, trained in about "
+                f"{entry['training']['estimated_seconds']:.0f} s",
+                flush=True,
+            )
             if not args.skip_eval:
                 from ..zoo.evaluate import record_evaluation
 
@@ -153,10 +218,15 @@ def _evaluate(out, names):
     for name in names:
         result[name] = evaluate_encoder(name)
         test = result[name]["test"]
-        print(f"{name}: 20-NN {test['knn20']:.4f}, probe {test['probe']:.4f} (C={test['probe_C']:g}) on "
-              f"{test['n_test']} test images", flush=True)
-    write_files(out.parent, {out.name: json.dumps({"format": 1, "encoders": result}, indent=1, sort_keys=True)
-                             + "\n"})
+        print(
+            f"{name}: 20-NN {test['knn20']:.4f}, probe {test['probe']:.4f} "
+            f"(C={test['probe_C']:g}) on {test['n_test']} test images",
+            flush=True,
+        )
+    write_files(
+        out.parent,
+        {out.name: json.dumps({"format": 1, "encoders": result}, indent=1, sort_keys=True) + "\n"},
+    )
     print(f"wrote {out}", flush=True)
 
 
@@ -164,13 +234,29 @@ def _add_plateau(sub):
     """The ``plateau`` subcommand's arguments."""
     from ..zoo.plateau import plan_names
 
-    pl = sub.add_parser("plateau", help="search recipes and train the plateau zoo (long, resumable)")
-    pl.add_argument("--runs", required=True, metavar="DIR",
-                    help="the run directory: status.json and one folder per encoder (a rerun resumes there)")
-    pl.add_argument("--only", action="append", choices=plan_names(), metavar="NAME",
-                    help=f"only this planned encoder (repeatable); one of {', '.join(plan_names())}")
-    pl.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
-                    help="stop after the first search trial or epoch that ends past this many seconds")
+    pl = sub.add_parser(
+        "plateau", help="search recipes and train the plateau zoo (long, resumable)"
+    )
+    pl.add_argument(
+        "--runs",
+        required=True,
+        metavar="DIR",
+        help="the run directory: status.json and one folder per encoder (a rerun resumes there)",
+    )
+    pl.add_argument(
+        "--only",
+        action="append",
+        choices=plan_names(),
+        metavar="NAME",
+        help=f"only this planned encoder (repeatable); one of {', '.join(plan_names())}",
+    )
+    pl.add_argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop after the first search trial or epoch that ends past this many seconds",
+    )
 
 
 if __name__ == "__main__":
