@@ -15,6 +15,7 @@ Entry points
     Run a check in a fresh Python process on the student's source code and receive only
     plain numbers and strings back (:mod:`autograder.checks.worker`).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -41,10 +42,25 @@ from ._framework import (  # noqa: F401  (re-exported)
 )
 
 __all__ = [
-    "Finding", "StudentError", "register", "registry", "check_points", "checks_for",
-    "run_check", "run_check_isolated", "grade", "format_findings", "grading_seed",
-    "rng_for", "call_student", "finding", "SEED_ENV", "CHECK_MODULES", "KERNEL_ENV",
-    "KERNEL_NOTE", "kernel_stub_files",
+    "Finding",
+    "StudentError",
+    "register",
+    "registry",
+    "check_points",
+    "checks_for",
+    "run_check",
+    "run_check_isolated",
+    "grade",
+    "format_findings",
+    "grading_seed",
+    "rng_for",
+    "call_student",
+    "finding",
+    "SEED_ENV",
+    "CHECK_MODULES",
+    "KERNEL_ENV",
+    "KERNEL_NOTE",
+    "kernel_stub_files",
 ]
 
 #: Modules holding checks: one per exercise of :data:`autograder.exercises.EXERCISES`, of
@@ -82,8 +98,10 @@ def format_findings(name, findings, seed):
 KERNEL_ENV = "AUTOGRADER_KERNEL_GRADING"
 #: what a hidden test cell prints in such a kernel; the grader replaces it with the clean
 #: room's findings before the feedback is made
-KERNEL_NOTE = ("This hidden test runs outside your notebook, in the clean room; "
-               "your feedback shows its findings.")
+KERNEL_NOTE = (
+    "This hidden test runs outside your notebook, in the clean room; "
+    "your feedback shows its findings."
+)
 
 
 def kernel_stub_files():
@@ -98,12 +116,15 @@ def kernel_stub_files():
             '"""Stand-in for the grader in the kernel of a graded submission."""\n\n\n'
             "def grade(name, fn_or_name=None, seed=None):\n"
             f"    print({KERNEL_NOTE!r})\n"
-            "    return 0.0\n"),
+            "    return 0.0\n"
+        ),
         "repeval_ref/__init__.py": (
             "raise ImportError('the reference package cannot be read while a submission "
-            "is graded')\n"),
+            "is graded')\n"
+        ),
         "repeval_book/__init__.py": (
-            "raise ImportError('repeval_book cannot be read while a submission is graded')\n"),
+            "raise ImportError('repeval_book cannot be read while a submission is graded')\n"
+        ),
     }
 
 
@@ -139,7 +160,7 @@ def grade(name, fn_or_name, seed=None):
     float
         Points earned; nbgrader reads it as the cell's partial credit.
     """
-    if os.environ.get(KERNEL_ENV) == "1":   # a graded submission's kernel: see KERNEL_ENV
+    if os.environ.get(KERNEL_ENV) == "1":  # a graded submission's kernel: see KERNEL_ENV
         print(KERNEL_NOTE)
         return 0.0
     fn = _resolve(fn_or_name)
@@ -147,9 +168,16 @@ def grade(name, fn_or_name, seed=None):
         seed = grading_seed()
     exercise = name.split("/", 1)[0]
     if exercise in _TIMED_OUT:
-        findings = [Finding("skipped", 0.0, check_points(name), False,
-                            f"{exercise} did not return in time in an earlier hidden test, "
-                            "so this one was not run")]
+        findings = [
+            Finding(
+                "skipped",
+                0.0,
+                check_points(name),
+                False,
+                f"{exercise} did not return in time in an earlier hidden test, "
+                "so this one was not run",
+            )
+        ]
     else:
         findings = run_check(name, fn, seed, time_limit=_time_budget())
         if any(f.message.startswith("stopped after") for f in findings):
@@ -185,22 +213,35 @@ def run_check_isolated(name, source, func_name, seed, timeout=120, python=None):
         worth the check's points.
     """
     points = check_points(name)
-    payload = json.dumps({"name": name, "source": source, "func_name": func_name,
-                          "seed": int(seed)})
+    payload = json.dumps(
+        {"name": name, "source": source, "func_name": func_name, "seed": int(seed)}
+    )
     env = dict(os.environ)
     env.pop(SEED_ENV, None)
     try:
         proc = subprocess.run(
             [python or sys.executable, "-m", "autograder.checks.worker"],
-            input=payload, capture_output=True, text=True, timeout=timeout, env=env)
+            input=payload,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+        )
     except subprocess.TimeoutExpired:
-        return [Finding(name, 0.0, points, False,
-                        f"your code did not finish within {timeout} s (an infinite loop?)")]
+        return [
+            Finding(
+                name,
+                0.0,
+                points,
+                False,
+                f"your code did not finish within {timeout} s (an infinite loop?)",
+            )
+        ]
     marker = "AUTOGRADER-FINDINGS:"
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(marker):
             try:
-                data = json.loads(line[len(marker):])
+                data = json.loads(line[len(marker) :])
                 findings = [Finding.from_dict(d) for d in data]
             except (ValueError, KeyError, TypeError):
                 break
@@ -208,6 +249,13 @@ def run_check_isolated(name, source, func_name, seed, timeout=120, python=None):
                 return findings
             break
     tail = (proc.stderr or proc.stdout or "").strip().splitlines()[-3:]
-    return [Finding(name, 0.0, points, False,
-                    f"the grading process ended without a result (exit code "
-                    f"{proc.returncode}); last output: {' | '.join(tail) or 'none'}")]
+    return [
+        Finding(
+            name,
+            0.0,
+            points,
+            False,
+            f"the grading process ended without a result (exit code "
+            f"{proc.returncode}); last output: {' | '.join(tail) or 'none'}",
+        )
+    ]

@@ -16,6 +16,7 @@ Checks are registered under a name ``"<exercise>/<aspect>"`` with their total po
 ``max_points`` add up to the registered points: a crash of the student's function (or of
 the check) becomes a failed finding with an explanation, never an exception.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -85,15 +86,25 @@ class Finding:
 
     @classmethod
     def from_dict(cls, d):
-        return cls(str(d["name"]), float(d["points"]), float(d["max_points"]),
-                   bool(d["passed"]), str(d["message"]))
+        return cls(
+            str(d["name"]),
+            float(d["points"]),
+            float(d["max_points"]),
+            bool(d["passed"]),
+            str(d["message"]),
+        )
 
 
 def finding(name, passed, max_points, message_if_failed, message_if_passed="ok"):
     """Build a :class:`Finding` worth ``max_points`` if ``passed`` and 0 otherwise."""
     passed = bool(passed)
-    return Finding(name, float(max_points) if passed else 0.0, float(max_points), passed,
-                   message_if_passed if passed else message_if_failed)
+    return Finding(
+        name,
+        float(max_points) if passed else 0.0,
+        float(max_points),
+        passed,
+        message_if_passed if passed else message_if_failed,
+    )
 
 
 class StudentError(Exception):
@@ -210,11 +221,14 @@ def rng_for(name, seed):
 
 def _student_frames(tb):
     """Format only the traceback frames that belong to the student's own code."""
-    frames = [fs for fs in traceback.extract_tb(tb)
-              if "autograder" not in fs.filename.replace("\\", "/").split("/")[-2:]
-              and "/autograder/" not in fs.filename.replace("\\", "/")
-              and "site-packages" not in fs.filename
-              and "/repeval_ref/" not in fs.filename.replace("\\", "/")]
+    frames = [
+        fs
+        for fs in traceback.extract_tb(tb)
+        if "autograder" not in fs.filename.replace("\\", "/").split("/")[-2:]
+        and "/autograder/" not in fs.filename.replace("\\", "/")
+        and "site-packages" not in fs.filename
+        and "/repeval_ref/" not in fs.filename.replace("\\", "/")
+    ]
     if not frames:
         return ""
     return "".join(traceback.format_list(frames[-3:]))
@@ -231,16 +245,19 @@ def call_student(fn, *args, what=None, **kwargs):
     """
     label = what or getattr(fn, "__name__", "your function")
     sink = io.StringIO()
-    with warnings.catch_warnings(record=True) as caught, \
-            contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+    with (
+        warnings.catch_warnings(record=True) as caught,
+        contextlib.redirect_stdout(sink),
+        contextlib.redirect_stderr(sink),
+    ):
         warnings.simplefilter("always")
         with np.errstate(all="warn"):
             try:
                 result = fn(*args, **kwargs)
             except NotImplementedError:
                 raise NotWritten(
-                    f"{label} raised NotImplementedError: replace the stub with your "
-                    "implementation") from None
+                    f"{label} raised NotImplementedError: replace the stub with your implementation"
+                ) from None
             except (KeyboardInterrupt, SystemExit, CheckTimeout):
                 raise
             except BaseException as exc:  # the student's code may raise anything
@@ -255,8 +272,11 @@ def call_student(fn, *args, what=None, **kwargs):
 def _quiet_call(func, *args):
     """Run a check with warnings and stray output from library code silenced."""
     sink = io.StringIO()
-    with warnings.catch_warnings(), contextlib.redirect_stdout(sink), \
-            contextlib.redirect_stderr(sink):
+    with (
+        warnings.catch_warnings(),
+        contextlib.redirect_stdout(sink),
+        contextlib.redirect_stderr(sink),
+    ):
         warnings.simplefilter("ignore")
         return func(*args)
 
@@ -267,8 +287,11 @@ def _time_limit(seconds):
     import signal
     import threading
 
-    usable = (seconds and hasattr(signal, "setitimer")
-              and threading.current_thread() is threading.main_thread())
+    usable = (
+        seconds
+        and hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+    )
     if not usable:
         yield
         return
@@ -301,10 +324,17 @@ def run_check(name, student_fn, seed=None, time_limit=None):
         seed = grading_seed()
     if student_fn is None or not callable(student_fn):
         func = name.split("/", 1)[0]
-        return [Finding("function defined", 0.0, reg.points, False,
-                        f"{func} is not defined (or not a function) when this test runs: "
-                        "keep the cell that defines it above the tests, and do not rename, "
-                        "move or delete it")]
+        return [
+            Finding(
+                "function defined",
+                0.0,
+                reg.points,
+                False,
+                f"{func} is not defined (or not a function) when this test runs: "
+                "keep the cell that defines it above the tests, and do not rename, "
+                "move or delete it",
+            )
+        ]
     rng = rng_for(name, seed)
     try:
         with _time_limit(time_limit):
@@ -312,19 +342,34 @@ def run_check(name, student_fn, seed=None, time_limit=None):
     except CheckTimeout as exc:
         limit = exc.seconds if exc.seconds is not None else time_limit
         what = "one call of your function" if exc.seconds is not None else "this check"
-        return [Finding(reg.summary, 0.0, reg.points, False,
-                        f"stopped after {limit:g} s ({what}): your function did not return "
-                        "in time (an infinite loop, or far too slow for these small inputs)")]
+        return [
+            Finding(
+                reg.summary,
+                0.0,
+                reg.points,
+                False,
+                f"stopped after {limit:g} s ({what}): your function did not return "
+                "in time (an infinite loop, or far too slow for these small inputs)",
+            )
+        ]
     except (StudentError, NotWritten) as exc:
         return [Finding(reg.summary, 0.0, reg.points, False, str(exc))]
     except Exception as exc:  # a bug in the check must not stop grading
-        return [Finding(reg.summary, 0.0, reg.points, False,
-                        f"the check could not run ({type(exc).__name__}: {exc}); "
-                        "tell your instructor and quote the seed")]
+        return [
+            Finding(
+                reg.summary,
+                0.0,
+                reg.points,
+                False,
+                f"the check could not run ({type(exc).__name__}: {exc}); "
+                "tell your instructor and quote the seed",
+            )
+        ]
     total = sum(f.max_points for f in findings)
     if abs(total - reg.points) > 1e-9:
         raise AssertionError(
-            f"check {name} returned findings worth {total} points, registered {reg.points}")
+            f"check {name} returned findings worth {total} points, registered {reg.points}"
+        )
     for f in findings:
         f.points = float(min(max(f.points, 0.0), f.max_points))
     return findings

@@ -1,4 +1,5 @@
 """Small helpers shared by the check modules (comparisons phrased for students)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,8 +14,11 @@ def frozen_copies(*arrays):
 
 def mutated(originals, arrays, names):
     """Names of the arguments whose values changed during the call."""
-    return [n for o, a, n in zip(originals, arrays, names)
-            if o.shape != np.shape(a) or not np.array_equal(o, a, equal_nan=True)]
+    return [
+        n
+        for o, a, n in zip(originals, arrays, names)
+        if o.shape != np.shape(a) or not np.array_equal(o, a, equal_nan=True)
+    ]
 
 
 def as_array(result, what, ndim=None):
@@ -53,6 +57,7 @@ def count_mismatches(a, b):
     if a.shape != b.shape:
         return None
     return int(np.sum(a != b))
+
 
 #: a rise of the clean-room child's resident memory that counts although tracemalloc saw
 #: under a quarter of it: memory taken outside Python's allocators (torch, a C library),
@@ -181,9 +186,11 @@ def metered(fn):
 
 
 #: appended to a property's findings when the main result on the same inputs is wrong
-NOT_EARNED = ("Not credited: on the inputs of this test your result itself differs from "
-              "the reference ({detail}); a property earns its points only together with "
-              "the right result.")
+NOT_EARNED = (
+    "Not credited: on the inputs of this test your result itself differs from "
+    "the reference ({detail}); a property earns its points only together with "
+    "the right result."
+)
 
 
 def gate(findings, wrong_detail):

@@ -7,6 +7,7 @@ once per process: the inputs are keyed by their bytes, dtypes and shapes, and ev
 gets its own copy of the result, so a check (or a student's function it is later passed
 to) cannot change what the next student is compared with.
 """
+
 from __future__ import annotations
 
 import copy

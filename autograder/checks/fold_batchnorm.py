@@ -5,6 +5,7 @@ returns ``(W2, b2)`` with ``W2 = diag(s)^-1 W`` and ``b2 = b - W2^T mu``, so tha
 ``W2^T h + b2 = W^T ((h - mu) / s) + b`` for every h; ValueError if some s_j <= 0.
 Reference: :func:`repeval_ref.fold_batchnorm`.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -35,27 +36,41 @@ def _call(fn, W, b, mu, s):
     return as_array(W2, "W' (first item)"), as_array(b2, "b' (second item)")
 
 
-@register(f"{EX}/matches_reference", points=3,
-          summary="W' = diag(s)^-1 W and b' = b - W'^T mu")
+@register(f"{EX}/matches_reference", points=3, summary="W' = diag(s)^-1 W and b' = b - W'^T mu")
 def matches_reference(fn, rng):
     d, K = int(rng.integers(5, 12)), int(rng.integers(2, 5))  # d != K: catches transposes
     W, b, mu, s = _params(rng, d, K)
     want_W, want_b = _ref(W, b, mu, s)
     W2, b2 = _call(fn, W, b, mu, s)
     if W2.shape != (d, K):
-        return [finding("matches the reference", False, 3,
-                        f"W' has shape {W2.shape}; it must keep W's shape (d, K) = ({d}, {K})."
-                        " Divide row j of W by s_j: W / s[:, None].")]
+        return [
+            finding(
+                "matches the reference",
+                False,
+                3,
+                f"W' has shape {W2.shape}; it must keep W's shape (d, K) = ({d}, {K})."
+                " Divide row j of W by s_j: W / s[:, None].",
+            )
+        ]
     if b2.shape != (K,):
-        return [finding("matches the reference", False, 3,
-                        f"b' has shape {b2.shape}, expected (K,) = ({K},).")]
+        return [
+            finding(
+                "matches the reference",
+                False,
+                3,
+                f"b' has shape {b2.shape}, expected (K,) = ({K},).",
+            )
+        ]
     w_ok = np.allclose(W2, want_W, rtol=1e-9, atol=1e-12)
     b_ok = np.allclose(b2, want_b, rtol=1e-9, atol=1e-12)
     if w_ok and b_ok:
         return [finding("matches the reference", True, 3, "")]
     if not w_ok:
         if np.allclose(W2, W * s[:, None], rtol=1e-9):
-            msg = "W' multiplies row j of W by s_j; it must divide by s_j (the BatchNorm divides by s)."
+            msg = (
+                "W' multiplies row j of W by s_j; it must divide by s_j (the BatchNorm divides "
+                "by s)."
+            )
         else:
             msg = "W' is wrong: row j of W must be divided by s_j (W' = diag(s)^-1 W)."
     else:
@@ -66,8 +81,9 @@ def matches_reference(fn, rng):
     return [finding("matches the reference", False, 3, msg)]
 
 
-@register(f"{EX}/logits_identity", points=1,
-          summary="folded probe gives the same logits on raw features")
+@register(
+    f"{EX}/logits_identity", points=1, summary="folded probe gives the same logits on raw features"
+)
 def logits_identity(fn, rng):
     d, K = 7, 3
     W, b, mu, s = _params(rng, d, K)
@@ -76,17 +92,23 @@ def logits_identity(fn, rng):
     try:
         folded = H @ W2 + b2
     except ValueError:
-        raise StudentError(f"cannot compute h^T W' + b' with W' of shape {W2.shape} and "
-                           f"b' of shape {b2.shape}") from None
+        raise StudentError(
+            f"cannot compute h^T W' + b' with W' of shape {W2.shape} and b' of shape {b2.shape}"
+        ) from None
     original = ((H - mu) / s) @ W + b
     err = float(np.max(np.abs(folded - original)))
-    return [finding("same logits", err < 1e-8, 1,
-                    f"on 20 raw feature vectors the folded probe's logits differ from the "
-                    f"BatchNorm + probe logits by up to {err:.3g}; they must be identical.")]
+    return [
+        finding(
+            "same logits",
+            err < 1e-8,
+            1,
+            f"on 20 raw feature vectors the folded probe's logits differ from the "
+            f"BatchNorm + probe logits by up to {err:.3g}; they must be identical.",
+        )
+    ]
 
 
-@register(f"{EX}/rejects_bad_scale", points=1,
-          summary="ValueError when some s_j <= 0")
+@register(f"{EX}/rejects_bad_scale", points=1, summary="ValueError when some s_j <= 0")
 def rejects_bad_scale(fn, rng):
     W, b, mu, s = _params(rng, 4, 2)
     # a function that rejects everything, or returns a constant, earns nothing here:
@@ -103,10 +125,18 @@ def rejects_bad_scale(fn, rng):
         except StudentError as exc:
             if "raised ValueError" not in str(exc):
                 failures.append(f"s containing {bad:g} gave {str(exc).splitlines()[0]}")
-    return gate([finding("rejects s <= 0", not failures, 1,
-                         "; ".join(failures) + ". The fold divides by s, and a standard "
-                         "deviation must be positive: raise ValueError naming s.")],
-                wrong and f"with a valid s, (W', b'): {wrong}")
+    return gate(
+        [
+            finding(
+                "rejects s <= 0",
+                not failures,
+                1,
+                "; ".join(failures) + ". The fold divides by s, and a standard "
+                "deviation must be positive: raise ValueError naming s.",
+            )
+        ],
+        wrong and f"with a valid s, (W', b'): {wrong}",
+    )
 
 
 @register(f"{EX}/properties", points=1, summary="inputs left untouched")
@@ -117,7 +147,15 @@ def properties(fn, rng):
     want = _ref(*before)
     out, _ = call_student(fn, *args, what="fold_batchnorm")
     changed = mutated(before, args, ["W", "b", "mu", "s"])
-    return gate([finding("inputs untouched", not changed, 1,
-                         f"your function modified {', '.join(changed)} in place (W /= ... "
-                         "changes the caller's probe); build new arrays instead.")],
-                differs(out, want) and f"(W', b'): {differs(out, want)}")
+    return gate(
+        [
+            finding(
+                "inputs untouched",
+                not changed,
+                1,
+                f"your function modified {', '.join(changed)} in place (W /= ... "
+                "changes the caller's probe); build new arrays instead.",
+            )
+        ],
+        differs(out, want) and f"(W', b'): {differs(out, want)}",
+    )

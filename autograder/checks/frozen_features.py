@@ -7,6 +7,7 @@ afterwards restores every submodule's own ``training`` flag; the encoder's state
 (running statistics included) is bit-for-bit unchanged.
 Reference: :func:`repeval_ref.torch.freeze.frozen_features`.
 """
+
 from __future__ import annotations
 
 import copy
@@ -53,8 +54,7 @@ def _encoder(rng, with_bn=True):
 
 def _batches(rng, sizes=(5, 3, 7)):
     torch = _torch()
-    return [torch.from_numpy(rng.normal(loc=1.5, scale=3.0, size=(m, 6))).float()
-            for m in sizes]
+    return [torch.from_numpy(rng.normal(loc=1.5, scale=3.0, size=(m, 6))).float() for m in sizes]
 
 
 def _state(enc):
@@ -84,13 +84,17 @@ def _features(fn, enc, batches):
     torch = _torch()
     out, _ = call_student(fn, enc, batches, what="frozen_features")
     if not isinstance(out, torch.Tensor):
-        raise StudentError(f"frozen_features should return a torch.Tensor, got "
-                           f"{type(out).__name__}")
+        raise StudentError(
+            f"frozen_features should return a torch.Tensor, got {type(out).__name__}"
+        )
     return out
 
 
-@register(f"{EX}/eval_mode", points=2,
-          summary="BatchNorm running statistics do not move; eval-mode features")
+@register(
+    f"{EX}/eval_mode",
+    points=2,
+    summary="BatchNorm running statistics do not move; eval-mode features",
+)
 def eval_mode(fn, rng):
     torch = _torch()
     enc = _encoder(rng)
@@ -102,29 +106,45 @@ def eval_mode(fn, rng):
     moved = _moved(enc, before)
     if moved:
         shift = float((enc[1].running_mean - before["1.running_mean"]).abs().max())
-        return [finding("evaluation mode", False, 2,
-                        f"your extraction changed the encoder's state ({', '.join(moved)}); "
-                        f"the BatchNorm running mean moved by up to {shift:.3g}. No gradient "
-                        "is needed for that: a forward pass in training mode updates running "
-                        "statistics. Call encoder.eval() before extracting.")]
+        return [
+            finding(
+                "evaluation mode",
+                False,
+                2,
+                f"your extraction changed the encoder's state ({', '.join(moved)}); "
+                f"the BatchNorm running mean moved by up to {shift:.3g}. No gradient "
+                "is needed for that: a forward pass in training mode updates running "
+                "statistics. Call encoder.eval() before extracting.",
+            )
+        ]
     same = tuple(got.shape) == tuple(want.shape) and torch.allclose(
-        got.detach().cpu().float(), want.float(), atol=1e-6)
-    return [finding("evaluation mode", same, 2,
-                    "the features differ from evaluation-mode features (BatchNorm must use "
-                    "its stored statistics and dropout must be off): call encoder.eval() "
-                    "before the forward passes.")]
+        got.detach().cpu().float(), want.float(), atol=1e-6
+    )
+    return [
+        finding(
+            "evaluation mode",
+            same,
+            2,
+            "the features differ from evaluation-mode features (BatchNorm must use "
+            "its stored statistics and dropout must be off): call encoder.eval() "
+            "before the forward passes.",
+        )
+    ]
 
 
-@register(f"{EX}/restores_flags", points=2,
-          summary="every submodule's training flag restored afterwards")
+@register(
+    f"{EX}/restores_flags", points=2, summary="every submodule's training flag restored afterwards"
+)
 def restores_flags(fn, rng):
     out = []
-    for label, setup in (("encoder in training mode", "train"),
-                         ("mixed per-module flags", "mixed")):
+    for label, setup in (
+        ("encoder in training mode", "train"),
+        ("mixed per-module flags", "mixed"),
+    ):
         enc = _encoder(rng)
         enc.train()
         if setup == "mixed":
-            enc[1].eval()      # a frozen BatchNorm inside a training encoder
+            enc[1].eval()  # a frozen BatchNorm inside a training encoder
             enc[4].eval()
         before = _flags(enc)
         batches = _batches(rng, (4, 4))
@@ -132,25 +152,40 @@ def restores_flags(fn, rng):
         got = _features(fn, enc, batches)
         after = _flags(enc)
         wrong = [k for k in before if after.get(k) != before[k]]
-        msg = (f"with the {label}, {len(wrong)} module(s) came back with a different "
-               f"training flag (e.g. {wrong[0] if wrong else ''}: was "
-               f"{before[wrong[0]] if wrong else ''}). ") if wrong else ""
+        msg = (
+            (
+                f"with the {label}, {len(wrong)} module(s) came back with a different "
+                f"training flag (e.g. {wrong[0] if wrong else ''}: was "
+                f"{before[wrong[0]] if wrong else ''}). "
+            )
+            if wrong
+            else ""
+        )
         if wrong and all(after.values()):
-            msg += ("Every module came back in training mode, so the modules that were "
-                    "deliberately in evaluation mode lost their flag: encoder.train() at the "
-                    "end (or restoring the top module's flag alone) is not enough. Record "
-                    "every submodule's own flag before encoder.eval() and set each back.")
+            msg += (
+                "Every module came back in training mode, so the modules that were "
+                "deliberately in evaluation mode lost their flag: encoder.train() at the "
+                "end (or restoring the top module's flag alone) is not enough. Record "
+                "every submodule's own flag before encoder.eval() and set each back."
+            )
         elif wrong:
-            msg += ("Leaving the encoder in evaluation mode silently changes the caller's "
-                    "model: record every submodule's own flag before encoder.eval() and set "
-                    "each back afterwards.")
-        out += gate([finding(label, not wrong, 1, msg)],
-                    _wrong_features(got, want) and f"features: {_wrong_features(got, want)}")
+            msg += (
+                "Leaving the encoder in evaluation mode silently changes the caller's "
+                "model: record every submodule's own flag before encoder.eval() and set "
+                "each back afterwards."
+            )
+        out += gate(
+            [finding(label, not wrong, 1, msg)],
+            _wrong_features(got, want) and f"features: {_wrong_features(got, want)}",
+        )
     return out
 
 
-@register(f"{EX}/output", points=1,
-          summary="(n, d) tensor in batch order, also for (input, label) batches")
+@register(
+    f"{EX}/output",
+    points=1,
+    summary="(n, d) tensor in batch order, also for (input, label) batches",
+)
 def output(fn, rng):
     torch = _torch()
     enc = _encoder(rng, with_bn=False)
@@ -161,18 +196,36 @@ def output(fn, rng):
         got = _features(fn, enc, batches)
     except StudentError as exc:
         # plain tensors work (the other checks pass them): the tuples are the trouble
-        return [finding("shape and order", False, 1,
-                        f"with batches that are (input, label) tuples: {exc}. Such a batch "
-                        "is not a tensor: feed the encoder batch[0], the input only, and "
-                        "ignore the label.")]
+        return [
+            finding(
+                "shape and order",
+                False,
+                1,
+                f"with batches that are (input, label) tuples: {exc}. Such a batch "
+                "is not a tensor: feed the encoder batch[0], the input only, and "
+                "ignore the label.",
+            )
+        ]
     if tuple(got.shape) != tuple(want.shape):
-        return [finding("shape and order", False, 1,
-                        f"the result has shape {tuple(got.shape)}, expected "
-                        f"{tuple(want.shape)}: concatenate the batch outputs along dim 0 "
-                        "(batches may be (input, label) tuples: use the input only).")]
+        return [
+            finding(
+                "shape and order",
+                False,
+                1,
+                f"the result has shape {tuple(got.shape)}, expected "
+                f"{tuple(want.shape)}: concatenate the batch outputs along dim 0 "
+                "(batches may be (input, label) tuples: use the input only).",
+            )
+        ]
     ok = torch.allclose(got.detach().cpu().float(), want.float(), atol=1e-6)
-    return [finding("shape and order", ok, 1,
-                    "the features are not the encoder's outputs in the order of the batches.")]
+    return [
+        finding(
+            "shape and order",
+            ok,
+            1,
+            "the features are not the encoder's outputs in the order of the batches.",
+        )
+    ]
 
 
 @register(f"{EX}/no_grad", points=1, summary="no autograd graph, no gradients")
@@ -183,11 +236,15 @@ def no_grad(fn, rng):
     got = _features(fn, enc, batches)
     problems = []
     if got.requires_grad or got.grad_fn is not None:
-        problems.append("the returned tensor is still attached to an autograd graph: run "
-                        "the forward passes under torch.no_grad() (a graph per batch wastes "
-                        "memory on a real backbone)")
+        problems.append(
+            "the returned tensor is still attached to an autograd graph: run "
+            "the forward passes under torch.no_grad() (a graph per batch wastes "
+            "memory on a real backbone)"
+        )
     if any(p.grad is not None for p in enc.parameters()):
         problems.append("some parameters received gradients")
     wrong = _wrong_features(got, want)
-    return gate([finding("no gradients", not problems, 1, "; ".join(problems))],
-                wrong and f"features: {wrong}")
+    return gate(
+        [finding("no gradients", not problems, 1, "; ".join(problems))],
+        wrong and f"features: {wrong}",
+    )

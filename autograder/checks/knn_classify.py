@@ -6,6 +6,7 @@ array (n_test,): unit-normalised banks, cosine similarities, the k largest (all 
 n_train), votes ``exp(s / tau)`` summed per class, argmax with ties to the smaller label,
 no overflow at small tau. Reference: :func:`repeval_ref.knn_classify`.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -70,14 +71,18 @@ def _diagnose(got, train_h, train_y, test_h, k, tau, n_classes):
             continue
         alt = _rule(train_h, train_y, test_h, kk, tau, n_classes)
         if count_mismatches(got, alt) == 0:
-            return (f" Your predictions are those of the rule with {kk} neighbours instead "
-                    f"of {min(k, n_train)}: check the number of neighbours you keep (an "
-                    "off-by-one in k, e.g. [:, :k + 1] or [:, 1:k + 1]).")
+            return (
+                f" Your predictions are those of the rule with {kk} neighbours instead "
+                f"of {min(k, n_train)}: check the number of neighbours you keep (an "
+                "off-by-one in k, e.g. [:, :k + 1] or [:, 1:k + 1])."
+            )
     alt = _rule(train_h, train_y, test_h, k, tau, n_classes, weighted=False)
     if count_mismatches(got, alt) == 0:
-        return (" Your predictions are those of a plain majority vote: every neighbour "
-                "counted the same. Weigh each neighbour's vote by exp(s / tau), its "
-                "similarity s divided by the temperature tau, and sum the weights per class.")
+        return (
+            " Your predictions are those of a plain majority vote: every neighbour "
+            "counted the same. Weigh each neighbour's vote by exp(s / tau), its "
+            "similarity s divided by the temperature tau, and sum the weights per class."
+        )
     return ""
 
 
@@ -86,8 +91,11 @@ def _predict(fn, *args):
     return as_array(out, "knn_classify's result", ndim=1), warns
 
 
-@register(f"{EX}/matches_reference", points=3,
-          summary="same predictions as the weighted k-NN on features of mixed norms")
+@register(
+    f"{EX}/matches_reference",
+    points=3,
+    summary="same predictions as the weighted k-NN on features of mixed norms",
+)
 def matches_reference(fn, rng):
     K, d = 4, 8
     train_h, train_y = _clusters(rng, 90, d, K)
@@ -101,23 +109,29 @@ def matches_reference(fn, rng):
         got, _ = _predict(fn, train_h.copy(), train_y.copy(), test_h.copy(), k, tau, K)
         miss = count_mismatches(got, want)
         if miss is None:
-            raise StudentError(f"knn_classify returned shape {got.shape}, expected "
-                               f"({len(test_h)},): one label per test row")
+            raise StudentError(
+                f"knn_classify returned shape {got.shape}, expected "
+                f"({len(test_h)},): one label per test row"
+            )
         if miss:
             bad.append((k, tau, miss))
     if not bad:
         return [finding("matches the reference", True, 3, "")]
     k, tau, miss = bad[0]
-    msg = (f"{miss} of 40 predictions differ from the weighted k-NN (k = {k}, tau = {tau}) "
-           "on features whose rows have very different lengths.")
+    msg = (
+        f"{miss} of 40 predictions differ from the weighted k-NN (k = {k}, tau = {tau}) "
+        "on features whose rows have very different lengths."
+    )
     # diagnose: does the student agree once we normalise the rows for them?
     unit = lambda a: a / np.linalg.norm(a, axis=1, keepdims=True)  # noqa: E731
     try:
         got_u, _ = _predict(fn, unit(train_h), train_y.copy(), unit(test_h), k, tau, K)
         if count_mismatches(got_u, _ref(train_h, train_y, test_h, k, tau, K)) == 0:
-            msg += (" With rows already of unit length your predictions are right, so "
-                    "normalise both banks (h / ||h||) before the dot product: the "
-                    "protocol compares directions (cosine similarity), not lengths.")
+            msg += (
+                " With rows already of unit length your predictions are right, so "
+                "normalise both banks (h / ||h||) before the dot product: the "
+                "protocol compares directions (cosine similarity), not lengths."
+            )
     except StudentError:
         pass
     if "normalise" not in msg:
@@ -126,8 +140,7 @@ def matches_reference(fn, rng):
     return [finding("matches the reference", False, 3, msg)]
 
 
-@register(f"{EX}/small_tau", points=2,
-          summary="no overflow at tau = 1e-3 and 1e-4")
+@register(f"{EX}/small_tau", points=2, summary="no overflow at tau = 1e-3 and 1e-4")
 def small_tau(fn, rng):
     d, K, n_test, near = 16, 5, 30, 6
     q = rng.normal(size=(n_test, d))
@@ -148,23 +161,28 @@ def small_tau(fn, rng):
         overflow = any("overflow" in w or "invalid value" in w for w in warns)
         ok = miss == 0 and not overflow
         if overflow:
-            msg = (f"votes overflow at tau = {tau:g}: exp(s / tau) is far beyond the largest "
-                   "float. Subtract each row's largest similarity before exponentiating "
-                   "(this rescales all votes of a row by the same factor, so the argmax is "
-                   "unchanged).")
+            msg = (
+                f"votes overflow at tau = {tau:g}: exp(s / tau) is far beyond the largest "
+                "float. Subtract each row's largest similarity before exponentiating "
+                "(this rescales all votes of a row by the same factor, so the argmax is "
+                "unchanged)."
+            )
         elif miss is None:
             msg = f"returned shape {got.shape} at tau = {tau:g}, expected ({n_test},)"
         else:
-            msg = (f"{miss} of {n_test} predictions differ at tau = {tau:g} (no overflow "
-                   "warning was raised), where the rule is almost 1-NN: the most similar "
-                   "of the k neighbours should decide.")
+            msg = (
+                f"{miss} of {n_test} predictions differ at tau = {tau:g} (no overflow "
+                "warning was raised), where the rule is almost 1-NN: the most similar "
+                "of the k neighbours should decide."
+            )
             msg += _diagnose(got, train_h, train_y, q, near, tau, K)
         out.append(finding(f"tau = {tau:g}", ok, pts, msg))
     return out
 
 
-@register(f"{EX}/k_larger_than_bank", points=1,
-          summary="k larger than the bank uses every stored feature")
+@register(
+    f"{EX}/k_larger_than_bank", points=1, summary="k larger than the bank uses every stored feature"
+)
 def k_larger_than_bank(fn, rng):
     K, d = 3, 5
     train_h, train_y = _clusters(rng, 12, d, K, spread=1.5)
@@ -172,7 +190,7 @@ def k_larger_than_bank(fn, rng):
     # unit rows, so that only the handling of k is tested here
     train_h /= np.linalg.norm(train_h, axis=1, keepdims=True)
     test_h /= np.linalg.norm(test_h, axis=1, keepdims=True)
-    try:    # first a k inside the bank: a failure there is not about k > n_train
+    try:  # first a k inside the bank: a failure there is not about k > n_train
         _predict(fn, train_h.copy(), train_y.copy(), test_h.copy(), 5, 0.3, K)
     except StudentError as exc:
         return [finding("k > n_train", False, 1, f"with k = 5 and a bank of 12 rows: {exc}")]
@@ -181,16 +199,28 @@ def k_larger_than_bank(fn, rng):
         try:
             got, _ = _predict(fn, train_h.copy(), train_y.copy(), test_h.copy(), k, 0.3, K)
         except StudentError as exc:
-            return [finding("k > n_train", False, 1,
-                            f"with k = {k} and a bank of 12 rows your function failed "
-                            f"({exc}). When k exceeds the bank, every stored feature votes: "
-                            "use min(k, n_train) neighbours.")]
+            return [
+                finding(
+                    "k > n_train",
+                    False,
+                    1,
+                    f"with k = {k} and a bank of 12 rows your function failed "
+                    f"({exc}). When k exceeds the bank, every stored feature votes: "
+                    "use min(k, n_train) neighbours.",
+                )
+            ]
         if count_mismatches(got, want) != 0:
             why = _diagnose(got, train_h, train_y, test_h, k, 0.3, K)
             if not why:
                 why = " Every stored feature should vote (k = min(k, n_train))."
-            return [finding("k > n_train", False, 1,
-                            f"with k = {k} and a bank of 12 rows the predictions differ." + why)]
+            return [
+                finding(
+                    "k > n_train",
+                    False,
+                    1,
+                    f"with k = {k} and a bank of 12 rows the predictions differ." + why,
+                )
+            ]
     return [finding("k > n_train", True, 1, "")]
 
 
@@ -202,7 +232,7 @@ def ties(fn, rng):
     q /= np.linalg.norm(q, axis=1, keepdims=True)
     rows, labels = [], []
     for i, (a, b) in enumerate(pairs):
-        rows += [q[i], q[i]]          # two identical neighbours: identical votes
+        rows += [q[i], q[i]]  # two identical neighbours: identical votes
         labels += [a, b]
     far = -q + 0.01 * rng.normal(size=q.shape)  # dissimilar filler rows
     train_h = np.vstack([np.array(rows), far])
@@ -213,24 +243,41 @@ def ties(fn, rng):
     miss = count_mismatches(got, want)
     ok = miss == 0
     cause = _diagnose(got, train_h, train_y, q, 2, 0.1, K) if miss else ""
-    if cause:   # the ties are right; the answer keeps a wrong number of neighbours
-        return [finding("ties", False, 1,
-                        f"{miss} of {len(pairs)} predictions differ where each query has "
-                        "two identical neighbours of different labels and k = 2." + cause)]
+    if cause:  # the ties are right; the answer keeps a wrong number of neighbours
+        return [
+            finding(
+                "ties",
+                False,
+                1,
+                f"{miss} of {len(pairs)} predictions differ where each query has "
+                "two identical neighbours of different labels and k = 2." + cause,
+            )
+        ]
     detail = ""
     if miss:
         i = int(np.flatnonzero(np.asarray(got) != want)[0])
-        detail = (f" For example, two identical neighbours labelled {pairs[i][0]} and "
-                  f"{pairs[i][1]} give equal votes; you predicted {got[i]}, the rule "
-                  f"says {want[i]}.")
-    return [finding("ties", ok, 1,
-                    "equal vote totals must go to the smaller label (np.argmax returns the "
-                    "first maximum, so apply it to votes indexed by class in increasing "
-                    "order)." + detail)]
+        detail = (
+            f" For example, two identical neighbours labelled {pairs[i][0]} and "
+            f"{pairs[i][1]} give equal votes; you predicted {got[i]}, the rule "
+            f"says {want[i]}."
+        )
+    return [
+        finding(
+            "ties",
+            ok,
+            1,
+            "equal vote totals must go to the smaller label (np.argmax returns the "
+            "first maximum, so apply it to votes indexed by class in increasing "
+            "order)." + detail,
+        )
+    ]
 
 
-@register(f"{EX}/ties_at_kth", points=1,
-          summary="duplicated bank rows tied at the k-th place: the smaller indices are kept")
+@register(
+    f"{EX}/ties_at_kth",
+    points=1,
+    summary="duplicated bank rows tied at the k-th place: the smaller indices are kept",
+)
 def ties_at_kth(fn, rng):
     # For every query the bank holds three exact copies of one row, the most similar to
     # the query, at scattered indices i1 < i2 < i3 with labels (A, A, B), B < A, among
@@ -245,11 +292,11 @@ def ties_at_kth(fn, rng):
     train_y = rng.integers(0, K, size=n_train)
     slots = rng.permutation(n_train)
     for t in range(n_q):
-        idx = np.sort(slots[3 * t: 3 * t + 3])
-        train_h[idx] = q[t]                    # the same row three times (cosine 1)
+        idx = np.sort(slots[3 * t : 3 * t + 3])
+        train_h[idx] = q[t]  # the same row three times (cosine 1)
         big = int(rng.integers(1, K))
         train_y[idx] = [big, big, int(rng.integers(0, big))]
-    fill = slots[3 * n_q:]
+    fill = slots[3 * n_q :]
     filler = rng.normal(size=(len(fill), d))
     # unit rows, so that only the selection among ties is tested here
     train_h[fill] = filler / np.linalg.norm(filler, axis=1, keepdims=True)
@@ -258,16 +305,23 @@ def ties_at_kth(fn, rng):
     miss = count_mismatches(got, want)
     if miss is None:
         raise StudentError(f"knn_classify returned shape {got.shape}, expected ({n_q},)")
-    return [finding("ties at the k-th place", miss == 0, 1,
-                    f"{miss} of {n_q} predictions differ when the bank holds the same row "
-                    "three times (labels A, A, B at increasing indices) and k = 2: the rule "
-                    "keeps the neighbours with the smaller indices among equal similarities "
-                    "(label A wins). np.argpartition picks arbitrarily among ties; select "
-                    "with a stable sort, np.argsort(-sims, axis=1, kind='stable')[:, :k].")]
+    return [
+        finding(
+            "ties at the k-th place",
+            miss == 0,
+            1,
+            f"{miss} of {n_q} predictions differ when the bank holds the same row "
+            "three times (labels A, A, B at increasing indices) and k = 2: the rule "
+            "keeps the neighbours with the smaller indices among equal similarities "
+            "(label A wins). np.argpartition picks arbitrarily among ties; select "
+            "with a stable sort, np.argsort(-sims, axis=1, kind='stable')[:, :k].",
+        )
+    ]
 
 
-@register(f"{EX}/properties", points=1,
-          summary="integer array of shape (n_test,), inputs left untouched")
+@register(
+    f"{EX}/properties", points=1, summary="integer array of shape (n_test,), inputs left untouched"
+)
 def properties(fn, rng):
     K, d = 3, 4
     train_h, train_y = _clusters(rng, 20, d, K)
@@ -279,8 +333,10 @@ def properties(fn, rng):
     problems = []
     changed = mutated(before, args, ["train_h", "train_y", "test_h"])
     if changed:
-        problems.append(f"your function modified its input {', '.join(changed)} in place "
-                        "(normalise into a new array instead of with /=)")
+        problems.append(
+            f"your function modified its input {', '.join(changed)} in place "
+            "(normalise into a new array instead of with /=)"
+        )
     if not isinstance(out, np.ndarray):
         problems.append(f"it returned a {type(out).__name__}, expected a NumPy array")
     else:
@@ -291,5 +347,7 @@ def properties(fn, rng):
         elif np.issubdtype(out.dtype, np.number) and (out.min() < 0 or out.max() >= K):
             problems.append("some predicted labels are outside 0 .. n_classes - 1")
     wrong = differs(out, want, rtol=0, atol=0)
-    return gate([finding("properties", not problems, 1, "; ".join(problems))],
-                wrong and f"the predictions: {wrong}")
+    return gate(
+        [finding("properties", not problems, 1, "; ".join(problems))],
+        wrong and f"the predictions: {wrong}",
+    )

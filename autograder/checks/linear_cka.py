@@ -5,8 +5,8 @@ Contract: ``linear_cka(X, Y)`` with X (n, p), Y (n, q) returns the Python float
 n x n matrices and without a fudge constant in the denominator.
 Reference: :func:`repeval_ref.linear_cka`.
 """
-from __future__ import annotations
 
+from __future__ import annotations
 
 import numpy as np
 
@@ -43,27 +43,27 @@ def _call(fn, X, Y):
 
 
 def _uncentred(X, Y):
-    return (np.linalg.norm(X.T @ Y) ** 2
-            / (np.linalg.norm(X.T @ X) * np.linalg.norm(Y.T @ Y)))
-
-
+    return np.linalg.norm(X.T @ Y) ** 2 / (np.linalg.norm(X.T @ X) * np.linalg.norm(Y.T @ Y))
 
 
 def _centred_parts(X, Y):
     """||Xc^T Yc||_F, ||Xc^T Xc||_F and ||Yc^T Yc||_F of the column-centred pair."""
     Xc, Yc = X - X.mean(axis=0), Y - Y.mean(axis=0)
-    return (np.linalg.norm(Xc.T @ Yc), np.linalg.norm(Xc.T @ Xc),
-            np.linalg.norm(Yc.T @ Yc))
+    return (np.linalg.norm(Xc.T @ Yc), np.linalg.norm(Xc.T @ Xc), np.linalg.norm(Yc.T @ Yc))
 
 
 #: typical slips in the formula: (their value from the parts, the hint naming the slip)
 _CKA_SLIPS = (
-    (lambda c, x, y: c / (x * y),
-     " Your numerator is ||X^T Y||_F, not squared: on centred columns CKA divides the "
-     "squared Frobenius norm of X^T Y by the product of those of X^T X and Y^T Y."),
-    (lambda c, x, y: c * c / np.sqrt(x * y),
-     " Your denominator has a square root too many: it is ||X^T X||_F ||Y^T Y||_F (each "
-     "Frobenius norm already scales like the numerator's square root)."),
+    (
+        lambda c, x, y: c / (x * y),
+        " Your numerator is ||X^T Y||_F, not squared: on centred columns CKA divides the "
+        "squared Frobenius norm of X^T Y by the product of those of X^T X and Y^T Y.",
+    ),
+    (
+        lambda c, x, y: c * c / np.sqrt(x * y),
+        " Your denominator has a square root too many: it is ||X^T X||_F ||Y^T Y||_F (each "
+        "Frobenius norm already scales like the numerator's square root).",
+    ),
 )
 
 
@@ -71,8 +71,11 @@ def _close(a, b, rtol=1e-9):
     return abs(a - b) <= rtol * max(1e-12, abs(b))
 
 
-@register(f"{EX}/matches_reference", points=2,
-          summary="CKA of column-centred representations of different widths")
+@register(
+    f"{EX}/matches_reference",
+    points=2,
+    summary="CKA of column-centred representations of different widths",
+)
 def matches_reference(fn, rng):
     for n, p, q in ((100, 5, 8), (60, 12, 3)):
         X, Y = _pair(rng, n, p, q)
@@ -80,50 +83,78 @@ def matches_reference(fn, rng):
         got, _ = _call(fn, X, Y)
         if _close(got, want):
             continue
-        msg = f"for X of shape ({n}, {p}) and Y of shape ({n}, {q}) you returned {got:.8g}; CKA is {want:.8g}."
+        msg = (
+            f"for X of shape ({n}, {p}) and Y of shape ({n}, {q}) you returned {got:.8g}; CKA is "
+            f"{want:.8g}."
+        )
         if _close(got, _uncentred(X, Y), 1e-7):
-            msg += (" You did not centre the columns: subtract each column's mean from X and "
-                    "from Y first (CKA compares centred Gram matrices).")
+            msg += (
+                " You did not centre the columns: subtract each column's mean from X and "
+                "from Y first (CKA compares centred Gram matrices)."
+            )
         else:
             parts = _centred_parts(X, Y)
-            msg += next((why for slip, why in _CKA_SLIPS
-                         if _close(got, float(slip(*parts)), 1e-7)), "")
+            msg += next(
+                (why for slip, why in _CKA_SLIPS if _close(got, float(slip(*parts)), 1e-7)), ""
+            )
         return [finding("matches the reference", False, 2, msg)]
     return [finding("matches the reference", True, 2, "")]
 
 
-@register(f"{EX}/translation_invariance", points=1,
-          summary="adding a constant vector to every row changes nothing")
+@register(
+    f"{EX}/translation_invariance",
+    points=1,
+    summary="adding a constant vector to every row changes nothing",
+)
 def translation_invariance(fn, rng):
     X, Y = _pair(rng, 80, 6, 4)
     base, _ = _call(fn, X, Y)
     moved, _ = _call(fn, X + 25.0 * rng.normal(size=6), Y - 25.0 * rng.normal(size=4))
-    return gate([finding("translation invariance", _close(moved, base, 1e-8), 1,
-                         f"shifting every row of X and Y by a constant vector changed your "
-                         f"CKA from {base:.6g} to {moved:.6g}. Two representations that "
-                         "differ by an offset organise the samples identically: centre the "
-                         "columns.")], differs(base, _ref(X, Y)))
+    return gate(
+        [
+            finding(
+                "translation invariance",
+                _close(moved, base, 1e-8),
+                1,
+                f"shifting every row of X and Y by a constant vector changed your "
+                f"CKA from {base:.6g} to {moved:.6g}. Two representations that "
+                "differ by an offset organise the samples identically: centre the "
+                "columns.",
+            )
+        ],
+        differs(base, _ref(X, Y)),
+    )
 
 
-@register(f"{EX}/scale_invariance", points=1,
-          summary="tiny features (scale 1e-6) give the same CKA: no fudge constant")
+@register(
+    f"{EX}/scale_invariance",
+    points=1,
+    summary="tiny features (scale 1e-6) give the same CKA: no fudge constant",
+)
 def scale_invariance(fn, rng):
     X, Y = _pair(rng, 50, 4, 4)
     base, _ = _call(fn, X, Y)
     small, _ = _call(fn, 1e-6 * X, 1e-5 * Y)
     wrong = differs(base, _ref(X, Y))
-    msg = (f"multiplying X by 1e-6 and Y by 1e-5 changed your CKA from {base:.6g} to "
-           f"{small:.6g}. CKA ignores the scale of each representation")
-    if wrong:   # the formula itself is off (see matches_reference), not a fudge constant
+    msg = (
+        f"multiplying X by 1e-6 and Y by 1e-5 changed your CKA from {base:.6g} to "
+        f"{small:.6g}. CKA ignores the scale of each representation"
+    )
+    if wrong:  # the formula itself is off (see matches_reference), not a fudge constant
         msg += ": numerator and denominator must scale alike."
     else:
-        msg += ("; a small constant added to the denominator (the common '+ 1e-10') "
-                "dominates when the features are small. Do not add one.")
+        msg += (
+            "; a small constant added to the denominator (the common '+ 1e-10') "
+            "dominates when the features are small. Do not add one."
+        )
     return gate([finding("scale invariance", _close(small, base, 1e-8), 1, msg)], wrong)
 
 
-@register(f"{EX}/properties", points=1,
-          summary="a Python float in [0, 1]; 1 for rotated copies; inputs untouched")
+@register(
+    f"{EX}/properties",
+    points=1,
+    summary="a Python float in [0, 1]; 1 for rotated copies; inputs untouched",
+)
 def properties(fn, rng):
     X, Y = _pair(rng, 40, 5, 5)
     before = frozen_copies(X, Y)
@@ -132,8 +163,9 @@ def properties(fn, rng):
     problems = []
     changed = mutated(before, [X, Y], ["X", "Y"])
     if changed:
-        problems.append(f"your function modified {', '.join(changed)} in place (centre into "
-                        "new arrays)")
+        problems.append(
+            f"your function modified {', '.join(changed)} in place (centre into new arrays)"
+        )
     if not is_plain_float(out):
         problems.append(f"return a Python float (float(x)), got {type(out).__name__}")
     elif not 0.0 <= out <= 1.0 + 1e-12:
@@ -142,23 +174,38 @@ def properties(fn, rng):
     same, _ = _call(fn, before[0], 3.0 * before[0] @ Q)
     if not abs(same - 1.0) < 1e-9:
         problems.append(f"CKA of X and a rotated, rescaled copy of X must be 1, got {same:.8g}")
-    return gate([finding("properties", not problems, 1, "; ".join(problems))],
-                differs(out, want))
+    return gate([finding("properties", not problems, 1, "; ".join(problems))], differs(out, want))
 
 
-@register(f"{EX}/no_gram_matrix", points=1,
-          summary=f"{N_MEMORY} samples without n x n Gram matrices")
+@register(
+    f"{EX}/no_gram_matrix", points=1, summary=f"{N_MEMORY} samples without n x n Gram matrices"
+)
 def no_gram_matrix(fn, rng):
     X, Y = _pair(rng, N_MEMORY, 3, 2)
     meter = metered(fn)
     got, _ = _call(meter, X, Y)
     peak = max(meter.peaks)
     if not np.isfinite(got):
-        return [finding("no Gram matrix", False, 1,
-                        f"on {N_MEMORY} samples you returned {got}, not a finite number.")]
+        return [
+            finding(
+                "no Gram matrix",
+                False,
+                1,
+                f"on {N_MEMORY} samples you returned {got}, not a finite number.",
+            )
+        ]
     wrong = differs(got, _ref(X, Y))
-    return gate([finding("no Gram matrix", peak <= PEAK_LIMIT, 1,
-                    f"for {N_MEMORY} samples your function allocated {peak / 2**20:.0f} MB at once: "
-                    "it forms n x n Gram matrices (XX^T). Use the feature-space form "
-                    "||Xc^T Yc||_F^2 / (||Xc^T Xc||_F ||Yc^T Yc||_F), which needs only "
-                    "p x q, p x p and q x q products.")], wrong and f"on {N_MEMORY} samples: {wrong}")
+    return gate(
+        [
+            finding(
+                "no Gram matrix",
+                peak <= PEAK_LIMIT,
+                1,
+                f"for {N_MEMORY} samples your function allocated {peak / 2**20:.0f} MB at once: "
+                "it forms n x n Gram matrices (XX^T). Use the feature-space form "
+                "||Xc^T Yc||_F^2 / (||Xc^T Xc||_F ||Yc^T Yc||_F), which needs only "
+                "p x q, p x p and q x q products.",
+            )
+        ],
+        wrong and f"on {N_MEMORY} samples: {wrong}",
+    )

@@ -9,6 +9,7 @@ other random call; nearest class mean by cosine with the renormalised means; mea
 standard deviation (``ddof=1``) of the per-draw accuracies.
 Reference: :func:`repeval_ref.low_shot_eval`.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,14 +34,14 @@ def _data(rng, per_train=8, per_test=6):
 
 def _call(fn, data, shots, draws, gen):
     """Call the student's function on copies of ``data = (train_h, train_y, test_h, test_y)``."""
-    out, _ = call_student(fn, *(a.copy() for a in data), shots, draws, gen,
-                          what="low_shot_eval")
+    out, _ = call_student(fn, *(a.copy() for a in data), shots, draws, gen, what="low_shot_eval")
     mean, std = unpack(out, 2, "low_shot_eval")
     try:
         return float(mean), float(std), out
     except (TypeError, ValueError):
-        raise StudentError("low_shot_eval should return two numbers (mean, std), got "
-                           f"{out!r}") from None
+        raise StudentError(
+            f"low_shot_eval should return two numbers (mean, std), got {out!r}"
+        ) from None
 
 
 def _state(gen):
@@ -57,8 +58,14 @@ def _variant(data, shots, draws, seed, unit_rows=True, unit_means=True):
     classes = np.unique(train_y)
     accs = []
     for _ in range(draws):
-        means = np.stack([pool[gen.choice(np.flatnonzero(train_y == c), size=shots,
-                                          replace=False)].mean(axis=0) for c in classes])
+        means = np.stack(
+            [
+                pool[gen.choice(np.flatnonzero(train_y == c), size=shots, replace=False)].mean(
+                    axis=0
+                )
+                for c in classes
+            ]
+        )
         if unit_means:
             means = means / np.linalg.norm(means, axis=1, keepdims=True)
         accs.append(np.mean(classes[np.argmax(queries @ means.T, axis=1)] == test_y))
@@ -72,18 +79,25 @@ def _same(m, s, pair):
 def _step_left_out(m, s, data, shots, draws, seed):
     """The sentence naming a normalisation left out, if that explains (m, s); else ''."""
     if _same(m, s, _variant(data, shots, draws, seed, unit_means=False)):
-        return (" Your random calls are right, but your class means are not rescaled: "
-                "after averaging the unit features of a support, rescale each class mean "
-                "to unit length, so that every class is compared by its direction alone.")
+        return (
+            " Your random calls are right, but your class means are not rescaled: "
+            "after averaging the unit features of a support, rescale each class mean "
+            "to unit length, so that every class is compared by its direction alone."
+        )
     if _same(m, s, _variant(data, shots, draws, seed, unit_rows=False)):
-        return (" Your random calls are right, but you averaged the raw features: scale "
-                "every row of train_h to unit length before averaging, or the longest "
-                "vectors of a support dominate its mean.")
+        return (
+            " Your random calls are right, but you averaged the raw features: scale "
+            "every row of train_h to unit length before averaging, or the longest "
+            "vectors of a support dominate its mean."
+        )
     return ""
 
 
-@register(f"{EX}/matches_reference", points=3,
-          summary="mean and standard deviation equal the reference for the same generator")
+@register(
+    f"{EX}/matches_reference",
+    points=3,
+    summary="mean and standard deviation equal the reference for the same generator",
+)
 def matches_reference(fn, rng):
     data = _data(rng)
     seed = int(rng.integers(0, 2**31))
@@ -93,34 +107,46 @@ def matches_reference(fn, rng):
         m, s, _ = _call(fn, data, n_per_class, n_draws, gen)
         if abs(m - want_m) < 1e-12 and abs(s - want_s) < 1e-12:
             continue
-        where = (f"with n_per_class = {n_per_class}, n_draws = {n_draws} and "
-                 f"np.random.default_rng({seed}) you returned ({m:.6f}, {s:.6f}); the "
-                 f"exact procedure gives ({want_m:.6f}, {want_s:.6f}).")
+        where = (
+            f"with n_per_class = {n_per_class}, n_draws = {n_draws} and "
+            f"np.random.default_rng({seed}) you returned ({m:.6f}, {s:.6f}); the "
+            f"exact procedure gives ({want_m:.6f}, {want_s:.6f})."
+        )
         if abs(m - want_m) < 1e-12:
             if abs(s - want_s * np.sqrt((n_draws - 1) / n_draws)) < 1e-12:
-                hint = (" Your mean is right but your spread is the population standard "
-                        "deviation: use the sample standard deviation, np.std(acc, ddof=1).")
+                hint = (
+                    " Your mean is right but your spread is the population standard "
+                    "deviation: use the sample standard deviation, np.std(acc, ddof=1)."
+                )
             elif abs(s - want_s / np.sqrt(n_draws)) < 1e-12:
-                hint = (" Your mean is right but you returned the standard error of the "
-                        "mean; the task asks for the standard deviation over draws (ddof=1).")
+                hint = (
+                    " Your mean is right but you returned the standard error of the "
+                    "mean; the task asks for the standard deviation over draws (ddof=1)."
+                )
             else:
-                hint = (_step_left_out(m, s, data, n_per_class, n_draws, seed)
-                        or " Your mean is right but the standard deviation differs.")
+                hint = (
+                    _step_left_out(m, s, data, n_per_class, n_draws, seed)
+                    or " Your mean is right but the standard deviation differs."
+                )
         elif _state(gen) not in (_state(ref_gen), _state(np.random.default_rng(seed))):
-            hint = (" After your function the generator is not where the prescribed calls "
-                    "leave it: you made other random calls (a permutation, a shuffle, a "
-                    "call without replace=False, an extra draw), so your supports differ. "
-                    "For each draw, loop over the classes of np.unique(train_y) in "
-                    "increasing order and call rng.choice(np.flatnonzero(train_y == label), "
-                    "size=n_per_class, replace=False) once per class, and nothing else.")
+            hint = (
+                " After your function the generator is not where the prescribed calls "
+                "leave it: you made other random calls (a permutation, a shuffle, a "
+                "call without replace=False, an extra draw), so your supports differ. "
+                "For each draw, loop over the classes of np.unique(train_y) in "
+                "increasing order and call rng.choice(np.flatnonzero(train_y == label), "
+                "size=n_per_class, replace=False) once per class, and nothing else."
+            )
         elif _step_left_out(m, s, data, n_per_class, n_draws, seed):
             hint = _step_left_out(m, s, data, n_per_class, n_draws, seed)
         else:
-            hint = (" Your supports differ from the prescribed ones: for each draw, loop over "
-                    "the classes of np.unique(train_y) in increasing order and call "
-                    "rng.choice(np.flatnonzero(train_y == label), size=n_per_class, "
-                    "replace=False) once per class, with no other random call; use unit "
-                    "features and renormalise the class means.")
+            hint = (
+                " Your supports differ from the prescribed ones: for each draw, loop over "
+                "the classes of np.unique(train_y) in increasing order and call "
+                "rng.choice(np.flatnonzero(train_y == label), size=n_per_class, "
+                "replace=False) once per class, with no other random call; use unit "
+                "features and renormalise the class means."
+            )
         return [finding("matches the reference", False, 3, where + hint)]
     return [finding("matches the reference", True, 3, "")]
 
@@ -129,8 +155,11 @@ def _integral(x, n):
     return abs(x * n - round(x * n)) < 1e-6
 
 
-@register(f"{EX}/ddof", points=2,
-          summary="the spread is the sample standard deviation over draws (ddof=1)")
+@register(
+    f"{EX}/ddof",
+    points=2,
+    summary="the spread is the sample standard deviation over draws (ddof=1)",
+)
 def ddof(fn, rng):
     # With two draws the accuracies a1, a2 are multiples of 1/n_test, and
     # ddof=1 gives std = |a1 - a2| / sqrt(2) while ddof=0 gives |a1 - a2| / 2, so the
@@ -143,28 +172,46 @@ def ddof(fn, rng):
         if s > 1e-12:
             break
     else:
-        return [finding("ddof = 1", False, 2,
-                        "with one shot per class and two draws, your standard deviation was "
-                        "0 in 8 runs with different generators: are the supports drawn "
-                        "with the rng you were given?")]
+        return [
+            finding(
+                "ddof = 1",
+                False,
+                2,
+                "with one shot per class and two draws, your standard deviation was "
+                "0 in 8 runs with different generators: are the supports drawn "
+                "with the rng you were given?",
+            )
+        ]
     for gap, passed, msg in (
-            (s * np.sqrt(2.0), True, ""),
-            (2.0 * s, False,
-             "with two draws your standard deviation is |a1 - a2| / 2, the population "
-             "formula (ddof=0) or the standard error of the mean. Report the sample "
-             "standard deviation over draws, np.std(accuracies, ddof=1): it estimates how "
-             "far one evaluation with one draw can land from another.")):
+        (s * np.sqrt(2.0), True, ""),
+        (
+            2.0 * s,
+            False,
+            "with two draws your standard deviation is |a1 - a2| / 2, the population "
+            "formula (ddof=0) or the standard error of the mean. Report the sample "
+            "standard deviation over draws, np.std(accuracies, ddof=1): it estimates how "
+            "far one evaluation with one draw can land from another.",
+        ),
+    ):
         if _integral(m + gap / 2, n_test) and _integral(m - gap / 2, n_test):
             return [finding("ddof = 1", passed, 2, msg)]
-    return [finding("ddof = 1", False, 2,
-                    f"with two draws on {n_test} test images, your (mean, std) = ({m:.6f}, "
-                    f"{s:.6f}) are not the mean and the sample standard deviation (ddof=1) "
-                    "of two accuracies (multiples of 1/n_test).")]
+    return [
+        finding(
+            "ddof = 1",
+            False,
+            2,
+            f"with two draws on {n_test} test images, your (mean, std) = ({m:.6f}, "
+            f"{s:.6f}) are not the mean and the sample standard deviation (ddof=1) "
+            "of two accuracies (multiples of 1/n_test).",
+        )
+    ]
 
 
-@register(f"{EX}/random_calls", points=2,
-          summary="exactly n_draws x n_classes calls rng.choice(..., replace=False), "
-                  "nothing else")
+@register(
+    f"{EX}/random_calls",
+    points=2,
+    summary="exactly n_draws x n_classes calls rng.choice(..., replace=False), nothing else",
+)
 def random_calls(fn, rng):
     data = _data(rng)
     seed = int(rng.integers(0, 2**31))
@@ -177,23 +224,29 @@ def random_calls(fn, rng):
     if _state(gen) == _state(want):
         # the right calls earn points only with the right result from them
         wrong = differs((m, s), _ref(*data, 2, n_draws, np.random.default_rng(seed)))
-        return gate([finding("random calls", True, 2, "")],
-                    wrong and f"(mean, std): {wrong}")
+        return gate([finding("random calls", True, 2, "")], wrong and f"(mean, std): {wrong}")
     if _state(gen) == start:
-        msg = ("your function never used the generator rng it was given, so two graders "
-               "with the same rng cannot reproduce your numbers. Draw every support set "
-               "with rng.choice.")
+        msg = (
+            "your function never used the generator rng it was given, so two graders "
+            "with the same rng cannot reproduce your numbers. Draw every support set "
+            "with rng.choice."
+        )
     else:
-        msg = (f"after your function the generator is not where {n_draws} draws x 10 classes "
-               "= 30 calls rng.choice(np.flatnonzero(train_y == label), size=n_per_class, "
-               "replace=False) leave it: you made other random calls (a permutation, a "
-               "shuffle, a call without replace=False, an extra draw), so your supports "
-               "differ from everybody else's. Use exactly those calls and no other.")
+        msg = (
+            f"after your function the generator is not where {n_draws} draws x 10 classes "
+            "= 30 calls rng.choice(np.flatnonzero(train_y == label), size=n_per_class, "
+            "replace=False) leave it: you made other random calls (a permutation, a "
+            "shuffle, a call without replace=False, an extra draw), so your supports "
+            "differ from everybody else's. Use exactly those calls and no other."
+        )
     return [finding("random calls", False, 2, msg)]
 
 
-@register(f"{EX}/labels_not_contiguous", points=1,
-          summary="labels such as {3, 7, 12} are predicted as themselves")
+@register(
+    f"{EX}/labels_not_contiguous",
+    points=1,
+    summary="labels such as {3, 7, 12} are predicted as themselves",
+)
 def labels_not_contiguous(fn, rng):
     train_h, train_y, test_h, test_y = _data(rng, per_train=6, per_test=5)
     values = np.sort(rng.choice(np.arange(1, 40), size=10, replace=False))
@@ -207,17 +260,24 @@ def labels_not_contiguous(fn, rng):
     m, s, _ = _call(fn, renamed, 2, 3, np.random.default_rng(seed))
     ok = m == m0 and s == s0
     wrong = differs((m0, s0), _ref(*plain, 2, 3, np.random.default_rng(seed)))
-    return gate([finding("labels not contiguous", ok, 1,
-                    f"with the labels 0 .. 9 renamed to {values.tolist()} (same order, same "
-                    f"generator) your result changed from ({m0:.4f}, {s0:.4f}) to "
-                    f"({m:.4f}, {s:.4f}). The classes are np.unique(train_y); an argmax over "
-                    "the class means is a position in that array, so map it back with "
-                    "classes[argmax] before comparing with test_y.")],
-                wrong and f"with the labels 0 .. 9, (mean, std): {wrong}")
+    return gate(
+        [
+            finding(
+                "labels not contiguous",
+                ok,
+                1,
+                f"with the labels 0 .. 9 renamed to {values.tolist()} (same order, same "
+                f"generator) your result changed from ({m0:.4f}, {s0:.4f}) to "
+                f"({m:.4f}, {s:.4f}). The classes are np.unique(train_y); an argmax over "
+                "the class means is a position in that array, so map it back with "
+                "classes[argmax] before comparing with test_y.",
+            )
+        ],
+        wrong and f"with the labels 0 .. 9, (mean, std): {wrong}",
+    )
 
 
-@register(f"{EX}/properties", points=1,
-          summary="two Python floats, inputs left untouched")
+@register(f"{EX}/properties", points=1, summary="two Python floats, inputs left untouched")
 def properties(fn, rng):
     train_h, train_y, test_h, test_y = _data(rng, per_train=4, per_test=3)
     arrays = [train_h, train_y, test_h, test_y]
@@ -227,13 +287,14 @@ def properties(fn, rng):
     problems = []
     changed = mutated(before, arrays, ["train_h", "train_y", "test_h", "test_y"])
     if changed:
-        problems.append(f"your function modified {', '.join(changed)} in place (normalise "
-                        "into new arrays)")
+        problems.append(
+            f"your function modified {', '.join(changed)} in place (normalise into new arrays)"
+        )
     m, s = unpack(out, 2, "low_shot_eval")
     if not (is_plain_float(m) and is_plain_float(s)):
-        problems.append(f"return Python floats (float(x)), got {type(m).__name__} and "
-                        f"{type(s).__name__}")
+        problems.append(
+            f"return Python floats (float(x)), got {type(m).__name__} and {type(s).__name__}"
+        )
     elif not (0.0 <= m <= 1.0 and s >= 0.0):
         problems.append("the mean accuracy must lie in [0, 1] and the std be >= 0")
-    return gate([finding("properties", not problems, 1, "; ".join(problems))],
-                differs(out, want))
+    return gate([finding("properties", not problems, 1, "; ".join(problems))], differs(out, want))

@@ -6,6 +6,7 @@ bias), a Python float; floor = sum of the K - r - 1 smallest class counts with
 r = numpy.linalg.matrix_rank(H), 0 when r + 1 >= K, a Python int.
 Reference: :func:`repeval_ref.rank_bound`.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -56,23 +57,34 @@ def _floor_cause(floor, H, y, K):
         return int(counts[:j].sum()) if j > 0 else 0
 
     if m > 0 and floor in (m * n // K, m * n / K):
-        return (f"yours is (K - r - 1) n / K = {floor:g}, which holds only for balanced "
-                "classes: sum the K - r - 1 SMALLEST counts (sort the counts)")
+        return (
+            f"yours is (K - r - 1) n / K = {floor:g}, which holds only for balanced "
+            "classes: sum the K - r - 1 SMALLEST counts (sort the counts)"
+        )
     if m > 0 and floor == int(counts[::-1][:m].sum()):
-        return ("yours sums the K - r - 1 LARGEST counts; the floor is what the probe "
-                "cannot fit, the classes it gives up on: the smallest ones")
+        return (
+            "yours sums the K - r - 1 LARGEST counts; the floor is what the probe "
+            "cannot fit, the classes it gives up on: the smallest ones"
+        )
     if floor == smallest(m + 1):
-        return ("yours sums K - r counts: the bias adds one to the rank of the scores, so "
-                "K - r - 1 classes are left out")
+        return (
+            "yours sums K - r counts: the bias adds one to the rank of the scores, so "
+            "K - r - 1 classes are left out"
+        )
     if m > 0 and floor == smallest(K - H.shape[1] - 1):
-        return (f"yours is what r = {H.shape[1]}, the number of columns of H, gives; r is "
-                f"the rank of H (numpy.linalg.matrix_rank, here {r}), not its number of "
-                "columns")
+        return (
+            f"yours is what r = {H.shape[1]}, the number of columns of H, gives; r is "
+            f"the rank of H (numpy.linalg.matrix_rank, here {r}), not its number of "
+            "columns"
+        )
     return f"the sum of the K - r - 1 = {m} smallest class counts"
 
 
-@register(f"{EX}/matches_reference", points=3,
-          summary="least-squares residual and floor equal the reference")
+@register(
+    f"{EX}/matches_reference",
+    points=3,
+    summary="least-squares residual and floor equal the reference",
+)
 def matches_reference(fn, rng):
     K = int(rng.integers(6, 10))
     r = int(rng.integers(1, K - 2))
@@ -85,34 +97,48 @@ def matches_reference(fn, rng):
         Y = np.eye(K)[y]
         no_bias = float(np.sum((Y - H @ np.linalg.lstsq(H, Y, rcond=None)[0]) ** 2))
         if np.isclose(res, no_bias, rtol=1e-7, atol=1e-9):
-            msg += (" (yours is the fit without the bias column: append a column of ones "
-                    "to H, as the bias is fitted and not penalised)")
+            msg += (
+                " (yours is the fit without the bias column: append a column of ones "
+                "to H, as the bias is fitted and not penalised)"
+            )
         elif res > want_res:
-            msg += (" (yours is larger: fit every column of the one-hot Y by "
-                    "numpy.linalg.lstsq on [H, 1])")
+            msg += (
+                " (yours is larger: fit every column of the one-hot Y by "
+                "numpy.linalg.lstsq on [H, 1])"
+            )
         problems.append(msg)
     if floor != want_floor:
         r_h = int(np.linalg.matrix_rank(H))
-        problems.append(f"the floor is {floor:g}, expected {want_floor} for rank {r_h} and "
-                        f"{K} classes: {_floor_cause(floor, H, y, K)}")
+        problems.append(
+            f"the floor is {floor:g}, expected {want_floor} for rank {r_h} and "
+            f"{K} classes: {_floor_cause(floor, H, y, K)}"
+        )
     return [finding("matches the reference", not problems, 3, "; ".join(problems))]
 
 
-@register(f"{EX}/unbalanced_floor", points=1,
-          summary="floor sums the smallest class counts (unbalanced classes)")
+@register(
+    f"{EX}/unbalanced_floor",
+    points=1,
+    summary="floor sums the smallest class counts (unbalanced classes)",
+)
 def unbalanced_floor(fn, rng):
     K = 6
     counts = rng.permutation([5, 9, 14, 20, 27, 33])
     H, y = _low_rank(rng, int(np.sum(counts)), 8, 2, K, counts=counts)
     _, want = _ref(H, y, K)
     _, floor, _ = _call(fn, H, y, K)
-    return [finding("unbalanced classes", floor == want, 1,
-                    f"with class counts {sorted(int(c) for c in counts)} and rank 2 the floor "
-                    f"is {want}, you returned {floor:g}: {_floor_cause(floor, H, y, K)}.")]
+    return [
+        finding(
+            "unbalanced classes",
+            floor == want,
+            1,
+            f"with class counts {sorted(int(c) for c in counts)} and rank 2 the floor "
+            f"is {want}, you returned {floor:g}: {_floor_cause(floor, H, y, K)}.",
+        )
+    ]
 
 
-@register(f"{EX}/full_rank_floor_zero", points=1,
-          summary="floor is 0 when r + 1 >= K")
+@register(f"{EX}/full_rank_floor_zero", points=1, summary="floor is 0 when r + 1 >= K")
 def full_rank_floor_zero(fn, rng):
     K = 4
     H, y = _low_rank(rng, 60, 5, 3, K)  # r + 1 = K
@@ -121,21 +147,26 @@ def full_rank_floor_zero(fn, rng):
     res2, floor2, _ = _call(fn, H2, y2, K)
     ok = floor == 0 and floor2 == 0
     # a constant 0 floor earns nothing: the residuals on the same inputs must be right
-    wrong = (differs(res, _ref(H, y, K)[0], rtol=1e-7, atol=1e-9)
-             or differs(res2, _ref(H2, y2, K)[0], rtol=1e-7, atol=1e-9))
+    wrong = differs(res, _ref(H, y, K)[0], rtol=1e-7, atol=1e-9) or differs(
+        res2, _ref(H2, y2, K)[0], rtol=1e-7, atol=1e-9
+    )
     if floor != 0:
-        why = (f"with rank 3 and 4 classes no class is left out (K - r - 1 = 0), so the "
-               f"floor is 0; you returned {floor:g}: {_floor_cause(floor, H, y, K)}.")
+        why = (
+            f"with rank 3 and 4 classes no class is left out (K - r - 1 = 0), so the "
+            f"floor is 0; you returned {floor:g}: {_floor_cause(floor, H, y, K)}."
+        )
     else:
-        why = (f"with rank 4 and 4 classes the floor must be 0, you returned {floor2:g}: the "
-               "sum is empty when K - r - 1 <= 0 (a negative slice count must not wrap "
-               "around).")
-    return gate([finding("no floor when r + 1 >= K", ok, 1, why)],
-                wrong and f"the residual: {wrong}")
+        why = (
+            f"with rank 4 and 4 classes the floor must be 0, you returned {floor2:g}: the "
+            "sum is empty when K - r - 1 <= 0 (a negative slice count must not wrap "
+            "around)."
+        )
+    return gate(
+        [finding("no floor when r + 1 >= K", ok, 1, why)], wrong and f"the residual: {wrong}"
+    )
 
 
-@register(f"{EX}/properties", points=1,
-          summary="a Python float and a Python int, inputs untouched")
+@register(f"{EX}/properties", points=1, summary="a Python float and a Python int, inputs untouched")
 def properties(fn, rng):
     K = 5
     H, y = _low_rank(rng, 50, 6, 1, K)
@@ -152,15 +183,20 @@ def properties(fn, rng):
         problems.append(f"the residual should be a Python float, got {type(res).__name__}")
     if not is_plain_int(floor):
         problems.append(f"the floor should be a Python int, got {type(floor).__name__}")
-    return gate([finding("properties", not problems, 1, "; ".join(problems))],
-                differs(out, want, rtol=1e-7, atol=1e-9))
+    return gate(
+        [finding("properties", not problems, 1, "; ".join(problems))],
+        differs(out, want, rtol=1e-7, atol=1e-9),
+    )
 
 
-@register(f"{EX}/absent_class", points=1,
-          summary="a class with no example counts 0 among the smallest counts")
+@register(
+    f"{EX}/absent_class",
+    points=1,
+    summary="a class with no example counts 0 among the smallest counts",
+)
 def absent_class(fn, rng):
     K = 6
-    counts = np.array([7, 11, 16, 22, 30, 0])           # the last class has no example
+    counts = np.array([7, 11, 16, 22, 30, 0])  # the last class has no example
     H, y = _low_rank(rng, int(counts.sum()), 8, 1, K, counts=counts)
     # the same features with the last class present: there the answer must be right, so
     # that the finding below is about the absent class alone
@@ -168,14 +204,22 @@ def absent_class(fn, rng):
     res0, floor0, _ = _call(fn, H, full, K)
     wrong = differs((res0, floor0), _ref(H, full, K), rtol=1e-7, atol=1e-9)
     if wrong:
-        return gate([finding("absent class", False, 1, "")],
-                    f"with every class present, (residual, floor): {wrong}")
+        return gate(
+            [finding("absent class", False, 1, "")],
+            f"with every class present, (residual, floor): {wrong}",
+        )
     res, floor, _ = _call(fn, H, y, K)
     want_res, want = _ref(H, y, K)
     ok = floor == want and np.isclose(res, want_res, rtol=1e-7, atol=1e-9)
-    return [finding("absent class", ok, 1,
-                    f"with K = {K} classes of which class {K - 1} has no example (counts "
-                    f"{counts.tolist()}) and rank 1 you returned ({res:.6g}, {floor:g}), "
-                    f"expected ({want_res:.6g}, {want}). A class that counts 0 is the "
-                    "smallest of all: count with np.bincount(y, minlength=n_classes), not "
-                    "only the labels that occur.")]
+    return [
+        finding(
+            "absent class",
+            ok,
+            1,
+            f"with K = {K} classes of which class {K - 1} has no example (counts "
+            f"{counts.tolist()}) and rank 1 you returned ({res:.6g}, {floor:g}), "
+            f"expected ({want_res:.6g}, {want}). A class that counts 0 is the "
+            "smallest of all: count with np.bincount(y, minlength=n_classes), not "
+            "only the labels that occur.",
+        )
+    ]

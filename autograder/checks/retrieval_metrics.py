@@ -9,6 +9,7 @@ discounts and ideal DCG over min(k, R) items; MRR and MAP over the whole ranking
 without a relevant item are left out (ValueError if none is left).
 Reference: :func:`repeval_ref.retrieval_metrics`.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,14 +38,16 @@ def _clusters(rng, n, K, d=8, spread=1.2, centres=None):
 
 
 def _call(fn, qh, qy, ch, cy, ks):
-    out, _ = call_student(fn, qh.copy(), qy.copy(), ch.copy(), cy.copy(), ks,
-                          what="retrieval_metrics")
+    out, _ = call_student(
+        fn, qh.copy(), qy.copy(), ch.copy(), cy.copy(), ks, what="retrieval_metrics"
+    )
     if not isinstance(out, dict):
         raise StudentError(f"retrieval_metrics should return a dict, got {type(out).__name__}")
     missing = sorted(_keys(ks) - set(out))
     if missing:
-        raise StudentError(f"retrieval_metrics' dict lacks the keys {', '.join(missing)} "
-                           f"(for ks = {tuple(ks)})")
+        raise StudentError(
+            f"retrieval_metrics' dict lacks the keys {', '.join(missing)} (for ks = {tuple(ks)})"
+        )
     try:
         return {k: float(out[k]) for k in _keys(ks)}, out
     except (TypeError, ValueError):
@@ -58,7 +61,7 @@ def _differs(got, want):
 def _problem(rng, n_q=40, n_c=120, K=5):
     qh, qy, centres = _clusters(rng, n_q, K)
     ch, cy, _ = _clusters(rng, n_c, K, centres=centres)
-    cy[:K] = np.arange(K)           # every query label occurs in the corpus
+    cy[:K] = np.arange(K)  # every query label occurs in the corpus
     return qh, qy, ch, cy
 
 
@@ -72,8 +75,10 @@ def _ndcg_variants(qh, qy, ch, cy, ks):
     rel, n_rel = rel[n_rel > 0], n_rel[n_rel > 0]
     ranks = np.arange(1, rel.shape[1] + 1)
     out = {}
-    for name, disc in (("ideal_k", 1.0 / np.log2(ranks + 1)),
-                       ("shifted", 1.0 / np.log2(ranks + 2))):
+    for name, disc in (
+        ("ideal_k", 1.0 / np.log2(ranks + 1)),
+        ("shifted", 1.0 / np.log2(ranks + 2)),
+    ):
         dcg, ideal = np.cumsum(rel * disc, axis=1), np.cumsum(disc)
         vals = {}
         for k in ks:
@@ -88,18 +93,27 @@ def _ndcg_cause(got, qh, qy, ch, cy, ks):
     """The sentence that names what makes the student's nDCG differ."""
     variants = _ndcg_variants(qh, qy, ch, cy, ks)
     if all(abs(got[k] - v) < 1e-12 for k, v in variants["ideal_k"].items()):
-        return (" Your ideal DCG sums k discounts. The best ranking puts the min(k, R) "
-                "relevant items at the top, so when R < k it sums only R discounts "
-                "1 / log2(j + 1).")
+        return (
+            " Your ideal DCG sums k discounts. The best ranking puts the min(k, R) "
+            "relevant items at the top, so when R < k it sums only R discounts "
+            "1 / log2(j + 1)."
+        )
     if all(abs(got[k] - v) < 1e-12 for k, v in variants["shifted"].items()):
-        return (" Your discounts are 1 / log2(j + 2) for ranks j counted from 1: the item "
-                "at rank j = 1 is discounted by 1 / log2(2) = 1, not by 1 / log2(3).")
-    return (" nDCG@k divides DCG@k (the sum over the top k of rel_j / log2(j + 1), with "
-            "j = 1 for the first item) by the best DCG@k possible for that query.")
+        return (
+            " Your discounts are 1 / log2(j + 2) for ranks j counted from 1: the item "
+            "at rank j = 1 is discounted by 1 / log2(2) = 1, not by 1 / log2(3)."
+        )
+    return (
+        " nDCG@k divides DCG@k (the sum over the top k of rel_j / log2(j + 1), with "
+        "j = 1 for the first item) by the best DCG@k possible for that query."
+    )
 
 
-@register(f"{EX}/matches_reference", points=3,
-          summary="every metric equals the reference on random data without ties")
+@register(
+    f"{EX}/matches_reference",
+    points=3,
+    summary="every metric equals the reference on random data without ties",
+)
 def matches_reference(fn, rng):
     ks = (1, 3, 10)
     qh, qy, ch, cy = _problem(rng)
@@ -111,20 +125,28 @@ def matches_reference(fn, rng):
     shown = ", ".join(f"{k} = {got[k]:.4f} (expected {want[k]:.4f})" for k in bad[:4])
     msg = f"these metrics differ: {shown}."
     if any(k.startswith("recall@") for k in bad) and all(
-            abs(got[f"recall@{k}"] - want[f"hit@{k}"]) < 1e-12 for k in ks):
-        msg += (" Your recall@k equals hit@k: recall@k is the fraction of ALL the query's "
-                "relevant items that appear in the top k (found / R), not whether one "
-                "of them does.")
+        abs(got[f"recall@{k}"] - want[f"hit@{k}"]) < 1e-12 for k in ks
+    ):
+        msg += (
+            " Your recall@k equals hit@k: recall@k is the fraction of ALL the query's "
+            "relevant items that appear in the top k (found / R), not whether one "
+            "of them does."
+        )
     elif any(k.startswith("ndcg@") for k in bad):
         msg += _ndcg_cause(got, qh, qy, ch, cy, ks)
     elif "map" in bad:
-        msg += (" Average precision averages precision@j over the ranks j of ALL R relevant "
-                "items in the whole ranking, and divides by R.")
+        msg += (
+            " Average precision averages precision@j over the ranks j of ALL R relevant "
+            "items in the whole ranking, and divides by R."
+        )
     return [finding("matches the reference", False, 3, msg)]
 
 
-@register(f"{EX}/recall_is_fraction", points=2,
-          summary="recall@k is the fraction of all relevant items found, not hit@k")
+@register(
+    f"{EX}/recall_is_fraction",
+    points=2,
+    summary="recall@k is the fraction of all relevant items found, not hit@k",
+)
 def recall_is_fraction(fn, rng):
     # few classes, many relevant items per query: recall@k and hit@k differ a lot
     ks = (1, 5, 20)
@@ -135,17 +157,24 @@ def recall_is_fraction(fn, rng):
     if not bad:
         return [finding("recall is a fraction", True, 2, "")]
     k = bad[0]
-    msg = (f"with about 30 relevant items per query your recall@{k} is "
-           f"{got[f'recall@{k}']:.4f}, expected {want[f'recall@{k}']:.4f}.")
+    msg = (
+        f"with about 30 relevant items per query your recall@{k} is "
+        f"{got[f'recall@{k}']:.4f}, expected {want[f'recall@{k}']:.4f}."
+    )
     if abs(got[f"recall@{k}"] - want[f"hit@{k}"]) < 1e-12:
-        msg += (f" That is hit@{k} (at least one relevant item in the top {k}), the quantity "
-                "many code bases mislabel as recall. Recall@k divides the number of relevant "
-                "items in the top k by the number R of relevant items in the corpus.")
+        msg += (
+            f" That is hit@{k} (at least one relevant item in the top {k}), the quantity "
+            "many code bases mislabel as recall. Recall@k divides the number of relevant "
+            "items in the top k by the number R of relevant items in the corpus."
+        )
     return [finding("recall is a fraction", False, 2, msg)]
 
 
-@register(f"{EX}/ties_by_index", points=1,
-          summary="equal similarities are ranked by corpus index, lowest first")
+@register(
+    f"{EX}/ties_by_index",
+    points=1,
+    summary="equal similarities are ranked by corpus index, lowest first",
+)
 def ties_by_index(fn, rng):
     # Every corpus row is stored twice under two different labels, so for any query the
     # two copies tie exactly. Query by query, your metrics must equal your own metrics on
@@ -162,36 +191,49 @@ def ties_by_index(fn, rng):
     unit = base / np.linalg.norm(base, axis=1, keepdims=True)
     for i in range(len(qy)):
         q = qh[i] / np.linalg.norm(qh[i])
-        away = q[None, :] - (unit @ q)[:, None] * unit       # part of q orthogonal to each row
+        away = q[None, :] - (unit @ q)[:, None] * unit  # part of q orthogonal to each row
         proxy = np.vstack([unit, unit - 1e-9 * away])
-        got, _ = _call(fn, qh[i:i + 1], qy[i:i + 1], ch, cy, ks)
-        want, _ = _call(fn, qh[i:i + 1], qy[i:i + 1], proxy, cy, ks)
-        ref = _ref(qh[i:i + 1], qy[i:i + 1], proxy, cy, ks=ks)
+        got, _ = _call(fn, qh[i : i + 1], qy[i : i + 1], ch, cy, ks)
+        want, _ = _call(fn, qh[i : i + 1], qy[i : i + 1], proxy, cy, ks)
+        ref = _ref(qh[i : i + 1], qy[i : i + 1], proxy, cy, ks=ks)
         wrong = differs(want, ref)
         if wrong:
             # the metrics are wrong without ties already: say why when it is the nDCG
-            why = (_ndcg_cause(want, qh[i:i + 1], qy[i:i + 1], proxy, cy, ks).strip()
-                   if any(k.startswith("ndcg@") for k in _differs(want, ref)) else "")
-            return gate([finding("ties by index", False, 1, why)],
-                        f"on a corpus without ties: {wrong}")
+            why = (
+                _ndcg_cause(want, qh[i : i + 1], qy[i : i + 1], proxy, cy, ks).strip()
+                if any(k.startswith("ndcg@") for k in _differs(want, ref))
+                else ""
+            )
+            return gate(
+                [finding("ties by index", False, 1, why)], f"on a corpus without ties: {wrong}"
+            )
         bad = _differs(got, want)
         if bad:
-            return [finding("ties by index", False, 1,
-                            "when two corpus items have the same cosine similarity to a "
-                            "query (here: the same row stored twice), the one with the "
-                            "smaller corpus index must come first. Sort with "
-                            "np.argsort(-sims, axis=1, kind='stable'); reversing an "
-                            "ascending sort puts the larger index first. Metrics that "
-                            f"changed: {', '.join(bad)}.")]
+            return [
+                finding(
+                    "ties by index",
+                    False,
+                    1,
+                    "when two corpus items have the same cosine similarity to a "
+                    "query (here: the same row stored twice), the one with the "
+                    "smaller corpus index must come first. Sort with "
+                    "np.argsort(-sims, axis=1, kind='stable'); reversing an "
+                    "ascending sort puts the larger index first. Metrics that "
+                    f"changed: {', '.join(bad)}.",
+                )
+            ]
     return [finding("ties by index", True, 1, "")]
 
 
-@register(f"{EX}/queries_without_relevant", points=1,
-          summary="queries whose label is absent from the corpus are left out")
+@register(
+    f"{EX}/queries_without_relevant",
+    points=1,
+    summary="queries whose label is absent from the corpus are left out",
+)
 def queries_without_relevant(fn, rng):
     ks = (1, 5)
     qh, qy, ch, cy = _problem(rng, n_q=30, n_c=80, K=4)
-    alone = rng.normal(size=(6, qh.shape[1]))          # queries of a label not in the corpus
+    alone = rng.normal(size=(6, qh.shape[1]))  # queries of a label not in the corpus
     all_h = np.vstack([qh, alone])
     all_y = np.concatenate([qy, np.full(6, 9)])
     order = rng.permutation(len(all_y))
@@ -199,30 +241,53 @@ def queries_without_relevant(fn, rng):
     only, _ = _call(fn, qh, qy, ch, cy, ks)
     wrong = differs(only, _ref(qh, qy, ch, cy, ks=ks))
     if wrong:
-        return gate([finding("queries without relevant items", False, 1, "")],
-                    f"without the 6 added queries: {wrong}")
+        return gate(
+            [finding("queries without relevant items", False, 1, "")],
+            f"without the 6 added queries: {wrong}",
+        )
     bad = _differs(got, only)
     if bad:
-        return [finding("queries without relevant items", False, 1,
-                        "adding 6 queries whose label never occurs in the corpus changed "
-                        f"{', '.join(bad)}. Such queries have no relevant item (R = 0): "
-                        "recall is undefined for them and every metric would count them as "
-                        "failures of the encoder. Leave them out of every average.")]
+        return [
+            finding(
+                "queries without relevant items",
+                False,
+                1,
+                "adding 6 queries whose label never occurs in the corpus changed "
+                f"{', '.join(bad)}. Such queries have no relevant item (R = 0): "
+                "recall is undefined for them and every metric would count them as "
+                "failures of the encoder. Leave them out of every average.",
+            )
+        ]
     try:
         out, _ = call_student(fn, alone, np.full(6, 9), ch, cy, ks, what="retrieval_metrics")
     except StudentError as exc:
         if str(exc).startswith("retrieval_metrics raised ValueError"):
             return [finding("queries without relevant items", True, 1, "")]
-        return [finding("queries without relevant items", False, 1,
-                        f"when no query has a relevant item: {exc}. Raise ValueError "
-                        "(there is nothing to average).")]
-    return [finding("queries without relevant items", False, 1,
-                    "when no query has a relevant item you returned a result; there is "
-                    "nothing to average: raise ValueError.")]
+        return [
+            finding(
+                "queries without relevant items",
+                False,
+                1,
+                f"when no query has a relevant item: {exc}. Raise ValueError "
+                "(there is nothing to average).",
+            )
+        ]
+    return [
+        finding(
+            "queries without relevant items",
+            False,
+            1,
+            "when no query has a relevant item you returned a result; there is "
+            "nothing to average: raise ValueError.",
+        )
+    ]
 
 
-@register(f"{EX}/properties", points=1,
-          summary="the exact keys, Python floats, k beyond the corpus, inputs untouched")
+@register(
+    f"{EX}/properties",
+    points=1,
+    summary="the exact keys, Python floats, k beyond the corpus, inputs untouched",
+)
 def properties(fn, rng):
     qh, qy, ch, cy = _problem(rng, n_q=10, n_c=15, K=3)
     arrays = [qh, qy, ch, cy]
@@ -235,21 +300,27 @@ def properties(fn, rng):
         problems.append(f"your function modified {', '.join(changed)} in place")
     if not isinstance(out, dict) or set(out) != _keys((1, 4)):
         got = sorted(out) if isinstance(out, dict) else type(out).__name__
-        problems.append(f"for ks = (1, 4) return exactly the keys {sorted(_keys((1, 4)))}, "
-                        f"got {got}")
+        problems.append(
+            f"for ks = (1, 4) return exactly the keys {sorted(_keys((1, 4)))}, got {got}"
+        )
     elif not all(is_plain_float(v) for v in out.values()):
         problems.append("every value must be a Python float (float(x))")
     big, _ = _call(fn, *before, (40,))
     full, _ = _call(fn, *before, (15,))
     if any(abs(big[f"{m}@40"] - full[f"{m}@15"]) > 1e-12 for m in ("recall", "hit", "ndcg")):
-        problems.append("with k = 40 > 15 corpus items the metrics must equal those at "
-                        "k = 15 (the whole ranking)")
+        problems.append(
+            "with k = 40 > 15 corpus items the metrics must equal those at "
+            "k = 15 (the whole ranking)"
+        )
     wrong = differs(out, want) or differs(big, _ref(*before, ks=(40,)))
     return gate([finding("properties", not problems, 1, "; ".join(problems))], wrong)
 
 
-@register(f"{EX}/fewer_relevant_than_k", points=1,
-          summary="nDCG@k and recall@k when a query has fewer relevant items R than k")
+@register(
+    f"{EX}/fewer_relevant_than_k",
+    points=1,
+    summary="nDCG@k and recall@k when a query has fewer relevant items R than k",
+)
 def fewer_relevant_than_k(fn, rng):
     # Constructed, not left to chance: label 0 has exactly R = 2 items in a corpus of 40,
     # and one query of label 0 is scored at k = 5 and 10 > R. The ideal DCG then sums
@@ -270,8 +341,7 @@ def fewer_relevant_than_k(fn, rng):
     if not bad:
         return [finding("R < k", True, 1, "")]
     shown = ", ".join(f"{k} = {got[k]:.4f} (expected {want[k]:.4f})" for k in bad[:4])
-    msg = (f"with a label that has only R = 2 relevant items in the corpus and k up to 10: "
-           f"{shown}.")
+    msg = f"with a label that has only R = 2 relevant items in the corpus and k up to 10: {shown}."
     if any(k.startswith("ndcg@") for k in bad):
         msg += _ndcg_cause(got, qh, qy, ch, cy, ks)
     if any(k.startswith("recall@") for k in bad):

@@ -7,13 +7,22 @@ minimal PRESS (a Python float), press a float array of shape (len(lams),); no n 
 matrix is formed (the hat matrix enters through its diagonal and its product with T).
 Reference: :func:`repeval_ref.ridge_loo`.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 from ._framework import StudentError, call_student, finding, register
-from ._helpers import (as_array, differs, frozen_copies, gate, is_plain_float, metered,
-                       mutated, unpack)
+from ._helpers import (
+    as_array,
+    differs,
+    frozen_copies,
+    gate,
+    is_plain_float,
+    metered,
+    mutated,
+    unpack,
+)
 
 EX = "ridge_loo"
 #: training points of the memory check: their n x n hat matrix takes 275 MB in float64
@@ -42,13 +51,14 @@ def _data(rng, n=40, d=6, K=3):
 
 
 def _call(fn, h, y, lams):
-    out, _ = call_student(fn, h.copy(), y.copy(), np.array(lams, dtype=float),
-                          what="ridge_loo")
+    out, _ = call_student(fn, h.copy(), y.copy(), np.array(lams, dtype=float), what="ridge_loo")
     best, press = unpack(out, 2, "ridge_loo")
     press = as_array(press, "the PRESS array (second item)", ndim=1)
     if press.shape != (len(lams),):
-        raise StudentError(f"the PRESS array has shape {press.shape}, expected "
-                           f"({len(lams)},): one value per lambda")
+        raise StudentError(
+            f"the PRESS array has shape {press.shape}, expected "
+            f"({len(lams)},): one value per lambda"
+        )
     try:
         best = float(best)
     except (TypeError, ValueError):
@@ -75,41 +85,54 @@ def _variant(h, y, lams, *, penalise_bias=False, bias_leverage=True, zero_one=Fa
             fitted = T.mean(0) + hat @ Tc
             lev = np.diag(hat) + (1.0 / n if bias_leverage else 0.0)
         e = (T - fitted) / (1.0 - lev)[:, None]
-        out.append(np.sum(e ** 2) / (n * K))
+        out.append(np.sum(e**2) / (n * K))
     return np.array(out)
 
 
 def _diagnosis(h, y, lams, press, want):
     """What a wrong PRESS array is, in the student's terms (from its values alone)."""
-    n, K = len(h), int(y.max()) + 1
     close = lambda a: np.allclose(press, a, rtol=1e-6, atol=1e-12)  # noqa: E731
     ratio = press / want
     if np.all(np.isfinite(ratio)) and np.allclose(ratio, ratio[0], rtol=1e-6):
         r = float(ratio[0])
         if np.isclose(r, 0.25, rtol=1e-6):
-            return ("Every value is a quarter of the exact one, which is what 0/1 targets "
-                    "give: the targets are -1 in every column but the true class's, where "
-                    "they are +1.")
-        return (f"Every value is off by the same factor {r:.4g}: average over the n K "
-                "entries, PRESS = sum_i ||e_(i)||^2 / (n K).")
+            return (
+                "Every value is a quarter of the exact one, which is what 0/1 targets "
+                "give: the targets are -1 in every column but the true class's, where "
+                "they are +1."
+            )
+        return (
+            f"Every value is off by the same factor {r:.4g}: average over the n K "
+            "entries, PRESS = sum_i ||e_(i)||^2 / (n K)."
+        )
     if close(_variant(h, y, lams, penalise_bias=True)):
-        return ("Your PRESS is that of a probe whose bias is penalised like the weights. "
-                "The bias must stay an unpenalised bias: centre the features and the "
-                "targets with their training means (or leave the intercept out of the "
-                "penalty).")
+        return (
+            "Your PRESS is that of a probe whose bias is penalised like the weights. "
+            "The bias must stay an unpenalised bias: centre the features and the "
+            "targets with their training means (or leave the intercept out of the "
+            "penalty)."
+        )
     if close(_variant(h, y, lams, bias_leverage=False)):
-        return ("Your leverages lack the bias's share: with an intercept the hat matrix is "
-                "(1/n) 1 1^T + U diag(s^2 / (s^2 + lambda)) U^T, so every leverage "
-                "includes the term 1/n.")
-    return ("Compare your residuals with explicit refits without one training point, "
-            "for one lambda: e_(i) = (t_i - fitted_i) / (1 - leverage_i).")
+        return (
+            "Your leverages lack the bias's share: with an intercept the hat matrix is "
+            "(1/n) 1 1^T + U diag(s^2 / (s^2 + lambda)) U^T, so every leverage "
+            "includes the term 1/n."
+        )
+    return (
+        "Compare your residuals with explicit refits without one training point, "
+        "for one lambda: e_(i) = (t_i - fitted_i) / (1 - leverage_i)."
+    )
 
 
-@register(f"{EX}/matches_reference", points=3,
-          summary="PRESS values and the chosen lambda equal the exact leave-one-out")
+@register(
+    f"{EX}/matches_reference",
+    points=3,
+    summary="PRESS values and the chosen lambda equal the exact leave-one-out",
+)
 def matches_reference(fn, rng):
-    h, y = _data(rng, n=int(rng.integers(30, 60)), d=int(rng.integers(3, 9)),
-                 K=int(rng.integers(2, 5)))
+    h, y = _data(
+        rng, n=int(rng.integers(30, 60)), d=int(rng.integers(3, 9)), K=int(rng.integers(2, 5))
+    )
     lams = np.concatenate([[0.0], np.logspace(-3, 3, 9)])
     want_best, want = _ref(h, y, lams)
     best, press = _call(fn, h, y, lams)
@@ -117,16 +140,23 @@ def matches_reference(fn, rng):
         return [finding("matches the reference", True, 3, "")]
     if not np.allclose(press, want, rtol=1e-6, atol=1e-12):
         j = int(np.argmax(np.abs(press - want)))
-        msg = (f"PRESS at lambda = {lams[j]:g} is {press[j]:.6g}, the exact leave-one-out "
-               f"value is {want[j]:.6g}. " + _diagnosis(h, y, lams, press, want))
+        msg = (
+            f"PRESS at lambda = {lams[j]:g} is {press[j]:.6g}, the exact leave-one-out "
+            f"value is {want[j]:.6g}. " + _diagnosis(h, y, lams, press, want)
+        )
     else:
-        msg = (f"PRESS is right but you chose lambda = {best:g}; the first lambda of "
-               f"minimal PRESS is {want_best:g}.")
+        msg = (
+            f"PRESS is right but you chose lambda = {best:g}; the first lambda of "
+            f"minimal PRESS is {want_best:g}."
+        )
     return [finding("matches the reference", False, 3, msg)]
 
 
-@register(f"{EX}/bias_unpenalised", points=2,
-          summary="PRESS ignores a translation of the features (unpenalised bias)")
+@register(
+    f"{EX}/bias_unpenalised",
+    points=2,
+    summary="PRESS ignores a translation of the features (unpenalised bias)",
+)
 def bias_unpenalised(fn, rng):
     h, y = _data(rng)
     lams = np.logspace(-2, 2, 5)
@@ -135,15 +165,22 @@ def bias_unpenalised(fn, rng):
     _, p1 = _call(fn, h + offset, y, lams)
     ok = np.allclose(p0, p1, rtol=1e-6, atol=1e-12)
     wrong = differs(p0, _ref(h, y, lams)[1], rtol=1e-6)
-    return gate([finding("translation invariance", ok, 2,
-                    "adding the same vector to every feature row changed your PRESS. With "
-                    "an unpenalised bias the probe can absorb any translation: centre the "
-                    "features and targets (or leave the intercept out of the penalty).")],
-                wrong and f"PRESS: {wrong}")
+    return gate(
+        [
+            finding(
+                "translation invariance",
+                ok,
+                2,
+                "adding the same vector to every feature row changed your PRESS. With "
+                "an unpenalised bias the probe can absorb any translation: centre the "
+                "features and targets (or leave the intercept out of the penalty).",
+            )
+        ],
+        wrong and f"PRESS: {wrong}",
+    )
 
 
-@register(f"{EX}/scale_invariance", points=1,
-          summary="PRESS(a h, a^2 lam) = PRESS(h, lam)")
+@register(f"{EX}/scale_invariance", points=1, summary="PRESS(a h, a^2 lam) = PRESS(h, lam)")
 def scale_invariance(fn, rng):
     h, y = _data(rng)
     lams = np.logspace(-2, 2, 5)
@@ -152,14 +189,26 @@ def scale_invariance(fn, rng):
     _, p1 = _call(fn, a * h, y, a * a * lams)
     ok = np.allclose(p0, p1, rtol=1e-6, atol=1e-12)
     wrong = differs(p0, _ref(h, y, lams)[1], rtol=1e-6)
-    return gate([finding("scale invariance", ok, 1,
-                    f"scaling the features by a = {a:.3g} and lambda by a^2 should leave "
-                    "PRESS unchanged (the penalty acts on the weights only, not on the "
-                    "bias); yours changed.")], wrong and f"PRESS: {wrong}")
+    return gate(
+        [
+            finding(
+                "scale invariance",
+                ok,
+                1,
+                f"scaling the features by a = {a:.3g} and lambda by a^2 should leave "
+                "PRESS unchanged (the penalty acts on the weights only, not on the "
+                "bias); yours changed.",
+            )
+        ],
+        wrong and f"PRESS: {wrong}",
+    )
 
 
-@register(f"{EX}/properties", points=1,
-          summary="Python float best_lam from the grid, float array, inputs untouched")
+@register(
+    f"{EX}/properties",
+    points=1,
+    summary="Python float best_lam from the grid, float array, inputs untouched",
+)
 def properties(fn, rng):
     h, y = _data(rng, n=25, d=4)
     lams = np.array([0.1, 1.0, 10.0])
@@ -178,12 +227,16 @@ def properties(fn, rng):
         problems.append(f"best_lam = {best!r} is not one of the candidates")
     if not isinstance(press, np.ndarray) or not np.issubdtype(press.dtype, np.floating):
         problems.append("press should be a float NumPy array")
-    return gate([finding("properties", not problems, 1, "; ".join(problems))],
-                differs(out, want, rtol=1e-6))
+    return gate(
+        [finding("properties", not problems, 1, "; ".join(problems))], differs(out, want, rtol=1e-6)
+    )
 
 
-@register(f"{EX}/absent_class", points=1,
-          summary="a label that never occurs below the largest one still has its column")
+@register(
+    f"{EX}/absent_class",
+    points=1,
+    summary="a label that never occurs below the largest one still has its column",
+)
 def absent_class(fn, rng):
     h, y = _data(rng, n=36, d=5, K=4)
     lams = np.logspace(-2, 2, 5)
@@ -192,27 +245,36 @@ def absent_class(fn, rng):
     _, full = _call(fn, h, y, lams)
     wrong = differs(full, _ref(h, y, lams)[1], rtol=1e-6)
     if wrong:
-        return gate([finding("absent class", False, 1, "")],
-                    f"PRESS with every class present: {wrong}")
-    gone = int(rng.integers(1, 3))                      # class 1 or 2 has no example
+        return gate(
+            [finding("absent class", False, 1, "")], f"PRESS with every class present: {wrong}"
+        )
+    gone = int(rng.integers(1, 3))  # class 1 or 2 has no example
     y = np.where(y == gone, 3, y)
     want = _ref(h, y, lams)[1]
     labels = ", ".join(map(str, np.unique(y)))
-    tell = (f"with the labels {{{labels}}} (class {gone} has no example) the number of "
-            "columns is K = the largest label + 1 = 4, not the number of distinct labels: "
-            "the absent class keeps its column of -1 targets and counts in the n K of the "
-            "average.")
+    tell = (
+        f"with the labels {{{labels}}} (class {gone} has no example) the number of "
+        "columns is K = the largest label + 1 = 4, not the number of distinct labels: "
+        "the absent class keeps its column of -1 targets and counts in the n K of the "
+        "average."
+    )
     try:
         _, press = _call(fn, h, y, lams)
     except StudentError as exc:
         return [finding("absent class", False, 1, f"{exc}. {tell}")]
     ok = np.allclose(press, want, rtol=1e-6, atol=1e-12)
-    return [finding("absent class", ok, 1,
-                    f"your PRESS differs ({differs(press, want, rtol=1e-6)}): {tell}")]
+    return [
+        finding(
+            "absent class", ok, 1, f"your PRESS differs ({differs(press, want, rtol=1e-6)}): {tell}"
+        )
+    ]
 
 
-@register(f"{EX}/no_hat_matrix", points=1,
-          summary=f"{N_MEMORY} training points without an n x n hat matrix")
+@register(
+    f"{EX}/no_hat_matrix",
+    points=1,
+    summary=f"{N_MEMORY} training points without an n x n hat matrix",
+)
 def no_hat_matrix(fn, rng):
     h, y = _data(rng, n=N_MEMORY, d=4, K=3)
     lams = np.array(MEMORY_LAMS)
@@ -220,16 +282,29 @@ def no_hat_matrix(fn, rng):
     _, press = _call(meter, h, y, lams)
     peak = max(meter.peaks)
     if not np.all(np.isfinite(press)):
-        return [finding("no n x n matrix", False, 1,
-                        f"on {N_MEMORY} training points your PRESS values are {press}, not "
-                        "finite numbers.")]
+        return [
+            finding(
+                "no n x n matrix",
+                False,
+                1,
+                f"on {N_MEMORY} training points your PRESS values are {press}, not finite numbers.",
+            )
+        ]
     wrong = differs(press, _ref(h, y, lams)[1], rtol=1e-6)
-    return gate([finding("no n x n matrix", peak <= PEAK_LIMIT, 1,
-                    f"for {N_MEMORY} training points your function allocated "
-                    f"{peak / 2**20:.0f} MB at once: it forms an n x n matrix (the hat "
-                    "matrix itself, or the full U of an SVD taken without "
-                    "full_matrices=False). Leave-one-out needs only the diagonal of the hat "
-                    "matrix and its product with the targets: from the thin SVD Hc = U S V^T, "
-                    "leverage_i = 1/n + sum_k U_ik^2 s_k^2 / (s_k^2 + lambda) and the fitted "
-                    "centred targets U (shrink * (U^T Tc)), both of n x K size or less.")],
-                wrong and f"on the {N_MEMORY} training points: {wrong}")
+    return gate(
+        [
+            finding(
+                "no n x n matrix",
+                peak <= PEAK_LIMIT,
+                1,
+                f"for {N_MEMORY} training points your function allocated "
+                f"{peak / 2**20:.0f} MB at once: it forms an n x n matrix (the hat "
+                "matrix itself, or the full U of an SVD taken without "
+                "full_matrices=False). Leave-one-out needs only the diagonal of the hat "
+                "matrix and its product with the targets: from the thin SVD Hc = U S V^T, "
+                "leverage_i = 1/n + sum_k U_ik^2 s_k^2 / (s_k^2 + lambda) and the fitted "
+                "centred targets U (shrink * (U^T Tc)), both of n x K size or less.",
+            )
+        ],
+        wrong and f"on the {N_MEMORY} training points: {wrong}",
+    )

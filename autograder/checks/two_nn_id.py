@@ -5,8 +5,8 @@ Contract: ``two_nn_id(X)`` returns the Python float ``N / sum_i log(r2_i / r1_i)
 *other* points; duplicate points raise ValueError; no N x N matrix is formed.
 Reference: :func:`repeval_ref.two_nn_id`.
 """
-from __future__ import annotations
 
+from __future__ import annotations
 
 import numpy as np
 
@@ -44,14 +44,15 @@ def _call(fn, X):
         raise StudentError(f"two_nn_id should return a number, got {out!r}") from None
 
 
-
-
 def _close(a, b):
     return abs(a - b) <= 1e-9 * max(1.0, abs(b))
 
 
-@register(f"{EX}/matches_reference", points=3,
-          summary="N / sum log(r2 / r1) on points of a curved low-dimensional surface")
+@register(
+    f"{EX}/matches_reference",
+    points=3,
+    summary="N / sum log(r2 / r1) on points of a curved low-dimensional surface",
+)
 def matches_reference(fn, rng):
     for n, k, D in ((300, 2, 8), (200, 4, 6)):
         X = _manifold(rng, n, k, D)
@@ -59,26 +60,37 @@ def matches_reference(fn, rng):
         got, _ = _call(fn, X)
         if _close(got, want):
             continue
-        msg = (f"on {n} points of a {k}-dimensional surface in R^{D} you returned "
-               f"{got:.6g}; TwoNN gives {want:.6g}.")
+        msg = (
+            f"on {n} points of a {k}-dimensional surface in R^{D} you returned "
+            f"{got:.6g}; TwoNN gives {want:.6g}."
+        )
         if _close(got, want * (n - 1) / n):
             msg += " Use N / sum(log mu), not (N - 1) / sum(log mu)."
         elif _close(got, want / 2):
-            msg += (" Your value is half the estimate: use distances, not squared "
-                    "distances (log(r2^2 / r1^2) = 2 log(r2 / r1)).")
+            msg += (
+                " Your value is half the estimate: use distances, not squared "
+                "distances (log(r2^2 / r1^2) = 2 log(r2 / r1))."
+            )
         elif got > 0 and _close(got, 1.0 / want):
-            msg += (" Your value is the mean of log(r2 / r1), the inverse of the estimate: "
-                    "the maximum-likelihood dimension is N / sum(log mu) = 1 / mean(log mu).")
+            msg += (
+                " Your value is the mean of log(r2 / r1), the inverse of the estimate: "
+                "the maximum-likelihood dimension is N / sum(log mu) = 1 / mean(log mu)."
+            )
         elif got == 0 or not np.isfinite(got):
-            msg += (" Is each point its own nearest neighbour at distance 0? Exclude the "
-                    "point itself: r1 and r2 are the distances to the two nearest OTHER "
-                    "points.")
+            msg += (
+                " Is each point its own nearest neighbour at distance 0? Exclude the "
+                "point itself: r1 and r2 are the distances to the two nearest OTHER "
+                "points."
+            )
         return [finding("matches the reference", False, 3, msg)]
     return [finding("matches the reference", True, 3, "")]
 
 
-@register(f"{EX}/duplicates", points=1,
-          summary="duplicate points raise ValueError instead of returning inf or nan")
+@register(
+    f"{EX}/duplicates",
+    points=1,
+    summary="duplicate points raise ValueError instead of returning inf or nan",
+)
 def duplicates(fn, rng):
     X = _manifold(rng, 50, 2, 4)
     # rejecting every input earns nothing: without the duplicate the estimate must be right
@@ -89,39 +101,72 @@ def duplicates(fn, rng):
         got, _ = _call(fn, X)
     except StudentError as exc:
         ok = str(exc).startswith("two_nn_id raised ValueError")
-        return gate([finding("duplicates", ok, 1,
-                             f"with a duplicated point your function failed with something "
-                             f"other than ValueError ({exc}); raise ValueError naming the "
-                             "problem.")],
-                    wrong and f"the same 50 points without the duplicate: {wrong}")
-    return [finding("duplicates", False, 1,
-                    f"with two identical points you returned {got}: their r1 is 0, so "
-                    "log(r2 / r1) is infinite and the estimate meaningless. Check for a zero "
-                    "first-neighbour distance and raise ValueError.")]
+        return gate(
+            [
+                finding(
+                    "duplicates",
+                    ok,
+                    1,
+                    f"with a duplicated point your function failed with something "
+                    f"other than ValueError ({exc}); raise ValueError naming the "
+                    "problem.",
+                )
+            ],
+            wrong and f"the same 50 points without the duplicate: {wrong}",
+        )
+    return [
+        finding(
+            "duplicates",
+            False,
+            1,
+            f"with two identical points you returned {got}: their r1 is 0, so "
+            "log(r2 / r1) is infinite and the estimate meaningless. Check for a zero "
+            "first-neighbour distance and raise ValueError.",
+        )
+    ]
 
 
-@register(f"{EX}/no_n_by_n_matrix", points=1,
-          summary=f"{N_MEMORY} points without an N x N distance matrix")
+@register(
+    f"{EX}/no_n_by_n_matrix",
+    points=1,
+    summary=f"{N_MEMORY} points without an N x N distance matrix",
+)
 def no_n_by_n_matrix(fn, rng):
     X = rng.normal(size=(N_MEMORY, 3))
     meter = metered(fn)
     got, _ = _call(meter, X)
     peak = max(meter.peaks)
     if not np.isfinite(got):
-        return [finding("no N x N matrix", False, 1,
-                        f"on {N_MEMORY} Gaussian points in R^3 you returned {got}, not a finite "
-                        "number.")]
+        return [
+            finding(
+                "no N x N matrix",
+                False,
+                1,
+                f"on {N_MEMORY} Gaussian points in R^3 you returned {got}, not a finite number.",
+            )
+        ]
     wrong = differs(got, _ref(X))
-    return gate([finding("no N x N matrix", peak <= PEAK_LIMIT, 1,
-                    f"for {N_MEMORY} points your function allocated {peak / 2**20:.0f} MB at "
-                    "once: it builds all pairwise distances. On a million embeddings that "
-                    "matrix needs terabytes; find the two nearest neighbours with a tree "
-                    "(scipy.spatial.cKDTree or sklearn.neighbors.NearestNeighbors) instead.")],
-                wrong and f"on the {N_MEMORY} points: {wrong}")
+    return gate(
+        [
+            finding(
+                "no N x N matrix",
+                peak <= PEAK_LIMIT,
+                1,
+                f"for {N_MEMORY} points your function allocated {peak / 2**20:.0f} MB at "
+                "once: it builds all pairwise distances. On a million embeddings that "
+                "matrix needs terabytes; find the two nearest neighbours with a tree "
+                "(scipy.spatial.cKDTree or sklearn.neighbors.NearestNeighbors) instead.",
+            )
+        ],
+        wrong and f"on the {N_MEMORY} points: {wrong}",
+    )
 
 
-@register(f"{EX}/properties", points=1,
-          summary="a Python float, invariant to rotation, scale and translation")
+@register(
+    f"{EX}/properties",
+    points=1,
+    summary="a Python float, invariant to rotation, scale and translation",
+)
 def properties(fn, rng):
     X = _manifold(rng, 120, 3, 5)
     before = frozen_copies(X)
@@ -136,7 +181,8 @@ def properties(fn, rng):
     Q, _ = np.linalg.qr(rng.normal(size=(5, 5)))
     moved, _ = _call(fn, 7.0 * before[0] @ Q + rng.normal(size=5))
     if not abs(moved - base) <= 1e-7 * max(1.0, abs(base)):
-        problems.append("rotating, scaling and translating the points changed the estimate; "
-                        "ratios of Euclidean distances ignore all three")
-    return gate([finding("properties", not problems, 1, "; ".join(problems))],
-                differs(out, want))
+        problems.append(
+            "rotating, scaling and translating the points changed the estimate; "
+            "ratios of Euclidean distances ignore all three"
+        )
+    return gate([finding("properties", not problems, 1, "; ".join(problems))], differs(out, want))

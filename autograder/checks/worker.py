@@ -4,6 +4,7 @@ Reads ``{"name", "source", "func_name", "seed"}`` as JSON on stdin, executes the
 student's source in a fresh namespace, runs the check and prints one line
 ``AUTOGRADER-FINDINGS:<json list of findings>`` with plain numbers and strings.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -25,14 +26,35 @@ def main():
         fn = namespace.get(request["func_name"])
         findings = run_check(name, fn, int(request["seed"]))
     except NotImplementedError:
-        findings = [Finding(name, 0.0, check_points(name), False,
-                            "your code raised NotImplementedError: write the function")]
+        findings = [
+            Finding(
+                name,
+                0.0,
+                check_points(name),
+                False,
+                "your code raised NotImplementedError: write the function",
+            )
+        ]
     except SyntaxError as exc:
-        findings = [Finding(name, 0.0, check_points(name), False,
-                            f"your code has a syntax error on line {exc.lineno}: {exc.msg}")]
+        findings = [
+            Finding(
+                name,
+                0.0,
+                check_points(name),
+                False,
+                f"your code has a syntax error on line {exc.lineno}: {exc.msg}",
+            )
+        ]
     except Exception as exc:  # the student's top-level code failed
-        findings = [Finding(name, 0.0, check_points(name), False,
-                            f"running your code raised {type(exc).__name__}: {exc}")]
+        findings = [
+            Finding(
+                name,
+                0.0,
+                check_points(name),
+                False,
+                f"running your code raised {type(exc).__name__}: {exc}",
+            )
+        ]
     sys.stdout.write("AUTOGRADER-FINDINGS:" + json.dumps([f.to_dict() for f in findings]) + "\n")
     sys.stdout.flush()
 

@@ -18,6 +18,7 @@ A spec is a small Python module in this package with these names (see
 ``HIDDEN``         names of registered checks (``autograder.checks``), one hidden test
                    cell each, worth the check's registered points
 """
+
 from __future__ import annotations
 
 import importlib
@@ -45,8 +46,19 @@ EXERCISES = [
 ]
 
 LEVELS = ("warm-up", "core", "interview", "research")
-REQUIRED = ("NAME", "TITLE", "LEVEL", "ASSIGNMENT", "CHAPTER", "CHAPTER_TITLE", "STATEMENT",
-            "SOLUTION", "VISIBLE_TESTS", "VISIBLE_POINTS", "HIDDEN")
+REQUIRED = (
+    "NAME",
+    "TITLE",
+    "LEVEL",
+    "ASSIGNMENT",
+    "CHAPTER",
+    "CHAPTER_TITLE",
+    "STATEMENT",
+    "SOLUTION",
+    "VISIBLE_TESTS",
+    "VISIBLE_POINTS",
+    "HIDDEN",
+)
 
 
 def load(name):

@@ -76,7 +76,7 @@ def attentive_probe(H, q, Wk, Wv, Wo, W_cls,    # tokens, query and weights
     ### END SOLUTION
 '''
 
-VISIBLE_TESTS = r'''import numpy as np
+VISIBLE_TESTS = r"""import numpy as np
 
 # two images, a class token followed by three patch tokens, d = 4, two heads of width 2
 rng = np.random.default_rng(1)
@@ -96,7 +96,7 @@ assert np.allclose(logits, H[:, 1:].mean(axis=1) @ W_cls), \
 logits, A = attentive_probe(H, rng.normal(size=4), I, I, I, W_cls, 2, n_prefix=1)
 assert np.all(A >= 0) and np.allclose(A.sum(axis=-1), 1), "the softmax runs over the tokens"
 print("visible tests passed")
-'''
+"""
 VISIBLE_POINTS = 2
 
 HIDDEN = [

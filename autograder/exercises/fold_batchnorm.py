@@ -47,7 +47,7 @@ def fold_batchnorm(W, b, mu, s):
     ### END SOLUTION
 '''
 
-VISIBLE_TESTS = r'''import numpy as np
+VISIBLE_TESTS = r"""import numpy as np
 
 # the worked example of the chapter: d = K = 2
 W = np.array([[1.0, -1.0], [2.0, 0.0]])      # columns w_1 = (1, 2), w_2 = (-1, 0)
@@ -62,7 +62,7 @@ assert np.allclose(W2, [[0.5, -0.5], [4.0, 0.0]]), f"folded weights: got {W2}"
 assert np.allclose(b2, [8.0, 0.5]), f"folded bias: got {b2}"
 assert np.allclose(h @ W2 + b2, [5.5, -1.0]), "the folded probe must give logits 5.5 and -1"
 print("visible tests passed")
-'''
+"""
 VISIBLE_POINTS = 2
 
 HIDDEN = [

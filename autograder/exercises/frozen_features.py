@@ -61,7 +61,7 @@ def frozen_features(encoder, batches):
     ### END SOLUTION
 '''
 
-VISIBLE_TESTS = r'''import torch
+VISIBLE_TESTS = r"""import torch
 
 torch.manual_seed(0)
 enc = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.BatchNorm1d(5), torch.nn.Linear(5, 2))
@@ -76,7 +76,7 @@ assert all(torch.equal(v, saved[k]) for k, v in enc.state_dict().items()), \
     "the encoder's state changed: a training-mode forward pass moved the running statistics"
 assert enc.training, "the encoder was in training mode before the call: restore it"
 print("visible tests passed")
-'''
+"""
 VISIBLE_POINTS = 1
 
 HIDDEN = [

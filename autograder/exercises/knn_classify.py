@@ -70,7 +70,7 @@ def knn_classify(train_h: np.ndarray, train_y: np.ndarray, test_h: np.ndarray,
     ### END SOLUTION
 '''
 
-VISIBLE_TESTS = r'''import numpy as np
+VISIBLE_TESTS = r"""import numpy as np
 
 bank = np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0], [-1.0, 0.0]])
 labels = np.array([0, 1, 1, 2])
@@ -91,7 +91,7 @@ assert knn_classify(lengths * bank, labels, 0.1 * query, 1, 0.07, 3)[0] == 1, \
 assert knn_classify(bank, labels, query, 3, 100.0, 3)[0] == 1, \
     "with a very large tau every neighbour votes with weight about 1"
 print("visible tests passed")
-'''
+"""
 VISIBLE_POINTS = 2
 
 HIDDEN = [

@@ -51,7 +51,7 @@ def linear_cka(X, Y):
     ### END SOLUTION
 '''
 
-VISIBLE_TESTS = r'''import numpy as np
+VISIBLE_TESTS = r"""import numpy as np
 
 rng = np.random.default_rng(0)
 X = rng.normal(size=(200, 6))
@@ -68,7 +68,7 @@ low = linear_cka(X, Z)
 assert 0.0 <= low < 0.2, f"independent random features give a small CKA, got {low}"
 assert abs(linear_cka(X, Z) - linear_cka(Z, X)) < 1e-12, "CKA is symmetric"
 print("visible tests passed")
-'''
+"""
 VISIBLE_POINTS = 1
 
 HIDDEN = [

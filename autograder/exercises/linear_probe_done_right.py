@@ -77,7 +77,7 @@ def linear_probe_done_right(train_h: np.ndarray, train_y: np.ndarray, test_h: np
     ### END SOLUTION
 '''
 
-VISIBLE_TESTS = r'''import numpy as np
+VISIBLE_TESTS = r"""import numpy as np
 
 rng = np.random.default_rng(0)
 centres = np.array([[2.0, 0.0, 0.0], [-2.0, 0.0, 0.0]])
@@ -94,7 +94,7 @@ assert 0.8 <= acc <= 1.0, f"two well separated classes should give a high accura
 assert result == linear_probe_done_right(h_tr, y_tr, h_te, y_te, [0.01, 1.0]), \
     "the same inputs must give the same answer (use only default_rng(seed))"
 print("visible tests passed")
-'''
+"""
 VISIBLE_POINTS = 2
 
 HIDDEN = [

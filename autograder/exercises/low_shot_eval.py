@@ -1,4 +1,5 @@
-"""Exercise spec: low-shot evaluation by nearest class mean over random supports (book/noise.md; seed 000)."""
+"""Exercise spec: low-shot evaluation by nearest class mean over random supports (book/noise.md;
+seed 000)."""
 
 NAME = "low_shot_eval"
 TITLE = "Low-shot evaluation with honest error bars"
@@ -83,7 +84,7 @@ def low_shot_eval(train_h, train_y,       # labelled pool
     ### END SOLUTION
 '''
 
-VISIBLE_TESTS = r'''import numpy as np
+VISIBLE_TESTS = r"""import numpy as np
 
 # Two well separated classes: every support gives a perfect classifier.
 rng = np.random.default_rng(0)
@@ -107,7 +108,7 @@ for _ in range(3):
 assert g.bit_generator.state == h.bit_generator.state, \
     "use rng only through one rng.choice(..., replace=False) per class per draw"
 print("visible tests passed")
-'''
+"""
 VISIBLE_POINTS = 2
 
 HIDDEN = [

@@ -65,7 +65,7 @@ def merge_topk(shard_vals: list, shard_idx: list, offsets: list, k: int) -> tupl
     ### END SOLUTION
 '''
 
-VISIBLE_TESTS = r'''import numpy as np
+VISIBLE_TESTS = r"""import numpy as np
 
 # a bank of 5 rows cut into shards [0, 1, 2] and [3, 4]; one query, k = 2
 shard_vals = [np.array([[0.9, 0.4]]), np.array([[0.95, 0.1]])]
@@ -84,7 +84,7 @@ vals, idx = merge_topk([np.array([[0.5]]), np.array([[0.5]])],
                        [np.array([[1]]), np.array([[0]])], [0, 3], 1)
 assert list(idx[0]) == [1], "among equal similarities keep the smaller global index"
 print("visible tests passed")
-'''
+"""
 VISIBLE_POINTS = 2
 
 HIDDEN = [

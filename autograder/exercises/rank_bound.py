@@ -53,7 +53,7 @@ def rank_bound(H, y, n_classes):
     ### END SOLUTION
 '''
 
-VISIBLE_TESTS = r'''import numpy as np
+VISIBLE_TESTS = r"""import numpy as np
 
 # the chapter's opening example: rank 1, four balanced classes of 25
 rng = np.random.default_rng(0)
@@ -68,7 +68,7 @@ assert residual >= floor - 1e-9, "no probe can go below the floor"
 residual2, floor2 = rank_bound(rng.normal(size=(30, 3)), np.arange(30) % 2, 2)
 assert floor2 == 0, f"r + 1 >= K: the floor must be 0, got {floor2}"
 print("visible tests passed")
-'''
+"""
 VISIBLE_POINTS = 1
 
 HIDDEN = [

@@ -1,4 +1,5 @@
-"""Exercise spec: RankMe, the effective rank of an embedding matrix (book/rankme.md; seeds 000, 002)."""
+"""Exercise spec: RankMe, the effective rank of an embedding matrix (book/rankme.md; seeds 000,
+002)."""
 
 NAME = "rankme"
 TITLE = "RankMe: the effective rank of embeddings"
@@ -52,7 +53,7 @@ def rankme(Z, center=False, eps=1e-7):
     ### END SOLUTION
 '''
 
-VISIBLE_TESTS = r'''import numpy as np
+VISIBLE_TESTS = r"""import numpy as np
 
 Z = np.diag([3.0, 3.0, 3.0, 0.0])
 r = rankme(Z, eps=0.0)
@@ -70,7 +71,7 @@ cloud = rng.normal(size=(100, 5)) + 50.0
 assert rankme(cloud) < 1.5 < rankme(cloud, center=True), \
     "uncentred, the mean direction dominates; centred, all five directions count"
 print("visible tests passed")
-'''
+"""
 VISIBLE_POINTS = 2
 
 HIDDEN = [

@@ -71,7 +71,7 @@ def region_bootstrap_miou(counts, regions, n_boot, rng, level=0.95):
     ### END SOLUTION
 '''
 
-VISIBLE_TESTS = r'''import numpy as np
+VISIBLE_TESTS = r"""import numpy as np
 
 # two classes, three regions of two tiles each
 counts = np.array([
@@ -94,7 +94,7 @@ only = np.array([[[2, 0], [4, 0]]], dtype=float)
 m2, _, _ = region_bootstrap_miou(only, np.array([3]), 10, np.random.default_rng(2))
 assert abs(m2 - 0.5) < 1e-12, f"class 1 has no pixel: mIoU is class 0's IoU 2/4 = 0.5, got {m2}"
 print("visible tests passed")
-'''
+"""
 VISIBLE_POINTS = 2
 
 HIDDEN = [

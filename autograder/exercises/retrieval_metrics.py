@@ -1,4 +1,5 @@
-"""Exercise spec: recall@k, hit@k, nDCG@k, MRR and MAP of cosine retrieval (book/retrieval.md; seed 003)."""
+"""Exercise spec: recall@k, hit@k, nDCG@k, MRR and MAP of cosine retrieval (book/retrieval.md;
+seed 003)."""
 
 NAME = "retrieval_metrics"
 TITLE = "Retrieval metrics, with recall@k done right"
@@ -92,7 +93,7 @@ def retrieval_metrics(query_h, query_y,       # queries
     ### END SOLUTION
 '''
 
-VISIBLE_TESTS = r'''import numpy as np
+VISIBLE_TESTS = r"""import numpy as np
 
 # one query along the x axis; corpus items at decreasing cosine, labels 0 1 0 1 0
 query_h = np.array([[1.0, 0.0]])
@@ -115,7 +116,7 @@ m2 = retrieval_metrics(np.vstack([query_h, [[0.0, 1.0]]]), np.array([0, 7]),
                        corpus_h, corpus_y, ks=(1, 2))
 assert m2 == m, "queries without any relevant item must be left out"
 print("visible tests passed")
-'''
+"""
 VISIBLE_POINTS = 2
 
 HIDDEN = [

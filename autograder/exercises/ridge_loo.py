@@ -70,7 +70,7 @@ def ridge_loo(train_h, train_y, lams):
     ### END SOLUTION
 '''
 
-VISIBLE_TESTS = r'''import numpy as np
+VISIBLE_TESTS = r"""import numpy as np
 
 rng = np.random.default_rng(1)
 y = np.array([0, 1, 2] * 10)
@@ -95,7 +95,7 @@ brute = np.sum(np.square(errs)) / (30 * 3)
 _, press1 = ridge_loo(h, y, [lam])
 assert np.isclose(press1[0], brute), f"PRESS(1.0) = {press1[0]}, 30 explicit refits give {brute}"
 print("visible tests passed")
-'''
+"""
 VISIBLE_POINTS = 2
 
 HIDDEN = [

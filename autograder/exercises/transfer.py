@@ -1,4 +1,5 @@
-"""Exercise spec: linear probing, fine-tuning and LP-FT in a linear network (book/lpft.md; seed 000)."""
+"""Exercise spec: linear probing, fine-tuning and LP-FT in a linear network (book/lpft.md; seed
+000)."""
 
 NAME = "transfer"
 TITLE = "Feature distortion and LP-FT"
@@ -88,7 +89,7 @@ def transfer(X, y, B0, v0,          # ID data, pretrained model
     ### END SOLUTION
 '''
 
-VISIBLE_TESTS = r'''import numpy as np
+VISIBLE_TESTS = r"""import numpy as np
 
 # The chapter's two-dimensional example: perfect features B0 = (c, c), ID inputs on the
 # x1 axis only, targets y = c x1 + c x2 = c x1.
@@ -118,7 +119,7 @@ r = X @ B0.T @ np.zeros(1) - y
 assert np.allclose(one["ft"][0], -0.1 * (2 / 3) * B0 @ (X.T @ r)), "first step of v"
 assert np.allclose(one["ft"][1], B0), "first step of B from v0 = 0 leaves B unchanged"
 print("visible tests passed")
-'''
+"""
 VISIBLE_POINTS = 2
 
 HIDDEN = [

@@ -59,7 +59,7 @@ def two_nn_id(X):
     ### END SOLUTION
 '''
 
-VISIBLE_TESTS = r'''import numpy as np
+VISIBLE_TESTS = r"""import numpy as np
 
 # four points on a line, worked by hand
 X = np.array([[0.0], [1.0], [3.0], [7.0]])
@@ -81,7 +81,7 @@ except ValueError:
 else:
     raise AssertionError("duplicate points must raise ValueError")
 print("visible tests passed")
-'''
+"""
 VISIBLE_POINTS = 2
 
 HIDDEN = [

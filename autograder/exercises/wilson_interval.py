@@ -1,4 +1,5 @@
-"""Exercise spec: Wilson interval, exact McNemar test and paired bootstrap (book/noise.md; seed 000).
+"""Exercise spec: Wilson interval, exact McNemar test and paired bootstrap (book/noise.md; seed
+000).
 
 One notebook with three functions; NAME is the first of them (the notebook's file name).
 """
@@ -99,7 +100,7 @@ def paired_bootstrap_ci(a_correct, b_correct, n_boot, rng, level=0.95):
     ### END SOLUTION
 '''
 
-VISIBLE_TESTS = r'''import numpy as np
+VISIBLE_TESTS = r"""import numpy as np
 
 # Wilson: 80 right out of 100 (statsmodels' proportion_confint(method="wilson") agrees)
 lo, hi = wilson_interval(80, 100)
@@ -120,7 +121,7 @@ gain, lo, hi = paired_bootstrap_ci(a, b, 1000, np.random.default_rng(0))
 assert abs(gain - 0.07) < 1e-12, f"gain = 0.69 - 0.62 = 0.07, got {gain}"
 assert lo < gain < hi, "the 95% interval should contain the observed gain here"
 print("visible tests passed")
-'''
+"""
 VISIBLE_POINTS = 2
 
 HIDDEN = [
