@@ -13,7 +13,9 @@ to pipes as in a log, never to a terminal:
   child, from ``os.wait4``), and ``peak_over_file`` its ratio to the file's size. Goal:
   at most 1.5. The memory map of the features counts in it once its pages are read.
   ``peak_rss_sampled_bytes`` cross-checks it: the child's ``VmRSS`` read from
-  ``/proc/PID/status`` every 20 ms.
+  ``/proc/PID/status`` every 20 ms; ``stage_peak_over_file`` gives the largest sample
+  between each stage line on stderr and the next (a stage ``X ...`` runs until its
+  closing line or the next stage's line).
 
 Linux folds the resident peak of the address space a child process is started from
 into the child's ``ru_maxrss`` when it executes the new program, so the benchmark
@@ -121,6 +123,7 @@ def run_report(train, test, out, cwd):
     proc = subprocess.Popen(_command("report", train, test, "--out", out, *REPORT_ARGS), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=_env(), cwd=cwd)
     sampled = [0]
+    stages = [["(start)", 0]]  # each stderr line and the largest VmRSS seen until the next
 
     def sample():
         status = Path(f"/proc/{proc.pid}/status")
@@ -128,7 +131,9 @@ def run_report(train, test, out, cwd):
             try:
                 for line in status.read_text().splitlines():
                     if line.startswith("VmRSS:"):
-                        sampled[0] = max(sampled[0], int(line.split()[1]) * 1024)
+                        rss = int(line.split()[1]) * 1024
+                        sampled[0] = max(sampled[0], rss)
+                        stages[-1][1] = max(stages[-1][1], rss)
             except (OSError, ValueError):
                 return
             time.sleep(0.02)
@@ -137,13 +142,23 @@ def run_report(train, test, out, cwd):
     sampler.start()
     first = proc.stderr.readline()
     first_seconds = time.perf_counter() - start
+    stages.append([first.decode().rstrip(), 0])
     rest = {}
 
     def drain(stream, key):
         rest[key] = stream.read()
 
-    threads = [threading.Thread(target=drain, args=(proc.stderr, "err")),
-               threading.Thread(target=drain, args=(proc.stdout, "out"))]
+    def drain_lines(stream, key):
+        lines = []
+        for line in iter(stream.readline, b""):
+            lines.append(line)
+            stages.append([line.decode().rstrip(), 0])
+        rest[key] = b"".join(lines)
+
+    threads = [
+        threading.Thread(target=drain_lines, args=(proc.stderr, "err")),
+        threading.Thread(target=drain, args=(proc.stdout, "out")),
+    ]
     for t in threads:
         t.start()
     _, status, usage = os.wait4(proc.pid, 0)
@@ -153,10 +168,16 @@ def run_report(train, test, out, cwd):
         t.join()
     scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
     sampler.join()
-    return {"first_line_seconds": round(first_seconds, 3), "first_line": first.decode().rstrip(),
-            "total_seconds": round(total, 1), "peak_rss_bytes": int(usage.ru_maxrss) * scale,
-            "peak_rss_sampled_bytes": sampled[0],
-            "exit_status": proc.returncode, "stderr_tail": rest["err"].decode()[-2000:]}
+    return {
+        "first_line_seconds": round(first_seconds, 3),
+        "first_line": first.decode().rstrip(),
+        "total_seconds": round(total, 1),
+        "peak_rss_bytes": int(usage.ru_maxrss) * scale,
+        "peak_rss_sampled_bytes": sampled[0],
+        "stage_peak_rss_bytes": [{"stage": line, "peak_rss_bytes": peak} for line, peak in stages],
+        "exit_status": proc.returncode,
+        "stderr_tail": rest["err"].decode()[-2000:],
+    }
 
 
 def measure(gib=1.0, d=1024, n_test=2000, n_classes=10, seed=0, folder=None):
@@ -182,7 +203,12 @@ def measure(gib=1.0, d=1024, n_test=2000, n_classes=10, seed=0, folder=None):
         "refuse_seconds": round(refuse_seconds, 3), "refuse_message": refuse_err.strip(),
         **report, "peak_over_file": round(report["peak_rss_bytes"] / size, 3),
         "sampled_peak_over_file": round(report["peak_rss_sampled_bytes"] / size, 3),
-        "report_args": REPORT_ARGS, "goals": GOALS,
+        "stage_peak_over_file": [
+            {"stage": e["stage"], "peak_over_file": round(e["peak_rss_bytes"] / size, 3)}
+            for e in report["stage_peak_rss_bytes"]
+        ],
+        "report_args": REPORT_ARGS,
+        "goals": GOALS,
     }
     result["goals_met"] = {k: bool(result[k] <= v) for k, v in GOALS.items()}
     return result
