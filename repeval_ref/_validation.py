@@ -110,7 +110,7 @@ def all_finite(arr):
     if arr.ndim < 2 or arr.size == 0:
         return bool(np.all(np.isfinite(arr)))
     flat = arr.reshape(arr.shape[0], -1)
-    return all(bool(np.isfinite(block).all()) for _, block in iter_rows(flat, itemsize=1))
+    return all(bool(np.isfinite(block).all()) for _, block in iter_rows(flat))
 
 
 def as_labels(y, name, *, n=None, n_classes=None, min_len=1):
