@@ -19,6 +19,7 @@ Parts
 ``autograder/nbgrader_config.py``
     The nbgrader configuration used by every command.
 """
+
 from pathlib import Path
 
 __all__ = ["PACKAGE_DIR", "REPO_ROOT", "NBGRADER_CONFIG"]

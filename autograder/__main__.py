@@ -1,4 +1,5 @@
 """``python -m autograder ...`` is the same as the ``autograder`` command."""
+
 import sys
 
 from .cli import main

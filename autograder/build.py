@@ -12,6 +12,7 @@ Every notebook has the same layout, so that adding an exercise is writing one sp
 Cell ids and nbgrader grade ids are derived from the exercise name, so rebuilding is
 deterministic and a test can compare the committed notebooks with a fresh build.
 """
+
 from __future__ import annotations
 
 import re
@@ -28,8 +29,13 @@ KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3
 
 
 def _meta(grade_id, *, grade=False, solution=False, locked=False, points=None):
-    meta = {"grade": grade, "grade_id": grade_id, "locked": locked,
-            "schema_version": 3, "solution": solution}
+    meta = {
+        "grade": grade,
+        "grade_id": grade_id,
+        "locked": locked,
+        "schema_version": 3,
+        "solution": solution,
+    }
     if points is not None:
         meta["points"] = points
     return {"nbgrader": meta}
@@ -54,11 +60,13 @@ def _cell(kind, source, cid, meta):
 def hidden_cell_source(check_name):
     """Source of the hidden test cell that runs one registered check."""
     points, summary = registry()[check_name]
-    return (f"# Hidden test ({points:g} point{'s' if points != 1 else ''}): {summary}.\n"
-            "### BEGIN HIDDEN TESTS\n"
-            "from autograder.checks import grade\n"
-            f"grade({check_name!r}, {check_name.split('/', 1)[0]!r})\n"
-            "### END HIDDEN TESTS")
+    return (
+        f"# Hidden test ({points:g} point{'s' if points != 1 else ''}): {summary}.\n"
+        "### BEGIN HIDDEN TESTS\n"
+        "from autograder.checks import grade\n"
+        f"grade({check_name!r}, {check_name.split('/', 1)[0]!r})\n"
+        "### END HIDDEN TESTS"
+    )
 
 
 def total_points(spec):
@@ -97,28 +105,46 @@ def build_notebook(spec):
     )
     name = spec.NAME
     cells = [
-        _cell("markdown", header + "\n" + spec.STATEMENT.strip("\n") + "\n\n" + grading,
-              f"{name}-statement", _meta(f"{name}_statement", locked=True)),
-        _cell("code", spec.SOLUTION, f"{name}-solution",
-              _meta(f"{name}_solution", solution=True)),
-        _cell("markdown", "## Visible tests\n\nRun this cell while you work; it is worth "
-              f"{float(spec.VISIBLE_POINTS):g} point(s).", f"{name}-visible-title",
-              _meta(f"{name}_visible_title", locked=True)),
-        _cell("code", spec.VISIBLE_TESTS, f"{name}-visible-tests",
-              _meta(f"{name}_visible_tests", grade=True, locked=True,
-                    points=spec.VISIBLE_POINTS)),
-        _cell("markdown", "## Hidden tests\n\nThese cells are filled in and run when your "
-              "notebook is graded; running them now does nothing.",
-              f"{name}-hidden-title", _meta(f"{name}_hidden_title", locked=True)),
+        _cell(
+            "markdown",
+            header + "\n" + spec.STATEMENT.strip("\n") + "\n\n" + grading,
+            f"{name}-statement",
+            _meta(f"{name}_statement", locked=True),
+        ),
+        _cell("code", spec.SOLUTION, f"{name}-solution", _meta(f"{name}_solution", solution=True)),
+        _cell(
+            "markdown",
+            "## Visible tests\n\nRun this cell while you work; it is worth "
+            f"{float(spec.VISIBLE_POINTS):g} point(s).",
+            f"{name}-visible-title",
+            _meta(f"{name}_visible_title", locked=True),
+        ),
+        _cell(
+            "code",
+            spec.VISIBLE_TESTS,
+            f"{name}-visible-tests",
+            _meta(f"{name}_visible_tests", grade=True, locked=True, points=spec.VISIBLE_POINTS),
+        ),
+        _cell(
+            "markdown",
+            "## Hidden tests\n\nThese cells are filled in and run when your "
+            "notebook is graded; running them now does nothing.",
+            f"{name}-hidden-title",
+            _meta(f"{name}_hidden_title", locked=True),
+        ),
     ]
     for check in spec.HIDDEN:
         aspect = _aspect(name, check)
-        cells.append(_cell("code", hidden_cell_source(check), _cell_id(f"{name}-hidden-{aspect}"),
-                           _meta(f"{name}_hidden_{aspect}", grade=True, locked=True,
-                                 points=reg[check][0])))
+        cells.append(
+            _cell(
+                "code",
+                hidden_cell_source(check),
+                _cell_id(f"{name}-hidden-{aspect}"),
+                _meta(f"{name}_hidden_{aspect}", grade=True, locked=True, points=reg[check][0]),
+            )
+        )
     nb = nbformat.v4.new_notebook(cells=cells)
-    nb.metadata = {"kernelspec": dict(KERNELSPEC),
-                   "language_info": {"name": "python"}}
+    nb.metadata = {"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"}}
     nbformat.validate(nb)
     return nb
 
@@ -166,5 +192,8 @@ def assignments():
 
 def solution_source(spec):
     """The spec's solution code with the nbgrader markers removed (runnable as is)."""
-    return "\n".join(line for line in spec.SOLUTION.splitlines()
-                     if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line)
+    return "\n".join(
+        line
+        for line in spec.SOLUTION.splitlines()
+        if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line
+    )

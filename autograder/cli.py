@@ -28,6 +28,7 @@ Instructor (course directory: --course, default ./course)::
                                              # (--workers N: N students graded at a time;
                                              #  --scheduler ADDRESS: on a Dask cluster)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -86,8 +87,10 @@ def cmd_setup(args):
     assignments, due, policy = _term_options(args)
     names = course.setup(assignments, due=due, late_policy=policy, book_url=args.book_url)
     dates = course.due_dates()
-    print("assignments:", ", ".join(
-        f"{a} (due {dates[a]:%Y-%m-%d %H:%M} UTC)" if a in dates else a for a in names))
+    print(
+        "assignments:",
+        ", ".join(f"{a} (due {dates[a]:%Y-%m-%d %H:%M} UTC)" if a in dates else a for a in names),
+    )
     print("late policy:", course.term()["late_policy"])
     print("feedback links the book at:", course.book_url() or "nowhere (no --book-url)")
     return 0
@@ -102,27 +105,44 @@ def cmd_roster(args):
     after = set(course.roster())
     if proc.stdout.strip():
         print(proc.stdout.strip())
-    print(f"roster: {len(after)} student{'s' if len(after) != 1 else ''} in the course, "
-          f"{len(after - before)} new from {args.csv}")
+    print(
+        f"roster: {len(after)} student{'s' if len(after) != 1 else ''} in the course, "
+        f"{len(after - before)} new from {args.csv}"
+    )
     return 0
 
 
 def _time_options(parser):
-    parser.add_argument("--times", metavar="CSV", help="submission times stated by the "
-                        "instructor (an LMS export): columns student, timestamp and "
-                        "optionally assignment; default: when each file reached this machine")
-    parser.add_argument("--submitted-at", metavar="TIME", help="one submission time for "
-                        "every student (YYYY-MM-DD HH:MM, UTC unless an offset is given)")
-    parser.add_argument("--require-roster", action="store_true", help="refuse to collect "
-                        "into a course without a roster")
+    parser.add_argument(
+        "--times",
+        metavar="CSV",
+        help="submission times stated by the "
+        "instructor (an LMS export): columns student, timestamp and "
+        "optionally assignment; default: when each file reached this machine",
+    )
+    parser.add_argument(
+        "--submitted-at",
+        metavar="TIME",
+        help="one submission time for "
+        "every student (YYYY-MM-DD HH:MM, UTC unless an offset is given)",
+    )
+    parser.add_argument(
+        "--require-roster",
+        action="store_true",
+        help="refuse to collect into a course without a roster",
+    )
 
 
 def cmd_collect(args):
     course = _course(args)
     if not (course.root / "exercises").exists():
         course.setup()
-    got = course.collect(args.folder, times=args.times, submitted_at=args.submitted_at,
-                   require_roster=args.require_roster)
+    got = course.collect(
+        args.folder,
+        times=args.times,
+        submitted_at=args.submitted_at,
+        require_roster=args.require_roster,
+    )
     for student, assignments in got.items():
         print(f"{student}: {', '.join(assignments) or 'nothing recognised'}")
     return 0
@@ -133,8 +153,10 @@ def cmd_autograde(args):
     dask = _scheduler_options(args)
     t0 = time.time()
     seed = course.autograde(seed=args.seed, workers=args.workers, **dask)
-    print(f"autograded {len(course.submissions())} submission(s) in {time.time() - t0:.1f} s "
-          f"(seed {seed}); problems, if any: {course.root / 'grading_issues.csv'}")
+    print(
+        f"autograded {len(course.submissions())} submission(s) in {time.time() - t0:.1f} s "
+        f"(seed {seed}); problems, if any: {course.root / 'grading_issues.csv'}"
+    )
     return 0
 
 
@@ -156,10 +178,13 @@ def cmd_similarity(args):
     from .similarity import similarity_report
 
     course = _course(args)
-    csv_path, html_path, pairs = similarity_report(course.root, threshold=args.threshold,
-                                                   repo=course.repo)
-    print(f"{len(pairs)} pair(s) at or above similarity {args.threshold:g}: {csv_path}, "
-          f"{html_path} (informs only; grades are unchanged)")
+    csv_path, html_path, pairs = similarity_report(
+        course.root, threshold=args.threshold, repo=course.repo
+    )
+    print(
+        f"{len(pairs)} pair(s) at or above similarity {args.threshold:g}: {csv_path}, "
+        f"{html_path} (informs only; grades are unchanged)"
+    )
     return 0
 
 
@@ -172,16 +197,23 @@ def cmd_grade_all(args):
     course.setup(assignments, due=due, late_policy=policy, book_url=args.book_url)
     if args.roster:
         course.import_roster(args.roster)
-    course.collect(args.folder, times=args.times, submitted_at=args.submitted_at,
-                   require_roster=args.require_roster)
+    course.collect(
+        args.folder,
+        times=args.times,
+        submitted_at=args.submitted_at,
+        require_roster=args.require_roster,
+    )
     seed = course.autograde(seed=args.seed, workers=args.workers, **dask)
     course.feedback()
     out = course.export(args.csv)
-    sim_csv, sim_html, pairs = similarity_report(course.root, threshold=DEFAULT_THRESHOLD,
-                                                 repo=course.repo)
-    print(f"seed {seed}; grades: {out[0]}; per notebook: {out[1]}; LMS (Canvas): {out[2]}; "
-          f"problems: {course.root / 'grading_issues.csv'}; similarity: {len(pairs)} "
-          f"pair(s) in {sim_html}")
+    sim_csv, sim_html, pairs = similarity_report(
+        course.root, threshold=DEFAULT_THRESHOLD, repo=course.repo
+    )
+    print(
+        f"seed {seed}; grades: {out[0]}; per notebook: {out[1]}; LMS (Canvas): {out[2]}; "
+        f"problems: {course.root / 'grading_issues.csv'}; similarity: {len(pairs)} "
+        f"pair(s) in {sim_html}"
+    )
     return 0
 
 
@@ -198,14 +230,19 @@ def cmd_check(args):
     try:
         nb = nbformat.read(str(path), as_version=4)
     except Exception as exc:
-        print(f"{path} is not a valid notebook ({type(exc).__name__}: {exc}). Restore it "
-              "from the release (exercises/) and paste your code back in.")
+        print(
+            f"{path} is not a valid notebook ({type(exc).__name__}: {exc}). Restore it "
+            "from the release (exercises/) and paste your code back in."
+        )
         return 1
     broken = _syntax_errors(nb)
     if broken:
         for line in broken:
             print(line)
-        print("Fix the syntax first: until the cell runs, every test reports the function as undefined.")
+        print(
+            "Fix the syntax first: until the cell runs, every test reports the function as "
+            "undefined."
+        )
         return 1
     cfg = PyFileConfigLoader(NBGRADER_CONFIG.name, path=str(NBGRADER_CONFIG.parent)).load_config()
     cfg.Execute.timeout = args.timeout
@@ -215,14 +252,18 @@ def cmd_check(args):
     status = 0
     if results.get("type_changed"):
         names = [_cell_label(by_source.get(d["source"])) for d in results["type_changed"]]
-        print(f"{len(names)} cell(s) changed type (code <-> markdown): {'; '.join(names)}. "
-              "Restore them from the release.")
+        print(
+            f"{len(names)} cell(s) changed type (code <-> markdown): {'; '.join(names)}. "
+            "Restore them from the release."
+        )
         status = 1
     if results.get("changed"):
         names = [_cell_label(by_source.get(d["source"])) for d in results["changed"]]
-        print(f"{len(names)} read-only cell(s) were edited: {'; '.join(names)}. Graders "
-              "restore them, so your edits there are lost. Undo them (copy the cell from "
-              "the release).")
+        print(
+            f"{len(names)} read-only cell(s) were edited: {'; '.join(names)}. Graders "
+            "restore them, so your edits there are lost. Undo them (copy the cell from "
+            "the release)."
+        )
         status = 1
     visible = [c for c in nb.cells if c.cell_type == "code" and _is_visible_test(c)]
     lost = 0.0
@@ -240,16 +281,22 @@ def cmd_check(args):
     got_visible = sum(float(c.metadata["nbgrader"].get("points") or 0) for c in visible) - lost
     max_visible = sum(float(c.metadata["nbgrader"].get("points") or 0) for c in visible)
     if results.get("changed") or results.get("type_changed"):
-        got_visible = None           # nbgrader does not run the tests of an edited notebook
+        got_visible = None  # nbgrader does not run the tests of an edited notebook
     got_hidden = max_hidden = None
     if args.hidden:
         hidden_status, got_hidden, max_hidden = _run_hidden_isolated(path, args.timeout)
         status = max(status, hidden_status)
     print(_score_line(got_visible, max_visible, got_hidden, max_hidden))
     if status == 0:
-        print(f"{path}: visible tests pass and nbgrader validate is happy."
-              + ("" if args.hidden else " The hidden tests run when your notebook is graded "
-                 "(try them now with --hidden, or make check NB=... HIDDEN=1)."))
+        print(
+            f"{path}: visible tests pass and nbgrader validate is happy."
+            + (
+                ""
+                if args.hidden
+                else " The hidden tests run when your notebook is graded "
+                "(try them now with --hidden, or make check NB=... HIDDEN=1)."
+            )
+        )
     return status
 
 
@@ -320,18 +367,24 @@ def _describe_failure(cell, source, error):
         number, code = int(at.group(1)), at.group(2).strip()
         # the test's name: the comment that opens its block in the test cell
         above = source.splitlines()[:number] if source else []
-        title = next((line.strip().lstrip("# ").strip() for line in reversed(above)
-                      if line.strip().startswith("#")), "")
+        title = next(
+            (
+                line.strip().lstrip("# ").strip()
+                for line in reversed(above)
+                if line.strip().startswith("#")
+            ),
+            "",
+        )
         if title:
             out.append(f"  test: {title}")
         out.append(f"  line {number}: {code}")
         if code.startswith("assert "):
-            condition = code[len("assert "):]
+            condition = code[len("assert ") :]
             condition = re.split(r",\s*(?:f?[\"'])", condition, maxsplit=1)[0]
             condition = condition.rstrip("\\ ").rstrip(",").strip()
             out.append(f"  expected: {condition}")
     if last.startswith("AssertionError"):
-        message = last[len("AssertionError"):].lstrip(": ").strip()
+        message = last[len("AssertionError") :].lstrip(": ").strip()
         if message:
             out.append(f"  message: {message}")
     elif "NotImplementedError" in last:
@@ -364,15 +417,22 @@ def _syntax_errors(nb):
     from IPython.core.inputtransformer2 import TransformerManager
 
     out = []
-    cells = [c for c in nb.cells if c.cell_type == "code"
-             and c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+    cells = [
+        c
+        for c in nb.cells
+        if c.cell_type == "code" and c.get("metadata", {}).get("nbgrader", {}).get("solution")
+    ]
     for i, cell in enumerate(cells, 1):
         try:
-            compile(TransformerManager().transform_cell(cell.source), f"<solution cell {i}>", "exec")
+            compile(
+                TransformerManager().transform_cell(cell.source), f"<solution cell {i}>", "exec"
+            )
         except SyntaxError as exc:
             where = f"line {exc.lineno}" if exc.lineno else "somewhere"
-            out.append(f"FAILED: your solution cell {i} has a syntax error on {where}: {exc.msg}"
-                       + (f"\n  {exc.text.rstrip()}" if exc.text else ""))
+            out.append(
+                f"FAILED: your solution cell {i} has a syntax error on {where}: {exc.msg}"
+                + (f"\n  {exc.text.rstrip()}" if exc.text else "")
+            )
     return out
 
 
@@ -384,9 +444,9 @@ def _run_hidden_isolated(path, timeout):
     the student's code instead (``run_check_isolated``)."""
     import nbformat
 
+    from .build import grade_ids
     from .checks import format_findings, grading_seed, run_check_isolated
     from .cleanroom import solution_source, verify_notebook
-    from .build import grade_ids
     from .exercises import all_specs
 
     nb = nbformat.read(str(path), as_version=4)
@@ -403,8 +463,9 @@ def _run_hidden_isolated(path, timeout):
     for check, gid in grade_ids(spec).items():
         v = verdicts[gid]
         if v.points is None:
-            findings = run_check_isolated(check, solution_source(nb), check.split("/", 1)[0],
-                                          seed, timeout=timeout)
+            findings = run_check_isolated(
+                check, solution_source(nb), check.split("/", 1)[0], seed, timeout=timeout
+            )
             print(format_findings(check, findings, seed))
             points = sum(f.points for f in findings)
         else:
@@ -429,22 +490,45 @@ def positive_int(text):
 
 
 def _add_workers(parser):
-    parser.add_argument("--workers", type=positive_int, default=1,
-                        help="grade this many students at a time on this machine, each in "
-                             "a sandbox of its own (default: 1)")
-    parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                        help="address of a Dask distributed scheduler (tls://host:8786): "
-                             "one grading task per student runs on its workers (which need "
-                             "the project installed)")
-    parser.add_argument("--tls-ca-file", default=None, metavar="PEM",
-                        help="the certificate authority of the cluster's TLS certificates")
-    parser.add_argument("--tls-cert", default=None, metavar="PEM",
-                        help="this grader's TLS certificate for the scheduler")
-    parser.add_argument("--tls-key", default=None, metavar="PEM",
-                        help="this grader's TLS key (readable by its owner only)")
-    parser.add_argument("--insecure-scheduler", action="store_true",
-                        help="accept a scheduler without TLS (tcp://): only for a cluster "
-                             "that no student code can reach")
+    parser.add_argument(
+        "--workers",
+        type=positive_int,
+        default=1,
+        help="grade this many students at a time on this machine, each in "
+        "a sandbox of its own (default: 1)",
+    )
+    parser.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="address of a Dask distributed scheduler (tls://host:8786): "
+        "one grading task per student runs on its workers (which need "
+        "the project installed)",
+    )
+    parser.add_argument(
+        "--tls-ca-file",
+        default=None,
+        metavar="PEM",
+        help="the certificate authority of the cluster's TLS certificates",
+    )
+    parser.add_argument(
+        "--tls-cert",
+        default=None,
+        metavar="PEM",
+        help="this grader's TLS certificate for the scheduler",
+    )
+    parser.add_argument(
+        "--tls-key",
+        default=None,
+        metavar="PEM",
+        help="this grader's TLS key (readable by its owner only)",
+    )
+    parser.add_argument(
+        "--insecure-scheduler",
+        action="store_true",
+        help="accept a scheduler without TLS (tcp://): only for a cluster "
+        "that no student code can reach",
+    )
 
 
 def _scheduler_options(args):
@@ -452,36 +536,61 @@ def _scheduler_options(args):
     checked before anything runs (:func:`autograder.course.scheduler_config`)."""
     from .course import scheduler_config
 
-    tls = {k: v for k, v in (("ca_file", args.tls_ca_file), ("cert", args.tls_cert),
-                             ("key", args.tls_key)) if v}
+    tls = {
+        k: v
+        for k, v in (("ca_file", args.tls_ca_file), ("cert", args.tls_cert), ("key", args.tls_key))
+        if v
+    }
     scheduler_config(args.scheduler, tls or None, args.insecure_scheduler)
-    return {"scheduler": args.scheduler, "tls": tls or None,
-            "insecure_scheduler": args.insecure_scheduler}
+    return {
+        "scheduler": args.scheduler,
+        "tls": tls or None,
+        "insecure_scheduler": args.insecure_scheduler,
+    }
 
 
 def _add_term(parser):
-    parser.add_argument("--assign", nargs="+", metavar="CHAPTER[=DUE]", default=None,
-                        help="the chapters given this term, each with an optional due date "
-                             "(UTC unless an offset is given), e.g. knn=2026-03-01T23:59 "
-                             "noise=2026-03-15T23:59 (default: as set up before, else all)")
-    parser.add_argument("--late-policy", choices=["mark", "zero"], default=None,
-                        help="mark: late submissions keep their points and are marked late "
-                             "(default); zero: they score 0")
-    parser.add_argument("--book-url", default=None, metavar="URL",
-                        help="where students read the book; the feedback pages link each "
-                             "chapter there (default: as set up before, else the GitHub "
-                             "Pages address that make publish writes to)")
+    parser.add_argument(
+        "--assign",
+        nargs="+",
+        metavar="CHAPTER[=DUE]",
+        default=None,
+        help="the chapters given this term, each with an optional due date "
+        "(UTC unless an offset is given), e.g. knn=2026-03-01T23:59 "
+        "noise=2026-03-15T23:59 (default: as set up before, else all)",
+    )
+    parser.add_argument(
+        "--late-policy",
+        choices=["mark", "zero"],
+        default=None,
+        help="mark: late submissions keep their points and are marked late "
+        "(default); zero: they score 0",
+    )
+    parser.add_argument(
+        "--book-url",
+        default=None,
+        metavar="URL",
+        help="where students read the book; the feedback pages link each "
+        "chapter there (default: as set up before, else the GitHub "
+        "Pages address that make publish writes to)",
+    )
 
 
 def build_parser():
-    p = argparse.ArgumentParser(prog="autograder", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--repo", default=str(REPO_ROOT),
-                   help="repository holding solutions/ and exercises/ (default: %(default)s)")
-    p.add_argument("--course", default="course",
-                   help="grading course directory (default: ./course)")
-    p.add_argument("--timeout", type=int, default=60,
-                   help="per-cell execution limit in seconds (default: 60)")
+    p = argparse.ArgumentParser(
+        prog="autograder", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--repo",
+        default=str(REPO_ROOT),
+        help="repository holding solutions/ and exercises/ (default: %(default)s)",
+    )
+    p.add_argument(
+        "--course", default="course", help="grading course directory (default: ./course)"
+    )
+    p.add_argument(
+        "--timeout", type=int, default=60, help="per-cell execution limit in seconds (default: 60)"
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("build", help="write solutions/*.ipynb from the exercise specs")
@@ -520,18 +629,26 @@ def build_parser():
     _add_workers(s)
     _add_term(s)
     s.set_defaults(func=cmd_grade_all)
-    s = sub.add_parser("similarity", help="answers that resemble the reference or each "
-                                          "other (CSV + HTML; grades unchanged)")
+    s = sub.add_parser(
+        "similarity",
+        help="answers that resemble the reference or each other (CSV + HTML; grades unchanged)",
+    )
     from .similarity import DEFAULT_THRESHOLD
 
-    s.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
-                   help="list pairs whose shared fraction of code is at least this "
-                        "(default: %(default)s)")
+    s.add_argument(
+        "--threshold",
+        type=float,
+        default=DEFAULT_THRESHOLD,
+        help="list pairs whose shared fraction of code is at least this (default: %(default)s)",
+    )
     s.set_defaults(func=cmd_similarity)
     s = sub.add_parser("check", help="student: run a notebook's visible tests and validate it")
     s.add_argument("notebook")
-    s.add_argument("--hidden", action="store_true",
-                   help="also run the hidden checks on your code (in a separate process)")
+    s.add_argument(
+        "--hidden",
+        action="store_true",
+        help="also run the hidden checks on your code (in a separate process)",
+    )
     s.set_defaults(func=cmd_check)
     return p
 
@@ -543,7 +660,7 @@ def main(argv=None):
     except RuntimeError as exc:
         print(f"autograder {args.command}: {exc}", file=sys.stderr)
         return 1
-    except ValueError as exc:   # bad input the user gave (a times file, a due date)
+    except ValueError as exc:  # bad input the user gave (a times file, a due date)
         print(f"autograder {args.command}: {exc}", file=sys.stderr)
         return 2
 

@@ -18,6 +18,7 @@ This module imports only the standard library and NumPy (torch where a value is 
 object), never ``repeval_ref`` or another part of ``autograder``: it runs in the child next
 to the student's code.
 """
+
 import base64
 import io
 import json
@@ -25,9 +26,23 @@ import sys
 
 import numpy as np
 
-__all__ = ["Unsupported", "Malformed", "ModuleState", "Opaque", "LAYERS", "BIT_GENERATORS",
-           "encode", "decode", "is_module", "module_spec", "module_state", "build_module",
-           "write_back", "to_npy", "from_npy"]
+__all__ = [
+    "Unsupported",
+    "Malformed",
+    "ModuleState",
+    "Opaque",
+    "LAYERS",
+    "BIT_GENERATORS",
+    "encode",
+    "decode",
+    "is_module",
+    "module_spec",
+    "module_state",
+    "build_module",
+    "write_back",
+    "to_npy",
+    "from_npy",
+]
 
 
 class Unsupported(TypeError):
@@ -40,9 +55,16 @@ class Malformed(ValueError):
 
 #: the bit generators a ``numpy.random.Generator`` may travel with: the sent name is a key
 #: of this table, never looked up anywhere else (a subclass travels as opaque)
-BIT_GENERATORS = {cls.__name__: cls for cls in (
-    np.random.PCG64, np.random.PCG64DXSM, np.random.MT19937, np.random.Philox,
-    np.random.SFC64)}
+BIT_GENERATORS = {
+    cls.__name__: cls
+    for cls in (
+        np.random.PCG64,
+        np.random.PCG64DXSM,
+        np.random.MT19937,
+        np.random.Philox,
+        np.random.SFC64,
+    )
+}
 
 
 def to_npy(arr):
@@ -68,8 +90,10 @@ def from_npy(text):
     fh = io.BytesIO(raw)
     try:
         version = np.lib.format.read_magic(fh)
-        read = {(1, 0): np.lib.format.read_array_header_1_0,
-                (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+        read = {
+            (1, 0): np.lib.format.read_array_header_1_0,
+            (2, 0): np.lib.format.read_array_header_2_0,
+        }.get(version)
         if read is None:
             raise Malformed(f"an array of .npy version {version}")
         shape, _, dtype = read(fh)
@@ -82,8 +106,7 @@ def from_npy(text):
         count *= int(n)
     size = len(raw) - fh.tell()
     if count * dtype.itemsize != size or count > max(1, size):
-        raise Malformed(f"an array of shape {tuple(shape)} and type {dtype} sent with "
-                        f"{size} bytes")
+        raise Malformed(f"an array of shape {tuple(shape)} and type {dtype} sent with {size} bytes")
     fh.seek(0)
     return np.load(fh, allow_pickle=False)
 
@@ -101,15 +124,24 @@ def is_module(x):
 #: torch.nn layers that travel as plain data: name -> (constructor arguments read from a
 #: layer, the layer rebuilt from them with ``torch.nn``)
 LAYERS = {
-    "Linear": (lambda m: [m.in_features, m.out_features, m.bias is not None],
-               lambda nn, a: nn.Linear(a[0], a[1], bias=a[2])),
-    **{k: (lambda m: [m.num_features, m.eps, m.momentum, m.affine, m.track_running_stats],
-           lambda nn, a, k=k: getattr(nn, k)(a[0], eps=a[1], momentum=a[2], affine=a[3],
-                                             track_running_stats=a[4]))
-       for k in ("BatchNorm1d", "BatchNorm2d")},
+    "Linear": (
+        lambda m: [m.in_features, m.out_features, m.bias is not None],
+        lambda nn, a: nn.Linear(a[0], a[1], bias=a[2]),
+    ),
+    **{
+        k: (
+            lambda m: [m.num_features, m.eps, m.momentum, m.affine, m.track_running_stats],
+            lambda nn, a, k=k: getattr(nn, k)(
+                a[0], eps=a[1], momentum=a[2], affine=a[3], track_running_stats=a[4]
+            ),
+        )
+        for k in ("BatchNorm1d", "BatchNorm2d")
+    },
     "Dropout": (lambda m: [m.p], lambda nn, a: nn.Dropout(a[0])),
-    **{k: (lambda m: [], lambda nn, a, k=k: getattr(nn, k)())
-       for k in ("ReLU", "Tanh", "GELU", "Sigmoid", "Identity")},
+    **{
+        k: (lambda m: [], lambda nn, a, k=k: getattr(nn, k)())
+        for k in ("ReLU", "Tanh", "GELU", "Sigmoid", "Identity")
+    },
 }
 
 
@@ -147,11 +179,15 @@ def module_state(m):
     """The parts of a module's state a check can observe, as plain data: its state dict,
     every submodule's training flag, each parameter's requires_grad and gradient."""
     params = dict(m.named_parameters())
-    return {"state": {k: to_npy(v.detach().cpu().numpy()) for k, v in m.state_dict().items()},
-            "train": {n: bool(mod.training) for n, mod in m.named_modules()},
-            "rg": {n: bool(p.requires_grad) for n, p in params.items()},
-            "grad": {n: (None if p.grad is None else to_npy(p.grad.detach().cpu().numpy()))
-                     for n, p in params.items()}}
+    return {
+        "state": {k: to_npy(v.detach().cpu().numpy()) for k, v in m.state_dict().items()},
+        "train": {n: bool(mod.training) for n, mod in m.named_modules()},
+        "rg": {n: bool(p.requires_grad) for n, p in params.items()},
+        "grad": {
+            n: (None if p.grad is None else to_npy(p.grad.detach().cpu().numpy()))
+            for n, p in params.items()
+        },
+    }
 
 
 class ModuleState:
@@ -220,11 +256,15 @@ def encode(x, *, lenient=False):
             return _opaque(x)
         raise Unsupported("an object array")
     if type(x) in (tuple, list) or (not lenient and isinstance(x, (tuple, list))):
-        return {"t": type(x).__name__ if type(x) in (tuple, list) else "list",
-                "v": [encode(v, lenient=lenient) for v in x]}
+        return {
+            "t": type(x).__name__ if type(x) in (tuple, list) else "list",
+            "v": [encode(v, lenient=lenient) for v in x],
+        }
     if type(x) is dict or (not lenient and isinstance(x, dict)):
-        return {"t": "dict", "v": [[encode(k, lenient=lenient), encode(v, lenient=lenient)]
-                                   for k, v in x.items()]}
+        return {
+            "t": "dict",
+            "v": [[encode(k, lenient=lenient), encode(v, lenient=lenient)] for k, v in x.items()],
+        }
     if _is_tensor(x):
         return {"t": "torch", "v": to_npy(x.detach().cpu().numpy()), "rg": bool(x.requires_grad)}
     if is_module(x):
@@ -234,12 +274,13 @@ def encode(x, *, lenient=False):
     if type(x) is np.random.Generator:
         # the child sends the name of whatever drives it; the grader accepts only the
         # names of BIT_GENERATORS, so a generator of another class ends the child there
-        if not lenient and not any(type(x.bit_generator) is c
-                                   for c in BIT_GENERATORS.values()):
-            raise Unsupported(f"a random generator driven by "
-                              f"{type(x.bit_generator).__name__}")
-        return {"t": "gen", "bg": type(x.bit_generator).__name__,
-                "v": json.dumps(x.bit_generator.state)}
+        if not lenient and not any(type(x.bit_generator) is c for c in BIT_GENERATORS.values()):
+            raise Unsupported(f"a random generator driven by {type(x.bit_generator).__name__}")
+        return {
+            "t": "gen",
+            "bg": type(x.bit_generator).__name__,
+            "v": json.dumps(x.bit_generator.state),
+        }
     if lenient:
         return _opaque(x)
     raise Unsupported(type(x).__name__)
@@ -282,8 +323,7 @@ def _field(d, key, kind, limit=None):
     v = d[key]
     kinds = kind if isinstance(kind, tuple) else (kind,)
     if not isinstance(v, kinds) or (isinstance(v, bool) and bool not in kinds):
-        raise Malformed(f"the {key!r} field of a {d['t']!s:.20} value is a "
-                        f"{type(v).__name__}")
+        raise Malformed(f"the {key!r} field of a {d['t']!s:.20} value is a {type(v).__name__}")
     if limit is not None and len(v) > limit:
         raise Malformed(f"the {key!r} field of a {d['t']!s:.20} value is too long")
     return v
@@ -292,15 +332,28 @@ def _field(d, key, kind, limit=None):
 def _fields(d, allowed):
     extra = set(d) - set(allowed) - {"t"}
     if extra:
-        raise Malformed(f"a {d['t']!s:.20} value with unexpected fields "
-                        f"{sorted(map(str, extra))[:3]!r:.80}")
+        raise Malformed(
+            f"a {d['t']!s:.20} value with unexpected fields {sorted(map(str, extra))[:3]!r:.80}"
+        )
 
 
 #: the fields each tag may carry besides ``t``
-_TAGS = {"none": (), "bool": ("v",), "int": ("v",), "float": ("v",), "str": ("v",),
-         "nd": ("v",), "np": ("v",), "tuple": ("v",), "list": ("v",), "dict": ("v",),
-         "torch": ("v", "rg"), "module": ("spec", "state", "train", "rg", "grad"),
-         "gen": ("bg", "v"), "opaque": ("type", "repr")}
+_TAGS = {
+    "none": (),
+    "bool": ("v",),
+    "int": ("v",),
+    "float": ("v",),
+    "str": ("v",),
+    "nd": ("v",),
+    "np": ("v",),
+    "tuple": ("v",),
+    "list": ("v",),
+    "dict": ("v",),
+    "torch": ("v", "rg"),
+    "module": ("spec", "state", "train", "rg", "grad"),
+    "gen": ("bg", "v"),
+    "opaque": ("type", "repr"),
+}
 
 
 def _names(d, key, kind):
@@ -319,8 +372,10 @@ def _generator(d):
     name = _field(d, "bg", str, 40)
     cls = BIT_GENERATORS.get(name)
     if cls is None:
-        raise Malformed(f"a random generator driven by {name!r}, which is not one of "
-                        f"NumPy's bit generators {sorted(BIT_GENERATORS)}")
+        raise Malformed(
+            f"a random generator driven by {name!r}, which is not one of "
+            f"NumPy's bit generators {sorted(BIT_GENERATORS)}"
+        )
     text = _field(d, "v", str, 1 << 16)
     try:
         state = json.loads(text)
@@ -405,7 +460,7 @@ def decode(d, *, build_modules=False):
         rg = _field(d, "rg", bool)
         out = torch.from_numpy(arr.copy())
         if rg and out.is_floating_point():
-            out.requires_grad_(True)   # "still attached to a graph" is observable
+            out.requires_grad_(True)  # "still attached to a graph" is observable
         return out
     if t == "module":
         _names(d, "state", str)
@@ -429,8 +484,11 @@ def write_back(sent, got):
     dict), so that a check still sees whether the student's function changed its inputs."""
     if isinstance(got, ModuleState) and is_module(sent):
         got.apply(sent)
-    elif (type(sent).__name__ == "Tensor" and type(got).__name__ == "Tensor"
-          and type(sent).__module__.startswith("torch")):
+    elif (
+        type(sent).__name__ == "Tensor"
+        and type(got).__name__ == "Tensor"
+        and type(sent).__module__.startswith("torch")
+    ):
         if tuple(sent.shape) == tuple(got.shape) and not sent.requires_grad:
             try:
                 sent.data.copy_(got.detach())
@@ -438,8 +496,10 @@ def write_back(sent, got):
                 pass
     elif isinstance(sent, np.random.Generator) and isinstance(got, np.random.Generator):
         if type(sent.bit_generator) is not type(got.bit_generator):
-            raise Malformed(f"a {type(sent.bit_generator).__name__} generator came back "
-                            f"driven by {type(got.bit_generator).__name__}")
+            raise Malformed(
+                f"a {type(sent.bit_generator).__name__} generator came back "
+                f"driven by {type(got.bit_generator).__name__}"
+            )
         sent.bit_generator.state = got.bit_generator.state
     elif isinstance(sent, np.ndarray) and isinstance(got, np.ndarray):
         if sent.shape == got.shape and sent.flags.writeable:
@@ -455,6 +515,5 @@ def write_back(sent, got):
                 sent[i] = g
     elif isinstance(sent, dict) and isinstance(got, dict):
         for k in sent:
-            if k in got:
-                if isinstance(sent[k], np.ndarray):
-                    write_back(sent[k], got[k])
+            if k in got and isinstance(sent[k], np.ndarray):
+                write_back(sent[k], got[k])

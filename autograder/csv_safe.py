@@ -13,6 +13,7 @@ number such as ``-2.5``) is left as it is, so a negative grade stays a number.
 :func:`writer` and :func:`dict_writer` are :mod:`csv`'s writers with every cell passed
 through :func:`safe_cell`; every CSV writer of the course uses one of them.
 """
+
 from __future__ import annotations
 
 import csv
@@ -52,7 +53,7 @@ def safe_cell(value):
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         if math.isfinite(float(value)):
             return value
-        value = str(value)       # "-inf" is text to a spreadsheet: neutralised below
+        value = str(value)  # "-inf" is text to a spreadsheet: neutralised below
     text = value if isinstance(value, str) else str(value)
     if text.startswith(FORMULA_STARTS) and not _NUMBER.fullmatch(text):
         return "'" + text

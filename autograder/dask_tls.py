@@ -7,6 +7,7 @@ its own certificate authority, made here with the ``openssl`` command: one certi
 the cluster's processes and one for the grader, each key readable by its owner only, so
 that no confined student code (another user id) can read it.
 """
+
 from __future__ import annotations
 
 import os
@@ -60,25 +61,69 @@ def make_credentials(folder, days=2):
     if not have_openssl():
         raise RuntimeError("the openssl command is needed to make TLS credentials")
     folder.mkdir(parents=True, exist_ok=True)
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key",
-             "-out", "ca.pem", "-days", str(days), "-subj", "/CN=autograder-local-ca",
-             cwd=folder)
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        str(days),
+        "-subj",
+        "/CN=autograder-local-ca",
+        cwd=folder,
+    )
     for who in ("cluster", "grader"):
-        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{who}.key",
-                 "-out", f"{who}.csr", "-subj", f"/CN=autograder-local-{who}", cwd=folder)
-        _openssl("x509", "-req", "-in", f"{who}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                 "-CAcreateserial", "-out", f"{who}.pem", "-days", str(days), cwd=folder)
+        _openssl(
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            f"{who}.key",
+            "-out",
+            f"{who}.csr",
+            "-subj",
+            f"/CN=autograder-local-{who}",
+            cwd=folder,
+        )
+        _openssl(
+            "x509",
+            "-req",
+            "-in",
+            f"{who}.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            f"{who}.pem",
+            "-days",
+            str(days),
+            cwd=folder,
+        )
     for key in folder.glob("*.key"):
         os.chmod(key, 0o600)
-    return {"ca_file": str(folder / "ca.pem"), "cluster_cert": str(folder / "cluster.pem"),
-            "cluster_key": str(folder / "cluster.key"), "cert": str(folder / "grader.pem"),
-            "key": str(folder / "grader.key")}
+    return {
+        "ca_file": str(folder / "ca.pem"),
+        "cluster_cert": str(folder / "cluster.pem"),
+        "cluster_key": str(folder / "cluster.key"),
+        "cert": str(folder / "grader.pem"),
+        "key": str(folder / "grader.key"),
+    }
 
 
 def _check_creds(creds):
     if not isinstance(creds, dict) or any(k not in creds for k in CREDENTIAL_KEYS):
-        raise ValueError(f"creds must be the dictionary make_credentials returns (keys "
-                         f"{', '.join(CREDENTIAL_KEYS)}), got {creds!r}")
+        raise ValueError(
+            f"creds must be the dictionary make_credentials returns (keys "
+            f"{', '.join(CREDENTIAL_KEYS)}), got {creds!r}"
+        )
 
 
 def cluster_security(creds):
@@ -93,11 +138,16 @@ def cluster_security(creds):
     _check_creds(creds)
     from distributed import Security
 
-    return Security(tls_ca_file=creds["ca_file"], require_encryption=True,
-                    tls_scheduler_cert=creds["cluster_cert"],
-                    tls_scheduler_key=creds["cluster_key"],
-                    tls_worker_cert=creds["cluster_cert"], tls_worker_key=creds["cluster_key"],
-                    tls_client_cert=creds["cluster_cert"], tls_client_key=creds["cluster_key"])
+    return Security(
+        tls_ca_file=creds["ca_file"],
+        require_encryption=True,
+        tls_scheduler_cert=creds["cluster_cert"],
+        tls_scheduler_key=creds["cluster_key"],
+        tls_worker_cert=creds["cluster_cert"],
+        tls_worker_key=creds["cluster_key"],
+        tls_client_cert=creds["cluster_cert"],
+        tls_client_key=creds["cluster_key"],
+    )
 
 
 def grader_tls(creds):

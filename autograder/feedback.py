@@ -39,6 +39,7 @@ so a page is made safe to open before anything else is done to it:
   character that Markdown or HTML would read as markup escaped, so a file name such as
   ``<img src=x onerror=...>.ipynb`` is shown as it is written.
 """
+
 from __future__ import annotations
 
 import base64
@@ -56,10 +57,10 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 
 MATHJAX_FILE = "mathjax-tex-svg.js"
 
-_CDN_BLOCK = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->",
-                        re.S)
-_ANY_CDN_SCRIPT = re.compile(r"<script[^>]+src=\"https?://[^\"]*mathjax[^\"]*\"[^>]*>\s*</script>",
-                             re.I | re.S)
+_CDN_BLOCK = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.S)
+_ANY_CDN_SCRIPT = re.compile(
+    r"<script[^>]+src=\"https?://[^\"]*mathjax[^\"]*\"[^>]*>\s*</script>", re.I | re.S
+)
 
 OFFLINE_MATHJAX = f"""<!-- MathJax 3, loaded from a local copy (autograder.feedback) -->
 <script>
@@ -78,23 +79,78 @@ _MATHJAX_CONFIG = OFFLINE_MATHJAX.split("<script>", 1)[1].split("</script>", 1)[
 #: configuration (by its hash) and files of the course's own feedback folder (``'self'``
 #: when the pages are served, ``file:`` when they are opened from a disk); inline styles
 #: (nbconvert's and MathJax's); images from the page itself or ``data:``; nothing else
-CSP = ("default-src 'none'; "
-       "script-src 'self' file: 'sha256-"
-       + base64.b64encode(hashlib.sha256(_MATHJAX_CONFIG.encode()).digest()).decode()
-       + "'; style-src 'self' file: 'unsafe-inline'; img-src 'self' file: data:; "
-       "font-src 'self' file: data:; connect-src 'none'; object-src 'none'; "
-       "frame-src 'none'; media-src 'none'; worker-src 'none'; base-uri 'none'; "
-       "form-action 'none'")
+CSP = (
+    "default-src 'none'; "
+    "script-src 'self' file: 'sha256-"
+    + base64.b64encode(hashlib.sha256(_MATHJAX_CONFIG.encode()).digest()).decode()
+    + "'; style-src 'self' file: 'unsafe-inline'; img-src 'self' file: data:; "
+    "font-src 'self' file: data:; connect-src 'none'; object-src 'none'; "
+    "frame-src 'none'; media-src 'none'; worker-src 'none'; base-uri 'none'; "
+    "form-action 'none'"
+)
 CSP_META = f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
 
 #: what :func:`clean_html` keeps: the markup of nbconvert's and nbgrader's templates and
 #: of rendered Markdown, never a script, a style sheet, a form, a frame or an object
-SAFE_TAGS = frozenset({
-    "a", "abbr", "acronym", "b", "blockquote", "br", "caption", "cite", "code", "col",
-    "colgroup", "dd", "del", "details", "div", "dl", "dt", "em", "figcaption", "figure",
-    "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "ins", "kbd", "li", "mark", "ol",
-    "p", "pre", "q", "s", "samp", "small", "span", "strong", "sub", "summary", "sup",
-    "table", "tbody", "td", "tfoot", "th", "thead", "tr", "u", "ul", "var"})
+SAFE_TAGS = frozenset(
+    {
+        "a",
+        "abbr",
+        "acronym",
+        "b",
+        "blockquote",
+        "br",
+        "caption",
+        "cite",
+        "code",
+        "col",
+        "colgroup",
+        "dd",
+        "del",
+        "details",
+        "div",
+        "dl",
+        "dt",
+        "em",
+        "figcaption",
+        "figure",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "hr",
+        "i",
+        "img",
+        "ins",
+        "kbd",
+        "li",
+        "mark",
+        "ol",
+        "p",
+        "pre",
+        "q",
+        "s",
+        "samp",
+        "small",
+        "span",
+        "strong",
+        "sub",
+        "summary",
+        "sup",
+        "table",
+        "tbody",
+        "td",
+        "tfoot",
+        "th",
+        "thead",
+        "tr",
+        "u",
+        "ul",
+        "var",
+    }
+)
 #: ids of nbgrader's page layout (its style sheet selects them); other ids are dropped,
 #: so a student's markup cannot take the id of a line the grader adds
 _LAYOUT_IDS = frozenset({"toc", "notebook", "notebook-container"})
@@ -153,9 +209,15 @@ def clean_html(text):
         text = text.decode("utf-8", "replace")
     if not isinstance(text, str):
         raise ValueError(f"text must be HTML as str or bytes, got {type(text).__name__}")
-    return bleach.clean(text, tags=SAFE_TAGS, attributes=_keep_attribute,
-                        protocols={"http", "https", "mailto", "data"}, strip=True,
-                        strip_comments=True, css_sanitizer=CSSSanitizer())
+    return bleach.clean(
+        text,
+        tags=SAFE_TAGS,
+        attributes=_keep_attribute,
+        protocols={"http", "https", "mailto", "data"},
+        strip=True,
+        strip_comments=True,
+        css_sanitizer=CSSSanitizer(),
+    )
 
 
 class SafeOutputs(SanitizeHTML):
@@ -206,14 +268,21 @@ def secure_page(html_path):
     head = _HEAD.search(page)
     if head is None:
         raise ValueError(f"html_path must be a feedback page with a <head>: {html_path}")
-    if CSP_META in page[:head.end() + len(CSP_META) + 1]:
+    if CSP_META in page[: head.end() + len(CSP_META) + 1]:
         return False
     body = _BODY.search(page, head.end())
     end = page.rfind("</body>")
     if body is None or end < body.end():
         raise ValueError(f"html_path must be a feedback page with a <body>: {html_path}")
-    new = (page[:head.end()] + "\n" + CSP_META + page[head.end():body.start()] + "<body>"
-           + clean_html(page[body.end():end]) + page[end:])
+    new = (
+        page[: head.end()]
+        + "\n"
+        + CSP_META
+        + page[head.end() : body.start()]
+        + "<body>"
+        + clean_html(page[body.end() : end])
+        + page[end:]
+    )
     html_path.write_text(new, encoding="utf-8")
     return True
 
@@ -253,6 +322,7 @@ def mathjax_source():
     candidates = [Path(sysconfig.get_paths()["purelib"])]
     try:
         import sphinx_mathjax_offline  # noqa: F401
+
         candidates.append(Path(sphinx_mathjax_offline.__file__).resolve().parents[1])
     except ImportError:
         pass
@@ -305,8 +375,11 @@ TABLE_STYLE = """<style id="autograder-tables">
 </style>"""
 
 
-_GITHUB_REPO = re.compile(r"^\s*url:\s*[\"']?https://github\.com/([A-Za-z0-9_.-]+)/"
-                          r"([A-Za-z0-9_.-]+?)(?:\.git)?/?[\"']?\s*(?:#.*)?$", re.M)
+_GITHUB_REPO = re.compile(
+    r"^\s*url:\s*[\"']?https://github\.com/([A-Za-z0-9_.-]+)/"
+    r"([A-Za-z0-9_.-]+?)(?:\.git)?/?[\"']?\s*(?:#.*)?$",
+    re.M,
+)
 
 
 def default_book_url(repo=None):
@@ -338,8 +411,10 @@ def check_book_url(url):
 
     parts = urlparse(str(url))
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"book_url must be an http(s) address such as "
-                         f"https://owner.github.io/repo/, got {url!r}")
+        raise ValueError(
+            f"book_url must be an http(s) address such as "
+            f"https://owner.github.io/repo/, got {url!r}"
+        )
     return str(url)
 
 
@@ -359,7 +434,7 @@ def link_chapters(html_path, book_root=None, book_url=None):
         elif book_root is not None:
             where = os.path.relpath(Path(book_root) / page, html_path.parent).replace(os.sep, "/")
         else:
-            return "data-chapter-link-removed=\"1\""
+            return 'data-chapter-link-removed="1"'
         return f'href="{where}{m.group(2) or ""}"'
 
     new, n = _CHAPTER_LINK.subn(target, text)
@@ -407,8 +482,10 @@ def mark_submission(html_path, text):
 
     html_path = Path(html_path)
     page = html_path.read_text(encoding="utf-8")
-    line = (f'<p id="{SUBMISSION_ID}" style="margin: 0.4em 0; font-weight: bold;">'
-            f"{_html.escape(text)}</p>")
+    line = (
+        f'<p id="{SUBMISSION_ID}" style="margin: 0.4em 0; font-weight: bold;">'
+        f"{_html.escape(text)}</p>"
+    )
     new = re.sub(rf'<p id="{SUBMISSION_ID}"[^>]*>.*?</p>', lambda m: line, page, flags=re.S)
     if new == page and SUBMISSION_ID not in page:
         if "</h4>" in page:

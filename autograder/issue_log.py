@@ -15,6 +15,7 @@ log through :meth:`IssueLog.rows` flushes first, and so does the end of the proc
 Every cell goes through :func:`autograder.csv_safe.safe_cell`, so a student's file name
 that starts with ``=`` cannot become a spreadsheet formula.
 """
+
 from __future__ import annotations
 
 import csv
@@ -40,16 +41,18 @@ class _State:
     def __init__(self, path):
         self.path = path
         self.lock = threading.RLock()
-        self.seen = None        # (device, inode, size) of the file as last read or written
-        self.keys = set()       # (student, assignment, notebook, problem), as written
-        self.listed = {}        # (student, assignment, notebook) -> problems listed
-        self.unlisted = {}      # (student, assignment, notebook) -> set of problems held back
-        self.reported = {}      # (student, assignment, notebook) -> count last written
+        self.seen = None  # (device, inode, size) of the file as last read or written
+        self.keys = set()  # (student, assignment, notebook, problem), as written
+        self.listed = {}  # (student, assignment, notebook) -> problems listed
+        self.unlisted = {}  # (student, assignment, notebook) -> set of problems held back
+        self.reported = {}  # (student, assignment, notebook) -> count last written
 
 
 def _count_line(count):
-    return (f"{MORE_PREFIX}{count:,} more problem{'s' if count != 1 else ''} with this "
-            "notebook, not listed one by one")
+    return (
+        f"{MORE_PREFIX}{count:,} more problem{'s' if count != 1 else ''} with this "
+        "notebook, not listed one by one"
+    )
 
 
 def _identity(path):

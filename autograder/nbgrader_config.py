@@ -35,8 +35,10 @@ c.Execute.interrupt_on_timeout = True
 c.Execute.error_on_timeout = {
     "ename": "CellTimeoutError",
     "evalue": f"this cell ran longer than {_timeout} s and was stopped (an infinite loop?)",
-    "traceback": [f"CellTimeoutError: this cell ran longer than {_timeout} s and was "
-                  "stopped: check your code for an infinite loop"],
+    "traceback": [
+        f"CellTimeoutError: this cell ran longer than {_timeout} s and was "
+        "stopped: check your code for an infinite loop"
+    ],
 }
 c.Execute.raise_on_iopub_timeout = False
 # Every output is in once the last cell has run: stop the kernel at once (a graceful
@@ -57,7 +59,8 @@ if fork_enabled():
         start_server()
     c.Autograde.autograde_preprocessors = [
         ForkExecute if pp is _Execute else pp
-        for pp in _Autograde.class_traits()["autograde_preprocessors"].make_dynamic_default()]
+        for pp in _Autograde.class_traits()["autograde_preprocessors"].make_dynamic_default()
+    ]
 
 # Inside a sandbox the gradebook is a scratch copy: SQLite need not wait for the disk
 # after each of nbgrader's commits (autograder.sandbox.unsynced_scratch_gradebook).

@@ -11,6 +11,7 @@ known to be small (:func:`open_zip`), and its members are read one at a time, ea
 all together under a cap (:func:`zip_members`). What they refuse comes back with a reason
 for ``grading_issues.csv``.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,8 +21,18 @@ import struct
 import zipfile
 from pathlib import Path
 
-__all__ = ["MAX_FILE_BYTES", "MAX_ZIP_BYTES", "MAX_ZIP_MEMBERS", "Refused", "open_regular",
-           "open_zip", "read_regular", "rebuild_folder", "walk_regular", "zip_members"]
+__all__ = [
+    "MAX_FILE_BYTES",
+    "MAX_ZIP_BYTES",
+    "MAX_ZIP_MEMBERS",
+    "Refused",
+    "open_regular",
+    "open_zip",
+    "read_regular",
+    "rebuild_folder",
+    "walk_regular",
+    "zip_members",
+]
 
 #: the largest file of a submission that is read: a notebook with its outputs and figures
 MAX_FILE_BYTES = 32 << 20
@@ -31,8 +42,12 @@ MAX_ZIP_MEMBERS = 1000
 #: the most bytes that the notebooks of one zip file may unpack to, all together
 MAX_ZIP_BYTES = 4 * MAX_FILE_BYTES
 
-_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) \
+_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
     | getattr(os, "O_CLOEXEC", 0)
+)
 
 
 class Refused(Exception):
@@ -269,8 +284,7 @@ def open_zip(fh, members=MAX_ZIP_MEMBERS):
         raise Refused(f"has {count:,} members (at most {members:,} are read): not read")
     try:
         zf = zipfile.ZipFile(fh)
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError,
-            struct.error):
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError, struct.error):
         raise Refused("is not a readable zip file") from None
     if len(zf.infolist()) > members:
         zf.close()
@@ -316,8 +330,11 @@ def zip_members(zf, suffix=None, limit=MAX_FILE_BYTES, total=MAX_ZIP_BYTES):
         raise ValueError(f"zf must be a zipfile.ZipFile, got {type(zf).__name__}")
     limit = _check_limit(limit)
     total = _check_limit(total, "total")
-    kept = [info for info in zf.infolist() if not info.is_dir()
-            and (suffix is None or info.filename.endswith(suffix))]
+    kept = [
+        info
+        for info in zf.infolist()
+        if not info.is_dir() and (suffix is None or info.filename.endswith(suffix))
+    ]
     stated = sum(min(info.file_size, limit + 1) for info in kept)
     if stated > total:
         raise Refused(f"unpacks to more than {total:,} bytes ({stated:,} stated): not read")
@@ -327,13 +344,19 @@ def zip_members(zf, suffix=None, limit=MAX_FILE_BYTES, total=MAX_ZIP_BYTES):
 def _read_members(zf, kept, limit, total):
     read = 0
     for info in kept:
-        mode = info.external_attr >> 16   # Unix mode, when the zip was made on Unix
+        mode = info.external_attr >> 16  # Unix mode, when the zip was made on Unix
         if stat.S_IFMT(mode) and not stat.S_ISREG(mode):  # many writers set no type bits
             yield info, None, f"is {_kind(mode)} in the zip file: not read"
             continue
         if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-            yield info, None, ("is compressed with a method other than deflate "
-                               f"(zip method {info.compress_type}): not read")
+            yield (
+                info,
+                None,
+                (
+                    "is compressed with a method other than deflate "
+                    f"(zip method {info.compress_type}): not read"
+                ),
+            )
             continue
         if info.file_size > limit:
             yield info, None, f"is larger than {limit:,} bytes ({info.file_size:,}): not read"
@@ -412,8 +435,12 @@ def rebuild_folder(top, path, files, owner=None):
             os.close(fd)
             fd = nxt
         for name, data in files.items():
-            out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                          | getattr(os, "O_CLOEXEC", 0), 0o644, dir_fd=fd)
+            out = os.open(
+                name,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
+                0o644,
+                dir_fd=fd,
+            )
             with os.fdopen(out, "wb") as fh:
                 fh.write(data)
                 if owner is not None:

@@ -24,6 +24,7 @@ clean room records the source of what an answer compiles itself
 ``RUNTIME_CODE_NAME`` (:func:`write_runtime_code`), and that code is fingerprinted with
 the answer's cells, so a decoded copy is compared like a pasted one.
 """
+
 from __future__ import annotations
 
 import html
@@ -66,13 +67,19 @@ def write_runtime_code(root, code):
     import os
 
     if not isinstance(code, dict) or not all(
-            isinstance(k, tuple) and len(k) == 3 and all(isinstance(p, str) for p in k)
-            and isinstance(v, list) and all(isinstance(t, str) for t in v)
-            for k, v in code.items()):
+        isinstance(k, tuple)
+        and len(k) == 3
+        and all(isinstance(p, str) for p in k)
+        and isinstance(v, list)
+        and all(isinstance(t, str) for t in v)
+        for k, v in code.items()
+    ):
         raise ValueError("code must map (student, assignment, notebook) to source texts")
     path = Path(root) / RUNTIME_CODE_NAME
-    rows = [{"student": k[0], "assignment": k[1], "notebook": k[2], "sources": v}
-            for k, v in sorted(code.items())]
+    rows = [
+        {"student": k[0], "assignment": k[1], "notebook": k[2], "sources": v}
+        for k, v in sorted(code.items())
+    ]
     tmp = path.with_name(path.name + ".tmp")
     tmp.unlink(missing_ok=True)
     with open(tmp, "x", encoding="utf-8") as fh:
@@ -91,26 +98,42 @@ def read_runtime_code(root):
         return {}
     try:
         rows = json.loads(path.read_text(encoding="utf-8"))
-        return {(r["student"], r["assignment"], r["notebook"]):
-                "\n\n".join(str(t) for t in r["sources"]) for r in rows}
+        return {
+            (r["student"], r["assignment"], r["notebook"]): "\n\n".join(
+                str(t) for t in r["sources"]
+            )
+            for r in rows
+        }
     except (OSError, ValueError, KeyError, TypeError):
         return {}
 
 
 def _solution_source(nb):
     """The solution cells of a notebook, joined (solution markers removed)."""
-    cells = [c.source for c in nb.cells if c.cell_type == "code"
-             and c.get("metadata", {}).get("nbgrader", {}).get("solution")]
-    lines = [line for line in "\n\n".join(cells).splitlines()
-             if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line]
+    cells = [
+        c.source
+        for c in nb.cells
+        if c.cell_type == "code" and c.get("metadata", {}).get("nbgrader", {}).get("solution")
+    ]
+    lines = [
+        line
+        for line in "\n\n".join(cells).splitlines()
+        if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line
+    ]
     return "\n".join(lines)
 
 
 def _fingerprint(name, code, boilerplate=()):
     from copydetect import CodeFingerprint
 
-    return CodeFingerprint(f"{name}.py", K_GRAM, WINDOW, boilerplate=list(boilerplate),
-                           fp=io.StringIO(code), language="python")
+    return CodeFingerprint(
+        f"{name}.py",
+        K_GRAM,
+        WINDOW,
+        boilerplate=list(boilerplate),
+        fp=io.StringIO(code),
+        language="python",
+    )
 
 
 def _references(notebook):
@@ -203,39 +226,72 @@ def similarity_report(root, threshold=DEFAULT_THRESHOLD, repo=REPO_ROOT):
     pairs = []
     for (assignment, notebook), answers in sorted(_submissions(root).items()):
         stub_path = root / "exercises" / assignment / f"{notebook}.ipynb"
-        stub = _solution_source(nbformat.read(str(stub_path), as_version=4)) \
-            if stub_path.exists() else ""
+        stub = (
+            _solution_source(nbformat.read(str(stub_path), as_version=4))
+            if stub_path.exists()
+            else ""
+        )
         known = list(_references(notebook))
         sol = root / "solutions" / assignment / f"{notebook}.ipynb"
         if not sol.exists():
             sol = Path(repo) / "solutions" / assignment / f"{notebook}.ipynb"
         if sol.exists():
-            known.append(("instructor's solution",
-                          _solution_source(nbformat.read(str(sol), as_version=4))))
+            known.append(
+                ("instructor's solution", _solution_source(nbformat.read(str(sol), as_version=4)))
+            )
         students = sorted(answers)
         candidates = [(s, label, code) for s in students for label, code in known]
-        candidates += [(s, t, answers[t]) for i, s in enumerate(students)
-                       for t in students[i + 1:]]
+        candidates += [
+            (s, t, answers[t]) for i, s in enumerate(students) for t in students[i + 1 :]
+        ]
         for student, other, other_code in candidates:
             mine = answers[student]
             score, share_a, share_b, sl_a, sl_b = compare_sources(mine, other_code, stub)
             if score >= threshold:
-                pairs.append({"assignment": assignment, "notebook": notebook,
-                              "student": student, "other": other,
-                              "similarity": round(score, 3),
-                              "share_student": round(share_a, 3),
-                              "share_other": round(share_b, 3),
-                              "_code": (mine, other_code), "_slices": (sl_a, sl_b)})
-    pairs.sort(key=lambda p: (-p["similarity"], p["assignment"], p["notebook"],
-                              p["student"], p["other"]))
+                pairs.append(
+                    {
+                        "assignment": assignment,
+                        "notebook": notebook,
+                        "student": student,
+                        "other": other,
+                        "similarity": round(score, 3),
+                        "share_student": round(share_a, 3),
+                        "share_other": round(share_b, 3),
+                        "_code": (mine, other_code),
+                        "_slices": (sl_a, sl_b),
+                    }
+                )
+    pairs.sort(
+        key=lambda p: (-p["similarity"], p["assignment"], p["notebook"], p["student"], p["other"])
+    )
     csv_path = root / CSV_NAME
     with csv_path.open("w", newline="") as fh:
         w = csv_safe.writer(fh)
-        w.writerow(["assignment", "notebook", "student", "other", "similarity",
-                    "share_student", "share_other", "threshold"])
+        w.writerow(
+            [
+                "assignment",
+                "notebook",
+                "student",
+                "other",
+                "similarity",
+                "share_student",
+                "share_other",
+                "threshold",
+            ]
+        )
         for p in pairs:
-            w.writerow([p["assignment"], p["notebook"], p["student"], p["other"],
-                        p["similarity"], p["share_student"], p["share_other"], threshold])
+            w.writerow(
+                [
+                    p["assignment"],
+                    p["notebook"],
+                    p["student"],
+                    p["other"],
+                    p["similarity"],
+                    p["share_student"],
+                    p["share_other"],
+                    threshold,
+                ]
+            )
     html_path = root / HTML_NAME
     html_path.write_text(_page(pairs, threshold), encoding="utf-8")
     for p in pairs:
@@ -272,7 +328,8 @@ def _page(pairs, threshold):
         f"<tr><td><a href='#pair{i}'>{i + 1}</a></td><td>{html.escape(p['assignment'])}/"
         f"{html.escape(p['notebook'])}</td><td>{html.escape(p['student'])}</td>"
         f"<td>{html.escape(p['other'])}</td><td class='num'>{p['similarity']:.2f}</td></tr>"
-        for i, p in enumerate(pairs))
+        for i, p in enumerate(pairs)
+    )
     blocks = []
     for i, p in enumerate(pairs):
         (mine, other), (sl_a, sl_b) = p["_code"], p["_slices"]
@@ -283,18 +340,26 @@ def _page(pairs, threshold):
             f"<div><h3>{html.escape(p['student'])} ({p['share_student']:.0%} shared)</h3>"
             f"<pre>{_highlight(mine, sl_a)}</pre></div>"
             f"<div><h3>{html.escape(p['other'])} ({p['share_other']:.0%} shared)</h3>"
-            f"<pre>{_highlight(other, sl_b)}</pre></div></div>")
-    body = (f"<p>Every answer was compared with the reference implementation of its "
-            f"function, the instructor's solution and every other answer to the same "
-            f"notebook (copydetect fingerprints: names replaced by one symbol, k-grams of "
-            f"{K_GRAM} tokens, winnowing window {WINDOW}; the release's stub does not "
-            f"count). Listed: pairs in which at least {threshold:.0%} of one side's code "
-            f"is also in the other. Shared code is <mark>highlighted</mark>. This report "
-            f"informs; it changes no grade. A short function can be written alike by two "
-            f"people independently: read the code before you conclude anything.</p>")
-    table = ("<table class='pairs'><tr><th>#</th><th>notebook</th><th>student</th>"
-             "<th>compared with</th><th>similarity</th></tr>\n" + rows + "</table>"
-             if pairs else "<p><strong>No pair reaches the threshold.</strong></p>")
-    return (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>Similarity "
-            f"report</title><style>{_STYLE}</style></head><body><h1>Similarity report "
-            f"(threshold {threshold:g})</h1>{body}{table}{''.join(blocks)}</body></html>\n")
+            f"<pre>{_highlight(other, sl_b)}</pre></div></div>"
+        )
+    body = (
+        f"<p>Every answer was compared with the reference implementation of its "
+        f"function, the instructor's solution and every other answer to the same "
+        f"notebook (copydetect fingerprints: names replaced by one symbol, k-grams of "
+        f"{K_GRAM} tokens, winnowing window {WINDOW}; the release's stub does not "
+        f"count). Listed: pairs in which at least {threshold:.0%} of one side's code "
+        f"is also in the other. Shared code is <mark>highlighted</mark>. This report "
+        f"informs; it changes no grade. A short function can be written alike by two "
+        f"people independently: read the code before you conclude anything.</p>"
+    )
+    table = (
+        "<table class='pairs'><tr><th>#</th><th>notebook</th><th>student</th>"
+        "<th>compared with</th><th>similarity</th></tr>\n" + rows + "</table>"
+        if pairs
+        else "<p><strong>No pair reaches the threshold.</strong></p>"
+    )
+    return (
+        f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>Similarity "
+        f"report</title><style>{_STYLE}</style></head><body><h1>Similarity report "
+        f"(threshold {threshold:g})</h1>{body}{table}{''.join(blocks)}</body></html>\n"
+    )

@@ -31,14 +31,26 @@ the memory a call used is also read from outside the child
 (:meth:`autograder.cleanroom_process.Sandbox.peak_rss`), so a forged report can only cost
 the answer points.
 """
+
 from __future__ import annotations
 
 import json
 import os
 
-__all__ = ["ProtocolError", "MAX_DEPTH", "MAX_ITEMS", "REPLY_BASE_BYTES", "REPLY_FACTOR",
-           "REPLY_MAX_BYTES", "REPLY_MAX_ENV", "reply_cap", "parse", "start_message",
-           "call_reply", "end_reply"]
+__all__ = [
+    "ProtocolError",
+    "MAX_DEPTH",
+    "MAX_ITEMS",
+    "REPLY_BASE_BYTES",
+    "REPLY_FACTOR",
+    "REPLY_MAX_BYTES",
+    "REPLY_MAX_ENV",
+    "reply_cap",
+    "parse",
+    "start_message",
+    "call_reply",
+    "end_reply",
+]
 
 
 class ProtocolError(ValueError):
@@ -87,8 +99,7 @@ def reply_cap(request_bytes, ceiling=None):
     ValueError
         If ``request_bytes`` is not a non-negative integer or ``ceiling`` not positive.
     """
-    if isinstance(request_bytes, bool) or not isinstance(request_bytes, int) \
-            or request_bytes < 0:
+    if isinstance(request_bytes, bool) or not isinstance(request_bytes, int) or request_bytes < 0:
         raise ValueError(f"request_bytes must be a non-negative integer, got {request_bytes!r}")
     ceiling = REPLY_MAX_BYTES if ceiling is None else ceiling
     if isinstance(ceiling, bool) or not isinstance(ceiling, int) or ceiling <= 0:
@@ -110,8 +121,8 @@ def _shape(data):
     codes = np.frombuffer(data, dtype=np.uint8)
     index = np.arange(len(codes), dtype=np.int64)
     plain = np.where(codes != ord("\\"), index, -1)
-    last_plain = np.maximum.accumulate(plain)          # last non-backslash at or before i
-    run = np.zeros(len(codes), dtype=np.int64)         # backslashes just before i
+    last_plain = np.maximum.accumulate(plain)  # last non-backslash at or before i
+    run = np.zeros(len(codes), dtype=np.int64)  # backslashes just before i
     run[1:] = index[:-1] - last_plain[:-1]
     quote = (codes == ord('"')) & (run % 2 == 0)
     outside = (np.cumsum(quote) % 2) == 0
@@ -140,8 +151,9 @@ def parse(data, max_bytes=None):
         raise ValueError(f"data must be bytes, got {type(data).__name__}")
     limit = REPLY_MAX_BYTES if max_bytes is None else int(max_bytes)
     if len(data) > limit:
-        raise ProtocolError(f"a message of {len(data)} bytes, more than the {limit} bytes "
-                            "this request allows")
+        raise ProtocolError(
+            f"a message of {len(data)} bytes, more than the {limit} bytes this request allows"
+        )
     data = bytes(data)
     depth, items = _shape(data)
     if depth > MAX_DEPTH:
@@ -161,14 +173,19 @@ def parse(data, max_bytes=None):
 def _text(limit):
     def check(v):
         return isinstance(v, str) and len(v) <= limit
+
     check.what = f"a text of at most {limit} characters"
     return check
 
 
 def _texts(most, limit):
     def check(v):
-        return isinstance(v, list) and len(v) <= most and all(
-            isinstance(x, str) and len(x) <= limit for x in v)
+        return (
+            isinstance(v, list)
+            and len(v) <= most
+            and all(isinstance(x, str) and len(x) <= limit for x in v)
+        )
+
     check.what = f"a list of at most {most} texts"
     return check
 
@@ -194,16 +211,29 @@ def _tagged_names(v):
 
 
 def _compiled(v):
-    return isinstance(v, list) and len(v) <= MAX_COMPILED and all(
-        isinstance(x, dict) and set(x) == {"how", "source"} and isinstance(x["how"], str)
-        and len(x["how"]) <= 200 and isinstance(x["source"], str)
-        and len(x["source"]) <= MAX_COMPILED_CHARS for x in v)
+    return (
+        isinstance(v, list)
+        and len(v) <= MAX_COMPILED
+        and all(
+            isinstance(x, dict)
+            and set(x) == {"how", "source"}
+            and isinstance(x["how"], str)
+            and len(x["how"]) <= 200
+            and isinstance(x["source"], str)
+            and len(x["source"]) <= MAX_COMPILED_CHARS
+            for x in v
+        )
+    )
 
 
 def _error(v):
-    return (isinstance(v, dict) and set(v) == {"type", "message", "where"}
-            and _text(200)(v["type"]) and _text(2000)(v["message"])
-            and _text(4000)(v["where"]))
+    return (
+        isinstance(v, dict)
+        and set(v) == {"type", "message", "where"}
+        and _text(200)(v["type"])
+        and _text(2000)(v["message"])
+        and _text(4000)(v["where"])
+    )
 
 
 #: most items in each list of the child's report, and the longest text in it
@@ -212,12 +242,22 @@ MAX_NOTICES, NOTICE_CHARS = 20, 200
 MAX_COMPILED, MAX_COMPILED_CHARS = 20, 32 << 10
 
 #: the report every message carries: forbidden imports, notices, code compiled at run time
-_REPORT = {"forbidden": _texts(MAX_NOTICES, NOTICE_CHARS),
-           "noticed": _texts(MAX_NOTICES, NOTICE_CHARS), "compiled": _compiled}
+_REPORT = {
+    "forbidden": _texts(MAX_NOTICES, NOTICE_CHARS),
+    "noticed": _texts(MAX_NOTICES, NOTICE_CHARS),
+    "compiled": _compiled,
+}
 _START_OK = {"seq": _seq, "ok": lambda v: v is True, **_REPORT}
 _FAILED = {"seq": _seq, "error": _error, **_REPORT}
-_CALLED = {"seq": _seq, "result": _tagged, "args": _tagged_list, "kwargs": _tagged_names,
-           "warnings": _texts(50, 2000), "peak_bytes": _count_or_null, **_REPORT}
+_CALLED = {
+    "seq": _seq,
+    "result": _tagged,
+    "args": _tagged_list,
+    "kwargs": _tagged_names,
+    "warnings": _texts(50, 2000),
+    "peak_bytes": _count_or_null,
+    **_REPORT,
+}
 _ENDED = {"seq": _seq, "end": lambda v: v is True, **_REPORT}
 
 
@@ -233,11 +273,14 @@ def _conform(msg, schemas, seq, what):
         raise ProtocolError(f"{what} with the fields {shown}, which no message has")
     for key, check in schema.items():
         if not check(msg[key]):
-            raise ProtocolError(f"{what} whose {key!r} is not "
-                                f"{getattr(check, 'what', 'what the protocol allows')}")
+            raise ProtocolError(
+                f"{what} whose {key!r} is not {getattr(check, 'what', 'what the protocol allows')}"
+            )
     if msg["seq"] != seq:
-        raise ProtocolError(f"{what} numbered {msg['seq']} where request {seq} was "
-                            "answered (a second reply, or one written out of turn)")
+        raise ProtocolError(
+            f"{what} numbered {msg['seq']} where request {seq} was "
+            "answered (a second reply, or one written out of turn)"
+        )
     return msg
 
 
