@@ -6,6 +6,7 @@ built); that callable is the measured call and returns a JSON-serialisable dict.
 The child prints one line ``@@RESULT {...}`` with the wall time of the call, the
 resident size before it and the peak resident size of the process.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -64,10 +65,20 @@ def main(argv):
     sampler.join()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB -> MB on Linux
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print("@@RESULT " + json.dumps({
-        "seconds": seconds, "rss_before_mb": before, "peak_rss_mb": peak,
-        "peak_anon_beyond_inputs_mb": max(sampler.peak, _anon_mb()) - anon_before,
-        "peak_rss_grandchildren_mb": children, "out": out or {}}), flush=True)
+    print(
+        "@@RESULT "
+        + json.dumps(
+            {
+                "seconds": seconds,
+                "rss_before_mb": before,
+                "peak_rss_mb": peak,
+                "peak_anon_beyond_inputs_mb": max(sampler.peak, _anon_mb()) - anon_before,
+                "peak_rss_grandchildren_mb": children,
+                "out": out or {},
+            }
+        ),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ size, then times the one call under test. The parent reaps the child with
 (``ru_maxrss``, kB on Linux). The memory "beyond the inputs" is that peak minus the
 resident size just before the call (interpreter, libraries and inputs).
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -40,14 +41,15 @@ def run_child(task, kwargs, *, timeout=None, env=None):
     cmd = [sys.executable, "-m", "benchmarks._child", task, json.dumps(kwargs)]
     full_env = dict(os.environ)
     full_env.update(env or {})
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=full_env, text=True)
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full_env, text=True
+    )
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
-        raise ChildError(f"{task} ran past its {timeout} s limit")
+        raise ChildError(f"{task} ran past its {timeout} s limit") from None
     # communicate() has waited for the child already; its rusage is in RUSAGE_CHILDREN
     # only as a running maximum, so the child reports its own peak too (see _child).
     if proc.returncode != 0:
@@ -55,7 +57,7 @@ def run_child(task, kwargs, *, timeout=None, env=None):
     lines = [ln for ln in stdout.splitlines() if ln.startswith("@@RESULT ")]
     if not lines:
         raise ChildError(f"{task} printed no result: {stderr[-2000:]}")
-    res = json.loads(lines[-1][len("@@RESULT "):])
+    res = json.loads(lines[-1][len("@@RESULT ") :])
     res["beyond_inputs_mb"] = res["peak_rss_mb"] - res["rss_before_mb"]
     return res
 
@@ -77,9 +79,11 @@ def summarise(results):
         "peak_rss_mb_median": statistics.median(peak),
         "beyond_inputs_mb_median": statistics.median(beyond),
         "anon_beyond_inputs_mb_median": statistics.median(
-            [r["peak_anon_beyond_inputs_mb"] for r in results]),
+            [r["peak_anon_beyond_inputs_mb"] for r in results]
+        ),
         "peak_rss_grandchildren_mb_median": statistics.median(
-            [r["peak_rss_grandchildren_mb"] for r in results]),
+            [r["peak_rss_grandchildren_mb"] for r in results]
+        ),
     }
 
 
@@ -113,9 +117,8 @@ def _version(name):
 
 def _blas():
     try:
-        from threadpoolctl import threadpool_info
-
         import numpy  # noqa: F401 - load numpy's BLAS so that it is listed
+        from threadpoolctl import threadpool_info
 
         return [
             {k: info.get(k) for k in ("internal_api", "version", "num_threads", "filepath")}
@@ -128,8 +131,17 @@ def _blas():
 def machine_info():
     """The machine, the software and the date of the run."""
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    packages = ["numpy", "scipy", "scikit-learn", "torch", "faiss-cpu", "psutil",
-                "jupyter-book", "nbgrader", "repeval_ref"]
+    packages = [
+        "numpy",
+        "scipy",
+        "scikit-learn",
+        "torch",
+        "faiss-cpu",
+        "psutil",
+        "jupyter-book",
+        "nbgrader",
+        "repeval_ref",
+    ]
     return {
         "date_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "cpu_model": _cpu_model(),

@@ -1,4 +1,5 @@
 """Tiny child tasks used by ``tests/test_benchmarks.py`` to check the memory accounting."""
+
 from __future__ import annotations
 
 import numpy as np

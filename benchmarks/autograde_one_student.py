@@ -9,6 +9,7 @@ notebook, and writes them to ``benchmarks/results/autograde_one_student.json``.
 
 Not a test: it takes a minute or two.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,8 +49,9 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--timeout", type=int, default=60)
-    p.add_argument("--out", default=str(REPO_ROOT / "benchmarks" / "results" /
-                                        "autograde_one_student.json"))
+    p.add_argument(
+        "--out", default=str(REPO_ROOT / "benchmarks" / "results" / "autograde_one_student.json")
+    )
     args = p.parse_args(argv)
     runs = []
     with tempfile.TemporaryDirectory(prefix="bench-autograde-") as tmp:

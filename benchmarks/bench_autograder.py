@@ -8,6 +8,7 @@ time with ``workers=1``, N at a time with ``workers=N``, then the clean-room ver
 scores every answer. ``verify=False`` leaves the verifier out (the course's ``verify``
 replaced by a no-op on that instance), to measure what the verifier adds.
 """
+
 from __future__ import annotations
 
 import csv
@@ -164,10 +165,15 @@ def autograde(n_students, cell_timeout, workers=1, assignments=None, verify=True
             course.autograde(seed=1, workers=workers)
         finally:
             peak_tree = sampler.stop()
-        out = {"notebooks_per_student": n_notebooks, "students": n_students,
-               "workers": workers, "one_core": bool(one_core),
-               "grading_issues": len(course.issues()),
-               "scores": _scores(course), "peak_tree_rss_mb": peak_tree}
+        out = {
+            "notebooks_per_student": n_notebooks,
+            "students": n_students,
+            "workers": workers,
+            "one_core": bool(one_core),
+            "grading_issues": len(course.issues()),
+            "scores": _scores(course),
+            "peak_tree_rss_mb": peak_tree,
+        }
         shutil.rmtree(base, ignore_errors=True)
         return out
 
@@ -202,10 +208,10 @@ def term_on_dask(n_students, cell_timeout, workers=2, sample=10, assignments=Non
     ``LocalCluster`` of ``workers`` worker processes of ``threads`` threads each (a thread
     runs one student's task, whose grading happens in child processes that wait on their
     kernels much of the time) over TLS (throwaway credentials, :mod:`autograder.dask_tls`,
-    as an instructor grading a term on one machine would run it), grades the whole class with ``Course.autograde(scheduler=...)``
-    (one task per student, each student's notebooks in a sandbox of their own, then the
-    clean-room verifier, with ``workers`` processes on this machine once the cluster's tasks
-    are done) and closes the cluster.
+    as an instructor grading a term on one machine would run it), grades the whole class with
+    ``Course.autograde(scheduler=...)`` (one task per student, each student's notebooks in a sandbox
+    of their own, then the clean-room verifier, with ``workers`` processes on this machine once the
+    cluster's tasks are done) and closes the cluster.
 
     Returns
     -------
@@ -249,22 +255,34 @@ def term_on_dask(n_students, cell_timeout, workers=2, sample=10, assignments=Non
     course.verify = timed_verify
 
     def work():
-        with LocalCluster(n_workers=workers, threads_per_worker=threads, processes=True,
-                          dashboard_address=None, protocol="tls://",
-                          security=cluster_security(creds)) as cluster:
+        with LocalCluster(
+            n_workers=workers,
+            threads_per_worker=threads,
+            processes=True,
+            dashboard_address=None,
+            protocol="tls://",
+            security=cluster_security(creds),
+        ) as cluster:
             # the clean-room verification runs on the grader's machine once the cluster's
             # tasks are done; it uses as many processes as the cluster has workers
-            course.autograde(seed=1, scheduler=cluster.scheduler_address,
-                             tls=grader_tls(creds), workers=workers)
+            course.autograde(
+                seed=1, scheduler=cluster.scheduler_address, tls=grader_tls(creds), workers=workers
+            )
         got = _scores(course)
         per_student = len(want) // sample
-        out = {"students": n_students, "workers": workers, "threads": threads,
-               "notebooks_per_student": per_student,
-               "grading_issues": len(course.issues()), "sample": sample,
-               "sample_notebooks": len(want),
-               "sample_differ": sum(got.get(k) != v for k, v in want.items()),
-               "graded_notebooks": sum(v is not None for v in got.values()),
-               "below_full": _below_full(course), **phases}
+        out = {
+            "students": n_students,
+            "workers": workers,
+            "threads": threads,
+            "notebooks_per_student": per_student,
+            "grading_issues": len(course.issues()),
+            "sample": sample,
+            "sample_notebooks": len(want),
+            "sample_differ": sum(got.get(k) != v for k, v in want.items()),
+            "graded_notebooks": sum(v is not None for v in got.values()),
+            "below_full": _below_full(course),
+            **phases,
+        }
         shutil.rmtree(base, ignore_errors=True)
         return out
 

@@ -6,6 +6,7 @@ so that the repository's ``_build`` is never touched. The build command is the o
 ``make book``. The first build executes every chapter (empty Jupyter cache); the second
 finds every notebook cached and only re-renders.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -15,9 +16,24 @@ from pathlib import Path
 
 from ._harness import REPO
 
-_SKIP = {"_build", ".git", ".venv", "node_modules", "benchmarks", "tests", "course",
-         "exercises", "solutions", "autograder", "repeval_ref", "repeval_book", "repeval_ref.egg-info",
-         ".pytest_cache", ".hypothesis", "__pycache__"}
+_SKIP = {
+    "_build",
+    ".git",
+    ".venv",
+    "node_modules",
+    "benchmarks",
+    "tests",
+    "course",
+    "exercises",
+    "solutions",
+    "autograder",
+    "repeval_ref",
+    "repeval_book",
+    "repeval_ref.egg-info",
+    ".pytest_cache",
+    ".hypothesis",
+    "__pycache__",
+}
 
 
 def copy_sources(dest):
@@ -50,9 +66,12 @@ def build(src, clean, timeout):
         shutil.rmtree(Path(src) / "_build", ignore_errors=True)
 
     def work():
-        proc = subprocess.run([_jb(), "build", src, "--warningiserror", "--nitpick",
-                               "--keep-going"], capture_output=True, text=True,
-                              timeout=timeout)
+        proc = subprocess.run(
+            [_jb(), "build", src, "--warningiserror", "--nitpick", "--keep-going"],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         tail = (proc.stdout + proc.stderr)[-1500:]
         return {"returncode": proc.returncode, "log_tail": tail if proc.returncode else ""}
 

@@ -6,6 +6,7 @@ token) with one optimizer step per mini-batch for all heads. The competitor trai
 same 52 configurations one after the other with ``repeval_ref.torch.train_probe``
 (same seed, same batches, same schedule). Accuracy is measured on held-out samples.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -53,11 +54,14 @@ def grid(data, n_classes, lr_values, epochs, batch_size):
     train, y, test, y_test = _load(data["path"], data["n_train"])
 
     def work():
-        heads, configs = train_probe_grid(train, y, n_classes, lr_values, epochs=epochs,
-                                          batch_size=batch_size, seed=0)
+        heads, configs = train_probe_grid(
+            train, y, n_classes, lr_values, epochs=epochs, batch_size=batch_size, seed=0
+        )
         acc = grid_accuracies(heads, configs, test, y_test)
-        return {"configs": [f"{c['view']}@{c['lr']:.3g}" for c in configs],
-                "accuracy": acc.tolist()}
+        return {
+            "configs": [f"{c['view']}@{c['lr']:.3g}" for c in configs],
+            "accuracy": acc.tolist(),
+        }
 
     return work
 
@@ -75,8 +79,9 @@ def sequential(data, n_classes, lr_values, epochs, batch_size):
         names, acc = [], []
         for view in train:  # views outer, rates inner: the grid's order
             for lr in lr_values:
-                probe = train_probe(train[view], y, n_classes, epochs=epochs, lr=lr,
-                                    batch_size=batch_size, seed=0)
+                probe = train_probe(
+                    train[view], y, n_classes, epochs=epochs, lr=lr, batch_size=batch_size, seed=0
+                )
                 with torch.no_grad():
                     pred = probe(test[view]).argmax(dim=1)
                 acc.append(float((pred == y_test_t).double().mean()))

@@ -4,6 +4,7 @@ All three read the same float32 bank and queries from ``.npy`` files and return 
 predicted label per query. Timings are end to end, from the raw float32 arrays to the
 predictions: unit-normalising, building the faiss index, searching and voting.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -47,8 +48,12 @@ def blas_kernels():
     """The BLAS libraries loaded in this process: API, version, kernel and threads."""
     from threadpoolctl import threadpool_info
 
-    return [f"{i.get('internal_api')} {i.get('version')} {i.get('architecture', '?')} "
-            f"({i.get('num_threads')} threads)" for i in threadpool_info() if i.get("user_api") == "blas"]
+    return [
+        f"{i.get('internal_api')} {i.get('version')} {i.get('architecture', '?')} "
+        f"({i.get('num_threads')} threads)"
+        for i in threadpool_info()
+        if i.get("user_api") == "blas"
+    ]
 
 
 def peak_gflops():
@@ -64,11 +69,12 @@ def peak_gflops():
 
     flags, mhz = set(), None
     try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("flags") and not flags:
-                flags = set(line.split(":", 1)[1].split())
-            elif line.startswith("cpu MHz") and mhz is None:
-                mhz = float(line.split(":", 1)[1])
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("flags") and not flags:
+                    flags = set(line.split(":", 1)[1].split())
+                elif line.startswith("cpu MHz") and mhz is None:
+                    mhz = float(line.split(":", 1)[1])
     except OSError:
         return None
     if mhz is None:
@@ -76,10 +82,16 @@ def peak_gflops():
     lanes = 16 if "avx512f" in flags else 8 if {"avx2", "fma"} <= flags else 4
     cores = os.cpu_count() or 1
     peak = cores * 2 * lanes * 2 * mhz / 1e3
-    return {"gflops": peak, "gflops_avx2": cores * 2 * 8 * 2 * mhz / 1e3, "lanes": lanes,
-            "cores": cores, "fma_units_per_core": 2, "nominal_mhz": mhz,
-            "derivation": f"{cores} cores x 2 FMA units x {lanes} fp32 lanes x 2 flops x "
-                          f"{mhz / 1e3:.3f} GHz (nominal) = {peak:.0f} GFLOP/s"}
+    return {
+        "gflops": peak,
+        "gflops_avx2": cores * 2 * 8 * 2 * mhz / 1e3,
+        "lanes": lanes,
+        "cores": cores,
+        "fma_units_per_core": 2,
+        "nominal_mhz": mhz,
+        "derivation": f"{cores} cores x 2 FMA units x {lanes} fp32 lanes x 2 flops x "
+        f"{mhz / 1e3:.3f} GHz (nominal) = {peak:.0f} GFLOP/s",
+    }
 
 
 def products(paths, k, tau, n_classes, out, mode="blas"):
@@ -99,10 +111,12 @@ def products(paths, k, tau, n_classes, out, mode="blas"):
             rows, cols = 2048, 16384
             buf = np.empty(rows * cols, dtype=np.float32)
             for s in range(0, nq, rows):
-                qb = q[s:s + rows]
+                qb = q[s : s + rows]
                 for c in range(0, nb, cols):
                     w = min(cols, nb - c)
-                    np.matmul(qb, bank[c:c + w].T, out=buf[:qb.shape[0] * w].reshape(qb.shape[0], w))
+                    np.matmul(
+                        qb, bank[c : c + w].T, out=buf[: qb.shape[0] * w].reshape(qb.shape[0], w)
+                    )
             return {"blas": blas_kernels()}
         from concurrent.futures import ThreadPoolExecutor
 
@@ -116,11 +130,11 @@ def products(paths, k, tau, n_classes, out, mode="blas"):
         workers = blas_thread_count()
 
         def block(s):
-            qb = q[s:s + rows]
+            qb = q[s : s + rows]
             buf = np.empty(qb.shape[0] * cols, dtype=np.float32)
             for c in range(0, nb, cols):
                 w = min(cols, nb - c)
-                np.matmul(qb, bank[c:c + w].T, out=buf[:qb.shape[0] * w].reshape(qb.shape[0], w))
+                np.matmul(qb, bank[c : c + w].T, out=buf[: qb.shape[0] * w].reshape(qb.shape[0], w))
 
         kernels = blas_kernels()
         with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
@@ -140,8 +154,11 @@ def vote(labels, sims, tau, n_classes):
     with np.errstate(under="ignore"):
         w = np.exp((sims - sims.max(axis=1, keepdims=True)) / tau)
     rows = np.repeat(np.arange(m), k)
-    votes = np.bincount(rows * n_classes + labels.ravel(), weights=w.ravel().astype(np.float64),
-                        minlength=m * n_classes).reshape(m, n_classes)
+    votes = np.bincount(
+        rows * n_classes + labels.ravel(),
+        weights=w.ravel().astype(np.float64),
+        minlength=m * n_classes,
+    ).reshape(m, n_classes)
     return np.argmax(votes, axis=1)
 
 
@@ -175,16 +192,20 @@ def faiss_flat(paths, k, tau, n_classes, out):
         faiss.normalize_L2(xq)
         t0 = time.perf_counter()
         # one more neighbour than needed, to see ties at the k-th place
-        D, I = index.search(xq, k + 1)
+        D, nbr = index.search(xq, k + 1)
         t_search = time.perf_counter() - t0
-        pred = vote(bank_y[I[:, :k]], D[:, :k], tau, n_classes)
+        pred = vote(bank_y[nbr[:, :k]], D[:, :k], tau, n_classes)
         np.save(out, pred)
         tie = D[:, k - 1] == D[:, k]
         gap = (D[:, k - 1] - D[:, k]).astype(np.float64)
         np.save(out.replace(".npy", "_gap.npy"), gap)
-        return {"accuracy": _accuracy(pred, query_y), "search_seconds": t_search,
-                "rows_with_kth_tie": int(tie.sum()), "faiss_threads": faiss.omp_get_max_threads(),
-                "blas": blas_kernels()}
+        return {
+            "accuracy": _accuracy(pred, query_y),
+            "search_seconds": t_search,
+            "rows_with_kth_tie": int(tie.sum()),
+            "faiss_threads": faiss.omp_get_max_threads(),
+            "blas": blas_kernels(),
+        }
 
     return work
 

@@ -6,6 +6,7 @@ plus one block) and fits the power law to its eigenvalues. The naive side loads 
 rows into memory and takes the singular values of the centred float64 matrix with
 ``numpy.linalg.svd`` (memory grows with ``N``), then does the same fit.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -32,7 +33,7 @@ def make_memmap(tmp, n, d, seed=0, chunk=50000):
 def _fit(lam, lo=10, hi_frac=0.9):
     d = lam.shape[0]
     hi = int(np.floor(hi_frac * d))
-    sel = lam[lo - 1:hi]
+    sel = lam[lo - 1 : hi]
     logi = np.log(np.arange(lo, hi + 1, dtype=float))
     return float(-np.polyfit(logi, np.log(sel), 1)[0])
 
@@ -55,7 +56,7 @@ def naive_svd(path, n_rows):
         A = np.array(X[:n_rows], dtype=np.float64)  # the whole matrix in memory
         A -= A.mean(axis=0)
         sigma = np.linalg.svd(A, compute_uv=False)
-        return {"alpha": _fit(sigma ** 2)}
+        return {"alpha": _fit(sigma**2)}
 
     return work
 
@@ -111,7 +112,9 @@ def dse_default(path, n_rows, n_sub=10000, sigma=10.0):
 
     def work():
         c0 = time.process_time()
-        value = diffusion_spectral_entropy(X, sigma=sigma, n_sub=n_sub, rng=np.random.default_rng(0))
+        value = diffusion_spectral_entropy(
+            X, sigma=sigma, n_sub=n_sub, rng=np.random.default_rng(0)
+        )
         return {"dse": value, "cpu_seconds": time.process_time() - c0}
 
     return work
@@ -132,10 +135,12 @@ def dse_dense(path, n_rows, n_sub, sigma=10.0):
         c0 = time.process_time()
         rng = np.random.default_rng(0)
         n = X.shape[0]
-        Xs = np.asarray(X[np.sort(rng.choice(n, size=n_sub, replace=False))] if n > n_sub else X,
-                        dtype=np.float64)
+        Xs = np.asarray(
+            X[np.sort(rng.choice(n, size=n_sub, replace=False))] if n > n_sub else X,
+            dtype=np.float64,
+        )
         G = squareform(pdist(Xs, "sqeuclidean"))
-        G *= -1.0 / (2.0 * sigma ** 2)
+        G *= -1.0 / (2.0 * sigma**2)
         np.exp(G, out=G)
         r = 1.0 / np.sqrt(G.sum(axis=1))
         G *= r[:, None]

@@ -19,6 +19,7 @@ Each child returns the k-NN curve (correct counts per k) and the probe's chosen 
 test accuracy, so the parent checks that the k-NN numbers are identical and that the
 probe accuracies lie within the stated tolerance.
 """
+
 from __future__ import annotations
 
 import ast
@@ -93,8 +94,13 @@ def old_source(commit=BEFORE_COMMIT, repo=REPO, path=BEFORE_PATH):
         raise HistoryUnavailable(f"{repo} is not a folder")
     env = dict(os.environ, GIT_CEILING_DIRECTORIES=str(repo.parent), GIT_PAGER="cat", LC_ALL="C")
     try:
-        proc = subprocess.run(["git", "-C", str(repo), "show", f"{commit}:{path}"], env=env,
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            ["git", "-C", str(repo), "show", f"{commit}:{path}"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     except FileNotFoundError:
         raise HistoryUnavailable("git is not installed") from None
     except subprocess.TimeoutExpired:
@@ -154,8 +160,12 @@ def absolute_imports(source, package=BEFORE_PACKAGE, renamed=None):
         raise ValueError(f"package must be a dotted module name, got {package!r}")
     renamed = {} if renamed is None else renamed
     if not isinstance(renamed, dict) or not all(
-            isinstance(k, str) and k.isidentifier() and isinstance(v, str)
-            and all(p.isidentifier() for p in v.split(".")) for k, v in renamed.items()):
+        isinstance(k, str)
+        and k.isidentifier()
+        and isinstance(v, str)
+        and all(p.isidentifier() for p in v.split("."))
+        for k, v in renamed.items()
+    ):
         raise ValueError(f"renamed must map module names to dotted module names, got {renamed!r}")
     try:
         tree = ast.parse(source)
@@ -169,17 +179,28 @@ def absolute_imports(source, package=BEFORE_PACKAGE, renamed=None):
             i = node.lineno - 1
             if node.module is None and any(a.name.split(".")[0] in renamed for a in node.names):
                 if node.end_lineno != node.lineno:
-                    raise ValueError(f"source line {node.lineno}: an import of a renamed module "
-                                     "over several lines")
+                    raise ValueError(
+                        f"source line {node.lineno}: an import of a renamed module "
+                        "over several lines"
+                    )
                 line = lines[i]
-                lines[i] = (line[:node.col_offset] + _import_names(package, node.names, renamed)
-                            + line[node.end_col_offset:])
+                lines[i] = (
+                    line[: node.col_offset]
+                    + _import_names(package, node.names, renamed)
+                    + line[node.end_col_offset :]
+                )
                 continue
-            target = f"from {package}" + (f".{_renamed_module(node.module, renamed)}" if node.module else "")
-            head = re.compile(r"\bfrom\s+\." + (re.escape(node.module) + r"\b" if node.module else r"(?=\s)"))
+            target = f"from {package}" + (
+                f".{_renamed_module(node.module, renamed)}" if node.module else ""
+            )
+            head = re.compile(
+                r"\bfrom\s+\." + (re.escape(node.module) + r"\b" if node.module else r"(?=\s)")
+            )
             new = head.sub(target, lines[i], count=1)
             if new == lines[i]:
-                raise ValueError(f"source line {node.lineno}: the relative import is not on its first line")
+                raise ValueError(
+                    f"source line {node.lineno}: the relative import is not on its first line"
+                )
             lines[i] = new
     out = "".join(lines)
     left = [n.lineno for n in ast.walk(ast.parse(out)) if isinstance(n, ast.ImportFrom) and n.level]
@@ -261,8 +282,12 @@ def make_data(tmp, n_train, n_test, d, n_classes, noise=4.0, rank=48, seed=0):
 def _summary(rep):
     curve = {str(e["k"]): e["correct"] for e in rep["knn"]["curve"]}
     probe = rep["linear_probe"]
-    return {"knn_correct": curve, "probe_C": probe["best_C"], "probe_accuracy": probe["accuracy"],
-            "n_test": rep["inputs"]["n_test"]}
+    return {
+        "knn_correct": curve,
+        "probe_C": probe["best_C"],
+        "probe_accuracy": probe["accuracy"],
+        "n_test": rep["inputs"]["n_test"],
+    }
 
 
 def _runner(main, paths, out):

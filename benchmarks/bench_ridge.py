@@ -6,6 +6,7 @@ loop that, for every penalty, fits ``sklearn.linear_model.Ridge`` and computes t
 diagonal of the hat matrix from a Cholesky factor of ``H_c^T H_c + lam I``.
 All three fit an unpenalised intercept to one-vs-rest targets in {-1, 1}.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

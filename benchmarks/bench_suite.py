@@ -1,4 +1,5 @@
-"""Row 9: ``repeval suite`` on the zoo's encoders over the transfer suite, from an empty cache and from a full one.
+"""Row 9: ``repeval suite`` on the zoo's encoders over the transfer suite, from an empty cache and
+from a full one.
 
 The goal: the zoo's encoders with EfficientNet-Lite0 (:func:`repeval_ref.zoo.known_names`,
 which lists EfficientNet-Lite0 among them), every installed task of the suite, k-NN,
@@ -7,6 +8,7 @@ probe and 10-shot, in at most 20 minutes on 2 cores from nothing cached and at m
 (``--cache-dir``, nothing extracted or evaluated yet); the warm run repeats the same
 command on that folder.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -26,8 +28,21 @@ def suite(encoders, tasks, cache, out, rank_boot=1000, blas_threads=1):
     """The measured call: ``repeval suite`` with every protocol, returning what it computed."""
     from repeval_ref.cli import main
 
-    argv = ["suite", *encoders, "--tasks", ",".join(tasks), "--out", out, "--cache-dir", cache,
-            "--rank-boot", str(rank_boot), "--blas-threads", str(blas_threads), "--quiet"]
+    argv = [
+        "suite",
+        *encoders,
+        "--tasks",
+        ",".join(tasks),
+        "--out",
+        out,
+        "--cache-dir",
+        cache,
+        "--rank-boot",
+        str(rank_boot),
+        "--blas-threads",
+        str(blas_threads),
+        "--quiet",
+    ]
 
     def work():
         buf = io.StringIO()
@@ -36,8 +51,17 @@ def suite(encoders, tasks, cache, out, rank_boot=1000, blas_threads=1):
         if rc != 0:
             raise RuntimeError(f"repeval suite exited with {rc}")
         s = json.loads((Path(out) / "suite.json").read_text())
-        cells = {f"{p}|{r['name']}|{t}": (r[p]["mean"] if p == "fewshot" else r[p]["accuracy"])
-                 for t in s["tasks"] for r in s["per_task"][t]["results"] for p in s["settings"]["protocols"]}
-        return {"cache": s["cache"], "cells": cells, "n_encoders": len(s["encoders"]), "n_tasks": len(s["tasks"])}
+        cells = {
+            f"{p}|{r['name']}|{t}": (r[p]["mean"] if p == "fewshot" else r[p]["accuracy"])
+            for t in s["tasks"]
+            for r in s["per_task"][t]["results"]
+            for p in s["settings"]["protocols"]
+        }
+        return {
+            "cache": s["cache"],
+            "cells": cells,
+            "n_encoders": len(s["encoders"]),
+            "n_tasks": len(s["tasks"]),
+        }
 
     return work
