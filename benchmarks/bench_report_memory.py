@@ -30,9 +30,10 @@ and holds is what the full defaults read and hold.
 
 Usage::
 
-    python -m benchmarks.bench_report_memory            # writes benchmarks/results/report_memory.json
+    python -m benchmarks.bench_report_memory  # writes benchmarks/results/report_memory.json
     python -m benchmarks.bench_report_memory --gib 0.1 --out /tmp/r.json   # a quick check
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,8 +52,20 @@ import numpy as np
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "report_memory.json"
 GOALS = {"refuse_seconds": 1.0, "first_line_seconds": 1.0, "peak_over_file": 1.5}
 #: the report's settings: cheap where the setting only sets how much is computed
-REPORT_ARGS = ["--probe-c", "1", "--draws", "2", "--dse-samples", "500", "--pair-samples", "1000",
-               "--id-samples", "2000", "--id-batch", "2000"]
+REPORT_ARGS = [
+    "--probe-c",
+    "1",
+    "--draws",
+    "2",
+    "--dse-samples",
+    "500",
+    "--pair-samples",
+    "1000",
+    "--id-samples",
+    "2000",
+    "--id-batch",
+    "2000",
+]
 
 
 def write_features(path, n, d, n_classes, seed, block_rows=8192):
@@ -107,10 +120,16 @@ def _env():
 
 
 def time_refusal(features, labels_short, cwd):
-    """Seconds until ``repeval report`` refuses ``features`` with a short labels file; its stderr."""
+    """Seconds until ``repeval report`` refuses ``features`` with short labels; its stderr."""
     start = time.perf_counter()
-    proc = subprocess.run(_command("report", features, "--test-fraction", "0.2", "--out", Path(cwd) / "refused"),
-                          capture_output=True, text=True, env=_env(), cwd=cwd, timeout=600)
+    proc = subprocess.run(
+        _command("report", features, "--test-fraction", "0.2", "--out", Path(cwd) / "refused"),
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=cwd,
+        timeout=600,
+    )
     seconds = time.perf_counter() - start
     if proc.returncode != 2:
         raise RuntimeError(f"expected exit status 2, got {proc.returncode}: {proc.stderr[-500:]}")
@@ -118,10 +137,15 @@ def time_refusal(features, labels_short, cwd):
 
 
 def run_report(train, test, out, cwd):
-    """One full report: seconds to the first stderr line, total seconds, peak RSS (bytes), status."""
+    """One full report: seconds to the first stderr line, total seconds, peak RSS, status."""
     start = time.perf_counter()
-    proc = subprocess.Popen(_command("report", train, test, "--out", out, *REPORT_ARGS), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=_env(), cwd=cwd)
+    proc = subprocess.Popen(
+        _command("report", train, test, "--out", out, *REPORT_ARGS),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(),
+        cwd=cwd,
+    )
     sampled = [0]
     stages = [["(start)", 0]]  # each stderr line and the largest VmRSS seen until the next
 
@@ -189,19 +213,33 @@ def measure(gib=1.0, d=1024, n_test=2000, n_classes=10, seed=0, folder=None):
         tmp = Path(tmp)
         train = tmp / "train_features.npy"
         t0 = time.perf_counter()
-        code = ("from benchmarks.bench_report_memory import _write_inputs; "
-                f"_write_inputs({str(tmp)!r}, {n}, {d}, {n_test}, {n_classes}, {seed})")
-        subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
+        code = (
+            "from benchmarks.bench_report_memory import _write_inputs; "
+            f"_write_inputs({str(tmp)!r}, {n}, {d}, {n_test}, {n_classes}, {seed})"
+        )
+        subprocess.run(
+            [sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1]
+        )
         written = time.perf_counter() - t0
         size = train.stat().st_size
         short = tmp / "short"
-        refuse_seconds, refuse_err = time_refusal(short / "train_features.npy", short / "train_labels.npy", tmp)
+        refuse_seconds, refuse_err = time_refusal(
+            short / "train_features.npy", short / "train_labels.npy", tmp
+        )
         report = run_report(train, tmp / "test_features.npy", tmp / "out", tmp)
     result = {
-        "file": {"shape": [n, d], "dtype": "float32", "bytes": size, "n_test": n_test, "n_classes": n_classes,
-                 "seconds_to_write": round(written, 1)},
-        "refuse_seconds": round(refuse_seconds, 3), "refuse_message": refuse_err.strip(),
-        **report, "peak_over_file": round(report["peak_rss_bytes"] / size, 3),
+        "file": {
+            "shape": [n, d],
+            "dtype": "float32",
+            "bytes": size,
+            "n_test": n_test,
+            "n_classes": n_classes,
+            "seconds_to_write": round(written, 1),
+        },
+        "refuse_seconds": round(refuse_seconds, 3),
+        "refuse_message": refuse_err.strip(),
+        **report,
+        "peak_over_file": round(report["peak_rss_bytes"] / size, 3),
         "sampled_peak_over_file": round(report["peak_rss_sampled_bytes"] / size, 3),
         "stage_peak_over_file": [
             {"stage": e["stage"], "peak_over_file": round(e["peak_rss_bytes"] / size, 3)}
@@ -215,21 +253,45 @@ def measure(gib=1.0, d=1024, n_test=2000, n_classes=10, seed=0, folder=None):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_report_memory", description=__doc__.split("\n")[0])
-    parser.add_argument("--gib", type=float, default=1.0, help="size of the TRAIN features file (default: 1)")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.bench_report_memory", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--gib", type=float, default=1.0, help="size of the TRAIN features file (default: 1)"
+    )
     parser.add_argument("--d", type=int, default=1024, help="feature width (default: 1024)")
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="where to write the JSON result")
-    parser.add_argument("--tmp", default=None, help="folder for the temporary files (default: the system's)")
+    parser.add_argument(
+        "--tmp", default=None, help="folder for the temporary files (default: the system's)"
+    )
     args = parser.parse_args(argv)
     result = measure(args.gib, args.d, folder=args.tmp)
-    result["machine"] = {"python": platform.python_version(), "numpy": np.__version__,
-                         "cpus": os.cpu_count(), "platform": platform.platform(),
-                         "date": time.strftime("%Y-%m-%d")}
+    result["machine"] = {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "date": time.strftime("%Y-%m-%d"),
+    }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps({k: result[k] for k in ("refuse_seconds", "first_line_seconds", "peak_over_file",
-                                             "sampled_peak_over_file",
-                                             "total_seconds", "exit_status", "goals_met")}, indent=1))
+    print(
+        json.dumps(
+            {
+                k: result[k]
+                for k in (
+                    "refuse_seconds",
+                    "first_line_seconds",
+                    "peak_over_file",
+                    "sampled_peak_over_file",
+                    "total_seconds",
+                    "exit_status",
+                    "goals_met",
+                )
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

@@ -14,6 +14,7 @@ maps it again). For an array held in memory these functions only cut it into blo
 * :func:`column_moments`: per-column float64 mean and centred sum of squares, merged
   over blocks (Chan, Golub and LeVeque, 1979).
 """
+
 from __future__ import annotations
 
 import mmap
@@ -21,8 +22,15 @@ from itertools import pairwise
 
 import numpy as np
 
-__all__ = ["BLOCK_BYTES", "column_moments", "is_read_only_map", "iter_gather", "iter_rows",
-           "release_pages", "row_slices"]
+__all__ = [
+    "BLOCK_BYTES",
+    "column_moments",
+    "is_read_only_map",
+    "iter_gather",
+    "iter_rows",
+    "release_pages",
+    "row_slices",
+]
 
 #: size of one block of rows, in bytes of the dtype it is computed in
 BLOCK_BYTES = 32 * 2**20
@@ -46,8 +54,12 @@ def row_slices(n, d, itemsize=8, block_bytes=None):
         Covering ``0 .. n`` in order, each at least one row.
     """
     block_bytes = BLOCK_BYTES if block_bytes is None else block_bytes
-    for value, name, low in ((n, "n", 0), (d, "d", 1), (itemsize, "itemsize", 1),
-                             (block_bytes, "block_bytes", 1)):
+    for value, name, low in (
+        (n, "n", 0),
+        (d, "d", 1),
+        (itemsize, "itemsize", 1),
+        (block_bytes, "block_bytes", 1),
+    ):
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
             raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
     step = max(1, int(block_bytes) // (int(itemsize) * int(d)))
@@ -128,8 +140,10 @@ def iter_rows(X, itemsize=None, block_bytes=None):
         The block is a view of ``X``.
     """
     if not isinstance(X, np.ndarray) or X.ndim != 2:
-        raise ValueError(f"X must be a 2-D numpy array, got {type(X).__name__} "
-                         f"of shape {getattr(X, 'shape', None)}")
+        raise ValueError(
+            f"X must be a 2-D numpy array, got {type(X).__name__} "
+            f"of shape {getattr(X, 'shape', None)}"
+        )
     for rows in row_slices(X.shape[0], max(1, X.shape[1]), itemsize or X.itemsize, block_bytes):
         yield rows, X[rows]
         release_pages(X)

@@ -51,6 +51,7 @@ Implementation notes
   have exactly the same similarities (duplicated features) tie exactly.
 * If ``k`` exceeds the number of training features, all of them vote.
 """
+
 from __future__ import annotations
 
 import threading
@@ -73,6 +74,7 @@ from ._validation import (
 )
 
 __all__ = ["knn_classify", "knn_classify_curve"]
+
 
 def auto_block_size(n_train, itemsize=8):
     """Rows of the test set per block by default (``_TILE_ROWS``, whatever the bank).
@@ -125,7 +127,7 @@ def _row_norms(X):
     step = max(1, (16 * 2**20) // (X.itemsize * X.shape[1]))
     with np.errstate(over="ignore", under="ignore"):
         for lo in range(0, X.shape[0], step):
-            norms[lo:lo + step] = np.linalg.norm(X[lo:lo + step], axis=1)
+            norms[lo : lo + step] = np.linalg.norm(X[lo : lo + step], axis=1)
             release_pages(X)  # a memory-mapped bank keeps no more than a chunk resident
     info = np.finfo(X.dtype)
     if not np.all(np.isfinite(norms) & (norms >= np.sqrt(info.tiny) / info.eps)):
@@ -160,7 +162,7 @@ def _top_k(sims, k):
     starts = np.linspace(0, n, n_groups, endpoint=False).astype(np.intp)
     group_max = np.maximum.reduceat(sims, starts, axis=1)
     g = group_max.shape[1]
-    t = np.partition(group_max, g - k, axis=1)[:, g - k:g - k + 1]
+    t = np.partition(group_max, g - k, axis=1)[:, g - k : g - k + 1]
     flat = np.flatnonzero(sims >= t)
     if flat.size > 16 * m * k:
         return _top_k_partition(sims, k)
@@ -196,7 +198,7 @@ def _top_k_partition(sims, k):
         Row-major: the rows in order, within a row increasing column index.
     """
     m, n = sims.shape
-    kth = np.partition(sims, n - k, axis=1)[:, n - k:n - k + 1]
+    kth = np.partition(sims, n - k, axis=1)[:, n - k : n - k + 1]
     keep = sims >= kth
     # flat positions (one pass over the mask, much faster than a 2-D np.nonzero)
     flat = np.flatnonzero(keep)
@@ -366,7 +368,7 @@ def _block_neighbours(queries, bank, norms, k, width, offset=0, scratch=None):
     for c0 in range(0, n, width):
         c1 = min(n, c0 + width)
         w = c1 - c0
-        tile = buf[:m * w].reshape(m, w)
+        tile = buf[: m * w].reshape(m, w)
         np.matmul(queries, bank[c0:c1].T, out=tile)
         scale = None if norms is None else norms[c0:c1]
         if c0 == 0 and scale is not None:
@@ -379,8 +381,9 @@ def _block_neighbours(queries, bank, norms, k, width, offset=0, scratch=None):
             best_v = np.take_along_axis(vals, order, axis=1)
             best_i = np.take_along_axis(cols, order, axis=1) + offset
             continue
-        n_live = _candidates(tile, scale, best_v[:, k - 1], c0 + offset,
-                             mask[:m * w].reshape(m, w), pending, dense)
+        n_live = _candidates(
+            tile, scale, best_v[:, k - 1], c0 + offset, mask[: m * w].reshape(m, w), pending, dense
+        )
         dense = 2 * n_live >= m  # most rows still live: skip the row maxima next time
         # Candidates wait until there are about as many as queries: merging less often
         # is cheaper, and a threshold that rises later only lets a few more entries in.
@@ -391,9 +394,17 @@ def _block_neighbours(queries, bank, norms, k, width, offset=0, scratch=None):
     return best_v, best_i
 
 
-def knn_classify(train_h, train_y, test_h,  # bank, its labels, queries
-                 k, tau, n_classes, *, block_size=None,
-                 dtype=np.float64):
+def knn_classify(
+    train_h,
+    train_y,
+    test_h,  # bank, its labels, queries
+    k,
+    tau,
+    n_classes,
+    *,
+    block_size=None,
+    dtype=np.float64,
+):
     """Predict labels by the temperature-weighted vote of the ``k`` nearest neighbours.
 
     Parameters
@@ -451,7 +462,8 @@ def knn_classify(train_h, train_y, test_h,  # bank, its labels, queries
     k = check_int(k, "k", minimum=1)
     tau = check_positive(tau, "tau")
     n_test, n_train, train_y, n_classes, blocks = _neighbour_blocks(
-        train_h, train_y, test_h, n_classes, block_size, dtype, k)
+        train_h, train_y, test_h, n_classes, block_size, dtype, k
+    )
     pred = np.empty(n_test, dtype=np.int64)
     for start, stop, vals, cols in blocks:
         m, per_row = cols.shape
@@ -522,17 +534,25 @@ def _neighbour_blocks(train_h, train_y, test_h, n_classes, block_size, dtype, k)
         start, lo, hi = unit
         if not hasattr(per_thread, "scratch"):
             per_thread.scratch = {}
-        found = _block_neighbours(queries[start:start + block_size], train_h[lo:hi],
-                                  None if bank_norms is None else bank_norms[lo:hi], k, width, lo,
-                                  scratch=per_thread.scratch)
+        found = _block_neighbours(
+            queries[start : start + block_size],
+            train_h[lo:hi],
+            None if bank_norms is None else bank_norms[lo:hi],
+            k,
+            width,
+            lo,
+            scratch=per_thread.scratch,
+        )
         release_pages(train_h)  # a memory-mapped bank's pages go back after each sweep
         return found
 
     def blocks():
         from threadpoolctl import threadpool_limits
 
-        with threadpool_limits(limits=1, user_api="blas"), \
-                ThreadPoolExecutor(max_workers=workers) as pool:
+        with (
+            threadpool_limits(limits=1, user_api="blas"),
+            ThreadPoolExecutor(max_workers=workers) as pool,
+        ):
             todo = iter(units)
             running = deque(pool.submit(search, u) for u in islice(todo, 2 * workers))
             for start in starts:
@@ -577,8 +597,17 @@ def _vote(kept, rows, labels, m, tau, n_classes):
     return np.argmax(votes, axis=1)
 
 
-def knn_classify_curve(train_h, train_y, test_h,  # bank, its labels, queries
-                       ks, tau, n_classes, *, block_size=None, dtype=np.float64):
+def knn_classify_curve(
+    train_h,
+    train_y,
+    test_h,  # bank, its labels, queries
+    ks,
+    tau,
+    n_classes,
+    *,
+    block_size=None,
+    dtype=np.float64,
+):
     """:func:`knn_classify` for several ``k`` at once, from one pass over the similarities.
 
     For each block of queries the similarities are computed once and the
@@ -629,13 +658,15 @@ def knn_classify_curve(train_h, train_y, test_h,  # bank, its labels, queries
     similarity product and one top-``max(ks)`` selection per block, then
     ``O(n_test max(ks))`` work per ``k`` instead of a full pass per ``k``.
     """
-    ks = [check_int(k, f"ks[{i}]", minimum=1)
-          for i, k in enumerate(as_sequence(ks, "ks", "integers"))]
+    ks = [
+        check_int(k, f"ks[{i}]", minimum=1) for i, k in enumerate(as_sequence(ks, "ks", "integers"))
+    ]
     if not ks:
         raise ValueError("ks is empty; give at least one number of neighbours")
     tau = check_positive(tau, "tau")
     n_test, n_train, train_y, n_classes, blocks = _neighbour_blocks(
-        train_h, train_y, test_h, n_classes, block_size, dtype, max(ks))
+        train_h, train_y, test_h, n_classes, block_size, dtype, max(ks)
+    )
     out = np.empty((len(ks), n_test), dtype=np.int64)
     k_top = min(max(ks), n_train)
     for start, stop, ranked_vals, ranked_cols in blocks:
@@ -654,7 +685,9 @@ def knn_classify_curve(train_h, train_y, test_h,  # bank, its labels, queries
                 sel = slice(None)
             else:
                 sel = rank < k  # keeps row-major, increasing-index order
-            out[j, start:stop] = _vote(vals.ravel()[sel], rows[sel], labels_all[sel], m, tau, n_classes)
+            out[j, start:stop] = _vote(
+                vals.ravel()[sel], rows[sel], labels_all[sel], m, tau, n_classes
+            )
     return out
 
 
@@ -680,7 +713,7 @@ def settle_near_ties(votes, labels, weights, n_classes):
     n_classes : int
     """
     m = votes.shape[0]
-    top2 = np.partition(votes, n_classes - 2, axis=1)[:, n_classes - 2:]
+    top2 = np.partition(votes, n_classes - 2, axis=1)[:, n_classes - 2 :]
     near = np.flatnonzero(top2[:, 1] - top2[:, 0] <= 1e-12 * top2[:, 1])
     if near.size == 0:
         return

@@ -29,6 +29,7 @@ exposes every ``C``'s validation accuracy *and* its test accuracy; picking the `
 with the best test accuracy is the optimistic "tuning on the test set" the book warns
 about. Both functions share the private steps below, so they cannot drift apart.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -36,8 +37,12 @@ import numpy as np
 from ._blocks import column_moments, iter_gather
 from ._validation import as_sequence, as_train_test, check_int, check_positive
 
-__all__ = ["FLOAT64_MAX_ENTRIES", "linear_probe_done_right", "linear_probe_warm_path",
-           "probe_accuracy_grid"]
+__all__ = [
+    "FLOAT64_MAX_ENTRIES",
+    "linear_probe_done_right",
+    "linear_probe_warm_path",
+    "probe_accuracy_grid",
+]
 
 #: float32 training features with more entries than this are standardised and fitted in
 #: float32; smaller ones (and float64 features) in float64
@@ -137,7 +142,7 @@ def _fitting_part(train_h, train_y, seed):
     """
     n = train_h.shape[0]
     perm = np.random.default_rng(seed).permutation(n)
-    val_idx, fit_idx = perm[: n // 5], perm[n // 5:]
+    val_idx, fit_idx = perm[: n // 5], perm[n // 5 :]
     if np.unique(train_y[fit_idx]).size < 2:
         raise ValueError(
             "train_y: the fitting part of the training set (all but the validation "
@@ -158,20 +163,39 @@ def _validation_split(train_h, train_y, seed):
 def _validation_accuracies(train_h, train_y, Cs, seed):
     """Validation accuracy of each ``C`` (steps 1-3 of the recipe), in the order of Cs."""
     fit_z, fit_y, val_idx, val_y, mean, std = _fitting_part(train_h, train_y, seed)
-    return [float(np.mean(_predict(_fit(C, fit_z, fit_y), train_h, val_idx, mean, std,
-                                   fit_z.dtype) == val_y)) for C in Cs]
+    return [
+        float(
+            np.mean(
+                _predict(_fit(C, fit_z, fit_y), train_h, val_idx, mean, std, fit_z.dtype) == val_y
+            )
+        )
+        for C in Cs
+    ]
 
 
 def _test_accuracies(train_h, train_y, test_h, test_y, Cs):
     """Test accuracy after refitting on the whole training set with each ``C`` (step 4)."""
     mean, std = _statistics(train_h, None, "the whole training set")
     train_z = _standardised(train_h, None, mean, std, _z_dtype(train_h))
-    return [float(np.mean(_predict(_fit(C, train_z, train_y), test_h, None, mean, std,
-                                   train_z.dtype) == test_y)) for C in Cs]
+    return [
+        float(
+            np.mean(
+                _predict(_fit(C, train_z, train_y), test_h, None, mean, std, train_z.dtype)
+                == test_y
+            )
+        )
+        for C in Cs
+    ]
 
 
-def linear_probe_done_right(train_h, train_y,  # fitting and validation data
-                            test_h, test_y, Cs, seed=0):
+def linear_probe_done_right(
+    train_h,
+    train_y,  # fitting and validation data
+    test_h,
+    test_y,
+    Cs,
+    seed=0,
+):
     """Tune ``C`` of a logistic-regression probe on a held-out split, then test once.
 
     Parameters

@@ -60,6 +60,7 @@ route keeps the components with ``s_k^2`` above that level (the SVD's cut-off is
 ``max(n, d) * eps * s_1`` on ``s_k``), which matters only for ``lam = 0`` on
 (nearly) rank-deficient features.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -424,5 +425,5 @@ def loo_scores(train_h, train_y, lam):
     out = np.empty_like(T)
     for offset, loo in blocks():
         E = _loo_residuals(loo, lam, lam_name="lam", offset=offset)
-        out[offset:offset + E.shape[0]] = T[offset:offset + E.shape[0]] - E
+        out[offset : offset + E.shape[0]] = T[offset : offset + E.shape[0]] - E
     return out

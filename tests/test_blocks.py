@@ -1,4 +1,5 @@
 """_blocks: row blocks of a memory map, released pages, per-column moments merged over blocks."""
+
 import numpy as np
 import pytest
 
@@ -14,7 +15,9 @@ def test_row_slices_cover_the_rows_in_order():
         assert all(p.stop - p.start <= max(1, size // (8 * d)) for p in parts)
 
 
-@pytest.mark.parametrize("bad", [{"n": -1}, {"d": 0}, {"itemsize": 0}, {"block_bytes": 0}, {"n": 2.5}])
+@pytest.mark.parametrize(
+    "bad", [{"n": -1}, {"d": 0}, {"itemsize": 0}, {"block_bytes": 0}, {"n": 2.5}]
+)
 def test_row_slices_bad_input_is_named(bad):
     args = {"n": 4, "d": 2, "itemsize": 8, "block_bytes": 64, **bad}
     with pytest.raises(ValueError, match=next(iter(bad))):
@@ -82,8 +85,9 @@ def test_column_moments_merged_over_blocks_equal_the_direct_ones(dtype):
         for size in (8 * 6, 8 * 6 * 7, None):  # one row a block, seven rows, one block
             mean, m2, lo, hi = column_moments(X, sel, block_bytes=size)
             np.testing.assert_allclose(mean, Z.mean(axis=0), rtol=1e-14)
-            np.testing.assert_allclose(m2, ((Z - Z.mean(axis=0)) ** 2).sum(axis=0),
-                                       rtol=1e-9, atol=1e-9 * Z.shape[0])
+            np.testing.assert_allclose(
+                m2, ((Z - Z.mean(axis=0)) ** 2).sum(axis=0), rtol=1e-9, atol=1e-9 * Z.shape[0]
+            )
             np.testing.assert_array_equal(lo, Z.min(axis=0).astype(dtype))
             np.testing.assert_array_equal(hi, Z.max(axis=0).astype(dtype))
             assert m2[4] == 0 and lo[4] == hi[4]

@@ -1,4 +1,5 @@
 """unique_row_order against np.unique, and two_nn_id_batched on selected rows of a memory map."""
+
 import numpy as np
 import pytest
 
@@ -51,8 +52,15 @@ def test_batched_on_rows_equals_batched_on_the_copy(tmp_path):
     np.testing.assert_array_equal(got.estimates, want.estimates)
 
 
-@pytest.mark.parametrize("rows, word", [(np.array([0, 600]), "rows"), (np.array([[0, 1, 2]]), "rows"),
-                                        (np.array([0.5, 1, 2]), "rows"), (np.array([0, 1]), "3 rows")])
+@pytest.mark.parametrize(
+    "rows, word",
+    [
+        (np.array([0, 600]), "rows"),
+        (np.array([[0, 1, 2]]), "rows"),
+        (np.array([0.5, 1, 2]), "rows"),
+        (np.array([0, 1]), "3 rows"),
+    ],
+)
 def test_batched_rows_bad_input(rows, word):
     X = np.random.default_rng(0).standard_normal((600, 3))
     with pytest.raises(ValueError, match=word):

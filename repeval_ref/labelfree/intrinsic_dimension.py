@@ -12,6 +12,7 @@ representation without labels"); seed 002, section 3.3 and appendix B.2.
 * :func:`unique_row_order` finds the distinct rows (TwoNN needs distinct points) in the
   order of ``np.unique(X, axis=0)`` without sorting a copy of ``X``.
 """
+
 from __future__ import annotations
 
 from collections import namedtuple
