@@ -15,7 +15,15 @@ import numbers
 
 import numpy as np
 
-__all__ = ["glue_all", "plain", "interval_verdict", "OKABE_ITO", "MARKERS", "LINESTYLES", "okabe_ito_cmap"]
+__all__ = [
+    "glue_all",
+    "plain",
+    "interval_verdict",
+    "OKABE_ITO",
+    "MARKERS",
+    "LINESTYLES",
+    "okabe_ito_cmap",
+]
 
 #: The eight colours of Okabe and Ito (2008), "Color Universal Design", in their usual
 #: order (black first). They stay distinguishable for deuteranopia, protanopia and
