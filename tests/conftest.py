@@ -1,4 +1,5 @@
 """Shared fixtures."""
+
 import os
 import shutil
 import tempfile
@@ -66,18 +67,29 @@ _throwaway_gradebooks()
 #: starting last on a worker while the other one idles. The Makefile passes
 #: ``--no-loadscope-reorder``: xdist would otherwise sort the files by their number of tests
 LONGEST_FIRST = (
-    "test_autograder_pipeline.py", "test_autograder_dask.py", "test_book_browser.py",
-    "test_autograder_redteam.py", "test_autograder_cleanroom.py", "test_autograder_memory_attacks.py",
-    "test_autograder_hints_heavy.py", "test_datasets_calibration.py",
-    "test_autograder_term.py", "test_benchmarks.py",
-    "test_cli.py", "test_zoo.py", "test_datasets_transfer.py", "test_cli_loop.py",
+    "test_autograder_pipeline.py",
+    "test_autograder_dask.py",
+    "test_book_browser.py",
+    "test_autograder_redteam.py",
+    "test_autograder_cleanroom.py",
+    "test_autograder_memory_attacks.py",
+    "test_autograder_hints_heavy.py",
+    "test_datasets_calibration.py",
+    "test_autograder_term.py",
+    "test_benchmarks.py",
+    "test_cli.py",
+    "test_zoo.py",
+    "test_datasets_transfer.py",
+    "test_cli_loop.py",
     "test_autograder_hints.py",
 )
 
 
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+    items.sort(
+        key=lambda item: rank.get(item.path.name, len(rank))
+    )  # stable: the rest keep their order
 
 
 def pytest_unconfigure(config):

@@ -12,6 +12,7 @@
 * The floor-1 functions agree with a brute-force loop, are scale-invariant per image and
   reject bad input.
 """
+
 import numpy as np
 import pytest
 import torch
@@ -22,7 +23,7 @@ from repeval_ref.torch import TinyViT
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-PLANTED = 5                         # patch index of the planted token (token 1 + PLANTED)
+PLANTED = 5  # patch index of the planted token (token 1 + PLANTED)
 
 
 def _model(seed=0):
@@ -62,6 +63,7 @@ def _plant_by_hook(model, block=1, scale=60.0):
 
 # ------------------------------------------------------------------------ the pre-norm reading
 
+
 def test_default_output_is_unchanged_bit_for_bit():
     model, x = _model(), _images(8)
     with torch.no_grad():
@@ -85,17 +87,18 @@ def test_pre_norm_must_be_a_bool(bad):
 
 # ------------------------------------------------------------------ planted token vs clean model
 
+
 def test_clean_model_is_not_flagged():
     norms = _patch_norms(_model(), _images(), pre_norm=True)
     assert not R.high_norm_tokens(norms).any()
-    assert R.token_norm_ratios(norms).max() < 2.0       # far from the cut, not just under it
+    assert R.token_norm_ratios(norms).max() < 2.0  # far from the cut, not just under it
 
 
 def test_planted_token_in_the_position_embedding_is_flagged_where_it_was_planted():
     model, x = _plant_in_position_embedding(_model()), _images()
     flags = R.high_norm_tokens(_patch_norms(model, x, pre_norm=True))
-    assert flags[:, PLANTED].all()                       # every image, at the planted patch
-    assert flags.sum() == len(x)                         # and nowhere else
+    assert flags[:, PLANTED].all()  # every image, at the planted patch
+    assert flags.sum() == len(x)  # and nowhere else
 
 
 @pytest.mark.parametrize("block", [0, 1, 2])
@@ -116,11 +119,12 @@ def test_a_weak_plant_below_the_cut_is_not_flagged():
     model, x = _model(), _images()
     median = np.median(_patch_norms(model, x, pre_norm=True))
     norms = _patch_norms(_plant_in_position_embedding(model, scale=float(median)), x, pre_norm=True)
-    assert R.token_norm_ratios(norms)[:, PLANTED].min() > 1.1      # the plant is there ...
-    assert not R.high_norm_tokens(norms).any()                     # ... but well below the cut
+    assert R.token_norm_ratios(norms)[:, PLANTED].min() > 1.1  # the plant is there ...
+    assert not R.high_norm_tokens(norms).any()  # ... but well below the cut
 
 
 # --------------------------------------- the measurement after the final LayerNorm cannot fail
+
 
 def test_after_the_final_layernorm_the_planted_token_is_invisible():
     model, x = _plant_in_position_embedding(_model()), _images()
@@ -134,7 +138,9 @@ def test_after_a_layernorm_the_ratio_is_bounded_by_its_affine_weights():
     # whatever the tokens (even one 1000 times the others), the post-norm ratio stays below
     # max|gamma| / min|gamma|, so a cut at 4 can never fire when the weights spread less
     model, x = _plant_in_position_embedding(_model(), scale=6000.0), _images()
-    gamma = torch.empty(model.out_dim).uniform_(0.5, 1.5, generator=torch.Generator().manual_seed(3))
+    gamma = torch.empty(model.out_dim).uniform_(
+        0.5, 1.5, generator=torch.Generator().manual_seed(3)
+    )
     with torch.no_grad():
         model.norm.weight.copy_(gamma)
     bound = float(gamma.abs().max() / gamma.abs().min())
@@ -147,6 +153,7 @@ def test_after_a_layernorm_the_ratio_is_bounded_by_its_affine_weights():
 
 # ------------------------------------------------------------------------ the floor-1 functions
 
+
 def test_ratios_and_flags_match_a_loop():
     rng = np.random.default_rng(0)
     norms = rng.gamma(20.0, 1.0, size=(30, 17))
@@ -154,7 +161,7 @@ def test_ratios_and_flags_match_a_loop():
     ratios, flags = R.token_norm_ratios(norms), R.high_norm_tokens(norms, threshold=3.0)
     for i in range(norms.shape[0]):
         row = sorted(norms[i])
-        median = row[len(row) // 2]                         # odd length: the middle value
+        median = row[len(row) // 2]  # odd length: the middle value
         for j in range(norms.shape[1]):
             assert ratios[i, j] == pytest.approx(norms[i, j] / median, rel=1e-12)
             assert flags[i, j] == (norms[i, j] > 3.0 * median)
@@ -171,16 +178,19 @@ def test_flags_do_not_depend_on_each_images_scale():
     assert R.high_norm_tokens(norms)[3, 4]
 
 
-@pytest.mark.parametrize(("kwargs", "name"), [
-    (dict(norms=np.ones(5)), "norms"),
-    (dict(norms=np.ones((2, 3, 4))), "norms"),
-    (dict(norms=-np.ones((2, 3))), "norms"),
-    (dict(norms=np.array([[0.0, 0.0, 1.0], [1.0, 1.0, 1.0]])), "norms"),
-    (dict(norms=np.array([[np.nan, 1.0, 1.0]])), "norms"),
-    (dict(norms=np.ones((2, 3)), threshold=1.0), "threshold"),
-    (dict(norms=np.ones((2, 3)), threshold=0.5), "threshold"),
-    (dict(norms=np.ones((2, 3)), threshold=np.inf), "threshold"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        (dict(norms=np.ones(5)), "norms"),
+        (dict(norms=np.ones((2, 3, 4))), "norms"),
+        (dict(norms=-np.ones((2, 3))), "norms"),
+        (dict(norms=np.array([[0.0, 0.0, 1.0], [1.0, 1.0, 1.0]])), "norms"),
+        (dict(norms=np.array([[np.nan, 1.0, 1.0]])), "norms"),
+        (dict(norms=np.ones((2, 3)), threshold=1.0), "threshold"),
+        (dict(norms=np.ones((2, 3)), threshold=0.5), "threshold"),
+        (dict(norms=np.ones((2, 3)), threshold=np.inf), "threshold"),
+    ],
+)
 def test_bad_input_names_the_argument(kwargs, name):
     with pytest.raises(ValueError, match=name):
         R.high_norm_tokens(**kwargs)

@@ -5,6 +5,7 @@ multiplicities, against an index-resampling bootstrap, and on the two cases with
 known answer: uniform attention (ratio 1, no spread) and attention entirely inside the
 region (ratio 1 / share).
 """
+
 import numpy as np
 import pytest
 
@@ -14,7 +15,7 @@ import repeval_ref as R
 def _data(n=60, grid=(6, 6), lean=0.0, seed=0):
     rng = np.random.default_rng(seed)
     masks = rng.random((n,) + grid) < 0.25
-    masks[:, 0, 0] = True                               # every region holds a token
+    masks[:, 0, 0] = True  # every region holds a token
     logits = rng.normal(size=(n,) + grid) + lean * masks
     att = np.exp(logits)
     return att / att.sum(axis=(1, 2), keepdims=True), masks
@@ -30,7 +31,7 @@ def test_ratio_and_interval_match_a_loop_over_the_same_resamples():
     counts = np.random.default_rng(5).multinomial(n, np.full(n, 1 / n), size=n_boot)
     values = []
     for w in counts:
-        picked = [i for i in range(n) for _ in range(w[i])]       # the resample, image by image
+        picked = [i for i in range(n) for _ in range(w[i])]  # the resample, image by image
         values.append(np.mean([mass[i] for i in picked]) / np.mean([share[i] for i in picked]))
     assert (lo, hi) == pytest.approx(tuple(np.percentile(values, [2.5, 97.5])), rel=1e-12)
 
@@ -48,7 +49,9 @@ def test_interval_close_to_an_index_bootstrap():
 def test_uniform_attention_gives_one_without_spread():
     _, masks = _data()
     uniform = np.full(masks.shape, 1 / 36)
-    assert R.attention_mass_ratio(uniform, masks, 200, 0) == pytest.approx((1.0, 1.0, 1.0), rel=1e-12)
+    assert R.attention_mass_ratio(uniform, masks, 200, 0) == pytest.approx(
+        (1.0, 1.0, 1.0), rel=1e-12
+    )
 
 
 def test_attention_inside_the_region_gives_one_over_the_share():
@@ -72,18 +75,22 @@ def test_a_lean_towards_the_region_is_detected_and_no_lean_is_not():
 def test_flat_token_layout_gives_the_same_numbers():
     att, masks = _data()
     assert R.attention_mass_ratio(att, masks, 100, 0) == R.attention_mass_ratio(
-        att.reshape(60, -1), masks.reshape(60, -1), 100, 0)
+        att.reshape(60, -1), masks.reshape(60, -1), 100, 0
+    )
 
 
-@pytest.mark.parametrize(("change", "name"), [
-    (lambda a, m: (a[:, :5], m), "masks"),
-    (lambda a, m: (-a, m), "attention"),
-    (lambda a, m: (2 * a, m), "attention"),
-    (lambda a, m: (a, m * 2), "masks"),
-    (lambda a, m: (a, np.zeros_like(m)), "masks"),
-    (lambda a, m: (a[0], m[0]), "attention"),
-    (lambda a, m: (np.where(a > 0.05, np.nan, a), m), "attention"),
-])
+@pytest.mark.parametrize(
+    ("change", "name"),
+    [
+        (lambda a, m: (a[:, :5], m), "masks"),
+        (lambda a, m: (-a, m), "attention"),
+        (lambda a, m: (2 * a, m), "attention"),
+        (lambda a, m: (a, m * 2), "masks"),
+        (lambda a, m: (a, np.zeros_like(m)), "masks"),
+        (lambda a, m: (a[0], m[0]), "attention"),
+        (lambda a, m: (np.where(a > 0.05, np.nan, a), m), "attention"),
+    ],
+)
 def test_bad_input_names_the_argument(change, name):
     att, masks = change(*_data())
     with pytest.raises(ValueError, match=name):

@@ -1,4 +1,5 @@
 """Tests of repeval_ref.attentive: the attentive probe forward pass."""
+
 import numpy as np
 import pytest
 import torch
@@ -105,7 +106,7 @@ def test_huge_scores_stay_finite():
     # keys = H, query chosen so that the scores reach about 1e4 and beyond
     q = np.full(d, 1e4)
     logits, A = attentive_probe(H * 10, q, np.eye(d), Wv, Wo, W_cls, n_heads=1)
-    assert np.abs((H * 10 @ q)).max() / np.sqrt(d) > 1e4
+    assert np.abs(H * 10 @ q).max() / np.sqrt(d) > 1e4
     assert np.all(np.isfinite(logits)) and np.all(np.isfinite(A))
     np.testing.assert_allclose(A.sum(axis=-1), 1.0)
     # the softmax is saturated: one-hot on the highest-scoring token

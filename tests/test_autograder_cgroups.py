@@ -8,6 +8,7 @@ limit bounds their number, and :meth:`SandboxCgroup.remove` leaves no process an
 folder behind, also of a process that left the session. Without the controllers (or
 with ``$AUTOGRADER_CGROUPS=0``) :func:`make` says so once and returns None.
 """
+
 import os
 import subprocess
 import sys
@@ -25,10 +26,21 @@ NEEDS = pytest.mark.skipif(not HAVE, reason=f"no cgroups here: {cgroups.unavaila
 
 def _start(group, code):
     return subprocess.Popen(
-        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, preexec_fn=confine.preexec_confined(
-            uid=None, mount=None, cpu_s=60, cpu_grace_s=1, memory_bytes=8 << 30,
-            file_bytes=1 << 20, processes=64, cgroups=group.join_paths))
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=confine.preexec_confined(
+            uid=None,
+            mount=None,
+            cpu_s=60,
+            cpu_grace_s=1,
+            memory_bytes=8 << 30,
+            file_bytes=1 << 20,
+            processes=64,
+            cgroups=group.join_paths,
+        ),
+    )
 
 
 @NEEDS
@@ -36,11 +48,13 @@ def test_the_memory_of_all_processes_is_bounded_together():
     """Four processes of 200 MiB in a group of 256 MiB: each is far under any
     per-process limit, together they are over the group's, so the OOM killer ends
     processes of the group until the rest fits."""
-    code = ("import os, time\nkids = []\nfor _ in range(4):\n    pid = os.fork()\n"
-            "    if pid == 0:\n        b = bytearray(200 << 20)\n"
-            "        for i in range(0, len(b), 4096):\n            b[i] = 1\n"
-            "        time.sleep(30)\n        os._exit(0)\n    kids.append(pid)\n"
-            "time.sleep(30)\n")
+    code = (
+        "import os, time\nkids = []\nfor _ in range(4):\n    pid = os.fork()\n"
+        "    if pid == 0:\n        b = bytearray(200 << 20)\n"
+        "        for i in range(0, len(b), 4096):\n            b[i] = 1\n"
+        "        time.sleep(30)\n        os._exit(0)\n    kids.append(pid)\n"
+        "time.sleep(30)\n"
+    )
     with cgroups.make(256 << 20, 64, "test") as group:
         proc = _start(group, code)
         end = time.monotonic() + 20
@@ -52,14 +66,16 @@ def test_the_memory_of_all_processes_is_bounded_together():
         group.kill()
         assert group.pids() == []
     proc.wait(timeout=10)
-    assert not group.paths   # removed
+    assert not group.paths  # removed
 
 
 @NEEDS
 def test_the_number_of_processes_is_bounded_and_none_survives_removal():
-    code = ("import os, time\nn = 0\ntry:\n    for _ in range(100):\n"
-            "        if os.fork() == 0:\n            os.setsid()\n            time.sleep(600)\n"
-            "        n += 1\nexcept OSError:\n    pass\nprint(n, flush=True)\ntime.sleep(600)\n")
+    code = (
+        "import os, time\nn = 0\ntry:\n    for _ in range(100):\n"
+        "        if os.fork() == 0:\n            os.setsid()\n            time.sleep(600)\n"
+        "        n += 1\nexcept OSError:\n    pass\nprint(n, flush=True)\ntime.sleep(600)\n"
+    )
     group = cgroups.make(1 << 30, 20, "test")
     paths = list(group.join_paths)
     proc = _start(group, code)
@@ -131,13 +147,19 @@ def test_the_time_budget_comes_from_the_release_notebooks():
         return {"timeout": 10, "assignments": {"a": {"files": files, "release": release}}}
 
     honest = {"one.ipynb": _notebook(5), "two.ipynb": _notebook(3), "timestamp.txt": b"x"}
-    padded = {"one.ipynb": _notebook(1000), "two.ipynb": _notebook(3),
-              "extra.ipynb": _notebook(500), "timestamp.txt": b"x"}
+    padded = {
+        "one.ipynb": _notebook(1000),
+        "two.ipynb": _notebook(3),
+        "extra.ipynb": _notebook(500),
+        "timestamp.txt": b"x",
+    }
     want = (WALL_BASE_S + 10 * 8, NOTEBOOK_BASE_S + 10 * 5)
     assert time_budget(job(honest)) == want
     assert time_budget(job(padded)) == want
-    assert time_budget(job({"one.ipynb": _notebook(1000)})) == (WALL_BASE_S + 50,
-                                                                 NOTEBOOK_BASE_S + 50)
+    assert time_budget(job({"one.ipynb": _notebook(1000)})) == (
+        WALL_BASE_S + 50,
+        NOTEBOOK_BASE_S + 50,
+    )
     assert time_budget(job(honest), {"wall_s": 7, "notebook_s": 3}) == (7.0, 3.0)
     with pytest.raises(ValueError, match="timeout"):
         time_budget({"timeout": 0, "assignments": {}})

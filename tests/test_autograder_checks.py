@@ -4,6 +4,7 @@ Every exercise's own solution (from its spec) must pass every hidden check in fu
 each typical wrong solution of ``autograder_cases.WRONG`` must lose exactly the checks it
 is listed with, with a message that names the problem.
 """
+
 import json
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from helpers.autograder_cases import FEEDBACK_WORDS, WRONG
 
 from autograder.build import build_notebook, notebook_path, notebook_text, solution_source
 from autograder.checks import (
@@ -24,8 +26,6 @@ from autograder.checks import (
     run_check_isolated,
 )
 from autograder.exercises import EXERCISES, all_specs, load
-
-from helpers.autograder_cases import FEEDBACK_WORDS, WRONG
 
 SEED = 20240611
 
@@ -47,8 +47,13 @@ def _target(check):
     return check.split("/", 1)[0]
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow)
-                                  if n == "linear_probe_done_right" else n for n in EXERCISES])
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.slow) if n == "linear_probe_done_right" else n
+        for n in EXERCISES
+    ],
+)
 def test_solution_passes_every_hidden_check(name):
     spec = load(name)
     namespace = _functions(solution_source(spec))
@@ -213,12 +218,22 @@ def test_isolated_run_matches_in_process_and_survives_crashes():
 
 
 def test_worker_speaks_only_json():
-    payload = json.dumps({"name": "rank_bound/properties", "func_name": "rank_bound",
-                          "source": "print('noise')\ndef rank_bound(H, y, K):\n    return 0.0, 0\n",
-                          "seed": 1})
-    proc = subprocess.run([sys.executable, "-m", "autograder.checks.worker"], input=payload,
-                          capture_output=True, text=True, timeout=120)
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("AUTOGRADER-FINDINGS:")]
+    payload = json.dumps(
+        {
+            "name": "rank_bound/properties",
+            "func_name": "rank_bound",
+            "source": "print('noise')\ndef rank_bound(H, y, K):\n    return 0.0, 0\n",
+            "seed": 1,
+        }
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "autograder.checks.worker"],
+        input=payload,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("AUTOGRADER-FINDINGS:")]
     assert len(lines) == 1
     data = json.loads(lines[0].split(":", 1)[1])
     assert data[0]["max_points"] == check_points("rank_bound/properties")
@@ -232,7 +247,8 @@ def test_committed_solution_notebook_matches_its_spec(name):
     assert path.exists(), f"{path} missing: run `python -m autograder build`"
     assert path.read_text() == notebook_text(build_notebook(spec)), (
         f"{path} is out of date with autograder/exercises/{name}.py: run "
-        "`python -m autograder build` (then `python -m autograder release`)")
+        "`python -m autograder build` (then `python -m autograder release`)"
+    )
 
 
 def test_hidden_cells_call_the_framework_only():
@@ -253,10 +269,12 @@ def test_feedback_page_loses_its_cdn_mathjax(tmp_path):
     from autograder.feedback import MATHJAX_FILE, make_maths_offline, mathjax_source
 
     page = tmp_path / "nb.html"
-    page.write_text('<head>\n<!-- Load mathjax -->\n<script src="https://cdnjs.cloudflare.com/'
-                    'ajax/libs/mathjax/2.7.7/latest.js?config=TeX-AMS_CHTML-full,Safe"> '
-                    '</script>\n<script type="text/x-mathjax-config">MathJax.Hub.Config({});'
-                    '</script>\n<!-- End of mathjax configuration -->\n</head><body>$x^2$</body>')
+    page.write_text(
+        '<head>\n<!-- Load mathjax -->\n<script src="https://cdnjs.cloudflare.com/'
+        'ajax/libs/mathjax/2.7.7/latest.js?config=TeX-AMS_CHTML-full,Safe"> '
+        '</script>\n<script type="text/x-mathjax-config">MathJax.Hub.Config({});'
+        "</script>\n<!-- End of mathjax configuration -->\n</head><body>$x^2$</body>"
+    )
     assert make_maths_offline(page)
     html = page.read_text()
     assert "cdnjs" not in html and f'src="{MATHJAX_FILE}"' in html and "$x^2$" in html
@@ -271,15 +289,32 @@ def test_scrub_keeps_only_the_last_line_of_test_errors():
     from autograder.feedback import ScrubTestTracebacks
 
     test = nbformat.v4.new_code_cell("x")
-    test.metadata = {"nbgrader": {"grade": True, "solution": False, "grade_id": "t",
-                                  "points": 1, "schema_version": 3}}
-    test.outputs = [nbformat.v4.new_output("error", ename="AssertionError", evalue="boom",
-                                           traceback=["line with hidden source", "more"])]
+    test.metadata = {
+        "nbgrader": {
+            "grade": True,
+            "solution": False,
+            "grade_id": "t",
+            "points": 1,
+            "schema_version": 3,
+        }
+    }
+    test.outputs = [
+        nbformat.v4.new_output(
+            "error",
+            ename="AssertionError",
+            evalue="boom",
+            traceback=["line with hidden source", "more"],
+        )
+    ]
     mine = nbformat.v4.new_code_cell("y")
-    mine.metadata = {"nbgrader": {"grade": False, "solution": True, "grade_id": "s",
-                                  "schema_version": 3}}
-    mine.outputs = [nbformat.v4.new_output("error", ename="ValueError", evalue="v",
-                                           traceback=["student frame", "last"])]
+    mine.metadata = {
+        "nbgrader": {"grade": False, "solution": True, "grade_id": "s", "schema_version": 3}
+    }
+    mine.outputs = [
+        nbformat.v4.new_output(
+            "error", ename="ValueError", evalue="v", traceback=["student frame", "last"]
+        )
+    ]
     nb = nbformat.v4.new_notebook(cells=[test, mine])
     nb, _ = ScrubTestTracebacks().preprocess(nb, {})
     assert nb.cells[0].outputs[0].traceback == ["AssertionError: boom"]

@@ -9,15 +9,22 @@ caught by the ``properties`` checks alone.
 
 import numpy as np
 import pytest
+from helpers.autograder_cases_more import FEEDBACK_WORDS_MORE, ISSUE_CASES, WRONG_MORE
 
 from autograder.build import solution_source
 from autograder.checks import check_points, format_findings, run_check
 from autograder.exercises import load
 
-from helpers.autograder_cases_more import FEEDBACK_WORDS_MORE, ISSUE_CASES, WRONG_MORE
-
-MINE = ["attentive_probe", "transfer", "low_shot_eval", "wilson_interval", "rankme",
-        "two_nn_id", "retrieval_metrics", "linear_cka"]
+MINE = [
+    "attentive_probe",
+    "transfer",
+    "low_shot_eval",
+    "wilson_interval",
+    "rankme",
+    "two_nn_id",
+    "retrieval_metrics",
+    "linear_cka",
+]
 SEEDS = (1, 77, 4242)
 
 
@@ -51,16 +58,21 @@ def test_solution_full_marks_for_several_seeds(name):
 CASES = [(ex, var) for ex, variants in WRONG_MORE.items() for var in variants]
 
 
-@pytest.mark.parametrize("exercise,variant", [
-    pytest.param(*case, marks=pytest.mark.slow)
-    if case in {("linear_cka", "gram_matrices"), ("two_nn_id", "distance_matrix")} else case
-    for case in CASES])
+@pytest.mark.parametrize(
+    "exercise,variant",
+    [
+        pytest.param(*case, marks=pytest.mark.slow)
+        if case in {("linear_cka", "gram_matrices"), ("two_nn_id", "distance_matrix")}
+        else case
+        for case in CASES
+    ],
+)
 def test_wrong_solution_loses_exactly_its_checks(exercise, variant):
     source, failing = WRONG_MORE[exercise][variant]
     spec = load(exercise)
     assert failing <= set(spec.HIDDEN), failing - set(spec.HIDDEN)
     ns = _namespace(solution_source(spec))
-    ns.update(_namespace(source))          # the wrong function replaces its namesake
+    ns.update(_namespace(source))  # the wrong function replaces its namesake
     for seed in SEEDS[:2]:
         reports = []
         for check, (got, report) in _scores(spec, ns, seed).items():
@@ -80,6 +92,7 @@ def test_every_case_has_feedback_words_and_issue_cases_exist():
 
 def _mutating(fn):
     """The right function, which afterwards scribbles on its first array argument."""
+
     def wrapper(*args, **kwargs):
         out = fn(*args, **kwargs)
         for a in args:
@@ -87,12 +100,14 @@ def _mutating(fn):
                 a.flat[0] = a.flat[0] + 1
                 break
         return out
+
     wrapper.__name__ = fn.__name__
     return wrapper
 
 
 def _numpy_scalars(fn):
     """The right function returning NumPy scalars instead of Python floats."""
+
     def wrapper(*args, **kwargs):
         out = fn(*args, **kwargs)
         if isinstance(out, tuple):
@@ -100,15 +115,23 @@ def _numpy_scalars(fn):
         if isinstance(out, dict):
             return {k: np.float64(v) for k, v in out.items()}
         return np.float64(out)
+
     wrapper.__name__ = fn.__name__
     return wrapper
 
 
 @pytest.mark.parametrize("wrap", [_mutating, _numpy_scalars])
-@pytest.mark.parametrize("target,name", [
-    ("low_shot_eval", "low_shot_eval"), ("paired_bootstrap_ci", "wilson_interval"),
-    ("rankme", "rankme"), ("two_nn_id", "two_nn_id"),
-    ("retrieval_metrics", "retrieval_metrics"), ("linear_cka", "linear_cka")])
+@pytest.mark.parametrize(
+    "target,name",
+    [
+        ("low_shot_eval", "low_shot_eval"),
+        ("paired_bootstrap_ci", "wilson_interval"),
+        ("rankme", "rankme"),
+        ("two_nn_id", "two_nn_id"),
+        ("retrieval_metrics", "retrieval_metrics"),
+        ("linear_cka", "linear_cka"),
+    ],
+)
 def test_properties_checks_alone_catch_mutation_and_numpy_scalars(wrap, target, name):
     spec = load(name)
     ns = _namespace(solution_source(spec))
@@ -133,11 +156,13 @@ def test_attentive_and_transfer_properties_catch_mutation():
 
 def test_low_shot_ddof_check_reads_the_formula_from_two_draws():
     """A function reporting fixed accuracies (0.5, 0.7) in either convention."""
+
     def reporter(ddof):
         def low_shot_eval(pool_h, pool_y, query_h, query_y, shots, draws, rng):
             n = len(query_y)
             acc = np.array([round(0.5 * n), round(0.7 * n)]) / n
             return float(acc.mean()), float(acc.std(ddof=ddof))
+
         return low_shot_eval
 
     ok = run_check("low_shot_eval/ddof", reporter(1), 9)
@@ -156,7 +181,7 @@ def test_transfer_sequential_helper_differs_from_simultaneous_by_hand():
     lr = 0.1
     # one simultaneous step, by hand: r = X B^T v - y = (-0.5, 2), X^T r = (-0.5, 4)
     Xr = np.array([-0.5, 4.0])
-    want_v = v0 - lr * (B0 @ Xr)                  # (2 / n) = 1
+    want_v = v0 - lr * (B0 @ Xr)  # (2 / n) = 1
     want_B = B0 - lr * np.outer(v0, Xr)
     from repeval_ref import transfer
 

@@ -5,7 +5,7 @@ reference, answers that cheat on three exercises, resource limits, and that noth
 written outside the sandbox. One small class is then graded end to end with nbgrader, and
 the gradebook and ``grading_issues.csv`` are read from outside afterwards.
 """
-import csv
+
 import os
 import sqlite3
 import sys
@@ -14,6 +14,11 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from helpers.answer_notebooks import with_answer
+from helpers.autograder_cases import WRONG
+from helpers.course_roster import import_roster
+from helpers.worker_traces import sandbox_user_processes as _sandbox_user_processes
+from helpers.worker_traces import started_here, temp_root
 
 from autograder import REPO_ROOT
 from autograder.build import grade_ids, solution_source
@@ -23,12 +28,6 @@ from autograder.cleanroom_process import DEFAULT_LIMITS, Sandbox
 from autograder.codec import decode, encode
 from autograder.exercises import load
 
-from helpers.answer_notebooks import with_answer
-from helpers.autograder_cases import WRONG
-from helpers.worker_traces import sandbox_user_processes as _sandbox_user_processes
-from helpers.worker_traces import started_here, temp_root
-from helpers.course_roster import import_roster
-
 #: graded as a class is: every clean-room child forked from this worker's warm server
 #: (tests/test_autograder_cleanroom_fork.py holds both kinds of child to the same verdicts)
 pytestmark = pytest.mark.usefixtures("cleanroom_fork_server")
@@ -37,7 +36,7 @@ SEED = 4242
 FAST = {"call_s": 5.0, "start_s": 30.0, "cpu_s": 30, "memory_bytes": 2 << 30}
 
 # ---------------------------------------------------------------- answers
-RANK_SCIPY = '''import collections
+RANK_SCIPY = """import collections
 import numpy as np
 import scipy.linalg
 
@@ -56,9 +55,9 @@ def rank_bound(H, y, n_classes):
     sizes = sorted(counts.get(c, 0) for c in range(n_classes))
     dropped = n_classes - r - 1
     return residual, int(sum(sizes[:dropped])) if dropped > 0 else 0
-'''
+"""
 
-RETRIEVAL_LOOPS = '''import math
+RETRIEVAL_LOOPS = """import math
 import numpy as np
 from sklearn.preprocessing import normalize
 
@@ -94,18 +93,22 @@ def retrieval_metrics(query_h, query_y, corpus_h, corpus_y, ks=(1, 5, 10)):
     if not per:
         raise ValueError("no query has a relevant item in the corpus")
     return {key: float(np.mean([row[key] for row in per])) for key in per[0]}
-'''
+"""
 
 WRONG_RANK = "def rank_bound(H, y, n_classes):\n    return 0.0, 0\n"
-WRONG_RETRIEVAL = ('def retrieval_metrics(query_h, query_y, corpus_h, corpus_y, ks=(1, 5, 10)):\n'
-                   '    out = {f"{m}@{k}": 0.0 for k in ks for m in ("recall", "hit", "ndcg")}\n'
-                   '    out.update(mrr=0.0, map=0.0)\n    return out\n')
-WRONG_KNN = ("import numpy as np\n\n\ndef knn_classify(*args, **kwargs):\n"
-             "    queries = args[2] if len(args) > 2 else kwargs['test_h']\n"
-             "    return np.zeros(len(queries), dtype=np.int64)\n")
+WRONG_RETRIEVAL = (
+    "def retrieval_metrics(query_h, query_y, corpus_h, corpus_y, ks=(1, 5, 10)):\n"
+    '    out = {f"{m}@{k}": 0.0 for k in ks for m in ("recall", "hit", "ndcg")}\n'
+    "    out.update(mrr=0.0, map=0.0)\n    return out\n"
+)
+WRONG_KNN = (
+    "import numpy as np\n\n\ndef knn_classify(*args, **kwargs):\n"
+    "    queries = args[2] if len(args) > 2 else kwargs['test_h']\n"
+    "    return np.zeros(len(queries), dtype=np.int64)\n"
+)
 
 #: wraps every later cell in try/except, so failing asserts and checks pass silently
-TRANSFORMER = '''
+TRANSFORMER = """
 from IPython import get_ipython
 
 _ip = get_ipython()
@@ -114,10 +117,10 @@ if _ip is not None:
         body = ["    " + line for line in lines] or ["    pass\\n"]
         return ["try:\\n"] + body + ["\\nexcept BaseException:\\n    pass\\n"]
     _ip.input_transformers_post.append(_swallow)
-'''
+"""
 
 #: the reference and the grader's helpers replaced in sys.modules
-PATCH = '''
+PATCH = """
 import sys
 import types
 
@@ -131,14 +134,19 @@ for _name in list(sys.modules):
             if hasattr(_mod, _helper):
                 setattr(_mod, _helper, lambda *a, **k: "")
 sys.modules["repeval_" + "ref"] = _fake
-'''
+"""
 
 IMPORT_REF = "from repeval_ref import {fn}\n"
-DYNAMIC_IMPORT = ("import importlib\n\n_ref = importlib.import_module('repeval' + '_ref')\n"
-                  "{fn} = getattr(_ref, '{fn}')\n")
+DYNAMIC_IMPORT = (
+    "import importlib\n\n_ref = importlib.import_module('repeval' + '_ref')\n"
+    "{fn} = getattr(_ref, '{fn}')\n"
+)
 
-EXERCISES = {"rank_bound": WRONG_RANK, "retrieval_metrics": WRONG_RETRIEVAL,
-             "knn_classify": WRONG_KNN}
+EXERCISES = {
+    "rank_bound": WRONG_RANK,
+    "retrieval_metrics": WRONG_RETRIEVAL,
+    "knn_classify": WRONG_KNN,
+}
 
 
 def _score(verdicts):
@@ -148,6 +156,7 @@ def _score(verdicts):
 def _sandbox_processes():
     """Processes running the clean room's child program: started ones (the program's file
     name is on their command line) and forked ones (children of a fork server)."""
+
     def cmdline(pid):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as fh:
@@ -168,8 +177,9 @@ def _sandbox_processes():
             continue
         line = cmdline(entry)
         if b"cleanroom_child.py" in line or (
-                b"cleanroom_fork_server.py" in line
-                and b"cleanroom_fork_server.py" in cmdline(ppid(entry))):
+            b"cleanroom_fork_server.py" in line
+            and b"cleanroom_fork_server.py" in cmdline(ppid(entry))
+        ):
             found.append(int(entry))
     return found
 
@@ -178,8 +188,12 @@ def _sandbox_processes():
 def test_plain_data_round_trip_without_pickle():
     import numpy as np
 
-    x = {"a": (np.arange(6.0).reshape(2, 3), [1, 2.5, None, True, "s"]),
-         "g": np.random.default_rng(3), "s": np.float32(1.5), "i": 2**70}
+    x = {
+        "a": (np.arange(6.0).reshape(2, 3), [1, 2.5, None, True, "s"]),
+        "g": np.random.default_rng(3),
+        "s": np.float32(1.5),
+        "i": 2**70,
+    }
     y = decode(encode(x))
     assert np.array_equal(y["a"][0], x["a"][0]) and y["a"][0].dtype == x["a"][0].dtype
     assert y["a"][1] == [1, 2.5, None, True, "s"] and isinstance(y["a"], tuple)
@@ -201,15 +215,17 @@ def test_torch_modules_travel_as_layers_and_state():
     from autograder.codec import write_back as _write_back
 
     torch.manual_seed(0)
-    enc = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4),
-                              torch.nn.ReLU(), torch.nn.Dropout(0.2))
+    enc = torch.nn.Sequential(
+        torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4), torch.nn.ReLU(), torch.nn.Dropout(0.2)
+    )
     enc[1].running_mean.fill_(2.0)
     enc.train()
     enc[1].eval()
     back = decode(encode(enc))
     assert isinstance(back, ModuleState)
-    other = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4),
-                                torch.nn.ReLU(), torch.nn.Dropout(0.2))
+    other = torch.nn.Sequential(
+        torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4), torch.nn.ReLU(), torch.nn.Dropout(0.2)
+    )
     _write_back(other, back)
     for (k, a), (k2, b) in zip(enc.state_dict().items(), other.state_dict().items()):
         assert k == k2 and torch.equal(a, b)
@@ -227,10 +243,16 @@ def test_torch_modules_travel_as_layers_and_state():
 
 
 # ---------------------------------------------------------------- honest answers
-@pytest.mark.parametrize("name,code", [("rank_bound", RANK_SCIPY),
-                                       ("retrieval_metrics", RETRIEVAL_LOOPS),
-                                       ("knn_classify", None), ("wilson_interval", None),
-                                       ("frozen_features", None)])
+@pytest.mark.parametrize(
+    "name,code",
+    [
+        ("rank_bound", RANK_SCIPY),
+        ("retrieval_metrics", RETRIEVAL_LOOPS),
+        ("knn_classify", None),
+        ("wilson_interval", None),
+        ("frozen_features", None),
+    ],
+)
 def test_honest_answers_written_differently_get_full_marks(name, code):
     spec = load(name)
     verdicts = verify_source(spec, code or solution_source(spec), SEED, FAST)
@@ -240,21 +262,28 @@ def test_honest_answers_written_differently_get_full_marks(name, code):
     assert got == top, [v.message for v in verdicts if v.points != v.max_points]
 
 
-@pytest.mark.parametrize("name,lost", [("wilson_interval", {}),
-                                       ("rank_bound", {"rank_bound/properties": "Python float"}),
-                                       ("linear_cka", {"linear_cka/properties": "Python float"})])
+@pytest.mark.parametrize(
+    "name,lost",
+    [
+        ("wilson_interval", {}),
+        ("rank_bound", {"rank_bound/properties": "Python float"}),
+        ("linear_cka", {"linear_cka/properties": "Python float"}),
+    ],
+)
 def test_answers_returning_numpy_scalars_are_graded_on_their_values(name, lost):
     """An answer that returns numpy.float64 where a float is expected (NumPy reductions do)
     is graded like any other: such values used to come back from the child as the text
     "np.float64(...)", which failed to decode. Only the exercises whose statement asks for
     a Python float lose that one check, with a message that says so."""
     spec = load(name)
-    wrap = (f"\n\nimport numpy as _np\n_reference = {name}\n\n\n"
-            f"def {name}(*args, **kwargs):\n"
-            "    out = _reference(*args, **kwargs)\n"
-            "    if isinstance(out, tuple):\n"
-            "        return tuple(_np.float64(v) if isinstance(v, float) else v for v in out)\n"
-            "    return _np.float64(out) if isinstance(out, float) else out\n")
+    wrap = (
+        f"\n\nimport numpy as _np\n_reference = {name}\n\n\n"
+        f"def {name}(*args, **kwargs):\n"
+        "    out = _reference(*args, **kwargs)\n"
+        "    if isinstance(out, tuple):\n"
+        "        return tuple(_np.float64(v) if isinstance(v, float) else v for v in out)\n"
+        "    return _np.float64(out) if isinstance(out, float) else out\n"
+    )
     verdicts = verify_source(spec, solution_source(spec) + wrap, SEED, FAST)
     short = {v.grade_id: v for v in verdicts if v.points != v.max_points}
     by_check = grade_ids(spec)
@@ -264,10 +293,14 @@ def test_answers_returning_numpy_scalars_are_graded_on_their_values(name, lost):
         assert v.points == 0 and words in v.message and "float64" in v.message
 
 
-@pytest.mark.parametrize("exercise,variant", [(e, v) for e in ("knn_classify", "rank_bound",
-                                                              "retrieval_metrics", "rankme",
-                                                              "frozen_features")
-                                              for v in WRONG.get(e, {})])
+@pytest.mark.parametrize(
+    "exercise,variant",
+    [
+        (e, v)
+        for e in ("knn_classify", "rank_bound", "retrieval_metrics", "rankme", "frozen_features")
+        for v in WRONG.get(e, {})
+    ],
+)
 def test_verifier_agrees_with_the_in_process_checks_on_wrong_answers(exercise, variant):
     spec = load(exercise)
     code = WRONG[exercise][variant][0]
@@ -285,10 +318,12 @@ def test_verifier_agrees_with_the_in_process_checks_on_wrong_answers(exercise, v
 def test_cheating_answers_score_zero(exercise, attack):
     spec = load(exercise)
     wrong = EXERCISES[exercise]
-    code = {"transformer": TRANSFORMER + "\n" + wrong,
-            "patch": wrong + PATCH.format(fn=exercise),
-            "import": IMPORT_REF.format(fn=exercise),
-            "dynamic_import": DYNAMIC_IMPORT.format(fn=exercise)}[attack]
+    code = {
+        "transformer": TRANSFORMER + "\n" + wrong,
+        "patch": wrong + PATCH.format(fn=exercise),
+        "import": IMPORT_REF.format(fn=exercise),
+        "dynamic_import": DYNAMIC_IMPORT.format(fn=exercise),
+    }[attack]
     verdicts = verify_source(spec, code, SEED, FAST)
     assert _score(verdicts)[0] == 0.0
     if attack in ("import", "dynamic_import"):
@@ -299,11 +334,14 @@ def test_cheating_answers_score_zero(exercise, attack):
 
 def test_no_reference_or_grader_on_the_childs_path():
     spec = load("rank_bound")
-    probe = ("import importlib.util, sys\n"
-             "_found = [m for m in ('repeval_ref', 'autograder')\n"
-             "          if any(m in p for p in sys.path)]\n" + RANK_SCIPY +
-             "\n_orig = rank_bound\n\n\ndef rank_bound(H, y, n_classes):\n"
-             "    assert not _found, _found\n    return _orig(H, y, n_classes)\n")
+    probe = (
+        "import importlib.util, sys\n"
+        "_found = [m for m in ('repeval_ref', 'autograder')\n"
+        "          if any(m in p for p in sys.path)]\n"
+        + RANK_SCIPY
+        + "\n_orig = rank_bound\n\n\ndef rank_bound(H, y, n_classes):\n"
+        "    assert not _found, _found\n    return _orig(H, y, n_classes)\n"
+    )
     got, top = _score(verify_source(spec, probe, SEED, FAST))
     assert got == top
 
@@ -315,15 +353,19 @@ def test_the_child_loads_the_codec_yet_the_grader_stays_out_of_reach():
 
     assert not any(type(h).__name__ == "RefuseForbidden" for h in sys.meta_path)
     spec = load("rank_bound")
-    probe = ("import sys\n_seen = sorted(m for m in sys.modules if m.split('.')[0] in "
-             "('autograder', 'repeval_ref', 'cleanroom_codec', 'codec'))\n" + RANK_SCIPY +
-             "\n_orig = rank_bound\n\n\ndef rank_bound(H, y, n_classes):\n"
-             "    assert not _seen, _seen\n    return _orig(H, y, n_classes)\n")
+    probe = (
+        "import sys\n_seen = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('autograder', 'repeval_ref', 'cleanroom_codec', 'codec'))\n"
+        + RANK_SCIPY
+        + "\n_orig = rank_bound\n\n\ndef rank_bound(H, y, n_classes):\n"
+        "    assert not _seen, _seen\n    return _orig(H, y, n_classes)\n"
+    )
     got, top = _score(verify_source(spec, probe, SEED, FAST))
     assert got == top
-    for code in ("import autograder.codec\n" + RANK_SCIPY,
-                 "import importlib\n_c = importlib.import_module('auto' + 'grader.codec')\n"
-                 + RANK_SCIPY):
+    for code in (
+        "import autograder.codec\n" + RANK_SCIPY,
+        "import importlib\n_c = importlib.import_module('auto' + 'grader.codec')\n" + RANK_SCIPY,
+    ):
         verdicts = verify_source(spec, code, SEED, FAST)
         assert _score(verdicts)[0] == 0.0
         assert all("autograder" in v.message and "scores 0" in v.message for v in verdicts)
@@ -337,10 +379,12 @@ def test_answer_cannot_write_outside_its_folder(tmp_path):
     sqlite3.connect(db).execute("create table t (x)").connection.commit()
     before = db.read_bytes()
     marker = f"autograder-cleanroom-test-{os.getpid()}"
-    code = (f"import os\nfor _p in ({str(db)!r}, {str(course / 'autograded' / 'other' / 'x')!r},"
-            f" '/tmp/{marker}', {str(REPO_ROOT / marker)!r}):\n"
-            "    try:\n        open(_p, 'wb').write(b'garbage')\n    except OSError:\n        pass\n"
-            + WRONG_RANK)
+    code = (
+        f"import os\nfor _p in ({str(db)!r}, {str(course / 'autograded' / 'other' / 'x')!r},"
+        f" '/tmp/{marker}', {str(REPO_ROOT / marker)!r}):\n"
+        "    try:\n        open(_p, 'wb').write(b'garbage')\n    except OSError:\n        pass\n"
+        + WRONG_RANK
+    )
     assert _score(verify_source(load("rank_bound"), code, SEED, FAST))[0] == 0.0
     assert db.read_bytes() == before
     assert not (course / "autograded" / "other" / "x").exists()
@@ -351,15 +395,20 @@ def test_answer_cannot_write_outside_its_folder(tmp_path):
 # ---------------------------------------------------------------- resource limits
 BOMBS = {
     "loop": "def rank_bound(H, y, n_classes):\n    while True:\n        pass\n",
-    "memory": ("import numpy as np\n\n\ndef rank_bound(H, y, n_classes):\n"
-               "    blocks = []\n    while True:\n        blocks.append(np.ones(1 << 27))\n"),
-    "fork": ("import os\n\n\ndef rank_bound(H, y, n_classes):\n    while True:\n"
-             "        try:\n            os.fork()\n        except OSError:\n            pass\n"),
+    "memory": (
+        "import numpy as np\n\n\ndef rank_bound(H, y, n_classes):\n"
+        "    blocks = []\n    while True:\n        blocks.append(np.ones(1 << 27))\n"
+    ),
+    "fork": (
+        "import os\n\n\ndef rank_bound(H, y, n_classes):\n    while True:\n"
+        "        try:\n            os.fork()\n        except OSError:\n            pass\n"
+    ),
 }
 
 
-@pytest.mark.parametrize("bomb", [pytest.param(b, marks=pytest.mark.slow) if b == "fork" else b
-                                  for b in sorted(BOMBS)])
+@pytest.mark.parametrize(
+    "bomb", [pytest.param(b, marks=pytest.mark.slow) if b == "fork" else b for b in sorted(BOMBS)]
+)
 def test_bombs_end_within_limits_and_leave_nothing_behind(bomb):
     # a short call limit: the loop and fork bombs spin on every core until it ends
     limits = {**FAST, "call_s": 1.0, "memory_bytes": 1 << 30, "cpu_s": 20}
@@ -426,8 +475,11 @@ EXERCISE_ASSIGNMENTS = ["knn", "rank", "retrieval"]
 
 
 def _honest():
-    return {"rank_bound": RANK_SCIPY, "retrieval_metrics": RETRIEVAL_LOOPS,
-            "knn_classify": solution_source(load("knn_classify"))}
+    return {
+        "rank_bound": RANK_SCIPY,
+        "retrieval_metrics": RETRIEVAL_LOOPS,
+        "knn_classify": solution_source(load("knn_classify")),
+    }
 
 
 def _attackers(course, sentinel, marker):
@@ -461,8 +513,11 @@ def _grade_class(base, course_root, answers, workers=2):
 def _tree_hashes(folder):
     import hashlib
 
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(Path(folder).rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(Path(folder).rglob("*"))
+        if p.is_file()
+    }
 
 
 def _outside_dir(tmp_path_factory, name):
@@ -490,11 +545,16 @@ def graded(tmp_path_factory):
     course = _grade_class(tmp_path_factory.mktemp("attacked"), root, answers)
     before = {s: _tree_hashes(course.root / "submitted" / s) for s in answers}
     course.autograde(seed=SEED, workers=2)
-    alone = _grade_class(tmp_path_factory.mktemp("alone"), outside / "alone",
-                         {"honest": _honest()})
+    alone = _grade_class(tmp_path_factory.mktemp("alone"), outside / "alone", {"honest": _honest()})
     alone.autograde(seed=SEED, workers=2)
-    yield {"course": course, "alone": alone, "before": before, "sentinel": sentinel,
-           "marker": marker, "students": sorted(answers)}
+    yield {
+        "course": course,
+        "alone": alone,
+        "before": before,
+        "sentinel": sentinel,
+        "marker": marker,
+        "students": sorted(answers),
+    }
     shutil.rmtree(outside, ignore_errors=True)
     shutil.rmtree(sentinel, ignore_errors=True)
 
@@ -510,8 +570,7 @@ def _gradebook_scores(course):
         for st in gb.students:
             for a in gb.assignments:
                 for nb in a.notebooks:
-                    out[st.id, nb.name] = gb.find_submission_notebook(nb.name, a.name,
-                                                                      st.id).score
+                    out[st.id, nb.name] = gb.find_submission_notebook(nb.name, a.name, st.id).score
     return out
 
 
@@ -527,7 +586,9 @@ def _cell_grades(course, student):
                 "join submitted_assignment sa on sn.assignment_id = sa.id "
                 "join notebook n on sn.notebook_id = n.id "
                 "join base_cell b on g.cell_id = b.id "
-                "where sa.student_id = ?", (student,)).fetchall()
+                "where sa.student_id = ?",
+                (student,),
+            ).fetchall()
             out.update({(table, nb, cell): v for nb, cell, v in rows})
     return out
 
@@ -591,8 +652,9 @@ def test_visible_points_are_recorded_from_the_clean_room_not_the_patched_kernel(
     the gradebook holds the clean room's 0 for that cell, and the change is logged."""
     course = graded["course"]
     cells = _cell_grades(course, "visible_patcher")
-    rows = {r["notebook"]: r["problem"] for r in course.issues()
-            if r["student_id"] == "visible_patcher"}
+    rows = {
+        r["notebook"]: r["problem"] for r in course.issues() if r["student_id"] == "visible_patcher"
+    }
     for ex in EXERCISES:
         top = float(load(ex).VISIBLE_POINTS)
         assert cells["grade", ex, f"{ex}_visible_tests"] == 0.0, ex
@@ -600,9 +662,12 @@ def test_visible_points_are_recorded_from_the_clean_room_not_the_patched_kernel(
 
 
 @pytest.mark.slow  # a class graded end to end
-@pytest.mark.skipif(os.geteuid() != 0, reason="the OS-level confinement of nbgrader's run "
-                    "(own user id, private /tmp, the real course covered) needs root; "
-                    "without it a submission runs with the grader's rights")
+@pytest.mark.skipif(
+    os.geteuid() != 0,
+    reason="the OS-level confinement of nbgrader's run "
+    "(own user id, private /tmp, the real course covered) needs root; "
+    "without it a submission runs with the grader's rights",
+)
 def test_gradebook_attack_reaches_nothing_outside_its_sandbox(graded):
     course, alone = graded["course"], graded["alone"]
     # the real gradebook is an intact SQLite file; the honest student's grades are those
@@ -617,11 +682,13 @@ def test_gradebook_attack_reaches_nothing_outside_its_sandbox(graded):
             assert _tree_hashes(course.root / "submitted" / student) == hashes, student
     ours, theirs = (_feedback_view(c.root / "autograded" / "honest") for c in (course, alone))
     assert ours.keys() == theirs.keys()
-    differ = [(nb, i, a, b) for nb in ours for i, (a, b) in enumerate(zip(ours[nb], theirs[nb]))
-              if a != b]
-    assert not differ and all(len(ours[nb]) == len(theirs[nb]) for nb in ours), \
-        "the honest student's feedback differs from the class without attackers: " + "; ".join(
-            f"{nb} cell {i}: {a[1]!r:.300} != {b[1]!r:.300}" for nb, i, a, b in differ[:3])
+    differ = [
+        (nb, i, a, b) for nb in ours for i, (a, b) in enumerate(zip(ours[nb], theirs[nb])) if a != b
+    ]
+    assert not differ and all(len(ours[nb]) == len(theirs[nb]) for nb in ours), (
+        "the honest student's feedback differs from the class without attackers: "
+        + "; ".join(f"{nb} cell {i}: {a[1]!r:.300} != {b[1]!r:.300}" for nb, i, a, b in differ[:3])
+    )
     # nothing written outside the sandbox: the course root, a sentinel folder, /tmp
     assert not [p for p in course.root.rglob("pwned*")]
     assert not list(graded["sentinel"].iterdir())
@@ -629,4 +696,3 @@ def test_gradebook_attack_reaches_nothing_outside_its_sandbox(graded):
     assert not Path("/dev/shm", graded["marker"]).exists()
     assert not list(Path(temp_root()).glob("autograder-sandbox-*"))
     assert _sandbox_user_processes() == []
-

@@ -7,23 +7,29 @@ id, hidden repository, private ``/tmp``, limits); the same exit codes; and the s
 verdicts on honest, wrong and cheating answers. Each property is checked on both kinds of
 child, in this file's own process.
 """
+
 import json
 import os
 from pathlib import Path
 
 import pytest
+from helpers.tmp_listing import allowed_in_private_tmp
+from test_autograder_cleanroom import (
+    DYNAMIC_IMPORT,
+    IMPORT_REF,
+    PATCH,
+    RANK_SCIPY,
+    RETRIEVAL_LOOPS,
+    TRANSFORMER,
+    WRONG_KNN,
+    WRONG_RANK,
+)
 
 from autograder import cleanroom_process as cp
 from autograder.build import solution_source
 from autograder.checks import CheckTimeout
 from autograder.cleanroom import verify_source
 from autograder.exercises import load
-
-from helpers.tmp_listing import allowed_in_private_tmp
-
-from test_autograder_cleanroom import (
-    DYNAMIC_IMPORT, IMPORT_REF, PATCH, RANK_SCIPY, RETRIEVAL_LOOPS, TRANSFORMER, WRONG_KNN,
-    WRONG_RANK)
 
 #: verdicts graded twice in the clean room: left out of make test-fast (make test and CI
 #: run it)
@@ -33,7 +39,7 @@ SEED = 4242
 FAST = {"call_s": 5.0, "start_s": 30.0, "cpu_s": 30, "memory_bytes": 2 << 30}
 
 #: what the answer can see of its own process
-LOOK = '''
+LOOK = """
 import os, sys, random
 import numpy as np
 import torch
@@ -63,7 +69,7 @@ def seeds():
 def json_text(x):
     import json
     return json.dumps(x, sort_keys=True)
-'''
+"""
 
 
 @pytest.fixture(params=["spawned", "forked"])
@@ -75,8 +81,9 @@ def kind(request, monkeypatch, cleanroom_fork_server):
 
 
 def _look_source():
-    return (LOOK.replace("GRADER_UID", str(os.getuid()))
-            .replace("REPO", repr(str(Path(cp.__file__).resolve().parents[1]))))
+    return LOOK.replace("GRADER_UID", str(os.getuid())).replace(
+        "REPO", repr(str(Path(cp.__file__).resolve().parents[1]))
+    )
 
 
 def _verdicts_both_ways(spec, code, monkeypatch):
@@ -85,8 +92,10 @@ def _verdicts_both_ways(spec, code, monkeypatch):
     got = {}
     for kind in ("spawned", "forked"):
         monkeypatch.setenv(cp.FORK_ENV, "0" if kind == "spawned" else "1")
-        got[kind] = [(v.grade_id, v.points, v.max_points, v.message) for v in
-                     verify_source(spec, code, SEED, FAST)]
+        got[kind] = [
+            (v.grade_id, v.points, v.max_points, v.message)
+            for v in verify_source(spec, code, SEED, FAST)
+        ]
     return got
 
 
@@ -101,15 +110,24 @@ def test_the_answer_sees_the_same_process_either_way(cleanroom_fork_server, monk
     for kind in ("spawned", "forked"):
         monkeypatch.setenv(cp.FORK_ENV, "0" if kind == "spawned" else "1")
         with _sandbox(_look_source(), kind) as box:
-            assert box.started == {"seq": 0, "ok": True, "forbidden": [], "noticed": [],
-                                   "compiled": []}
+            assert box.started == {
+                "seq": 0,
+                "ok": True,
+                "forbidden": [],
+                "noticed": [],
+                "compiled": [],
+            }
             seen[kind] = json.loads(cp.remote_function(box, "look")())
     assert seen["forked"] == seen["spawned"]
     got = seen["forked"]
-    assert got["cwd"] == ["answer.py", "cleanroom_child.py", "codec.py"] and got["argv0"] == "cleanroom_child.py" and got["argv_len"] == 2
+    assert (
+        got["cwd"] == ["answer.py", "cleanroom_child.py", "codec.py"]
+        and got["argv0"] == "cleanroom_child.py"
+        and got["argv_len"] == 2
+    )
     assert got["main"] == "cleanroom_child.py" and got["grader_modules"] == []
     assert got["threads"] == 1 and got["hashseed"] == "0"
-    if os.geteuid() == 0:   # confined: its own user, no repository, an empty /tmp
+    if os.geteuid() == 0:  # confined: its own user, no repository, an empty /tmp
         assert not got["uid_is_grader"] and not got["repo_visible"]
         assert set(got["tmp"]) <= allowed_in_private_tmp()
 
@@ -119,7 +137,7 @@ def test_every_forked_child_draws_its_own_seeds(cleanroom_fork_server):
     for _ in range(3):
         with _sandbox(_look_source(), "forked") as box:
             draws.append(tuple(cp.remote_function(box, "seeds")()))
-    for i in range(3):   # random, NumPy and torch each differ between children
+    for i in range(3):  # random, NumPy and torch each differ between children
         assert len({d[i] for d in draws}) == 3, draws
 
 
@@ -127,8 +145,9 @@ def test_exit_codes_and_limits_are_those_of_a_started_child(kind):
     with _sandbox("import os\n\ndef quit():\n    os._exit(7)\n", kind) as box:
         with pytest.raises(RuntimeError, match="exit code 7"):
             cp.remote_function(box, "quit")()
-    with _sandbox("def spin():\n    while True:\n        pass\n", kind,
-                  {"cpu_s": 1, "call_s": 20.0}) as box:
+    with _sandbox(
+        "def spin():\n    while True:\n        pass\n", kind, {"cpu_s": 1, "call_s": 20.0}
+    ) as box:
         with pytest.raises(RuntimeError, match="CPU-time limit"):
             cp.remote_function(box, "spin")()
     # the address-space limit holds in both: 2 GiB leave 256 MB of data room beside the
@@ -142,35 +161,44 @@ def test_exit_codes_and_limits_are_those_of_a_started_child(kind):
 
 
 def test_a_killed_child_leaves_no_process(kind):
-    with _sandbox("import time\n\ndef nap():\n    time.sleep(60)\n", kind,
-                  {"call_s": 0.5}) as box:
+    with _sandbox("import time\n\ndef nap():\n    time.sleep(60)\n", kind, {"call_s": 0.5}) as box:
         pid = box.proc.pid
         with pytest.raises(CheckTimeout):
             cp.remote_function(box, "nap")()
-    assert box.proc.returncode == -9                      # killed, and reaped by its parent
+    assert box.proc.returncode == -9  # killed, and reaped by its parent
     assert not Path(f"/proc/{pid}").exists()
 
 
-@pytest.mark.parametrize("name,code", [("rank_bound", RANK_SCIPY),
-                                       ("retrieval_metrics", RETRIEVAL_LOOPS),
-                                       ("knn_classify", None), ("linear_cka", None)])
+@pytest.mark.parametrize(
+    "name,code",
+    [
+        ("rank_bound", RANK_SCIPY),
+        ("retrieval_metrics", RETRIEVAL_LOOPS),
+        ("knn_classify", None),
+        ("linear_cka", None),
+    ],
+)
 def test_the_same_verdicts_on_honest_answers(name, code, cleanroom_fork_server, monkeypatch):
     spec = load(name)
     got = _verdicts_both_ways(spec, code or solution_source(spec), monkeypatch)
     assert got["forked"] == got["spawned"]
-    assert all(p == top for _, p, top, _ in got["forked"])   # full marks
+    assert all(p == top for _, p, top, _ in got["forked"])  # full marks
 
 
-@pytest.mark.parametrize("exercise,wrong", [("rank_bound", WRONG_RANK),
-                                            ("knn_classify", WRONG_KNN)])
-@pytest.mark.parametrize("attack", ["plain", "transformer", "patch", "import",
-                                    "dynamic_import"])
-def test_the_same_verdicts_on_wrong_and_cheating_answers(exercise, wrong, attack,
-                                                         cleanroom_fork_server, monkeypatch):
-    code = {"plain": wrong, "transformer": TRANSFORMER + "\n" + wrong,
-            "patch": wrong + PATCH.format(fn=exercise),
-            "import": IMPORT_REF.format(fn=exercise),
-            "dynamic_import": DYNAMIC_IMPORT.format(fn=exercise)}[attack]
+@pytest.mark.parametrize(
+    "exercise,wrong", [("rank_bound", WRONG_RANK), ("knn_classify", WRONG_KNN)]
+)
+@pytest.mark.parametrize("attack", ["plain", "transformer", "patch", "import", "dynamic_import"])
+def test_the_same_verdicts_on_wrong_and_cheating_answers(
+    exercise, wrong, attack, cleanroom_fork_server, monkeypatch
+):
+    code = {
+        "plain": wrong,
+        "transformer": TRANSFORMER + "\n" + wrong,
+        "patch": wrong + PATCH.format(fn=exercise),
+        "import": IMPORT_REF.format(fn=exercise),
+        "dynamic_import": DYNAMIC_IMPORT.format(fn=exercise),
+    }[attack]
     got = _verdicts_both_ways(load(exercise), code, monkeypatch)
     assert got["forked"] == got["spawned"]
     assert sum(p or 0 for _, p, _, _ in got["forked"]) == 0.0
@@ -189,9 +217,9 @@ def test_the_server_refuses_a_request_it_cannot_serve(cleanroom_fork_server):
     server = cp._ready_fork_server()
     assert server is not None
     assert "error" in server.ask({"op": "nothing"})
-    assert "error" in server.ask({"op": "spawn"})          # no pipe ends attached
-    assert server.exit_code(2**22 + 12345) == -1           # no such process
-    with cp.Sandbox("x = 1\n", FAST) as box:               # and serves the next one
+    assert "error" in server.ask({"op": "spawn"})  # no pipe ends attached
+    assert server.exit_code(2**22 + 12345) == -1  # no such process
+    with cp.Sandbox("x = 1\n", FAST) as box:  # and serves the next one
         assert box.forked and box.started["ok"]
 
 
@@ -205,7 +233,7 @@ def test_the_servers_children_are_reaped_with_their_exit_codes():
     while kids.status(pid) is None:
         pass
     assert kids.status(pid) == 5 and not Path(f"/proc/{pid}").exists()
-    assert kids.status(1) == -1                       # not a child of this process
+    assert kids.status(1) == -1  # not a child of this process
     with pytest.raises(ValueError, match="pid"):
         kids.status(0)
     with pytest.raises(ValueError, match="path"):
@@ -236,7 +264,7 @@ def test_honest_answers_are_noticed_for_nothing(kind):
 
 
 #: an answer that tries, one after the other, what the clean room hides or refuses
-TRIES = '''
+TRIES = """
 import ctypes, importlib.util, os, socket, subprocess
 
 def _try(f):
@@ -257,7 +285,7 @@ for _i in range(100):
 
 def rank_bound(H, y, n_classes):
     return 0.0, 0
-'''
+"""
 
 
 def test_what_an_answer_tries_beyond_its_room_is_noticed(kind):
@@ -265,11 +293,16 @@ def test_what_an_answer_tries_beyond_its_room_is_noticed(kind):
     with _sandbox(TRIES.format(init=init), kind) as box:
         assert box.started["ok"], box.started
         noticed = list(box.noticed)
-    assert noticed[:7] == [f"open {init}", f"open /proc/self/root{init}", "list /var/tmp",
-                           "connect to ('127.0.0.1', 9)", "start a process (subprocess.Popen)",
-                           "load native code through ctypes (ctypes.dlopen None)",
-                           "load native code through ctypes (ctypes.dlsym 'malloc')"]
-    assert len(noticed) == cp.MAX_NOTICES                       # the flood is cut short
+    assert noticed[:7] == [
+        f"open {init}",
+        f"open /proc/self/root{init}",
+        "list /var/tmp",
+        "connect to ('127.0.0.1', 9)",
+        "start a process (subprocess.Popen)",
+        "load native code through ctypes (ctypes.dlopen None)",
+        "load native code through ctypes (ctypes.dlsym 'malloc')",
+    ]
+    assert len(noticed) == cp.MAX_NOTICES  # the flood is cut short
     assert noticed[7:] == [f"open /etc/nothing-{i}" for i in range(cp.MAX_NOTICES - 7)]
     verdicts = verify_source(load("rank_bound"), TRIES.format(init=init), SEED, FAST)
     assert sum(v.points for v in verdicts) == 0.0

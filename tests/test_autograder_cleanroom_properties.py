@@ -12,6 +12,7 @@ process (:func:`autograder.cleanroom.run_visible`): an answer that passes the vi
 tests only by patching NumPy or the builtins at the top of its cell (which fools a
 shared interpreter, tested here) keeps no visible-test point.
 """
+
 import os
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from helpers.autograder_cases_more import CKA_GRAM_MATRICES, TWONN_DISTANCE_MATRIX
 
 from autograder.build import grade_ids, solution_source
 from autograder.checks import format_findings, run_check
@@ -28,8 +30,6 @@ from autograder.cleanroom import run_visible, verify_source
 from autograder.cleanroom_child import traced_peak
 from autograder.cleanroom_process import RemoteFunction, Sandbox, remote_function
 from autograder.exercises import EXERCISES, load
-
-from helpers.autograder_cases_more import CKA_GRAM_MATRICES, TWONN_DISTANCE_MATRIX
 
 #: answers graded end to end in the clean room: left out of make test-fast (make test and CI
 #: run it)
@@ -41,7 +41,7 @@ FAST = {"call_s": 5.0, "start_s": 30.0, "cpu_s": 30, "memory_bytes": 2 << 30}
 # ------------------------------------------------------------------ answers
 #: the distance-matrix answer that also hides its peak from tracemalloc: it restarts the
 #: trace after dropping the matrix (only the process's resident memory still shows it)
-TWONN_HIDDEN_PEAK = '''
+TWONN_HIDDEN_PEAK = """
 import tracemalloc
 import numpy as np
 from scipy.spatial.distance import cdist
@@ -58,22 +58,25 @@ def two_nn_id(X):
         tracemalloc.stop()
         tracemalloc.start()
     return est
-'''
+"""
 
 #: the same, also resetting its own resident-memory high-water mark before it returns
 #: (the grader's samples taken while it works still see the matrix)
-TWONN_HIDDEN_MARK = TWONN_HIDDEN_PEAK.replace('''    return est
-''', '''    try:
+TWONN_HIDDEN_MARK = TWONN_HIDDEN_PEAK.replace(
+    """    return est
+""",
+    """    try:
         with open("/proc/self/clear_refs", "w") as fh:
             fh.write("5")
     except OSError:
         pass
     return est
-''')
+""",
+)
 
 #: the distance matrix built by torch, whose buffers tracemalloc does not see (computed
 #: without the matrix-product shortcut, so that the distances are exact)
-TWONN_TORCH_MATRIX = '''
+TWONN_TORCH_MATRIX = """
 import numpy as np
 import torch
 
@@ -85,11 +88,11 @@ def two_nn_id(X):
     if np.any(r[:, 0] == 0):
         raise ValueError("duplicate points")
     return float(len(X) / np.sum(np.log(r[:, 1] / r[:, 0])))
-'''
+"""
 
 #: the same matrix in float32 (half the memory), used only to find each point's three
 #: nearest candidates, whose distances are then recomputed exactly in float64
-TWONN_TORCH_FLOAT32 = '''
+TWONN_TORCH_FLOAT32 = """
 import numpy as np
 import torch
 
@@ -104,7 +107,7 @@ def two_nn_id(X):
     if np.any(r[:, 0] == 0):
         raise ValueError("duplicate points")
     return float(len(X) / np.sum(np.log(r[:, 1] / r[:, 0])))
-'''
+"""
 
 #: variants seen only by the resident memory (their numbers differ between the places)
 BY_RESIDENT_MEMORY = {"hidden_peak", "hidden_mark", "torch_matrix", "torch_float32"}
@@ -113,24 +116,50 @@ FOOL_THE_KERNEL = {"hidden_mark"}
 
 #: (exercise, answer that breaks only the memory property, its check, the cause it names)
 MEMORY = {
-    "distance_matrix": ("two_nn_id", TWONN_DISTANCE_MATRIX, "two_nn_id/no_n_by_n_matrix",
-                        "builds all pairwise distances"),
-    "gram_matrices": ("linear_cka", CKA_GRAM_MATRICES, "linear_cka/no_gram_matrix",
-                      "n x n Gram matrices"),
-    "hidden_peak": ("two_nn_id", TWONN_HIDDEN_PEAK, "two_nn_id/no_n_by_n_matrix",
-                    "builds all pairwise distances"),
-    "hidden_mark": ("two_nn_id", TWONN_HIDDEN_MARK, "two_nn_id/no_n_by_n_matrix",
-                    "builds all pairwise distances"),
-    "torch_matrix": ("two_nn_id", TWONN_TORCH_MATRIX, "two_nn_id/no_n_by_n_matrix",
-                     "builds all pairwise distances"),
-    "torch_float32": ("two_nn_id", TWONN_TORCH_FLOAT32, "two_nn_id/no_n_by_n_matrix",
-                      "builds all pairwise distances"),
+    "distance_matrix": (
+        "two_nn_id",
+        TWONN_DISTANCE_MATRIX,
+        "two_nn_id/no_n_by_n_matrix",
+        "builds all pairwise distances",
+    ),
+    "gram_matrices": (
+        "linear_cka",
+        CKA_GRAM_MATRICES,
+        "linear_cka/no_gram_matrix",
+        "n x n Gram matrices",
+    ),
+    "hidden_peak": (
+        "two_nn_id",
+        TWONN_HIDDEN_PEAK,
+        "two_nn_id/no_n_by_n_matrix",
+        "builds all pairwise distances",
+    ),
+    "hidden_mark": (
+        "two_nn_id",
+        TWONN_HIDDEN_MARK,
+        "two_nn_id/no_n_by_n_matrix",
+        "builds all pairwise distances",
+    ),
+    "torch_matrix": (
+        "two_nn_id",
+        TWONN_TORCH_MATRIX,
+        "two_nn_id/no_n_by_n_matrix",
+        "builds all pairwise distances",
+    ),
+    "torch_float32": (
+        "two_nn_id",
+        TWONN_TORCH_FLOAT32,
+        "two_nn_id/no_n_by_n_matrix",
+        "builds all pairwise distances",
+    ),
 }
 
 #: right results from functions that centre their inputs in place: (exercise, answer, the
 #: one check that must fail, its words)
 IN_PLACE = {
-    "two_nn_id": ("two_nn_id", '''
+    "two_nn_id": (
+        "two_nn_id",
+        """
 def two_nn_id(X):
     X -= X.mean(axis=0)              # distances do not change, the caller's X does
     dist, _ = cKDTree(X).query(X, k=3)
@@ -138,50 +167,78 @@ def two_nn_id(X):
     if np.any(r1 == 0):
         raise ValueError("duplicate points")
     return float(len(X) / np.sum(np.log(r2 / r1)))
-''', "two_nn_id/properties", "modified X in place"),
-    "linear_cka": ("linear_cka", '''
+""",
+        "two_nn_id/properties",
+        "modified X in place",
+    ),
+    "linear_cka": (
+        "linear_cka",
+        """
 def linear_cka(X, Y):
     X -= X.mean(axis=0)
     Y -= Y.mean(axis=0)
     cross = np.linalg.norm(X.T @ Y) ** 2
     return float(cross / (np.linalg.norm(X.T @ X) * np.linalg.norm(Y.T @ Y)))
-''', "linear_cka/properties", "modified X, Y in place"),
+""",
+        "linear_cka/properties",
+        "modified X, Y in place",
+    ),
 }
 
 #: patches of an answer's cell, each enough to pass that exercise's visible tests with a
 #: wrong function in a shared interpreter: (exercise, patch at the top of the cell, the
 #: wrong function, patch at its end: one of ``compile`` must follow the cell's imports)
 PATCHED_VISIBLE = {
-    "exec_rank_bound": ("rank_bound", '''
+    "exec_rank_bound": (
+        "rank_bound",
+        """
 import builtins
 builtins.exec = lambda *args, **kwargs: None
-''', '''
+""",
+        """
 def rank_bound(H, y, n_classes):
     return 0.0, 0
-''', ""),
-    "allclose_fold_batchnorm": ("fold_batchnorm", '''
+""",
+        "",
+    ),
+    "allclose_fold_batchnorm": (
+        "fold_batchnorm",
+        """
 import numpy as np
 np.allclose = lambda *args, **kwargs: True
 np.testing.assert_allclose = lambda *args, **kwargs: None
-''', '''
+""",
+        """
 def fold_batchnorm(W, b, mu, s):
     return np.zeros_like(np.asarray(W, float)), np.zeros_like(np.asarray(b, float))
-''', ""),
-    "abs_linear_cka": ("linear_cka", '''
+""",
+        "",
+    ),
+    "abs_linear_cka": (
+        "linear_cka",
+        """
 import builtins
 builtins.abs = lambda x: 0.0
-''', '''
+""",
+        """
 def linear_cka(X, Y):
     return 0.1
-''', ""),
-    "compile_two_nn_id": ("two_nn_id", "", '''
+""",
+        "",
+    ),
+    "compile_two_nn_id": (
+        "two_nn_id",
+        "",
+        """
 def two_nn_id(X):
     return 2.0
-''', '''
+""",
+        """
 import builtins
 _compile = builtins.compile
 builtins.compile = lambda source, filename, mode, *args, **kwargs: _compile("pass", filename, mode)
-'''),
+""",
+    ),
 }
 
 
@@ -201,7 +258,7 @@ def _in_kernel(spec, code, check):
 def test_traced_peak_sees_a_numpy_buffer_and_names_a_bad_call():
     result, peak = traced_peak(lambda: float(np.ones((1000, 1000)).sum()))
     assert result == 1e6
-    assert 7.5e6 < peak < 9e6                    # one 8 MB buffer, nothing else of size
+    assert 7.5e6 < peak < 9e6  # one 8 MB buffer, nothing else of size
     with pytest.raises(ValueError, match="call"):
         traced_peak(42)
 
@@ -210,8 +267,8 @@ def test_call_peak_trusts_the_trace_unless_resident_memory_rose_far_more():
     mb = 2**20
     assert call_peak({"traced": 3 * mb, "rss": None}) == 3 * mb
     assert call_peak({"traced": 70 * mb, "rss": 72 * mb}) == 70 * mb  # the kernel's number
-    assert call_peak({"traced": 0, "rss": RSS_BACKSTOP - 1}) == 0     # noise of a library
-    assert call_peak({"traced": mb, "rss": 100 * mb}) == 100 * mb     # a trace evaded
+    assert call_peak({"traced": 0, "rss": RSS_BACKSTOP - 1}) == 0  # noise of a library
+    assert call_peak({"traced": mb, "rss": 100 * mb}) == 100 * mb  # a trace evaded
     with pytest.raises(ValueError, match="cost"):
         call_peak({"rss": 5})
 
@@ -242,7 +299,7 @@ def test_the_child_reports_the_calls_peak_and_the_grader_its_resident_memory():
         out, big = f.measured_call(3000)
     assert out == 9e6
     assert small["traced"] < 2**16 and big["traced"] > 68 * 2**20
-    if big["rss"] is not None:   # where the grader may reset the child's high-water mark
+    if big["rss"] is not None:  # where the grader may reset the child's high-water mark
         assert big["rss"] > 60 * 2**20 and small["rss"] < RSS_BACKSTOP
 
 
@@ -253,7 +310,7 @@ def test_a_check_that_outlives_its_call_ends_the_child_instead_of_reading_a_late
         with pytest.raises(CheckTimeout):
             with _time_limit(0.3):
                 f(1.5)
-        with pytest.raises(CheckTimeout):      # not the late reply 1.5 to this call
+        with pytest.raises(CheckTimeout):  # not the late reply 1.5 to this call
             f(0.0)
         assert box.dead and "did not return" in box.dead
 
@@ -263,8 +320,7 @@ def test_a_call_past_its_own_limit_is_named_with_that_limit():
     own limit is longer (60 s) is reported with the limit that fired."""
     src = "import time\n\ndef rank_bound(H, y, n_classes):\n    time.sleep(30)\n"
     with Sandbox(src, {**FAST, "call_s": 1.0}) as box:
-        f = run_check("rank_bound/properties", remote_function(box, "rank_bound"), 1,
-                      time_limit=60)
+        f = run_check("rank_bound/properties", remote_function(box, "rank_bound"), 1, time_limit=60)
     assert f[0].points == 0
     assert "stopped after 1 s (one call of your function)" in f[0].message, f[0].message
 
@@ -291,14 +347,16 @@ def test_an_answer_building_the_matrix_loses_only_the_memory_check(variant):
     if variant in FOOL_THE_KERNEL:
         return
     kernel = _in_kernel(spec, code, check)
-    if variant in BY_RESIDENT_MEMORY:   # the kernel sees it too, with its own number
+    if variant in BY_RESIDENT_MEMORY:  # the kernel sees it too, with its own number
         assert ": 0 / 1 points" in kernel and cause in kernel
-    else:                               # the same verdict and text as in the kernel
+    else:  # the same verdict and text as in the kernel
         assert v.message == kernel
 
 
-@pytest.mark.parametrize("exercise,check", [("two_nn_id", "two_nn_id/no_n_by_n_matrix"),
-                                            ("linear_cka", "linear_cka/no_gram_matrix")])
+@pytest.mark.parametrize(
+    "exercise,check",
+    [("two_nn_id", "two_nn_id/no_n_by_n_matrix"), ("linear_cka", "linear_cka/no_gram_matrix")],
+)
 def test_an_honest_answer_keeps_the_memory_check_and_every_other(exercise, check):
     spec = load(exercise)
     code = solution_source(spec)
@@ -324,7 +382,7 @@ def test_an_answer_changing_its_inputs_loses_only_the_check_that_says_so(variant
 def _passes_in_one_interpreter(spec, code):
     """Whether the visible tests pass when they run after the answer in one fresh
     interpreter, as in nbgrader's kernel (the answer's patches then reach them)."""
-    program = textwrap.dedent('''
+    program = textwrap.dedent("""
         import sys
         answer, tests = sys.stdin.read().split("\\0")
         namespace = {}
@@ -335,9 +393,14 @@ def _passes_in_one_interpreter(spec, code):
             print("FAILED")
         else:
             print("PASSED")
-        ''')
-    out = subprocess.run([sys.executable, "-c", program], input=code + "\0" + spec.VISIBLE_TESTS,
-                         capture_output=True, text=True, timeout=120)
+        """)
+    out = subprocess.run(
+        [sys.executable, "-c", program],
+        input=code + "\0" + spec.VISIBLE_TESTS,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return out.stdout.strip().splitlines()[-1:] == ["PASSED"]
 
 
@@ -385,8 +448,11 @@ def test_the_reference_side_of_a_verification_runs_on_one_thread(monkeypatch, tw
     from autograder.course import _verify_one
 
     seen = []
-    monkeypatch.setattr(cleanroom, "verify_notebook",
-                        lambda *a, **k: seen.append([p["num_threads"] for p in threadpool_info()]))
+    monkeypatch.setattr(
+        cleanroom,
+        "verify_notebook",
+        lambda *a, **k: seen.append([p["num_threads"] for p in threadpool_info()]),
+    )
     before = [p["num_threads"] for p in threadpool_info()]
     assert max(before) == 2
     _verify_one("rank_bound", None, 0, {})
@@ -402,8 +468,11 @@ def test_the_clean_room_gets_the_kernels_budget_for_each_notebook():
 
     for name in EXERCISES:
         got = cleanroom_limits(10, name)
-        assert got == {"call_s": 8.0, "start_s": 10.0,
-                       "total_s": NOTEBOOK_BASE_S + 10.0 * (2 + len(load(name).HIDDEN))}
+        assert got == {
+            "call_s": 8.0,
+            "start_s": 10.0,
+            "total_s": NOTEBOOK_BASE_S + 10.0 * (2 + len(load(name).HIDDEN)),
+        }
     assert cleanroom_limits(0.5, "rank_bound")["call_s"] == 1.0
     for bad in (0, -3, True, "60", None):
         with pytest.raises(ValueError, match="timeout"):

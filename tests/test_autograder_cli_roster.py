@@ -1,4 +1,5 @@
 """`autograder roster` says how many students the course has and how many the file added."""
+
 import csv
 import os
 import sys
@@ -30,7 +31,7 @@ def test_roster_prints_its_count(tmp_path, capsys, monkeypatch):
         pass  # an empty gradebook: the command then skips setting up the chapters
     first, second = tmp_path / "a.csv", tmp_path / "b.csv"
     _write(first, ["ann", "ben", "cal"])
-    _write(second, ["cal", "dee"])   # one already there
+    _write(second, ["cal", "dee"])  # one already there
     assert cli.main(["--course", str(course), "roster", str(first)]) == 0
     assert f"roster: 3 students in the course, 3 new from {first}" in capsys.readouterr().out
     assert cli.main(["--course", str(course), "roster", str(second)]) == 0

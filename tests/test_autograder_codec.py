@@ -5,6 +5,7 @@ returns leniently (an opaque stand-in for anything else); the child rebuilds mod
 grader gets their state back. The round trips through a real child are in
 tests/test_autograder_cleanroom.py.
 """
+
 import ast
 import collections
 from pathlib import Path
@@ -32,8 +33,9 @@ def test_strict_and_lenient_encodings_of_containers_and_strangers():
         back = codec.decode(d)
         assert type(back).__name__ == type(odd).__name__ and repr(back) == repr(odd)[:200]
     assert codec.encode([(1, 2.0)], lenient=True) == codec.encode([(1, 2.0)])
-    assert codec.decode(codec.encode({"k": [None, True, "s", 2 ** 70]}, lenient=True)) == \
-        {"k": [None, True, "s", 2 ** 70]}
+    assert codec.decode(codec.encode({"k": [None, True, "s", 2**70]}, lenient=True)) == {
+        "k": [None, True, "s", 2**70]
+    }
     with pytest.raises(ValueError, match="d must be"):
         codec.decode([1])
     with pytest.raises(ValueError, match="unknown tag"):
@@ -43,23 +45,29 @@ def test_strict_and_lenient_encodings_of_containers_and_strangers():
 def test_the_child_rebuilds_a_module_the_grader_gets_its_state():
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)
-    enc = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4),
-                              torch.nn.GELU(), torch.nn.Dropout(0.3), torch.nn.Identity())
+    enc = torch.nn.Sequential(
+        torch.nn.Linear(3, 4),
+        torch.nn.BatchNorm1d(4),
+        torch.nn.GELU(),
+        torch.nn.Dropout(0.3),
+        torch.nn.Identity(),
+    )
     enc[1].running_mean.fill_(1.5)
     enc[0].weight.requires_grad_(False)
     enc.eval()
     enc[3].train()
     sent = codec.encode(enc)
     assert "spec" in sent
-    rebuilt = codec.decode(sent, build_modules=True)       # in the child
+    rebuilt = codec.decode(sent, build_modules=True)  # in the child
     assert [type(m).__name__ for m in rebuilt] == [type(m).__name__ for m in enc]
     for (k, a), (k2, b) in zip(enc.state_dict().items(), rebuilt.state_dict().items()):
         assert k == k2 and torch.equal(a, b)
     assert [m.training for m in rebuilt.modules()] == [m.training for m in enc.modules()]
-    assert [p.requires_grad for p in rebuilt.parameters()] == \
-        [p.requires_grad for p in enc.parameters()]
+    assert [p.requires_grad for p in rebuilt.parameters()] == [
+        p.requires_grad for p in enc.parameters()
+    ]
     assert rebuilt[3].p == 0.3 and rebuilt[1].eps == enc[1].eps
-    back = codec.encode(rebuilt, lenient=True)               # the child's reply
+    back = codec.encode(rebuilt, lenient=True)  # the child's reply
     assert "spec" not in back
     state = codec.decode(back)
     assert isinstance(state, codec.ModuleState)
@@ -77,8 +85,7 @@ def test_the_codec_imports_neither_the_reference_nor_the_grader():
         elif isinstance(node, ast.ImportFrom):
             assert node.level == 0, "a relative import would need the autograder package"
             names.append(node.module)
-    assert {n.split(".")[0] for n in names} <= {"base64", "io", "json", "sys", "numpy",
-                                                "torch"}
+    assert {n.split(".")[0] for n in names} <= {"base64", "io", "json", "sys", "numpy", "torch"}
 
 
 def test_the_child_loads_the_codec_from_its_file_only():
@@ -96,8 +103,16 @@ def test_the_child_loads_the_codec_from_its_file_only():
 @pytest.mark.parametrize("lenient", [False, True])
 def test_numpy_scalars_keep_their_type_and_value(lenient):
     # numpy.float64 subclasses float, and its repr is "np.float64(...)" under NumPy 2
-    for x in (np.float64(0.1), np.float32(2.5), np.float16(-1.0), np.int64(-3), np.uint8(7),
-              np.bool_(True), np.complex128(1 + 2j), np.float64("nan")):
+    for x in (
+        np.float64(0.1),
+        np.float32(2.5),
+        np.float16(-1.0),
+        np.int64(-3),
+        np.uint8(7),
+        np.bool_(True),
+        np.complex128(1 + 2j),
+        np.float64("nan"),
+    ):
         back = codec.decode(codec.encode(x, lenient=lenient))
         assert type(back) is type(x)
         assert np.array_equal(np.asarray(back), np.asarray(x), equal_nan=True)

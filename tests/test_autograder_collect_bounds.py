@@ -14,12 +14,12 @@ collect``) and judged from outside:
   ``grading_issues.csv`` and the three exports as text: no cell that is not a number
   starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return.
 """
+
 import csv
 import subprocess
 import sys
 import time
 import zipfile
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -31,9 +31,11 @@ from autograder.issue_log import MAX_PER_NOTEBOOK, MORE_PREFIX
 RELEASE = REPO_ROOT / "exercises" / "knn" / "knn_classify.ipynb"
 
 #: runs one command and prints the peak resident memory of its processes, in KiB
-_PEAK = ("import resource, subprocess, sys\n"
-         "rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode\n"
-         "print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+_PEAK = (
+    "import resource, subprocess, sys\n"
+    "rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode\n"
+    "print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+)
 
 
 def _autograder(course, *args, timeout=900):
@@ -44,9 +46,24 @@ def _autograder(course, *args, timeout=900):
 def _collect_measured(course, folder):
     """(exit code, peak resident memory in MiB, seconds) of ``autograder collect``."""
     t0 = time.monotonic()
-    out = subprocess.run([sys.executable, "-c", _PEAK, sys.executable, "-m", "autograder",
-                          "--course", str(course), "collect", str(folder)],
-                         capture_output=True, text=True, timeout=900, cwd=REPO_ROOT)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _PEAK,
+            sys.executable,
+            "-m",
+            "autograder",
+            "--course",
+            str(course),
+            "collect",
+            str(folder),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=REPO_ROOT,
+    )
     took = time.monotonic() - t0
     rc, kib = out.stdout.split()
     return int(rc), int(kib) / 1024, took
@@ -104,8 +121,9 @@ def test_a_zip_bomb_and_a_zip_of_100000_members_are_refused_in_little_memory(cou
     assert not (course / "submitted" / "bomber").exists()
     assert not (course / "submitted" / "crowd").exists()
     assert (course / "submitted" / "honest" / "knn" / "knn_classify.ipynb").is_file()
-    assert not [r for r in rows if r["student_id"] == "honest"
-                and "roster" not in r["problem"]], rows
+    assert not [r for r in rows if r["student_id"] == "honest" and "roster" not in r["problem"]], (
+        rows
+    )
 
 
 def _broken(cells):
@@ -114,8 +132,10 @@ def _broken(cells):
     for i in range(cells):
         cell = nbformat.v4.new_code_cell(f"def broken_{i}(:\n    pass\n")
         cell.id = f"broken-{i}"
-        cell.metadata["nbgrader"] = {**solution.metadata["nbgrader"],
-                                     "grade_id": f"knn_classify_extra_{i}"}
+        cell.metadata["nbgrader"] = {
+            **solution.metadata["nbgrader"],
+            "grade_id": f"knn_classify_extra_{i}",
+        }
         nb.cells.append(cell)
     return nb
 
@@ -146,8 +166,12 @@ def _is_number(cell):
 
 def _risky(path):
     with open(path, newline="") as fh:
-        return [cell for row in csv.reader(fh) for cell in row
-                if cell.startswith(FORMULA_STARTS) and not _is_number(cell)]
+        return [
+            cell
+            for row in csv.reader(fh)
+            for cell in row
+            if cell.startswith(FORMULA_STARTS) and not _is_number(cell)
+        ]
 
 
 def test_formulas_in_names_reach_every_csv_as_text(course, tmp_path):
@@ -155,27 +179,38 @@ def test_formulas_in_names_reach_every_csv_as_text(course, tmp_path):
     formula = '=HYPERLINK("http:evil.example","click")'
     (subs / "=1+2" / "knn").mkdir(parents=True)
     (subs / "=1+2" / "knn" / "knn_classify.ipynb").write_bytes(RELEASE.read_bytes())
-    (subs / "@SUM(A1)").mkdir()          # not on the roster: named in the log
+    (subs / "@SUM(A1)").mkdir()  # not on the roster: named in the log
     (subs / "-plain" / "knn").mkdir(parents=True)
     (subs / "-plain" / "knn" / "+cmd.ipynb").write_bytes(RELEASE.read_bytes())
     (subs / "-plain" / "knn" / f"{formula}.ipynb").write_text("{}")
     roster = tmp_path / "roster.csv"
-    roster.write_text("id,first_name,last_name,email\n=1+2,=cmd,@name,a@example.org\n"
-                      "-plain,Plain,Student,p@example.org\n")
+    roster.write_text(
+        "id,first_name,last_name,email\n=1+2,=cmd,@name,a@example.org\n"
+        "-plain,Plain,Student,p@example.org\n"
+    )
     for args in (("roster", str(roster)), ("collect", str(subs))):
         proc = _autograder(course, *args)
         assert proc.returncode == 0, proc.stdout + proc.stderr
     export = tmp_path / "grades.csv"
     proc = _autograder(course, "export", str(export))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    files = [course / "grading_issues.csv", export,
-             export.with_name("grades_by_notebook.csv"), export.with_name("grades_canvas.csv")]
+    files = [
+        course / "grading_issues.csv",
+        export,
+        export.with_name("grades_by_notebook.csv"),
+        export.with_name("grades_canvas.csv"),
+    ]
     for path in files:
         assert path.is_file(), path
         assert _risky(path) == [], (path, _risky(path))
     text = (course / "grading_issues.csv").read_text()
     # the names are there, as text a spreadsheet shows
-    for name in ("'@SUM(A1)", "'-plain", "submitted as +cmd.ipynb", "'" + formula.replace('"', '""')):
+    for name in (
+        "'@SUM(A1)",
+        "'-plain",
+        "submitted as +cmd.ipynb",
+        "'" + formula.replace('"', '""'),
+    ):
         assert name in text, name
     by_notebook = export.with_name("grades_by_notebook.csv").read_text()
     assert "'=1+2" in by_notebook and "'-plain" in by_notebook

@@ -6,6 +6,7 @@ or a file too large to hold. Each is refused with a line in ``grading_issues.csv
 exercise it stands for is graded as the blank release with the reason, nothing is read or
 written through the link, and the honest students of the same run are collected.
 """
+
 import json
 import os
 import shutil
@@ -17,8 +18,7 @@ import pytest
 
 from autograder import REPO_ROOT
 from autograder.course import Course
-from autograder.safe_files import (MAX_FILE_BYTES, Refused, read_regular, walk_regular,
-                                   zip_members)
+from autograder.safe_files import MAX_FILE_BYTES, Refused, read_regular, walk_regular, zip_members
 
 SECRET = "only the grader may read this line"
 
@@ -48,7 +48,7 @@ def test_links_fifos_devices_and_huge_files_are_refused_and_the_class_is_collect
     course = _course(tmp_path)
     outside = tmp_path / "elsewhere"
     outside.mkdir()
-    victim = outside / "victim_knn_classify.ipynb"   # another student's notebook, say
+    victim = outside / "victim_knn_classify.ipynb"  # another student's notebook, say
     nb = nbformat.reads(_release().decode(), as_version=4)
     nb.cells[0].source += "\n\n" + SECRET
     victim.write_text(nbformat.writes(nb))
@@ -82,16 +82,23 @@ def test_links_fifos_devices_and_huge_files_are_refused_and_the_class_is_collect
     got = course.collect(subs)
 
     assert got["honest"] == ["knn"] and got["stamp"] == ["knn"]
-    assert nbformat.reads(_submitted(course, "honest")[1], as_version=4) == \
-        nbformat.reads(_release().decode(), as_version=4)
+    assert nbformat.reads(_submitted(course, "honest")[1], as_version=4) == nbformat.reads(
+        _release().decode(), as_version=4
+    )
     problems = _problems(course)
-    for student, words in (("linker", "symbolic link"), ("zero", "symbolic link"),
-                           ("fifo", "FIFO"), ("huge", "larger than")):
-        assert got[student] == ["knn"]   # the chapter is graded, as the blank release
+    for student, words in (
+        ("linker", "symbolic link"),
+        ("zero", "symbolic link"),
+        ("fifo", "FIFO"),
+        ("huge", "larger than"),
+    ):
+        assert got[student] == ["knn"]  # the chapter is graded, as the blank release
         path, text = _submitted(course, student)
         assert not path.is_symlink() and words in text and SECRET not in text, student
-        assert any(s == student and n == "knn_classify" and words in p
-                   for s, n, p in problems), (student, problems)
+        assert any(s == student and n == "knn_classify" and words in p for s, n, p in problems), (
+            student,
+            problems,
+        )
     assert any(s == "dirlink" and "symbolic link to a folder" in p for s, _, p in problems)
     assert got["dirlink"] == []
     assert "copycat" not in got
@@ -119,8 +126,9 @@ def test_zip_members_that_are_links_or_too_large_are_refused(tmp_path):
     got = course.collect(subs)
     assert got == {"mallory": ["knn"], "oscar": ["knn"]}
     assert "symbolic link" in _submitted(course, "mallory")[1]
-    assert any(s == "mallory" and "symbolic link in the zip file" in p
-               for s, _, p in _problems(course))
+    assert any(
+        s == "mallory" and "symbolic link in the zip file" in p for s, _, p in _problems(course)
+    )
     with zipfile.ZipFile(subs / "oscar.zip") as zf:
         got = list(zip_members(zf, ".ipynb", limit=10))
     assert [(data, why is not None) for _, data, why in got] == [(None, True)]
@@ -134,9 +142,13 @@ def test_read_regular_and_walk_regular(tmp_path):
     assert data == f.read_bytes() and mtime == pytest.approx(f.stat().st_mtime)
     os.symlink(f, tmp_path / "link.ipynb")
     os.mkfifo(tmp_path / "pipe.ipynb")
-    for bad, words in ((tmp_path / "link.ipynb", "symbolic link"),
-                       (tmp_path / "pipe.ipynb", "FIFO"), ("/dev/null", "device"),
-                       (tmp_path / "missing", "cannot be opened"), (tmp_path, "folder")):
+    for bad, words in (
+        (tmp_path / "link.ipynb", "symbolic link"),
+        (tmp_path / "pipe.ipynb", "FIFO"),
+        ("/dev/null", "device"),
+        (tmp_path / "missing", "cannot be opened"),
+        (tmp_path, "folder"),
+    ):
         with pytest.raises(Refused, match=words):
             read_regular(bad)
     with pytest.raises(Refused, match="larger than 3 bytes"):
@@ -151,8 +163,10 @@ def test_read_regular_and_walk_regular(tmp_path):
     files, refused = walk_regular(tmp_path, ".ipynb")
     assert files == [f, tmp_path / "sub" / "b.ipynb"]
     assert sorted((p.name, why.split(":")[0]) for p, why in refused) == [
-        ("link.ipynb", "is a symbolic link"), ("linked", "is a symbolic link to a folder"),
-        ("pipe.ipynb", "is a FIFO")]
+        ("link.ipynb", "is a symbolic link"),
+        ("linked", "is a symbolic link to a folder"),
+        ("pipe.ipynb", "is a FIFO"),
+    ]
     with pytest.raises(Refused, match="symbolic link"):
         walk_regular(tmp_path / "linked")
     # under a base folder, no folder on the way may be a link, and the path stays inside
@@ -177,8 +191,7 @@ def _stamp(course, student):
     import datetime as dt
 
     text = (course.root / "submitted" / student / "knn" / "timestamp.txt").read_text()
-    return dt.datetime.strptime(text, "%Y-%m-%d %H:%M:%S.%f UTC").replace(
-        tzinfo=dt.timezone.utc)
+    return dt.datetime.strptime(text, "%Y-%m-%d %H:%M:%S.%f UTC").replace(tzinfo=dt.timezone.utc)
 
 
 def test_backdated_zip_and_timestamp_are_not_trusted(tmp_path):
@@ -215,8 +228,9 @@ def test_times_stated_by_the_instructor_win(tmp_path):
     (subs / "other" / "knn_classify.ipynb").write_bytes(_release())
     times = tmp_path / "lms.csv"
     with times.open("w", newline="") as fh:
-        csv.writer(fh).writerows([["student", "assignment", "timestamp"],
-                                  ["zipped", "knn", "2026-01-09 08:30:00+01:00"]])
+        csv.writer(fh).writerows(
+            [["student", "assignment", "timestamp"], ["zipped", "knn", "2026-01-09 08:30:00+01:00"]]
+        )
     course.collect(subs, times=times, submitted_at="2026-01-20 10:00")
     assert str(_stamp(course, "zipped")).startswith("2026-01-09 07:30:00")
     assert str(_stamp(course, "other")).startswith("2026-01-20 10:00:00")
@@ -232,12 +246,15 @@ def test_times_stated_by_the_instructor_win(tmp_path):
 def test_no_roster_is_named_per_student_and_can_be_refused(tmp_path):
     course = _course(tmp_path)
     subs = tmp_path / "subs"
-    (subs / "alcie").mkdir(parents=True)          # a typo nobody would notice
+    (subs / "alcie").mkdir(parents=True)  # a typo nobody would notice
     (subs / "alcie" / "knn_classify.ipynb").write_bytes(_release())
     with pytest.raises(ValueError, match="require_roster"):
         course.collect(subs, require_roster=True)
     assert not (course.root / "submitted").exists()
     course.collect(subs)
     assert [(s_, p) for s_, _, p in _problems(course) if "without a roster" in p] == [
-        ("alcie", "graded without a roster: the folder name 'alcie' is taken as the "
-                  "student id unchecked")]
+        (
+            "alcie",
+            "graded without a roster: the folder name 'alcie' is taken as the student id unchecked",
+        )
+    ]

@@ -4,7 +4,9 @@ The end-to-end attacks on both are in tests/test_autograder_cleanroom.py; here e
 on its own: user ids, killing a user's processes, what other users reach, the private
 /tmp of a child, the limits.
 """
+
 import os
+import pathlib
 import subprocess
 import sys
 import time
@@ -22,8 +24,10 @@ def test_new_uids_are_in_the_sandbox_range():
     assert len(uids) > 150
 
 
-@pytest.mark.parametrize("uid", [0, 1000, confine.FIRST_UID - 1,
-                                 confine.FIRST_UID + confine.UID_COUNT, True, "200001", 2.5e5])
+@pytest.mark.parametrize(
+    "uid",
+    [0, 1000, confine.FIRST_UID - 1, confine.FIRST_UID + confine.UID_COUNT, True, "200001", 2.5e5],
+)
 def test_no_real_account_can_be_killed_or_become_the_child(uid):
     with pytest.raises(ValueError, match="uid"):
         confine.kill_uid(uid)
@@ -32,16 +36,35 @@ def test_no_real_account_can_be_killed_or_become_the_child(uid):
     with pytest.raises(ValueError, match="uid"):
         confine.drop_to(uid)
     with pytest.raises(ValueError, match="uid"):
-        confine.preexec_confined(uid=uid, mount=None, cpu_s=1, cpu_grace_s=1,
-                                 memory_bytes=1 << 30, file_bytes=1 << 20, processes=4)
+        confine.preexec_confined(
+            uid=uid,
+            mount=None,
+            cpu_s=1,
+            cpu_grace_s=1,
+            memory_bytes=1 << 30,
+            file_bytes=1 << 20,
+            processes=4,
+        )
 
 
 def test_limits_must_be_positive():
-    good = dict(uid=None, mount=None, cpu_s=10, cpu_grace_s=1, memory_bytes=1 << 30,
-                file_bytes=1 << 20, processes=4)
+    good = dict(
+        uid=None,
+        mount=None,
+        cpu_s=10,
+        cpu_grace_s=1,
+        memory_bytes=1 << 30,
+        file_bytes=1 << 20,
+        processes=4,
+    )
     assert callable(confine.preexec_confined(**good))
-    for name, bad in (("cpu_s", 0), ("memory_bytes", -1), ("file_bytes", None),
-                      ("processes", 0), ("cpu_grace_s", -1)):
+    for name, bad in (
+        ("cpu_s", 0),
+        ("memory_bytes", -1),
+        ("file_bytes", None),
+        ("processes", 0),
+        ("cpu_grace_s", -1),
+    ):
         with pytest.raises(ValueError, match=name):
             confine.preexec_confined(**{**good, name: bad})
     with pytest.raises(ValueError, match="rounds"):
@@ -53,20 +76,29 @@ def test_limits_must_be_positive():
 def test_limits_apply_to_the_child():
     import json
 
-    start = confine.preexec_confined(uid=None, mount=None, cpu_s=7, cpu_grace_s=2,
-                                     memory_bytes=3 << 30, file_bytes=5 << 20, processes=9)
-    code = ("import json, os, resource as r\nprint(json.dumps([os.getsid(0) == os.getpid()]"
-            " + [r.getrlimit(getattr(r, 'RLIMIT_' + k)) for k in ('CPU', 'AS', 'FSIZE',"
-            " 'CORE')]))")
-    out = subprocess.run([sys.executable, "-c", code], preexec_fn=start, capture_output=True,
-                         text=True, check=True).stdout
+    start = confine.preexec_confined(
+        uid=None,
+        mount=None,
+        cpu_s=7,
+        cpu_grace_s=2,
+        memory_bytes=3 << 30,
+        file_bytes=5 << 20,
+        processes=9,
+    )
+    code = (
+        "import json, os, resource as r\nprint(json.dumps([os.getsid(0) == os.getpid()]"
+        " + [r.getrlimit(getattr(r, 'RLIMIT_' + k)) for k in ('CPU', 'AS', 'FSIZE',"
+        " 'CORE')]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], preexec_fn=start, capture_output=True, text=True, check=True
+    ).stdout
     assert json.loads(out) == [True, [7, 9], [3 << 30, 3 << 30], [5 << 20, 5 << 20], [0, 0]]
 
 
 def test_what_other_users_reach():
     import shutil
     import tempfile
-
     from pathlib import Path
 
     top = Path(tempfile.mkdtemp(prefix="autograder-test-reach-", dir="/tmp"))
@@ -75,13 +107,18 @@ def test_what_other_users_reach():
     inner.mkdir(parents=True)
     (inner / "f.txt").write_text("x")
     (top / "g.txt").write_text("x")
-    for path, mode in ((top, 0o755), (inner, 0o755), (inner / "f.txt", 0o644),
-                       (top / "g.txt", 0o600), (closed, 0o700)):
+    for path, mode in (
+        (top, 0o755),
+        (inner, 0o755),
+        (inner / "f.txt", 0o644),
+        (top / "g.txt", 0o600),
+        (closed, 0o700),
+    ):
         os.chmod(path, mode)
     try:
         assert confine.world_can(top, 0o004) and confine.world_can(top, 0o001)
-        assert not confine.world_can(top / "g.txt", 0o004)       # the file itself
-        assert not confine.world_can(inner / "f.txt", 0o004)     # a closed folder on the way
+        assert not confine.world_can(top / "g.txt", 0o004)  # the file itself
+        assert not confine.world_can(inner / "f.txt", 0o004)  # a closed folder on the way
         assert not confine.world_can(top / "missing", 0o001)
         assert confine.closed_ancestor(inner / "f.txt") == closed
         assert confine.closed_ancestor(top / "g.txt") is None
@@ -116,15 +153,23 @@ def test_sandbox_python_skips_a_copied_interpreter_whose_library_is_closed(monke
 @ROOT
 def test_kill_uid_leaves_no_process_of_that_user():
     uid = confine.new_uid()
-    start = confine.preexec_confined(uid=uid, mount=None, cpu_s=30, cpu_grace_s=1,
-                                     memory_bytes=1 << 30, file_bytes=1 << 20, processes=8)
+    start = confine.preexec_confined(
+        uid=uid,
+        mount=None,
+        cpu_s=30,
+        cpu_grace_s=1,
+        memory_bytes=1 << 30,
+        file_bytes=1 << 20,
+        processes=8,
+    )
     # the child leaves a grandchild in a session of its own and exits: only its user id
     # still finds the grandchild
-    code = ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\n"
-            "else:\n    time.sleep(0.5)\n")
-    python = confine.sandbox_python()[0]   # one the sandbox user may run
-    proc = subprocess.run([python, "-I", "-S", "-c", code], preexec_fn=start, cwd="/",
-                          timeout=60)
+    code = (
+        "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\n"
+        "else:\n    time.sleep(0.5)\n"
+    )
+    python = confine.sandbox_python()[0]  # one the sandbox user may run
+    proc = subprocess.run([python, "-I", "-S", "-c", code], preexec_fn=start, cwd="/", timeout=60)
     assert proc.returncode == 0
     assert len(confine.uid_processes(uid)) == 1
     assert confine.kill_uid(uid)
@@ -135,14 +180,21 @@ def test_kill_uid_leaves_no_process_of_that_user():
 def test_a_zombie_is_not_a_process_left_to_kill():
     """A sandboxed process that has ended but is not yet collected by its parent (a
     zombie) is not listed, and kill_uid returns at once; a living one is listed."""
-    import time
 
     uid = confine.new_uid()
-    start = confine.preexec_confined(uid=uid, mount=None, cpu_s=30, cpu_grace_s=1,
-                                     memory_bytes=1 << 30, file_bytes=1 << 20, processes=8)
+    start = confine.preexec_confined(
+        uid=uid,
+        mount=None,
+        cpu_s=30,
+        cpu_grace_s=1,
+        memory_bytes=1 << 30,
+        file_bytes=1 << 20,
+        processes=8,
+    )
     python = confine.sandbox_python()[0]
-    proc = subprocess.Popen([python, "-I", "-S", "-c", "import time; time.sleep(60)"],
-                            preexec_fn=start, cwd="/")
+    proc = subprocess.Popen(
+        [python, "-I", "-S", "-c", "import time; time.sleep(60)"], preexec_fn=start, cwd="/"
+    )
     try:
         assert confine.uid_processes(uid) == [proc.pid]
         os.kill(proc.pid, 9)
@@ -157,7 +209,7 @@ def test_a_zombie_is_not_a_process_left_to_kill():
         assert confine.uid_processes(uid) == []
         t0 = time.monotonic()
         assert confine.kill_uid(uid)
-        assert time.monotonic() - t0 < 0.5   # no rounds waited out
+        assert time.monotonic() - t0 < 0.5  # no rounds waited out
     finally:
         proc.kill()
         proc.wait()
@@ -170,21 +222,35 @@ def test_private_tmp_hides_the_machines_tmp_but_keeps_what_the_child_needs():
     keep = tempfile.mkdtemp(prefix="autograder-test-keep-", dir="/tmp")
     marker = tempfile.mkdtemp(prefix="autograder-test-hidden-", dir="/tmp")
     try:
-        open(os.path.join(keep, "needed.txt"), "w").write("yes")
-        os.chmod(keep, 0o777)     # only the read-only bind mount keeps the child out
-        os.chmod(marker, 0o755)   # visible to the child but for its private /tmp
+        pathlib.Path(keep, "needed.txt").write_text("yes")
+        os.chmod(keep, 0o777)  # only the read-only bind mount keeps the child out
+        os.chmod(marker, 0o755)  # visible to the child but for its private /tmp
         libc = confine.load_libc()
         uid = confine.new_uid()
         start = confine.preexec_confined(
-            uid=uid, mount=lambda: confine.private_tmp(libc, 1 << 20, keep=(keep,)),
-            cpu_s=30, cpu_grace_s=1, memory_bytes=2 << 30, file_bytes=1 << 20, processes=8)
-        code = (f"import os\nprint(open({os.path.join(keep, 'needed.txt')!r}).read(),"
-                f" os.path.exists({marker!r}), os.getuid())\n"
-                f"try:\n    open({os.path.join(keep, 'new.txt')!r}, 'w')\n"
-                "except OSError:\n    print('read-only')\n")
-        python = confine.sandbox_python()[0]   # one the sandbox user may run
-        out = subprocess.run([python, "-I", "-S", "-c", code], preexec_fn=start,
-                             capture_output=True, text=True, timeout=60, cwd="/")
+            uid=uid,
+            mount=lambda: confine.private_tmp(libc, 1 << 20, keep=(keep,)),
+            cpu_s=30,
+            cpu_grace_s=1,
+            memory_bytes=2 << 30,
+            file_bytes=1 << 20,
+            processes=8,
+        )
+        code = (
+            f"import os\nprint(open({os.path.join(keep, 'needed.txt')!r}).read(),"
+            f" os.path.exists({marker!r}), os.getuid())\n"
+            f"try:\n    open({os.path.join(keep, 'new.txt')!r}, 'w')\n"
+            "except OSError:\n    print('read-only')\n"
+        )
+        python = confine.sandbox_python()[0]  # one the sandbox user may run
+        out = subprocess.run(
+            [python, "-I", "-S", "-c", code],
+            preexec_fn=start,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd="/",
+        )
         assert out.stdout.split() == ["yes", "False", str(uid), "read-only"], out.stderr
         assert os.path.isdir(marker) and not os.path.exists(os.path.join(keep, "new.txt"))
         confine.kill_uid(uid)

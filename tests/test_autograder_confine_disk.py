@@ -4,6 +4,7 @@ temporary folders inside it (:func:`confine.tmp_folders`, :func:`confine.make_tm
 The cap holds whatever the number of files; the temporary folders are made empty before
 each run without following anything a run planted there.
 """
+
 import os
 
 import pytest

@@ -7,26 +7,25 @@ then has to be told to accept (``insecure_scheduler``).
 
 One short notebook (batchnorm/fold_batchnorm) and four students: the reference, a typical
 wrong answer, a kernel that crashes (``os._exit``) and an infinite
-loop (cut by the per-cell timeout; it sleeps, see ``LOOP``). The same collected course is copied three times and
-graded with the same seed; every cell's score and comment and every problem logged must
-match, and the crash and the loop cost only their own student's points.
+loop (cut by the per-cell timeout; it sleeps, see ``LOOP``). The same collected course is copied
+three times and graded with the same seed; every cell's score and comment and every problem logged
+must match, and the crash and the loop cost only their own student's points.
 """
+
 import copy
 import shutil
 
 import nbformat
 import pytest
+from helpers.autograder_cases import WRONG
+from helpers.course_roster import import_roster
 
 from autograder import REPO_ROOT
 from autograder.build import solution_source
 from autograder.checks import check_points
 from autograder.course import Course
-from autograder.exercises import load
-
-
-from helpers.autograder_cases import WRONG
-from helpers.course_roster import import_roster
 from autograder.dask_tls import cluster_security, grader_tls, have_openssl, make_credentials
+from autograder.exercises import load
 
 #: classes graded serially, by worker processes and by dask: left out of make test-fast
 pytestmark = pytest.mark.slow
@@ -54,18 +53,24 @@ def collected(tmp_path_factory):
     base = tmp_path_factory.mktemp("dask")
     repo = base / "repo"
     (repo / "solutions" / "batchnorm").mkdir(parents=True)
-    shutil.copy(REPO_ROOT / "solutions" / "batchnorm" / "fold_batchnorm.ipynb",
-                repo / "solutions" / "batchnorm")
+    shutil.copy(
+        REPO_ROOT / "solutions" / "batchnorm" / "fold_batchnorm.ipynb",
+        repo / "solutions" / "batchnorm",
+    )
     course = Course(base / "serial", repo=repo, timeout=TIMEOUT, log=lambda *a: None)
     course.setup()
     spec = load("fold_batchnorm")
-    blank = nbformat.read(str(course.root / "exercises" / "batchnorm" / "fold_batchnorm.ipynb"),
-                          as_version=4)
+    blank = nbformat.read(
+        str(course.root / "exercises" / "batchnorm" / "fold_batchnorm.ipynb"), as_version=4
+    )
     wrong = solution_source(spec) + "\n\n" + WRONG["fold_batchnorm"]["accepts_bad_scale"][0]
     subs = base / "subs"
-    for student, nb in (("ref", _with_code(blank, solution_source(spec))),
-                        ("wrong", _with_code(blank, wrong)),
-                        ("crash", _with_code(blank, CRASH)), ("loop", _with_code(blank, LOOP))):
+    for student, nb in (
+        ("ref", _with_code(blank, solution_source(spec))),
+        ("wrong", _with_code(blank, wrong)),
+        ("crash", _with_code(blank, CRASH)),
+        ("loop", _with_code(blank, LOOP)),
+    ):
         path = subs / student / "batchnorm" / "fold_batchnorm.ipynb"
         path.parent.mkdir(parents=True)
         nbformat.write(nb, str(path))
@@ -131,11 +136,11 @@ def three_ways(collected, ungraded):
         connect = {"tls": grader_tls(creds)}
     else:  # pragma: no cover - a machine without openssl
         secure, connect = {}, {"insecure_scheduler": True}
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None, **secure) as cluster:
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, **secure
+    ) as cluster:
         assert cluster.scheduler_address.startswith("tls://" if secure else "tcp://")
-        assert dask.autograde(seed=SEED, scheduler=cluster.scheduler_address,
-                              **connect) == SEED
+        assert dask.autograde(seed=SEED, scheduler=cluster.scheduler_address, **connect) == SEED
     return serial, parallel, dask
 
 
@@ -162,8 +167,9 @@ def test_a_crash_or_a_loop_costs_only_its_own_points(three_ways):
     assert any(s == "crash" and "kernel crashed" in p for s, _, p in problems)
     for course in three_ways:
         log = (course.root / "autograde.log").read_text()
-        assert [line.split()[2] for line in log.splitlines() if line.startswith("===== student")] \
-            == ["crash:", "loop:", "ref:", "wrong:"]
+        assert [
+            line.split()[2] for line in log.splitlines() if line.startswith("===== student")
+        ] == ["crash:", "loop:", "ref:", "wrong:"]
 
 
 def test_scheduler_must_be_an_address(tmp_path):
@@ -208,8 +214,13 @@ def test_a_broken_verifier_pool_falls_back_to_the_same_grades(ungraded, three_wa
     messages = []
     broken = Course(ungraded, repo=serial.repo, timeout=TIMEOUT, log=messages.append)
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", _BrokenPool)
-    monkeypatch.setattr(Course, "_run_sandboxes", lambda self, jobs, workers, scheduler: {
-        job["student"]: copy.deepcopy(_SANDBOX_RESULTS[job["student"]]) for job in jobs})
+    monkeypatch.setattr(
+        Course,
+        "_run_sandboxes",
+        lambda self, jobs, workers, scheduler: {
+            job["student"]: copy.deepcopy(_SANDBOX_RESULTS[job["student"]]) for job in jobs
+        },
+    )
     assert broken.autograde(seed=SEED, workers=2) == SEED
     assert _grades(broken) == _grades(serial)
     failed = [m for m in messages if "clean-room worker failed" in m]

@@ -1,12 +1,18 @@
 """Throwaway TLS credentials for a local Dask cluster (autograder/dask_tls.py)."""
+
 import os
 import stat
 import subprocess
 
 import pytest
 
-from autograder.dask_tls import (CREDENTIAL_KEYS, cluster_security, grader_tls, have_openssl,
-                                 make_credentials)
+from autograder.dask_tls import (
+    CREDENTIAL_KEYS,
+    cluster_security,
+    grader_tls,
+    have_openssl,
+    make_credentials,
+)
 
 pytestmark = pytest.mark.skipif(not have_openssl(), reason="needs the openssl command")
 
@@ -15,13 +21,17 @@ def test_the_certificates_chain_to_their_authority_and_the_keys_are_private(tmp_
     creds = make_credentials(tmp_path / "tls", days=1)
     assert set(creds) == set(CREDENTIAL_KEYS)
     for cert in (creds["cluster_cert"], creds["cert"]):
-        out = subprocess.run(["openssl", "verify", "-CAfile", creds["ca_file"], cert],
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            ["openssl", "verify", "-CAfile", creds["ca_file"], cert], capture_output=True, text=True
+        )
         assert out.returncode == 0 and out.stdout.strip().endswith("OK"), out
     for key in (tmp_path / "tls").glob("*.key"):
         assert stat.S_IMODE(os.stat(key).st_mode) == 0o600, key
-    assert grader_tls(creds) == {"ca_file": creds["ca_file"], "cert": creds["cert"],
-                                 "key": creds["key"]}
+    assert grader_tls(creds) == {
+        "ca_file": creds["ca_file"],
+        "cert": creds["cert"],
+        "key": creds["key"],
+    }
     security = cluster_security(creds)
     assert security.require_encryption and security.tls_ca_file == creds["ca_file"]
 

@@ -11,20 +11,21 @@ The same answer graded in process (what a hidden cell's ``grade`` prints on the 
 page, run in the student's kernel) must print exactly what the clean room reports (what
 ``autograder check --hidden`` prints), warnings included.
 """
+
 import dataclasses
 import linecache
 import re
 
 import pytest
+from helpers.hint_mistakes import MISTAKES
 
 from autograder.build import grade_ids, solution_source
 from autograder.checks import format_findings, run_check
 from autograder.cleanroom import verify_source
 from autograder.exercises import load
 
-from helpers.hint_mistakes import MISTAKES
-
-#: every typical mistake graded in the clean room on three seeds: left out of make test-fast (make test and CI run it)
+# : every typical mistake graded in the clean room on three seeds: left out of make test-fast (make
+# test and CI run it)
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("cleanroom_fork_server")]
 
 #: the course's test seed and two more: the checks draw their inputs from the seed
@@ -32,7 +33,8 @@ SEEDS = (20240611, 7, 1234)
 FAST = {"call_s": 5.0, "start_s": 30.0, "cpu_s": 30, "memory_bytes": 2 << 30}
 
 #: exercises whose checks build torch models or fit scikit-learn probes: seconds per
-#: answer, so their cases are in a file of their own (the whole hint test is left out of `make test-fast`)
+# : answer, so their cases are in a file of their own (the whole hint test is left out of `make
+# test-fast`)
 HEAVY = {"frozen_features", "linear_probe_done_right", "attentive_probe", "transfer"}
 
 #: known gaps, kept visible as strict xfails: (exercise, variant) -> why the hint test
@@ -62,8 +64,10 @@ def _in_kernel(spec, source, seed):
     namespace = {}
     exec(compile(code, "answer.py", "exec"), namespace)
     ids = grade_ids(spec)
-    return {ids[c]: format_findings(c, run_check(c, namespace.get(c.split("/", 1)[0]), seed),
-                                    seed) for c in spec.HIDDEN}
+    return {
+        ids[c]: format_findings(c, run_check(c, namespace.get(c.split("/", 1)[0]), seed), seed)
+        for c in spec.HIDDEN
+    }
 
 
 def _points(text):
@@ -81,8 +85,12 @@ def _hints(spec, source, seed):
             assert v.message == kernel[v.grade_id], (seed, v.message, kernel[v.grade_id])
     # a check that passes a model cannot travel to the clean room: `check --hidden` runs
     # it on the answer in a separate process, with the findings printed here
-    verdicts = [v if v.points is not None else dataclasses.replace(
-        v, points=_points(kernel[v.grade_id]), message=kernel[v.grade_id]) for v in verdicts]
+    verdicts = [
+        v
+        if v.points is not None
+        else dataclasses.replace(v, points=_points(kernel[v.grade_id]), message=kernel[v.grade_id])
+        for v in verdicts
+    ]
     hidden = [v for v in verdicts if not v.grade_id.endswith("_visible_tests")]
     got = sum(v.points or 0.0 for v in verdicts)
     top = sum(v.max_points for v in verdicts)

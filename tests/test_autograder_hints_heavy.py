@@ -3,7 +3,6 @@ torch models or fit scikit-learn probes: seconds per answer, so they are slow te
 file of their own so that pytest-xdist grades them beside the other cases."""
 
 import pytest
-
 import test_autograder_hints as hints
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("cleanroom_fork_server")]

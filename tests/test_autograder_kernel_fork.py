@@ -3,15 +3,16 @@
 ``__main__``; fresh random seeds; none of the grader's modules; interrupts, crashes and
 the end of the server handled as for an ordinary kernel; and a fallback whenever the
 server cannot fork."""
+
 import os
 import subprocess
 import sys
 import time
 
 import pytest
+from jupyter_client import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
-from jupyter_client import AsyncKernelManager
 from nbformat.v4 import new_code_cell, new_notebook
 
 from autograder import confine, kernel_fork, sandbox
@@ -57,9 +58,14 @@ def warm():
 
 
 def _run(nb, cwd, manager=kernel_fork.ForkKernelManager, **kw):
-    client = NotebookClient(nb, timeout=kw.pop("timeout", 60), kernel_name="python3",
-                            kernel_manager_class=manager, resources={"metadata": {"path": str(cwd)}},
-                            **kw)
+    client = NotebookClient(
+        nb,
+        timeout=kw.pop("timeout", 60),
+        kernel_name="python3",
+        kernel_manager_class=manager,
+        resources={"metadata": {"path": str(cwd)}},
+        **kw,
+    )
     kinds = []
     with client.setup_kernel():
         kinds.append(type(client.km.provisioner.process).__name__)
@@ -77,7 +83,10 @@ def _probe(nb):
 
 @pytest.mark.slow
 def test_a_forked_kernel_sees_what_a_fresh_kernel_sees(warm, tmp_path):
-    forked, fresh = new_notebook(cells=[new_code_cell(PROBE)]), new_notebook(cells=[new_code_cell(PROBE)])
+    forked, fresh = (
+        new_notebook(cells=[new_code_cell(PROBE)]),
+        new_notebook(cells=[new_code_cell(PROBE)]),
+    )
     assert _run(forked, tmp_path) == "ForkedProcess"
     assert _run(fresh, tmp_path, manager=AsyncKernelManager) == "Popen"
     a, b = _probe(forked), _probe(fresh)
@@ -117,10 +126,13 @@ print(json.dumps(got))
 """
 
 
-@pytest.mark.skipif(not confine.kernel_namespaces_allowed(),
-                    reason="the kernels' namespaces are refused here (a named gap)")
+@pytest.mark.skipif(
+    not confine.kernel_namespaces_allowed(),
+    reason="the kernels' namespaces are refused here (a named gap)",
+)
 def test_a_graded_submissions_kernel_reads_nothing_of_the_reference_or_the_grader(
-        warm, tmp_path, monkeypatch):
+    warm, tmp_path, monkeypatch
+):
     """With ``KERNEL_ENV`` (set by the sandbox), the kernel sees the repository and the
     packages ``autograder``, ``repeval_ref`` and ``repeval_book`` as empty folders but for
     the stand-ins of :func:`autograder.checks.kernel_stub_files`; the same probe in an
@@ -137,8 +149,12 @@ def test_a_graded_submissions_kernel_reads_nothing_of_the_reference_or_the_grade
     graded = new_notebook(cells=[new_code_cell(code)])
     assert _run(graded, tmp_path) == "ForkedProcess"
     got = _probe(graded)
-    for rel in ("repeval_ref/knn.py", "autograder/checks/knn_classify.py",
-                "solutions/knn/knn_classify.ipynb", "pyproject.toml"):
+    for rel in (
+        "repeval_ref/knn.py",
+        "autograder/checks/knn_classify.py",
+        "solutions/knn/knn_classify.ipynb",
+        "pyproject.toml",
+    ):
         assert got[rel] == "FileNotFoundError", (rel, got)
     assert got["import"] == "the reference package cannot be read while a submission is graded"
     assert got["grade"] == 0.0 and got["sklearn"] == "sklearn.svm"
@@ -158,11 +174,21 @@ def test_each_fork_draws_its_own_seeds(warm, tmp_path):
 
 @pytest.mark.slow
 def test_a_timeout_interrupts_the_forked_kernel_and_the_next_cell_runs(warm, tmp_path):
-    nb = new_notebook(cells=[new_code_cell("import time\nwhile True:\n    time.sleep(0.1)"),
-                             new_code_cell("print('after')")])
+    nb = new_notebook(
+        cells=[
+            new_code_cell("import time\nwhile True:\n    time.sleep(0.1)"),
+            new_code_cell("print('after')"),
+        ]
+    )
     start = time.monotonic()
-    _run(nb, tmp_path, timeout=3, interrupt_on_timeout=True, allow_errors=True,
-         error_on_timeout={"ename": "CellTimeoutError", "evalue": "", "traceback": []})
+    _run(
+        nb,
+        tmp_path,
+        timeout=3,
+        interrupt_on_timeout=True,
+        allow_errors=True,
+        error_on_timeout={"ename": "CellTimeoutError", "evalue": "", "traceback": []},
+    )
     assert time.monotonic() - start < 30
     assert nb.cells[1].outputs[0]["text"] == "after\n"
 
@@ -186,8 +212,9 @@ def _alive(pid):
 def test_kernels_end_with_their_server(monkeypatch, tmp_path):
     server = _start(monkeypatch)
     nb = new_notebook(cells=[new_code_cell("import os\nprint(os.getpid())")])
-    client = NotebookClient(nb, timeout=60, kernel_name="python3",
-                            kernel_manager_class=kernel_fork.ForkKernelManager)
+    client = NotebookClient(
+        nb, timeout=60, kernel_name="python3", kernel_manager_class=kernel_fork.ForkKernelManager
+    )
     with client.setup_kernel():
         client.execute_cell(nb.cells[0], 0)
         pid = client.km.provisioner.process.pid  # as this process sees it
@@ -236,12 +263,19 @@ def test_a_kernel_waits_for_the_server_then_falls_back(monkeypatch):
 def test_a_server_holding_threads_refuses_to_fork(tmp_path):
     """BLAS thread pools left on (no OPENBLAS_NUM_THREADS=1): the server answers with an
     error, and the provisioner then launches the kernel itself."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+    }
     read_fd, write_fd = os.pipe()
-    proc = subprocess.Popen([sys.executable, "-c", kernel_fork._BOOT, str(kernel_fork._SERVER_FILE),
-                             str(write_fd)], stdin=subprocess.PIPE, pass_fds=(write_fd,),
-                            env=env, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", kernel_fork._BOOT, str(kernel_fork._SERVER_FILE), str(write_fd)],
+        stdin=subprocess.PIPE,
+        pass_fds=(write_fd,),
+        env=env,
+        text=True,
+    )
     os.close(write_fd)
     replies = os.fdopen(read_fd)
     import json

@@ -1,4 +1,5 @@
 """The checks' remembered reference answers (autograder/checks/_memo.py)."""
+
 import numpy as np
 import pytest
 
@@ -11,16 +12,16 @@ def test_keys_tell_apart_what_a_reference_could_tell_apart():
     assert len(set(same)) == 1
     different = [
         key_of(a),
-        key_of(a.astype(np.float32)),            # dtype
-        key_of(a.reshape(2, 3)),                 # shape
-        key_of(a + 1e-12),                       # one ulp-scale change of the values
-        key_of(list(a)),                         # a list of floats is not an array
-        key_of(tuple(a)),                        # nor is a tuple a list
-        key_of(a, seed=0),                       # keywords count
+        key_of(a.astype(np.float32)),  # dtype
+        key_of(a.reshape(2, 3)),  # shape
+        key_of(a + 1e-12),  # one ulp-scale change of the values
+        key_of(list(a)),  # a list of floats is not an array
+        key_of(tuple(a)),  # nor is a tuple a list
+        key_of(a, seed=0),  # keywords count
         key_of(a, seed=1),
-        key_of(a, 0),                            # a positional 0 is not seed=0
-        key_of(a, 0.0),                          # 0.0 is not 0
-        key_of(a, True),                         # nor is True 1
+        key_of(a, 0),  # a positional 0 is not seed=0
+        key_of(a, 0.0),  # 0.0 is not 0
+        key_of(a, True),  # nor is True 1
     ]
     assert len(set(different)) == len(different)
     # a non-contiguous view keys like its contiguous copy
@@ -43,7 +44,7 @@ def test_a_remembered_reference_runs_once_per_input_and_hands_out_copies():
 
     x = np.ones(3)
     first = grid(x, [0.1, 1.0], seed=2)
-    first[0][:] = -5.0          # a check (or a student) changes what it was given
+    first[0][:] = -5.0  # a check (or a student) changes what it was given
     first[1].append(99.0)
     again = grid(x.copy(), [0.1, 1.0], seed=2)
     assert calls == [2]
@@ -72,7 +73,7 @@ def test_unkeyable_calls_run_every_time_and_the_store_is_bounded():
     for v in (1, 2, 3):
         f(v)
     assert f.cache_len() == 2
-    f(1)                        # pushed out by 2 and 3: computed again
+    f(1)  # pushed out by 2 and 3: computed again
     assert calls[-1] == 1 and len(calls) == 6
 
 
@@ -98,9 +99,11 @@ def test_the_linear_probe_checks_grade_the_same_with_remembered_references():
         return float(Cs[best]), float(test[best])
 
     def verdicts():
-        return [[(f.name, f.points, f.message) for f in run_check(c, fn, 7)]
-                for fn in (right, tuned_on_test)
-                for c in ("linear_probe_done_right/recipe",)]
+        return [
+            [(f.name, f.points, f.message) for f in run_check(c, fn, 7)]
+            for fn in (right, tuned_on_test)
+            for c in ("linear_probe_done_right/recipe",)
+        ]
 
     lp._grid.cache_clear()
     lp._ref.cache_clear()

@@ -16,6 +16,7 @@ point, also while the machine is busy, with wide margins on both sides of the li
 Last, the visible-test points: no answer may push a visible cell out of the clean room
 (back to the score of nbgrader's kernel, which its code can patch).
 """
+
 import os
 import subprocess
 import sys
@@ -49,7 +50,7 @@ CHECKS = {
 #: n x n array from one of the ROUTES below) and never copied: the result is exact, so
 #: only the memory property is broken. ``_done()`` runs before the function returns.
 THROUGH_THE_MATRIX = {
-    "linear_cka": '''
+    "linear_cka": """
 def _cka(X, Y):
     Xc = np.asarray(X, dtype=float) - np.mean(X, axis=0)
     Yc = np.asarray(Y, dtype=float) - np.mean(Y, axis=0)
@@ -64,8 +65,8 @@ def _cka(X, Y):
 
 def linear_cka(X, Y):
     return _run(_cka, X, Y)
-''',
-    "two_nn_id": '''
+""",
+    "two_nn_id": """
 from scipy.spatial.distance import cdist
 
 
@@ -85,8 +86,8 @@ def _twonn(X):
 
 def two_nn_id(X):
     return _run(_twonn, X)
-''',
-    "ridge_loo": '''
+""",
+    "ridge_loo": """
 def _loo(train_h, train_y, lams):
     H = np.asarray(train_h, dtype=float)
     y = np.asarray(train_y).astype(int)
@@ -108,21 +109,21 @@ def _loo(train_h, train_y, lams):
 
 def ridge_loo(train_h, train_y, lams):
     return _run(_loo, train_h, train_y, lams)
-''',
+""",
 }
 
 #: where the matrix lives: route -> source defining ``_matrix(n)`` (a writable float64
 #: n x n array) and ``_done()``
 ROUTES = {
-    "numpy": '''
+    "numpy": """
 def _matrix(n):
     return np.empty((n, n))
 
 
 def _done():
     pass
-''',
-    "torch": '''
+""",
+    "torch": """
 import torch
 
 
@@ -132,16 +133,16 @@ def _matrix(n):                  # torch's allocator: tracemalloc does not see i
 
 def _done():
     pass
-''',
-    "bytearray": '''
+""",
+    "bytearray": """
 def _matrix(n):
     return np.frombuffer(bytearray(8 * n * n), dtype=np.float64).reshape(n, n)
 
 
 def _done():
     pass
-''',
-    "mmap": '''
+""",
+    "mmap": """
 import mmap
 
 
@@ -151,8 +152,8 @@ def _matrix(n):                  # anonymous pages straight from the kernel
 
 def _done():
     pass
-''',
-    "malloc": '''
+""",
+    "malloc": """
 import ctypes
 
 _libc = ctypes.CDLL(None)
@@ -171,9 +172,9 @@ def _matrix(n):                  # the C library's malloc, outside Python's allo
 def _done():
     while _held:
         _libc.free(_held.pop())
-''',
+""",
     # freed before returning, then the trace restarted: tracemalloc forgets the peak
-    "restart_trace": '''
+    "restart_trace": """
 import tracemalloc
 
 
@@ -187,10 +188,10 @@ def _done():
     if tracemalloc.is_tracing():
         tracemalloc.stop()
         tracemalloc.start()
-''',
+""",
     # torch's buffer, freed, and the process's resident-memory high-water mark reset
     # from inside: only the grader's samples taken while it worked can see it
-    "torch_clear_refs": '''
+    "torch_clear_refs": """
 import torch
 
 
@@ -206,16 +207,16 @@ def _done():
             fh.write("5")
     except OSError:
         pass
-''',
+""",
 }
 
 #: how the exercise's function runs: here, in a thread, or in a forked process
 RUNNERS = {
-    "here": '''
+    "here": """
 def _run(f, *args):
     return f(*args)
-''',
-    "thread": '''
+""",
+    "thread": """
 import threading
 
 
@@ -234,8 +235,8 @@ def _run(f, *args):
     if "error" in box:
         raise box["error"]
     return box["out"]
-''',
-    "fork": '''
+""",
+    "fork": """
 import os
 import pickle
 
@@ -260,7 +261,7 @@ def _run(f, *args):
     if kind == "error":
         raise value
     return value
-''',
+""",
 }
 
 #: the matrix in float32 (half the memory), for each exercise in a way that keeps the
@@ -268,7 +269,7 @@ def _run(f, *args):
 #: the float32 hat matrix only gives the leverages (well within PRESS's tolerance), the
 #: float32 Gram matrices only check that neither input is constant
 FLOAT32 = {
-    "linear_cka": '''
+    "linear_cka": """
 def linear_cka(X, Y):
     Xc = np.asarray(X, dtype=float) - np.mean(X, axis=0)
     Yc = np.asarray(Y, dtype=float) - np.mean(Y, axis=0)
@@ -279,8 +280,8 @@ def linear_cka(X, Y):
         del G
     cross = np.linalg.norm(Xc.T @ Yc) ** 2
     return float(cross / (np.linalg.norm(Xc.T @ Xc) * np.linalg.norm(Yc.T @ Yc)))
-''',
-    "two_nn_id": '''
+""",
+    "two_nn_id": """
 def two_nn_id(X):
     X = np.asarray(X, dtype=float)
     Z = X.astype(np.float32)
@@ -295,8 +296,8 @@ def two_nn_id(X):
     if np.any(r1 == 0):
         raise ValueError("X holds duplicate points")
     return float(len(X) / np.sum(np.log(r2 / r1)))
-''',
-    "ridge_loo": '''
+""",
+    "ridge_loo": """
 def ridge_loo(train_h, train_y, lams):
     H = np.asarray(train_h, dtype=float)
     y = np.asarray(train_y).astype(int)
@@ -315,19 +316,27 @@ def ridge_loo(train_h, train_y, lams):
         residual = Tc - U @ (shrink[:, None] * (U.T @ Tc))
         press[j] = np.sum((residual / (1.0 - leverage)[:, None]) ** 2) / (n * K)
     return float(grid[int(np.argmin(press))]), press
-''',
+""",
 }
 
 
 def _attack(exercise, route, runner):
-    return ("import numpy as np\n" + ROUTES[route] + RUNNERS[runner]
-            + THROUGH_THE_MATRIX[exercise])
+    return "import numpy as np\n" + ROUTES[route] + RUNNERS[runner] + THROUGH_THE_MATRIX[exercise]
 
 
 #: (route, runner) pairs graded on every exercise
-ATTACKS = [("numpy", "here"), ("torch", "here"), ("bytearray", "here"), ("mmap", "here"),
-           ("malloc", "here"), ("restart_trace", "here"), ("torch_clear_refs", "here"),
-           ("numpy", "thread"), ("torch", "thread"), ("numpy", "fork")]
+ATTACKS = [
+    ("numpy", "here"),
+    ("torch", "here"),
+    ("bytearray", "here"),
+    ("mmap", "here"),
+    ("malloc", "here"),
+    ("restart_trace", "here"),
+    ("torch_clear_refs", "here"),
+    ("numpy", "thread"),
+    ("torch", "thread"),
+    ("numpy", "fork"),
+]
 #: attacks that only the child's resident memory shows (tracemalloc sees no matrix)
 UNTRACED = {"torch", "mmap", "malloc", "restart_trace", "torch_clear_refs", "fork"}
 
@@ -348,8 +357,7 @@ def _loses_only_the_memory_point(exercise, code):
 
 
 def _needs_resident_memory(route, runner):
-    if (route in UNTRACED or runner == "fork") and not os.access("/proc/self/clear_refs",
-                                                                 os.W_OK):
+    if (route in UNTRACED or runner == "fork") and not os.access("/proc/self/clear_refs", os.W_OK):
         pytest.skip("the grader may not reset a process's resident-memory high-water mark")
 
 
@@ -385,9 +393,13 @@ def _memory_call(exercise, rng):
 def _busy(seconds):
     """Keep the machine busy: a process spinning on a core, and a thread of the grader
     that allocates and frees 200 MB buffers (the grader's memory is not the answer's)."""
-    spinner = subprocess.Popen([sys.executable, "-c",
-                                f"import time\nend = time.time() + {seconds}\n"
-                                "while time.time() < end:\n    pass\n"])
+    spinner = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import time\nend = time.time() + {seconds}\nwhile time.time() < end:\n    pass\n",
+        ]
+    )
     stop = threading.Event()
 
     def churn():
@@ -409,8 +421,9 @@ def test_the_honest_answer_keeps_every_point_on_a_busy_machine(exercise):
         thread.join()
         spinner.kill()
         spinner.wait()
-    assert all(v.points == v.max_points for v in verdicts.values()), \
-        {g: v.message for g, v in verdicts.items() if v.points != v.max_points}
+    assert all(v.points == v.max_points for v in verdicts.values()), {
+        g: v.message for g, v in verdicts.items() if v.points != v.max_points
+    }
 
 
 def test_the_margins_on_both_sides_of_the_limit_are_wide():
@@ -424,7 +437,7 @@ def test_the_margins_on_both_sides_of_the_limit_are_wide():
         honest = solution_source(load(exercise))
         with Sandbox(honest, FAST) as box:
             f = remote_function(box, exercise)
-            f.measured_call(*args)                       # warm: lazy imports, BLAS buffers
+            f.measured_call(*args)  # warm: lazy imports, BLAS buffers
             costs = [f.measured_call(*args)[1] for _ in range(3)]
         for cost in costs:
             assert call_peak(cost) < 4 * 2**20, (exercise, cost)
@@ -441,7 +454,7 @@ def test_the_margins_on_both_sides_of_the_limit_are_wide():
 #: a visible cell passing that argument again would raise ``Unsupported`` in the grader,
 #: and an unverifiable visible cell keeps nbgrader's in-kernel score, which the answer's
 #: code can patch
-POISON_ARGUMENTS = '''
+POISON_ARGUMENTS = """
 import functools as _functools
 
 
@@ -456,7 +469,7 @@ def _poison(f):
                 a["_"] = lambda: 0
         return out
     return wrapped
-'''
+"""
 
 
 @pytest.mark.parametrize("exercise", sorted(EXERCISES))
@@ -466,8 +479,11 @@ def test_no_answer_can_make_its_visible_cell_unverifiable(exercise):
     The one way back to the kernel's score is a cell the clean room cannot run; an answer
     that plants values which cannot travel in its arguments does not reach it."""
     spec = load(exercise)
-    code = (solution_source(spec) + POISON_ARGUMENTS
-            + "".join(f"\n{f} = _poison({f})\n" for f in graded_functions(spec)))
+    code = (
+        solution_source(spec)
+        + POISON_ARGUMENTS
+        + "".join(f"\n{f} = _poison({f})\n" for f in graded_functions(spec))
+    )
     with Sandbox(code, FAST) as box:
         v = run_visible(spec, box, 120.0)
     assert v.points is not None, v.message
@@ -482,14 +498,14 @@ def test_private_memory_counts_what_a_forked_process_writes_not_what_it_inherits
     mine = private_memory()
     if mine is None:
         pytest.skip("no /proc/<pid>/smaps_rollup here")
-    inherited = np.ones(40 * 2**20 // 8)            # 40 MB this process wrote
+    inherited = np.ones(40 * 2**20 // 8)  # 40 MB this process wrote
     read, write = os.pipe()
     pid = os.fork()
-    if pid == 0:                                     # the child: read first, then write
+    if pid == 0:  # the child: read first, then write
         os.close(read)
         first = private_memory()
         float(inherited.sum())
-        np.ones(80 * 2**20 // 8).fill(2.0)           # freed again: not in `after`
+        np.ones(80 * 2**20 // 8).fill(2.0)  # freed again: not in `after`
         own = np.full(60 * 2**20 // 8, 3.0)
         after = private_memory()
         os.write(write, f"{first} {after} {float(own[0])}".encode())
@@ -500,4 +516,3 @@ def test_private_memory_counts_what_a_forked_process_writes_not_what_it_inherits
     os.waitpid(pid, 0)
     # reading the inherited 40 MB does not make them private; writing 60 MB does
     assert int(first) < 30 * 2**20 and 55 * 2**20 < int(after) - int(first) < 100 * 2**20
-

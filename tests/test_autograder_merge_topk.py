@@ -5,21 +5,27 @@ in the clean room; honest answers written differently (a heapq merge of the shar
 sorted lists, a plain loop over rows with ``sorted``) score full marks too; each classic
 mistake loses exactly the checks it should, with feedback that names it.
 """
+
 import numpy as np
 import pytest
+from helpers.exercise_grading import (
+    answer_function,
+    assert_below_reference,
+    assert_full_marks,
+    assert_loses_exactly,
+    scores,
+)
 
 from autograder.build import build_notebook, notebook_path, notebook_text, solution_source
 from autograder.checks import check_points, run_check
 from autograder.cleanroom import verify_source
 from autograder.exercises import load
-from helpers.exercise_grading import (answer_function, assert_below_reference, assert_full_marks,
-                              assert_loses_exactly, scores)
 
 NAME = "merge_topk"
 SEEDS = (1, 77, 4242)
 FAST = {"call_s": 10.0, "start_s": 40.0, "cpu_s": 40, "memory_bytes": 2 << 30}
 
-HONEST_HEAPQ = '''
+HONEST_HEAPQ = """
 import heapq
 import numpy as np
 
@@ -29,14 +35,15 @@ def merge_topk(shard_vals, shard_idx, offsets, k):
     for r in range(np.shape(shard_vals[0])[0]):
         lists = []
         for v, i, off in zip(shard_vals, shard_idx, offsets):
-            lists.append(sorted((-float(v[r, j]), int(i[r, j]) + int(off)) for j in range(np.shape(v)[1])))
+            lists.append(sorted((-float(v[r, j]), int(i[r, j]) + int(off))
+                                for j in range(np.shape(v)[1])))
         best = list(heapq.merge(*lists))[:k]
         out_v.append([-s for s, _ in best])
         out_i.append([g for _, g in best])
     return np.array(out_v, dtype=float), np.array(out_i, dtype=np.int64)
-'''
+"""
 
-HONEST_LOOP = '''
+HONEST_LOOP = """
 import numpy as np
 
 
@@ -54,9 +61,9 @@ def merge_topk(shard_vals, shard_idx, offsets, k):
     vals = np.array([[c[0] for c in row] for row in rows], dtype=float).reshape(m, width)
     idx = np.array([[c[1] for c in row] for row in rows], dtype=np.int64).reshape(m, width)
     return vals, idx
-'''
+"""
 
-LOCAL_INDICES = '''
+LOCAL_INDICES = """
 import numpy as np
 
 
@@ -65,9 +72,9 @@ def merge_topk(shard_vals, shard_idx, offsets, k):      # forgets the offsets
     idx = np.concatenate(shard_idx, axis=1)
     order = np.lexsort((idx, -vals), axis=1)[:, :k]
     return np.take_along_axis(vals, order, axis=1), np.take_along_axis(idx, order, axis=1)
-'''
+"""
 
-ARGSORT_UNSTABLE = '''
+ARGSORT_UNSTABLE = """
 import numpy as np
 
 
@@ -76,9 +83,9 @@ def merge_topk(shard_vals, shard_idx, offsets, k):      # ties in whatever order
     glob = np.concatenate([i + o for i, o in zip(shard_idx, offsets)], axis=1)
     order = np.argsort(vals, axis=1)[:, ::-1][:, :k]     # reversed ascending: larger index first
     return np.take_along_axis(vals, order, axis=1), np.take_along_axis(glob, order, axis=1)
-'''
+"""
 
-FIXED_K = '''
+FIXED_K = """
 import numpy as np
 
 
@@ -92,27 +99,34 @@ def merge_topk(shard_vals, shard_idx, offsets, k):      # assumes k columns come
     out_v[:, :n] = np.take_along_axis(vals, order[:, :n], axis=1)
     out_i[:, :n] = np.take_along_axis(glob, order[:, :n], axis=1)
     return out_v, out_i
-'''
+"""
 
-PRESORTED_SHARDS = '''
+PRESORTED_SHARDS = """
 import numpy as np
 
 
-def merge_topk(shard_vals, shard_idx, offsets, k):      # takes each shard's first columns as its best
+# takes each shard's first columns as its best
+def merge_topk(shard_vals, shard_idx, offsets, k):
     per = max(1, -(-k // len(shard_vals)))
     vals = np.concatenate([v[:, :per] for v in shard_vals], axis=1)
     glob = np.concatenate([i[:, :per] + o for i, o in zip(shard_idx, offsets)], axis=1)
     order = np.lexsort((glob, -vals), axis=1)[:, :k]
     return np.take_along_axis(vals, order, axis=1), np.take_along_axis(glob, order, axis=1)
-'''
+"""
 
 WRONG = {
-    "local_indices": (LOCAL_INDICES, {"matches_whole_bank", "ties_across_shards",
-                                      "short_and_empty_shards", "properties"}, "offset"),
+    "local_indices": (
+        LOCAL_INDICES,
+        {"matches_whole_bank", "ties_across_shards", "short_and_empty_shards", "properties"},
+        "offset",
+    ),
     "larger_index_on_ties": (ARGSORT_UNSTABLE, {"ties_across_shards"}, "smaller *global* index"),
     "fixed_k_columns": (FIXED_K, {"short_and_empty_shards"}, "return all"),
-    "presorted_shards": (PRESORTED_SHARDS, {"matches_whole_bank", "ties_across_shards",
-                                            "short_and_empty_shards", "properties"}, "differs"),
+    "presorted_shards": (
+        PRESORTED_SHARDS,
+        {"matches_whole_bank", "ties_across_shards", "short_and_empty_shards", "properties"},
+        "differs",
+    ),
 }
 
 
@@ -126,7 +140,9 @@ def _scores(fn, seed):
 
 @pytest.mark.parametrize("source", ["solution", "heapq", "loop"])
 def test_reference_and_honest_alternatives_score_full_marks(source):
-    code = {"solution": solution_source(load(NAME)), "heapq": HONEST_HEAPQ, "loop": HONEST_LOOP}[source]
+    code = {"solution": solution_source(load(NAME)), "heapq": HONEST_HEAPQ, "loop": HONEST_LOOP}[
+        source
+    ]
     assert_full_marks(NAME, code, SEEDS)
 
 
@@ -145,7 +161,7 @@ def test_mutating_answer_loses_only_properties():
 
     def merge_topk(shard_vals, shard_idx, offsets, k):
         out = right(shard_vals, shard_idx, offsets, k)
-        shard_vals[0][...] = 0.0                         # scribbles on its input afterwards
+        shard_vals[0][...] = 0.0  # scribbles on its input afterwards
         return out
 
     for aspect, (got, report) in _scores(merge_topk, 3).items():

@@ -11,6 +11,7 @@
   every grading seed: an answer that is wrong only at that edge case loses the check's
   points for every seed tried.
 """
+
 import copy
 
 import numpy as np
@@ -20,7 +21,6 @@ import repeval_ref
 from autograder.build import solution_source
 from autograder.checks import check_points, format_findings, registry, run_check
 from autograder.exercises import all_specs, load
-
 
 #: the 18 functions the notebooks ask for (some notebooks ask for several)
 GRADED = sorted({c.split("/", 1)[0] for s in all_specs() for c in s.HIDDEN})
@@ -66,17 +66,23 @@ def _degenerate(kind, name):
         try:  # "zeros": the reference runs on copies, the caller sees no side effect
             state["last"] = _zeros_like(ref(*copy.deepcopy(args), **copy.deepcopy(kwargs)))
         except Exception:
-            pass                        # inputs the reference rejects: the last zeros
+            pass  # inputs the reference rejects: the last zeros
         return state.get("last")
 
     answer.__name__ = name
     return answer
 
 
-@pytest.mark.parametrize("name,kind", [
-    pytest.param(name, kind, marks=pytest.mark.slow)
-    if name == "linear_probe_done_right" and kind != "first_argument" else (name, kind)
-    for kind in KINDS for name in GRADED])
+@pytest.mark.parametrize(
+    "name,kind",
+    [
+        pytest.param(name, kind, marks=pytest.mark.slow)
+        if name == "linear_probe_done_right" and kind != "first_argument"
+        else (name, kind)
+        for kind in KINDS
+        for name in GRADED
+    ],
+)
 def test_answers_that_compute_nothing_score_zero(name, kind):
     checks = [c for c in registry() if c.split("/", 1)[0] == name]
     assert checks
@@ -96,34 +102,41 @@ def _namespace(exercise):
 def _mutates_on(fn, when):
     """The right function, which scribbles on its first array argument when ``when``
     holds for the keyword arguments of the call (one option path of the contract)."""
+
     def wrapper(*args, **kwargs):
         out = fn(*args, **kwargs)
         if when(kwargs):
             a = args[0]
             a -= a.mean(axis=0)
         return out
+
     wrapper.__name__ = fn.__name__
     return wrapper
 
 
-@pytest.mark.parametrize("when,label", [
-    (lambda kw: kw.get("center", False), "center=True"),
-    (lambda kw: "eps" in kw, "eps given"),
-    (lambda kw: True, "every call"),
-])
+@pytest.mark.parametrize(
+    "when,label",
+    [
+        (lambda kw: kw.get("center", False), "center=True"),
+        (lambda kw: "eps" in kw, "eps given"),
+        (lambda kw: True, "every call"),
+    ],
+)
 def test_rankme_mutation_on_any_option_path_loses_the_mutation_check(when, label):
     fn = _mutates_on(_namespace("rankme")["rankme"], when)
     for seed in SEEDS:
         findings = run_check("rankme/properties", fn, seed)
-        assert sum(f.points for f in findings) == 0, (label, format_findings(
-            "rankme/properties", findings, seed))
+        assert sum(f.points for f in findings) == 0, (
+            label,
+            format_findings("rankme/properties", findings, seed),
+        )
         assert "modified Z in place" in findings[0].message
 
 
 def test_rankme_centring_in_place_is_named_with_its_option():
     def rankme(Z, center=False, eps=1e-7):
         if center:
-            Z -= Z.mean(0)                # the caller's array changes
+            Z -= Z.mean(0)  # the caller's array changes
         sigma = np.linalg.svd(Z, compute_uv=False)
         p = sigma / sigma.sum() + eps
         p = p[p > 0]
@@ -139,11 +152,12 @@ def test_rankme_centring_in_place_is_named_with_its_option():
 
 def test_squared_singular_values_are_not_told_to_centre():
     """center_option isolates the centring with the student's own function."""
+
     def rankme(Z, center=False, eps=1e-7):
         Z = np.asarray(Z, float)
         if center:
             Z = Z - Z.mean(0)
-        sigma = np.linalg.svd(Z, compute_uv=False) ** 2          # the mistake
+        sigma = np.linalg.svd(Z, compute_uv=False) ** 2  # the mistake
         p = sigma / sigma.sum() + eps
         return float(np.exp(-np.sum(p * np.log(p))))
 
@@ -159,7 +173,7 @@ def test_squared_singular_values_are_not_told_to_centre():
 # ------------------------------------------------------------------ edge cases, every seed
 EDGE_SEEDS = tuple(range(8))
 
-NDCG_IDEAL_OVER_K = '''
+NDCG_IDEAL_OVER_K = """
 import numpy as np
 
 def retrieval_metrics(query_h, query_y, corpus_h, corpus_y, ks=(1, 5, 10)):
@@ -184,9 +198,9 @@ def retrieval_metrics(query_h, query_y, corpus_h, corpus_y, ks=(1, 5, 10)):
     out["mrr"] = float(np.mean(1.0 / (np.argmax(rel, 1) + 1)))
     out["map"] = float(np.mean((found / np.arange(1, n + 1) * rel).sum(1) / R))
     return out
-'''
+"""
 
-WILSON_CLIPPED_ONLY = '''
+WILSON_CLIPPED_ONLY = """
 import numpy as np
 
 def wilson_interval(k, n, z=1.959963984540054):
@@ -195,9 +209,9 @@ def wilson_interval(k, n, z=1.959963984540054):
     c = (p + z * z / (2 * n)) / s
     h = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / s
     return float(max(0.0, c - h)), float(min(1.0, c + h))     # clipping only
-'''
+"""
 
-KNN_ARGPARTITION = '''
+KNN_ARGPARTITION = """
 import numpy as np
 
 def knn_classify(bank, bank_y, queries, k, tau, n_classes):
@@ -215,13 +229,14 @@ def knn_classify(bank, bank_y, queries, k, tau, n_classes):
     np.add.at(votes, (np.repeat(np.arange(len(q)), kk), np.asarray(bank_y)[nbr].ravel()),
               w.ravel())
     return np.argmax(votes, axis=1)
-'''
+"""
 
 KNN_K_NOT_CAPPED = KNN_ARGPARTITION.replace("kk = min(k, a.shape[0])", "kk = k").replace(
     "np.argpartition(-sims, kk - 1, axis=1)[:, :kk]   # arbitrary among ties",
-    "np.argsort(-sims, axis=1, kind='stable')[:, :kk]")
+    "np.argsort(-sims, axis=1, kind='stable')[:, :kk]",
+)
 
-MCNEMAR_ONE_SIDED = '''
+MCNEMAR_ONE_SIDED = """
 import numpy as np
 from scipy import stats
 
@@ -231,9 +246,9 @@ def mcnemar_exact(a_correct, b_correct):
     if n01 + n10 == 0:
         return 1.0
     return float(min(1.0, stats.binom.cdf(min(n01, n10), n01 + n10, 0.5)))   # no factor 2
-'''
+"""
 
-RANK_FLOOR_WRAPS = '''
+RANK_FLOOR_WRAPS = """
 import numpy as np
 
 def rank_bound(H, y, n_classes):
@@ -244,9 +259,9 @@ def rank_bound(H, y, n_classes):
     r = int(np.linalg.matrix_rank(H))
     counts = np.sort(np.bincount(y, minlength=n_classes))
     return res, int(counts[: n_classes - r - 1].sum())        # negative count wraps around
-'''
+"""
 
-TWONN_NO_DUPLICATE_CHECK = '''
+TWONN_NO_DUPLICATE_CHECK = """
 import numpy as np
 from scipy.spatial import cKDTree
 
@@ -255,9 +270,9 @@ def two_nn_id(X):
     d, _ = cKDTree(X).query(X, k=3)
     with np.errstate(divide="ignore", invalid="ignore"):
         return float(len(X) / np.sum(np.log(d[:, 2] / d[:, 1])))
-'''
+"""
 
-RANKME_NAN_AT_ZERO = '''
+RANKME_NAN_AT_ZERO = """
 import numpy as np
 
 def rankme(Z, center=False, eps=1e-7):
@@ -268,15 +283,15 @@ def rankme(Z, center=False, eps=1e-7):
     p = s / s.sum() + eps
     with np.errstate(divide="ignore", invalid="ignore"):
         return float(np.exp(-np.sum(p * np.log(p))))            # 0 log 0 = nan
-'''
+"""
 
-FOLD_NO_CHECK = '''
+FOLD_NO_CHECK = """
 import numpy as np
 
 def fold_batchnorm(W, b, mu, s):
     W2 = np.asarray(W, float) / np.asarray(s, float)[:, None]
     return W2, np.asarray(b, float) - W2.T @ np.asarray(mu, float)
-'''
+"""
 
 from helpers.autograder_cases import KNN_TIES_TO_LARGER  # noqa: E402
 from helpers.autograder_cases_more import (  # noqa: E402
@@ -287,35 +302,67 @@ from helpers.autograder_cases_more import (  # noqa: E402
 )
 
 RETRIEVAL_K_NOT_CAPPED = solution_source(load("retrieval_metrics")).replace(
-    "top = min(k, n_c) - 1", "top = k - 1")
+    "top = min(k, n_c) - 1", "top = k - 1"
+)
 
 #: (notebook, answer source, check that must lose points on every seed)
 EDGE_CASES = {
-    "retrieval with R = 0 queries kept": ("retrieval_metrics",
-                                          RETRIEVAL_KEEPS_QUERIES_WITHOUT_RELEVANT,
-                                          "retrieval_metrics/queries_without_relevant"),
-    "retrieval ties by larger index": ("retrieval_metrics", RETRIEVAL_TIES_REVERSED,
-                                       "retrieval_metrics/ties_by_index"),
-    "retrieval k beyond the corpus": ("retrieval_metrics", RETRIEVAL_K_NOT_CAPPED,
-                                      "retrieval_metrics/properties"),
-    "k-NN class ties to the larger label": ("knn_classify", KNN_TIES_TO_LARGER,
-                                            "knn_classify/ties"),
-    "low-shot labels not 0 .. K - 1": ("low_shot_eval", LOWSHOT_ARGMAX_AS_LABEL,
-                                       "low_shot_eval/labels_not_contiguous"),
-    "McNemar without discordant pairs": ("wilson_interval", MCNEMAR_ZERO_DISCORDANT,
-                                         "mcnemar_exact/no_discordant_pairs"),
-    "nDCG ideal over k (R < k)": ("retrieval_metrics", NDCG_IDEAL_OVER_K,
-                                  "retrieval_metrics/fewer_relevant_than_k"),
-    "Wilson clipped, not exact at k = 0, n": ("wilson_interval", WILSON_CLIPPED_ONLY,
-                                              "wilson_interval/extremes"),
-    "k-NN argpartition at tied k-th place": ("knn_classify", KNN_ARGPARTITION,
-                                             "knn_classify/ties_at_kth"),
-    "k-NN k beyond the bank": ("knn_classify", KNN_K_NOT_CAPPED,
-                               "knn_classify/k_larger_than_bank"),
-    "McNemar without the factor 2": ("wilson_interval", MCNEMAR_ONE_SIDED,
-                                     "mcnemar_exact/matches_reference"),
-    "rank floor wraps at r + 1 >= K": ("rank_bound", RANK_FLOOR_WRAPS,
-                                       "rank_bound/full_rank_floor_zero"),
+    "retrieval with R = 0 queries kept": (
+        "retrieval_metrics",
+        RETRIEVAL_KEEPS_QUERIES_WITHOUT_RELEVANT,
+        "retrieval_metrics/queries_without_relevant",
+    ),
+    "retrieval ties by larger index": (
+        "retrieval_metrics",
+        RETRIEVAL_TIES_REVERSED,
+        "retrieval_metrics/ties_by_index",
+    ),
+    "retrieval k beyond the corpus": (
+        "retrieval_metrics",
+        RETRIEVAL_K_NOT_CAPPED,
+        "retrieval_metrics/properties",
+    ),
+    "k-NN class ties to the larger label": (
+        "knn_classify",
+        KNN_TIES_TO_LARGER,
+        "knn_classify/ties",
+    ),
+    "low-shot labels not 0 .. K - 1": (
+        "low_shot_eval",
+        LOWSHOT_ARGMAX_AS_LABEL,
+        "low_shot_eval/labels_not_contiguous",
+    ),
+    "McNemar without discordant pairs": (
+        "wilson_interval",
+        MCNEMAR_ZERO_DISCORDANT,
+        "mcnemar_exact/no_discordant_pairs",
+    ),
+    "nDCG ideal over k (R < k)": (
+        "retrieval_metrics",
+        NDCG_IDEAL_OVER_K,
+        "retrieval_metrics/fewer_relevant_than_k",
+    ),
+    "Wilson clipped, not exact at k = 0, n": (
+        "wilson_interval",
+        WILSON_CLIPPED_ONLY,
+        "wilson_interval/extremes",
+    ),
+    "k-NN argpartition at tied k-th place": (
+        "knn_classify",
+        KNN_ARGPARTITION,
+        "knn_classify/ties_at_kth",
+    ),
+    "k-NN k beyond the bank": ("knn_classify", KNN_K_NOT_CAPPED, "knn_classify/k_larger_than_bank"),
+    "McNemar without the factor 2": (
+        "wilson_interval",
+        MCNEMAR_ONE_SIDED,
+        "mcnemar_exact/matches_reference",
+    ),
+    "rank floor wraps at r + 1 >= K": (
+        "rank_bound",
+        RANK_FLOOR_WRAPS,
+        "rank_bound/full_rank_floor_zero",
+    ),
     "TwoNN with duplicates": ("two_nn_id", TWONN_NO_DUPLICATE_CHECK, "two_nn_id/duplicates"),
     "RankMe 0 log 0 at eps = 0": ("rankme", RANKME_NAN_AT_ZERO, "rankme/known_spectra"),
     "fold accepts s <= 0": ("fold_batchnorm", FOLD_NO_CHECK, "fold_batchnorm/rejects_bad_scale"),
@@ -331,7 +378,9 @@ def test_edge_case_wrong_answer_loses_on_every_seed(case):
     for seed in EDGE_SEEDS:
         findings = run_check(check, fn, seed)
         assert sum(f.points for f in findings) < check_points(check), (
-            case, format_findings(check, findings, seed))
+            case,
+            format_findings(check, findings, seed),
+        )
 
 
 def test_edge_case_answers_are_otherwise_right_on_random_data():
@@ -405,20 +454,26 @@ def _mutating_when(fn, key, value):
             a = next(x for x in args if isinstance(x, np.ndarray) and x.size)
             a.flat[0] = a.flat[0] + 1 if a.dtype != bool else not a.flat[0]
         return out
+
     wrapper.__name__ = fn.__name__
     wrapper.__signature__ = _inspect.signature(fn)
     return wrapper
 
 
-@pytest.mark.parametrize("notebook,function,key,value", [
-    ("attentive_probe", "attentive_probe", "n_prefix", 2),
-    ("wilson_interval", "paired_bootstrap_ci", "level", 0.8),
-    ("linear_probe_done_right", "linear_probe_done_right", "seed", 3),
-])
-def test_mutation_on_a_non_default_option_loses_the_properties_check(notebook, function,
-                                                                      key, value):
+@pytest.mark.parametrize(
+    "notebook,function,key,value",
+    [
+        ("attentive_probe", "attentive_probe", "n_prefix", 2),
+        ("wilson_interval", "paired_bootstrap_ci", "level", 0.8),
+        ("linear_probe_done_right", "linear_probe_done_right", "seed", 3),
+    ],
+)
+def test_mutation_on_a_non_default_option_loses_the_properties_check(
+    notebook, function, key, value
+):
     fn = _mutating_when(_namespace(notebook)[function], key, value)
     findings = run_check(f"{function}/properties", fn, SEEDS[0])
     assert sum(f.points for f in findings) == 0, format_findings(
-        f"{function}/properties", findings, SEEDS[0])
+        f"{function}/properties", findings, SEEDS[0]
+    )
     assert "in place" in findings[0].message and f"{key} = {value}" in findings[0].message

@@ -1,5 +1,6 @@
 """The helpers behind safe grading outputs, on their own: CSV cells, the issue log, the
 feedback cleaner and note, the zip checks and the no-follow rebuild of a folder."""
+
 import csv
 import io
 import os
@@ -13,11 +14,26 @@ from autograder.issue_log import MAX_PER_NOTEBOOK, IssueLog
 from autograder.safe_files import Refused, open_zip, rebuild_folder, zip_members
 
 
-@pytest.mark.parametrize("cell, want", [
-    ("=1+1", "'=1+1"), ("+1", "'+1"), ("@SUM(A1)", "'@SUM(A1)"), ("\tx", "'\tx"),
-    ("\rx", "'\rx"), ("-", "'-"), ("-1+2", "'-1+2"), ("-inf", "'-inf"),
-    ("-2", "-2"), ("-2.5e3", "-2.5e3"), ("abc", "abc"), (-3, -3), (2.5, 2.5),
-    (None, ""), (float("-inf"), "'-inf")])
+@pytest.mark.parametrize(
+    "cell, want",
+    [
+        ("=1+1", "'=1+1"),
+        ("+1", "'+1"),
+        ("@SUM(A1)", "'@SUM(A1)"),
+        ("\tx", "'\tx"),
+        ("\rx", "'\rx"),
+        ("-", "'-"),
+        ("-1+2", "'-1+2"),
+        ("-inf", "'-inf"),
+        ("-2", "-2"),
+        ("-2.5e3", "-2.5e3"),
+        ("abc", "abc"),
+        (-3, -3),
+        (2.5, 2.5),
+        (None, ""),
+        (float("-inf"), "'-inf"),
+    ],
+)
 def test_safe_cell(cell, want):
     assert safe_cell(cell) == want
 
@@ -55,12 +71,21 @@ def test_issue_log_keeps_one_line_per_problem_and_counts_past_the_cap(tmp_path):
 
 
 def test_clean_html_and_note_keep_text_and_drop_code():
-    html = clean_html('<p onclick="x">a</p><script>alert(1)</script><img src=x onerror=y>'
-                      '<a href="javascript:z">l</a><img src="data:image/png;base64,AAAA">'
-                      '<a href="data:text/html,x">d</a><h1 id="T">T</h1>'
-                      '<div id="autograder-submission">z</div><iframe src=x></iframe>')
-    for bad in ("<script", "onclick", "onerror", "javascript:", "data:text", "<iframe",
-                'id="autograder-submission"'):
+    html = clean_html(
+        '<p onclick="x">a</p><script>alert(1)</script><img src=x onerror=y>'
+        '<a href="javascript:z">l</a><img src="data:image/png;base64,AAAA">'
+        '<a href="data:text/html,x">d</a><h1 id="T">T</h1>'
+        '<div id="autograder-submission">z</div><iframe src=x></iframe>'
+    )
+    for bad in (
+        "<script",
+        "onclick",
+        "onerror",
+        "javascript:",
+        "data:text",
+        "<iframe",
+        'id="autograder-submission"',
+    ):
         assert bad not in html, bad
     assert "data:image/png;base64,AAAA" in html and '<h1 id="T">' in html
     note = note_markdown("Your file <img src=x onerror=alert(1)>.ipynb\n# [a](b)")

@@ -17,20 +17,20 @@ Both need the kernel namespaces of :func:`autograder.confine.kernel_namespaces` 
 a machine that lends user namespaces to other users); where they are refused,
 :func:`autograder.confine.protection_gaps` names the gap (tested here too).
 """
+
 import json
 import shutil
 import time
 
 import nbformat
 import pytest
+from helpers.answer_notebooks import with_answer
+from helpers.course_roster import import_roster
 
 from autograder import REPO_ROOT, confine, sandbox
 from autograder.build import solution_source
 from autograder.course import Course
 from autograder.exercises import load
-
-from helpers.answer_notebooks import with_answer
-from helpers.course_roster import import_roster
 
 #: a class graded with nbgrader and the clean room: about a minute
 pytestmark = pytest.mark.slow
@@ -59,8 +59,7 @@ if "ipykernel" in sys.modules:
             pass
 """
 
-PLACES = ("/tmp", "/dev/shm", "/var/tmp", "/run/lock", "HOME",
-          "IPYTHONDIR/profile_default/startup")
+PLACES = ("/tmp", "/dev/shm", "/var/tmp", "/run/lock", "HOME", "IPYTHONDIR/profile_default/startup")
 
 LEAVE = """
 import os, sys, time
@@ -119,8 +118,10 @@ def _points(course, student, assignment, notebook):
 def graded(tmp_path_factory):
     """The class above, graded once; ``(course, seconds of each student's nbgrader run)``."""
     if not NAMESPACES:
-        pytest.skip("this machine refuses the kernels' namespaces (a gap protection_gaps "
-                    "names, tested below)")
+        pytest.skip(
+            "this machine refuses the kernels' namespaces (a gap protection_gaps "
+            "names, tested below)"
+        )
     base = tmp_path_factory.mktemp("per-notebook")
     repo = base / "repo"
     for a, nb in NOTEBOOKS:
@@ -167,8 +168,13 @@ def test_a_hanging_notebook_scores_zero_with_its_reason_and_costs_nothing_else(g
     problems = [r for r in course.issues() if r["student_id"] == "hang"]
     limit = [r for r in problems if f"limit of {LIMIT_S:g} s per notebook" in r["problem"]]
     assert [(r["assignment"], r["notebook"]) for r in limit] == [("rankme", "rankme")]
-    note = nbformat.read(str(course.root / "autograded" / "hang" / "rankme" / "rankme.ipynb"),
-                         as_version=4).cells[0].source
+    note = (
+        nbformat.read(
+            str(course.root / "autograded" / "hang" / "rankme" / "rankme.ipynb"), as_version=4
+        )
+        .cells[0]
+        .source
+    )
     assert f"limit of {LIMIT_S:g} s per notebook" in note  # what its feedback opens with
     # one nbgrader run of the three notebooks, which took the limit once more than the
     # same run of an honest student (no second try of the hanging notebook, which would
@@ -187,8 +193,10 @@ def _runs(course, student):
 
     log = (course.root / "autograde.log").read_text()
     part = log.split(f"===== student {student}:", 1)[1].split("===== student", 1)[0]
-    return [(m.group(1), float(m.group(2))) for m in
-            re.finditer(r"^\$ nbgrader (.*?)  \(exit -?\d+, ([0-9.]+) s\)$", part, re.M)]
+    return [
+        (m.group(1), float(m.group(2)))
+        for m in re.finditer(r"^\$ nbgrader (.*?)  \(exit -?\d+, ([0-9.]+) s\)$", part, re.M)
+    ]
 
 
 def course_max(course, a, name):
@@ -200,10 +208,16 @@ def course_max(course, a, name):
 
 def test_a_notebook_leaves_nothing_the_next_one_can_see(graded):
     course, _ = graded
-    nb = nbformat.read(str(course.root / "autograded" / "leak" / "rankme" / "two_nn_id.ipynb"),
-                       as_version=4)
-    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
-                   for o in c.get("outputs", []) if o.get("output_type") == "stream")
+    nb = nbformat.read(
+        str(course.root / "autograded" / "leak" / "rankme" / "two_nn_id.ipynb"), as_version=4
+    )
+    text = "".join(
+        o.get("text", "")
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "stream"
+    )
     seen = json.loads(text.split("SEEN", 1)[1].splitlines()[0])
     for place, names in seen["places"].items():
         assert "left_by_notebook_2.py" not in names and "daemon.txt" not in names, place
@@ -244,8 +258,7 @@ def _processes_marked(token):
 
 
 @pytest.mark.skipif(not NAMESPACES, reason="the kernels' namespaces are refused here")
-def test_a_kernel_past_its_limit_is_killed_with_every_process_it_started(monkeypatch,
-                                                                         tmp_path):
+def test_a_kernel_past_its_limit_is_killed_with_every_process_it_started(monkeypatch, tmp_path):
     from nbformat.v4 import new_code_cell, new_notebook
 
     from autograder import kernel_fork
@@ -261,16 +274,23 @@ def test_a_kernel_past_its_limit_is_killed_with_every_process_it_started(monkeyp
     before = _processes_marked(token)
     assert server.proc.pid in before
     test = new_code_cell("print('never')")
-    test.metadata["nbgrader"] = {"grade": True, "grade_id": "t", "points": 1,
-                                 "solution": False, "locked": True}
-    nb = new_notebook(cells=[new_code_cell(HANG.replace('"ipykernel" in sys.modules', "True")),
-                             test])
+    test.metadata["nbgrader"] = {
+        "grade": True,
+        "grade_id": "t",
+        "points": 1,
+        "solution": False,
+        "locked": True,
+    }
+    nb = new_notebook(
+        cells=[new_code_cell(HANG.replace('"ipykernel" in sys.modules', "True")), test]
+    )
     t0 = time.monotonic()
     nb, _ = kernel_fork.ForkExecute(timeout=600).preprocess(
-        nb, {"metadata": {"path": str(tmp_path)}})
+        nb, {"metadata": {"path": str(tmp_path)}}
+    )
     assert time.monotonic() - t0 < 4 + 20
     assert nb.metadata[kernel_fork.TIME_LIMIT_KEY] == 4.0
-    assert "limit of 4 s per notebook" in nb.cells[0].source   # the note comes first
+    assert "limit of 4 s per notebook" in nb.cells[0].source  # the note comes first
     assert [o["ename"] for o in nb.cells[2].outputs] == ["NotebookTimeLimit"]
     time.sleep(0.5)
     # the kernel, its daemon (own session, SIGTERM ignored) and its watcher are gone

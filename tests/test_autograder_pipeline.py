@@ -16,6 +16,7 @@ is slow, so the students are batched):
 Then the CSV export, the feedback pages (no hidden test source, no CDN MathJax) and the
 grading-issue log are checked.
 """
+
 import copy
 import csv
 import html
@@ -27,6 +28,8 @@ import zipfile
 
 import nbformat
 import pytest
+from helpers.autograder_cases import FEEDBACK_WORDS, WRONG
+from helpers.course_roster import import_roster
 
 from autograder import REPO_ROOT
 from autograder.build import solution_source
@@ -34,9 +37,6 @@ from autograder.checks import KERNEL_NOTE, check_points
 from autograder.course import Course
 from autograder.exercises import all_specs, load
 from autograder.feedback import MATHJAX_FILE
-
-from helpers.autograder_cases import FEEDBACK_WORDS, WRONG
-from helpers.course_roster import import_roster
 
 #: a whole class graded by nbgrader: left out of make test-fast
 pytestmark = pytest.mark.slow
@@ -51,8 +51,11 @@ except ImportError:  # pragma: no cover
 E2E_WRONG = {ex: dict(v) for ex, v in WRONG.items()}
 for _ex, _var in ISSUE_CASES:
     E2E_WRONG.setdefault(_ex, {})[_var] = WRONG_MORE[_ex][_var]
-E2E_WORDS = {k: w for k, w in {**FEEDBACK_WORDS, **FEEDBACK_WORDS_MORE}.items()
-             if k[1] in E2E_WRONG.get(k[0], {})}
+E2E_WORDS = {
+    k: w
+    for k, w in {**FEEDBACK_WORDS, **FEEDBACK_WORDS_MORE}.items()
+    if k[1] in E2E_WRONG.get(k[0], {})
+}
 
 #: per-cell limit of the class's grading: ample for the reference's slowest cell (about 3 s
 #: on the 2-core machine with both test workers busy, its kernel forked warm), and the
@@ -67,8 +70,9 @@ CRASH = "import os\n\n\ndef knn_classify(*args, **kwargs):\n    os._exit(1)\n"
 #: tests' 38 s in the clean room), and a spinning loop would burn a core all that
 #: time that the other test worker needs. The clean room's tests keep a spinning loop
 #: (tests/test_autograder_cleanroom.py, which also checks the CPU-time limit).
-LOOP = ("import time\n\n\ndef rank_bound(H, y, n_classes):\n    while True:\n"
-        "        time.sleep(0.5)\n")
+LOOP = (
+    "import time\n\n\ndef rank_bound(H, y, n_classes):\n    while True:\n        time.sleep(0.5)\n"
+)
 SYNTAX = "def fold_batchnorm(W, b, mu s):\n    return W, b\n"
 
 
@@ -119,8 +123,10 @@ def _make_submissions(subs):
     specs = _specs()
     names = {s.NAME for s in specs}
     for spec in specs:
-        _write(_with_code(spec, solution_source(spec)), subs / "ref" / spec.ASSIGNMENT /
-               f"{spec.NAME}.ipynb")
+        _write(
+            _with_code(spec, solution_source(spec)),
+            subs / "ref" / spec.ASSIGNMENT / f"{spec.NAME}.ipynb",
+        )
         expected["ref", spec.NAME] = _total(spec)
         expected["blank", spec.NAME] = 0.0
     # the blank release, as one zip file with a folder inside
@@ -152,8 +158,7 @@ def _make_submissions(subs):
                 expected[student, spec.NAME] = 0.0
 
     robust = subs / "robust"
-    for name, code in (("knn_classify", CRASH), ("rank_bound", LOOP),
-                       ("fold_batchnorm", SYNTAX)):
+    for name, code in (("knn_classify", CRASH), ("rank_bound", LOOP), ("fold_batchnorm", SYNTAX)):
         _write(_with_code(load(name), code), robust / f"{name}.ipynb")
         expected["robust", name] = 0.0
     (robust / "ridge_loo.ipynb").write_text('{"cells": [ not json at all')
@@ -171,8 +176,12 @@ def _make_submissions(subs):
 
     spec = load("knn_classify")
     nb = _with_code(spec, solution_source(spec))
-    nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id")
-                not in ("knn_classify_visible_tests", "knn_classify_hidden_ties")]
+    nb.cells = [
+        c
+        for c in nb.cells
+        if c.metadata.get("nbgrader", {}).get("grade_id")
+        not in ("knn_classify_visible_tests", "knn_classify_hidden_ties")
+    ]
     _write(nb, subs / "frank" / "knn" / "knn_classify.ipynb")
     expected["frank", "knn_classify"] = _total(spec)
     return expected
@@ -200,9 +209,16 @@ def graded(tmp_path_factory):
         rows = list(csv.DictReader(fh))
     with grades.open() as fh:
         summary = list(csv.DictReader(fh))
-    return {"course": course, "expected": expected, "rows": rows, "summary": summary,
-            "pages": pages, "base": base, "seed": seed,
-            "students": students}
+    return {
+        "course": course,
+        "expected": expected,
+        "rows": rows,
+        "summary": summary,
+        "pages": pages,
+        "base": base,
+        "seed": seed,
+        "students": students,
+    }
 
 
 def test_release_is_up_to_date(graded):
@@ -212,8 +228,7 @@ def test_release_is_up_to_date(graded):
     fresh_files = sorted(p.relative_to(fresh) for p in fresh.glob("*/*.ipynb"))
     committed_files = sorted(p.relative_to(committed) for p in committed.glob("*/*.ipynb"))
     assert fresh_files == committed_files, "run `python -m autograder release`"
-    stale = [str(p) for p in fresh_files
-             if (fresh / p).read_text() != (committed / p).read_text()]
+    stale = [str(p) for p in fresh_files if (fresh / p).read_text() != (committed / p).read_text()]
     assert not stale, f"exercises/ is out of date ({stale}): run `python -m autograder release`"
 
 
@@ -247,8 +262,18 @@ def test_csv_export_covers_the_roster(graded):
         if r["student_id"] == "blank":
             assert float(r["score"]) == 0.0
     per_notebook = {(r["student_id"], r["notebook"]) for r in graded["rows"]}
-    assert len(per_notebook) == len(graded["rows"]) == len(graded["students"]) * len(
-        [n for a in course.assignments() for n in (course.root / "solutions" / a).glob("*.ipynb")])
+    assert (
+        len(per_notebook)
+        == len(graded["rows"])
+        == len(graded["students"])
+        * len(
+            [
+                n
+                for a in course.assignments()
+                for n in (course.root / "solutions" / a).glob("*.ipynb")
+            ]
+        )
+    )
 
 
 def _page_text(path):
@@ -336,7 +361,10 @@ def test_student_check_command(tmp_path):
     assert out.returncode == 1 and "not a valid notebook" in out.stdout
     # A syntax error is named as such (line and message), not as the NameError the tests hit.
     typo = tmp_path / "typo" / "fold_batchnorm.ipynb"
-    _write(_with_code(spec, "%matplotlib inline\ndef fold_batchnorm(W, b, mu, s:\n    return W, b\n"), typo)
+    _write(
+        _with_code(spec, "%matplotlib inline\ndef fold_batchnorm(W, b, mu, s:\n    return W, b\n"),
+        typo,
+    )
     out = subprocess.run(cmd + [str(typo)], capture_output=True, text=True)
     assert out.returncode == 1 and "syntax error on line 2" in out.stdout, out.stdout
     assert "NameError" not in out.stdout
@@ -350,7 +378,8 @@ def test_student_check_names_the_failed_test_edited_cells_and_the_score(tmp_path
 
     spec = load("wilson_interval")
     code = solution_source(spec).replace(
-        "lo = 0.0 if k == 0 else max(0.0, centre - half)", "lo = centre - half + 0.001")
+        "lo = 0.0 if k == 0 else max(0.0, centre - half)", "lo = centre - half + 0.001"
+    )
     wrong = tmp_path / "wrong" / "wilson_interval.ipynb"
     _write(_with_code(spec, code), wrong)
     cmd = [sys.executable, "-m", "autograder", "--timeout", "60", "check"]
@@ -364,8 +393,11 @@ def test_student_check_names_the_failed_test_edited_cells_and_the_score(tmp_path
     assert "message: 80 of 100: expected (0.7111708, 0.8666331)" in text
     assert "the test cell starting with" not in text
     hidden = sum(check_points(c) for c in spec.HIDDEN)
-    score = re.search(r"SCORE: visible tests 0 / 2; hidden checks ([\d.]+) / ([\d.]+); "
-                      r"total ([\d.]+) / ([\d.]+) points", text)
+    score = re.search(
+        r"SCORE: visible tests 0 / 2; hidden checks ([\d.]+) / ([\d.]+); "
+        r"total ([\d.]+) / ([\d.]+) points",
+        text,
+    )
     assert score, text
     assert float(score.group(2)) == hidden and float(score.group(4)) == hidden + 2
     assert 0 < float(score.group(1)) < hidden and score.group(1) == score.group(3)
@@ -373,14 +405,17 @@ def test_student_check_names_the_failed_test_edited_cells_and_the_score(tmp_path
 
     edited = tmp_path / "edited" / "wilson_interval.ipynb"
     nb = _with_code(spec, solution_source(spec))
-    statement = next(c for c in nb.cells
-                     if c.metadata["nbgrader"].get("grade_id") == "wilson_interval_statement")
+    statement = next(
+        c for c in nb.cells if c.metadata["nbgrader"].get("grade_id") == "wilson_interval_statement"
+    )
     statement.source += "\n\nmy own notes"
     _write(nb, edited)
     out = subprocess.run(cmd + [str(edited)], capture_output=True, text=True)
     assert out.returncode == 1
-    assert "1 read-only cell(s) were edited: the statement (cell wilson_interval_statement" \
-        in out.stdout, out.stdout
+    assert (
+        "1 read-only cell(s) were edited: the statement (cell wilson_interval_statement"
+        in out.stdout
+    ), out.stdout
     assert "SCORE: visible tests: not run" in out.stdout
 
 
@@ -388,10 +423,12 @@ def test_zip_of_garbage_does_not_stop_collection(tmp_path):
     course = Course(tmp_path / "course", log=lambda *a: None)
     (course.root / "exercises" / "knn").mkdir(parents=True)
     (course.root / "solutions" / "knn").mkdir(parents=True)
-    shutil.copy(REPO_ROOT / "exercises" / "knn" / "knn_classify.ipynb",
-                course.root / "exercises" / "knn")
-    shutil.copy(REPO_ROOT / "solutions" / "knn" / "knn_classify.ipynb",
-                course.root / "solutions" / "knn")
+    shutil.copy(
+        REPO_ROOT / "exercises" / "knn" / "knn_classify.ipynb", course.root / "exercises" / "knn"
+    )
+    shutil.copy(
+        REPO_ROOT / "solutions" / "knn" / "knn_classify.ipynb", course.root / "solutions" / "knn"
+    )
     subs = tmp_path / "subs"
     subs.mkdir()
     (subs / "mallory.zip").write_bytes(b"PK this is not a zip")
@@ -410,8 +447,10 @@ def _small_class(tmp_path):
     Returns the course, set up, with the submissions collected."""
     repo = tmp_path / "repo"
     (repo / "solutions" / "batchnorm").mkdir(parents=True)
-    shutil.copy(REPO_ROOT / "solutions" / "batchnorm" / "fold_batchnorm.ipynb",
-                repo / "solutions" / "batchnorm")
+    shutil.copy(
+        REPO_ROOT / "solutions" / "batchnorm" / "fold_batchnorm.ipynb",
+        repo / "solutions" / "batchnorm",
+    )
     course = Course(tmp_path / "serial", repo=repo, timeout=CELL_TIMEOUT, log=lambda *a: None)
     course.setup()
     spec = load("fold_batchnorm")
@@ -419,8 +458,11 @@ def _small_class(tmp_path):
     blank = nbformat.read(str(release), as_version=4)
     wrong_code = solution_source(spec) + "\n\n" + WRONG["fold_batchnorm"]["accepts_bad_scale"][0]
     subs = tmp_path / "subs"
-    for student, nb in (("ref", _with_code_from(blank, solution_source(spec))),
-                        ("wrong", _with_code_from(blank, wrong_code)), ("blank", blank)):
+    for student, nb in (
+        ("ref", _with_code_from(blank, solution_source(spec))),
+        ("wrong", _with_code_from(blank, wrong_code)),
+        ("blank", blank),
+    ):
         _write(nb, subs / student / "batchnorm" / "fold_batchnorm.ipynb")
     import_roster(course, ["blank", "ref", "wrong"], tmp_path)
     course.collect(subs)
@@ -439,8 +481,10 @@ def _scores(course, out):
     """(student, notebook) -> (score, max_score) from the gradebook, as exported per
     notebook (in-process: `nbgrader export` itself is covered by the class fixture)."""
     with course._export_by_notebook(out).open() as fh:
-        return {(r["student_id"], r["notebook"]): (float(r["score"]), float(r["max_score"]))
-                for r in csv.DictReader(fh)}
+        return {
+            (r["student_id"], r["notebook"]): (float(r["score"]), float(r["max_score"]))
+            for r in csv.DictReader(fh)
+        }
 
 
 def test_parallel_workers_grade_each_student_in_a_sandbox_of_its_own(tmp_path, monkeypatch):
@@ -473,8 +517,10 @@ def test_parallel_workers_grade_each_student_in_a_sandbox_of_its_own(tmp_path, m
     assert peak[0] == 2  # two sandboxes at a time, never more
     for job in jobs:
         assert list(job["assignments"]) == ["batchnorm"]
-        assert sorted(job["assignments"]["batchnorm"]["files"]) == ["fold_batchnorm.ipynb",
-                                                                     "timestamp.txt"]
+        assert sorted(job["assignments"]["batchnorm"]["files"]) == [
+            "fold_batchnorm.ipynb",
+            "timestamp.txt",
+        ]
         assert job["hide"] == [str(course.root)]
         db = tmp_path / f"template-{job['student']}.db"
         db.write_bytes(job["gradebook"])
@@ -524,8 +570,9 @@ def test_cli_workers_option(capsys):
     parser = build_parser()
     assert parser.parse_args(["autograde"]).workers == 1
     assert parser.parse_args(["autograde"]).scheduler is None
-    assert parser.parse_args(["autograde", "--scheduler", "tcp://h:8786"]).scheduler \
-        == "tcp://h:8786"
+    assert (
+        parser.parse_args(["autograde", "--scheduler", "tcp://h:8786"]).scheduler == "tcp://h:8786"
+    )
     assert parser.parse_args(["grade-all", "s", "g.csv", "--scheduler", "tcp://h:1"]).scheduler
     assert parser.parse_args(["autograde", "--workers", "3"]).workers == 3
     assert parser.parse_args(["grade-all", "subs", "g.csv", "--workers", "2"]).workers == 2

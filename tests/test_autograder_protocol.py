@@ -31,6 +31,7 @@ no line. The class is graded serially; a smaller class of the attacks that used 
 ``autograde`` is graded with ``autograde --workers 2`` (the command line) and on a Dask
 cluster.
 """
+
 import base64
 import os
 import re
@@ -42,19 +43,19 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from helpers.answer_notebooks import with_answer
+from helpers.course_roster import import_roster
 
 from autograder.build import solution_source
 from autograder.checks import check_points
 from autograder.course import Course
 from autograder.exercises import load
 
-from helpers.answer_notebooks import with_answer
-from helpers.course_roster import import_roster
-
 pytestmark = [
-    pytest.mark.slow,   # a class of twelve graded end to end, and one of five twice more
-    pytest.mark.skipif(os.geteuid() != 0, reason="the clean room and the sandboxes are "
-                       "confined only as root"),
+    pytest.mark.slow,  # a class of twelve graded end to end, and one of five twice more
+    pytest.mark.skipif(
+        os.geteuid() != 0, reason="the clean room and the sandboxes are confined only as root"
+    ),
 ]
 
 SEED = 4646
@@ -63,13 +64,12 @@ CHAPTERS = {"rank_bound": "rank", "low_shot_eval": "noise"}
 #: the other notebook of the noise chapter, which the honest students hand in too
 OTHERS = {"wilson_interval": "noise"}
 HONEST = ("a_honest", "z_honest")
-PROTOCOL = ("fakeline", "shape", "nested", "flood", "badgen", "forge_in", "forge_rng",
-            "forge_time")
+PROTOCOL = ("fakeline", "shape", "nested", "flood", "badgen", "forge_in", "forge_rng", "forge_time")
 MARKER = f"autograder-protocol-daemon-{os.getpid()}"
 
 #: write ``data`` into every pipe the answer holds (the clean room's reply channel among
 #: them), and a reply forged from the child's own request and encoder, found on the stack
-TOOLS = '''
+TOOLS = """
 import copy as _copy
 import json as _json
 import os as _os
@@ -104,39 +104,39 @@ def _forge(result, swap=None):
            "kwargs": {k: enc(swap.get(id(v), v)) for k, v in loc["kwargs"].items()},
            "warnings": [], "peak_bytes": 0, "forbidden": [], "noticed": [], "compiled": []}
     _write_all((_json.dumps(msg) + "\\n").encode())
-'''
+"""
 
 #: the function graded, wrapping the shipped one (renamed ``_shipped``)
 WRAP = {
-    "shape": '''
+    "shape": """
 def rank_bound(H, y, n_classes):
     if _ROOM:
         _write_all(b'{"seq": 1, "error": "x", "forbidden": {}, "noticed": [], '
                    b'"compiled": []}\\n')
     return _shipped(H, y, n_classes)
-''',
-    "nested": '''
+""",
+    "nested": """
 def rank_bound(H, y, n_classes):
     if _ROOM:
         _write_all(b"[" * 200000 + b"]" * 200000 + b"\\n")
     return _shipped(H, y, n_classes)
-''',
-    "flood": '''
+""",
+    "flood": """
 def rank_bound(H, y, n_classes):
     if _ROOM:
         _write_all(b'{"seq": 1, "result": {"t": "str", "v": "' + b"x" * (128 << 20)
                    + b'"}}\\n')
     return _shipped(H, y, n_classes)
-''',
-    "badgen": '''
+""",
+    "badgen": """
 class test(_np.random.PCG64):
     pass
 
 
 def rank_bound(H, y, n_classes):
     return _np.random.Generator(test(0))
-''',
-    "forge_in": '''
+""",
+    "forge_in": """
 def rank_bound(H, y, n_classes):
     out = _shipped(H, y, n_classes)
     if isinstance(H, _np.ndarray) and H.flags.writeable:
@@ -144,8 +144,8 @@ def rank_bound(H, y, n_classes):
         H[...] = 0.0                      # the input changed in place ...
         _forge(out, {id(H): before})      # ... and a report that it was not
     return out
-''',
-    "forge_time": '''
+""",
+    "forge_time": """
 _first = [True]
 
 
@@ -156,29 +156,29 @@ def rank_bound(H, y, n_classes):
         _forge(out)                       # "returned at once" ...
         _time.sleep(3)                    # ... while it goes on working
     return out
-''',
-    "forge_rng": '''
+""",
+    "forge_rng": """
 def low_shot_eval(train_h, train_y, test_h, test_y, n_per_class, n_draws, rng):
     out = _shipped(train_h, train_y, test_h, test_y, n_per_class, n_draws, rng)
     right = _copy.deepcopy(rng)           # the state the right calls leave ...
     rng.random(7)                         # ... then calls nobody asked for
     _forge(out, {id(rng): right})
     return out
-''',
+""",
 }
 
-FAKELINE = '''
+FAKELINE = """
 _line = b'{"seq": 0, "ok": true, "forbidden": [], "noticed": [], "compiled": []}\\n'
 print(_line.decode())
 _write_all(_line)
-'''
+"""
 
-DAEMON = f'''
+DAEMON = f"""
 import subprocess as _sp
 _sp.Popen([_sys.executable, "-c", "import time; time.sleep(900)", {MARKER!r}],
           start_new_session=True, stdin=_sp.DEVNULL, stdout=_sp.DEVNULL,
           stderr=_sp.DEVNULL)
-'''
+"""
 
 
 def _answer(student, ex):
@@ -188,8 +188,9 @@ def _answer(student, ex):
         return shipped
     if student == "encoded":
         blob = base64.b64encode(zlib.compress(shipped.encode())).decode()
-        return ("import base64, zlib\n\nexec(zlib.decompress(base64.b64decode("
-                f"{blob!r})).decode())\n")
+        return (
+            f"import base64, zlib\n\nexec(zlib.decompress(base64.b64decode({blob!r})).decode())\n"
+        )
     if student == "daemon":
         return TOOLS + shipped + DAEMON
     if student == "fakeline":
@@ -262,11 +263,15 @@ def _peak_rss_kib():
 
 def _protocol_findings(course, student, ex, lines):
     assert any("breaks the clean room's protocol" in p for p in lines), (student, lines)
-    nb = nbformat.read(str(course.root / "autograded" / student / CHAPTERS[ex] /
-                           f"{ex}.ipynb"), as_version=4)
-    hidden = ["".join(o.get("text", "") for o in c.get("outputs", [])) for c in nb.cells
-              if c.get("metadata", {}).get("nbgrader", {}).get("grade")
-              and not c.metadata.nbgrader.get("grade_id", "").endswith("_visible_tests")]
+    nb = nbformat.read(
+        str(course.root / "autograded" / student / CHAPTERS[ex] / f"{ex}.ipynb"), as_version=4
+    )
+    hidden = [
+        "".join(o.get("text", "") for o in c.get("outputs", []))
+        for c in nb.cells
+        if c.get("metadata", {}).get("nbgrader", {}).get("grade")
+        and not c.metadata.nbgrader.get("grade_id", "").endswith("_visible_tests")
+    ]
     assert hidden and all("not graded:" in t and "protocol" in t for t in hidden), hidden
 
 
@@ -277,9 +282,9 @@ def graded(tmp_path_factory):
     course = _course(base, students)
     cwd = os.getcwd()
     here = Path(tempfile.mkdtemp(prefix="autograder-protocol-cwd-"))
-    os.chdir(here)     # where a test suite run by the grader would leave .pytest_cache
+    os.chdir(here)  # where a test suite run by the grader would leave .pytest_cache
     try:
-        Path("/proc/self/clear_refs").write_text("5")   # reset the peak to the present
+        Path("/proc/self/clear_refs").write_text("5")  # reset the peak to the present
         before = _peak_rss_kib()
         course.autograde(seed=SEED)
         rise = _peak_rss_kib() - before
@@ -287,7 +292,7 @@ def graded(tmp_path_factory):
     finally:
         os.chdir(cwd)
     yield {"course": course, "rise_kib": rise, "daemons": daemons, "cwd": here}
-    for pid in _daemons():      # never left for the next test, whatever happened
+    for pid in _daemons():  # never left for the next test, whatever happened
         os.kill(pid, 9)
 
 
@@ -306,8 +311,7 @@ def test_every_attack_on_the_channel_scores_zero_and_the_honest_keep_full_marks(
 
 def test_a_generator_name_from_the_child_is_never_looked_up(graded):
     lines = _lines(graded["course"])
-    assert any("'test'" in p and "bit generators" in p for p in lines["badgen"]), \
-        lines["badgen"]
+    assert any("'test'" in p and "bit generators" in p for p in lines["badgen"]), lines["badgen"]
     for where in (graded["cwd"], graded["course"].root):
         assert not (where / ".pytest_cache").exists(), where
 
@@ -336,33 +340,52 @@ def test_an_encoded_copy_is_named_and_fingerprinted(graded):
     assert len(said) == 1 and "exec()" in said[0] and "compile (<string>)" in said[0], said
     _, _, pairs = similarity_report(course.root)
     mine = [p for p in pairs if p["student"] == "encoded" or p["other"] == "encoded"]
-    assert any(p["other"] in ("instructor's solution", "a_honest", "z_honest")
-               or p["student"] in HONEST for p in mine), pairs
+    assert any(
+        p["other"] in ("instructor's solution", "a_honest", "z_honest") or p["student"] in HONEST
+        for p in mine
+    ), pairs
 
 
-def test_the_attacks_that_stopped_autograde_are_contained_with_workers_and_dask(
-        tmp_path_factory):
+def test_the_attacks_that_stopped_autograde_are_contained_with_workers_and_dask(tmp_path_factory):
     from distributed import LocalCluster
 
-    from autograder.dask_tls import cluster_security, grader_tls, have_openssl, \
-        make_credentials
+    from autograder.dask_tls import cluster_security, grader_tls, have_openssl, make_credentials
 
     base = tmp_path_factory.mktemp("protocol-workers")
     attackers = ("shape", "nested", "flood")
     course = _course(base, [*HONEST, *attackers])
     proc = subprocess.run(
-        [sys.executable, "-m", "autograder", "--course", str(course.root), "--timeout",
-         str(TIMEOUT), "autograde", "--workers", "2", "--seed", str(SEED)],
-        capture_output=True, text=True, timeout=900)
+        [
+            sys.executable,
+            "-m",
+            "autograder",
+            "--course",
+            str(course.root),
+            "--timeout",
+            str(TIMEOUT),
+            "autograde",
+            "--workers",
+            "2",
+            "--seed",
+            str(SEED),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     runs = ["--workers 2"]
     if have_openssl():
         creds = make_credentials(base / "tls")
-        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                          dashboard_address=None, protocol="tls://",
-                          security=cluster_security(creds)) as cluster:
-            course.autograde(seed=SEED, scheduler=cluster.scheduler_address,
-                             tls=grader_tls(creds))
+        with LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            protocol="tls://",
+            security=cluster_security(creds),
+        ) as cluster:
+            course.autograde(seed=SEED, scheduler=cluster.scheduler_address, tls=grader_tls(creds))
         runs.append("dask")
     # the scores and lines of the last run (each run records its own)
     scores, lines = _scores(course), _lines(course)

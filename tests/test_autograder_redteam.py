@@ -33,10 +33,11 @@ attack is named in ``grading_issues.csv`` for each exercise (a score that differ
 the kernel and the clean room, a crashed run, a refused link, a claimed time, and what
 the answer tried beyond its clean room: the reads and the calls of ``snoop``, the
 reference package that ``pathload`` opens by path); the honest students keep full marks
-and get no line. That ``snoop`` got nothing, and left nothing, is checked from outside. The visible-test patch and
-the kernel tampering of finding 2 are graded the same way in
+and get no line. That ``snoop`` got nothing, and left nothing, is checked from outside. The
+visible-test patch and the kernel tampering of finding 2 are graded the same way in
 ``tests/test_autograder_cleanroom.py``.
 """
+
 import datetime as dt
 import hashlib
 import inspect
@@ -48,24 +49,27 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from helpers.answer_notebooks import with_answer
+from helpers.course_roster import import_roster
+from helpers.listener import listener as _listener
+from helpers.listener import was_reached as _was_reached
+from helpers.worker_traces import sandbox_user_processes as _sandbox_processes
 
 import repeval_ref
 from autograder.build import solution_source
 from autograder.checks import check_points
 from autograder.course import Course
+from autograder.dask_tls import cluster_security, grader_tls, have_openssl, make_credentials
 from autograder.exercises import load
 
-from helpers.answer_notebooks import with_answer
-from helpers.course_roster import import_roster
-from autograder.dask_tls import cluster_security, grader_tls, have_openssl, make_credentials
-from helpers.listener import listener as _listener, was_reached as _was_reached
-from helpers.worker_traces import sandbox_user_processes as _sandbox_processes
-
 pytestmark = [
-    pytest.mark.slow,   # a class of eight graded end to end
-    pytest.mark.skipif(os.geteuid() != 0, reason="the attacks are confined only as root "
-                       "(a user id, mounts and a network of their own); without root every "
-                       "student is named as graded without full confinement"),
+    pytest.mark.slow,  # a class of eight graded end to end
+    pytest.mark.skipif(
+        os.geteuid() != 0,
+        reason="the attacks are confined only as root "
+        "(a user id, mounts and a network of their own); without root every "
+        "student is named as graded without full confinement",
+    ),
     pytest.mark.skipif(not have_openssl(), reason="the TLS cluster needs the openssl command"),
 ]
 
@@ -76,19 +80,22 @@ HONEST = ("a_honest", "z_honest")
 ATTACKERS = ("backdater", "blocker", "kcrash", "linker", "pathload", "snoop")
 
 WRONG = {
-    "knn_classify": ("import numpy as np\n\n\ndef knn_classify(*args, **kwargs):\n"
-                     "    queries = args[2] if len(args) > 2 else kwargs['test_h']\n"
-                     "    return np.zeros(len(queries), dtype=np.int64)\n"),
+    "knn_classify": (
+        "import numpy as np\n\n\ndef knn_classify(*args, **kwargs):\n"
+        "    queries = args[2] if len(args) > 2 else kwargs['test_h']\n"
+        "    return np.zeros(len(queries), dtype=np.int64)\n"
+    ),
     "rank_bound": "def rank_bound(H, y, n_classes):\n    return 0.0, 0\n",
     "retrieval_metrics": (
         "def retrieval_metrics(query_h, query_y, corpus_h, corpus_y, ks=(1, 5, 10)):\n"
         "    out = {f'{m}@{k}': 0.0 for k in ks for m in ('recall', 'hit', 'ndcg')}\n"
-        "    out.update(mrr=0.0, map=0.0)\n    return out\n"),
+        "    out.update(mrr=0.0, map=0.0)\n    return out\n"
+    ),
 }
 
 #: loads the reference package from its folder by path, under another name, after
 #: removing the import hooks that a program defines for itself (the clean room's)
-PATHLOAD = '''
+PATHLOAD = """
 import importlib.util as _util
 import sys as _sys
 
@@ -101,10 +108,10 @@ _stolen = _util.module_from_spec(_spec)
 _sys.modules["_stolen"] = _stolen
 _spec.loader.exec_module(_stolen)
 {fn} = _stolen.{fn}
-'''
+"""
 
 #: the start of a reply written into every pipe the answer holds, then a wait
-BLOCKER = '''
+BLOCKER = """
 import os as _os
 import stat as _stat
 import time as _time
@@ -116,19 +123,19 @@ for _fd in range(3, 64):
     except OSError:
         pass
 _time.sleep(10 ** 6)
-'''
+"""
 
 #: the kernel dies, only under nbgrader (the clean room has no IPython kernel)
-KCRASH = '''
+KCRASH = """
 import os as _os
 import sys as _sys
 
 if "ipykernel" in _sys.modules:
     _os._exit(1)
-'''
+"""
 
 #: read what a kernel must not see, leave it where the next student might, call out
-SNOOP = '''
+SNOOP = """
 import os as _os
 import socket as _socket
 
@@ -160,7 +167,7 @@ for _port in ({port}, {scheduler_port}):
         pass
 if _loot:
     print(_loot)
-'''
+"""
 
 
 def _outside_dir(name):
@@ -180,12 +187,11 @@ def _reference_folder():
 
 
 def _hashes(folder):
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(Path(folder).rglob("*")) if p.is_file() and not p.is_symlink()}
-
-
-
-
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(Path(folder).rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
 
 
 def _write(nb, path):
@@ -198,22 +204,38 @@ def _submissions(subs, course_root, marker, secret, port, scheduler_port, root_o
     victim = course_root / "submitted" / "a_honest" / "rank" / "rank_bound.ipynb"
     for ex, chapter in EXERCISES.items():
         honest = solution_source(load(ex))
-        _write(_notebook(ex, honest + f"\n# {secret}\n"), subs / "a_honest" / chapter / f"{ex}.ipynb")
+        _write(
+            _notebook(ex, honest + f"\n# {secret}\n"), subs / "a_honest" / chapter / f"{ex}.ipynb"
+        )
         _write(_notebook(ex, honest), subs / "z_honest" / chapter / f"{ex}.ipynb")
-        _write(_notebook(ex, PATHLOAD.format(init=init, folder=folder, fn=ex)),
-               subs / "pathload" / chapter / f"{ex}.ipynb")
+        _write(
+            _notebook(ex, PATHLOAD.format(init=init, folder=folder, fn=ex)),
+            subs / "pathload" / chapter / f"{ex}.ipynb",
+        )
         _write(_notebook(ex, honest + BLOCKER), subs / "blocker" / chapter / f"{ex}.ipynb")
         _write(_notebook(ex, honest + KCRASH), subs / "kcrash" / chapter / f"{ex}.ipynb")
-        _write(_notebook(ex, SNOOP.format(gradebook=str(course_root / "gradebook.db"),
-                                          victim=str(victim), marker=marker, port=port,
-                                          scheduler_port=scheduler_port) + WRONG[ex]),
-               subs / "snoop" / chapter / f"{ex}.ipynb")
+        _write(
+            _notebook(
+                ex,
+                SNOOP.format(
+                    gradebook=str(course_root / "gradebook.db"),
+                    victim=str(victim),
+                    marker=marker,
+                    port=port,
+                    scheduler_port=scheduler_port,
+                )
+                + WRONG[ex],
+            ),
+            subs / "snoop" / chapter / f"{ex}.ipynb",
+        )
     # links: to another student's submitted notebook, to the course's solution notebook
     # (with its hidden tests), to a file only root may read, and to a device
-    links = {"rank/rank_bound.ipynb": victim,
-             "knn/knn_classify.ipynb": course_root / "solutions" / "knn" / "knn_classify.ipynb",
-             "retrieval/retrieval_metrics.ipynb": root_only,
-             "knn/endless.ipynb": Path("/dev/zero")}
+    links = {
+        "rank/rank_bound.ipynb": victim,
+        "knn/knn_classify.ipynb": course_root / "solutions" / "knn" / "knn_classify.ipynb",
+        "retrieval/retrieval_metrics.ipynb": root_only,
+        "knn/endless.ipynb": Path("/dev/zero"),
+    }
     for rel, target in links.items():
         (subs / "linker" / rel).parent.mkdir(parents=True, exist_ok=True)
         os.symlink(target, subs / "linker" / rel)
@@ -222,9 +244,10 @@ def _submissions(subs, course_root, marker, secret, port, scheduler_port, root_o
         for ex, chapter in EXERCISES.items():
             info = zipfile.ZipInfo(f"{chapter}/{ex}.ipynb", date_time=(2019, 12, 31, 12, 0, 0))
             zf.writestr(info, nbformat.writes(_notebook(ex, solution_source(load(ex)))))
-            zf.writestr(zipfile.ZipInfo(f"{chapter}/timestamp.txt",
-                                        date_time=(2019, 12, 31, 12, 0, 0)),
-                        "2019-12-31 12:00:00 UTC")
+            zf.writestr(
+                zipfile.ZipInfo(f"{chapter}/timestamp.txt", date_time=(2019, 12, 31, 12, 0, 0)),
+                "2019-12-31 12:00:00 UTC",
+            )
 
 
 def _scores(course):
@@ -234,14 +257,12 @@ def _scores(course):
     with Gradebook(f"sqlite:///{course.root / 'gradebook.db'}") as gb:
         for st in gb.students:
             for ex, chapter in EXERCISES.items():
-                try:   # as nbgrader's export counts it: the late penalty taken off
+                try:  # as nbgrader's export counts it: the late penalty taken off
                     nb = gb.find_submission_notebook(ex, chapter, st.id)
                     out[st.id, ex] = max(0.0, nb.score - (nb.late_submission_penalty or 0.0))
                 except MissingEntry:
                     out[st.id, ex] = None
     return out
-
-
 
 
 @pytest.fixture(scope="module")
@@ -260,31 +281,54 @@ def attacked(tmp_path_factory):
     course = Course(outside / "course", timeout=TIMEOUT, log=lambda *a: None)
     now = dt.datetime.now(dt.timezone.utc)
     due = (now - dt.timedelta(days=1)).strftime("%Y-%m-%d %H:%M")
-    course.setup(list(EXERCISES.values()), due={c: due for c in EXERCISES.values()},
-                 late_policy="zero")
+    course.setup(
+        list(EXERCISES.values()), due={c: due for c in EXERCISES.values()}, late_policy="zero"
+    )
     students = [*HONEST, *ATTACKERS]
     import_roster(course, students, base)
     times = base / "lms_times.csv"
     on_time = (now - dt.timedelta(days=2)).strftime("%Y-%m-%d %H:%M")
-    times.write_text("student,timestamp\n" + "".join(
-        f"{s},{on_time}\n" for s in students if s != "backdater"))
+    times.write_text(
+        "student,timestamp\n" + "".join(f"{s},{on_time}\n" for s in students if s != "backdater")
+    )
     try:
-        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                          dashboard_address=None, protocol="tls://",
-                          security=cluster_security(creds)) as cluster:
+        with LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            protocol="tls://",
+            security=cluster_security(creds),
+        ) as cluster:
             address = cluster.scheduler_address
             subs = base / "submissions"
-            _submissions(subs, course.root, marker, secret, srv.getsockname()[1],
-                         int(address.rsplit(":", 1)[1]), root_only)
+            _submissions(
+                subs,
+                course.root,
+                marker,
+                secret,
+                srv.getsockname()[1],
+                int(address.rsplit(":", 1)[1]),
+                root_only,
+            )
             course.collect(subs, times=times)
-            before = {"honest": {s: _hashes(course.root / "submitted" / s) for s in HONEST},
-                      "solutions": _hashes(course.root / "solutions"),
-                      "exercises": _hashes(course.root / "exercises")}
-            course.collect(subs, times=times)      # a regrade collects again
+            before = {
+                "honest": {s: _hashes(course.root / "submitted" / s) for s in HONEST},
+                "solutions": _hashes(course.root / "solutions"),
+                "exercises": _hashes(course.root / "exercises"),
+            }
+            course.collect(subs, times=times)  # a regrade collects again
             course.autograde(seed=SEED, scheduler=address, tls=grader_tls(creds))
         reached = _was_reached(srv)
-        yield {"course": course, "before": before, "marker": marker, "secret": secret,
-               "reached": reached, "scores": _scores(course), "outside": outside}
+        yield {
+            "course": course,
+            "before": before,
+            "marker": marker,
+            "secret": secret,
+            "reached": reached,
+            "scores": _scores(course),
+            "outside": outside,
+        }
     finally:
         srv.close()
         shutil.rmtree(outside, ignore_errors=True)
@@ -313,20 +357,29 @@ def test_every_attack_the_grader_can_see_is_named_per_exercise(attacked):
     assert not [r for r in rows if "full confinement" in r["problem"]]
     init, _ = _reference_folder()
     course = attacked["course"]
-    for ex, chapter in EXERCISES.items():
-        for student in ATTACKERS:   # the backdater's line is its chapter's (below)
+    for ex in EXERCISES:
+        for student in ATTACKERS:  # the backdater's line is its chapter's (below)
             assert student == "backdater" or by.get((student, ex)), (student, ex, rows)
         assert any("kernel crashed" in p for p in by["kcrash", ex]), by["kcrash", ex]
         assert any("symbolic link" in p for p in by["linker", ex]), by.get(("linker", ex))
         # what the clean room's watch saw: every read and call of snoop, the path load
         tried = [p for p in by["snoop", ex] if p.startswith("in the clean room the answer tried")]
         assert len(tried) == 1, by["snoop", ex]
-        for what in (f"open {course.root / 'gradebook.db'}", "rank_bound.ipynb",
-                     "/var/tmp/", "connect to ('127.0.0.1'"):
+        for what in (
+            f"open {course.root / 'gradebook.db'}",
+            "rank_bound.ipynb",
+            "/var/tmp/",
+            "connect to ('127.0.0.1'",
+        ):
             assert what in tried[0], (what, tried[0])
         assert any(f"open {init}" in p for p in by["pathload", ex]), by["pathload", ex]
-    claimed = {r["assignment"] for r in rows if r["student_id"] == "backdater"
-               and "2019-12-31" in r["problem"] and "not trusted" in r["problem"]}
+    claimed = {
+        r["assignment"]
+        for r in rows
+        if r["student_id"] == "backdater"
+        and "2019-12-31" in r["problem"]
+        and "not trusted" in r["problem"]
+    }
     assert claimed == set(EXERCISES.values()), rows
 
 
@@ -338,12 +391,21 @@ def test_the_kernel_could_not_read_the_reference_and_ran_no_hidden_test(attacked
 
     course = attacked["course"]
     for ex, chapter in EXERCISES.items():
-        nb = nbformat.read(str(course.root / "autograded" / "pathload" / chapter / f"{ex}.ipynb"),
-                           as_version=4)
-        errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-                  if o.get("output_type") == "error"]
-        assert any(o.get("ename") == "ImportError" and "cannot be read while a submission is "
-                   "graded" in o.get("evalue", "") for o in errors), (ex, errors)
+        nb = nbformat.read(
+            str(course.root / "autograded" / "pathload" / chapter / f"{ex}.ipynb"), as_version=4
+        )
+        errors = [
+            o
+            for c in nb.cells
+            if c.cell_type == "code"
+            for o in c.get("outputs", [])
+            if o.get("output_type") == "error"
+        ]
+        assert any(
+            o.get("ename") == "ImportError"
+            and "cannot be read while a submission is graded" in o.get("evalue", "")
+            for o in errors
+        ), (ex, errors)
         for student in (*HONEST, *ATTACKERS):
             path = course.root / "autograded" / student / chapter / f"{ex}.ipynb"
             if not path.is_file():

@@ -5,21 +5,26 @@ in the clean room; an honest answer written differently (pandas group sums, a lo
 the replicates, NaN-aware means) scores full marks too; each classic mistake loses
 exactly the checks it should, with feedback that names it.
 """
-import numpy as np
+
 import pytest
+from helpers.exercise_grading import (
+    answer_function,
+    assert_below_reference,
+    assert_full_marks,
+    assert_loses_exactly,
+    scores,
+)
 
 from autograder.build import build_notebook, notebook_path, notebook_text, solution_source
 from autograder.checks import check_points, run_check
 from autograder.cleanroom import verify_source
 from autograder.exercises import load
-from helpers.exercise_grading import (answer_function, assert_below_reference, assert_full_marks,
-                              assert_loses_exactly, scores)
 
 NAME = "region_bootstrap_miou"
 SEEDS = (1, 77, 4242)
 FAST = {"call_s": 10.0, "start_s": 40.0, "cpu_s": 40, "memory_bytes": 2 << 30}
 
-HONEST_PANDAS = '''
+HONEST_PANDAS = """
 import numpy as np
 import pandas as pd
 
@@ -41,10 +46,10 @@ def region_bootstrap_miou(counts, regions, n_boot, rng, level=0.95):
         whole = np.nanmean(c[:, 0].sum(0) / c[:, 1].sum(0))
     lo, hi = np.quantile(values, [(1 - level) / 2, (1 + level) / 2])
     return float(whole), float(lo), float(hi)
-'''
+"""
 
 # each wrong answer differs from the solution in one idea
-TILE_BOOTSTRAP = '''
+TILE_BOOTSTRAP = """
 import numpy as np
 
 
@@ -59,9 +64,9 @@ def region_bootstrap_miou(counts, regions, n_boot, rng, level=0.95):
     ok = whole[1] > 0
     lo, hi = np.percentile(vals, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
     return float((whole[0][ok] / whole[1][ok]).mean()), float(lo), float(hi)
-'''
+"""
 
-PER_TILE_MEAN = '''
+PER_TILE_MEAN = """
 import numpy as np
 
 
@@ -80,9 +85,9 @@ def region_bootstrap_miou(counts, regions, n_boot, rng, level=0.95):
     vals = _miou(np.einsum("br,rik->bik", w, per))
     lo, hi = np.percentile(vals, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
     return float(np.mean(_miou(c))), float(lo), float(hi)     # mean of the tiles' mIoUs
-'''
+"""
 
-BINCOUNT_REGIONS = '''
+BINCOUNT_REGIONS = """
 import numpy as np
 
 
@@ -104,9 +109,9 @@ def region_bootstrap_miou(counts, regions, n_boot, rng, level=0.95):
     vals = _miou(t[keep])
     lo, hi = np.percentile(vals, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
     return float(_miou(c.sum(0))), float(lo), float(hi)
-'''
+"""
 
-ZEROS_COUNTED = '''
+ZEROS_COUNTED = """
 import numpy as np
 
 
@@ -121,9 +126,9 @@ def region_bootstrap_miou(counts, regions, n_boot, rng, level=0.95):
     whole = c.sum(0)
     lo, hi = np.percentile(vals, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
     return float(np.mean(whole[0][whole[1] > 0] / whole[1][whole[1] > 0])), float(lo), float(hi)
-'''
+"""
 
-CHOICE_LOOP = '''
+CHOICE_LOOP = """
 import numpy as np
 
 
@@ -140,20 +145,44 @@ def region_bootstrap_miou(counts, regions, n_boot, rng, level=0.95):
     vals = [miou(per[rng.choice(len(ids), len(ids))].sum(0)) for _ in range(n_boot)]
     lo, hi = np.percentile(vals, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
     return float(miou(c.sum(0))), float(lo), float(hi)
-'''
+"""
 
 WRONG = {
-    "tile_bootstrap": (TILE_BOOTSTRAP, {"matches_reference", "regions_not_contiguous",
-                                        "absent_classes", "single_multinomial_call",
-                                        "properties"}, "resamples tiles"),
-    "per_tile_mean": (PER_TILE_MEAN, {"matches_reference", "regions_not_contiguous",
-                                      "absent_classes", "single_multinomial_call",
-                                      "properties"}, "average of the tiles' own mIoUs"),
+    "tile_bootstrap": (
+        TILE_BOOTSTRAP,
+        {
+            "matches_reference",
+            "regions_not_contiguous",
+            "absent_classes",
+            "single_multinomial_call",
+            "properties",
+        },
+        "resamples tiles",
+    ),
+    "per_tile_mean": (
+        PER_TILE_MEAN,
+        {
+            "matches_reference",
+            "regions_not_contiguous",
+            "absent_classes",
+            "single_multinomial_call",
+            "properties",
+        },
+        "average of the tiles' own mIoUs",
+    ),
     "bincount_regions": (BINCOUNT_REGIONS, {"regions_not_contiguous"}, "np.unique(regions)"),
     "zeros_counted": (ZEROS_COUNTED, {"absent_classes"}, "counted the class as IoU 0"),
-    "choice_loop": (CHOICE_LOOP, {"matches_reference", "regions_not_contiguous",
-                                  "absent_classes", "single_multinomial_call",
-                                  "properties"}, "rng.multinomial(R"),
+    "choice_loop": (
+        CHOICE_LOOP,
+        {
+            "matches_reference",
+            "regions_not_contiguous",
+            "absent_classes",
+            "single_multinomial_call",
+            "properties",
+        },
+        "rng.multinomial(R",
+    ),
 }
 
 
@@ -187,7 +216,7 @@ def test_mutating_answer_loses_only_properties():
     def region_bootstrap_miou(counts, regions, n_boot, rng, level=0.95):
         out = right(counts, regions, n_boot, rng, level)
         if level != 0.95:
-            regions[0] = regions[0] + 1               # scribbles on a non-default path only
+            regions[0] = regions[0] + 1  # scribbles on a non-default path only
         return out
 
     scores = _scores(region_bootstrap_miou, 3)

@@ -22,6 +22,7 @@ attribute at all, and carries its Content-Security-Policy; no CSV cell that is n
 number starts with ``= + - @``; ``a_honest``'s notebook and the solution are byte
 for byte what they were and still owned by root; the linkers score 0 with the reason.
 """
+
 import csv
 import hashlib
 import os
@@ -34,6 +35,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from helpers.answer_notebooks import with_answer
 
 from autograder import REPO_ROOT
 from autograder.build import solution_source
@@ -41,12 +43,12 @@ from autograder.csv_safe import FORMULA_STARTS, safe_cell
 from autograder.exercises import load
 from autograder.feedback import CSP_META, MATHJAX_FILE
 
-from helpers.answer_notebooks import with_answer
-
 pytestmark = [
-    pytest.mark.slow,   # a class of four graded end to end
-    pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox's user id and mounts, which "
-                       "the link case is about, exist only as root"),
+    pytest.mark.slow,  # a class of four graded end to end
+    pytest.mark.skipif(
+        os.geteuid() != 0,
+        reason="the sandbox's user id and mounts, which the link case is about, exist only as root",
+    ),
 ]
 
 EXERCISES = {"knn_classify": "knn", "rank_bound": "rank"}
@@ -55,7 +57,7 @@ XSS_NAME = "<img src=x onerror=alert(1)>.ipynb"
 
 #: in nbgrader's kernel only: put a link in place of this student's folder in the copy
 #: of the course, then crash the kernel
-LINK_AND_CRASH = '''
+LINK_AND_CRASH = """
 import os as _os
 import sys as _sys
 from pathlib import Path as _Path
@@ -72,23 +74,24 @@ if "ipykernel" in _sys.modules:
                 pass
             break
     _os._exit(1)
-'''
+"""
 
 #: a kernel's HTML and JavaScript outputs with scripts and handlers
-OUTPUTS = '''
+OUTPUTS = """
 from IPython.display import HTML, Javascript, display
 display(HTML("<script>alert('html output')</script><b onmouseover=\\"alert(1)\\">bold</b>"
              "<a href=\\"javascript:alert(2)\\">link</a>"))
 display(Javascript("alert('javascript output')"))
-'''
+"""
 
-MARKDOWN = ("<script>alert('markdown')</script>\n\n<img src=x onerror=\"alert('md')\"> "
-            "<a href=\"javascript:alert(3)\">click</a> <svg onload=alert(4)></svg>")
+MARKDOWN = (
+    "<script>alert('markdown')</script>\n\n<img src=x onerror=\"alert('md')\"> "
+    '<a href="javascript:alert(3)">click</a> <svg onload=alert(4)></svg>'
+)
 
 
 def _autograder(course, *args, timeout=1500):
-    cmd = [sys.executable, "-m", "autograder", "--course", str(course), "--timeout", "20",
-           *args]
+    cmd = [sys.executable, "-m", "autograder", "--course", str(course), "--timeout", "20", *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT)
     assert proc.returncode == 0, (args, proc.stdout[-3000:], proc.stderr[-3000:])
     return proc
@@ -106,10 +109,16 @@ def _submissions(subs, course):
             nb = with_answer(load(ex), honest)
             name = f"{ex}.ipynb"
             if ex == "knn_classify" and student in ("linker", "linksol"):
-                target = (course / "submitted" / "a_honest" / "knn" if student == "linker"
-                          else course / "solutions" / "knn")
-                nb.cells.append(nbformat.v4.new_code_cell(
-                    LINK_AND_CRASH.format(student=student, target=str(target))))
+                target = (
+                    course / "submitted" / "a_honest" / "knn"
+                    if student == "linker"
+                    else course / "solutions" / "knn"
+                )
+                nb.cells.append(
+                    nbformat.v4.new_code_cell(
+                        LINK_AND_CRASH.format(student=student, target=str(target))
+                    )
+                )
             if student == "xss" and ex == "knn_classify":
                 nb.cells.insert(1, nbformat.v4.new_markdown_cell(MARKDOWN))
                 nb.cells.append(nbformat.v4.new_code_cell(OUTPUTS))
@@ -155,14 +164,18 @@ def graded(tmp_path_factory):
     try:
         _autograder(course, "setup", "--assign", *EXERCISES.values())
         roster = work / "roster.csv"
-        roster.write_text("id,first_name,last_name,email\n" + "".join(
-            f"{s},{s.title()},Student,{s}@example.org\n" for s in STUDENTS))
+        roster.write_text(
+            "id,first_name,last_name,email\n"
+            + "".join(f"{s},{s.title()},Student,{s}@example.org\n" for s in STUDENTS)
+        )
         _autograder(course, "roster", str(roster))
         subs = work / "submissions"
         _submissions(subs, course)
         _autograder(course, "collect", str(subs))
-        victims = [course / "submitted" / "a_honest" / "knn" / "knn_classify.ipynb",
-                   course / "solutions" / "knn" / "knn_classify.ipynb"]
+        victims = [
+            course / "submitted" / "a_honest" / "knn" / "knn_classify.ipynb",
+            course / "solutions" / "knn" / "knn_classify.ipynb",
+        ]
         before = {p: (_hash(p), os.stat(p).st_uid) for p in victims}
         _autograder(course, "autograde", "--seed", "46")
         _autograder(course, "feedback")
@@ -188,11 +201,14 @@ def test_no_grader_write_follows_a_link_planted_in_the_copy(graded):
         by.setdefault((r["student_id"], r["notebook"]), []).append(r["problem"])
     for student in ("linker", "linksol"):
         assert any("kernel crashed" in p for p in by[student, "knn_classify"]), by
-    rows = {(r["student_id"], r["assignment"]): float(r["score"])
-            for r in csv.DictReader(graded["export"].open(newline=""))}
+    rows = {
+        (r["student_id"], r["assignment"]): float(r["score"])
+        for r in csv.DictReader(graded["export"].open(newline=""))
+    }
     for student in ("linker", "linksol"):
-        nb = nbformat.read(str(course / "autograded" / student / "knn" / "knn_classify.ipynb"),
-                           as_version=4)
+        nb = nbformat.read(
+            str(course / "autograded" / student / "knn" / "knn_classify.ipynb"), as_version=4
+        )
         assert "kernel crashed" in nb.cells[0].source
     assert rows["a_honest", "knn"] > 0 and rows["a_honest", "rank"] > 0
     assert rows["linker", "rank"] == rows["a_honest", "rank"]
@@ -206,14 +222,23 @@ def test_no_feedback_page_runs_anything_from_a_student(graded):
         raw = page.read_text(encoding="utf-8")
         parsed = _Tags()
         parsed.feed(raw)
-        handlers = [(t, a) for t, a in parsed.tags for a, _ in [(n, v) for n, v in a]
-                    if a.lower().startswith("on")]
+        handlers = [
+            (t, a)
+            for t, a in parsed.tags
+            for a, _ in [(n, v) for n, v in a]
+            if a.lower().startswith("on")
+        ]
         assert handlers == [], (page, handlers)
-        links = [v for _, attrs in parsed.tags for n, v in attrs
-                 if n in ("href", "src") and v and v.strip().lower().startswith("javascript:")]
+        links = [
+            v
+            for _, attrs in parsed.tags
+            for n, v in attrs
+            if n in ("href", "src") and v and v.strip().lower().startswith("javascript:")
+        ]
         assert links == [], (page, links)
-        assert [t for t, _ in parsed.tags if t in ("iframe", "object", "embed", "svg",
-                                                  "form", "base")] == [], page
+        assert [
+            t for t, _ in parsed.tags if t in ("iframe", "object", "embed", "svg", "form", "base")
+        ] == [], page
         # the page's own scripts only: the MathJax configuration and the shared bundle
         for src, body in parsed.scripts:
             if src is not None:
@@ -221,11 +246,11 @@ def test_no_feedback_page_runs_anything_from_a_student(graded):
             else:
                 assert body.strip().startswith("window.MathJax = {"), (page, body[:200])
         assert len(parsed.scripts) == 2, (page, parsed.scripts)
-        head = raw[:raw.index("<body")]
+        head = raw[: raw.index("<body")]
         assert CSP_META in head and head.index(CSP_META) < head.index("<script"), page
     xss = course / "feedback" / "xss"
     knn = (xss / "knn" / "knn_classify.html").read_text(encoding="utf-8")
-    assert "bold" in knn            # the harmless part of the HTML output is kept
+    assert "bold" in knn  # the harmless part of the HTML output is kept
     rank = (xss / "rank" / "rank_bound.html").read_text(encoding="utf-8")
     # the grader's note names the file as written, escaped
     assert "&lt;img src=x onerror=alert(1)&gt;.ipynb" in rank
@@ -233,14 +258,21 @@ def test_no_feedback_page_runs_anything_from_a_student(graded):
 
 def _risky(path):
     with open(path, newline="") as fh:
-        return [c for row in csv.reader(fh) for c in row
-                if c.startswith(FORMULA_STARTS) and safe_cell(c) != c]
+        return [
+            c
+            for row in csv.reader(fh)
+            for c in row
+            if c.startswith(FORMULA_STARTS) and safe_cell(c) != c
+        ]
 
 
 def test_no_csv_cell_is_a_formula(graded):
     course, export = graded["course"], graded["export"]
-    for path in (course / "grading_issues.csv", export,
-                 export.with_name("grades_by_notebook.csv"),
-                 export.with_name("grades_canvas.csv")):
+    for path in (
+        course / "grading_issues.csv",
+        export,
+        export.with_name("grades_by_notebook.csv"),
+        export.with_name("grades_canvas.csv"),
+    ):
         assert path.is_file(), path
         assert _risky(path) == [], path

@@ -5,6 +5,7 @@ file or folder there by a symbolic link to a file it cannot read itself (another
 student's notebook, a secret of root's); the grader, reading as root, must not follow it.
 The end-to-end attacks are in tests/test_autograder_cleanroom.py.
 """
+
 import os
 import re
 
@@ -83,7 +84,12 @@ def test_only_a_sandbox_gradebook_skips_the_disk_wait(tmp_path, scratch):
     if scratch:
         sandbox_env = _env(str(tmp_path), 5, 1, str(tmp_path))
         env[SCRATCH_GRADEBOOK_ENV] = sandbox_env[SCRATCH_GRADEBOOK_ENV]
-    out = subprocess.run([sys.executable, "-c", _SYNC_PROBE, str(tmp_path / "gb.db")],
-                         env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", _SYNC_PROBE, str(tmp_path / "gb.db")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[-1] == ("0" if scratch else "2")

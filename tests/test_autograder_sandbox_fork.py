@@ -7,6 +7,7 @@ process id it is told in ``$AUTOGRADER_KERNEL_FORK_FDS``. nbgrader's kernel mana
 adopts that server, and the kernels it forks never see the variable. A run past its
 wall-clock limit is killed with its kernel server.
 """
+
 import json
 import os
 import socket
@@ -14,12 +15,11 @@ import sys
 import time
 
 import pytest
+from helpers.tmp_listing import allowed_in_private_tmp
 
 from autograder import sandbox
 from autograder.kernel_fork import FDS_ENV
 from autograder.sandbox import Confinement
-
-from helpers.tmp_listing import allowed_in_private_tmp
 
 #: a grading run of its own per case, and one kernel: left out of make test-fast
 pytestmark = pytest.mark.slow
@@ -85,8 +85,10 @@ def _probe(tmp_path, name, forked, server, port, hidden, nbgrader=False):
     conf = Confinement(str(top), hide=[str(hidden)])
     code = PROBE.replace("PORT", str(port)).replace("HIDDEN", repr(str(hidden / "secret.txt")))
     if nbgrader:
-        code = code.replace('"listing": sorted(os.listdir("."))',
-                            '"listing": sorted(os.listdir(".")), "path0": sys.path[0]')
+        code = code.replace(
+            '"listing": sorted(os.listdir("."))',
+            '"listing": sorted(os.listdir(".")), "path0": sys.path[0]',
+        )
         (top / "course" / "nbgrader_config.py").write_text(code)
         cmd = [sys.executable, "-m", "nbgrader", "db", "student", "list"]
     else:
@@ -94,12 +96,15 @@ def _probe(tmp_path, name, forked, server, port, hidden, nbgrader=False):
     conf.own(str(top))
     conf.server = server if forked else None
     # nbgrader runs the ``alembic`` script of its environment to make the gradebook
-    env = {"PATH": f"{os.path.dirname(sys.executable)}:/usr/bin:/bin", "HOME": str(top),
-           "LANG": "C.UTF-8"}
+    env = {
+        "PATH": f"{os.path.dirname(sys.executable)}:/usr/bin:/bin",
+        "HOME": str(top),
+        "LANG": "C.UTF-8",
+    }
     rc, out = conf.run(cmd, str(top / "course"), env, 60)
     line = next((x for x in out.splitlines() if x.startswith("PROBE")), None)
     assert rc == 0 and line, out
-    return json.loads(line[len("PROBE"):]), conf
+    return json.loads(line[len("PROBE") :]), conf
 
 
 @pytest.mark.parametrize("nbgrader", [False, True], ids=["executed", "nbgrader_in_the_child"])
@@ -109,10 +114,8 @@ def test_a_forked_run_is_the_run_started_from_nothing(tmp_path, server, nbgrader
     (hidden / "secret.txt").write_text("gradebook")
     srv = _listener()
     try:
-        started, _ = _probe(tmp_path, "a", False, server, srv.getsockname()[1], hidden,
-                            nbgrader)
-        forked, _ = _probe(tmp_path, "b", True, server, srv.getsockname()[1], hidden,
-                           nbgrader)
+        started, _ = _probe(tmp_path, "a", False, server, srv.getsockname()[1], hidden, nbgrader)
+        forked, _ = _probe(tmp_path, "b", True, server, srv.getsockname()[1], hidden, nbgrader)
     finally:
         srv.close()
     if nbgrader:  # ``python -m`` puts the working folder first
@@ -124,8 +127,11 @@ def test_a_forked_run_is_the_run_started_from_nothing(tmp_path, server, nbgrader
     assert {requests, replies} <= set(forked["fds"])
     assert [forked["fd_kinds"][str(f)] for f in (requests, replies)] == ["pipe", "pipe"]
     if nbgrader:  # nbgrader's own descriptors, numbered around the pipes: compared by kind
-        rest = [k.replace("/b/course/", "/a/course/") for f, k in forked["fd_kinds"].items()
-                if int(f) not in (requests, replies)]
+        rest = [
+            k.replace("/b/course/", "/a/course/")
+            for f, k in forked["fd_kinds"].items()
+            if int(f) not in (requests, replies)
+        ]
         assert sorted(rest) == sorted(started["fd_kinds"].values())
     else:
         assert forked["fds"] == sorted(started["fds"] + [requests, replies])
@@ -152,14 +158,17 @@ def test_the_kernel_server_beside_the_run_is_its_child_in_its_sandbox(tmp_path, 
     conf = Confinement(str(top))
     conf.own(str(top))
     conf.server = server
-    code = ("import os, sys\n"
-            "requests, replies, pid = (int(x) for x in os.environ['" + FDS_ENV + "'].split(','))\n"
-            "status = dict(l.split(':', 1) for l in open(f'/proc/{pid}/status') if ':' in l)\n"
-            "print('PPID', status['PPid'].strip() == str(os.getpid()))\n"
-            "print('UID', status['Uid'].split()[0] == str(os.getuid()))\n"
-            "print('READY', os.fdopen(replies).readline().strip())\n")
-    rc, out = conf.run([sys.executable, "-c", code], str(top / "course"),
-                       {"PATH": "/usr/bin:/bin"}, 60)
+    code = (
+        "import os, sys\n"
+        "requests, replies, pid = (int(x) for x in os.environ['" + FDS_ENV + "'].split(','))\n"
+        "status = dict(l.split(':', 1) for l in open(f'/proc/{pid}/status') if ':' in l)\n"
+        "print('PPID', status['PPid'].strip() == str(os.getpid()))\n"
+        "print('UID', status['Uid'].split()[0] == str(os.getuid()))\n"
+        "print('READY', os.fdopen(replies).readline().strip())\n"
+    )
+    rc, out = conf.run(
+        [sys.executable, "-c", code], str(top / "course"), {"PATH": "/usr/bin:/bin"}, 60
+    )
     assert rc == 0, out
     assert "PPID True" in out and "UID True" in out, out
     ready = json.loads(out.split("READY", 1)[1].strip().splitlines()[0])
@@ -184,7 +193,7 @@ def test_nbgrader_adopts_the_warm_kernel_server_and_its_kernels_never_see_it(tmp
     code = (
         "import json, nbformat\nfrom nbclient import NotebookClient\n"
         "from autograder import kernel_fork\n"
-        "cell = nbformat.v4.new_code_cell(\"import os\\n"
+        'cell = nbformat.v4.new_code_cell("import os\\n'
         "print(os.environ.get('" + FDS_ENV + "'))\")\n"
         "nb = nbformat.v4.new_notebook(cells=[cell])\n"
         "client = NotebookClient(nb, timeout=60, kernel_name='python3',\n"
@@ -196,7 +205,8 @@ def test_nbgrader_adopts_the_warm_kernel_server_and_its_kernels_never_see_it(tmp
         "    watcher = status['PPid'].strip()\n"
         "    parent = open(f'/proc/{watcher}/cmdline', 'rb').read().decode(errors='replace')\n"
         "seen = cell.outputs[0]['text'].strip()\n"
-        "print('KERNEL' + json.dumps([None if seen == 'None' else seen, parent]))\n")
+        "print('KERNEL' + json.dumps([None if seen == 'None' else seen, parent]))\n"
+    )
     env = sandbox._env(str(top / "course"), 30, 1, str(home))
     rc, out = conf.run([sys.executable, "-c", code], str(top / "course"), env, 120)
     assert rc == 0, out
@@ -210,11 +220,13 @@ def test_a_forked_run_past_its_limit_is_killed_with_its_kernel_server(tmp_path, 
     conf = Confinement(str(top))
     conf.own(str(top))
     conf.server = server
-    code = ("import os, time\nprint(os.environ['" + FDS_ENV + "'], flush=True)\n"
-            "time.sleep(10 ** 6)\n")
+    code = (
+        "import os, time\nprint(os.environ['" + FDS_ENV + "'], flush=True)\ntime.sleep(10 ** 6)\n"
+    )
     t0 = time.monotonic()
-    rc, out = conf.run([sys.executable, "-c", code], str(top / "course"),
-                       {"PATH": "/usr/bin:/bin"}, 3)
+    rc, out = conf.run(
+        [sys.executable, "-c", code], str(top / "course"), {"PATH": "/usr/bin:/bin"}, 3
+    )
     assert time.monotonic() - t0 < 30
     assert "wall-clock limit" in out
     pid = int(out.split(",")[2].split()[0])
@@ -228,8 +240,9 @@ def test_a_forked_run_past_its_limit_is_killed_with_its_kernel_server(tmp_path, 
         assert not uid_processes(conf.uid)
 
 
-def test_without_the_server_or_when_it_refuses_a_run_starts_from_nothing(tmp_path, server,
-                                                                          monkeypatch):
+def test_without_the_server_or_when_it_refuses_a_run_starts_from_nothing(
+    tmp_path, server, monkeypatch
+):
     class Refusing:
         def spawn(self, request):
             return None
@@ -238,8 +251,12 @@ def test_without_the_server_or_when_it_refuses_a_run_starts_from_nothing(tmp_pat
     conf = Confinement(str(top))
     conf.own(str(top))
     conf.server = Refusing()
-    rc, out = conf.run([sys.executable, "-c", "import os; print(os.environ.get('" + FDS_ENV
-                        + "'))"], str(top / "course"), {"PATH": "/usr/bin:/bin"}, 60)
+    rc, out = conf.run(
+        [sys.executable, "-c", "import os; print(os.environ.get('" + FDS_ENV + "'))"],
+        str(top / "course"),
+        {"PATH": "/usr/bin:/bin"},
+        60,
+    )
     assert rc == 0 and out.strip() == "None", out
     monkeypatch.setenv(sandbox.SANDBOX_FORK_ENV, "0")
     assert sandbox._ready_sandbox_server(True, 0) is None
@@ -250,18 +267,27 @@ def test_without_the_server_or_when_it_refuses_a_run_starts_from_nothing(tmp_pat
 
 def test_the_server_refuses_requests_it_cannot_serve(server):
     assert "error" in server.ask({"op": "nothing"})
-    assert "error" in server.ask({"op": "spawn"})           # no output pipe attached
+    assert "error" in server.ask({"op": "spawn"})  # no output pipe attached
     assert "error" in server.ask({"op": "spawn"}, fds=(0, 1))  # two are one too many
-    assert server.exit_code(2**22 + 12345) == -1            # no such process
+    assert server.exit_code(2**22 + 12345) == -1  # no such process
     assert "error" in server.ask(["not", "a", "request"])
     assert "error" in server.ask({"op": "status"})
-    assert "error" in server.ask({"op": "spawn", "argv": [], "env": {}, "cwd": "/",
-                                  "limits": {}}, fds=(0,))
+    assert "error" in server.ask(
+        {"op": "spawn", "argv": [], "env": {}, "cwd": "/", "limits": {}}, fds=(0,)
+    )
 
 
 #: the top-level modules that nbgrader's imports bring and a kernel server does not hold
-NBGRADER_ONLY = ("nbgrader", "nbconvert", "nbclient", "sqlalchemy", "alembic", "bleach",
-                 "urllib3", "requests")
+NBGRADER_ONLY = (
+    "nbgrader",
+    "nbconvert",
+    "nbclient",
+    "sqlalchemy",
+    "alembic",
+    "bleach",
+    "urllib3",
+    "requests",
+)
 
 
 def test_a_kernel_beside_nbgrader_run_in_the_child_holds_none_of_its_imports(tmp_path, server):
@@ -274,17 +300,20 @@ def test_a_kernel_beside_nbgrader_run_in_the_child_holds_none_of_its_imports(tmp
     home = top / "home"
     for d in ("tmp", "runtime", "ipython", "mpl"):
         (home / d).mkdir(parents=True)
-    cell = ("import json, sys, warnings\n"
-            f"tops = {NBGRADER_ONLY!r}\n"
-            "print('STATE' + json.dumps({\n"
-            "    'modules': sorted(m for m in sys.modules if m.split('.')[0] in tops),\n"
-            "    'filters': [str(f[2]) for f in warnings.filters\n"
-            "                if any(t in str(f[2]) + str(f[3]) for t in tops)],\n"
-            "    'hooks': [repr(h) for h in sys.meta_path if 'six' in repr(h)],\n"
-            "    'path': [p for p in sys.path if '_vendor' in p]}))\n")
+    cell = (
+        "import json, sys, warnings\n"
+        f"tops = {NBGRADER_ONLY!r}\n"
+        "print('STATE' + json.dumps({\n"
+        "    'modules': sorted(m for m in sys.modules if m.split('.')[0] in tops),\n"
+        "    'filters': [str(f[2]) for f in warnings.filters\n"
+        "                if any(t in str(f[2]) + str(f[3]) for t in tops)],\n"
+        "    'hooks': [repr(h) for h in sys.meta_path if 'six' in repr(h)],\n"
+        "    'path': [p for p in sys.path if '_vendor' in p]}))\n"
+    )
     probe = (  # nbgrader loads the file once per (sub)command: the probe runs once
         "import os\nif not os.environ.get('PROBED'):\n    os.environ['PROBED'] = '1'\n"
-        "    exec(compile(PROBE, 'probe', 'exec'))\n")
+        "    exec(compile(PROBE, 'probe', 'exec'))\n"
+    )
     body = (
         "import nbformat\nfrom nbclient import NotebookClient\n"
         "from autograder import kernel_fork\n"
@@ -296,15 +325,17 @@ def test_a_kernel_beside_nbgrader_run_in_the_child_holds_none_of_its_imports(tmp
         "    client.execute_cell(cell, 0)\n"
         "    print('ADOPTED', client.km.provisioner.__class__.__name__)\n"
         "print(cell.outputs[0]['text'].strip())\n"
-        "import sys\nprint('RUN_HOLDS', 'numpy' in sys.modules, flush=True)\n")
+        "import sys\nprint('RUN_HOLDS', 'numpy' in sys.modules, flush=True)\n"
+    )
     (top / "course" / "nbgrader_config.py").write_text(f"PROBE = {body!r}\n" + probe)
     conf = Confinement(str(top))
     conf.own(str(top))
     conf.server = server
     env = sandbox._env(str(top / "course"), 30, 1, str(home))
     # (the command itself then fails on the missing gradebook: only the probe matters)
-    rc, out = conf.run([sys.executable, "-m", "nbgrader", "db", "student", "list"],
-                       str(top / "course"), env, 120)
+    rc, out = conf.run(
+        [sys.executable, "-m", "nbgrader", "db", "student", "list"], str(top / "course"), env, 120
+    )
     # the run itself is the server's child, with the kernel server's imports (NumPy): it
     # was not executed
     assert "RUN_HOLDS True" in out, out

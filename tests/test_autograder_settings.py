@@ -4,6 +4,7 @@ Each ``AUTOGRADER_*`` environment variable is given its name by one assignment i
 whole package (the other modules import it, the fork servers load ``settings.py`` by
 path), and both limit tables use one key for one bound.
 """
+
 import ast
 from pathlib import Path
 
@@ -17,10 +18,12 @@ def _assigned_names():
     found = {}
     for path in sorted(Path(PACKAGE_DIR).rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if (isinstance(node, (ast.Assign, ast.AnnAssign))
-                    and isinstance(node.value, ast.Constant)
-                    and isinstance(node.value.value, str)
-                    and node.value.value.startswith("AUTOGRADER_")):
+            if (
+                isinstance(node, (ast.Assign, ast.AnnAssign))
+                and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)
+                and node.value.value.startswith("AUTOGRADER_")
+            ):
                 found.setdefault(node.value.value, []).append(path.name)
     return found
 
@@ -29,12 +32,20 @@ def test_every_variable_is_named_once():
     found = _assigned_names()
     twice = {name: files for name, files in found.items() if len(files) > 1}
     assert not twice, twice
-    for name in ("AUTOGRADER_KERNEL_FORK", "AUTOGRADER_KERNEL_FORK_FDS",
-                 "AUTOGRADER_KERNEL_PRELOAD", "AUTOGRADER_NOTEBOOK_LIMIT",
-                 "AUTOGRADER_SANDBOX_FORK", "AUTOGRADER_NBGRADER_PRELOAD",
-                 "AUTOGRADER_CLEANROOM_FORK", "AUTOGRADER_SCRATCH_GRADEBOOK",
-                 "AUTOGRADER_SANDBOX_MEMORY", "AUTOGRADER_SANDBOX_DISK",
-                 "AUTOGRADER_CLEANROOM_MEMORY", "AUTOGRADER_CGROUPS"):
+    for name in (
+        "AUTOGRADER_KERNEL_FORK",
+        "AUTOGRADER_KERNEL_FORK_FDS",
+        "AUTOGRADER_KERNEL_PRELOAD",
+        "AUTOGRADER_NOTEBOOK_LIMIT",
+        "AUTOGRADER_SANDBOX_FORK",
+        "AUTOGRADER_NBGRADER_PRELOAD",
+        "AUTOGRADER_CLEANROOM_FORK",
+        "AUTOGRADER_SCRATCH_GRADEBOOK",
+        "AUTOGRADER_SANDBOX_MEMORY",
+        "AUTOGRADER_SANDBOX_DISK",
+        "AUTOGRADER_CLEANROOM_MEMORY",
+        "AUTOGRADER_CGROUPS",
+    ):
         assert found.get(name) == ["settings.py"], (name, found.get(name))
 
 

@@ -14,6 +14,7 @@ Every shell command of the book's term walkthrough is run here (``autograder ...
 process through ``autograder.cli.main``; ``make ...`` checked with ``make -n``), and the
 exports, the issue log, the similarity report and the feedback pages are checked.
 """
+
 import csv
 import inspect
 import json
@@ -22,7 +23,6 @@ import re
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -58,9 +58,16 @@ def rank_bound(H, y, n_classes):
 '''
 
 #: carol's: alice's answer with every name changed
-RANK_CAROL = (RANK_ALICE.replace("feats", "X").replace("labels", "lab")
-              .replace("onehot", "T").replace("with_bias", "A").replace("solution", "beta")
-              .replace("left_over", "E").replace("sizes", "cnt").replace("how_many", "m"))
+RANK_CAROL = (
+    RANK_ALICE.replace("feats", "X")
+    .replace("labels", "lab")
+    .replace("onehot", "T")
+    .replace("with_bias", "A")
+    .replace("solution", "beta")
+    .replace("left_over", "E")
+    .replace("sizes", "cnt")
+    .replace("how_many", "m")
+)
 
 RANK_ERIN = '''import numpy as np
 from scipy import linalg
@@ -169,12 +176,12 @@ def paired_bootstrap_ci(a_correct, b_correct, n_boot, rng, level=0.95):
 #: erin pastes the reference implementations' bodies
 WILSON_ERIN = "import numpy as np\nfrom scipy import stats\n\n" + "\n\n".join(
     inspect.getsource(getattr(repeval_ref, f))
-    for f in ("wilson_interval", "mcnemar_exact", "paired_bootstrap_ci"))
+    for f in ("wilson_interval", "mcnemar_exact", "paired_bootstrap_ci")
+)
 
 
 def _release(assignment, name):
-    return nbformat.read(str(REPO_ROOT / "exercises" / assignment / f"{name}.ipynb"),
-                         as_version=4)
+    return nbformat.read(str(REPO_ROOT / "exercises" / assignment / f"{name}.ipynb"), as_version=4)
 
 
 def _answer(assignment, name, code):
@@ -200,25 +207,44 @@ def _put(nb, path, stamp=None):
 
 
 def _make_submissions(subs):
-    _put(_answer("rank", "rank_bound", RANK_ALICE), subs / "alice" / "rank" / "rank_bound.ipynb",
-         "2026-01-05 10:00:00 UTC")
-    _put(_answer("noise", "wilson_interval", WILSON_ALICE),
-         subs / "alice" / "noise" / "wilson_interval.ipynb", "2026-01-19 08:00:00+01:00")
+    _put(
+        _answer("rank", "rank_bound", RANK_ALICE),
+        subs / "alice" / "rank" / "rank_bound.ipynb",
+        "2026-01-05 10:00:00 UTC",
+    )
+    _put(
+        _answer("noise", "wilson_interval", WILSON_ALICE),
+        subs / "alice" / "noise" / "wilson_interval.ipynb",
+        "2026-01-19 08:00:00+01:00",
+    )
     _put(_answer("rank", "rank_bound", RANK_ALICE), subs / "Bob" / "rank_bound.ipynb")
     _put(_answer("rank", "rank_bound", RANK_ALICE), subs / "eve" / "rank_bound.ipynb")
-    _put(_answer("rank", "rank_bound", RANK_CAROL), subs / "carol" / "rank_bound.ipynb",
-         "2026-01-25 12:00:00 UTC")
-    _put(_answer("noise", "wilson_interval", WILSON_CAROL), subs / "carol" / "wilson_interval.ipynb")
-    _put(_answer("rank", "rank_bound", "def rank_bound(H, y n_classes):\n    return 0.0, 0\n"),
-         subs / "dave" / "rank_bound.ipynb", "2026-01-06 09:00:00 UTC")
+    _put(
+        _answer("rank", "rank_bound", RANK_CAROL),
+        subs / "carol" / "rank_bound.ipynb",
+        "2026-01-25 12:00:00 UTC",
+    )
+    _put(
+        _answer("noise", "wilson_interval", WILSON_CAROL), subs / "carol" / "wilson_interval.ipynb"
+    )
+    _put(
+        _answer("rank", "rank_bound", "def rank_bound(H, y n_classes):\n    return 0.0, 0\n"),
+        subs / "dave" / "rank_bound.ipynb",
+        "2026-01-06 09:00:00 UTC",
+    )
     (subs / "dave" / "wilson_interval.ipynb").write_text('{"cells": [ broken')
     nb = _answer("rank", "rank_bound", RANK_ERIN)
-    nb.cells = [c for c in nb.cells
-                if c.metadata.get("nbgrader", {}).get("grade_id") != "rank_bound_visible_tests"]
+    nb.cells = [
+        c
+        for c in nb.cells
+        if c.metadata.get("nbgrader", {}).get("grade_id") != "rank_bound_visible_tests"
+    ]
     _put(nb, subs / "erin" / "rank_bound.ipynb", "2026-01-07 09:00:00 UTC")
     _put(_answer("noise", "wilson_interval", WILSON_ERIN), subs / "erin" / "wilson_interval.ipynb")
-    _put(_answer("knn", "knn_classify", solution_source(load("knn_classify"))),
-         subs / "erin" / "knn_classify.ipynb")
+    _put(
+        _answer("knn", "knn_classify", solution_source(load("knn_classify"))),
+        subs / "erin" / "knn_classify.ipynb",
+    )
 
 
 def book_commands():
@@ -263,15 +289,16 @@ def term(tmp_path_factory):
             parts = path.relative_to(base / "submissions").parts
             # a timestamp.txt at the top of a student's folder speaks for all of it
             w.writerow([parts[0], index[path.stem] if len(parts) > 2 else "", stamp])
-    commands = [c for c in book_commands() if "autograder" in c.split()[0:3]
-                or c.startswith("autograder")]
+    commands = [
+        c for c in book_commands() if "autograder" in c.split()[0:3] or c.startswith("autograder")
+    ]
     ran = []
     cwd = os.getcwd()
     os.chdir(base)
     try:
         for line in commands:
             if "grade-all" in line or "benchmarks" in line:
-                continue            # the one-command form runs in its own test below
+                continue  # the one-command form runs in its own test below
             assert _run_autograder(line) == 0, line
             ran.append(line)
     finally:
@@ -282,15 +309,22 @@ def term(tmp_path_factory):
         with (base / name).open(newline="") as fh:
             return list(csv.DictReader(fh))
 
-    return {"base": base, "course": course, "ran": ran, "grades": rows("grades.csv"),
-            "canvas": list(csv.reader((base / "grades_canvas.csv").open(newline=""))),
-            "by_nb": rows("grades_by_notebook.csv"),
-            "issues": list(csv.DictReader((course / "grading_issues.csv").open(newline="")))}
+    return {
+        "base": base,
+        "course": course,
+        "ran": ran,
+        "grades": rows("grades.csv"),
+        "canvas": list(csv.reader((base / "grades_canvas.csv").open(newline=""))),
+        "by_nb": rows("grades_by_notebook.csv"),
+        "issues": list(csv.DictReader((course / "grading_issues.csv").open(newline=""))),
+    }
 
 
 def test_book_walks_through_every_step(term):
-    steps = [shlex.split(line)[3] if line.startswith("python") else shlex.split(line)[1]
-             for line in term["ran"]]
+    steps = [
+        shlex.split(line)[3] if line.startswith("python") else shlex.split(line)[1]
+        for line in term["ran"]
+    ]
     steps = [s for s in steps if not s.startswith("--")] or steps
     text = " ".join(term["ran"])
     for step in ("setup", "roster", "collect", "autograde", "feedback", "export", "similarity"):
@@ -303,8 +337,9 @@ def test_make_targets_named_in_the_book_expand_to_the_autograder():
     lines = [c for c in book_commands() if c.startswith("make ")]
     assert lines, "the book shows the make targets too"
     for line in lines:
-        out = subprocess.run(["make", "-n", *shlex.split(line)[1:]], cwd=REPO_ROOT,
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            ["make", "-n", *shlex.split(line)[1:]], cwd=REPO_ROOT, capture_output=True, text=True
+        )
         assert out.returncode == 0, (line, out.stderr)
         assert "-m autograder" in out.stdout, (line, out.stdout)
 
@@ -325,8 +360,9 @@ def test_only_the_assigned_chapters_with_their_due_dates(term):
 
 
 def _maximum(names):
-    return sum(float(load(n).VISIBLE_POINTS) + sum(check_points(c) for c in load(n).HIDDEN)
-               for n in names)
+    return sum(
+        float(load(n).VISIBLE_POINTS) + sum(check_points(c) for c in load(n).HIDDEN) for n in names
+    )
 
 
 def _chapter_notebooks():
@@ -346,16 +382,18 @@ def test_exports_hold_totals_percentages_late_marks_and_flags(term):
     assert alice["student_percent"] == f"{100 * earned / top:.1f}" and alice["late"] == ""
     assert alice["flags"] == ""
     assert "low_shot_eval: No notebook" in grades["alice", "noise"]["flags"]
-    for chapter in CHAPTERS:   # in hours, whatever the delay (one unit everywhere)
-        assert re.fullmatch(r"late by \d+\.\d\d h", grades["carol", chapter]["late"]), \
-            grades["carol", chapter]
+    for chapter in CHAPTERS:  # in hours, whatever the delay (one unit everywhere)
+        assert re.fullmatch(r"late by \d+\.\d\d h", grades["carol", chapter]["late"]), grades[
+            "carol", chapter
+        ]
         assert grades["alice", chapter]["late"] == ""
-    assert grades["dave", "rank"]["late"] == ""          # stated time before the due date
+    assert grades["dave", "rank"]["late"] == ""  # stated time before the due date
     assert "syntax error" in grades["dave", "rank"]["flags"]
     assert "could not be read" in grades["dave", "noise"]["flags"]
     assert "restored" in grades["erin", "rank"]["flags"]
     assert "not assigned this term" in grades["erin", "rank"]["flags"] + " ".join(
-        r["problem"] for r in term["issues"] if r["student_id"] == "erin")
+        r["problem"] for r in term["issues"] if r["student_id"] == "erin"
+    )
     # bob's folder was refused: he is on the roster with nothing graded
     assert float(grades["bob", "rank"]["score"]) == 0.0
     per_student = {}
@@ -367,8 +405,16 @@ def test_exports_hold_totals_percentages_late_marks_and_flags(term):
         assert {r["student_percent"] for r in rows} == {f"{100 * sum(scores) / top:.1f}"}
 
     head, possible, *people = term["canvas"]
-    assert head == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", *CHAPTERS,
-                    "Final Points", "Final Score"]
+    assert head == [
+        "Student",
+        "ID",
+        "SIS User ID",
+        "SIS Login ID",
+        "Section",
+        *CHAPTERS,
+        "Final Points",
+        "Final Score",
+    ]
     assert possible[0] == "Points Possible" and float(possible[-2]) == top
     canvas = {row[2]: row for row in people}
     assert sorted(canvas) == ["alice", "bob", "carol", "dave", "erin"]
@@ -392,8 +438,14 @@ def test_issue_log_names_each_problem_once(term):
     # is flagged, as a missing notebook would be
     from autograder.course import NOT_SUBMITTED
 
-    assert sorted(r["assignment"] for r in issues
-                  if r["student_id"] == "bob" and r["problem"] == NOT_SUBMITTED) == CHAPTERS
+    assert (
+        sorted(
+            r["assignment"]
+            for r in issues
+            if r["student_id"] == "bob" and r["problem"] == NOT_SUBMITTED
+        )
+        == CHAPTERS
+    )
     assert not (term["course"] / "submitted" / "eve").exists()
     assert sum("syntax error" in p for p in by["dave"]) == 1
     assert sum("could not be read" in p for p in by["dave"]) == 1
@@ -413,10 +465,10 @@ def test_similarity_flags_pasted_and_shared_answers_only(term):
     assert ("rank_bound", "alice", "carol") in found
     honest = {"alice", "carol", "erin"}
     for nb, a, b in found:
-        assert (nb, a, b) in {("wilson_interval", "erin", f"reference repeval_ref.{f}")
-                              for f in ("wilson_interval", "mcnemar_exact",
-                                        "paired_bootstrap_ci")} | {
-            ("rank_bound", "alice", "carol")}, (nb, a, b)
+        assert (nb, a, b) in {
+            ("wilson_interval", "erin", f"reference repeval_ref.{f}")
+            for f in ("wilson_interval", "mcnemar_exact", "paired_bootstrap_ci")
+        } | {("rank_bound", "alice", "carol")}, (nb, a, b)
         assert not (nb == "wilson_interval" and {a, b} <= honest - {"erin"})
     assert all(float(p["threshold"]) > 0 for p in pairs)
     page = (course / "similarity.html").read_text()
@@ -437,7 +489,8 @@ def test_feedback_shares_one_mathjax_and_links_the_published_book(term):
     assert pages
     assert (feedback / MATHJAX_FILE).stat().st_size > 10**6
     assert not list(feedback.glob(f"*/*/{MATHJAX_FILE}")) and not list(
-        feedback.glob(f"*/{MATHJAX_FILE}"))
+        feedback.glob(f"*/{MATHJAX_FILE}")
+    )
     for page in pages:
         raw = page.read_text(encoding="utf-8")
         src = re.search(r'<script src="([^"]*' + re.escape(MATHJAX_FILE) + ')"', raw).group(1)
@@ -469,8 +522,9 @@ def test_late_policy_zero_is_handed_to_nbgrader(tmp_path, monkeypatch):
 
     c = course_mod.Course(tmp_path / "c", log=lambda *a: None)
     c.root.mkdir(parents=True)
-    (c.root / course_mod.TERM_FILE).write_text(json.dumps(
-        {"assignments": {"rank": {"due": None}}, "late_policy": "zero"}))
+    (c.root / course_mod.TERM_FILE).write_text(
+        json.dumps({"assignments": {"rank": {"due": None}}, "late_policy": "zero"})
+    )
     monkeypatch.setattr(course_mod, "run_nbgrader", fake)
     c.nbgrader("autograde", "*")
     c.nbgrader("export")
@@ -502,8 +556,18 @@ def test_similarity_threshold_is_validated(tmp_path):
 def test_grade_all_cli_accepts_the_term_options():
     from autograder.cli import build_parser
 
-    args = build_parser().parse_args(["grade-all", "subs", "g.csv", "--assign",
-                                      "rank=2026-01-10T23:59", "noise", "--late-policy", "zero"])
+    args = build_parser().parse_args(
+        [
+            "grade-all",
+            "subs",
+            "g.csv",
+            "--assign",
+            "rank=2026-01-10T23:59",
+            "noise",
+            "--late-policy",
+            "zero",
+        ]
+    )
     assert args.assign == ["rank=2026-01-10T23:59", "noise"] and args.late_policy == "zero"
 
 

@@ -15,24 +15,23 @@
 The nbgrader run is stubbed where only what the grader does with its result is under
 test (the clean room runs for real).
 """
+
 import json
 import os
 import shutil
 
 import nbformat
 import pytest
+from helpers.answer_notebooks import with_answer
+from helpers.course_roster import import_roster
 
 from autograder import REPO_ROOT, confine
 from autograder.build import solution_source
 from autograder.checks import check_points
 from autograder.cli import main
 from autograder.course import Course, _late_text, scheduler_config
+from autograder.dask_tls import cluster_security, grader_tls, have_openssl, make_credentials
 from autograder.exercises import load
-
-from helpers.answer_notebooks import with_answer
-from helpers.course_roster import import_roster
-from autograder.dask_tls import (cluster_security, grader_tls, have_openssl,
-                      make_credentials)
 
 TLS = pytest.mark.skipif(not have_openssl(), reason="needs the openssl command")
 #: a course set up with nbgrader, or a TLS cluster started: seconds each, left out of
@@ -72,11 +71,19 @@ def course(set_up, tmp_path):
 def _stub_sandboxes(monkeypatch, **by_student):
     """nbgrader's run stubbed: each student's result says only what ``by_student`` gives
     (``confined``, ``blanked``), nothing graded in the kernel."""
+
     def run(self, jobs, workers, scheduler):
         out = {}
         for job in jobs:
-            res = {"student": job["student"], "gradebook": None, "autograded": {},
-                   "blanked": [], "ungraded": [], "confined": True, "log": ""}
+            res = {
+                "student": job["student"],
+                "gradebook": None,
+                "autograded": {},
+                "blanked": [],
+                "ungraded": [],
+                "confined": True,
+                "log": "",
+            }
             res.update(by_student.get(job["student"], {}))
             out[job["student"]] = res
         return out
@@ -119,7 +126,8 @@ def test_less_than_full_confinement_is_said_for_every_student(course, monkeypatc
     assert any(m == f"WARNING: {gap}" for m in course.messages), course.messages
     for student in ("ann", "ben"):
         assert [p for p in _problems(course, student) if gap in p] == [
-            f"graded without full confinement: {gap}"], student
+            f"graded without full confinement: {gap}"
+        ], student
 
 
 @SLOW
@@ -134,7 +142,8 @@ def test_a_worker_that_ran_nbgrader_unconfined_is_named(course, monkeypatch):
     assert [p for p in _problems(course, "ben") if "confinement" in p] == [
         "graded without full confinement: nbgrader's run of these notebooks (their "
         "kernel) had no user id, private folders or network cut of its own: the process "
-        "that ran it, a Dask worker for instance, was not root"]
+        "that ran it, a Dask worker for instance, was not root"
+    ]
 
 
 # ----------------------------------------------------------------- item 4
@@ -143,8 +152,7 @@ def test_a_notebook_whose_grading_run_was_stopped_scores_zero(course, monkeypatc
     """nbgrader's run of ben's notebook went past its wall-clock limit (stubbed): the
     sandbox graded it as the blank release, and the clean room, which would have given
     his honest functions full marks, grades that blank too. Ann keeps full marks."""
-    why = ("While grading this notebook the grading run of this submission went past its "
-           "time limit.")
+    why = "While grading this notebook the grading run of this submission went past its time limit."
     _stub_sandboxes(monkeypatch, ben={"blanked": [("rank", "rank_bound", why)]})
     course.autograde(seed=1)
     spec = load("rank_bound")
@@ -153,12 +161,13 @@ def test_a_notebook_whose_grading_run_was_stopped_scores_zero(course, monkeypatc
     assert _score(course, "ben") == 0.0
     assert why in _problems(course, "ben")
     kept = course.root / "submitted_original" / "ben" / "rank" / "rank_bound.ipynb"
-    assert kept.is_file()   # the answer itself is kept for the instructor
+    assert kept.is_file()  # the answer itself is kept for the instructor
 
 
 @SLOW
 def test_a_late_notebook_scores_zero_under_the_zero_policy_whatever_the_kernel_said(
-        course, monkeypatch):
+    course, monkeypatch
+):
     """Ben's nbgrader run returned nothing (stubbed: in-kernel 0, as after a failed
     sandbox), so the clean room raises his score; under the late policy ``zero`` a late
     notebook must still score 0 (its penalty was the in-kernel score, 0, until then)."""
@@ -203,15 +212,33 @@ def test_an_unauthenticated_scheduler_is_refused(tmp_path):
 
 
 def test_the_command_refuses_a_tcp_scheduler_before_grading(tmp_path, capsys):
-    code = main(["--course", str(tmp_path / "c"), "autograde", "--seed", "1",
-                 "--scheduler", "tcp://127.0.0.1:8786"])
+    code = main(
+        [
+            "--course",
+            str(tmp_path / "c"),
+            "autograde",
+            "--seed",
+            "1",
+            "--scheduler",
+            "tcp://127.0.0.1:8786",
+        ]
+    )
     assert code == 2
     assert "authenticates no one" in capsys.readouterr().err
     assert not (tmp_path / "c" / "grading_seeds.log").exists()
-    code = main(["--course", str(tmp_path / "c"), "grade-all", str(tmp_path / "subs"),
-                 str(tmp_path / "g.csv"), "--scheduler", "tls://127.0.0.1:8786"])
+    code = main(
+        [
+            "--course",
+            str(tmp_path / "c"),
+            "grade-all",
+            str(tmp_path / "subs"),
+            str(tmp_path / "g.csv"),
+            "--scheduler",
+            "tls://127.0.0.1:8786",
+        ]
+    )
     assert code == 2 and "--tls-ca-file" in capsys.readouterr().err
-    assert not (tmp_path / "c").exists()     # refused before the course was set up
+    assert not (tmp_path / "c").exists()  # refused before the course was set up
 
 
 def _cluster_main(creds, queue):  # pragma: no cover - runs in a spawned process
@@ -221,9 +248,14 @@ def _cluster_main(creds, queue):  # pragma: no cover - runs in a spawned process
 
     from distributed import LocalCluster
 
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                      dashboard_address=None, protocol="tls://",
-                      security=cluster_security(creds)) as cluster:
+    with LocalCluster(
+        n_workers=1,
+        threads_per_worker=1,
+        processes=False,
+        dashboard_address=None,
+        protocol="tls://",
+        security=cluster_security(creds),
+    ) as cluster:
         queue.put(cluster.scheduler_address)
         time.sleep(600)
 
@@ -248,17 +280,21 @@ def test_a_tls_cluster_runs_nothing_for_a_client_without_its_credentials(tmp_pat
     try:
         address = queue.get(timeout=60)
         assert address.startswith("tls://")
-        with _dask_settings(scheduler_config(address, grader_tls(creds))), \
-                Client(address, set_as_default=False, timeout=20) as client:
+        with (
+            _dask_settings(scheduler_config(address, grader_tls(creds))),
+            Client(address, set_as_default=False, timeout=20) as client,
+        ):
             assert client.submit(sum, [20, 22], pure=False).result(timeout=20) == 42
         marker = tmp_path / "ran"
-        forged = Security(tls_ca_file=other["ca_file"], tls_client_cert=other["cert"],
-                          tls_client_key=other["key"], require_encryption=True)
-        for where, security in ((address, forged),
-                                (address.replace("tls://", "tcp://"), None)):
+        forged = Security(
+            tls_ca_file=other["ca_file"],
+            tls_client_cert=other["cert"],
+            tls_client_key=other["key"],
+            require_encryption=True,
+        )
+        for where, security in ((address, forged), (address.replace("tls://", "tcp://"), None)):
             with pytest.raises((OSError, TimeoutError)):
-                with Client(where, set_as_default=False, timeout=5,
-                            security=security) as client:
+                with Client(where, set_as_default=False, timeout=5, security=security) as client:
                     client.run_on_scheduler(marker.write_text, "reached")
         assert not marker.exists()
     finally:
@@ -277,22 +313,30 @@ def test_lateness_is_always_in_hours():
 
 
 def test_feedback_links_the_published_book_and_states_the_submission(tmp_path):
-    from autograder.feedback import (default_book_url, link_chapters, make_feedback_offline,
-                                     mark_submission)
+    from autograder.feedback import (
+        default_book_url,
+        link_chapters,
+        make_feedback_offline,
+        mark_submission,
+    )
 
     assert default_book_url() == "https://repeval.github.io/repeval/"
     repo = tmp_path / "fork"
     repo.mkdir()
-    (repo / "_config.yml").write_text("title: x\nrepository:\n  url: "
-                                      "https://github.com/Some-Teacher/course-book.git\n"
-                                      "  branch: main\n")
+    (repo / "_config.yml").write_text(
+        "title: x\nrepository:\n  url: "
+        "https://github.com/Some-Teacher/course-book.git\n"
+        "  branch: main\n"
+    )
     assert default_book_url(repo) == "https://some-teacher.github.io/course-book/"
     (repo / "_config.yml").write_text("title: x\nrepository:\n  url: https://example.org/x\n")
     assert default_book_url(repo) is None
     page = tmp_path / "feedback" / "ann" / "rank" / "rank_bound.html"
     page.parent.mkdir(parents=True)
-    html = ('<html><head></head><body><h4>rank_bound (Score: 1 / 9)</h4>'
-            '<a href="../../book/rank.md#the-floor">Chapter</a></body></html>')
+    html = (
+        "<html><head></head><body><h4>rank_bound (Score: 1 / 9)</h4>"
+        '<a href="../../book/rank.md#the-floor">Chapter</a></body></html>'
+    )
     page.write_text(html)
     make_feedback_offline(tmp_path / "feedback", book_url="https://example.org/book/")
     text = page.read_text()
@@ -300,8 +344,9 @@ def test_feedback_links_the_published_book_and_states_the_submission(tmp_path):
     assert "../" not in text.split("<body>", 1)[1].split("mathjax", 1)[0]
     page.write_text(html)
     assert link_chapters(page) == 1 and "href" not in page.read_text().split("<body>", 1)[1]
-    assert mark_submission(page, "Submitted 2026-01-11 00:29 UTC, due 2026-01-10 23:59 UTC. "
-                                 "Late by 0.50 h.")
+    assert mark_submission(
+        page, "Submitted 2026-01-11 00:29 UTC, due 2026-01-10 23:59 UTC. Late by 0.50 h."
+    )
     assert mark_submission(page, "Submitted 2026-01-11 00:29 UTC. On time.")
     text = page.read_text()
     assert text.count('id="autograder-submission"') == 1 and "On time." in text
@@ -316,9 +361,11 @@ def test_setup_keeps_the_book_url(tmp_path, set_up):
     with pytest.raises(ValueError, match="book_url"):
         c.setup(book_url="file:///root/repeval/_build/html")
     c.setup(book_url="https://teacher.example.org/book/")
-    assert json.loads((c.root / "term.json").read_text())["book_url"] == \
-        "https://teacher.example.org/book/"
-    c.setup()   # kept by a later setup
+    assert (
+        json.loads((c.root / "term.json").read_text())["book_url"]
+        == "https://teacher.example.org/book/"
+    )
+    c.setup()  # kept by a later setup
     assert c.book_url() == "https://teacher.example.org/book/"
 
 

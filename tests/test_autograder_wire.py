@@ -4,6 +4,7 @@ strict rebuilding of values, attacked with messages an answer can write itself.
 These are the reader's own tests, on bytes; the same attacks written from inside real
 submissions and graded by ``autograde`` are in tests/test_autograder_protocol.py.
 """
+
 import base64
 import io
 import json
@@ -32,14 +33,17 @@ def test_the_cap_is_a_small_multiple_of_the_request_and_a_few_mib_at_most():
         wire.parse(b'{"a": "' + b"x" * 2000 + b'"}', max_bytes=1000)
 
 
-@pytest.mark.parametrize("data, why", [
-    (b"[" * 100_000 + b"]" * 100_000, "nested"),
-    (b'{"a": ' * 60 + b"1" + b"}" * 60, "nested"),
-    (b"[" + b"[]," * 400_000 + b"[]]", "values"),
-    (b'"\\"' * 500_000, "not JSON"),          # escaped quotes: linear, not quadratic
-    (b"[1, 2, 3]", "not an object"),
-    (b"\xff\xfe{}", "not JSON"),
-])
+@pytest.mark.parametrize(
+    "data, why",
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "nested"),
+        (b'{"a": ' * 60 + b"1" + b"}" * 60, "nested"),
+        (b"[" + b"[]," * 400_000 + b"[]]", "values"),
+        (b'"\\"' * 500_000, "not JSON"),  # escaped quotes: linear, not quadratic
+        (b"[1, 2, 3]", "not an object"),
+        (b"\xff\xfe{}", "not JSON"),
+    ],
+)
 def test_hostile_bytes_are_refused_before_they_are_parsed(data, why):
     t0 = time.monotonic()
     with pytest.raises(wire.ProtocolError, match=why):
@@ -55,20 +59,37 @@ def test_brackets_inside_strings_do_not_count():
 def test_each_message_type_has_exactly_its_fields_and_its_number():
     ok = {"seq": 0, "ok": True, **_report()}
     assert wire.start_message(dict(ok)) == ok
-    for bad in ({"seq": 0, "ok": True}, {**ok, "ok": 1}, {**ok, "extra": 1},
-                {**ok, "noticed": "x"}, {**ok, "noticed": ["x"] * 21},
-                {**ok, "seq": 3}, {"seq": 0, "error": "x", **_report()},
-                {"seq": 0, "error": {"type": "E", "message": 1, "where": ""}, **_report()}):
+    for bad in (
+        {"seq": 0, "ok": True},
+        {**ok, "ok": 1},
+        {**ok, "extra": 1},
+        {**ok, "noticed": "x"},
+        {**ok, "noticed": ["x"] * 21},
+        {**ok, "seq": 3},
+        {"seq": 0, "error": "x", **_report()},
+        {"seq": 0, "error": {"type": "E", "message": 1, "where": ""}, **_report()},
+    ):
         with pytest.raises(wire.ProtocolError):
             wire.start_message(bad)
-    reply = {"seq": 4, "result": {"t": "none"}, "args": [], "kwargs": {}, "warnings": [],
-             "peak_bytes": None, **_report()}
+    reply = {
+        "seq": 4,
+        "result": {"t": "none"},
+        "args": [],
+        "kwargs": {},
+        "warnings": [],
+        "peak_bytes": None,
+        **_report(),
+    }
     assert wire.call_reply(dict(reply), 4)["result"] == {"t": "none"}
     with pytest.raises(wire.ProtocolError, match="numbered 4 where request 5"):
         wire.call_reply(dict(reply), 5)
-    for bad in ({**reply, "peak_bytes": -1}, {**reply, "peak_bytes": True},
-                {**reply, "args": [1]}, {**reply, "elapsed_s": 0.0},
-                {**reply, "compiled": [{"how": "x"}]}):
+    for bad in (
+        {**reply, "peak_bytes": -1},
+        {**reply, "peak_bytes": True},
+        {**reply, "args": [1]},
+        {**reply, "elapsed_s": 0.0},
+        {**reply, "compiled": [{"how": "x"}]},
+    ):
         with pytest.raises(wire.ProtocolError):
             wire.call_reply(bad, 4)
     with pytest.raises(wire.ProtocolError):
@@ -91,7 +112,7 @@ def test_a_bit_generator_name_is_never_looked_up(monkeypatch):
     back = codec.decode({"t": "gen", "bg": "PCG64", "v": state})
     assert back.random() == np.random.Generator(np.random.PCG64(1)).random()
 
-    class test(np.random.PCG64):   # what an answer returns: the child sends the name
+    class test(np.random.PCG64):  # what an answer returns: the child sends the name
         pass
 
     sent = codec.encode(np.random.Generator(test(1)), lenient=True)
@@ -99,7 +120,7 @@ def test_a_bit_generator_name_is_never_looked_up(monkeypatch):
     with pytest.raises(codec.Malformed, match="'test'"):
         codec.decode(sent)
     assert called == []
-    with pytest.raises(codec.Unsupported):     # and the grader never sends one
+    with pytest.raises(codec.Unsupported):  # and the grader never sends one
         codec.encode(np.random.Generator(test(1)))
 
 
@@ -122,8 +143,12 @@ def test_arrays_must_carry_the_bytes_their_header_promises():
     assert np.array_equal(codec.from_npy(base64.b64encode(raw).decode()), np.zeros(4))
     # a header that promises 10**12 floats, followed by 32 bytes
     header = raw.replace(b"(4,)", b"(1000000000000,)")
-    for bad in (base64.b64encode(header).decode(), base64.b64encode(raw[:-8]).decode(),
-                "not base64!", base64.b64encode(b"\x93NUMPY\x09\x00").decode()):
+    for bad in (
+        base64.b64encode(header).decode(),
+        base64.b64encode(raw[:-8]).decode(),
+        "not base64!",
+        base64.b64encode(b"\x93NUMPY\x09\x00").decode(),
+    ):
         with pytest.raises(codec.Malformed):
             codec.from_npy(bad)
     with pytest.raises(codec.Malformed, match="unexpected fields"):
@@ -135,14 +160,16 @@ def test_arrays_must_carry_the_bytes_their_header_promises():
 def test_code_built_at_run_time_is_named_from_the_source():
     blob = "import zlib, base64\nexec(zlib.decompress(base64.b64decode(b'')))\n"
     assert runtime_code_calls(blob) == ["exec()"]
-    assert runtime_code_calls("import builtins\nbuiltins.eval('1')\nimport marshal\n") == \
-        ["import marshal", "eval()"]
+    assert runtime_code_calls("import builtins\nbuiltins.eval('1')\nimport marshal\n") == [
+        "import marshal",
+        "eval()",
+    ]
     assert runtime_code_calls(solution_source(load("rank_bound"))) == []
 
 
 SPEC = load("rank_bound")
 #: write ``payload`` into every pipe the answer holds, in the clean room only
-WRITE = '''
+WRITE = """
 import os as _os, stat as _stat, sys as _sys
 if "ipykernel" not in _sys.modules:
     for _fd in range(3, 64):
@@ -151,15 +178,20 @@ if "ipykernel" not in _sys.modules:
                 _os.write(_fd, {payload})
         except OSError:
             pass
-'''
+"""
 
 
-@pytest.mark.parametrize("payload, why", [
-    ("b'{\"seq\": 0, \"ok\": true, \"forbidden\": [], \"noticed\": [], \"compiled\": []}\\n'",
-     "protocol"),
-    ("b'{\"seq\": 0, \"error\": \"x\", \"forbidden\": 1}\\n'", "protocol"),
-    ("b'[' * (1 << 20) + b'\\n'", "protocol"),
-])
+@pytest.mark.parametrize(
+    "payload, why",
+    [
+        (
+            'b\'{"seq": 0, "ok": true, "forbidden": [], "noticed": [], "compiled": []}\\n\'',
+            "protocol",
+        ),
+        ('b\'{"seq": 0, "error": "x", "forbidden": 1}\\n\'', "protocol"),
+        ("b'[' * (1 << 20) + b'\\n'", "protocol"),
+    ],
+)
 def test_a_message_of_the_answer_scores_the_notebook_zero(payload, why):
     source = solution_source(SPEC) + WRITE.format(payload=payload)
     verdicts = verify_source(SPEC, source, 11, {"start_s": 20.0})
@@ -176,8 +208,12 @@ def test_the_child_keeps_within_the_bounds_the_reader_enforces():
     from autograder import cleanroom_child as child
 
     assert (child.MAX_NOTICES, child.NOTICE_CHARS) == (wire.MAX_NOTICES, wire.NOTICE_CHARS)
-    assert (child.MAX_COMPILED, child.COMPILED_CHARS) == \
-        (wire.MAX_COMPILED, wire.MAX_COMPILED_CHARS)
+    assert (child.MAX_COMPILED, child.COMPILED_CHARS) == (
+        wire.MAX_COMPILED,
+        wire.MAX_COMPILED_CHARS,
+    )
     # every character escaped at its longest (a surrogate pair, twelve bytes)
-    assert 12 * (child.COMPILED_TOTAL + child.MAX_NOTICES * child.NOTICE_CHARS * 2) \
+    assert (
+        12 * (child.COMPILED_TOTAL + child.MAX_NOTICES * child.NOTICE_CHARS * 2)
         < wire.REPLY_BASE_BYTES
+    )

@@ -1,4 +1,5 @@
 """Tests of repeval_ref.batchnorm (book/batchnorm.md; seed 000, folding a BatchNorm)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -73,8 +74,9 @@ def test_matches_torch_batchnorm_then_linear():
     with torch.no_grad():
         folded.weight.copy_(torch.from_numpy(Wf.T))
         folded.bias.copy_(torch.from_numpy(bf))
-        np.testing.assert_allclose(folded(torch.from_numpy(H)).numpy(), expected,
-                                   rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(
+            folded(torch.from_numpy(H)).numpy(), expected, rtol=1e-12, atol=1e-12
+        )
 
 
 def test_inputs_not_mutated():
@@ -85,10 +87,13 @@ def test_inputs_not_mutated():
         np.testing.assert_array_equal(before, after)
 
 
-@pytest.mark.parametrize("fn, w_name, b_name", [
-    (fold_batchnorm, "W", "b"),
-    (unfold_batchnorm, "W_folded", "b_folded"),
-])
+@pytest.mark.parametrize(
+    "fn, w_name, b_name",
+    [
+        (fold_batchnorm, "W", "b"),
+        (unfold_batchnorm, "W_folded", "b_folded"),
+    ],
+)
 @pytest.mark.parametrize(
     "position, value, exc, word",
     [

@@ -5,12 +5,14 @@ that a row whose code is missing is written as pending (not measured), and the p
 that do not need a full run: the child process's memory accounting, the faiss-side vote
 against ``knn_classify`` and the naive spectral fit against ``alpha_req``.
 """
+
 from __future__ import annotations
 
 import ast
 import importlib
 import importlib.util
 import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -47,8 +49,18 @@ def test_schema_and_machine(quick):
         assert row["status"] in {"measured", "pending", "failed", "not run", "partial"}
         assert row["lines"], row["id"]
         for ln in row["lines"]:
-            assert set(ln) == {"row", "what", "competitor", "subject_value", "competitor_value",
-                               "ratio", "goal", "met", "status", "note"}
+            assert set(ln) == {
+                "row",
+                "what",
+                "competitor",
+                "subject_value",
+                "competitor_value",
+                "ratio",
+                "goal",
+                "met",
+                "status",
+                "note",
+            }
             assert ln["row"] == row["id"]
             if ln["goal"] is None:
                 assert ln["met"] is None
@@ -70,11 +82,14 @@ def test_ratios_are_computed_from_the_medians(quick):
     S = knn["measurements"]
     for t in ("repeval", "faiss_flat", "sklearn_brute"):
         assert S[t]["repetitions"] >= 1 and S[t]["seconds_median"] > 0
-        assert S[t]["seconds_median"] == pytest.approx(float(np.median(S[t]["seconds_all"])), rel=1e-3)
+        assert S[t]["seconds_median"] == pytest.approx(
+            float(np.median(S[t]["seconds_all"])), rel=1e-3
+        )
         assert S[t]["peak_rss_mb_median"] > 0
     speed = knn["lines"][0]
     assert speed["ratio"] == pytest.approx(
-        S["faiss_flat"]["seconds_median"] / S["repeval"]["seconds_median"])
+        S["faiss_flat"]["seconds_median"] / S["repeval"]["seconds_median"]
+    )
     assert speed["met"] == (speed["ratio"] >= 1.0)
     # knn_classify against the faster of the two bare-product floors
     floor = min(S["products_blas"]["seconds_median"], S["products_tiles"]["seconds_median"])
@@ -84,7 +99,8 @@ def test_ratios_are_computed_from_the_medians(quick):
     ridge = rows["ridge"]
     R = ridge["measurements"]
     assert ridge["lines"][0]["ratio"] == pytest.approx(
-        R["sklearn_ridgecv"]["seconds_median"] / R["repeval"]["seconds_median"])
+        R["sklearn_ridgecv"]["seconds_median"] / R["repeval"]["seconds_median"]
+    )
     assert ridge["press_max_rel_diff"]["sklearn_ridgecv"] < 1e-8
     assert ridge["lines"][1]["met"] is True
 
@@ -153,9 +169,14 @@ def test_naive_fit_matches_alpha_req():
 
 def _fake_ridge_row(cfg, reps, tmp):
     """A canned row in place of a measurement: the merge logic is what is under test."""
-    return {"id": "ridge", "title": "Ridge (re-measured)", "status": "measured", "note": "",
-            "measurements": {}, "lines": [run._line("ridge", "fake line", "nobody", "1 s", "2 s",
-                                                    2.0, ">= 3x", False)]}
+    return {
+        "id": "ridge",
+        "title": "Ridge (re-measured)",
+        "status": "measured",
+        "note": "",
+        "measurements": {},
+        "lines": [run._line("ridge", "fake line", "nobody", "1 s", "2 s", 2.0, ">= 3x", False)],
+    }
 
 
 @pytest.mark.slow  # reads the quick benchmark run (about a minute)
@@ -180,7 +201,8 @@ def test_merge_replaces_only_the_rerun_rows(quick, tmp_path, monkeypatch):
     assert any(u.startswith("ridge: fake line") for u in merged["unmet"])
     assert not any(u.startswith("ridge:") and "fake" not in u for u in merged["unmet"])
     assert merged["total_seconds"] == pytest.approx(
-        sum(r["row_seconds"] for r in merged["rows"]), abs=0.1)
+        sum(r["row_seconds"] for r in merged["rows"]), abs=0.1
+    )
 
 
 def test_class_size_option():
@@ -195,7 +217,8 @@ def test_class_size_option():
             run._parse(["--students", bad])
 
 
-# ----------------------------------------------------------------------------- report row: old code from git
+# ----------------------------------------------------------------------------- report row: old code
+# from git
 def test_the_report_before_is_rebuilt_from_git_history(tmp_path):
     from benchmarks import bench_report
 
@@ -203,11 +226,12 @@ def test_the_report_before_is_rebuilt_from_git_history(tmp_path):
         module = bench_report.write_before(tmp_path / "old")
     except bench_report.HistoryUnavailable as exc:  # a tarball or a shallow clone
         pytest.skip(f"no git history here: {exc}")
-    source = open(module, encoding="utf-8").read()
+    source = pathlib.Path(module).read_text(encoding="utf-8")
     # the command line of that commit: one module, its relative imports absolute and its
     # renamed modules taken from their homes, nothing else
     assert source == bench_report.absolute_imports(
-        bench_report.old_source(bench_report.BEFORE_COMMIT), renamed=bench_report.RENAMED)
+        bench_report.old_source(bench_report.BEFORE_COMMIT), renamed=bench_report.RENAMED
+    )
     assert "from repeval_ref.knn import knn_classify" in source
     assert "from repeval_ref import __version__" in source and "from ." not in source
     # every module it imports from the package exists and has the names asked for
@@ -215,8 +239,10 @@ def test_the_report_before_is_rebuilt_from_git_history(tmp_path):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("repeval_ref"):
             home = importlib.import_module(node.module)
             for alias in node.names:
-                assert hasattr(home, alias.name) or importlib.util.find_spec(
-                    f"{node.module}.{alias.name}") is not None, (node.lineno, node.module, alias.name)
+                assert (
+                    hasattr(home, alias.name)
+                    or importlib.util.find_spec(f"{node.module}.{alias.name}") is not None
+                ), (node.lineno, node.module, alias.name)
     old = bench_report.load_before(module)
     assert old.__file__ == module and callable(old.main)
     assert old.build_parser().parse_args(["report", "a.npz", "b.npz"]).test == "b.npz"
@@ -225,11 +251,16 @@ def test_the_report_before_is_rebuilt_from_git_history(tmp_path):
 def test_absolute_imports_rewrites_only_the_relative_imports():
     from benchmarks import bench_report
 
-    src = ("import os\nfrom .knn import knn_classify\nfrom . import geometry, spectral\n"
-           "def f():\n    from .uncertainty import (wilson_interval,\n        x)\n    return '.knn'\n")
+    src = (
+        "import os\nfrom .knn import knn_classify\nfrom . import geometry, spectral\n"
+        "def f():\n    from .uncertainty import (wilson_interval,\n        x)\n    return '.knn'\n"
+    )
     assert bench_report.absolute_imports(src) == (
-        "import os\nfrom repeval_ref.knn import knn_classify\nfrom repeval_ref import geometry, spectral\n"
-        "def f():\n    from repeval_ref.uncertainty import (wilson_interval,\n        x)\n    return '.knn'\n")
+        "import os\nfrom repeval_ref.knn import knn_classify\nfrom repeval_ref import geometry, "
+        "spectral\n"
+        "def f():\n    from repeval_ref.uncertainty import (wilson_interval,\n        x)\n    "
+        "return '.knn'\n"
+    )
     with pytest.raises(ValueError, match="levels up"):
         bench_report.absolute_imports("from ..x import y\n")
     with pytest.raises(ValueError, match="source"):
@@ -241,13 +272,21 @@ def test_absolute_imports_rewrites_only_the_relative_imports():
 def test_absolute_imports_takes_renamed_modules_from_their_homes():
     from benchmarks import bench_report
 
-    renamed = {"noise": "uncertainty", "geometry": "labelfree", "manifold": "labelfree.intrinsic_dimension"}
-    src = ("from .noise import wilson_interval\nfrom .noisy import x\n"
-           "def f():\n    from . import geometry, knn, manifold as m\n    return geometry\n")
+    renamed = {
+        "noise": "uncertainty",
+        "geometry": "labelfree",
+        "manifold": "labelfree.intrinsic_dimension",
+    }
+    src = (
+        "from .noise import wilson_interval\nfrom .noisy import x\n"
+        "def f():\n    from . import geometry, knn, manifold as m\n    return geometry\n"
+    )
     got = bench_report.absolute_imports(src, renamed=renamed)
-    assert got == ("from repeval_ref.uncertainty import wilson_interval\nfrom repeval_ref.noisy import x\n"
-                   "def f():\n    from repeval_ref import labelfree as geometry; from repeval_ref import knn; "
-                   "from repeval_ref.labelfree import intrinsic_dimension as m\n    return geometry\n")
+    assert got == (
+        "from repeval_ref.uncertainty import wilson_interval\nfrom repeval_ref.noisy import x\n"
+        "def f():\n    from repeval_ref import labelfree as geometry; from repeval_ref import knn; "
+        "from repeval_ref.labelfree import intrinsic_dimension as m\n    return geometry\n"
+    )
     scope = {}
     exec(got.split("def f")[0].replace("from repeval_ref.noisy import x\n", ""), scope)  # noqa: S102
     from repeval_ref.uncertainty import wilson_interval
@@ -272,18 +311,21 @@ def test_report_row_without_the_history_is_skipped_with_the_reason(where, tmp_pa
         cfg["git_repo"] = str(tmp_path / "tarball")
         expect = "not a git repository"
     else:
-        monkeypatch.setenv("PATH", str(tmp_path))      # no git on the PATH
+        monkeypatch.setenv("PATH", str(tmp_path))  # no git on the PATH
         expect = "git is not installed"
     with pytest.raises(bench_report.HistoryUnavailable, match=expect):
-        bench_report.write_before(tmp_path / "old", cfg.get("before_commit", bench_report.BEFORE_COMMIT),
-                                  cfg.get("git_repo", bench_report.REPO))
+        bench_report.write_before(
+            tmp_path / "old",
+            cfg.get("before_commit", bench_report.BEFORE_COMMIT),
+            cfg.get("git_repo", bench_report.REPO),
+        )
     row = run.row_report(cfg, 1, str(tmp_path))
     assert row["id"] == "report" and row["status"] == "not run"
     assert row["note"].startswith("skipped: ") and expect in row["note"]
     assert bench_report.BEFORE_PATH in row["note"]
     [line] = row["lines"]
     assert line["status"] == "not run" and line["met"] is None and line["note"] == row["note"]
-    assert not list(tmp_path.glob("report_*"))      # skipped before any data or child
+    assert not list(tmp_path.glob("report_*"))  # skipped before any data or child
     assert run.unmet({"rows": [row]}) == [f"report: repeval report — not run ({row['note']})"]
 
 
@@ -307,8 +349,11 @@ def test_the_suite_row_keeps_the_cold_run_s_tables(tmp_path):
     for ext in ("json", "md", "csv", "html"):
         (out / f"suite.{ext}").write_text(f"table as {ext}\n")
     kept = run._keep_suite_tables(out, "suite_zoo", dest=tmp_path / "kept")
-    assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == ["suite_zoo.csv", "suite_zoo.json",
-                                                                     "suite_zoo.md"]
+    assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == [
+        "suite_zoo.csv",
+        "suite_zoo.json",
+        "suite_zoo.md",
+    ]
     assert (tmp_path / "kept" / "suite_zoo.md").read_text() == "table as md\n"
     assert len(kept) == 3
     assert run._keep_suite_tables(out, None, dest=tmp_path / "none") == []
@@ -317,7 +362,7 @@ def test_the_suite_row_keeps_the_cold_run_s_tables(tmp_path):
 
 
 def test_the_term_row_runs_only_when_named():
-    assert run._config(run._parse([]))["term"] is None                 # make bench: not run
+    assert run._config(run._parse([]))["term"] is None  # make bench: not run
     assert run._config(run._parse(["--quick", "--rows", "term"]))["term"] is None
     cfg = run._config(run._parse(["--rows", "term"]))["term"]
     assert cfg == run.TERM and cfg is not run.TERM
@@ -334,36 +379,66 @@ def test_the_term_row_reads_the_childs_grading(monkeypatch):
 
     def child(task, kwargs, timeout=None):
         calls.append((task, kwargs))
-        out = {"students": 3, "workers": 2, "notebooks_per_student": 1, "grading_issues": 0,
-               "sample": 2, "sample_notebooks": 2, "sample_differ": 0, "graded_notebooks": 3}
-        return {"seconds": 90.0, "rss_before_mb": 1.0, "peak_rss_mb": 2.0,
-                "beyond_inputs_mb": 1.0, "peak_anon_beyond_inputs_mb": 1.0,
-                "peak_rss_grandchildren_mb": 3.0, "out": out}
+        out = {
+            "students": 3,
+            "workers": 2,
+            "notebooks_per_student": 1,
+            "grading_issues": 0,
+            "sample": 2,
+            "sample_notebooks": 2,
+            "sample_differ": 0,
+            "graded_notebooks": 3,
+        }
+        return {
+            "seconds": 90.0,
+            "rss_before_mb": 1.0,
+            "peak_rss_mb": 2.0,
+            "beyond_inputs_mb": 1.0,
+            "peak_anon_beyond_inputs_mb": 1.0,
+            "peak_rss_grandchildren_mb": 3.0,
+            "out": out,
+        }
 
     monkeypatch.setattr(run.H, "run_child", child)
     cfg = {**run.TERM, "students": 3, "sample": 2, "assignments": ["rank"]}
     row = run.row_term(cfg, 1, None)
-    assert calls == [("bench_autograder:term_on_dask",
-                      {"n_students": 3, "workers": 2, "threads": 2, "sample": 2,
-                       "cell_timeout": 60, "assignments": ["rank"]})]
+    assert calls == [
+        (
+            "bench_autograder:term_on_dask",
+            {
+                "n_students": 3,
+                "workers": 2,
+                "threads": 2,
+                "sample": 2,
+                "cell_timeout": 60,
+                "assignments": ["rank"],
+            },
+        )
+    ]
     timed, full, grades = row["lines"]
     assert (full["subject_value"], full["met"]) == ("3 of 3", True)
     assert timed["what"].startswith("3 students, 1 notebook each")
-    assert "2 workers (TLS, 1 thread each)" in timed["what"]   # the child's own count
+    assert "2 workers (TLS, 1 thread each)" in timed["what"]  # the child's own count
     assert (timed["subject_value"], timed["met"]) == ("1.5 min", True)
     assert "30.0 s per student" in timed["note"]
-    assert "verification" not in timed["note"]          # the child did not time it
-    assert (grades["subject_value"], grades["competitor_value"], grades["met"]) == \
-        ("0 differ", "2 notebooks", True)
+    assert "verification" not in timed["note"]  # the child did not time it
+    assert (grades["subject_value"], grades["competitor_value"], grades["met"]) == (
+        "0 differ",
+        "2 notebooks",
+        True,
+    )
+
     def timed_child(*a, **k):
         res = child(*a, **k)
         return {**res, "out": {**res["out"], "verify_seconds": 30.0}}
 
     monkeypatch.setattr(run.H, "run_child", timed_child)
-    assert "(of which the clean room's verification on this machine 0.5 min)" in \
-        run.row_term(cfg, 1, None)["lines"][0]["note"]
+    assert (
+        "(of which the clean room's verification on this machine 0.5 min)"
+        in run.row_term(cfg, 1, None)["lines"][0]["note"]
+    )
 
-    def failing_child(*a, **k):   # every clean-room child died: visible points lost
+    def failing_child(*a, **k):  # every clean-room child died: visible points lost
         res = child(*a, **k)
         return {**res, "out": {**res["out"], "below_full": 3, "grading_issues": 3}}
 
@@ -371,7 +446,7 @@ def test_the_term_row_reads_the_childs_grading(monkeypatch):
     full = run.row_term(cfg, 1, None)["lines"][1]
     assert (full["subject_value"], full["met"]) == ("0 of 3", False)
     monkeypatch.setattr(run.H, "run_child", lambda *a, **k: {**child(*a, **k), "seconds": 3600.0})
-    assert run.row_term(cfg, 1, None)["lines"][0]["met"] is False       # past 40 minutes
+    assert run.row_term(cfg, 1, None)["lines"][0]["met"] is False  # past 40 minutes
 
 
 def test_the_autograder_row_times_the_serial_class_on_one_core(monkeypatch):
@@ -384,16 +459,34 @@ def test_the_autograder_row_times_the_serial_class_on_one_core(monkeypatch):
         calls.append(kwargs)
         n = kwargs["n_students"]
         seconds = {1: 15.0}.get(n, 18.0 * n if kwargs["workers"] == 1 else 10.0 * n)
-        out = {"notebooks_per_student": 16, "students": n, "workers": kwargs["workers"],
-               "grading_issues": 0, "peak_tree_rss_mb": 100.0,
-               "scores": {f"s{i}/nb{j}": 1.0 for i in range(n) for j in range(16)}}
-        return {"seconds": seconds, "rss_before_mb": 1.0, "peak_rss_mb": 2.0,
-                "beyond_inputs_mb": 1.0, "peak_anon_beyond_inputs_mb": 1.0,
-                "peak_rss_grandchildren_mb": 3.0, "out": out}
+        out = {
+            "notebooks_per_student": 16,
+            "students": n,
+            "workers": kwargs["workers"],
+            "grading_issues": 0,
+            "peak_tree_rss_mb": 100.0,
+            "scores": {f"s{i}/nb{j}": 1.0 for i in range(n) for j in range(16)},
+        }
+        return {
+            "seconds": seconds,
+            "rss_before_mb": 1.0,
+            "peak_rss_mb": 2.0,
+            "beyond_inputs_mb": 1.0,
+            "peak_anon_beyond_inputs_mb": 1.0,
+            "peak_rss_grandchildren_mb": 3.0,
+            "out": out,
+        }
 
     monkeypatch.setattr(run.H, "run_child", child)
-    cfg = {"reps": 1, "students": 4, "workers": 2, "reps_class": 1, "cell_timeout": 60,
-           "timeout": 600, "assignments": None}
+    cfg = {
+        "reps": 1,
+        "students": 4,
+        "workers": 2,
+        "reps_class": 1,
+        "cell_timeout": 60,
+        "timeout": 600,
+        "assignments": None,
+    }
     row = run.row_autograder(cfg, 1, None)
     serial = [k for k in calls if k["n_students"] == 4 and k["workers"] == 1]
     assert serial and all(k["one_core"] for k in serial)
@@ -405,4 +498,4 @@ def test_the_autograder_row_times_the_serial_class_on_one_core(monkeypatch):
     assert speed["ratio"] == pytest.approx(1.8)
     one_chapter = run.row_autograder({**cfg, "assignments": ["rank"]}, 1, None)
     per = next(x for x in one_chapter["lines"] if x["what"].endswith("time per student"))
-    assert per["goal"] is None and per["met"] is None   # the goal is for all 16 notebooks
+    assert per["goal"] is None and per["met"] is None  # the goal is for all 16 notebooks

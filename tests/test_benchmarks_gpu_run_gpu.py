@@ -1,4 +1,5 @@
 """The GPU benchmark script runs end to end with tiny sizes on the CPU."""
+
 import importlib.util
 import json
 import os

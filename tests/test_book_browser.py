@@ -18,6 +18,7 @@ Without Chromium or without a built book the tests skip, unless the environment 
 ``REPEVAL_REQUIRE_BROWSER=1`` is set (``.ci/run`` sets it, after installing Debian's
 ``chromium``), in which case they fail instead: in CI nothing is skipped.
 """
+
 from __future__ import annotations
 
 import base64
@@ -41,7 +42,9 @@ import pytest
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-HTML = Path(os.environ.get("REPEVAL_BOOK_HTML", ROOT / "_build" / "html"))  # override: another build
+HTML = Path(
+    os.environ.get("REPEVAL_BOOK_HTML", ROOT / "_build" / "html")
+)  # override: another build
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 SCREENSHOT_PAGE = "book/protocols"
 REQUIRE = os.environ.get("REPEVAL_REQUIRE_BROWSER", "") not in ("", "0")
@@ -152,8 +155,13 @@ class DevTools:
         raise TimeoutError(f"no {method} within {timeout} s")
 
     def evaluate(self, expression: str, await_promise: bool = False):
-        res = self.call("Runtime.evaluate", expression=expression, returnByValue=True,
-                        awaitPromise=await_promise, timeout=60000)
+        res = self.call(
+            "Runtime.evaluate",
+            expression=expression,
+            returnByValue=True,
+            awaitPromise=await_promise,
+            timeout=60000,
+        )
         if "exceptionDetails" in res:
             raise RuntimeError(f"JavaScript error: {res['exceptionDetails']}")
         return res["result"].get("value")
@@ -170,9 +178,16 @@ def browser():
     pytest.importorskip("websocket", reason="websocket-client is needed to drive chromium")
     profile = tempfile.mkdtemp(prefix="repeval-chromium-")
     proc = subprocess.Popen(
-        [exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
-         "--remote-allow-origins=*", "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            exe,
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={profile}",
+            "--remote-debugging-port=0",
+            "--remote-allow-origins=*",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         port_file = Path(profile) / "DevToolsActivePort"
@@ -189,8 +204,13 @@ def browser():
         tools.call("Page.enable")
         tools.call("Runtime.enable")
         tools.call("Network.enable")
-        tools.call("Emulation.setDeviceMetricsOverride", width=1280, height=1600,
-                   deviceScaleFactor=1, mobile=False)
+        tools.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=1280,
+            height=1600,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
         yield tools
         tools.close()
     finally:
@@ -248,7 +268,8 @@ _INSPECT = """
       src: img.currentSrc || img.src, complete: img.complete, w: img.naturalWidth,
       alt: img.getAttribute('alt')})),
     traceback: /Traceback \\(most recent call last\\)/.test(all)
-               || document.querySelectorAll('.traceback, .output.error, .cell_output .ansi-red-fg').length > 0
+               || document.querySelectorAll(
+                    '.traceback, .output.error, .cell_output .ansi-red-fg').length > 0
                || /\\b[A-Z][A-Za-z]*Error\\b\\s*Traceback/.test(all),
     length: all.length,
     code_cells: document.querySelectorAll('div.cell').length,
@@ -268,14 +289,22 @@ def _load(browser: DevTools, url: str) -> dict:
     browser.evaluate(_WAIT_IMAGES, await_promise=True)
     info = browser.evaluate(_INSPECT)
     info["typeset"] = typeset
-    requests = [ev["params"]["request"]["url"] for ev in browser.events
-                if ev.get("method") == "Network.requestWillBeSent"]
-    info["external_requests"] = [u for u in requests
-                                 if re.match(r"https?://", u) and not u.startswith("http://127.0.0.1")]
-    statuses = [(ev["params"]["response"]["url"], ev["params"]["response"]["status"])
-                for ev in browser.events if ev.get("method") == "Network.responseReceived"]
-    info["bad_responses"] = [(u, s) for u, s in statuses
-                             if s >= 400 and not u.endswith("/favicon.ico")]  # browser's own probe
+    requests = [
+        ev["params"]["request"]["url"]
+        for ev in browser.events
+        if ev.get("method") == "Network.requestWillBeSent"
+    ]
+    info["external_requests"] = [
+        u for u in requests if re.match(r"https?://", u) and not u.startswith("http://127.0.0.1")
+    ]
+    statuses = [
+        (ev["params"]["response"]["url"], ev["params"]["response"]["status"])
+        for ev in browser.events
+        if ev.get("method") == "Network.responseReceived"
+    ]
+    info["bad_responses"] = [
+        (u, s) for u, s in statuses if s >= 400 and not u.endswith("/favicon.ico")
+    ]  # browser's own probe
     return info
 
 
@@ -290,8 +319,9 @@ def test_toc_pages_were_built():
 def test_no_page_references_an_external_mathjax():
     if not (HTML / "index.html").exists():
         _missing(f"the book is not built ({HTML} missing); run `make book`")
-    assert (HTML / "_static" / "mathjax" / "tex-chtml.js").exists(), \
+    assert (HTML / "_static" / "mathjax" / "tex-chtml.js").exists(), (
         "MathJax was not copied into _static (sphinx-mathjax-offline)"
+    )
     offenders = []
     for page in HTML.rglob("*.html"):
         text = page.read_text(errors="replace")
@@ -315,8 +345,9 @@ def test_page_renders_in_chromium(site, browser, page):
     info = seen["load"]
     assert info["length"] > 200, f"{page}: the page is (nearly) empty"
     assert not info["bad_responses"], f"{page}: failed requests {info['bad_responses']}"
-    assert not info["external_requests"], \
+    assert not info["external_requests"], (
         f"{page}: requests left 127.0.0.1 (not offline): {info['external_requests'][:5]}"
+    )
     assert not info["traceback"], f"{page}: a Python traceback is shown on the page"
     # maths: MathJax loaded from _static and typeset every formula of the page
     if info["math_nodes"]:
@@ -330,9 +361,15 @@ def test_page_renders_in_chromium(site, browser, page):
     broken = [img["src"] for img in info["images"] if not img["complete"] or img["w"] == 0]
     assert not broken, f"{page}: images that did not load: {broken}"
     # a figure drawn by the page's code says in words what it shows (not its file name)
-    nameless = [img["src"].rsplit("/", 1)[-1] for img in info["images"] if "/_images/" in img["src"]
-                and (not (img["alt"] or "").strip()
-                     or re.search(r"_images/|\.(png|jpe?g|svg|gif)$", img["alt"].strip(), flags=re.I))]
+    nameless = [
+        img["src"].rsplit("/", 1)[-1]
+        for img in info["images"]
+        if "/_images/" in img["src"]
+        and (
+            not (img["alt"] or "").strip()
+            or re.search(r"_images/|\.(png|jpe?g|svg|gif)$", img["alt"].strip(), flags=re.I)
+        )
+    ]
     assert not nameless, f"{page}: figures whose alt text is empty or a file name: {nameless}"
     # a chapter (a page with executed code cells) shows at least one figure drawn by its code;
     # the back matter (the Performance appendix renders tables from committed JSON) is exempt
@@ -345,15 +382,21 @@ def test_page_renders_in_chromium(site, browser, page):
         assert out.stat().st_size > 10_000, "the screenshot is suspiciously small"
 
 
-# --------------------------------------------------------------------------- layout and accessibility
+# --------------------------------------------------------------------------- layout and
+# accessibility
 #: Widths a reader brings: a phone (390 CSS px, mobile emulation) and a laptop (1280 px).
 WIDTHS = {"phone": (390, 844, True), "laptop": (1280, 800, False)}
 
 
 def _set_width(browser: DevTools, name: str) -> int:
     width, height, mobile = WIDTHS[name]
-    browser.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
-                 deviceScaleFactor=1, mobile=mobile)
+    browser.call(
+        "Emulation.setDeviceMetricsOverride",
+        width=width,
+        height=height,
+        deviceScaleFactor=1,
+        mobile=mobile,
+    )
     return width
 
 
@@ -415,8 +458,9 @@ new Promise((resolve) => {
 """
 
 
-AXE = Path(os.environ.get("REPEVAL_AXE_JS",
-                          ROOT / ".node" / "node_modules" / "axe-core" / "axe.min.js"))
+AXE = Path(
+    os.environ.get("REPEVAL_AXE_JS", ROOT / ".node" / "node_modules" / "axe-core" / "axe.min.js")
+)
 
 _AXE_VIOLATIONS = """(r) => r.violations.map((v) => ({
   id: v.id, impact: v.impact, help: v.help, n: v.nodes.length,
@@ -446,11 +490,13 @@ _AXE_RUN_PHONE = f"""
   return axe.run(document, {{rules: off, resultTypes: ['violations']}})
     .then((first) => {{
       document.querySelector('article.bd-article').replaceChildren();
-      return axe.run(document, {{runOnly: {{type: 'rule', values: colour}}, resultTypes: ['violations']}})
+      return axe.run(document,
+                     {{runOnly: {{type: 'rule', values: colour}}, resultTypes: ['violations']}})
         .then((second) => [first, second].flatMap({_AXE_VIOLATIONS}));
     }});
 }})()
 """
+
 
 @functools.lru_cache(maxsize=1)
 def _axe_js() -> str:
@@ -479,12 +525,18 @@ def _at_width(browser: DevTools, site: str, page: str, width: str) -> dict:
                 try:
                     browser.evaluate(_axe_js())
                     seen["violations"] = browser.evaluate(
-                        _AXE_RUN_PHONE if width == "phone" else _AXE_RUN, await_promise=True)
+                        _AXE_RUN_PHONE if width == "phone" else _AXE_RUN, await_promise=True
+                    )
                 except Exception as exc:  # reported by the accessibility test, not here
                     seen["axe_error"] = f"{type(exc).__name__}: {exc}"
         finally:  # back to the window the other tests use
-            browser.call("Emulation.setDeviceMetricsOverride", width=1280, height=1600,
-                         deviceScaleFactor=1, mobile=False)
+            browser.call(
+                "Emulation.setDeviceMetricsOverride",
+                width=1280,
+                height=1600,
+                deviceScaleFactor=1,
+                mobile=False,
+            )
         _AT_WIDTH[key] = seen
     return _AT_WIDTH[key]
 
@@ -498,10 +550,12 @@ def test_page_fits_the_screen(site, browser, page, width):
     px, info = seen["px"], seen["layout"]
     assert info["scroll_width"] <= px + 1, (
         f"{page} at {px} px: the page is {info['scroll_width']} px wide; "
-        f"too wide: {info['widening']}")
+        f"too wide: {info['widening']}"
+    )
     assert not info["lost"], f"{page} at {px} px: content cut off by its box: {info['lost']}"
-    assert not info["unstyled"], \
+    assert not info["unstyled"], (
         f"{page} at {px} px: scrolling boxes without a visible scrollbar: {info['unstyled'][:5]}"
+    )
     assert info["layout"] == "done", f"{page}: _static/repeval.js did not run"
 
 
@@ -523,8 +577,8 @@ def test_page_has_no_serious_accessibility_violation(site, browser, axe_source, 
     violations = seen["violations"]
     bad = [v for v in violations if v["impact"] in ("serious", "critical")]
     assert not bad, f"{page}: " + "; ".join(
-        f"{v['id']} ({v['impact']}, {v['n']}x: {v['help']}) e.g. {v['targets']}" for v in bad)
-
+        f"{v['id']} ({v['impact']}, {v['n']}x: {v['help']}) e.g. {v['targets']}" for v in bad
+    )
 
 
 #: a short page for the tests that plant faults (any page has the header, drawers and article)
@@ -532,7 +586,8 @@ PLANT_PAGE = "book/students"
 
 
 def test_phone_run_checks_colour_outside_the_chapter_text_and_the_laptop_run_everywhere(
-        site, browser, axe_source):
+    site, browser, axe_source
+):
     """The split of :data:`_AXE_RUN_PHONE` holds: grey-on-white text planted in the header is
     a colour-contrast violation at the phone width, the same text planted in the article is
     one at the laptop width only, and the other rules still run on the article on a phone.
@@ -561,7 +616,8 @@ def test_phone_run_checks_colour_outside_the_chapter_text_and_the_laptop_run_eve
             _set_width(browser, "laptop")
     default_colour = browser.evaluate(
         "axe._audit.rules.filter((r) => r.enabled !== false && r.tags.includes('cat.color')"
-        " && !r.tags.includes('experimental')).map((r) => r.id).sort()")
+        " && !r.tags.includes('experimental')).map((r) => r.id).sort()"
+    )
     assert default_colour == sorted(COLOUR_RULES)
 
     def targets(violations, rule):
@@ -573,10 +629,15 @@ def test_phone_run_checks_colour_outside_the_chapter_text_and_the_laptop_run_eve
     for width in found:  # an image without alt text is found in the article at both widths
         assert "#planted-image" in targets(found[width], "image-alt"), width
 
+
 # --------------------------------------------------------------------------- interactive figures
 def _pages_with_interactive_figures() -> list[str]:
-    return [p for p in toc_pages() if (HTML / f"{p}.html").exists()
-            and 'class="repeval-interactive"' in (HTML / f"{p}.html").read_text(errors="replace")]
+    return [
+        p
+        for p in toc_pages()
+        if (HTML / f"{p}.html").exists()
+        and 'class="repeval-interactive"' in (HTML / f"{p}.html").read_text(errors="replace")
+    ]
 
 
 # Sets control `c` of figure `f` to value index `v` the way a reader would (a click on a radio
@@ -594,7 +655,8 @@ _MOVE = """
   }
   if (root.repevalPending) await root.repevalPending;
   await new Promise((r) => requestAnimationFrame(() => r()));
-  const text = root.querySelector('.repeval-plot').innerHTML + root.querySelector('.repeval-note').innerHTML;
+  const text = root.querySelector('.repeval-plot').innerHTML
+               + root.querySelector('.repeval-note').innerHTML;
   let h = 0;
   for (let i = 0; i < text.length; i++) h = (h * 31 + text.charCodeAt(i)) | 0;
   return {frame: root.dataset.frame, drawn: h + ':' + text.length};
@@ -640,20 +702,31 @@ def test_interactive_figures_respond_and_stay_offline(site, browser):
                     out = browser.evaluate(_MOVE % (f, c, v), await_promise=True)
                     expected = state.copy()
                     expected[c] = v
-                    assert out["frame"] == ",".join(map(str, expected)), \
+                    assert out["frame"] == ",".join(map(str, expected)), (
                         f"{page}: figure {f}, control {c} set to {v}, frame shown {out['frame']}"
+                    )
                     drawn.add(out["drawn"])
                 assert len(drawn) >= 2, f"{page}: moving control {c} of figure {f} changed nothing"
         scripts = browser.evaluate(
-            "Array.from(document.scripts).map((s) => s.src).filter((s) => /plotly/i.test(s))")
-        assert scripts and all(s.startswith(site + "/_static/plotly/") for s in scripts), \
+            "Array.from(document.scripts).map((s) => s.src).filter((s) => /plotly/i.test(s))"
+        )
+        assert scripts and all(s.startswith(site + "/_static/plotly/") for s in scripts), (
             f"{page}: plotly.js not loaded from the book's _static folder: {scripts}"
-        resources = browser.evaluate(
-            "performance.getEntriesByType('resource').map((e) => e.name)")
-        outside = [u for u in resources if not (u.startswith(site + "/") or u.startswith("data:")
-                                                or u.startswith("blob:"))]
-        requested = [ev["params"]["request"]["url"] for ev in browser.events
-                     if ev.get("method") == "Network.requestWillBeSent"]
-        outside += [u for u in requested if re.match(r"https?://", u) and not u.startswith(site + "/")]
-        assert not outside and not info["external_requests"], \
+        )
+        resources = browser.evaluate("performance.getEntriesByType('resource').map((e) => e.name)")
+        outside = [
+            u
+            for u in resources
+            if not (u.startswith(site + "/") or u.startswith("data:") or u.startswith("blob:"))
+        ]
+        requested = [
+            ev["params"]["request"]["url"]
+            for ev in browser.events
+            if ev.get("method") == "Network.requestWillBeSent"
+        ]
+        outside += [
+            u for u in requested if re.match(r"https?://", u) and not u.startswith(site + "/")
+        ]
+        assert not outside and not info["external_requests"], (
             f"{page}: requests outside the book: {sorted(set(outside))[:5]}"
+        )

@@ -4,6 +4,7 @@ These checks read files only (no build): `_config.yml`, `_toc.yml`, the Makefile
 and `test` targets, `.ci/run`, and the chapters' MyST sources. The built pages themselves
 are checked in a browser by `test_book_browser.py`.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -3,6 +3,7 @@ extension repeval_book.sphinx_ext (plotly.js from _static, Colab notebooks).
 
 The figures' behaviour in a browser (controls change the plot, nothing is fetched from
 outside) is checked by tests/test_book_browser.py on the built book."""
+
 from __future__ import annotations
 
 import ast
@@ -27,7 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _spec(fig) -> dict:
     """The JSON the figure's script reads, parsed back out of its HTML."""
-    m = re.search(r'<script type="application/json" id="[^"]+">(.*?)</script>', fig.html, flags=re.S)
+    m = re.search(
+        r'<script type="application/json" id="[^"]+">(.*?)</script>', fig.html, flags=re.S
+    )
     assert m, "no data block in the figure's HTML"
     return json.loads(m.group(1))
 
@@ -35,10 +38,12 @@ def _spec(fig) -> dict:
 def _toy_frames(geoms=("a", "b"), protos=("vote", "probe"), ks=(1, 5, 15)):
     frames = {}
     for g, p, k in itertools.product(geoms, protos, ks):
-        kk = k if p == "vote" else 0          # k does not matter for the probe
-        frames[(g, p, k)] = {"data": [{"type": "scatter", "x": [0, 1], "y": [kk, len(g)]}],
-                             "layout": {"title": {"text": f"{g} {p} {kk}"}},
-                             "note": f"<b>{g}</b> {p} {kk}"}
+        kk = k if p == "vote" else 0  # k does not matter for the probe
+        frames[(g, p, k)] = {
+            "data": [{"type": "scatter", "x": [0, 1], "y": [kk, len(g)]}],
+            "layout": {"title": {"text": f"{g} {p} {kk}"}},
+            "note": f"<b>{g}</b> {p} {kk}",
+        }
     return frames, [("geometry", list(geoms)), ("protocol", list(protos)), ("k", list(ks))]
 
 
@@ -62,9 +67,11 @@ def test_every_setting_maps_to_its_own_frame_and_identical_frames_are_stored_onc
 
 def test_controls_render_as_buttons_slider_or_select():
     frames, controls = _toy_frames()
-    fig = frame_figure(frames, controls, alt="toy", plotly_js="book", start={"k": 15, "protocol": "probe"})
-    assert fig.html.count('type="radio"') == 4          # geometry (2) + protocol (2)
-    assert fig.html.count('type="range"') == 1          # k: numbers get a slider
+    fig = frame_figure(
+        frames, controls, alt="toy", plotly_js="book", start={"k": 15, "protocol": "probe"}
+    )
+    assert fig.html.count('type="radio"') == 4  # geometry (2) + protocol (2)
+    assert fig.html.count('type="range"') == 1  # k: numbers get a slider
     assert re.search(r'type="range"[^>]*max="2"[^>]*value="2"', fig.html)
     assert _spec(fig)["start"] == [0, 1, 2]
     sel = frame_figure(frames, [(n, v, "select") for n, v in controls], alt="toy", plotly_js="book")
@@ -76,13 +83,17 @@ def test_one_control_takes_bare_keys_and_plotly_figures():
     fig = frame_figure(frames, {"gain": [1, 2, 3]}, alt="bars", plotly_js="book")
     spec = _spec(fig)
     assert fig.n_frames == 3
-    assert [spec["frames"][spec["index"][str(i)]]["data"][0]["y"] for i in range(3)] == [[1, 2], [2, 4], [3, 6]]
+    assert [spec["frames"][spec["index"][str(i)]]["data"][0]["y"] for i in range(3)] == [
+        [1, 2],
+        [2, 4],
+        [3, 6],
+    ]
 
 
 def test_notes_cannot_close_the_data_script_early():
     frames = {"x": {"data": [], "note": "</script><script>alert(1)</script>"}, "y": {"data": []}}
     fig = frame_figure(frames, [("v", ["x", "y"])], alt="t", plotly_js="book")
-    assert fig.html.count("</script>") == 2             # the data block and the figure's script
+    assert fig.html.count("</script>") == 2  # the data block and the figure's script
     assert _spec(fig)["frames"][0]["note"] == "</script><script>alert(1)</script>"
 
 
@@ -109,14 +120,17 @@ def test_alt_text_and_labels_reach_the_html():
         assert htmllib.escape(name) in fig.html
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"alt": ""}, "alt"),
-    ({"alt": "a", "height": 0}, "height"),
-    ({"alt": "a", "plotly_js": "cdn"}, "plotly_js"),
-    ({"alt": "a", "start": {"nope": 1}}, "start"),
-    ({"alt": "a", "start": {"k": 7}}, "start"),
-    ({"alt": "a", "fig_id": "a b"}, "fig_id"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"alt": ""}, "alt"),
+        ({"alt": "a", "height": 0}, "height"),
+        ({"alt": "a", "plotly_js": "cdn"}, "plotly_js"),
+        ({"alt": "a", "start": {"nope": 1}}, "start"),
+        ({"alt": "a", "start": {"k": 7}}, "start"),
+        ({"alt": "a", "fig_id": "a b"}, "fig_id"),
+    ],
+)
 def test_bad_arguments_are_named(kwargs, match):
     frames, controls = _toy_frames()
     with pytest.raises(ValueError, match=match):
@@ -132,7 +146,13 @@ def test_missing_or_extra_frames_and_bad_controls_are_refused():
     frames[("c", "probe", 5)] = {"data": []}
     with pytest.raises(ValueError, match="match no combination"):
         frame_figure(frames, controls, alt="t", plotly_js="book")
-    for bad in ([], [("k", [])], [("k", [1, 1])], [("k", [1, 2]), ("k", [3, 4])], [("k", [1, 2], "dial")]):
+    for bad in (
+        [],
+        [("k", [])],
+        [("k", [1, 1])],
+        [("k", [1, 2]), ("k", [3, 4])],
+        [("k", [1, 2], "dial")],
+    ):
         with pytest.raises(ValueError, match="controls"):
             frame_figure({}, bad, alt="t", plotly_js="book")
     with pytest.raises(ValueError, match="frames"):
@@ -145,12 +165,14 @@ def test_decision_plane_draws_the_regions_and_every_point_once():
     regions = (x[None, :] > 0).astype(int) + np.zeros((5, 1), dtype=int)
     pts = rng.normal(size=(30, 2))
     labels = (pts[:, 0] > 0).astype(int)
-    frame = decision_plane(x, y, regions, pts, labels, colours=["#0072B2", "#D55E00"], title="t", note="n")
+    frame = decision_plane(
+        x, y, regions, pts, labels, colours=["#0072B2", "#D55E00"], title="t", note="n"
+    )
     heat, *scatters = frame["data"]
     assert heat["type"] == "heatmap" and np.array_equal(np.array(heat["z"]), regions)
     assert heat["zmin"] == -0.5 and heat["zmax"] == 1.5
     assert [len(s["x"]) for s in scatters] == [int((labels == 0).sum()), int((labels == 1).sum())]
-    assert len({s["marker"]["symbol"] for s in scatters}) == 2    # shape, not colour alone
+    assert len({s["marker"]["symbol"] for s in scatters}) == 2  # shape, not colour alone
     np.testing.assert_allclose(sorted(scatters[1]["x"]), np.round(np.sort(pts[labels == 1, 0]), 3))
     # each class value c in [zmin, zmax] falls in its colour's band of the colour scale
     for c, colour in enumerate(["#0072B2", "#D55E00"]):
@@ -160,16 +182,24 @@ def test_decision_plane_draws_the_regions_and_every_point_once():
     frame_figure({1: frame, 2: frame}, [("k", [1, 2])], alt="t", plotly_js="book")
 
 
-@pytest.mark.parametrize("bad, match", [
-    ({"regions": np.zeros((7, 5), dtype=int)}, "regions"),
-    ({"labels": np.full(30, 2)}, "labels"),
-    ({"x": np.linspace(1, -1, 7)}, "x"),
-    ({"points": np.zeros((30, 3))}, "points"),
-    ({"opacity": 0.0}, "opacity"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ({"regions": np.zeros((7, 5), dtype=int)}, "regions"),
+        ({"labels": np.full(30, 2)}, "labels"),
+        ({"x": np.linspace(1, -1, 7)}, "x"),
+        ({"points": np.zeros((30, 3))}, "points"),
+        ({"opacity": 0.0}, "opacity"),
+    ],
+)
 def test_decision_plane_validates(bad, match):
-    args = {"x": np.linspace(-1, 1, 7), "y": np.linspace(-2, 2, 5), "regions": np.zeros((5, 7), dtype=int),
-            "points": np.zeros((30, 2)), "labels": np.zeros(30, dtype=int)}
+    args = {
+        "x": np.linspace(-1, 1, 7),
+        "y": np.linspace(-2, 2, 5),
+        "regions": np.zeros((5, 7), dtype=int),
+        "points": np.zeros((30, 2)),
+        "labels": np.zeros(30, dtype=int),
+    }
     opacity = bad.pop("opacity", 0.25)
     args.update(bad)
     with pytest.raises(ValueError, match=match):
@@ -186,24 +216,40 @@ def ext():
 
 
 def test_chapter_requirements_follow_the_imports(ext):
-    cells = [{"cell_type": "code", "source": "import pandas as pd\nfrom repeval_book.glue import glue_all\n%matplotlib inline"},
-             {"cell_type": "code", "source": ["from repeval_book.interactive import frame_figure\n", "import numpy"]},
-             {"cell_type": "markdown", "source": "import statsmodels"},
-             {"cell_type": "code", "source": "def broken(:"}]
+    cells = [
+        {
+            "cell_type": "code",
+            "source": (
+                "import pandas as pd\nfrom repeval_book.glue import glue_all\n%matplotlib inline"
+            ),
+        },
+        {
+            "cell_type": "code",
+            "source": ["from repeval_book.interactive import frame_figure\n", "import numpy"],
+        },
+        {"cell_type": "markdown", "source": "import statsmodels"},
+        {"cell_type": "code", "source": "def broken(:"},
+    ]
     assert ext.chapter_requirements(cells) == ["myst-nb", "pandas", "plotly"]
     assert ext.chapter_requirements([{"cell_type": "code", "source": "import numpy as np"}]) == []
 
 
-def test_setup_cell_installs_on_a_fresh_machine_and_does_nothing_where_installed(ext, tmp_path, monkeypatch):
+def test_setup_cell_installs_on_a_fresh_machine_and_does_nothing_where_installed(
+    ext, tmp_path, monkeypatch
+):
     src = ext.setup_cell_source("https://github.com/repeval/repeval", ["pandas"], "book/protocols")
     ast.parse(src)
     assert '"git", "clone", "--depth", "1", "https://github.com/repeval/repeval"' in src
     assert '"./repeval", "pandas"' in src and 'os.chdir("repeval/book")' in src
     assert "apt-get" not in src
-    with_data = ext.setup_cell_source("https://github.com/repeval/repeval", [], "book/noise", fashion_mnist=True)
+    with_data = ext.setup_cell_source(
+        "https://github.com/repeval/repeval", [], "book/noise", fashion_mnist=True
+    )
     ast.parse(with_data)
     assert '"apt-get", "install", "-y", "dataset-fashion-mnist"' in with_data
-    assert ext.uses_fashion_mnist([{"cell_type": "code", "source": "datasets.fashion_mnist_shifted(3)"}])
+    assert ext.uses_fashion_mnist(
+        [{"cell_type": "code", "source": "datasets.fashion_mnist_shifted(3)"}]
+    )
     assert not ext.uses_fashion_mnist([{"cell_type": "markdown", "source": "Fashion-MNIST"}])
     # here repeval_ref is installed: running the cell must neither clone, install nor move
     calls = []
@@ -221,4 +267,9 @@ def test_config_loads_the_extension_and_publishes_where_colab_looks(ext):
     branch = cfg["sphinx"]["config"]["repeval_pages_branch"]
     makefile = (ROOT / "Makefile").read_text()
     m = re.search(r"^publish:.*\n((?:\t.*\n)+)", makefile, flags=re.M)
-    assert m and "ghp-import" in m.group(1) and f"-b {branch}" in m.group(1) and "_build/html" in m.group(1)
+    assert (
+        m
+        and "ghp-import" in m.group(1)
+        and f"-b {branch}" in m.group(1)
+        and "_build/html" in m.group(1)
+    )

@@ -4,6 +4,7 @@ The question count is checked three ways: the generator (MyST's parser), an inde
 regex count over the chapter sources, and the notes in the SQLite collection inside the
 written ``.apkg``.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,9 +16,15 @@ from pathlib import Path
 import pytest
 
 from repeval_book.exercise_index import exercise_index
-from repeval_book.interview import (Question, collect_questions, count_dropdowns_regex,
-                                    deck_fields, interview_markdown, toc_documents,
-                                    write_deck)
+from repeval_book.interview import (
+    Question,
+    collect_questions,
+    count_dropdowns_regex,
+    deck_fields,
+    interview_markdown,
+    toc_documents,
+    write_deck,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 pytest.importorskip("myst_parser")
@@ -29,8 +36,11 @@ def questions():
 
 
 def _book_sources():
-    return {d: (ROOT / f"{d}.md").read_text(encoding="utf-8")
-            for d in toc_documents(ROOT) if (ROOT / f"{d}.md").is_file()}
+    return {
+        d: (ROOT / f"{d}.md").read_text(encoding="utf-8")
+        for d in toc_documents(ROOT)
+        if (ROOT / f"{d}.md").is_file()
+    }
 
 
 def test_generator_count_matches_an_independent_regex_count(questions):
@@ -50,8 +60,11 @@ def test_questions_are_the_dropdown_titles_of_their_chapters(questions):
         assert q.answer and not q.answer.startswith(":")
         # the linked section is a real heading of that chapter, never the questions' own
         assert q.section.lower() != "interview questions"
-        assert any(h.strip() == "#" * h.count("#", 0, 6) + " " + q.section
-                   for h in sources[q.docname].splitlines() if h.startswith("#"))
+        assert any(
+            h.strip() == "#" * h.count("#", 0, 6) + " " + q.section
+            for h in sources[q.docname].splitlines()
+            if h.startswith("#")
+        )
 
 
 def _chapter(tmp_path, body, name="ch"):
@@ -97,10 +110,12 @@ x
 
 def test_sections_code_cells_and_explicit_anchor(tmp_path):
     qs = _chapter(tmp_path, SMALL)
-    assert [q.question for q in qs] == ["Why does a small temperature sharpen the votes?",
-                                        "How much memory does the bank take?"]
+    assert [q.question for q in qs] == [
+        "Why does a small temperature sharpen the votes?",
+        "How much memory does the bank take?",
+    ]
     assert count_dropdowns_regex(SMALL) == 2
-    assert qs[0].anchor == "the-temperature--sharpens-votes"   # MyST drops maths from slugs
+    assert qs[0].anchor == "the-temperature--sharpens-votes"  # MyST drops maths from slugs
     assert qs[1].anchor == "memory-of-the-bank"
     assert "explains" not in qs[1].answer and ":open:" not in qs[1].answer
     page = interview_markdown(qs, here="book/interview")
@@ -116,8 +131,9 @@ def test_deck_text_maths_and_glue(tmp_path):
     qs = _chapter(tmp_path, SMALL)
     glue_dir = tmp_path / "_build" / "jupyter_execute" / "book"
     glue_dir.mkdir(parents=True)
-    (glue_dir / "ch.glue.json").write_text(json.dumps(
-        {"bank_gb": {"data": {"text/plain": "2.4576"}}}))
+    (glue_dir / "ch.glue.json").write_text(
+        json.dumps({"bank_gb": {"data": {"text/plain": "2.4576"}}})
+    )
     (front0, back0, tag), (front1, back1, _) = deck_fields(qs, tmp_path / "_build")
     assert tag == "ch"
     assert r"\(\tau\)" in back0 and "$" not in back0
@@ -139,8 +155,12 @@ def test_deck_notes_equal_the_books_questions(tmp_path, questions):
         n_cards = con.execute("select count(*) from cards").fetchone()[0]
     finally:
         con.close()
-    assert len(rows) == n_cards == len(questions) == sum(
-        count_dropdowns_regex(t) for t in _book_sources().values())
+    assert (
+        len(rows)
+        == n_cards
+        == len(questions)
+        == sum(count_dropdowns_regex(t) for t in _book_sources().values())
+    )
     fronts = [flds.split("\x1f")[0] for _, flds, _ in rows]
     assert len(set(fronts)) == len(fronts)
     assert any(r"\(" in f for f in fronts) and not any("$" in f for f in fronts)
@@ -152,28 +172,36 @@ def test_deck_notes_equal_the_books_questions(tmp_path, questions):
     con = sqlite3.connect(tmp_path / "again" / "collection.anki2")
     try:
         assert sorted(g for g, _, _ in rows) == sorted(
-            g for (g,) in con.execute("select guid from notes"))
+            g for (g,) in con.execute("select guid from notes")
+        )
     finally:
         con.close()
 
 
 def test_exercise_index_reads_points_from_nbgrader_metadata():
     rows = exercise_index(ROOT)
-    paths = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "exercises").rglob("*.ipynb")
-                   if ".ipynb_checkpoints" not in p.parts)
+    paths = sorted(
+        p.relative_to(ROOT).as_posix()
+        for p in (ROOT / "exercises").rglob("*.ipynb")
+        if ".ipynb_checkpoints" not in p.parts
+    )
     assert [r["path"] for r in rows] == paths
     for r in rows:
         nb = json.loads((ROOT / r["path"]).read_text())
-        total = sum(float(c["metadata"]["nbgrader"].get("points", 0)) for c in nb["cells"]
-                    if c.get("metadata", {}).get("nbgrader", {}).get("grade"))
+        total = sum(
+            float(c["metadata"]["nbgrader"].get("points", 0))
+            for c in nb["cells"]
+            if c.get("metadata", {}).get("nbgrader", {}).get("grade")
+        )
         assert r["points"] == total == r["visible_points"] + r["hidden_points"]
         statement = "".join(nb["cells"][0]["source"])
         stated = re.search(r"\*\*Points:\*\*\s*(\d+)", statement)
-        if stated:   # the statement's own figure agrees with the metadata
+        if stated:  # the statement's own figure agrees with the metadata
             assert float(stated.group(1)) == r["points"], r["path"]
         assert r["command"] == f"make check NB={r['path']}"
-        assert (ROOT / f"{r['chapter_doc']}.md").is_file() or r["chapter_doc"] not in \
-            toc_documents(ROOT)
+        assert (ROOT / f"{r['chapter_doc']}.md").is_file() or r["chapter_doc"] not in toc_documents(
+            ROOT
+        )
 
 
 def test_bad_input(tmp_path):

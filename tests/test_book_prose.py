@@ -18,6 +18,7 @@ part of a name (``DINOv2``, ``ViT-B/16``, ``top-1``, ``5-NN``, ``16x16``) and le
 sentence that names a source (``Oquab et al. 2023``, ``Kornblith, Shlens and Le (2019)``)
 may quote its figures.
 """
+
 from __future__ import annotations
 
 import re
@@ -52,7 +53,9 @@ _CITATION = re.compile(
     r"(?:et\s+al\.|\bcolleagues|\b[A-Z][\w'’-]+(?:,\s+[A-Z][\w'’-]+)*(?:\s+and\s+[A-Z][\w'’-]+)?)"
     r",?\s*\(?(?:19|20)\d\d[a-z]?\b"
 )
-_SENTENCE_END = re.compile(r"(?<=[.!?])(?<!\bal\.)(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\b[A-Z]\.)\s+(?=[A-Z*\"“(\[])")
+_SENTENCE_END = re.compile(
+    r"(?<=[.!?])(?<!\bal\.)(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\b[A-Z]\.)\s+(?=[A-Z*\"“(\[])"
+)
 # On the references page every entry is one citation: its figures may fill several sentences.
 WHOLE_ENTRY_CITES = {"references.md"}
 
@@ -68,7 +71,7 @@ def markdown_lines(text: str) -> list[tuple[int, str]]:
             i += 1
         i += 1
     literal_until: str | None = None  # the closing fence of the literal block we are in
-    open_prose: list[str] = []        # fences of the prose directives we are inside
+    open_prose: list[str] = []  # fences of the prose directives we are inside
     while i < len(lines):
         line = lines[i]
         m = _FENCE.match(line)
@@ -83,7 +86,7 @@ def markdown_lines(text: str) -> list[tuple[int, str]]:
             if bare and open_prose and open_prose[-1] == fence:  # closes a prose directive
                 open_prose.pop()
             elif fence.startswith("`") and (directive is None or directive in _LITERAL_DIRECTIVES):
-                literal_until = fence                            # code, maths, shell ...
+                literal_until = fence  # code, maths, shell ...
             elif directive is not None:
                 # a prose directive (prf:theorem, dropdown, note, ...): its title is prose
                 open_prose.append(fence)
@@ -147,7 +150,9 @@ def typed_numbers(text: str, whole_entry_cites: bool = False) -> list[tuple[int,
         starts = []
         joined = ""
         for no, line in block:
-            line = _LIST_NUMBER.sub(lambda m: m.group(1) + " " * (len(m.group(0)) - len(m.group(1))), line)
+            line = _LIST_NUMBER.sub(
+                lambda m: m.group(1) + " " * (len(m.group(0)) - len(m.group(1))), line
+            )
             starts.append((len(joined), no))
             joined += line + "\n"
         clean = joined
@@ -159,7 +164,7 @@ def typed_numbers(text: str, whole_entry_cites: bool = False) -> list[tuple[int,
         pos = 0
         pieces = []
         for m in _SENTENCE_END.finditer(clean):
-            pieces.append((pos, clean[pos:m.start()]))
+            pieces.append((pos, clean[pos : m.start()]))
             pos = m.end()
         pieces.append((pos, clean[pos:]))
         if whole_entry_cites and _CITATION.search(clean):
@@ -176,26 +181,46 @@ def typed_numbers(text: str, whole_entry_cites: bool = False) -> list[tuple[int,
 
 # --------------------------------------------------------------------------- the scanner itself
 def test_scanner_flags_typed_numbers_and_spares_the_rest():
-    page = "\n".join([
-        "---", "jupytext: {format: 1.0}", "---",
-        "# Part 1: a heading",
-        "The probe scores 0.73 on the test set.",                       # typed: flagged
-        "It scores {glue:text}`acc:.3f` with $k = 51$ and $$x = 2$$.",  # glued and maths
-        "DINOv2 scores 86.5 (Oquab et al. 2023, Table 4).",             # cited
-        "Kornblith, Shlens and Le (2019) saw 179 of 192 pairs.",        # cited, name list
-        "ViT-B/16, top-1 and 5-NN are names; see Table 7 and Appendix B.3.",
-        "1. a numbered item without figures",
-        "```{code-cell} ipython3", "x = 12345", "```",
-        "```bash", "make check 42", "```",
-        ":::{dropdown} Interview: why 3 directions?", ":::",
-        "A [link](https://example.org/a/2024) and `code 99`.",
-        "| a | b |", "| --- | --- |", "| 7 | $8$ |",
-        "Kolesnikov et al. (2019) found 5 things. Then 6 more.",
-        "$$", "a = 1", " + 2", "$$",
-        "A bank of 1.28M rows, and 3.5 more.",
-    ])
+    page = "\n".join(
+        [
+            "---",
+            "jupytext: {format: 1.0}",
+            "---",
+            "# Part 1: a heading",
+            "The probe scores 0.73 on the test set.",  # typed: flagged
+            "It scores {glue:text}`acc:.3f` with $k = 51$ and $$x = 2$$.",  # glued and maths
+            "DINOv2 scores 86.5 (Oquab et al. 2023, Table 4).",  # cited
+            "Kornblith, Shlens and Le (2019) saw 179 of 192 pairs.",  # cited, name list
+            "ViT-B/16, top-1 and 5-NN are names; see Table 7 and Appendix B.3.",
+            "1. a numbered item without figures",
+            "```{code-cell} ipython3",
+            "x = 12345",
+            "```",
+            "```bash",
+            "make check 42",
+            "```",
+            ":::{dropdown} Interview: why 3 directions?",
+            ":::",
+            "A [link](https://example.org/a/2024) and `code 99`.",
+            "| a | b |",
+            "| --- | --- |",
+            "| 7 | $8$ |",
+            "Kolesnikov et al. (2019) found 5 things. Then 6 more.",
+            "$$",
+            "a = 1",
+            " + 2",
+            "$$",
+            "A bank of 1.28M rows, and 3.5 more.",
+        ]
+    )
     found = typed_numbers(page)
-    assert [(n, num) for n, num, _ in found] == [(5, "0.73"), (17, "3"), (22, "7"), (23, "6"), (28, "3.5")], found
+    assert [(n, num) for n, num, _ in found] == [
+        (5, "0.73"),
+        (17, "3"),
+        (22, "7"),
+        (23, "6"),
+        (28, "3.5"),
+    ], found
 
 
 def test_scanner_reports_the_line_of_each_number_in_a_paragraph():
@@ -209,7 +234,9 @@ def test_no_typed_number_in_the_prose(page):
     if page.name in EXEMPT_PAGES:
         pytest.skip(f"{page.name}: exempt from the rule")
     found = typed_numbers(page.read_text(), whole_entry_cites=page.name in WHOLE_ENTRY_CITES)
-    listing = "\n".join(f"book/{page.name}:{no}: {num!r} in \"{sentence}\"" for no, num, sentence in found)
+    listing = "\n".join(
+        f'book/{page.name}:{no}: {num!r} in "{sentence}"' for no, num, sentence in found
+    )
     assert not found, (
         "typed numbers in the prose (glue them from a cell, cite their source in the same "
         f"sentence, or write them as maths):\n{listing}"
@@ -220,11 +247,16 @@ def test_no_typed_number_in_the_prose(page):
 @pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
 def test_headings_run_in_order(page):
     """One title per page, and no heading skips a level (## then ####)."""
-    levels = [(no, len(m.group(1))) for no, line in markdown_lines(page.read_text())
-              if (m := re.match(r"^(#{1,6})\s", line))]
+    levels = [
+        (no, len(m.group(1)))
+        for no, line in markdown_lines(page.read_text())
+        if (m := re.match(r"^(#{1,6})\s", line))
+    ]
     assert [lv for _, lv in levels].count(1) == 1, f"{page.name}: needs exactly one # title"
     for (_, before), (no, level) in zip(levels, levels[1:]):
-        assert level <= before + 1, f"book/{page.name}:{no}: heading jumps from level {before} to {level}"
+        assert level <= before + 1, (
+            f"book/{page.name}:{no}: heading jumps from level {before} to {level}"
+        )
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
@@ -232,8 +264,11 @@ def test_every_markdown_table_has_a_header_row(page):
     """A pipe table's second line is the separator, so its first line renders as header cells."""
     lines = markdown_lines(page.read_text())
     for i, (no, line) in enumerate(lines):
-        starts = line.lstrip().startswith("|") and (i == 0 or not lines[i - 1][1].lstrip().startswith("|"))
+        starts = line.lstrip().startswith("|") and (
+            i == 0 or not lines[i - 1][1].lstrip().startswith("|")
+        )
         if starts:
             following = lines[i + 1][1] if i + 1 < len(lines) else ""
             assert re.match(r"^\s*\|(\s*:?-+:?\s*\|)+\s*$", following), (
-                f"book/{page.name}:{no}: table without a header separator row")
+                f"book/{page.name}:{no}: table without a header separator row"
+            )

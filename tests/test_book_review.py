@@ -22,18 +22,18 @@ Three things a reader notices at once and a reviewer should not have to find by 
   hides or removes it (``hide-input`` where the imports are worth a click, ``remove-cell``
   otherwise).
 """
+
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-import ast
 from pathlib import Path
 
 import jupytext
 import pytest
 import yaml
-
 from test_book_prose import markdown_lines
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,22 +89,28 @@ def visible_text(html: str) -> str:
 def unrendered_markup(html: str) -> list[str]:
     """Snippets of visible text around every leftover of a MyST role in one HTML page."""
     text = visible_text(html)
-    return [text[max(0, m.start() - 40):m.end() + 40].replace("\n", " ")
-            for m in _ROLE_LEFTOVER.finditer(text)]
+    return [
+        text[max(0, m.start() - 40) : m.end() + 40].replace("\n", " ")
+        for m in _ROLE_LEFTOVER.finditer(text)
+    ]
 
 
 def test_checker_finds_a_broken_role():
-    bad = ('<p>probe, roughly {glue:text}`att_ratio:.0f} times as many.</p>'
-           '<p>see {doc}`noise` and <code>`{x}</code></p>')
+    bad = (
+        "<p>probe, roughly {glue:text}`att_ratio:.0f} times as many.</p>"
+        "<p>see {doc}`noise` and <code>`{x}</code></p>"
+    )
     found = unrendered_markup(bad)
     assert len(found) == 3 and "att_ratio" in found[0]
 
 
 def test_checker_passes_rendered_text_and_code_blocks():
-    good = ('<p>roughly <span class="pasted-text">4</span> times as many '
-            '(<a href="noise.html">Honest error bars</a>), a set {1, 2} and a dict {"a": 1}.</p>'
-            '<pre>glue("x", 1)  # then {glue:text}`x` in the text</pre>'
-            '<script>var t = "{doc}`x`";</script>')
+    good = (
+        '<p>roughly <span class="pasted-text">4</span> times as many '
+        '(<a href="noise.html">Honest error bars</a>), a set {1, 2} and a dict {"a": 1}.</p>'
+        '<pre>glue("x", 1)  # then {glue:text}`x` in the text</pre>'
+        '<script>var t = "{doc}`x`";</script>'
+    )
     assert unrendered_markup(good) == []
 
 
@@ -115,8 +121,11 @@ def _built_pages():
 @pytest.mark.slow
 @pytest.mark.skipif(not _built_pages(), reason="the book is not built (make book)")
 def test_no_unrendered_markup_in_the_built_book():
-    bad = {str(p.relative_to(HTML)): found for p in _built_pages()
-           if (found := unrendered_markup(p.read_text(encoding="utf-8", errors="replace")))}
+    bad = {
+        str(p.relative_to(HTML)): found
+        for p in _built_pages()
+        if (found := unrendered_markup(p.read_text(encoding="utf-8", errors="replace")))
+    }
     assert not bad, f"raw MyST markup in the built pages: {bad}"
 
 
@@ -160,7 +169,9 @@ DEFINED_IN: dict[str, set[str]] = {
     r"\b[Rr]ecall@k\b|\bnDCG\b|\bmAP\b|\b[Rr]etrieval\b": {"retrieval"},
 }
 _TERMS = [(re.compile(pattern), pages) for pattern, pages in DEFINED_IN.items()]
-_LINK = re.compile(r"\{doc\}`(?:[^`<]*<)?(?P<doc>[\w/.-]+)>?`|\{ref\}`(?:[^`<]*<)?chapter-(?P<ref>[\w-]+)>?`")
+_LINK = re.compile(
+    r"\{doc\}`(?:[^`<]*<)?(?P<doc>[\w/.-]+)>?`|\{ref\}`(?:[^`<]*<)?chapter-(?P<ref>[\w-]+)>?`"
+)
 _MASK = re.compile(r"\$\$.*?\$\$|(?<![\\$])\$(?!\$)[^$]+?(?<![\\$])\$|\{glue(?::\w+)?\}`[^`]*`")
 _CLAUSE_END = re.compile(r"[.;!?]\s|:\s|\),\s|,\s+and\s|\(\s*$")
 _PARENTHETICAL = re.compile(r"\([^()]*\)")
@@ -186,7 +197,7 @@ def misdirected_links(source: str, page: str = "page") -> list[str]:
     numbers are masked first.
     """
     problems = []
-    paragraph: list[tuple[int, str]] = []   # (line number, text) of the prose lines so far
+    paragraph: list[tuple[int, str]] = []  # (line number, text) of the prose lines so far
 
     def check_prose():
         text, starts = "", []
@@ -196,11 +207,11 @@ def misdirected_links(source: str, page: str = "page") -> list[str]:
         previous_end = 0
         for m in _LINK.finditer(text):
             lineno = max(ln for offset, ln in starts if offset <= m.start())
-            before = text[max(previous_end, m.start() - WINDOW):m.start()]
+            before = text[max(previous_end, m.start() - WINDOW) : m.start()]
             # the clause the link belongs to: cut at the last sentence or clause break, but keep
             # the words in front of an opening parenthesis ("RBF CKA ({doc}`cka`)")
             cut = [c.end() for c in _CLAUSE_END.finditer(before) if not c.group(0).startswith("(")]
-            clause = _PARENTHETICAL.sub(" ", before[cut[-1]:] if cut else before)
+            clause = _PARENTHETICAL.sub(" ", before[cut[-1] :] if cut else before)
             for _, pages, term in _terms_in(clause):
                 if _link_target(m) not in pages:
                     problems.append(f"{page}:{lineno}: [{term}] -> {_link_target(m)}")
@@ -209,7 +220,7 @@ def misdirected_links(source: str, page: str = "page") -> list[str]:
 
     for lineno, line in markdown_lines(source):
         line = _MASK.sub(lambda m: " " * len(m.group(0)), line)
-        if line.lstrip().startswith("|"):                     # a table row
+        if line.lstrip().startswith("|"):  # a table row
             check_prose()
             links = list(_LINK.finditer(line))
             cells = line.strip().strip("|").split("|")
@@ -226,41 +237,50 @@ def misdirected_links(source: str, page: str = "page") -> list[str]:
 
 
 def test_link_checker_catches_the_reviewed_mistakes():
-    planted = "\n".join([
-        "The loop of the linear-probe chapter ({doc}`protocols`) extracts frozen features.",
-        "",
-        "| output | definition |",
-        "|---|---|",
-        "| ridge probe | {doc}`protocols` |",
-        "| TwoNN intrinsic dimension | {doc}`rank` |",
-        "| alpha-ReQ, NE-sum, participation ratio | {doc}`rankme` |",
-        "",
-        "It prints linear and RBF CKA ({doc}`rank`), then splits the images.",
-        "",
-        "Read these rankings with care: the comparative study of label-free metrics that the",
-        "{doc}`rank` chapter follows found that their agreement with accuracy changes.",
-    ])
+    planted = "\n".join(
+        [
+            "The loop of the linear-probe chapter ({doc}`protocols`) extracts frozen features.",
+            "",
+            "| output | definition |",
+            "|---|---|",
+            "| ridge probe | {doc}`protocols` |",
+            "| TwoNN intrinsic dimension | {doc}`rank` |",
+            "| alpha-ReQ, NE-sum, participation ratio | {doc}`rankme` |",
+            "",
+            "It prints linear and RBF CKA ({doc}`rank`), then splits the images.",
+            "",
+            "Read these rankings with care: the comparative study of label-free metrics that the",
+            "{doc}`rank` chapter follows found that their agreement with accuracy changes.",
+        ]
+    )
     found = misdirected_links(planted)
     assert [f.split(": ", 1)[1] for f in found] == [
-        "[The loop] -> protocols", "[ridge] -> ['protocols']", "[TwoNN] -> ['rank']",
-        "[intrinsic dimension] -> ['rank']", "[participation ratio] -> ['rankme']", "[CKA] -> rank",
+        "[The loop] -> protocols",
+        "[ridge] -> ['protocols']",
+        "[TwoNN] -> ['rank']",
+        "[intrinsic dimension] -> ['rank']",
+        "[participation ratio] -> ['rankme']",
+        "[CKA] -> rank",
         "[label-free] -> rank",
     ], found
 
 
 def test_link_checker_accepts_correct_links():
-    fine = "\n".join([
-        "The PyTorch reference loop ({doc}`torchloop`) extracts frozen features; the weighted",
-        "k-NN ({doc}`knn`) and the linear probe of {doc}`protocols`. Read more in {doc}`cka`.",
-        "",
-        "| alpha-ReQ, NE-sum, participation ratio | {doc}`rankme` (alpha-ReQ, NE-sum), {doc}`cka` |",
-        "| Dense probe | one linear map | this chapter |",
-        "",
-        "A value of $k$-NN ({doc}`knn`), and a glued {glue:text}`x_CKA` ({doc}`noise`).",
-        "",
-        "The protocols of {doc}`protocols` (linear probe, k-NN) and the vote of {doc}`knn`;",
-        "{ref}`chapter-rank` proves the rank bound, and {ref}`chapter-knn` reads the geometry.",
-    ])
+    fine = "\n".join(
+        [
+            "The PyTorch reference loop ({doc}`torchloop`) extracts frozen features; the weighted",
+            "k-NN ({doc}`knn`) and the linear probe of {doc}`protocols`. Read more in {doc}`cka`.",
+            "",
+            "| alpha-ReQ, NE-sum, participation ratio | {doc}`rankme` (alpha-ReQ, NE-sum), "
+            "{doc}`cka` |",
+            "| Dense probe | one linear map | this chapter |",
+            "",
+            "A value of $k$-NN ({doc}`knn`), and a glued {glue:text}`x_CKA` ({doc}`noise`).",
+            "",
+            "The protocols of {doc}`protocols` (linear probe, k-NN) and the vote of {doc}`knn`;",
+            "{ref}`chapter-rank` proves the rank bound, and {ref}`chapter-knn` reads the geometry.",
+        ]
+    )
     assert misdirected_links(fine) == []
 
 
@@ -279,11 +299,47 @@ _CITE = re.compile(
     rf"(?:,\s+{_NAME})*,?\s+(?:and|&)\s+{_NAME})?),?\s+\(?(?P<year>(?:19|20)\d\d)[a-z]?(?!\w)"
 )
 # capitalised words that can stand before a year without being an author
-_NOT_AUTHORS = {"In", "Since", "From", "By", "Until", "After", "Before", "As", "Of", "The", "To",
-                "For", "At", "On", "And", "Or", "Table", "Figure", "Section", "Appendix", "Year",
-                "ImageNet", "January", "February", "March", "April", "May", "June", "July",
-                "August", "September", "October", "November", "December", "Spring", "Summer",
-                "Autumn", "Winter", "Fall"}
+_NOT_AUTHORS = {
+    "In",
+    "Since",
+    "From",
+    "By",
+    "Until",
+    "After",
+    "Before",
+    "As",
+    "Of",
+    "The",
+    "To",
+    "For",
+    "At",
+    "On",
+    "And",
+    "Or",
+    "Table",
+    "Figure",
+    "Section",
+    "Appendix",
+    "Year",
+    "ImageNet",
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+    "Spring",
+    "Summer",
+    "Autumn",
+    "Winter",
+    "Fall",
+}
 _STRIP = re.compile(r"\{[\w:.-]+\}`[^`]*`|`[^`]*`|\$\$.*?\$\$|\$[^$]*\$|\[([^\]]*)\]\([^)]*\)")
 
 
@@ -292,7 +348,7 @@ def _surnames(authors: str) -> tuple[list[str], bool]:
     open_list = bool(re.search(r"et\s+al\.|and\s+colleagues", authors))
     authors = re.sub(r"\s+et\s+al\.|\s+and\s+colleagues", "", authors)
     names = [n.strip() for n in re.split(r",\s*|\s+and\s+|\s*&\s*", authors) if n.strip()]
-    names = [n for n in names if not re.fullmatch(r"(?:[A-Z]\.\s*)+", n)]   # initials
+    names = [n for n in names if not re.fullmatch(r"(?:[A-Z]\.\s*)+", n)]  # initials
     return names, open_list
 
 
@@ -338,8 +394,11 @@ class Entry:
     cited_in: set[str] = field(default_factory=set)
 
 
-_ENTRY = re.compile(r"^\*\s+\*(?P<title>.+?)\*\s+—\s+(?P<authors>.+?),\s+(?P<year>(?:19|20)\d\d)\b"
-                    r"(?P<rest>.*)$", re.S)
+_ENTRY = re.compile(
+    r"^\*\s+\*(?P<title>.+?)\*\s+—\s+(?P<authors>.+?),\s+(?P<year>(?:19|20)\d\d)\b"
+    r"(?P<rest>.*)$",
+    re.S,
+)
 _CITED_IN = re.compile(r"Cited in\s+(?P<pages>(?:\{doc\}`[\w/.-]+`(?:,\s*|\s+and\s+)?)+)\.?\s*$")
 
 
@@ -387,38 +446,52 @@ def citation_problems(pages: dict[str, str], references: str) -> list[str]:
             if not candidates:
                 problems.append(f"{page}.md:{cite.line}: {label} is not in references.md")
             elif not any(page in e.cited_in for e in candidates):
-                problems.append(f"{page}.md:{cite.line}: {label}: its entry does not list "
-                                f"{{doc}}`{page}` under 'Cited in'")
+                problems.append(
+                    f"{page}.md:{cite.line}: {label}: its entry does not list "
+                    f"{{doc}}`{page}` under 'Cited in'"
+                )
     for entry in entries:
         if not entry.cited_in:
             problems.append(f"references.md: {entry.text[:60]!r} lists no citing page")
         for page in sorted(entry.cited_in):
             source = pages.get(page)
             if source is None:
-                problems.append(f"references.md: {entry.text[:60]!r} lists a page {page!r} "
-                                "that does not exist")
+                problems.append(
+                    f"references.md: {entry.text[:60]!r} lists a page {page!r} that does not exist"
+                )
             elif not re.search(rf"\b{re.escape(entry.surnames[0])}\b", source):
-                problems.append(f"references.md: {entry.text[:60]!r} lists {page!r}, which never "
-                                f"names {entry.surnames[0]}")
+                problems.append(
+                    f"references.md: {entry.text[:60]!r} lists {page!r}, which never "
+                    f"names {entry.surnames[0]}"
+                )
     return problems
 
 
 def test_citation_parser():
-    text = ("DINOv2 reaches it (Oquab et al. 2023, Table 4). Kornblith, Shlens and Le (2019)\n"
-            "found more; so did the Study (Study 2026) and Facco, d'Errico, Rodriguez and Laio\n"
-            "(2017). In 2019 the field moved, and {glue:text}`x` 2020 is not a citation.")
+    text = (
+        "DINOv2 reaches it (Oquab et al. 2023, Table 4). Kornblith, Shlens and Le (2019)\n"
+        "found more; so did the Study (Study 2026) and Facco, d'Errico, Rodriguez and Laio\n"
+        "(2017). In 2019 the field moved, and {glue:text}`x` 2020 is not a citation."
+    )
     got = [(c.surnames, c.year, c.open_list) for c in citations(text)]
-    assert got == [(("Oquab",), "2023", True), (("Kornblith", "Shlens", "Le"), "2019", False),
-                   (("Study",), "2026", False),
-                   (("Facco", "d'Errico", "Rodriguez", "Laio"), "2017", False)]
+    assert got == [
+        (("Oquab",), "2023", True),
+        (("Kornblith", "Shlens", "Le"), "2019", False),
+        (("Study",), "2026", False),
+        (("Facco", "d'Errico", "Rodriguez", "Laio"), "2017", False),
+    ]
 
 
 def test_citation_checker_finds_a_missing_work_and_a_missing_page():
-    refs = ("# References\n\n"
-            "* *Do Better ImageNet Models Transfer Better?* — Kornblith, Shlens and Le, 2019\n"
-            "  (CVPR). Transfer. Cited in {doc}`lpft`.\n")
-    pages = {"lpft": "As Kornblith, Shlens and Le (2019) found.",
-             "cka": "CKA as Kornblith et al. (2019) define it, and HSIC (Gretton et al. 2005)."}
+    refs = (
+        "# References\n\n"
+        "* *Do Better ImageNet Models Transfer Better?* — Kornblith, Shlens and Le, 2019\n"
+        "  (CVPR). Transfer. Cited in {doc}`lpft`.\n"
+    )
+    pages = {
+        "lpft": "As Kornblith, Shlens and Le (2019) found.",
+        "cka": "CKA as Kornblith et al. (2019) define it, and HSIC (Gretton et al. 2005).",
+    }
     problems = citation_problems(pages, refs)
     assert len(problems) == 2
     assert "cka.md:1: Kornblith et al. 2019: its entry does not list {doc}`cka`" in problems[0]
@@ -426,12 +499,15 @@ def test_citation_checker_finds_a_missing_work_and_a_missing_page():
 
 
 def test_citation_checker_finds_a_stale_entry():
-    refs = ("* *Learning to Rank using Gradient Descent* — Burges and colleagues, 2005 (ICML).\n"
-            "  RankNet. Cited in {doc}`retrieval` and {doc}`knn`.\n")
+    refs = (
+        "* *Learning to Rank using Gradient Descent* — Burges and colleagues, 2005 (ICML).\n"
+        "  RankNet. Cited in {doc}`retrieval` and {doc}`knn`.\n"
+    )
     pages = {"retrieval": "Burges et al. (2005) use exponential gains.", "knn": "No citation."}
     assert citation_problems(pages, refs) == [
         "references.md: '* *Learning to Rank using Gradient Descent* — Burges and col' "
-        "lists 'knn', which never names Burges"]
+        "lists 'knn', which never names Burges"
+    ]
 
 
 def test_every_cited_work_is_in_the_references():
@@ -443,6 +519,7 @@ def test_every_cited_work_is_in_the_references():
 # --------------------------------------------------------------------------------------------
 # the table of contents: one caption style
 # --------------------------------------------------------------------------------------------
+
 
 def test_part_captions_share_one_style():
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
@@ -460,9 +537,23 @@ HIDING_TAGS = {"remove-cell", "remove-input", "hide-input", "hide-cell"}
 # Calls that only prepare the page: thread limits, seeds, warning filters, plot and table style,
 # the glue that hands numbers to the prose, and a seeded generator.
 _BOOKKEEPING_CALLS = {
-    "threadpool_limits", "set_num_threads", "manual_seed", "seed", "default_rng",
-    "filterwarnings", "simplefilter", "resetwarnings", "set_option", "set_printoptions",
-    "use", "rc", "update", "set_style", "glue", "glue_all", "cycler",
+    "threadpool_limits",
+    "set_num_threads",
+    "manual_seed",
+    "seed",
+    "default_rng",
+    "filterwarnings",
+    "simplefilter",
+    "resetwarnings",
+    "set_option",
+    "set_printoptions",
+    "use",
+    "rc",
+    "update",
+    "set_style",
+    "glue",
+    "glue_all",
+    "cycler",
 }
 # Names whose items may be set in a set-up cell: os.environ[...] = ..., plt.rcParams[...] = ...
 _BOOKKEEPING_TARGETS = {"environ", "rcParams"}
@@ -502,7 +593,7 @@ def setup_only(source: str) -> bool:
     """True when a code cell does nothing but set the page up (see the module docstring)."""
     try:
         tree = ast.parse(source)
-    except SyntaxError:          # IPython magics and the like: not plain set-up
+    except SyntaxError:  # IPython magics and the like: not plain set-up
         return False
     return bool(tree.body) and all(_bookkeeping(s) for s in tree.body)
 
@@ -521,21 +612,27 @@ def shown_setup_cells(source: str, page: str = "page") -> list[str]:
 def test_setup_checker_on_planted_cells():
     assert setup_only("import numpy as np\nfrom scipy import stats\n")
     assert setup_only("import os\nfor v in ('OMP_NUM_THREADS',):\n    os.environ[v] = '1'\n")
-    assert setup_only("threadpool_limits(1)\nplt.rcParams['font.size'] = 9\n"
-                      "plt.rcParams.update({'figure.dpi': 100})\nwarnings.simplefilter('ignore')\n")
+    assert setup_only(
+        "threadpool_limits(1)\nplt.rcParams['font.size'] = 9\n"
+        "plt.rcParams.update({'figure.dpi': 100})\nwarnings.simplefilter('ignore')\n"
+    )
     assert setup_only("rng = np.random.default_rng(0)\ntorch.manual_seed(0)\n")
     assert setup_only("glue_all({'a': a}, prefix='p_')\n")
     assert not setup_only("import numpy as np\nx = np.ones(3)\nprint(x.sum())\n")
     assert not setup_only("def f(x):\n    return x\n")
     assert not setup_only("")
-    page = ("```{code-cell} ipython3\nimport numpy as np\n```\n\n"
-            "```{code-cell} ipython3\n:tags: [remove-cell]\nthreadpool_limits(1)\n```\n\n"
-            "```{code-cell} ipython3\nnp.ones(2).sum()\n```\n")
+    page = (
+        "```{code-cell} ipython3\nimport numpy as np\n```\n\n"
+        "```{code-cell} ipython3\n:tags: [remove-cell]\nthreadpool_limits(1)\n```\n\n"
+        "```{code-cell} ipython3\nnp.ones(2).sum()\n```\n"
+    )
     assert shown_setup_cells(page, "toy") == ["toy: code cell 1: import numpy as np"]
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
 def test_no_setup_cell_is_shown(path):
     shown = shown_setup_cells(path.read_text(), path.name)
-    assert not shown, ("set-up cells in view (tag them remove-cell, or hide-input when the "
-                       "imports are worth showing on request):\n" + "\n".join(shown))
+    assert not shown, (
+        "set-up cells in view (tag them remove-cell, or hide-input when the "
+        "imports are worth showing on request):\n" + "\n".join(shown)
+    )

@@ -1,4 +1,5 @@
 """Tests of repeval_ref.cka.linear_cka (linear centred kernel alignment)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -159,7 +160,12 @@ def test_returns_python_float_and_does_not_modify_inputs():
         (np.ones(5), np.ones((5, 2)), ValueError, "X must be 2-dimensional"),
         (np.ones((5, 2)), np.ones((5, 2, 1)), ValueError, "Y must be 2-dimensional"),
         (np.array([[1.0, np.nan], [0.0, 1.0]]), np.eye(2), ValueError, "X contains NaN"),
-        (np.eye(2), np.array([[np.inf, 1.0], [0.0, 1.0]]), ValueError, "Y contains NaN or infinite"),
+        (
+            np.eye(2),
+            np.array([[np.inf, 1.0], [0.0, 1.0]]),
+            ValueError,
+            "Y contains NaN or infinite",
+        ),
         (np.ones((3, 0)), np.eye(3), ValueError, "X needs at least 1 column"),
         ("X", np.eye(3), TypeError, "X must be a numeric array"),
         (np.eye(3), [["a", "b", "c"]] * 3, TypeError, "Y must hold numbers"),

@@ -1,4 +1,5 @@
 """Tests of ``cka_matrix``: each entry against the pairwise functions, symmetry, bad input."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -11,7 +12,10 @@ def _layers(n, dims, seed):
     """Layers that share a latent signal, so the CKA values are spread over (0, 1)."""
     rng = np.random.default_rng(seed)
     z = rng.normal(size=(n, 5))
-    return [z @ rng.normal(size=(5, d)) + s * rng.normal(size=(n, d)) for d, s in zip(dims, (0.3, 1.0, 3.0))]
+    return [
+        z @ rng.normal(size=(5, d)) + s * rng.normal(size=(n, d))
+        for d, s in zip(dims, (0.3, 1.0, 3.0))
+    ]
 
 
 @pytest.mark.parametrize("debiased", [False, True])
@@ -35,13 +39,16 @@ def test_self_comparison_is_symmetric_with_unit_diagonal(kind):
     np.testing.assert_allclose(cka_matrix(A, A, kind=kind), M, rtol=1e-12)
     # swapping the two models transposes the matrix
     B = _layers(30, (4, 6), 3)
-    np.testing.assert_allclose(cka_matrix(B, A, kind=kind), cka_matrix(A, B, kind=kind).T, rtol=1e-12)
+    np.testing.assert_allclose(
+        cka_matrix(B, A, kind=kind), cka_matrix(A, B, kind=kind).T, rtol=1e-12
+    )
 
 
 def test_one_batch_minibatch_cka_agrees_with_the_debiased_matrix():
     A = _layers(24, (5, 8, 2), 4)
-    np.testing.assert_allclose(cka_matrix(A, debiased=True), minibatch_cka(A, batch_size=24, rng=0),
-                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        cka_matrix(A, debiased=True), minibatch_cka(A, batch_size=24, rng=0), rtol=1e-9, atol=1e-12
+    )
 
 
 def test_conv_maps_are_flattened_and_inputs_untouched():
@@ -62,19 +69,22 @@ def test_invariant_to_orthogonal_maps_of_each_layer():
     np.testing.assert_allclose(cka_matrix(rotated, B), cka_matrix(A, B), rtol=1e-10)
 
 
-@pytest.mark.parametrize(("kwargs", "err", "match"), [
-    (dict(features_a=np.ones((5, 2))), TypeError, "features_a"),
-    (dict(features_a=[]), TypeError, "features_a"),
-    (dict(features_a=[np.ones((5, 2))], features_b="x"), TypeError, "features_b"),
-    (dict(features_a=[np.eye(5)[:, :2], np.eye(4)]), ValueError, r"features_a\[1\]"),
-    (dict(features_a=[np.eye(5)], features_b=[np.eye(4)]), ValueError, "features_b"),
-    (dict(features_a=[np.ones((5, 2))]), ValueError, r"features_a\[0\]"),
-    (dict(features_a=[np.full((5, 2), np.nan)]), ValueError, r"features_a\[0\]"),
-    (dict(features_a=[np.eye(5)], kind="cosine"), ValueError, "kind"),
-    (dict(features_a=[np.eye(5)], sigma_frac=0.0), ValueError, "sigma_frac"),
-    (dict(features_a=[np.eye(5)], debiased=1), TypeError, "debiased"),
-    (dict(features_a=[np.eye(3)], debiased=True), ValueError, r"features_a\[0\]"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "err", "match"),
+    [
+        (dict(features_a=np.ones((5, 2))), TypeError, "features_a"),
+        (dict(features_a=[]), TypeError, "features_a"),
+        (dict(features_a=[np.ones((5, 2))], features_b="x"), TypeError, "features_b"),
+        (dict(features_a=[np.eye(5)[:, :2], np.eye(4)]), ValueError, r"features_a\[1\]"),
+        (dict(features_a=[np.eye(5)], features_b=[np.eye(4)]), ValueError, "features_b"),
+        (dict(features_a=[np.ones((5, 2))]), ValueError, r"features_a\[0\]"),
+        (dict(features_a=[np.full((5, 2), np.nan)]), ValueError, r"features_a\[0\]"),
+        (dict(features_a=[np.eye(5)], kind="cosine"), ValueError, "kind"),
+        (dict(features_a=[np.eye(5)], sigma_frac=0.0), ValueError, "sigma_frac"),
+        (dict(features_a=[np.eye(5)], debiased=1), TypeError, "debiased"),
+        (dict(features_a=[np.eye(3)], debiased=True), ValueError, r"features_a\[0\]"),
+    ],
+)
 def test_bad_input(kwargs, err, match):
     with pytest.raises(err, match=match):
         cka_matrix(**kwargs)

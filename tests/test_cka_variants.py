@@ -1,4 +1,5 @@
 """Tests of unbiased HSIC, debiased linear CKA, RBF CKA and minibatch CKA (seed 003, section 6)."""
+
 import itertools
 
 import numpy as np
@@ -93,6 +94,7 @@ def test_linear_cka_debiased_bad_input():
 
 def _rbf_by_definition(X, Y, frac):
     """RBF Grams with sigma = frac * median distance over distinct pairs (median="pairs")."""
+
     def gram(Z):
         sigma = frac * np.median(pdist(Z))
         return np.exp(-cdist(Z, Z, "sqeuclidean") / (2 * sigma**2))
@@ -119,7 +121,7 @@ def _kornblith_gram_rbf(x, threshold=1.0):
     sq_norms = np.diag(dot_products)
     sq_distances = -2 * dot_products + sq_norms[:, None] + sq_norms[None, :]
     sq_median_distance = np.median(sq_distances)
-    return np.exp(-sq_distances / (2 * threshold ** 2 * sq_median_distance))
+    return np.exp(-sq_distances / (2 * threshold**2 * sq_median_distance))
 
 
 def _kornblith_center_gram(gram, unbiased=False):
@@ -255,17 +257,19 @@ def test_minibatch_accumulator_and_conv_maps(tmp_path):
     dense = flat @ rng.normal(size=(18, 4))
     acc = MinibatchCKA(2)
     for lo in (0, 20):
-        acc.update([conv[lo:lo + 20], dense[lo:lo + 20]])
+        acc.update([conv[lo : lo + 20], dense[lo : lo + 20]])
     assert acc.n_batches == 2
     M = acc.result()
     acc2 = MinibatchCKA(2)
     for lo in (0, 20):
-        acc2.update([flat[lo:lo + 20], dense[lo:lo + 20]])
+        acc2.update([flat[lo : lo + 20], dense[lo : lo + 20]])
     np.testing.assert_allclose(M, acc2.result())
     np.save(tmp_path / "f.npy", flat)
     mm = np.load(tmp_path / "f.npy", mmap_mode="r")
-    np.testing.assert_allclose(minibatch_cka([mm, dense], batch_size=10, rng=1),
-                               minibatch_cka([flat, dense], batch_size=10, rng=1))
+    np.testing.assert_allclose(
+        minibatch_cka([mm, dense], batch_size=10, rng=1),
+        minibatch_cka([flat, dense], batch_size=10, rng=1),
+    )
 
 
 def test_minibatch_cka_bad_input():

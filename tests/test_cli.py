@@ -1,7 +1,9 @@
 """End-to-end tests of the ``repeval`` command on features written from load_digits."""
+
 import contextlib
 import io
 import json
+import pathlib
 import subprocess
 import sys
 
@@ -19,7 +21,12 @@ FAST = ["--quiet", "--probe-c", "0.1,1", "--draws", "3"]
 def digits():
     X, y = load_digits(return_X_y=True)
     p = np.random.default_rng(0).permutation(len(y))
-    return X[p[:360]].astype(np.float32), y[p[:360]], X[p[360:540]].astype(np.float32), y[p[360:540]]
+    return (
+        X[p[:360]].astype(np.float32),
+        y[p[:360]],
+        X[p[360:540]].astype(np.float32),
+        y[p[360:540]],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +43,19 @@ def report(files):
     """One full run (with progress lines, as stderr is not a TTY here); reused by several tests."""
     out = files / "out"
     stdout, stderr = io.StringIO(), io.StringIO()
-    argv = ["report", str(files / "train.npz"), str(files / "test.npz"), "--out", str(out),
-            "--probe-c", "0.1,1", "--draws", "3", "--id-batch", "100"]
+    argv = [
+        "report",
+        str(files / "train.npz"),
+        str(files / "test.npz"),
+        "--out",
+        str(out),
+        "--probe-c",
+        "0.1,1",
+        "--draws",
+        "3",
+        "--id-batch",
+        "100",
+    ]
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         rc = main(argv)
     return rc, out, stdout.getvalue(), stderr.getvalue()
@@ -102,10 +120,23 @@ def test_report_label_free_metrics_match_the_library(report, digits):
     assert lf["self_cluster"]["value"] == pytest.approx(r.self_cluster(X))
     assert lf["participation_ratio"]["value"] == pytest.approx(r.participation_ratio(X))
     assert lf["mean_pairwise_cosine"]["value"] == pytest.approx(r.mean_pairwise_cosine(X))
-    expected = {"rankme", "rankme_normalized", "alpha_req", "ne_sum", "stable_rank", "condition_number",
-                "participation_ratio", "dims_for_90pct_variance", "isotropy_ratio",
-                "mean_pairwise_cosine", "uniformity", "self_cluster", "diffusion_spectral_entropy",
-                "two_nn_id", "two_nn_id_batched"}
+    expected = {
+        "rankme",
+        "rankme_normalized",
+        "alpha_req",
+        "ne_sum",
+        "stable_rank",
+        "condition_number",
+        "participation_ratio",
+        "dims_for_90pct_variance",
+        "isotropy_ratio",
+        "mean_pairwise_cosine",
+        "uniformity",
+        "self_cluster",
+        "diffusion_spectral_entropy",
+        "two_nn_id",
+        "two_nn_id_batched",
+    }
     assert expected <= set(lf)
     for name in expected:
         assert lf[name]["value"] is not None, (name, lf[name])
@@ -115,7 +146,9 @@ def test_report_prints_a_table_and_a_progress_bar(report):
     _, _, out, err = report
     assert "weighted k-NN (k=20, tau=0.07)" in out
     assert "low-shot nearest class mean, 20-shot" in out
-    assert "TwoNN intrinsic dimension, batched" in out and "+-" in out  # 3 batches of 120 rows: a spread
+    assert (
+        "TwoNN intrinsic dimension, batched" in out and "+-" in out
+    )  # 3 batches of 120 rows: a spread
     # tqdm bars that move within a stage: the probe counts its fits, k-NN its queries
     assert "linear probe" in err and "3/3" in err and "180/180" in err
 
@@ -151,10 +184,25 @@ def test_report_runs_on_torch_files(tmp_path, digits, capsys):
     import torch
 
     Xtr, ytr, Xte, yte = (a[:150] for a in digits)
-    torch.save({"features": torch.from_numpy(Xtr), "labels": torch.from_numpy(ytr)}, tmp_path / "tr.pt")
-    torch.save({"features": torch.from_numpy(Xte), "labels": torch.from_numpy(yte)}, tmp_path / "te.pt")
-    assert main(["report", str(tmp_path / "tr.pt"), str(tmp_path / "te.pt"),
-                 "--out", str(tmp_path / "o")] + FAST) == 0
+    torch.save(
+        {"features": torch.from_numpy(Xtr), "labels": torch.from_numpy(ytr)}, tmp_path / "tr.pt"
+    )
+    torch.save(
+        {"features": torch.from_numpy(Xte), "labels": torch.from_numpy(yte)}, tmp_path / "te.pt"
+    )
+    assert (
+        main(
+            [
+                "report",
+                str(tmp_path / "tr.pt"),
+                str(tmp_path / "te.pt"),
+                "--out",
+                str(tmp_path / "o"),
+            ]
+            + FAST
+        )
+        == 0
+    )
     assert (tmp_path / "o" / "report.json").exists()
 
 
@@ -167,8 +215,20 @@ def test_compare_end_to_end(tmp_path, capsys):
     B = np.maximum(X @ np.random.default_rng(1).normal(size=(64, 24)), 0)
     np.savez(tmp_path / "a.npz", features=X, labels=y)
     np.savez(tmp_path / "b.npz", features=B, labels=y)
-    rc = main(["compare", str(tmp_path / "a.npz"), str(tmp_path / "b.npz"), "--boot", "500",
-               "--out", str(tmp_path / "c"), "--quiet", "--probe-c", "1"])
+    rc = main(
+        [
+            "compare",
+            str(tmp_path / "a.npz"),
+            str(tmp_path / "b.npz"),
+            "--boot",
+            "500",
+            "--out",
+            str(tmp_path / "c"),
+            "--quiet",
+            "--probe-c",
+            "1",
+        ]
+    )
     assert rc == 0
     out = capsys.readouterr().out
     assert "linear CKA" in out and "McNemar" in out
@@ -187,8 +247,20 @@ def test_compare_end_to_end(tmp_path, capsys):
 def test_compare_identical_inputs(tmp_path, capsys):
     X, y = load_digits(return_X_y=True)
     np.savez(tmp_path / "a.npz", features=X[:200], labels=y[:200])
-    rc = main(["compare", str(tmp_path / "a.npz"), str(tmp_path / "a.npz"), "--boot", "200",
-               "--out", str(tmp_path / "c"), "--quiet", "--probe-c", "1"])
+    rc = main(
+        [
+            "compare",
+            str(tmp_path / "a.npz"),
+            str(tmp_path / "a.npz"),
+            "--boot",
+            "200",
+            "--out",
+            str(tmp_path / "c"),
+            "--quiet",
+            "--probe-c",
+            "1",
+        ]
+    )
     assert rc == 0
     res = json.loads((tmp_path / "c" / "compare.json").read_text())
     assert res["linear_cka"] == pytest.approx(1.0) and res["rbf_cka"] == pytest.approx(1.0)
@@ -239,7 +311,9 @@ def test_missing_keys(tmp_path, small, capsys):
     np.savez(tmp_path / "ok.npz", features=X, labels=y)
     assert _run_report([str(tmp_path / "nolab.npz"), str(tmp_path / "ok.npz")], tmp_path / "o") == 2
     assert "no array 'labels'" in _error(capsys)
-    assert _run_report([str(tmp_path / "ok.npz"), str(tmp_path / "nofeat.npz")], tmp_path / "o") == 2
+    assert (
+        _run_report([str(tmp_path / "ok.npz"), str(tmp_path / "nofeat.npz")], tmp_path / "o") == 2
+    )
     msg = _error(capsys)
     assert "TEST" in msg and "no array 'features'" in msg and "embeddings" in msg
 
@@ -278,7 +352,10 @@ def test_non_numeric_features_and_labels(tmp_path, small, capsys):
     X, y = small
     assert _run_report(_write_pair(tmp_path, X.astype(str), y), tmp_path / "o") == 2
     assert "features must be numeric" in _error(capsys)
-    assert _run_report(_write_pair(tmp_path, X, np.array(["cat", "dog", "eel"] * 10)), tmp_path / "o") == 2
+    assert (
+        _run_report(_write_pair(tmp_path, X, np.array(["cat", "dog", "eel"] * 10)), tmp_path / "o")
+        == 2
+    )
     assert "labels must be integers" in _error(capsys)
     assert _run_report(_write_pair(tmp_path, X, y + 0.5), tmp_path / "o") == 2
     assert "whole numbers" in _error(capsys)
@@ -302,7 +379,10 @@ def test_npy_without_labels_file(tmp_path, small, capsys):
     X, y = small
     np.save(tmp_path / "x_features.npy", X)
     np.savez(tmp_path / "ok.npz", features=X, labels=y)
-    assert _run_report([str(tmp_path / "x_features.npy"), str(tmp_path / "ok.npz")], tmp_path / "o") == 2
+    assert (
+        _run_report([str(tmp_path / "x_features.npy"), str(tmp_path / "ok.npz")], tmp_path / "o")
+        == 2
+    )
     assert "x_labels.npy not found" in _error(capsys)
 
 
@@ -324,8 +404,11 @@ def test_compare_bad_inputs(tmp_path, small, capsys):
     yy = y.copy()
     yy[0] = 7
     np.savez(tmp_path / "single.npz", features=X, labels=yy)
-    cases = [("short.npz", "A has 30 rows but B has 29"), ("other.npz", "different labels"),
-             ("single.npz", "class 7 has 1 sample")]
+    cases = [
+        ("short.npz", "A has 30 rows but B has 29"),
+        ("other.npz", "different labels"),
+        ("single.npz", "class 7 has 1 sample"),
+    ]
     for name, text in cases:
         b = "single.npz" if name == "single.npz" else name
         a = "single.npz" if name == "single.npz" else "a.npz"
@@ -336,8 +419,13 @@ def test_compare_bad_inputs(tmp_path, small, capsys):
 
 
 def test_argument_errors_are_one_line_with_status_2(capsys):
-    for argv in (["report"], ["report", "a", "b", "--draws", "1"], ["report", "a", "b", "--probe-c", "x"],
-                 ["compare", "a", "b", "--test-fraction", "1.5"], ["frobnicate"]):
+    for argv in (
+        ["report"],
+        ["report", "a", "b", "--draws", "1"],
+        ["report", "a", "b", "--probe-c", "x"],
+        ["compare", "a", "b", "--test-fraction", "1.5"],
+        ["frobnicate"],
+    ):
         with pytest.raises(SystemExit) as info:
             main(argv)
         assert info.value.code == 2
@@ -351,12 +439,42 @@ def test_no_subcommand_prints_help(capsys):
 
 
 def test_help_explains_every_option(capsys):
-    for argv, options in ((["--help"], ["report", "compare"]),
-                          (["report", "--help"], ["--out", "--seed", "--draws", "--dse-samples",
-                                                  "--pair-samples", "--id-batch", "--probe-c", "--quiet",
-                                                  "TRAIN", "TEST", ".npz", ".npy", ".pt"]),
-                          (["compare", "--help"], ["--test-fraction", "--k", "--boot", "--cka-samples",
-                                                   "--seed", "--out", "--probe-c", "--quiet", "A", "B"])):
+    for argv, options in (
+        (["--help"], ["report", "compare"]),
+        (
+            ["report", "--help"],
+            [
+                "--out",
+                "--seed",
+                "--draws",
+                "--dse-samples",
+                "--pair-samples",
+                "--id-batch",
+                "--probe-c",
+                "--quiet",
+                "TRAIN",
+                "TEST",
+                ".npz",
+                ".npy",
+                ".pt",
+            ],
+        ),
+        (
+            ["compare", "--help"],
+            [
+                "--test-fraction",
+                "--k",
+                "--boot",
+                "--cka-samples",
+                "--seed",
+                "--out",
+                "--probe-c",
+                "--quiet",
+                "A",
+                "B",
+            ],
+        ),
+    ):
         with pytest.raises(SystemExit) as info:
             main(argv)
         assert info.value.code == 0
@@ -368,12 +486,26 @@ def test_help_explains_every_option(capsys):
 @pytest.mark.slow
 def test_console_script_process_exit_status(tmp_path):
     """As a separate process: help exits 0, bad input exits 2 with one line and no traceback."""
-    ok = subprocess.run([sys.executable, "-m", "repeval_ref.cli", "--help"], capture_output=True, text=True)
+    ok = subprocess.run(
+        [sys.executable, "-m", "repeval_ref.cli", "--help"], capture_output=True, text=True
+    )
     assert ok.returncode == 0 and "usage: repeval" in ok.stdout
-    bad = subprocess.run([sys.executable, "-m", "repeval_ref.cli", "report", str(tmp_path / "x.npz"),
-                          str(tmp_path / "y.npz")], capture_output=True, text=True)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "repeval_ref.cli",
+            "report",
+            str(tmp_path / "x.npz"),
+            str(tmp_path / "y.npz"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2
-    assert bad.stderr.strip().splitlines() == [f"repeval: error: TRAIN file not found: {tmp_path / 'x.npz'}"]
+    assert bad.stderr.strip().splitlines() == [
+        f"repeval: error: TRAIN file not found: {tmp_path / 'x.npz'}"
+    ]
 
 
 def test_entry_point_is_declared():
@@ -415,16 +547,39 @@ def test_compare_refuses_a_zero_row_with_labels_and_accepts_it_without(tmp_path,
     Xz[0] = 0.0
     np.savez(tmp_path / "a.npz", features=Xz, labels=y)
     np.savez(tmp_path / "b.npz", features=X, labels=y)
-    rc = main(["compare", str(tmp_path / "a.npz"), str(tmp_path / "b.npz"), "--quiet", "--boot", "100",
-               "--probe-c", "1", "--out", str(tmp_path / "c")])
+    rc = main(
+        [
+            "compare",
+            str(tmp_path / "a.npz"),
+            str(tmp_path / "b.npz"),
+            "--quiet",
+            "--boot",
+            "100",
+            "--probe-c",
+            "1",
+            "--out",
+            str(tmp_path / "c"),
+        ]
+    )
     assert rc == 2
     assert f"A file {tmp_path / 'a.npz'}: feature row 0 is all zeros" in _error(capsys)
     assert not (tmp_path / "c").exists()
     # without labels only CKA runs, which a zero row does not disturb
     np.save(tmp_path / "a.npy", Xz)
     np.save(tmp_path / "b.npy", X)
-    assert main(["compare", str(tmp_path / "a.npy"), str(tmp_path / "b.npy"), "--quiet",
-                 "--out", str(tmp_path / "c2")]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                str(tmp_path / "a.npy"),
+                str(tmp_path / "b.npy"),
+                "--quiet",
+                "--out",
+                str(tmp_path / "c2"),
+            ]
+        )
+        == 0
+    )
     res = json.loads((tmp_path / "c2" / "compare.json").read_text())
     assert res["linear_cka"] == pytest.approx(linear_cka(Xz, X)) and res["paired"] is None
 
@@ -453,8 +608,12 @@ def test_corrupt_torch_files_give_one_clear_line(tmp_path, small, capsys):
     (tmp_path / "garbage.pt").write_bytes(b"xxxx")
     (tmp_path / "empty.pt").write_bytes(b"")
     torch.save({"features": X, "labels": y}, tmp_path / "numpy.pt")  # numpy objects, not tensors
-    cases = [("trunc.pt", "truncated or corrupted"), ("garbage.pt", "is not a valid PyTorch file"),
-             ("empty.pt", "is empty"), ("numpy.pt", "holds Python objects other than tensors")]
+    cases = [
+        ("trunc.pt", "truncated or corrupted"),
+        ("garbage.pt", "is not a valid PyTorch file"),
+        ("empty.pt", "is empty"),
+        ("numpy.pt", "holds Python objects other than tensors"),
+    ]
     for name, text in cases:
         assert _run_report([str(tmp_path / name), str(tmp_path / "ok.npz")], tmp_path / "o") == 2
         msg = _error(capsys)
@@ -476,8 +635,19 @@ def test_compare_rbf_cka_uses_kornblith_bandwidth(tmp_path, capsys):
     B = np.tanh(A @ rng.normal(size=(6, 3)))
     np.save(tmp_path / "a.npy", A)
     np.save(tmp_path / "b.npy", B)
-    assert main(["compare", str(tmp_path / "a.npy"), str(tmp_path / "b.npy"), "--quiet",
-                 "--out", str(tmp_path / "c")]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                str(tmp_path / "a.npy"),
+                str(tmp_path / "b.npy"),
+                "--quiet",
+                "--out",
+                str(tmp_path / "c"),
+            ]
+        )
+        == 0
+    )
     res = json.loads((tmp_path / "c" / "compare.json").read_text())
     assert res["rbf_cka"] == pytest.approx(rbf_cka(A, B, sigma_frac=0.5, median="full"), rel=1e-12)
     assert "Kornblith" in res["rbf_cka_note"]
@@ -510,8 +680,18 @@ def loop_outputs(tmp_path_factory):
     d = tmp_path_factory.mktemp("loop")
     err = io.StringIO()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-        rc = loop_main(["--pretrain-epochs", "1", "--probe-epochs", "1", "--cache-dir", str(d / "cache"),
-                        "--save-features", str(d / "saved")])
+        rc = loop_main(
+            [
+                "--pretrain-epochs",
+                "1",
+                "--probe-epochs",
+                "1",
+                "--cache-dir",
+                str(d / "cache"),
+                "--save-features",
+                str(d / "saved"),
+            ]
+        )
     assert rc == 0
     return d, err.getvalue()
 
@@ -531,11 +711,25 @@ def test_loop_features_go_straight_into_report(loop_outputs, capsys):
     assert rep2["knn"]["curve"] == rep["knn"]["curve"]
     # and one cache folder, or its __flat.npy (labels.npy beside it), as TRAIN and TEST
     m = d / "cache" / "small-cnn"
-    assert main(["report", str(m / "digits-train"), str(m / "digits-test" / "__flat.npy"),
-                 "--out", str(d / "r3")] + FAST) == 0
+    assert (
+        main(
+            [
+                "report",
+                str(m / "digits-train"),
+                str(m / "digits-test" / "__flat.npy"),
+                "--out",
+                str(d / "r3"),
+            ]
+            + FAST
+        )
+        == 0
+    )
     assert json.loads((d / "r3" / "report.json").read_text())["knn"]["curve"] == rep["knn"]["curve"]
     capsys.readouterr()
-    assert main(["compare", str(m), str(d / "saved"), "--quiet", "--boot", "200", "--probe-c", "1"]) == 0
+    assert (
+        main(["compare", str(m), str(d / "saved"), "--quiet", "--boot", "200", "--probe-c", "1"])
+        == 0
+    )
     assert "linear CKA" in capsys.readouterr().out
 
 
@@ -548,8 +742,22 @@ def test_report_test_fraction_splits_one_file_with_a_seed(files, digits):
     np.savez(files / "all.npz", features=X, labels=y)
     reps = []
     for seed, name in ((3, "s3"), (3, "s3b"), (4, "s4")):
-        assert main(["report", str(files / "all.npz"), "--test-fraction", "0.3", "--seed", str(seed),
-                     "--out", str(files / name)] + FAST) == 0
+        assert (
+            main(
+                [
+                    "report",
+                    str(files / "all.npz"),
+                    "--test-fraction",
+                    "0.3",
+                    "--seed",
+                    str(seed),
+                    "--out",
+                    str(files / name),
+                ]
+                + FAST
+            )
+            == 0
+        )
         reps.append(json.loads((files / name / "report.json").read_text()))
     _, te = train_test_split(np.arange(y.size), test_size=0.3, stratify=y, random_state=3)
     assert reps[0]["inputs"]["n_test"] == te.size and reps[0]["inputs"]["split"]["seed"] == 3
@@ -566,8 +774,21 @@ def test_report_test_fraction_splits_one_file_with_a_seed(files, digits):
 def test_report_needs_test_or_fraction(files, capsys):
     assert main(["report", str(files / "train.npz"), "--out", str(files / "x")] + FAST) == 2
     assert "--test-fraction" in _error(capsys)
-    assert main(["report", str(files / "train.npz"), str(files / "test.npz"), "--test-fraction", "0.2",
-                 "--out", str(files / "x")] + FAST) == 2
+    assert (
+        main(
+            [
+                "report",
+                str(files / "train.npz"),
+                str(files / "test.npz"),
+                "--test-fraction",
+                "0.2",
+                "--out",
+                str(files / "x"),
+            ]
+            + FAST
+        )
+        == 2
+    )
     assert "cannot be combined" in _error(capsys)
 
 
@@ -588,14 +809,21 @@ def test_k_nn_curve_equals_knn_classify_at_every_k(report, digits):
     rep = json.loads((report[1] / "report.json").read_text())
     Xtr, ytr, Xte, yte = digits
     for e in rep["knn"]["curve"]:
-        assert e["correct"] == int(np.sum(knn_classify(Xtr, ytr, Xte, e["k"], 0.07, 10) == yte)), e["k"]
+        assert e["correct"] == int(np.sum(knn_classify(Xtr, ytr, Xte, e["k"], 0.07, 10) == yte)), e[
+            "k"
+        ]
 
 
 def test_no_source_file_shorthands_in_help_or_output(report, capsys):
     import re
 
     texts = [report[2], (report[1] / "report.md").read_text()]
-    for argv in (["--help"], ["report", "--help"], ["compare", "--help"], ["leaderboard", "--help"]):
+    for argv in (
+        ["--help"],
+        ["report", "--help"],
+        ["compare", "--help"],
+        ["leaderboard", "--help"],
+    ):
         with pytest.raises(SystemExit):
             main(argv)
         texts.append(capsys.readouterr().out)
@@ -608,10 +836,26 @@ def test_no_source_file_shorthands_in_help_or_output(report, capsys):
 def test_compare_says_how_to_read_interval_and_p_together(tmp_path, capsys):
     X, y = load_digits(return_X_y=True)
     np.savez(tmp_path / "a.npz", features=X[:300], labels=y[:300])
-    np.savez(tmp_path / "b.npz", features=X[:300] + np.random.default_rng(0).normal(size=(300, 64)) * 3,
-             labels=y[:300])
-    assert main(["compare", str(tmp_path / "a.npz"), str(tmp_path / "b.npz"), "--quiet", "--boot", "300",
-                 "--probe-c", "1"]) == 0
+    np.savez(
+        tmp_path / "b.npz",
+        features=X[:300] + np.random.default_rng(0).normal(size=(300, 64)) * 3,
+        labels=y[:300],
+    )
+    assert (
+        main(
+            [
+                "compare",
+                str(tmp_path / "a.npz"),
+                str(tmp_path / "b.npz"),
+                "--quiet",
+                "--boot",
+                "300",
+                "--probe-c",
+                "1",
+            ]
+        )
+        == 0
+    )
     out = " ".join(capsys.readouterr().out.split())
     assert "how to read them together" in out and "p < 0.05" in out
 
@@ -623,7 +867,9 @@ def _program(*args, timeout=120, cwd=None):
     import os
 
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", COLUMNS="100")
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd
+    )
 
 
 def test_repeval_lists_loop_and_zoo(capsys):
@@ -637,10 +883,16 @@ def test_repeval_lists_loop_and_zoo(capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("old, new", [(["-m", "repeval_ref.zoo"], ["-m", "repeval_ref.cli", "zoo"]),
-                                      (["-m", "repeval_ref.zoo", "table"], ["-m", "repeval_ref.cli", "zoo", "table"])])
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        (["-m", "repeval_ref.zoo"], ["-m", "repeval_ref.cli", "zoo"]),
+        (["-m", "repeval_ref.zoo", "table"], ["-m", "repeval_ref.cli", "zoo", "table"]),
+    ],
+)
 def test_help_of_repeval_zoo_is_that_of_python_m_repeval_ref_zoo(old, new):
-    """Same arguments, same help; only the program name differs (and so argparse's line wrapping)."""
+    """Same arguments, same help; only the program name differs (and so argparse's line
+    wrapping)."""
     a, b = _program(*old, "--help"), _program(*new, "--help")
     assert a.returncode == b.returncode == 0, a.stderr + b.stderr
     old_prog, new_prog = "python -m repeval_ref." + old[1].rsplit(".", 1)[1], "repeval " + new[2]
@@ -650,7 +902,8 @@ def test_help_of_repeval_zoo_is_that_of_python_m_repeval_ref_zoo(old, new):
 
 @pytest.mark.slow
 def test_zoo_table_needs_its_output_path(tmp_path):
-    """`zoo table` writes where its caller says: --out is required, nothing goes to benchmarks/results."""
+    """`zoo table` writes where its caller says: --out is required, nothing goes to
+    benchmarks/results."""
     for cmd in (["-m", "repeval_ref.zoo", "table"], ["-m", "repeval_ref.cli", "zoo", "table"]):
         proc = _program(*cmd, cwd=tmp_path)
         assert proc.returncode == 2
@@ -668,8 +921,18 @@ def test_zoo_table_needs_its_output_path(tmp_path):
 def test_repeval_zoo_table_real_run(tmp_path):
     """One real run of `repeval zoo` (about a minute): the raw-pixel row, written at --out only."""
     out = tmp_path / "t" / "zoo_table.json"
-    proc = _program("-m", "repeval_ref.cli", "zoo", "table", "--out", str(out), "--only", "raw_pixels",
-                    timeout=600, cwd=tmp_path)
+    proc = _program(
+        "-m",
+        "repeval_ref.cli",
+        "zoo",
+        "table",
+        "--out",
+        str(out),
+        "--only",
+        "raw_pixels",
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "raw_pixels done" in proc.stdout
     table = json.loads(out.read_text())
@@ -684,13 +947,25 @@ def test_repeval_zoo_evaluate_writes_out_and_leaves_the_package_unchanged(tmp_pa
     """`zoo evaluate` writes its accuracies at --out; the shipped manifest keeps every byte."""
     from repeval_ref.zoo.build import MANIFEST
 
-    before = open(MANIFEST, "rb").read()
-    assert _program("-m", "repeval_ref.cli", "zoo", "evaluate", cwd=tmp_path).returncode == 2  # --out needed
+    before = pathlib.Path(MANIFEST).read_bytes()
+    assert (
+        _program("-m", "repeval_ref.cli", "zoo", "evaluate", cwd=tmp_path).returncode == 2
+    )  # --out needed
     out = tmp_path / "ev" / "zoo_evaluation.json"
-    proc = _program("-m", "repeval_ref.cli", "zoo", "evaluate", "--only", "random_cnn", "--out", str(out),
-                    timeout=900, cwd=tmp_path)
+    proc = _program(
+        "-m",
+        "repeval_ref.cli",
+        "zoo",
+        "evaluate",
+        "--only",
+        "random_cnn",
+        "--out",
+        str(out),
+        timeout=900,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert open(MANIFEST, "rb").read() == before
+    assert pathlib.Path(MANIFEST).read_bytes() == before
     result = json.loads(out.read_text())["encoders"]["random_cnn"]
     shipped = json.loads(before)["encoders"]["random_cnn"]
     assert set(result["checkpoints"]) == set(shipped["checkpoints"])
@@ -705,7 +980,11 @@ def test_repeval_zoo_evaluate_writes_out_and_leaves_the_package_unchanged(tmp_pa
 
 def _sparse_npy(path, shape, dtype=np.float32):
     """A .npy file whose header says ``shape``, its data a hole of zeros (no disk space used)."""
-    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": shape}
+    header = {
+        "descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+        "fortran_order": False,
+        "shape": shape,
+    }
     with open(path, "wb") as fh:
         np.lib.format.write_array_header_1_0(fh, header)
         fh.truncate(fh.tell() + int(np.prod(shape)) * np.dtype(dtype).itemsize)
@@ -713,7 +992,8 @@ def _sparse_npy(path, shape, dtype=np.float32):
 
 
 def test_a_wrong_label_count_is_refused_from_the_headers(tmp_path, capsys):
-    """An 8 GiB feature file (a sparse hole) with one label too few: refused before any row is read."""
+    """An 8 GiB feature file (a sparse hole) with one label too few: refused before any row is
+    read."""
     feats = _sparse_npy(tmp_path / "train_features.npy", (1 << 21, 1024))
     np.save(tmp_path / "train_labels.npy", np.zeros((1 << 21) - 1, dtype=np.int64))
     assert main(["report", str(feats), "--test-fraction", "0.2", "--out", str(tmp_path / "o")]) == 2
@@ -721,7 +1001,9 @@ def test_a_wrong_label_count_is_refused_from_the_headers(tmp_path, capsys):
     assert f"{1 << 21} feature rows but {(1 << 21) - 1} labels" in line and str(feats) in line
     assert capsys.readouterr().err == ""  # no stage line either: nothing was read
     # the same check from the members of an .npz archive, before they are loaded
-    np.savez(tmp_path / "short.npz", features=np.ones((30, 4), np.float32), labels=np.zeros(29, np.int64))
+    np.savez(
+        tmp_path / "short.npz", features=np.ones((30, 4), np.float32), labels=np.zeros(29, np.int64)
+    )
     assert main(["report", str(tmp_path / "short.npz"), "--test-fraction", "0.2"]) == 2
     assert "30 feature rows but 29 labels" in _error(capsys)
 
@@ -738,7 +1020,9 @@ def test_float32_features_stay_float32_and_npy_stays_mapped(tmp_path):
     np.savez(tmp_path / "b.npz", features=X.astype(np.float64), labels=np.arange(10) % 2)
     assert load_features(tmp_path / "b.npz", "TRAIN")[0].dtype == np.float64
     np.savez(tmp_path / "c.npz", features=X.astype(np.int16), labels=np.arange(10) % 2)
-    assert load_features(tmp_path / "c.npz", "TRAIN")[0].dtype == np.float64  # other dtypes: float64
+    assert (
+        load_features(tmp_path / "c.npz", "TRAIN")[0].dtype == np.float64
+    )  # other dtypes: float64
 
 
 def test_a_nan_deep_in_a_file_is_found_block_by_block(tmp_path, capsys):
@@ -754,20 +1038,41 @@ def test_a_nan_deep_in_a_file_is_found_block_by_block(tmp_path, capsys):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(_files, "BLOCK_BYTES", 8 * 4 * 64)
         assert len(_files.row_blocks(X)) == 8
-        assert main(["report", str(tmp_path / "f_features.npy"), "--test-fraction", "0.2", "--quiet"]) == 2
+        assert (
+            main(["report", str(tmp_path / "f_features.npy"), "--test-fraction", "0.2", "--quiet"])
+            == 2
+        )
     assert "NaN or infinite values (first in row 377)" in _error(capsys)
     assert np.array_equal(_inputs.zero_rows(np.vstack([X[:3], np.zeros((1, 8)), X[:70]])), [3])
 
 
 def test_stage_lines_reach_a_log_at_once(files, tmp_path):
-    """Off a terminal, the first line names the file, its shape and dtype; every stage starts a line."""
-    proc = _program("-m", "repeval_ref.cli", "report", str(files / "train.npz"), str(files / "test.npz"),
-                    "--out", str(tmp_path / "o"), "--probe-c", "1", "--draws", "2", timeout=300)
+    """Off a terminal, the first line names the file, its shape and dtype; every stage starts a
+    line."""
+    proc = _program(
+        "-m",
+        "repeval_ref.cli",
+        "report",
+        str(files / "train.npz"),
+        str(files / "test.npz"),
+        "--out",
+        str(tmp_path / "o"),
+        "--probe-c",
+        "1",
+        "--draws",
+        "2",
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stderr.splitlines()
     assert lines[0] == f"reading TRAIN file {files / 'train.npz'}: 360 x 64 float32 ..."
-    for stage in ("k-NN: 180 queries ...", "linear probe: 2 fits ...", "ridge probe (exact leave-one-out) ...",
-                  "low-shot nearest class mean: 3 shot counts ...", "label-free metrics: 5 groups ..."):
+    for stage in (
+        "k-NN: 180 queries ...",
+        "linear probe: 2 fits ...",
+        "ridge probe (exact leave-one-out) ...",
+        "low-shot nearest class mean: 3 shot counts ...",
+        "label-free metrics: 5 groups ...",
+    ):
         assert stage in lines, stage
     assert "\r" not in proc.stderr
 
@@ -783,10 +1088,34 @@ def test_terminal_tables_fit_100_columns(tmp_path, capsys):
     rng = np.random.default_rng(3)
     y = np.repeat(np.arange(3), 40)
     centres = rng.normal(size=(3, 10))
-    for i, name in enumerate(("an_encoder_with_a_long_descriptive_name", "second_encoder_name", "third")):
-        np.savez(tmp_path / f"{name}.npz", features=centres[y] + (i + 1) * rng.normal(size=(120, 10)), labels=y)
-    assert main(["leaderboard", str(tmp_path), "--out", str(tmp_path / "lb"), "--quiet", "--probe-c", "1",
-                 "--draws", "2", "--boot", "200"]) == 0
+    for i, name in enumerate(
+        ("an_encoder_with_a_long_descriptive_name", "second_encoder_name", "third")
+    ):
+        np.savez(
+            tmp_path / f"{name}.npz",
+            features=centres[y] + (i + 1) * rng.normal(size=(120, 10)),
+            labels=y,
+        )
+    assert (
+        main(
+            [
+                "leaderboard",
+                str(tmp_path),
+                "--out",
+                str(tmp_path / "lb"),
+                "--quiet",
+                "--probe-c",
+                "1",
+                "--draws",
+                "2",
+                "--boot",
+                "200",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert max(len(line) for line in out.splitlines() if not line.startswith("wrote ")) <= 100, out
-    assert "5-shot" in (tmp_path / "lb" / "leaderboard.md").read_text()  # the details are in the files
+    assert (
+        "5-shot" in (tmp_path / "lb" / "leaderboard.md").read_text()
+    )  # the details are in the files

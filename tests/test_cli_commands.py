@@ -4,6 +4,7 @@ Every ``run_*`` of :mod:`repeval_ref.cli` takes a frozen settings object (never 
 argparse namespace), and returns the numbers its command writes: each is run here
 beside the command on the same inputs and compared with the file the command wrote.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,12 +37,18 @@ def _run_functions():
 
 def test_no_run_function_takes_an_argparse_namespace():
     found = dict(_run_functions())
-    assert {"repeval_ref.cli._commands.run_report", "repeval_ref.cli._commands.run_compare",
-            "repeval_ref.cli.leaderboard.run_leaderboard", "repeval_ref.cli.suite.run_suite"} <= set(found)
+    assert {
+        "repeval_ref.cli._commands.run_report",
+        "repeval_ref.cli._commands.run_compare",
+        "repeval_ref.cli.leaderboard.run_leaderboard",
+        "repeval_ref.cli.suite.run_suite",
+    } <= set(found)
     for name, fn in found.items():
         first = next(iter(inspect.signature(fn).parameters.values()))
         hint = typing.get_type_hints(fn).get(first.name)
-        assert inspect.isclass(hint) and issubclass(hint, Settings), f"{name}: first parameter {hint!r}"
+        assert inspect.isclass(hint) and issubclass(hint, Settings), (
+            f"{name}: first parameter {hint!r}"
+        )
         assert dataclasses.is_dataclass(hint) and hint.__dataclass_params__.frozen, name
         with pytest.raises(ValueError, match="settings must be a"):
             fn(argparse.Namespace(**{f.name: None for f in dataclasses.fields(hint)}))
@@ -82,12 +89,37 @@ def test_run_report_returns_what_report_wrote(digits, capsys):
     from repeval_ref.cli._commands import ReportSettings, run_report
 
     out = digits / "report"
-    assert main(["report", str(digits / "a.npz"), "--test-fraction", "0.25", "--out", str(out), "--quiet",
-                 "--probe-c", "0.1,1", "--dse-samples", "200", "--pair-samples", "300"]) == 0
+    assert (
+        main(
+            [
+                "report",
+                str(digits / "a.npz"),
+                "--test-fraction",
+                "0.25",
+                "--out",
+                str(out),
+                "--quiet",
+                "--probe-c",
+                "0.1,1",
+                "--dse-samples",
+                "200",
+                "--pair-samples",
+                "300",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     written = json.loads((out / "report.json").read_text())
-    result = run_report(ReportSettings(train=str(digits / "a.npz"), test_fraction=0.25, probe_c=(0.1, 1),
-                                       dse_samples=200, pair_samples=300))
+    result = run_report(
+        ReportSettings(
+            train=str(digits / "a.npz"),
+            test_fraction=0.25,
+            probe_c=(0.1, 1),
+            dse_samples=200,
+            pair_samples=300,
+        )
+    )
     assert set(written) - set(result["report"]) == {"plots"}
     assert _plain(result["report"]) == {k: v for k, v in written.items() if k != "plots"}
     assert result["header"].replace("`", "") in " ".join(printed.split())
@@ -98,11 +130,28 @@ def test_run_compare_returns_what_compare_wrote(digits, capsys):
     from repeval_ref.cli._commands import CompareSettings, run_compare
 
     out = digits / "compare"
-    assert main(["compare", str(digits / "a.npz"), str(digits / "b.npz"), "--out", str(out), "--quiet",
-                 "--boot", "300", "--probe-c", "1"]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                str(digits / "a.npz"),
+                str(digits / "b.npz"),
+                "--out",
+                str(out),
+                "--quiet",
+                "--boot",
+                "300",
+                "--probe-c",
+                "1",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     written = json.loads((out / "compare.json").read_text())
-    result = run_compare(CompareSettings(a=str(digits / "a.npz"), b=str(digits / "b.npz"), boot=300, probe_c=(1,)))
+    result = run_compare(
+        CompareSettings(a=str(digits / "a.npz"), b=str(digits / "b.npz"), boot=300, probe_c=(1,))
+    )
     assert _plain(result["compare"]) == written
     a, b = result["inputs"]
     assert a.x.shape == b.x.shape == (400, 64)
@@ -116,12 +165,32 @@ def test_run_leaderboard_returns_what_leaderboard_wrote(digits, capsys):
     from repeval_ref.cli.leaderboard import LeaderboardSettings, run_leaderboard
 
     out = digits / "board"
-    assert main(["leaderboard", str(digits / "a.npz"), str(digits / "b.npz"), "--out", str(out), "--quiet",
-                 "--boot", "300", "--probe-c", "1"]) == 0
+    assert (
+        main(
+            [
+                "leaderboard",
+                str(digits / "a.npz"),
+                str(digits / "b.npz"),
+                "--out",
+                str(out),
+                "--quiet",
+                "--boot",
+                "300",
+                "--probe-c",
+                "1",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     written = json.loads((out / "leaderboard.json").read_text())
-    board = run_leaderboard(LeaderboardSettings(inputs=(str(digits / "a.npz"), str(digits / "b.npz")),
-                                                boot=300, probe_c=(1,)))
+    board = run_leaderboard(
+        LeaderboardSettings(
+            inputs=(str(digits / "a.npz"), str(digits / "b.npz")), boot=300, probe_c=(1,)
+        )
+    )
     assert _plain(board) == written
     assert [r["name"] for r in board["ranking"]] == sorted(
-        ["a", "b"], key=lambda n: -next(e["probe"]["accuracy"] for e in board["encoders"] if e["name"] == n))
+        ["a", "b"],
+        key=lambda n: -next(e["probe"]["accuracy"] for e in board["encoders"] if e["name"] == n),
+    )

@@ -7,6 +7,7 @@ with markdown-it-py, their files follow the umask, their errors name the file an
 row within it, progress bars appear only on a terminal and plot labels stay inside
 their axes.
 """
+
 import contextlib
 import io
 import json
@@ -69,20 +70,39 @@ def outputs(loop_folders):
     runs = {}
     for name in ("clean", "noisy"):
         runs[name] = _run(["report", str(d / name), "--out", str(d / f"r_{name}")] + QUICK)
-    runs["board"] = _run(["leaderboard", str(d / "clean"), str(d / "noisy"), "--out", str(d / "lb")] + QUICK)
-    runs["compare"] = _run(["compare", str(d / "clean"), str(d / "noisy"), "--out", str(d / "cmp")] + QUICK)
+    runs["board"] = _run(
+        ["leaderboard", str(d / "clean"), str(d / "noisy"), "--out", str(d / "lb")] + QUICK
+    )
+    runs["compare"] = _run(
+        ["compare", str(d / "clean"), str(d / "noisy"), "--out", str(d / "cmp")] + QUICK
+    )
     # the suite reads one folder per encoder holding one entry per task: here one task, "t",
     # whose entry is the same loop folder (a link), with the report's 5-shot as its low-shot column
     for name in ("clean", "noisy"):
         (d / "suite_in" / name).mkdir(parents=True)
         (d / "suite_in" / name / "t").symlink_to(d / name, target_is_directory=True)
-    runs["suite"] = _run(["suite", str(d / "suite_in" / "clean"), str(d / "suite_in" / "noisy"), "--shots", "5",
-                          "--out", str(d / "suite"), "--no-cache"] + QUICK)
+    runs["suite"] = _run(
+        [
+            "suite",
+            str(d / "suite_in" / "clean"),
+            str(d / "suite_in" / "noisy"),
+            "--shots",
+            "5",
+            "--out",
+            str(d / "suite"),
+            "--no-cache",
+        ]
+        + QUICK
+    )
     assert all(r[0] == 0 for r in runs.values()), {k: r[2] for k, r in runs.items()}
-    return {"report": {n: _json(d / f"r_{n}" / "report.json") for n in ("clean", "noisy")},
-            "board": _json(d / "lb" / "leaderboard.json"), "compare": _json(d / "cmp" / "compare.json"),
-            "suite": _json(d / "suite" / "suite.json"),
-            "printed": {k: r[1] for k, r in runs.items()}, "dir": d}
+    return {
+        "report": {n: _json(d / f"r_{n}" / "report.json") for n in ("clean", "noisy")},
+        "board": _json(d / "lb" / "leaderboard.json"),
+        "compare": _json(d / "cmp" / "compare.json"),
+        "suite": _json(d / "suite" / "suite.json"),
+        "printed": {k: r[1] for k, r in runs.items()},
+        "dir": d,
+    }
 
 
 # --------------------------------------------------------------- one answer per question
@@ -103,7 +123,11 @@ def test_report_leaderboard_and_compare_agree_on_loop_folders(outputs, loop_fold
         pred = knn_classify(X[:n_tr], y[:n_tr], X[n_tr:], 20, 0.07, 4)
         assert k20["correct"] == int(np.sum(pred == y[n_tr:]))
         for other in (board[name]["knn"], paired["knn"][role]):
-            assert (other["correct"], other["n"], other["wilson95"]) == (k20["correct"], k20["n"], k20["wilson95"])
+            assert (other["correct"], other["n"], other["wilson95"]) == (
+                k20["correct"],
+                k20["n"],
+                k20["wilson95"],
+            )
         probe = rep["linear_probe"]
         for other in (board[name]["probe"], paired["probe"][role]):
             assert (other["correct"], other["n"]) == (probe["correct"], probe["n"])
@@ -112,7 +136,10 @@ def test_report_leaderboard_and_compare_agree_on_loop_folders(outputs, loop_fold
         low_board = {e["shots"]: e for e in board[name]["low_shot"]}
         for s in SHOTS:
             assert low_rep[s]["draws"] == low_board[s]["draws"] == LOW_SHOT_DRAWS
-            assert (low_rep[s]["mean"], low_rep[s]["std"]) == (low_board[s]["mean"], low_board[s]["std"])
+            assert (low_rep[s]["mean"], low_rep[s]["std"]) == (
+                low_board[s]["mean"],
+                low_board[s]["std"],
+            )
     split = paired["split"]
     settings = outputs["board"]["settings"]
     sizes = (n_tr, y.size - n_tr)
@@ -123,15 +150,24 @@ def test_the_suite_agrees_with_report_and_leaderboard_on_the_same_folders(output
     _, y, _, n_tr = loop_folders
     suite = outputs["suite"]
     task = suite["per_task"]["t"]
-    assert (task["n_train"], task["n_test"]) == (n_tr, y.size - n_tr)  # the folder's parts, not re-split
+    assert (task["n_train"], task["n_test"]) == (
+        n_tr,
+        y.size - n_tr,
+    )  # the folder's parts, not re-split
     assert task["split"]["rule"] == outputs["board"]["settings"]["split"]["rule"]
     board = {r["name"]: r for r in outputs["board"]["encoders"]}
     for r in task["results"]:
         rep = outputs["report"][r["name"]]
         k20 = next(e for e in rep["knn"]["curve"] if e["k"] == 20)
-        assert (r["knn"]["correct"], r["knn"]["n"], r["knn"]["wilson95"]) == (k20["correct"], k20["n"], k20["wilson95"])
-        assert (r["probe"]["correct"], r["probe"]["best_C"]) == (rep["linear_probe"]["correct"],
-                                                                 rep["linear_probe"]["best_C"])
+        assert (r["knn"]["correct"], r["knn"]["n"], r["knn"]["wilson95"]) == (
+            k20["correct"],
+            k20["n"],
+            k20["wilson95"],
+        )
+        assert (r["probe"]["correct"], r["probe"]["best_C"]) == (
+            rep["linear_probe"]["correct"],
+            rep["linear_probe"]["best_C"],
+        )
         assert r["probe"]["correct"] == board[r["name"]]["probe"]["correct"]
         five = next(e for e in rep["low_shot"] if e["shots"] == 5)
         low = r["fewshot"]
@@ -145,7 +181,8 @@ def test_the_suite_agrees_with_report_and_leaderboard_on_the_same_folders(output
 
 
 def test_compare_and_leaderboard_give_the_same_pair_verdict(outputs):
-    """Two encoders: one pair, so Holm leaves p alone; same split, replicates and seed, same interval."""
+    """Two encoders: one pair, so Holm leaves p alone; same split, replicates and seed, same
+    interval."""
     board, cmp = outputs["board"], outputs["compare"]
     assert board["settings"]["n_boot"] == PAIRED_BOOTSTRAP
     for proto in ("knn", "probe"):
@@ -157,7 +194,9 @@ def test_compare_and_leaderboard_give_the_same_pair_verdict(outputs):
         assert pair["mcnemar_p"] == pair["mcnemar_p_adjusted"] == mine["mcnemar_p"]
     top = board["ranking"][0]
     lo, hi = cmp["paired"]["probe"]["bootstrap95"]
-    established = (lo > 0 or hi < 0) and cmp["paired"]["probe"]["mcnemar_p"] < board["settings"]["alpha"]
+    established = (lo > 0 or hi < 0) and cmp["paired"]["probe"]["mcnemar_p"] < board["settings"][
+        "alpha"
+    ]
     assert top["separated_from_next"] == established
 
 
@@ -183,18 +222,72 @@ def test_one_file_is_split_the_same_way_by_every_command(tmp_path):
     np.savez(tmp_path / "a.npz", features=clean, labels=y)
     np.savez(tmp_path / "b.npz", features=noisy, labels=y)
     seed = ["--seed", "3"]
-    assert _run(["report", str(tmp_path / "a.npz"), "--test-fraction", "0.25", "--out", str(tmp_path / "r")]
-                + QUICK + seed)[0] == 0
-    assert _run(["leaderboard", str(tmp_path / "a.npz"), str(tmp_path / "b.npz"), "--out", str(tmp_path / "lb")]
-                + QUICK + seed)[0] == 0
-    assert _run(["compare", str(tmp_path / "a.npz"), str(tmp_path / "b.npz"), "--out", str(tmp_path / "c")]
-                + QUICK + seed)[0] == 0
+    assert (
+        _run(
+            [
+                "report",
+                str(tmp_path / "a.npz"),
+                "--test-fraction",
+                "0.25",
+                "--out",
+                str(tmp_path / "r"),
+            ]
+            + QUICK
+            + seed
+        )[0]
+        == 0
+    )
+    assert (
+        _run(
+            [
+                "leaderboard",
+                str(tmp_path / "a.npz"),
+                str(tmp_path / "b.npz"),
+                "--out",
+                str(tmp_path / "lb"),
+            ]
+            + QUICK
+            + seed
+        )[0]
+        == 0
+    )
+    assert (
+        _run(
+            [
+                "compare",
+                str(tmp_path / "a.npz"),
+                str(tmp_path / "b.npz"),
+                "--out",
+                str(tmp_path / "c"),
+            ]
+            + QUICK
+            + seed
+        )[0]
+        == 0
+    )
     for name in ("a", "b"):  # the suite: one folder per encoder, the task given as one file
         (tmp_path / f"s_{name}").mkdir()
         (tmp_path / f"s_{name}" / "t.npz").symlink_to(tmp_path / f"{name}.npz")
-    assert _run(["suite", str(tmp_path / "s_a"), str(tmp_path / "s_b"), "--out", str(tmp_path / "s"),
-                 "--no-cache", "--protocols", "knn,probe"] + QUICK + seed)[0] == 0
-    rep, board, cmp = (_json(tmp_path / p) for p in ("r/report.json", "lb/leaderboard.json", "c/compare.json"))
+    assert (
+        _run(
+            [
+                "suite",
+                str(tmp_path / "s_a"),
+                str(tmp_path / "s_b"),
+                "--out",
+                str(tmp_path / "s"),
+                "--no-cache",
+                "--protocols",
+                "knn,probe",
+            ]
+            + QUICK
+            + seed
+        )[0]
+        == 0
+    )
+    rep, board, cmp = (
+        _json(tmp_path / p) for p in ("r/report.json", "lb/leaderboard.json", "c/compare.json")
+    )
     mine = _json(tmp_path / "s" / "suite.json")["per_task"]["t"]
     s_a = next(r for r in mine["results"] if r["name"] == "s_a")
     tr, te = train_test_split(np.arange(y.size), test_size=0.25, stratify=y, random_state=3)
@@ -204,9 +297,15 @@ def test_one_file_is_split_the_same_way_by_every_command(tmp_path):
     a = next(r for r in board["encoders"] if r["name"] == "a")
     assert k20["correct"] == a["knn"]["correct"] == cmp["paired"]["knn"]["A"]["correct"] == expected
     assert s_a["knn"]["correct"] == expected and mine["split"] == board["settings"]["split"]
-    assert rep["linear_probe"]["correct"] == a["probe"]["correct"] == cmp["paired"]["probe"]["A"]["correct"]
+    assert (
+        rep["linear_probe"]["correct"]
+        == a["probe"]["correct"]
+        == cmp["paired"]["probe"]["A"]["correct"]
+    )
     assert s_a["probe"]["correct"] == a["probe"]["correct"]
-    assert [(e["mean"], e["std"]) for e in rep["low_shot"]] == [(e["mean"], e["std"]) for e in a["low_shot"]]
+    assert [(e["mean"], e["std"]) for e in rep["low_shot"]] == [
+        (e["mean"], e["std"]) for e in a["low_shot"]
+    ]
     assert board["settings"]["split"]["n_test"] == cmp["paired"]["split"]["n_test"] == te.size
 
 
@@ -216,11 +315,24 @@ def test_the_loop_prints_the_numbers_of_the_report_on_its_features(tmp_path):
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        assert loop_main(["--pretrain-epochs", "1", "--probe-epochs", "1",
-                          "--save-features", str(tmp_path / "saved")]) == 0
+        assert (
+            loop_main(
+                [
+                    "--pretrain-epochs",
+                    "1",
+                    "--probe-epochs",
+                    "1",
+                    "--save-features",
+                    str(tmp_path / "saved"),
+                ]
+            )
+            == 0
+        )
     printed = out.getvalue()
     assert "the loop's own probe" in printed and "seed 0" in printed
-    assert _run(["report", str(tmp_path / "saved"), "--out", str(tmp_path / "r"), "--quiet"])[0] == 0
+    assert (
+        _run(["report", str(tmp_path / "saved"), "--out", str(tmp_path / "r"), "--quiet"])[0] == 0
+    )
     rep = _json(tmp_path / "r" / "report.json")
     for e in rep["knn"]["headline"]:
         found = re.search(rf"weighted k-NN \(k={e['k']}, tau=0\.07\)\s+(\d+\.\d+)%", printed)
@@ -229,9 +341,15 @@ def test_the_loop_prints_the_numbers_of_the_report_on_its_features(tmp_path):
     found = re.search(r"linear probe \(C=[^)]*\)\s+(\d+\.\d+)%", printed)
     assert found and found.group(1) == f"{100 * p['accuracy']:.2f}"
     for e in rep["low_shot"]:
-        found = re.search(rf"{e['shots']}-shot\s+(\d+\.\d+)% \+- (\d+\.\d+) \(std over (\d+) draws\)", printed)
+        found = re.search(
+            rf"{e['shots']}-shot\s+(\d+\.\d+)% \+- (\d+\.\d+) \(std over (\d+) draws\)", printed
+        )
         assert found, e["shots"]
-        assert found.groups() == (f"{100 * e['mean']:.2f}", f"{100 * e['std']:.2f}", str(LOW_SHOT_DRAWS))
+        assert found.groups() == (
+            f"{100 * e['mean']:.2f}",
+            f"{100 * e['std']:.2f}",
+            str(LOW_SHOT_DRAWS),
+        )
 
 
 def test_the_commands_share_one_default_for_draws_and_replicates():
@@ -242,14 +360,24 @@ def test_the_commands_share_one_default_for_draws_and_replicates():
     suite = parser.parse_args(["suite"])
     assert rep.draws == board.draws == suite.draws == LOW_SHOT_DRAWS
     assert board.boot == cmp.boot == suite.boot == PAIRED_BOOTSTRAP
-    assert board.test_fraction == cmp.test_fraction == suite.test_fraction and board.k == cmp.k == suite.k
+    assert (
+        board.test_fraction == cmp.test_fraction == suite.test_fraction
+        and board.k == cmp.k == suite.k
+    )
     assert board.probe_c == cmp.probe_c == rep.probe_c == suite.probe_c
-    assert board.seed == suite.seed and board.correction == suite.correction and board.alpha == suite.alpha
+    assert (
+        board.seed == suite.seed
+        and board.correction == suite.correction
+        and board.alpha == suite.alpha
+    )
 
 
 def test_a_loop_folder_is_never_re_split(loop_folders, capsys):
     d = loop_folders[0]
-    assert main(["report", str(d / "clean"), "--test-fraction", "0.3", "--out", str(d / "x")] + QUICK) == 2
+    assert (
+        main(["report", str(d / "clean"), "--test-fraction", "0.3", "--out", str(d / "x")] + QUICK)
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "never re-split" in err[0] and str(d / "clean") in err[0]
 
@@ -269,8 +397,11 @@ def _cells(md, line):
     markdown-it takes a line as a table's header only when it has as many cells as the
     delimiter row below it, so the count is the delimiter width it accepts.
     """
-    widths = [n for n in range(1, 40)
-              if any(t.type == "table_open" for t in md.parse(line + "\n|" + "---|" * n))]
+    widths = [
+        n
+        for n in range(1, 40)
+        if any(t.type == "table_open" for t in md.parse(line + "\n|" + "---|" * n))
+    ]
     assert len(widths) == 1, (line, widths)
     return widths[0]
 
@@ -285,7 +416,7 @@ def _check_tables(text):
     for start, end in tables:
         n = _cells(md, lines[start])
         assert n == lines[start + 1].count("---")
-        for line in lines[start + 2:end]:
+        for line in lines[start + 2 : end]:
             assert _cells(md, line) == n, line
     return md.render(text)
 
@@ -297,11 +428,17 @@ def test_every_markdown_table_the_commands_write_parses(tmp_path, outputs):
     np.savez(tmp_path / "b.npz", features=noisy, labels=y)
     (tmp_path / "list.toml").write_text(
         '[[encoder]]\nname = "pipe | name"\npath = "a.npz"\nmethod = "a|b"\n\n'
-        '[[encoder]]\nname = "two\\nlines"\npath = "b.npz"\n')
-    assert _run(["leaderboard", str(tmp_path / "list.toml"), "--out", str(tmp_path / "lb")] + QUICK)[0] == 0
+        '[[encoder]]\nname = "two\\nlines"\npath = "b.npz"\n'
+    )
+    assert (
+        _run(["leaderboard", str(tmp_path / "list.toml"), "--out", str(tmp_path / "lb")] + QUICK)[0]
+        == 0
+    )
     html = _check_tables((tmp_path / "lb" / "leaderboard.md").read_text())
     assert "<th>|alpha-ReQ - 1|</th>" in html  # the escaped header reads as the metric's name
-    assert "<td>pipe | name</td>" in html and "<td>a|b</td>" in html and "<td>two lines</td>" in html
+    assert (
+        "<td>pipe | name</td>" in html and "<td>a|b</td>" in html and "<td>two lines</td>" in html
+    )
     _check_tables((outputs["dir"] / "lb" / "leaderboard.md").read_text())
     for name in ("clean", "noisy"):
         html = _check_tables((outputs["dir"] / f"r_{name}" / "report.md").read_text())
@@ -316,12 +453,25 @@ def test_the_zoo_table_markdown_parses():
 
     cell = {"acc": 0.9, "lo": 0.85, "hi": 0.94}
     recipe = {"lr": 3e-4, "steps": 250}
-    rows = [{"name": name, "arch": spec["arch"], "objective": spec["objective"], "params": 1000,
-             "train_seconds": 12.0, **{c: cell for c in COLUMNS}, "ft_recipe": recipe, "lpft_recipe": recipe,
-             "rankme": 30.0} for name, spec in ENCODERS.items()]
+    rows = [
+        {
+            "name": name,
+            "arch": spec["arch"],
+            "objective": spec["objective"],
+            "params": 1000,
+            "train_seconds": 12.0,
+            **{c: cell for c in COLUMNS},
+            "ft_recipe": recipe,
+            "lpft_recipe": recipe,
+            "rankme": 30.0,
+        }
+        for name, spec in ENCODERS.items()
+    ]
     table = {"rows": rows, "seconds": 60.0, "protocol": resolve_protocol()}
     html = _check_tables(render_markdown(table))
-    assert html.count("<tr>") == len(rows) + 1 + len(floors(table)) + 1  # the table, then the floors
+    assert (
+        html.count("<tr>") == len(rows) + 1 + len(floors(table)) + 1
+    )  # the table, then the floors
     assert "<td>lr 3e-04, 250 steps</td>" in html
 
 
@@ -331,7 +481,13 @@ def test_md_cell_escapes_pipes_backslashes_and_line_breaks():
     cells = ["a|b", "c\\", "line one\nline two", "x\r\ny"]
     text = md_table([cells], ["one", "t|wo", "three", "four"])
     html = _check_tables(text)
-    for shown in ("<td>a|b</td>", "<td>c\\</td>", "<td>line one line two</td>", "<td>x y</td>", "<th>t|wo</th>"):
+    for shown in (
+        "<td>a|b</td>",
+        "<td>c\\</td>",
+        "<td>line one line two</td>",
+        "<td>x y</td>",
+        "<th>t|wo</th>",
+    ):
         assert shown in html, shown
 
 
@@ -348,7 +504,10 @@ def test_output_files_follow_the_umask(tmp_path, mask, mode):
     finally:
         os.umask(old)
     assert [p.stat().st_mode & 0o777 for p in written] == [mode, mode]
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.json", "b.png"]  # no temporary left
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "a.json",
+        "b.png",
+    ]  # no temporary left
 
 
 def test_a_command_writes_under_umask_022_files_others_can_read(tmp_path):
@@ -357,8 +516,16 @@ def test_a_command_writes_under_umask_022_files_others_can_read(tmp_path):
     np.savez(tmp_path / "b.npz", features=noisy, labels=y)
     old = os.umask(0o022)
     try:
-        rc = _run(["compare", str(tmp_path / "a.npz"), str(tmp_path / "b.npz"), "--out", str(tmp_path / "c")]
-                  + QUICK)[0]
+        rc = _run(
+            [
+                "compare",
+                str(tmp_path / "a.npz"),
+                str(tmp_path / "b.npz"),
+                "--out",
+                str(tmp_path / "c"),
+            ]
+            + QUICK
+        )[0]
     finally:
         os.umask(old)
     assert rc == 0 and (tmp_path / "c" / "compare.json").stat().st_mode & 0o777 == 0o644
@@ -375,9 +542,13 @@ def _one_line(err):
 
 def test_a_missing_path_is_not_found(tmp_path):
     missing = tmp_path / "nosuch.npz"
-    for argv in (["report", str(missing)], ["report", str(missing), "--test-fraction", "0.2"],
-                 ["compare", str(missing), str(missing)], ["leaderboard", str(missing), str(missing)],
-                 ["suite", str(missing), str(missing)]):
+    for argv in (
+        ["report", str(missing)],
+        ["report", str(missing), "--test-fraction", "0.2"],
+        ["compare", str(missing), str(missing)],
+        ["leaderboard", str(missing), str(missing)],
+        ["suite", str(missing), str(missing)],
+    ):
         rc, _, err = _run(argv + ["--quiet"])
         assert rc == 2 and f"not found: {missing}" in _one_line(err), argv
 
@@ -388,13 +559,29 @@ def test_an_all_zero_row_of_a_split_file_is_named_by_its_row_in_the_file(tmp_pat
     y, clean, _ = _two_encoders(120, seed=6)
     clean[10] = 0.0
     np.savez(tmp_path / "all.npz", features=clean, labels=y)
-    tr, te = (np.sort(i) for i in train_test_split(np.arange(y.size), test_size=0.25, stratify=y, random_state=0))
+    tr, te = (
+        np.sort(i)
+        for i in train_test_split(np.arange(y.size), test_size=0.25, stratify=y, random_state=0)
+    )
     part_index = int(np.flatnonzero(tr == 10)[0]) if 10 in tr else int(np.flatnonzero(te == 10)[0])
     assert part_index != 10  # the two numberings differ here, so the test tells them apart
-    rc, _, err = _run(["report", str(tmp_path / "all.npz"), "--test-fraction", "0.25",
-                       "--out", str(tmp_path / "o")] + QUICK)
+    rc, _, err = _run(
+        [
+            "report",
+            str(tmp_path / "all.npz"),
+            "--test-fraction",
+            "0.25",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+        + QUICK
+    )
     line = _one_line(err)
-    assert rc == 2 and f"TRAIN file {tmp_path / 'all.npz'}: feature row 10 is all zeros (1 of 120 rows)" in line
+    assert (
+        rc == 2
+        and f"TRAIN file {tmp_path / 'all.npz'}: feature row 10 is all zeros (1 of 120 rows)"
+        in line
+    )
     assert not (tmp_path / "o").exists()
 
 
@@ -406,7 +593,11 @@ def test_errors_in_a_loop_folder_name_the_part_file(tmp_path):
     np.savez(tmp_path / "enc" / "train.npz", features=clean[:60], labels=y[:60])
     np.savez(tmp_path / "enc" / "test.npz", features=test_part, labels=y[60:])
     rc, _, err = _run(["report", str(tmp_path / "enc"), "--out", str(tmp_path / "o")] + QUICK)
-    assert rc == 2 and f"TEST file {tmp_path / 'enc' / 'test.npz'}: feature row 3 is all zeros" in _one_line(err)
+    assert (
+        rc == 2
+        and f"TEST file {tmp_path / 'enc' / 'test.npz'}: feature row 3 is all zeros"
+        in _one_line(err)
+    )
     test_part[3] = np.nan
     np.savez(tmp_path / "enc" / "test.npz", features=test_part, labels=y[60:])
     rc, _, err = _run(["report", str(tmp_path / "enc"), "--out", str(tmp_path / "o")] + QUICK)
@@ -420,9 +611,21 @@ def test_leaderboard_refuses_an_all_zero_row_naming_the_encoder_file_and_row(tmp
     noisy[[5, 77]] = 0.0
     np.savez(tmp_path / "a.npz", features=clean, labels=y)
     np.savez(tmp_path / "b.npz", features=noisy, labels=y)
-    rc, _, err = _run(["leaderboard", str(tmp_path / "a.npz"), str(tmp_path / "b.npz"),
-                       "--out", str(tmp_path / "lb")] + QUICK)
-    assert rc == 2 and f"encoder b file {tmp_path / 'b.npz'}: feature rows 5, 77 are all zeros" in _one_line(err)
+    rc, _, err = _run(
+        [
+            "leaderboard",
+            str(tmp_path / "a.npz"),
+            str(tmp_path / "b.npz"),
+            "--out",
+            str(tmp_path / "lb"),
+        ]
+        + QUICK
+    )
+    assert (
+        rc == 2
+        and f"encoder b file {tmp_path / 'b.npz'}: feature rows 5, 77 are all zeros"
+        in _one_line(err)
+    )
     assert not (tmp_path / "lb").exists()
 
 
@@ -454,14 +657,25 @@ def test_progress_bars_only_on_a_terminal(monkeypatch):
         text = stream.getvalue()
         assert ("\r" in text) == bars
         if not bars:
-            assert re.fullmatch(r"k-NN: 10 queries \.\.\.\nk-NN: 10/10 queries in \d+\.\d s\n", text)
+            assert re.fullmatch(
+                r"k-NN: 10 queries \.\.\.\nk-NN: 10/10 queries in \d+\.\d s\n", text
+            )
 
 
 @pytest.mark.slow
 def test_report_progress_in_a_log_has_no_carriage_return(tmp_path, monkeypatch):
     y, clean, _ = _two_encoders(120, seed=9)
     np.savez(tmp_path / "all.npz", features=clean, labels=y)
-    argv = ["report", str(tmp_path / "all.npz"), "--test-fraction", "0.25", "--probe-c", "1", "--draws", "2"]
+    argv = [
+        "report",
+        str(tmp_path / "all.npz"),
+        "--test-fraction",
+        "0.25",
+        "--probe-c",
+        "1",
+        "--draws",
+        "2",
+    ]
     for stream, bars in ((io.StringIO(), False), (_Terminal(), True)):
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(stream):
             assert main(argv + ["--out", str(tmp_path / f"o{bars}")]) == 0
@@ -474,8 +688,11 @@ def test_the_loop_draws_extraction_bars_only_on_a_terminal(monkeypatch):
 
     from repeval_ref.cli.loop import _bars
 
-    for stream, asked, expected in ((_Terminal(), True, True), (io.StringIO(), True, False),
-                                    (_Terminal(), False, False)):
+    for stream, asked, expected in (
+        (_Terminal(), True, True),
+        (io.StringIO(), True, False),
+        (_Terminal(), False, False),
+    ):
         monkeypatch.setattr(sys, "stderr", stream)
         assert _bars(SimpleNamespace(progress=asked)) is expected
 
@@ -490,13 +707,20 @@ def test_scatter_labels_stay_inside_their_axes(tmp_path):
     rng = np.random.default_rng(10)
     y = np.repeat(np.arange(4), 60)
     centres = 2.0 * rng.normal(size=(4, 12))
-    names = ["a_rather_long_encoder_name_at_one_end", "middle", "another_long_name_at_the_other_end"]
+    names = [
+        "a_rather_long_encoder_name_at_one_end",
+        "middle",
+        "another_long_name_at_the_other_end",
+    ]
     toml = ""
     for name, noise in zip(names, (1.0, 3.0, 6.0)):
         np.savez(tmp_path / f"{name}.npz", features=_features(rng, y, centres, noise), labels=y)
         toml += f'[[encoder]]\nname = "{name}"\npath = "{name}.npz"\n\n'
     (tmp_path / "list.toml").write_text(toml)
-    assert _run(["leaderboard", str(tmp_path / "list.toml"), "--out", str(tmp_path / "lb")] + QUICK)[0] == 0
+    assert (
+        _run(["leaderboard", str(tmp_path / "list.toml"), "--out", str(tmp_path / "lb")] + QUICK)[0]
+        == 0
+    )
     fig = label_free_figure(_json(tmp_path / "lb" / "leaderboard.json"))
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()

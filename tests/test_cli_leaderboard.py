@@ -1,4 +1,5 @@
 """``repeval leaderboard``: ranking, intervals, corrected pairwise tests, and bad input."""
+
 import json
 
 import numpy as np
@@ -27,9 +28,16 @@ def board(tmp_path_factory):
     for name, X in zip(names, feats):
         np.savez(d / f"{name}.npz", features=X, labels=y)
     # listed in scrambled order: the ranking must not follow the input order
-    (d / "list.toml").write_text("".join(
-        f'[[encoder]]\nname = "{n}"\npath = "{n}.npz"\nmethod = "{m}"\n\n'
-        for n, m in (("noisy", "contrastive"), ("noisiest", "supervised"), ("clean", "contrastive"))))
+    (d / "list.toml").write_text(
+        "".join(
+            f'[[encoder]]\nname = "{n}"\npath = "{n}.npz"\nmethod = "{m}"\n\n'
+            for n, m in (
+                ("noisy", "contrastive"),
+                ("noisiest", "supervised"),
+                ("clean", "contrastive"),
+            )
+        )
+    )
     out = d / "out"
     rc = main(["leaderboard", str(d / "list.toml"), "--out", str(out)] + FAST)
     return rc, d, out, json.loads((out / "leaderboard.json").read_text())
@@ -57,8 +65,11 @@ def test_pairwise_p_values_are_holm_corrected(board):
         pairs = res["pairs"][proto]
         assert len(pairs) == 3
         raw = [p["mcnemar_p"] for p in pairs]
-        np.testing.assert_allclose([p["mcnemar_p_adjusted"] for p in pairs],
-                                   multipletests(raw, method="holm")[1], atol=1e-15)
+        np.testing.assert_allclose(
+            [p["mcnemar_p_adjusted"] for p in pairs],
+            multipletests(raw, method="holm")[1],
+            atol=1e-15,
+        )
         for p in pairs:
             lo, hi = p["bootstrap95"]
             assert lo <= p["gain_b_minus_a"] <= hi
@@ -81,7 +92,9 @@ def test_label_free_rankings_and_spearman(board):
     acc = [r["probe"]["accuracy"] for r in res["encoders"]]
     rank = res["label_free_rankings"]["rankme"]
     score = [r["label_free"]["rankme"] for r in res["encoders"]]
-    assert rank["order"] == [res["encoders"][i]["name"] for i in np.argsort(-np.array(score), kind="stable")]
+    assert rank["order"] == [
+        res["encoders"][i]["name"] for i in np.argsort(-np.array(score), kind="stable")
+    ]
     if rank["spearman_rho"] is not None:
         assert rank["spearman_rho"] == pytest.approx(spearmanr(score, acc)[0])
 
@@ -91,8 +104,10 @@ def test_csv_has_one_row_per_encoder(board):
 
     rows = list(csv.DictReader((board[2] / "leaderboard.csv").open()))
     assert [r["encoder"] for r in rows] == ["clean", "noisy", "noisiest"]
-    assert all(float(r["probe_wilson_low"]) <= float(r["probe_accuracy"]) <= float(r["probe_wilson_high"])
-               for r in rows)
+    assert all(
+        float(r["probe_wilson_low"]) <= float(r["probe_accuracy"]) <= float(r["probe_wilson_high"])
+        for r in rows
+    )
 
 
 @pytest.mark.slow
@@ -101,8 +116,21 @@ def test_equal_encoders_are_not_separated_and_bh_is_named(tmp_path):
     for i, X in enumerate(feats):
         np.savez(tmp_path / f"e{i}.npz", features=X, labels=y)
     out = tmp_path / "o"
-    assert main(["leaderboard", str(tmp_path / "e0.npz"), str(tmp_path / "e1.npz"), "--correction", "bh",
-                 "--out", str(out)] + FAST) == 0
+    assert (
+        main(
+            [
+                "leaderboard",
+                str(tmp_path / "e0.npz"),
+                str(tmp_path / "e1.npz"),
+                "--correction",
+                "bh",
+                "--out",
+                str(out),
+            ]
+            + FAST
+        )
+        == 0
+    )
     res = json.loads((out / "leaderboard.json").read_text())
     assert res["ranking"][0]["separated_from_next"] is False
     assert "NOT separated" in (out / "leaderboard.md").read_text()
@@ -125,7 +153,8 @@ def test_a_folder_of_files(tmp_path):
 
 
 def test_interval_coverage_in_a_seeded_simulation():
-    """Wilson intervals and the paired bootstrap intervals cover the truth about 95 % of the time."""
+    """Wilson intervals and the paired bootstrap intervals cover the truth about 95 % of the
+    time."""
     from repeval_ref.cli._evaluate import acc_entry
 
     rng = np.random.default_rng(0)
@@ -165,7 +194,9 @@ def test_bad_inputs_give_one_line_status_2_and_write_nothing(tmp_path, capsys):
     np.savez(tmp_path / "classes.npz", features=feats[1], labels=other)
     (tmp_path / "empty").mkdir()
     (tmp_path / "none.toml").write_text("# no encoders\n")
-    (tmp_path / "twice.toml").write_text('[[encoder]]\npath = "a.npz"\n[[encoder]]\npath = "a.npz"\nname = "x"\n')
+    (tmp_path / "twice.toml").write_text(
+        '[[encoder]]\npath = "a.npz"\n[[encoder]]\npath = "a.npz"\nname = "x"\n'
+    )
     (tmp_path / "broken.toml").write_text("[[encoder]\npath = 1\n")
     cases = [
         (["a.npz", "short.npz"], "195 rows but a has 200"),

@@ -1,4 +1,5 @@
 """`repeval loop` end to end on the digits default (subprocess)."""
+
 import os
 import re
 import subprocess
@@ -9,8 +10,13 @@ import pytest
 
 def _run(*args, timeout=240):
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-m", "repeval_ref.cli", "loop", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "repeval_ref.cli", "loop", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout, proc.stderr
 
@@ -67,7 +73,7 @@ def _error_line(capsys, argv):
     assert out == ""
     assert err.startswith(PREFIX) and err.endswith("\n") and err.count("\n") == 1, err
     assert "Traceback" not in err
-    return err[len(PREFIX):].strip()
+    return err[len(PREFIX) :].strip()
 
 
 def _fake_torchvision(monkeypatch):
@@ -76,7 +82,9 @@ def _fake_torchvision(monkeypatch):
     from repeval_ref.torch import SmallCNN
 
     tv = types.ModuleType("torchvision")
-    tv.models = types.SimpleNamespace(get_model=lambda name, weights=None: SmallCNN(in_channels=3, width=4))
+    tv.models = types.SimpleNamespace(
+        get_model=lambda name, weights=None: SmallCNN(in_channels=3, width=4)
+    )
     monkeypatch.setitem(sys.modules, "torchvision", tv)
 
 
@@ -95,16 +103,26 @@ def _image_folder(root, per_class=8, size=(20, 24)):
 
 def test_loop_clear_errors(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "timm", None)  # as on a machine without timm
-    assert "timm is not installed" in _error_line(capsys, ["--backbone", "timm:vit_base_patch16_224", "--hub"])
+    assert "timm is not installed" in _error_line(
+        capsys, ["--backbone", "timm:vit_base_patch16_224", "--hub"]
+    )
     assert "--backbone must be" in _error_line(capsys, ["--backbone", "keras:resnet"])
-    assert "small CNN is for --data digits" in _error_line(capsys, ["--data", str(os.path.dirname(__file__))])
+    assert "small CNN is for --data digits" in _error_line(
+        capsys, ["--data", str(os.path.dirname(__file__))]
+    )
 
 
 def test_loop_user_errors_are_one_line_with_status_2(tmp_path, monkeypatch, capsys):
     import torch
 
-    msg = _error_line(capsys, ["--backbone", "torchvision:resnet18", "--random-init", "--data", str(tmp_path / "nope")])
-    assert msg == f"--data folder not found: {str(tmp_path / 'nope')!r} (use 'digits', 'fashion-mnist' or an image folder)"
+    msg = _error_line(
+        capsys,
+        ["--backbone", "torchvision:resnet18", "--random-init", "--data", str(tmp_path / "nope")],
+    )
+    assert msg == (
+        f"--data folder not found: {str(tmp_path / 'nope')!r} (use 'digits', 'fashion-mnist' "
+        "or an image folder)"
+    )
     assert "--probe-epochs must be >= 1, got 0" in _error_line(capsys, ["--probe-epochs", "0"])
     assert "--batch-size must be >= 2" in _error_line(capsys, ["--batch-size", "1"])
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -114,19 +132,29 @@ def test_loop_user_errors_are_one_line_with_status_2(tmp_path, monkeypatch, caps
     # A weights file that is not a checkpoint, and one for another architecture (library errors).
     _fake_torchvision(monkeypatch)
     (tmp_path / "w.txt").write_text("not weights")
-    msg = _error_line(capsys, ["--backbone", "torchvision:small", "--weights", str(tmp_path / "w.txt")])
+    msg = _error_line(
+        capsys, ["--backbone", "torchvision:small", "--weights", str(tmp_path / "w.txt")]
+    )
     assert "is not a PyTorch checkpoint" in msg
     torch.save({"other.weight": torch.zeros(2)}, tmp_path / "other.pth")
-    msg = _error_line(capsys, ["--backbone", "torchvision:small", "--weights", str(tmp_path / "other.pth")])
+    msg = _error_line(
+        capsys, ["--backbone", "torchvision:small", "--weights", str(tmp_path / "other.pth")]
+    )
     assert "does not fit torchvision 'small'" in msg
     assert "--weights file not found" in _error_line(
-        capsys, ["--backbone", "torchvision:small", "--weights", str(tmp_path / "missing.pth")])
+        capsys, ["--backbone", "torchvision:small", "--weights", str(tmp_path / "missing.pth")]
+    )
 
 
 def test_loop_refuses_a_named_backbone_without_weights(monkeypatch, capsys):
     _fake_torchvision(monkeypatch)
     msg = _error_line(capsys, ["--backbone", "torchvision:resnet18"])
-    assert "needs weights" in msg and "--weights PATH" in msg and "--hub" in msg and "--random-init" in msg
+    assert (
+        "needs weights" in msg
+        and "--weights PATH" in msg
+        and "--hub" in msg
+        and "--random-init" in msg
+    )
     msg = _error_line(capsys, ["--backbone", "torchvision:resnet18", "--hub", "--random-init"])
     assert "not --hub and --random-init" in msg
     assert "is for a torchvision/timm --backbone" in _error_line(capsys, ["--random-init"])
@@ -142,8 +170,21 @@ def test_loop_random_init_runs_with_a_warning(tmp_path, monkeypatch, capsys):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        code = main(["--backbone", "torchvision:small", "--random-init", "--data", str(data),
-                     "--image-size", "8", "--probe-epochs", "2", "--device", "cpu"])
+        code = main(
+            [
+                "--backbone",
+                "torchvision:small",
+                "--random-init",
+                "--data",
+                str(data),
+                "--image-size",
+                "8",
+                "--probe-epochs",
+                "2",
+                "--device",
+                "cpu",
+            ]
+        )
     finally:
         torch.set_num_threads(threads)
     out, err = capsys.readouterr()
@@ -167,8 +208,21 @@ def test_loop_on_an_image_folder_with_a_local_torchvision_backbone(tmp_path, mon
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        code = main(["--backbone", "torchvision:small", "--weights", str(tmp_path / "w.pth"), "--data",
-                     str(tmp_path / "imgs"), "--image-size", "16", "--probe-epochs", "5", "--grid"])
+        code = main(
+            [
+                "--backbone",
+                "torchvision:small",
+                "--weights",
+                str(tmp_path / "w.pth"),
+                "--data",
+                str(tmp_path / "imgs"),
+                "--image-size",
+                "16",
+                "--probe-epochs",
+                "5",
+                "--grid",
+            ]
+        )
     finally:
         torch.set_num_threads(threads)
     out, err = capsys.readouterr()
@@ -181,7 +235,6 @@ def test_loop_on_an_image_folder_with_a_local_torchvision_backbone(tmp_path, mon
 def test_zoo_small_encoder_gets_the_zoo_normalisation():
     """`--backbone zoo:NAME --data fashion-mnist` feeds the small zoo encoders exactly what
     they were trained on: ``zoo.inputs.to_tensor`` of the uint8 images (not just / 255)."""
-    import numpy as np
     import torch
 
     from repeval_ref.cli import loop
@@ -192,16 +245,21 @@ def test_zoo_small_encoder_gets_the_zoo_normalisation():
         images, labels = fashion_mnist("test")
     except (FileNotFoundError, OSError) as exc:  # pragma: no cover - `make data` installs it
         pytest.skip(f"Fashion-MNIST not installed: {exc}")
-    args = loop._parse(["--backbone", "zoo:supervised_cnn", "--data", "fashion-mnist", "--limit", "50"])
+    args = loop._parse(
+        ["--backbone", "zoo:supervised_cnn", "--data", "fashion-mnist", "--limit", "50"]
+    )
     enc = loop._build_encoder(args, None, 10, lambda *_: None)
     _, (x, y), _, _ = loop._load_data(args, enc)
     assert torch.equal(y, torch.from_numpy(labels[:50]))
     torch.testing.assert_close(x, to_tensor(images[:50]), rtol=0, atol=1e-6)
-    assert abs(float(x.mean())) < 0.5  # normalised, where / 255 alone has mean ~0.29 and no negatives
+    assert (
+        abs(float(x.mean())) < 0.5
+    )  # normalised, where / 255 alone has mean ~0.29 and no negatives
     assert float(x.min()) < 0
 
 
 # ------------------------------------------ errors name the command typed
+
 
 @pytest.mark.slow
 def test_repeval_loop_errors_name_the_command_typed(capsys):
@@ -212,8 +270,13 @@ def test_repeval_loop_errors_name_the_command_typed(capsys):
     assert info.value.code == 2
     assert capsys.readouterr().err == "repeval loop: error: --probe-epochs must be >= 1, got 0\n"
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", COLUMNS="100")
-    proc = subprocess.run([sys.executable, "-m", "repeval_ref.cli", "loop", "--batch-size", "1"],
-                          capture_output=True, text=True, timeout=240, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "repeval_ref.cli", "loop", "--batch-size", "1"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
     assert proc.returncode == 2
     assert proc.stderr.startswith(PREFIX) and proc.stderr.count("\n") == 1, proc.stderr
     assert "Traceback" not in proc.stderr

@@ -1,9 +1,11 @@
-"""``repeval suite`` end to end on small fake tasks: files, numbers checked independently, cache, errors.
+"""``repeval suite`` end to end on small fake tasks: files, numbers checked independently, cache,
+errors.
 
 The task registry (:mod:`repeval_ref.datasets.transfer`) is replaced by three small
 tasks (one with 56 x 56 images, as the cluttered task has); the encoders are two zoo
 encoders (their shipped weights) and a feature folder of raw pixels.
 """
+
 import contextlib
 import io
 import json
@@ -29,7 +31,7 @@ def _task_images(seed, side, n):
     h = side // 2
     for c in range(K):
         r, q = divmod(c, 2)
-        x[y == c, r * h:(r + 1) * h, q * h:(q + 1) * h] += 140
+        x[y == c, r * h : (r + 1) * h, q * h : (q + 1) * h] += 140
     return x.clip(0, 255).astype(np.uint8), y.astype(np.int64)
 
 
@@ -39,13 +41,17 @@ FAKE = {"alpha": (28, 1), "beta": (28, 2), "gamma": (56, 3)}
 def _fake_data():
     data = {}
     for t, (side, seed) in FAKE.items():
-        data[t] = {"train": _task_images(seed, side, 80), "test": _task_images(seed + 100, side, 48)}
+        data[t] = {
+            "train": _task_images(seed, side, 80),
+            "test": _task_images(seed + 100, side, 48),
+        }
     return data
 
 
 @contextlib.contextmanager
 def fake_tasks(data=None):
-    """The transfer registry replaced by the fake tasks (what ``repeval suite`` reads through it)."""
+    """The transfer registry replaced by the fake tasks (what ``repeval suite`` reads through
+    it)."""
     from repeval_ref.datasets import transfer
 
     data = data or _fake_data()
@@ -53,9 +59,19 @@ def fake_tasks(data=None):
         mp.setattr(transfer, "TRANSFER_TASKS", tuple(data))
         mp.setattr(transfer, "available_tasks", lambda: tuple(data))
         mp.setattr(transfer, "load_task", lambda name, split: data[name][split])
-        mp.setattr(transfer, "task_card", lambda name: {
-            "name": name, "title": f"fake {name} | test", "licence": "CC0", "image_size": data[name]["train"][0].shape[1:],
-            "shift": "none", "n_train": 80, "n_test": 48})
+        mp.setattr(
+            transfer,
+            "task_card",
+            lambda name: {
+                "name": name,
+                "title": f"fake {name} | test",
+                "licence": "CC0",
+                "image_size": data[name]["train"][0].shape[1:],
+                "shift": "none",
+                "n_train": 80,
+                "n_test": 48,
+            },
+        )
         yield data
 
 
@@ -71,7 +87,11 @@ def _pixel_folder(root, data, name="pixels"):
     for t, parts in data.items():
         (root / name / t).mkdir(parents=True)
         for split, (x, y) in parts.items():
-            np.savez(root / name / t / f"{split}.npz", features=x.reshape(len(x), -1).astype(np.float32), labels=y)
+            np.savez(
+                root / name / t / f"{split}.npz",
+                features=x.reshape(len(x), -1).astype(np.float32),
+                labels=y,
+            )
     return root / name
 
 
@@ -80,32 +100,56 @@ def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("suite")
     with fake_tasks() as data:
         pixels = _pixel_folder(root, data)
-        argv = ["suite", "zoo:supervised_cnn", "random_vit", str(pixels), "--out", str(root / "out"),
-                "--cache-dir", str(root / "cache")] + QUICK
+        argv = [
+            "suite",
+            "zoo:supervised_cnn",
+            "random_vit",
+            str(pixels),
+            "--out",
+            str(root / "out"),
+            "--cache-dir",
+            str(root / "cache"),
+        ] + QUICK
         first = _run(argv)
-        second = _run(argv[:-len(QUICK)] + QUICK + ["--out", str(root / "out2")])
+        second = _run(argv[: -len(QUICK)] + QUICK + ["--out", str(root / "out2")])
     assert first[0] == 0 and second[0] == 0, (first[2], second[2])
-    return {"root": root, "data": data, "pixels": pixels, "first": first, "second": second,
-            "json": json.loads((root / "out" / "suite.json").read_text()),
-            "json2": json.loads((root / "out2" / "suite.json").read_text())}
+    return {
+        "root": root,
+        "data": data,
+        "pixels": pixels,
+        "first": first,
+        "second": second,
+        "json": json.loads((root / "out" / "suite.json").read_text()),
+        "json2": json.loads((root / "out2" / "suite.json").read_text()),
+    }
 
 
 @pytest.mark.slow
 def test_the_four_formats_and_the_heat_map_are_written(run):
     out = run["root"] / "out"
-    assert sorted(p.name for p in out.iterdir()) == ["suite.csv", "suite.html", "suite.json", "suite.md",
-                                                    "suite_heatmap.png"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "suite.csv",
+        "suite.html",
+        "suite.json",
+        "suite.md",
+        "suite_heatmap.png",
+    ]
     assert (out / "suite_heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     s = run["json"]
-    assert s["tasks"] == list(FAKE) and [e["name"] for e in s["encoders"]] == ["supervised_cnn", "random_vit",
-                                                                               "pixels"]
+    assert s["tasks"] == list(FAKE) and [e["name"] for e in s["encoders"]] == [
+        "supervised_cnn",
+        "random_vit",
+        "pixels",
+    ]
     import csv
 
     rows = list(csv.DictReader(io.StringIO((out / "suite.csv").read_text())))
     assert len(rows) == 3 * 3  # protocols x encoders
     for r in rows:
         if r["protocol"] == "knn":
-            e = s["per_task"]["gamma"]["results"][[x["name"] for x in s["encoders"]].index(r["encoder"])]["knn"]
+            e = s["per_task"]["gamma"]["results"][
+                [x["name"] for x in s["encoders"]].index(r["encoder"])
+            ]["knn"]
             assert float(r["gamma"]) == pytest.approx(e["accuracy"]) and r["seed"] == "0"
     printed = run["first"][1]
     assert re.search(r"\bseed 0\b", printed)
@@ -113,8 +157,10 @@ def test_the_four_formats_and_the_heat_map_are_written(run):
 
 
 def test_a_second_run_reads_every_cache_and_gives_the_same_numbers(run):
-    assert "features: 6 read from the cache, 0 computed; evaluations: 9 read from the cache, 0 computed" \
-        in run["second"][1]
+    assert (
+        "features: 6 read from the cache, 0 computed; evaluations: 9 read from the cache, 0 "
+        "computed" in run["second"][1]
+    )
     a, b = run["json"], run["json2"]
     assert a["per_task"] == b["per_task"] and a["ranking"] == b["ranking"]
 
@@ -124,8 +170,14 @@ def test_the_feature_folder_cells_equal_an_independent_count(run):
     i = [e["name"] for e in s["encoders"]].index("pixels")
     for t, parts in data.items():
         (xtr, ytr), (xte, yte) = parts["train"], parts["test"]
-        pred = knn_classify(xtr.reshape(len(xtr), -1).astype(np.float64), ytr,
-                            xte.reshape(len(xte), -1).astype(np.float64), 20, 0.07, K)
+        pred = knn_classify(
+            xtr.reshape(len(xtr), -1).astype(np.float64),
+            ytr,
+            xte.reshape(len(xte), -1).astype(np.float64),
+            20,
+            0.07,
+            K,
+        )
         e = s["per_task"][t]["results"][i]["knn"]
         k = int(np.sum(pred == yte))
         assert (e["correct"], e["n"]) == (k, yte.size)
@@ -137,9 +189,13 @@ def test_the_feature_folder_cells_equal_an_independent_count(run):
 def test_ranks_mean_rank_and_tau_agree_with_scipy(run):
     s = run["json"]
     for p in ("knn", "probe"):
-        acc = np.array([[s["per_task"][t]["results"][i][p]["accuracy"] for t in s["tasks"]] for i in range(3)])
+        acc = np.array(
+            [[s["per_task"][t]["results"][i][p]["accuracy"] for t in s["tasks"]] for i in range(3)]
+        )
         rk = s["ranking"][p]
-        ranks = np.column_stack([rankdata(-acc[:, j], method="average") for j in range(acc.shape[1])])
+        ranks = np.column_stack(
+            [rankdata(-acc[:, j], method="average") for j in range(acc.shape[1])]
+        )
         np.testing.assert_allclose(rk["ranks"], ranks)
         np.testing.assert_allclose(rk["mean_rank"], ranks.mean(axis=1))
         for a in range(3):
@@ -147,7 +203,7 @@ def test_ranks_mean_rank_and_tau_agree_with_scipy(run):
                 ref = kendalltau(acc[:, a], acc[:, b]).statistic
                 got = rk["tau"][a][b]
                 assert (got is None and np.isnan(ref)) or got == pytest.approx(ref)
-        for i, (lo, hi) in enumerate(rk["mean_rank_interval"]):
+        for lo, hi in rk["mean_rank_interval"]:
             assert 1 <= lo <= hi <= 3
 
 
@@ -161,8 +217,11 @@ def test_per_task_corrections_equal_statsmodels(run):
             pairs = s["per_task"][t]["pairs"][p]
             assert len(pairs) == 3  # every pair of the 3 encoders, within this task only
             raw = [q["mcnemar_p"] for q in pairs]
-            np.testing.assert_allclose([q["mcnemar_p_adjusted"] for q in pairs],
-                                       multipletests(raw, method="holm")[1], atol=1e-12)
+            np.testing.assert_allclose(
+                [q["mcnemar_p_adjusted"] for q in pairs],
+                multipletests(raw, method="holm")[1],
+                atol=1e-12,
+            )
 
 
 def _feature_suite(root, n_enc=3, seed=0):
@@ -189,8 +248,22 @@ def test_bh_correction_and_rank_intervals_recomputed_from_the_folders(tmp_path):
     from repeval_ref.rank_agreement import rank_bootstrap
 
     folders = _feature_suite(tmp_path, n_enc=4)
-    rc, _, err = _run(["suite", *map(str, folders), "--out", str(tmp_path / "o"), "--correction", "bh",
-                       "--protocols", "knn", "--no-cache", "--seed", "5"] + QUICK)
+    rc, _, err = _run(
+        [
+            "suite",
+            *map(str, folders),
+            "--out",
+            str(tmp_path / "o"),
+            "--correction",
+            "bh",
+            "--protocols",
+            "knn",
+            "--no-cache",
+            "--seed",
+            "5",
+        ]
+        + QUICK
+    )
     assert rc == 0, err
     s = json.loads((tmp_path / "o" / "suite.json").read_text())
     correct = []
@@ -198,17 +271,27 @@ def test_bh_correction_and_rank_intervals_recomputed_from_the_folders(tmp_path):
         rows = []
         for f in folders:
             tr, te = np.load(f / t / "train.npz"), np.load(f / t / "test.npz")
-            rows.append(knn_classify(tr["features"], tr["labels"], te["features"], 20, 0.07, K) == te["labels"])
+            rows.append(
+                knn_classify(tr["features"], tr["labels"], te["features"], 20, 0.07, K)
+                == te["labels"]
+            )
         correct.append(np.stack(rows))
         pairs = s["per_task"][t]["pairs"]["knn"]
         assert len(pairs) == 6
-        np.testing.assert_allclose([q["mcnemar_p_adjusted"] for q in pairs],
-                                   multipletests([q["mcnemar_p"] for q in pairs], method="fdr_bh")[1], atol=1e-12)
+        np.testing.assert_allclose(
+            [q["mcnemar_p_adjusted"] for q in pairs],
+            multipletests([q["mcnemar_p"] for q in pairs], method="fdr_bh")[1],
+            atol=1e-12,
+        )
     ref = rank_bootstrap(correct, n_boot=200, seed=5)
     rk = s["ranking"]["knn"]
     np.testing.assert_allclose(rk["mean_rank_interval"], ref["mean_rank_interval"])
-    got = np.array([[[np.nan if v is None else v for v in c] for c in r] for r in rk["tau_interval"]])
-    np.testing.assert_allclose(got, ref["tau_interval"])  # NaN (tau never defined) where both say so
+    got = np.array(
+        [[[np.nan if v is None else v for v in c] for c in r] for r in rk["tau_interval"]]
+    )
+    np.testing.assert_allclose(
+        got, ref["tau_interval"]
+    )  # NaN (tau never defined) where both say so
     assert set(s["ranking"]) == {"knn"} and s["settings"]["protocols"] == ["knn"]
 
 
@@ -221,7 +304,7 @@ def test_the_markdown_tables_parse_with_the_header_s_column_count(run):
 
 def _contrast(fg, bg):
     def lum(h):
-        c = [int(h[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+        c = [int(h[i : i + 2], 16) / 255 for i in (1, 3, 5)]
         c = [v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4 for v in c]
         return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
 
@@ -244,7 +327,13 @@ def test_the_html_is_self_contained_and_marked_up_for_screen_readers(run):
     for bg in ("#ffffff", "#e8e8e8", "#f4f4f4"):
         assert _contrast("#1a1a1a", bg) >= 4.5
     assert _contrast("#767676", "#ffffff") >= 4.5  # the cell borders
-    assert set(re.findall(r"#[0-9a-f]{3,6}\b", page)) <= {"#1a1a1a", "#fff", "#767676", "#e8e8e8", "#f4f4f4"}
+    assert set(re.findall(r"#[0-9a-f]{3,6}\b", page)) <= {
+        "#1a1a1a",
+        "#fff",
+        "#767676",
+        "#e8e8e8",
+        "#f4f4f4",
+    }
 
 
 def test_outputs_follow_the_umask(tmp_path):
@@ -253,8 +342,18 @@ def test_outputs_follow_the_umask(tmp_path):
     folders = _feature_suite(tmp_path, n_enc=2)
     old = os.umask(0o022)
     try:
-        rc, _, err = _run(["suite", *map(str, folders), "--out", str(tmp_path / "o"), "--no-cache",
-                           "--protocols", "knn"] + QUICK)
+        rc, _, err = _run(
+            [
+                "suite",
+                *map(str, folders),
+                "--out",
+                str(tmp_path / "o"),
+                "--no-cache",
+                "--protocols",
+                "knn",
+            ]
+            + QUICK
+        )
     finally:
         os.umask(old)
     assert rc == 0, err
@@ -270,9 +369,13 @@ def _one_line(err):
 def test_bad_input_is_one_line_with_status_2_naming_what_was_given(tmp_path):
     folders = _feature_suite(tmp_path, n_enc=2)
     missing = tmp_path / "nosuch"
-    rc, _, err = _run(["suite", str(folders[0]), str(missing), "--out", str(tmp_path / "o")] + QUICK)
+    rc, _, err = _run(
+        ["suite", str(folders[0]), str(missing), "--out", str(tmp_path / "o")] + QUICK
+    )
     assert rc == 2 and f"not found: {missing}" in _one_line(err)
-    rc, _, err = _run(["suite", str(folders[0]), "zoo:nosuch", "--out", str(tmp_path / "o")] + QUICK)
+    rc, _, err = _run(
+        ["suite", str(folders[0]), "zoo:nosuch", "--out", str(tmp_path / "o")] + QUICK
+    )
     assert rc == 2 and "unknown zoo encoder 'nosuch'" in _one_line(err)
     rc, _, err = _run(["suite", str(folders[0]), "--out", str(tmp_path / "o")] + QUICK)
     assert rc == 2 and "at least 2 encoders" in _one_line(err)
@@ -281,15 +384,49 @@ def test_bad_input_is_one_line_with_status_2_naming_what_was_given(tmp_path):
     (folders[1] / "t3").rmdir()
     rc, _, err = _run(["suite", *map(str, folders), "--out", str(tmp_path / "o")] + QUICK)
     assert rc == 2 and f"feature folder {folders[1]} has no task 't3'" in _one_line(err)
-    rc, _, err = _run(["suite", "zoo:random_vit", "zoo:mae_vit", "--backbone", "torchvision:resnet18",
-                       "--out", str(tmp_path / "o")] + QUICK)
-    assert rc == 2 and "--backbone torchvision:resnet18 needs exactly one of --weights" in _one_line(err)
-    rc, _, err = _run(["suite", "zoo:random_vit", "--backbone", "torchvision:resnet18", "--weights",
-                       str(tmp_path / "w.pt"), "--out", str(tmp_path / "o")] + QUICK)
+    rc, _, err = _run(
+        [
+            "suite",
+            "zoo:random_vit",
+            "zoo:mae_vit",
+            "--backbone",
+            "torchvision:resnet18",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+        + QUICK
+    )
+    assert (
+        rc == 2
+        and "--backbone torchvision:resnet18 needs exactly one of --weights" in _one_line(err)
+    )
+    rc, _, err = _run(
+        [
+            "suite",
+            "zoo:random_vit",
+            "--backbone",
+            "torchvision:resnet18",
+            "--weights",
+            str(tmp_path / "w.pt"),
+            "--out",
+            str(tmp_path / "o"),
+        ]
+        + QUICK
+    )
     assert rc == 2 and f"not found: {tmp_path / 'w.pt'} (--weights)" in _one_line(err)
     with fake_tasks():
-        rc, _, err = _run(["suite", "zoo:random_vit", "zoo:mae_vit", "--tasks", "alpha,nosuch",
-                           "--out", str(tmp_path / "o")] + QUICK)
+        rc, _, err = _run(
+            [
+                "suite",
+                "zoo:random_vit",
+                "zoo:mae_vit",
+                "--tasks",
+                "alpha,nosuch",
+                "--out",
+                str(tmp_path / "o"),
+            ]
+            + QUICK
+        )
     assert rc == 2 and "--tasks: unknown task 'nosuch'" in _one_line(err)
     assert not (tmp_path / "o").exists()  # nothing written on bad input
 
@@ -300,8 +437,12 @@ def test_a_zero_row_in_a_feature_folder_names_the_file_and_row(tmp_path):
     z = dict(np.load(f))
     z["features"][7] = 0.0
     np.savez(f, **z)
-    rc, _, err = _run(["suite", *map(str, folders), "--out", str(tmp_path / "o"), "--no-cache"] + QUICK)
-    assert rc == 2 and f"encoder enc1, task t2 file {f}: feature row 7 is all zeros" in _one_line(err)
+    rc, _, err = _run(
+        ["suite", *map(str, folders), "--out", str(tmp_path / "o"), "--no-cache"] + QUICK
+    )
+    assert rc == 2 and f"encoder enc1, task t2 file {f}: feature row 7 is all zeros" in _one_line(
+        err
+    )
 
 
 def test_a_backbone_goes_through_the_loader_and_is_cached(tmp_path, monkeypatch):
@@ -314,15 +455,33 @@ def test_a_backbone_goes_through_the_loader_and_is_cached(tmp_path, monkeypatch)
     def tiny(arch, weights=None, *, library="torchvision", hub=False, keep_head=False):
         calls.append((arch, weights, library))
         torch.manual_seed(0)
-        return torch.nn.Sequential(torch.nn.Conv2d(3, 6, 3), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
-                                   torch.nn.Flatten()).eval()
+        return torch.nn.Sequential(
+            torch.nn.Conv2d(3, 6, 3),
+            torch.nn.ReLU(),
+            torch.nn.AdaptiveAvgPool2d(1),
+            torch.nn.Flatten(),
+        ).eval()
 
     monkeypatch.setattr(B, "load_backbone", tiny)
     with fake_tasks() as data:
         pixels = _pixel_folder(tmp_path, data)
-        argv = ["suite", str(pixels), "--backbone", "torchvision:tiny", "--random-init", "--image-size", "20",
-                "--out", str(tmp_path / "o"), "--cache-dir", str(tmp_path / "c"), "--protocols", "knn,fewshot",
-                "--tasks", "alpha,gamma"] + QUICK
+        argv = [
+            "suite",
+            str(pixels),
+            "--backbone",
+            "torchvision:tiny",
+            "--random-init",
+            "--image-size",
+            "20",
+            "--out",
+            str(tmp_path / "o"),
+            "--cache-dir",
+            str(tmp_path / "c"),
+            "--protocols",
+            "knn,fewshot",
+            "--tasks",
+            "alpha,gamma",
+        ] + QUICK
         rc, out, err = _run(argv)
         assert rc == 0, err
         rc, out2, err = _run(argv)
@@ -352,7 +511,12 @@ def test_chunked_preparation_equals_preparing_all_images_at_once():
 
 def test_the_phases_are_timed_and_add_up_to_less_than_the_whole(run):
     t = run["json"]["timing"]
-    assert set(t) == {"images_and_features_s", "evaluations_s", "paired_tests_s", "rank_bootstrap_s"}
+    assert set(t) == {
+        "images_and_features_s",
+        "evaluations_s",
+        "paired_tests_s",
+        "rank_bootstrap_s",
+    }
     assert all(v >= 0 for v in t.values())
     assert sum(t.values()) <= run["json"]["seconds"] + 0.05
 
@@ -373,15 +537,23 @@ def test_threads_are_limited_inside_the_context_and_restored_after(two_threads):
 
 
 @pytest.mark.slow
-def test_efficientnet_runs_folded_in_small_batches_with_the_features_of_the_unfolded_network(tmp_path):
-    """The suite's EfficientNet-Lite0: folded BatchNorms, batches of 32; features as the plain model's."""
+def test_efficientnet_runs_folded_in_small_batches_with_the_features_of_the_unfolded_network(
+    tmp_path,
+):
+    """The suite's EfficientNet-Lite0: folded BatchNorms, batches of 32; features as the plain
+    model's."""
     import torch
 
     from repeval_ref.cli._suite_encoders import EFFICIENTNET_BATCH, ImageEncoder, default_batch_size
     from repeval_ref.zoo import load
     from repeval_ref.zoo.extraction import encoder_inputs
 
-    eff = {"name": "efficientnet_lite0", "kind": "zoo", "spec": "zoo:efficientnet_lite0", "path": None}
+    eff = {
+        "name": "efficientnet_lite0",
+        "kind": "zoo",
+        "spec": "zoo:efficientnet_lite0",
+        "path": None,
+    }
     vit = {"name": "random_vit", "kind": "zoo", "spec": "zoo:random_vit", "path": None}
     assert default_batch_size(eff) == EFFICIENTNET_BATCH == 32 and default_batch_size(vit) == 256
     x, y = _task_images(5, 28, 12)
@@ -414,8 +586,11 @@ def test_the_html_passes_axe_core_in_chromium(run):
         browser.wait_event("Page.loadEventFired", timeout=60)
         browser.evaluate(axe.read_text())
         violations = browser.evaluate(TB._AXE_RUN, await_promise=True)
-        requests = [ev["params"]["request"]["url"] for ev in browser.events
-                    if ev.get("method") == "Network.requestWillBeSent"]
+        requests = [
+            ev["params"]["request"]["url"]
+            for ev in browser.events
+            if ev.get("method") == "Network.requestWillBeSent"
+        ]
     finally:
         with contextlib.suppress(StopIteration):
             next(gen)
@@ -439,13 +614,19 @@ def test_heat_map_labels_are_never_clipped(run):
     for edge in (img[0], img[-1], img[:, 0], img[:, -1]):
         assert np.all(edge > 0.95), "a label reaches the edge of the image"
     short = heatmap_png(run["json"])
-    assert mpimg.imread(io.BytesIO(short), format="png").shape[1] < img.shape[1]  # the canvas grew to fit
+    assert (
+        mpimg.imread(io.BytesIO(short), format="png").shape[1] < img.shape[1]
+    )  # the canvas grew to fit
 
 
 def test_terminal_tables_fit_100_columns_and_files_keep_the_intervals(run):
     printed = run["first"][1]
-    assert max(len(line) for line in printed.splitlines() if not line.startswith("wrote ")) <= 100, printed
-    assert "[" in (run["root"] / "out" / "suite.md").read_text()  # Wilson intervals stay in the files
+    assert (
+        max(len(line) for line in printed.splitlines() if not line.startswith("wrote ")) <= 100
+    ), printed
+    assert (
+        "[" in (run["root"] / "out" / "suite.md").read_text()
+    )  # Wilson intervals stay in the files
 
 
 def test_run_suite_on_settings_returns_the_numbers_the_command_wrote(run):
@@ -453,8 +634,13 @@ def test_run_suite_on_settings_returns_the_numbers_the_command_wrote(run):
     from repeval_ref.cli._render import plain_tree
     from repeval_ref.cli.suite import SuiteSettings, run_suite
 
-    settings = SuiteSettings(encoders=("zoo:supervised_cnn", "random_vit", str(run["pixels"])), probe_c=(0.1, 1),
-                             rank_boot=200, boot=2000, cache_dir=str(run["root"] / "cache"))
+    settings = SuiteSettings(
+        encoders=("zoo:supervised_cnn", "random_vit", str(run["pixels"])),
+        probe_c=(0.1, 1),
+        rank_boot=200,
+        boot=2000,
+        cache_dir=str(run["root"] / "cache"),
+    )
     with fake_tasks(run["data"]):
         result = plain_tree(run_suite(settings))
     for key in ("tasks", "encoders", "per_task", "ranking", "settings"):

@@ -2,6 +2,7 @@
 generator promises, and the protocol orderings the book's setups are built for
 (seed 000: toy geometries, rankings that flip, exercise setups; seed 001: textures).
 """
+
 from __future__ import annotations
 
 import math
@@ -178,8 +179,8 @@ def test_collapsed_geometry_has_lower_effective_rank_than_clustered():
 
 
 def test_collapsed_geometry_caps_every_classifier():
-    from sklearn.neighbors import KNeighborsClassifier
     from sklearn.linear_model import LogisticRegression
+    from sklearn.neighbors import KNeighborsClassifier
 
     Xtr, ytr = ds.toy_geometry("clustered", 400, 1)
     Xte, yte = ds.toy_geometry("clustered", 2000, 2)
@@ -227,7 +228,9 @@ def test_synthetic_encoder_rankings_flip():
             linear[name] = LogisticRegression(max_iter=300).fit(ztr, ytr).score(zte, yte)
             erank[name] = rankme(tr, center=True)
             if name != "collapsed":
-                mlp[name] = MLPClassifier((32,), max_iter=200, random_state=0).fit(ztr, ytr).score(zte, yte)
+                mlp[name] = (
+                    MLPClassifier((32,), max_iter=200, random_state=0).fit(ztr, ytr).score(zte, yte)
+                )
     assert knn["clustered"] > knn["collapsed"] > knn["spread"] > 0.1
     assert linear["clustered"] > linear["spread"] > linear["collapsed"]
     assert mlp["spread"] > max(mlp["clustered"], linear["clustered"], knn["clustered"])
@@ -291,9 +294,12 @@ def test_random_filter_features_match_scipy_correlation():
     W = np.random.default_rng(1000).standard_normal((32, 5, 5))
     W -= W.mean(axis=(1, 2), keepdims=True)
     W /= np.linalg.norm(W.reshape(32, -1), axis=1)[:, None, None]
-    expect = np.array([
-        [np.maximum(signal.correlate2d(img, w, mode="valid"), 0).mean() for w in W] for img in images
-    ])
+    expect = np.array(
+        [
+            [np.maximum(signal.correlate2d(img, w, mode="valid"), 0).mean() for w in W]
+            for img in images
+        ]
+    )
     assert np.allclose(feats, expect, rtol=1e-10, atol=1e-12)
     # chunking changes nothing; another seed is another encoder
     assert np.allclose(ds.random_filter_features(images, chunk=3), feats, rtol=1e-12, atol=1e-14)
@@ -309,7 +315,11 @@ def test_texture_features_carry_the_classes():
     te_img, yte = ds.texture_images(50, 1)
     ftr, fte = ds.random_filter_features(tr_img), ds.random_filter_features(te_img)
     scaler = StandardScaler().fit(ftr)
-    acc = LogisticRegression(max_iter=2000).fit(scaler.transform(ftr), ytr).score(scaler.transform(fte), yte)
+    acc = (
+        LogisticRegression(max_iter=2000)
+        .fit(scaler.transform(ftr), ytr)
+        .score(scaler.transform(fte), yte)
+    )
     assert 0.5 < acc < 1.0  # far above chance 0.25, not trivial
 
 
@@ -390,13 +400,17 @@ LINEAR_PROBE_CS_EXPECTED = 10.0 ** (np.arange(13) / 2 - 4)
 def test_linear_probe_setup_shapes_scales_and_camera():
     tr, ytr, te, yte = ds.linear_probe_setup(0)
     assert tr.shape == (800, 20) and te.shape == (600, 20)
-    assert np.array_equal(np.bincount(ytr), [200] * 4) and np.array_equal(np.bincount(yte), [150] * 4)
+    assert np.array_equal(np.bincount(ytr), [200] * 4) and np.array_equal(
+        np.bincount(yte), [150] * 4
+    )
     sd = tr.std(axis=0)
     assert sd.max() / sd.min() > 100  # coordinates on very different scales
     ratio = te.std(axis=0) / sd
     assert np.allclose(ratio[8:], 1, atol=0.15)  # pure-noise channels unchanged
     assert np.all(ratio[4:8] > 2.0)  # sensor channels read with a different gain
-    assert np.all(np.abs(LINEAR_PROBE_CS_EXPECTED - ds.LINEAR_PROBE_CS) < 1e-12 * ds.LINEAR_PROBE_CS)
+    assert np.all(
+        np.abs(LINEAR_PROBE_CS_EXPECTED - ds.LINEAR_PROBE_CS) < 1e-12 * ds.LINEAR_PROBE_CS
+    )
 
 
 def test_linear_probe_setup_rewards_tuning_on_the_test_set():
@@ -439,8 +453,10 @@ def test_transfer_setup_reproduces_feature_distortion_ordering():
     S = ds.transfer_setup(0)
     res = transfer(S["X"], S["y"], S["B0"], S["v0"], S["lr"], S["steps"])
     err = {
-        m: (prediction_error(v, B, S["X"], S["v_star"], S["B_star"]),
-            prediction_error(v, B, S["X_ood"], S["v_star"], S["B_star"]))
+        m: (
+            prediction_error(v, B, S["X"], S["v_star"], S["B_star"]),
+            prediction_error(v, B, S["X_ood"], S["v_star"], S["B_star"]),
+        )
         for m, (v, B) in res.items()
     }
     assert 1e-4 < err["lp"][0] < 5e-2
@@ -455,7 +471,9 @@ def test_low_shot_setup_shapes_and_curve():
 
     tr, ytr, te, yte = ds.low_shot_setup(0)
     assert tr.shape == (400, 12) and te.shape == (200, 12)
-    assert np.array_equal(ytr, np.repeat(np.arange(10), 40)) and np.array_equal(yte, np.repeat(np.arange(10), 20))
+    assert np.array_equal(ytr, np.repeat(np.arange(10), 40)) and np.array_equal(
+        yte, np.repeat(np.arange(10), 20)
+    )
     res = {k: low_shot_eval(tr, ytr, te, yte, k, 30, np.random.default_rng(3)) for k in (1, 5, 20)}
     means = [res[k][0] for k in (1, 5, 20)]
     sds = [res[k][1] for k in (1, 5, 20)]
@@ -507,7 +525,9 @@ def test_circle_clusters_rank_two_and_perfect_nearest_centre():
 
 @settings(max_examples=25, deadline=None)
 @given(
-    n_classes=st.integers(3, 24), d=st.integers(2, 12), seed=st.integers(0, 2**32 - 1),
+    n_classes=st.integers(3, 24),
+    d=st.integers(2, 12),
+    seed=st.integers(0, 2**32 - 1),
     radius=st.floats(0.1, 100.0),
 )
 def test_circle_clusters_always_rank_two_and_separable(n_classes, d, seed, radius):

@@ -6,6 +6,7 @@ variants are rebuilt from their random layout with independent arithmetic (pixel
 replication and block sums instead of the resampling matrices); bad files are written
 into ``tmp_path`` (copies of the real ones, altered, or small synthetic idx files).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -21,12 +22,13 @@ from repeval_ref.datasets import fashion, photos, variants
 
 
 def parse_by_hand(path):
-    raw = gzip.open(path, "rb").read()
+    with gzip.open(path, "rb") as fh:
+        raw = fh.read()
     magic, n = struct.unpack(">II", raw[:8])
-    if magic == 2051:                       # 0x00000803: unsigned bytes, 3 dimensions
+    if magic == 2051:  # 0x00000803: unsigned bytes, 3 dimensions
         rows, cols = struct.unpack(">II", raw[8:16])
-        return np.array(list(raw[16:16 + 3 * rows * cols]), dtype=np.uint8), (n, rows, cols), raw
-    assert magic == 2049                    # 0x00000801: unsigned bytes, 1 dimension
+        return np.array(list(raw[16 : 16 + 3 * rows * cols]), dtype=np.uint8), (n, rows, cols), raw
+    assert magic == 2049  # 0x00000801: unsigned bytes, 1 dimension
     return np.frombuffer(raw[8:], dtype=np.uint8), (n,), raw
 
 
@@ -103,8 +105,14 @@ def test_data_dir_and_environment_variable_are_used(copied_dir, monkeypatch, tes
     # the training files are not in that directory: the message names one of them
     with pytest.raises(ValueError) as excinfo:
         ds.fashion_mnist("train")
-    one_line_value_error(excinfo, "train-images-idx3-ubyte.gz", str(copied_dir), "make data",
-                         "apt-get install", "REPEVAL_DATA")
+    one_line_value_error(
+        excinfo,
+        "train-images-idx3-ubyte.gz",
+        str(copied_dir),
+        "make data",
+        "apt-get install",
+        "REPEVAL_DATA",
+    )
 
 
 def test_decompressed_files_are_accepted(copied_dir, test_split):
@@ -124,7 +132,7 @@ def test_missing_file(tmp_path):
 def test_checksum_mismatch(copied_dir):
     path = copied_dir / "t10k-labels-idx1-ubyte.gz"
     raw = bytearray(gzip.decompress(path.read_bytes()))
-    raw[8] = (raw[8] + 1) % 10              # one label changed: still a valid idx file
+    raw[8] = (raw[8] + 1) % 10  # one label changed: still a valid idx file
     path.write_bytes(gzip.compress(bytes(raw)))
     assert fashion.read_idx(path)[0] == raw[8]
     with pytest.raises(ValueError) as excinfo:
@@ -179,7 +187,7 @@ def write_idx(path, array, kind, compress=True, extra=b""):
 def test_read_idx_of_synthetic_files(tmp_path, compress):
     rng = np.random.default_rng(0)
     bytes3d = rng.integers(0, 256, size=(5, 3, 4)).astype(np.uint8)
-    ints2d = rng.integers(-10**6, 10**6, size=(7, 2)).astype(np.int32)
+    ints2d = rng.integers(-(10**6), 10**6, size=(7, 2)).astype(np.int32)
     floats1d = rng.standard_normal(6).astype(np.float32)
     for array, kind in ((bytes3d, 0x08), (ints2d, 0x0C), (floats1d, 0x0D)):
         got = fashion.read_idx(write_idx(tmp_path / f"a{kind}", array, kind, compress))
@@ -187,17 +195,21 @@ def test_read_idx_of_synthetic_files(tmp_path, compress):
         assert got.dtype.isnative
 
 
-@pytest.mark.parametrize("damage,words", [
-    (lambda p: p[:-1], ("truncated", "needs")),
-    (lambda p: p + b"\0", ("longer than its header",)),
-    (lambda p: b"\x01" + p[1:], ("not an idx file",)),
-    (lambda p: p[:2] + b"\x07" + p[3:], ("not an idx file",)),
-    (lambda p: p[:6], ("truncated", "header")),
-    (lambda p: p[:3], ("truncated",)),
-])
+@pytest.mark.parametrize(
+    "damage,words",
+    [
+        (lambda p: p[:-1], ("truncated", "needs")),
+        (lambda p: p + b"\0", ("longer than its header",)),
+        (lambda p: b"\x01" + p[1:], ("not an idx file",)),
+        (lambda p: p[:2] + b"\x07" + p[3:], ("not an idx file",)),
+        (lambda p: p[:6], ("truncated", "header")),
+        (lambda p: p[:3], ("truncated",)),
+    ],
+)
 def test_read_idx_refuses_damaged_files(tmp_path, damage, words):
-    path = write_idx(tmp_path / "x.idx", np.arange(24, dtype=np.uint8).reshape(2, 3, 4), 0x08,
-                     compress=False)
+    path = write_idx(
+        tmp_path / "x.idx", np.arange(24, dtype=np.uint8).reshape(2, 3, 4), 0x08, compress=False
+    )
     path.write_bytes(damage(path.read_bytes()))
     with pytest.raises(ValueError) as excinfo:
         fashion.read_idx(path)
@@ -247,7 +259,10 @@ def test_grey_is_the_exactly_rounded_luma():
 def test_grey_pixels_are_the_pinned_ones():
     # PNG decoding is exact; this catches a JPEG decoder that differs from the one used here
     for name, grey in ds.background_photos().items():
-        assert hashlib.sha256(np.ascontiguousarray(grey).tobytes()).hexdigest() == photos.GREY_SHA256[name], name
+        assert (
+            hashlib.sha256(np.ascontiguousarray(grey).tobytes()).hexdigest()
+            == photos.GREY_SHA256[name]
+        ), name
 
 
 def test_photo_missing_or_different(tmp_path, monkeypatch):
@@ -311,9 +326,9 @@ def test_shifted_is_the_absolute_difference_with_photo_crops(test_split):
     rng = np.random.default_rng([3, 1, 0])
     photo, row, col = variants._draw_crops(rng, 10000, 28)
     bank = [half_resolution_by_hand(ds.background_photos()[n]) for n in ds.BACKGROUND_PHOTOS]
-    assert set(np.unique(photo)) == set(range(10))     # every photograph is used
+    assert set(np.unique(photo)) == set(range(10))  # every photograph is used
     for i in range(0, 10000, 97):
-        crop = bank[photo[i]][row[i]:row[i] + 28, col[i]:col[i] + 28]
+        crop = bank[photo[i]][row[i] : row[i] + 28, col[i] : col[i] + 28]
         assert crop.shape == (28, 28)
         expected = np.abs(crop.astype(int) - garments[i].astype(int))
         assert np.array_equal(images[i], expected)
@@ -328,7 +343,7 @@ def test_shifted_train_split_and_determinism(train_split):
     assert a.shape == (60000, 28, 28) and np.array_equal(la, train_split[1])
     assert np.array_equal(a, b) and not np.array_equal(a, c)
     a[:] = 0
-    assert ds.fashion_mnist_shifted("train", seed=0)[0].max() == 255     # memo not corrupted
+    assert ds.fashion_mnist_shifted("train", seed=0)[0].max() == 255  # memo not corrupted
     # the shift is a real change of domain: images differ from the originals on most pixels
     assert np.mean(b != train_split[0]) > 0.5
 
@@ -343,15 +358,16 @@ def test_cluttered_garments_are_where_the_boxes_say(test_split):
     assert np.array_equal(side, boxes[:, 3] - boxes[:, 1])
     assert side.min() == 14 and side.max() == 28
     assert boxes[:, :2].min() >= 0 and boxes[:, 2:].max() <= 56
-    photo, row, col = ds.cluttered_crops("test", seed=2)   # the public view of the same draws
+    photo, row, col = ds.cluttered_crops("test", seed=2)  # the public view of the same draws
     lay = variants._cluttered_layout(10000, "test", 2, 56)
     assert np.array_equal(photo, lay["photo"]) and np.array_equal(row, lay["row"])
     assert np.array_equal(col, lay["col"]) and photo.dtype == np.int64
     assert set(np.unique(photo)) == set(range(len(ds.BACKGROUND_PHOTOS)))
     bank = [half_resolution_by_hand(ds.background_photos()[n]) for n in ds.BACKGROUND_PHOTOS]
     for i in range(0, 10000, 41):
-        background = bank[lay["photo"][i]][lay["row"][i]:lay["row"][i] + 56,
-                                           lay["col"][i]:lay["col"][i] + 56].astype(int)
+        background = bank[lay["photo"][i]][
+            lay["row"][i] : lay["row"][i] + 56, lay["col"][i] : lay["col"][i] + 56
+        ].astype(int)
         top, left, bottom, right = boxes[i]
         outside = np.ones((56, 56), bool)
         outside[top:bottom, left:right] = False
@@ -368,16 +384,18 @@ def test_cluttered_object_area_fraction(train_split):
     side = boxes[:, 2] - boxes[:, 0]
     fraction = side**2 / 56**2
     sides = np.arange(14, 29)
-    closed_form = np.mean(sides**2) / 56**2               # sides uniform on 14..28
+    closed_form = np.mean(sides**2) / 56**2  # sides uniform on 14..28
     sd = np.std(sides**2) / 56**2 / np.sqrt(side.size)
     assert abs(fraction.mean() - closed_form) < 4 * sd
-    assert abs(closed_form - 0.147) < 5e-4                # the docstring's figure
+    assert abs(closed_form - 0.147) < 5e-4  # the docstring's figure
     assert np.all(np.isin(side, sides)) and np.all(np.bincount(side)[14:] > 3500)
     # garment pixels (non-zero after resizing) as a share of the canvas: docstring 0.084
     covered = np.empty(side.size)
     for s in np.unique(side):
         chosen = side == s
-        covered[chosen] = (variants._scaled_garments(train_split[0][chosen], int(s)) > 0).sum(axis=(1, 2))
+        covered[chosen] = (variants._scaled_garments(train_split[0][chosen], int(s)) > 0).sum(
+            axis=(1, 2)
+        )
     assert abs(covered.mean() / 56**2 - 0.084) < 1e-3
     assert abs(np.mean(covered / side**2) - 0.58) < 0.01
 
@@ -392,8 +410,10 @@ def test_cluttered_determinism_splits_and_canvas(test_split):
     side = boxes[:, 2] - boxes[:, 0]
     assert big.shape == (10000, 80, 80) and side.min() == 20 and side.max() == 40
     # the shifted and cluttered draws of one seed are independent streams
-    assert not np.array_equal(variants._cluttered_layout(100, "test", 0, 56)["photo"],
-                              variants._cluttered_layout(100, "train", 0, 56)["photo"])
+    assert not np.array_equal(
+        variants._cluttered_layout(100, "test", 0, 56)["photo"],
+        variants._cluttered_layout(100, "train", 0, 56)["photo"],
+    )
 
 
 BAD_VARIANT_CALLS = [
@@ -406,7 +426,11 @@ BAD_VARIANT_CALLS = [
     (lambda: ds.fashion_mnist_cluttered("test", canvas=1000), ValueError, "canvas"),
     (lambda: ds.fashion_mnist_cluttered("test", canvas=True), TypeError, "canvas"),
     (lambda: ds.fashion_mnist_cluttered("test", return_boxes="yes"), TypeError, "return_boxes"),
-    (lambda: ds.fashion_mnist_cluttered("test", data_dir="/nonexistent/dir"), ValueError, "data_dir"),
+    (
+        lambda: ds.fashion_mnist_cluttered("test", data_dir="/nonexistent/dir"),
+        ValueError,
+        "data_dir",
+    ),
 ]
 
 

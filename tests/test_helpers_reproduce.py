@@ -1,10 +1,11 @@
-"""The tolerances of the recomputation tests (tests/helpers/reproduce.py), and the kernel they run under."""
+"""The tolerances of the recomputation tests (tests/helpers/reproduce.py), and the kernel they
+run under."""
+
 import math
 import os
 
 import numpy as np
 import pytest
-
 from helpers import reproduce
 
 
@@ -43,8 +44,8 @@ def test_allowed_difference_covers_symmetric_flips_and_rejects_a_systematic_shif
     n, fragile = 10000, 40
     misses = 0
     for _ in range(2000):
-        reach = rng.binomial(fragile, 0.5)          # what a reordering shows
-        disagree = rng.binomial(fragile, 0.5)       # what the other machine's run changes
+        reach = rng.binomial(fragile, 0.5)  # what a reordering shows
+        disagree = rng.binomial(fragile, 0.5)  # what the other machine's run changes
         shift = abs(2 * rng.binomial(disagree, 0.5) - disagree)
         misses += shift / n > reproduce.allowed_difference(int(reach), n)
     assert misses / 2000 < 0.01
@@ -55,15 +56,15 @@ def test_choice_within_noise_is_mcnemars_normal_form():
     best = np.array([True] * 60 + [False] * 40)
     tied = best.copy()
     tied[:4] = False
-    tied[60:64] = True             # same count, 8 discordant rows
+    tied[60:64] = True  # same count, 8 discordant rows
     assert reproduce.choice_within_noise({0.1: best, 1.0: tied}, 1.0, 0.1)
     worse = best.copy()
-    worse[:20] = False             # 20 rows behind, all discordant: 20 > 3 sqrt(20)
+    worse[:20] = False  # 20 rows behind, all discordant: 20 > 3 sqrt(20)
     assert not reproduce.choice_within_noise({0.1: best, 1.0: worse}, 1.0, 0.1)
     assert reproduce.choice_within_noise({0.1: best}, 0.1, 0.1)
     with pytest.raises(ValueError, match="keys"):
         reproduce.choice_within_noise({0.1: best}, 1.0, 0.1)
-    assert reproduce.first_best({0.01: worse, 0.1: best, 1.0: tied}) == 0.1   # first of the tie
+    assert reproduce.first_best({0.01: worse, 0.1: best, 1.0: tied}) == 0.1  # first of the tie
 
 
 def test_a_reordered_fit_is_the_same_fit():
@@ -91,5 +92,9 @@ def test_the_blas_kernel_is_the_one_asked_for():
     asked = os.environ.get("OPENBLAS_CORETYPE")
     if not asked:
         pytest.skip("OPENBLAS_CORETYPE is not set: the processor's own kernel")
-    kernels = {i.get("architecture", "").lower() for i in threadpool_info() if i.get("internal_api") == "openblas"}
+    kernels = {
+        i.get("architecture", "").lower()
+        for i in threadpool_info()
+        if i.get("internal_api") == "openblas"
+    }
     assert kernels and kernels <= {asked.lower()} | SAME_KERNELS.get(asked.lower(), set()), kernels

@@ -1,4 +1,5 @@
 """Tests of repeval_ref.knn.knn_classify (book/knn.md; seed 000, weighted k-NN)."""
+
 from __future__ import annotations
 
 import math
@@ -119,8 +120,11 @@ def test_small_tau_does_not_overflow(data):
         got = knn_classify(train_h, train_y, test_h, 20, 1e-4, 4)
     with np.errstate(over="ignore"):  # the naive weight e^(1/tau) is not representable
         assert np.isinf(np.exp(np.float64(1.0) / 1e-4))
-    expected = KNeighborsClassifier(n_neighbors=1, metric="cosine", algorithm="brute").fit(
-        train_h, train_y).predict(test_h)
+    expected = (
+        KNeighborsClassifier(n_neighbors=1, metric="cosine", algorithm="brute")
+        .fit(train_h, train_y)
+        .predict(test_h)
+    )
     np.testing.assert_array_equal(got, expected)
 
 
@@ -157,7 +161,8 @@ def test_block_size_does_not_change_predictions(data):
     ref = knn_classify(train_h, train_y, test_h, 7, 0.07, 4)
     for block_size in (1, 3, 7, 1000):
         np.testing.assert_array_equal(
-            knn_classify(train_h, train_y, test_h, 7, 0.07, 4, block_size=block_size), ref)
+            knn_classify(train_h, train_y, test_h, 7, 0.07, 4, block_size=block_size), ref
+        )
 
 
 def test_invariant_to_positive_row_scaling_and_rotation(data):
@@ -230,8 +235,9 @@ def test_property_shapes_and_labels(seed, n_train, n_test, d, n_classes, k, tau,
     train_h = rng.normal(size=(n_train, d)) + 0.01  # a zero row has probability 0
     test_h = rng.normal(size=(n_test, d)) + 0.01
     train_y = rng.integers(0, n_classes, size=n_train)
-    pred = knn_classify(train_h, train_y, test_h, k=k, tau=tau, n_classes=n_classes,
-                        block_size=block_size)
+    pred = knn_classify(
+        train_h, train_y, test_h, k=k, tau=tau, n_classes=n_classes, block_size=block_size
+    )
     assert pred.shape == (n_test,) and pred.dtype == np.int64
     assert np.all((pred >= 0) & (pred < n_classes))
     # the winning class always has a voter among the k nearest neighbours
@@ -256,8 +262,15 @@ GOOD = dict(
 
 def call(**overrides):
     args = {**GOOD, **overrides}
-    return knn_classify(args.pop("train_h"), args.pop("train_y"), args.pop("test_h"),
-                        args.pop("k"), args.pop("tau"), args.pop("n_classes"), **args)
+    return knn_classify(
+        args.pop("train_h"),
+        args.pop("train_y"),
+        args.pop("test_h"),
+        args.pop("k"),
+        args.pop("tau"),
+        args.pop("n_classes"),
+        **args,
+    )
 
 
 def test_good_arguments_work():

@@ -1,4 +1,5 @@
 """knn_classify_curve: one similarity pass for many k, equal to knn_classify at every k."""
+
 import numpy as np
 import pytest
 
@@ -11,8 +12,9 @@ def _check_all(train, y, test, ks, tau, n_classes, **kw):
     curve = knn_classify_curve(train, y, test, ks, tau, n_classes, **kw)
     assert curve.shape == (len(ks), len(test)) and curve.dtype == np.int64
     for j, k in enumerate(ks):
-        np.testing.assert_array_equal(curve[j], knn_classify(train, y, test, k, tau, n_classes, **kw),
-                                      err_msg=f"k={k}")
+        np.testing.assert_array_equal(
+            curve[j], knn_classify(train, y, test, k, tau, n_classes, **kw), err_msg=f"k={k}"
+        )
     return curve
 
 
@@ -83,10 +85,16 @@ def test_brute_force_vote_at_every_k():
             assert curve[j, i] == np.argmax(votes)
 
 
-@pytest.mark.parametrize("ks, exc, word", [
-    ([], ValueError, "ks"), ([0, 5], ValueError, "ks[0]"), ("20", TypeError, "ks"),
-    (5, TypeError, "ks"), ([2.5], TypeError, "ks[0]"),
-])
+@pytest.mark.parametrize(
+    "ks, exc, word",
+    [
+        ([], ValueError, "ks"),
+        ([0, 5], ValueError, "ks[0]"),
+        ("20", TypeError, "ks"),
+        (5, TypeError, "ks"),
+        ([2.5], TypeError, "ks[0]"),
+    ],
+)
 def test_bad_ks(ks, exc, word):
     X = np.eye(3) + 0.1
     with pytest.raises(exc, match=word.replace("[", r"\[").replace("]", r"\]")):

@@ -7,6 +7,7 @@ narrower than k, stretches of the bank searched by different workers, later tile
 with and without new candidates. The checks are against a sort of the full
 similarity matrix (value descending, index ascending) and a literal vote.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -38,9 +39,11 @@ def literal_vote(nbrs, sims, train_y, tau, n_classes):
 @pytest.fixture
 def small_tiles(monkeypatch):
     """Tiles of a few bank rows; the test sets the number of workers."""
+
     def force(tile_bytes, workers):
         monkeypatch.setattr(knn_mod, "_TILE_BYTES", tile_bytes)
         monkeypatch.setattr(knn_mod, "_WORKERS", workers)
+
     return force
 
 
@@ -48,19 +51,24 @@ def tied_data(rng, n_train, n_test, d, n_classes):
     """Sign vectors and scaled axes of norm sqrt(d) (a power of 2), times powers of 2:
     every cosine is a multiple of 1/d, computed without rounding, with many ties and
     duplicated directions at different norms."""
+
     def rows(n):
         x = rng.choice([-1.0, 1.0], size=(n, d))
         axis = rng.random(n) < 0.3
         x[axis] = 0.0
-        x[axis, rng.integers(0, d, size=int(axis.sum()))] = np.sqrt(d) * rng.choice([-1.0, 1.0], size=int(axis.sum()))
+        x[axis, rng.integers(0, d, size=int(axis.sum()))] = np.sqrt(d) * rng.choice(
+            [-1.0, 1.0], size=int(axis.sum())
+        )
         # norms from sqrt(d) / 4 to 4 sqrt(d): powers of 2, so still no rounding
         return x * 2.0 ** rng.integers(-2, 3, size=(n, 1))
+
     return rows(n_train), rng.integers(0, n_classes, size=n_train), rows(n_test)
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
-@pytest.mark.parametrize("tile_bytes", [pytest.param(8 * 3 * 5, marks=pytest.mark.slow), 8 * 3 * 40,
-                                        8 * 3 * 2000])
+@pytest.mark.parametrize(
+    "tile_bytes", [pytest.param(8 * 3 * 5, marks=pytest.mark.slow), 8 * 3 * 40, 8 * 3 * 2000]
+)
 def test_tiled_neighbours_equal_the_full_sort(small_tiles, workers, tile_bytes):
     # block_size 3: tiles of 5, 40 or 2000 bank rows; k below and above the tile width
     small_tiles(tile_bytes, workers)
@@ -70,7 +78,8 @@ def test_tiled_neighbours_equal_the_full_sort(small_tiles, workers, tile_bytes):
         # block_size 11: one block, so the bank is cut into stretches among the workers
         for k, block_size in [(k, b) for k in (1, 4, 7, 23, 156, 157, 400) for b in (3, 11)]:
             n_test, n_train, _, _, blocks = knn_mod._neighbour_blocks(
-                train, train_y, test, 4, block_size, np.float64, k)
+                train, train_y, test, 4, block_size, np.float64, k
+            )
             got = np.concatenate([cols for _, _, _, cols in blocks])
             want, sims = full_sort_neighbours(train, test, min(k, n_train))
             np.testing.assert_array_equal(got, want)
@@ -92,7 +101,9 @@ def test_threads_and_test_set_size_do_not_change_a_bit(small_tiles, dtype):
         # tiles of 4 KiB: 32 (float64) or 64 (float32) bank rows for 16 test rows; with
         # block_size 64 the one block's bank is cut into stretches among the workers
         small_tiles(4 * 2**10 * block_size // 16, workers)
-        _, _, _, _, blocks = knn_mod._neighbour_blocks(train, train_y, test, 10, block_size, dtype, 20)
+        _, _, _, _, blocks = knn_mod._neighbour_blocks(
+            train, train_y, test, 10, block_size, dtype, 20
+        )
         runs[block_size].append(np.concatenate([np.concatenate([v, c]) for _, _, v, c in blocks]))
     for same_tiles in runs.values():
         for other in same_tiles[1:]:
@@ -111,7 +122,9 @@ def test_curve_equals_knn_classify_on_tiles(small_tiles):
     ks = [1, 5, 10, 11, 50, 130]
     curve = knn_classify_curve(train, train_y, test, ks, 0.2, 5, block_size=4)
     for row, k in zip(curve, ks):
-        np.testing.assert_array_equal(row, knn_classify(train, train_y, test, k, 0.2, 5, block_size=4))
+        np.testing.assert_array_equal(
+            row, knn_classify(train, train_y, test, k, 0.2, 5, block_size=4)
+        )
 
 
 def test_blas_threads_are_restored(two_threads):
@@ -119,8 +132,9 @@ def test_blas_threads_are_restored(two_threads):
 
     before = [(i["filepath"], i["num_threads"]) for i in threadpool_info()]
     rng = np.random.default_rng(0)
-    knn_classify(rng.normal(size=(300, 8)), rng.integers(0, 3, 300), rng.normal(size=(9, 8)),
-                 5, 0.1, 3)
+    knn_classify(
+        rng.normal(size=(300, 8)), rng.integers(0, 3, 300), rng.normal(size=(9, 8)), 5, 0.1, 3
+    )
     assert [(i["filepath"], i["num_threads"]) for i in threadpool_info()] == before
 
 
@@ -153,16 +167,18 @@ def test_unscaled_prefilter_loses_nothing_under_rounding(small_tiles, dtype):
     q = test / np.linalg.norm(test, axis=1, keepdims=True)
     with threadpool_limits(limits=1, user_api="blas"):
         for (v, c), s in zip(got, range(0, 40, 16)):
-            qb = q[s:s + 16]
+            qb = q[s : s + 16]
             sims = np.empty((qb.shape[0], 1000), dtype=dtype)
             for c0 in range(0, 1000, 64):  # the same products, tile by tile
                 tile = np.empty((qb.shape[0], min(64, 1000 - c0)), dtype=dtype)
-                np.matmul(qb, train[c0:c0 + 64].T, out=tile)
-                sims[:, c0:c0 + 64] = tile / norms[c0:c0 + 64]
+                np.matmul(qb, train[c0 : c0 + 64].T, out=tile)
+                sims[:, c0 : c0 + 64] = tile / norms[c0 : c0 + 64]
             rows, cols = knn_mod._top_k(sims, 25)
             want = cols.reshape(-1, 25)
             np.testing.assert_array_equal(np.sort(c, axis=1), want)
-            np.testing.assert_array_equal(np.sort(v, axis=1), np.sort(sims[rows, cols].reshape(-1, 25), axis=1))
+            np.testing.assert_array_equal(
+                np.sort(v, axis=1), np.sort(sims[rows, cols].reshape(-1, 25), axis=1)
+            )
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
@@ -174,8 +190,9 @@ def test_non_finite_bank_entry_is_rejected_from_the_norms(bad):
         train = rng.normal(size=(57, 6))
         train[41, 4] = bad
         with pytest.raises(ValueError, match="train_h contains NaN or infinite"):
-            knn_classify(train, rng.integers(0, 3, 57), rng.normal(size=(5, 6)), 4, 0.1, 3,
-                         dtype=dtype)
+            knn_classify(
+                train, rng.integers(0, 3, 57), rng.normal(size=(5, 6)), 4, 0.1, 3, dtype=dtype
+            )
 
 
 def test_finite_bank_whose_squares_overflow_is_searched(small_tiles):

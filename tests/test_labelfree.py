@@ -1,4 +1,5 @@
 """Tests of repeval_ref.labelfree: RankMe (effective rank) and the TwoNN dimension."""
+
 from __future__ import annotations
 
 import inspect

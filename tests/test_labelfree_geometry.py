@@ -1,4 +1,5 @@
 """Tests of the geometry metrics (seed 003, section 5) and the batched TwoNN (002, 3.3)."""
+
 import numpy as np
 import pytest
 from scipy.spatial.distance import pdist
@@ -103,7 +104,8 @@ def test_mean_pairwise_cosine_limits(tmp_path):
     np.save(tmp_path / "s.npy", sphere.astype(np.float32))
     mm = np.load(tmp_path / "s.npy", mmap_mode="r")
     assert mean_pairwise_cosine(mm) == pytest.approx(
-        mean_pairwise_cosine(sphere.astype(np.float32).astype(float)), rel=1e-9, abs=1e-12)
+        mean_pairwise_cosine(sphere.astype(np.float32).astype(float)), rel=1e-9, abs=1e-12
+    )
 
 
 # -------------------------------------------------------------- alignment / uniformity
@@ -141,7 +143,9 @@ def _uniformity_pdist(X, t=2.0):
 def test_uniformity_matches_scipy_pdist(block):
     X = np.random.default_rng(12).normal(size=(57, 5))
     assert uniformity(X, block_size=block) == pytest.approx(_uniformity_pdist(X), rel=1e-10)
-    assert uniformity(X, t=0.5, block_size=block) == pytest.approx(_uniformity_pdist(X, 0.5), rel=1e-10)
+    assert uniformity(X, t=0.5, block_size=block) == pytest.approx(
+        _uniformity_pdist(X, 0.5), rel=1e-10
+    )
 
 
 def test_uniformity_limits_and_jensen_bound():
@@ -178,8 +182,16 @@ def test_uniformity_bad_input():
         uniformity(np.where(X > 0, np.nan, X))
 
 
-@pytest.mark.parametrize("fn", [participation_ratio, explained_variance_dimension, isotropy_ratio,
-                                mean_pairwise_cosine, uniformity])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        participation_ratio,
+        explained_variance_dimension,
+        isotropy_ratio,
+        mean_pairwise_cosine,
+        uniformity,
+    ],
+)
 def test_common_bad_input_and_no_mutation(fn):
     with pytest.raises(ValueError, match="NaN"):
         fn(np.array([[1.0, np.nan], [1.0, 2.0], [0.0, 1.0]]))

@@ -1,4 +1,5 @@
 """The two LAPACK/BLAS routines called through ctypes (repeval_ref.labelfree._lapack)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,7 +13,7 @@ def _band(A, kd):
     n = A.shape[0]
     band = np.zeros((kd + 1, n))
     for i in range(kd + 1):
-        band[i, :n - i] = np.diagonal(A, -i)
+        band[i, : n - i] = np.diagonal(A, -i)
     return band
 
 
@@ -50,10 +51,15 @@ def test_tridiagonal_form_of_a_diagonal_and_a_graded_matrix():
     d, e = _lapack.band_to_tridiagonal(_band(np.diag(d0), 4))
     np.testing.assert_allclose(np.sort(d), d0, atol=1e-15)
     np.testing.assert_allclose(e, 0.0, atol=1e-15)
-    A = _random_band(120, 9, seed=1) * np.logspace(0, -40, 120)[:, None] * np.logspace(0, -40, 120)[None, :]
+    A = (
+        _random_band(120, 9, seed=1)
+        * np.logspace(0, -40, 120)[:, None]
+        * np.logspace(0, -40, 120)[None, :]
+    )
     d, e = _lapack.band_to_tridiagonal(_band(A, 9))
-    np.testing.assert_allclose(scipy.linalg.eigvalsh_tridiagonal(d, e), np.linalg.eigvalsh(A),
-                               atol=1e-13 * np.abs(A).max())
+    np.testing.assert_allclose(
+        scipy.linalg.eigvalsh_tridiagonal(d, e), np.linalg.eigvalsh(A), atol=1e-13 * np.abs(A).max()
+    )
 
 
 def test_band_input_errors():

@@ -1,5 +1,6 @@
 """The layers of repeval_ref.labelfree: metrics of an eigenvalue list, the feature-level
 functions built on them, and a one-pass summary that uses only public names (book/rankme.md)."""
+
 from __future__ import annotations
 
 import ast
@@ -39,7 +40,9 @@ def test_flat_spectrum_closed_forms(d):
     sigma = np.sqrt(lam)
     assert lf.rankme_of_spectrum(sigma, eps=0.0) == pytest.approx(d, rel=1e-12)
     eps = 1e-3  # every share is 1/d + eps: exp(-d (1/d + eps) log(1/d + eps))
-    assert lf.rankme_of_spectrum(sigma, eps=eps) == pytest.approx((1 / d + eps) ** -(1 + d * eps), rel=1e-12)
+    assert lf.rankme_of_spectrum(sigma, eps=eps) == pytest.approx(
+        (1 / d + eps) ** -(1 + d * eps), rel=1e-12
+    )
     assert lf.participation_ratio_of_spectrum(lam) == pytest.approx(d, rel=1e-12)
     assert lf.stable_rank_of_spectrum(lam) == pytest.approx(d, rel=1e-12)
     assert lf.ne_sum_of_spectrum(lam) == pytest.approx(d, rel=1e-12)
@@ -56,17 +59,21 @@ def test_flat_spectrum_closed_forms(d):
 def test_power_law_closed_forms(alpha):
     d = 40
     i = np.arange(1, d + 1, dtype=float)
-    lam = 7.0 * i ** -alpha
-    assert lf.ne_sum_of_spectrum(lam) == pytest.approx(np.sum(i ** -alpha), rel=1e-12)
+    lam = 7.0 * i**-alpha
+    assert lf.ne_sum_of_spectrum(lam) == pytest.approx(np.sum(i**-alpha), rel=1e-12)
     assert lf.participation_ratio_of_spectrum(lam) == pytest.approx(
-        np.sum(i ** -alpha) ** 2 / np.sum(i ** (-2 * alpha)), rel=1e-12)
-    assert lf.condition_number_of_spectrum(np.sqrt(lam)) == pytest.approx(d ** (alpha / 2), rel=1e-12)
-    assert lf.isotropy_ratio_of_spectrum(lam) == pytest.approx(d ** -alpha, rel=1e-12)
+        np.sum(i**-alpha) ** 2 / np.sum(i ** (-2 * alpha)), rel=1e-12
+    )
+    assert lf.condition_number_of_spectrum(np.sqrt(lam)) == pytest.approx(
+        d ** (alpha / 2), rel=1e-12
+    )
+    assert lf.isotropy_ratio_of_spectrum(lam) == pytest.approx(d**-alpha, rel=1e-12)
     assert lf.alpha_req_of_spectrum(lam, (1, d)) == pytest.approx(alpha, rel=1e-10)
     assert lf.alpha_req_weighted_of_spectrum(lam, (3, 30)) == pytest.approx(alpha, rel=1e-10)
     p = np.sqrt(lam) / np.sqrt(lam).sum()
-    assert lf.rankme_of_spectrum(np.sqrt(lam), eps=0.0) == pytest.approx(np.exp(-np.sum(p * np.log(p))),
-                                                                          rel=1e-12)
+    assert lf.rankme_of_spectrum(np.sqrt(lam), eps=0.0) == pytest.approx(
+        np.exp(-np.sum(p * np.log(p))), rel=1e-12
+    )
 
 
 def test_one_direction_and_order_of_the_values():
@@ -78,9 +85,14 @@ def test_one_direction_and_order_of_the_values():
     rng = np.random.default_rng(3)
     lam = rng.uniform(0.1, 4.0, size=12)
     shuffled = rng.permutation(lam)
-    for fn in (lf.participation_ratio_of_spectrum, lf.stable_rank_of_spectrum,
-               lf.isotropy_ratio_of_spectrum, lf.rankme_of_spectrum, lf.condition_number_of_spectrum,
-               lambda v: lf.alpha_req_of_spectrum(v, (2, 11))):
+    for fn in (
+        lf.participation_ratio_of_spectrum,
+        lf.stable_rank_of_spectrum,
+        lf.isotropy_ratio_of_spectrum,
+        lf.rankme_of_spectrum,
+        lf.condition_number_of_spectrum,
+        lambda v: lf.alpha_req_of_spectrum(v, (2, 11)),
+    ):
         assert fn(shuffled) == fn(np.sort(lam)[::-1])
 
 
@@ -93,8 +105,12 @@ def test_feature_metrics_are_the_list_metrics_of_their_spectrum(shape):
     n, d = X.shape
     for center in (False, True):
         sigma = lf.singular_values(X, center=center)
-        np.testing.assert_allclose(sigma, np.linalg.svd(X - X.mean(0) if center else X, compute_uv=False),
-                                   rtol=1e-12, atol=1e-12 * sigma[0])
+        np.testing.assert_allclose(
+            sigma,
+            np.linalg.svd(X - X.mean(0) if center else X, compute_uv=False),
+            rtol=1e-12,
+            atol=1e-12 * sigma[0],
+        )
         assert R.rankme(X, center=center) == lf.rankme_of_spectrum(sigma)
         assert R.rankme_normalized(X, center=center) == lf.rankme_of_spectrum(sigma) / d
         lam = lf.gram_spectrum(X, center=center)
@@ -102,11 +118,14 @@ def test_feature_metrics_are_the_list_metrics_of_their_spectrum(shape):
         assert R.ne_sum(X, center=center) == lf.ne_sum_of_spectrum(lam)
         assert R.alpha_req(X, (1, 0.4), center=center) == lf.alpha_req_of_spectrum(lam, (1, 0.4))
         assert R.condition_number(X, center=center) == lf.condition_number_of_spectrum(
-            sigma, max(n, d) * EPS)
+            sigma, max(n, d) * EPS
+        )
     cov = lf.covariance_spectrum(X)
     np.testing.assert_array_equal(cov, lf.gram_spectrum(X, center=True))
     assert R.participation_ratio(X) == lf.participation_ratio_of_spectrum(cov)
-    assert R.explained_variance_dimension(X, 0.8) == lf.explained_variance_dimension_of_spectrum(cov, 0.8)
+    assert R.explained_variance_dimension(X, 0.8) == lf.explained_variance_dimension_of_spectrum(
+        cov, 0.8
+    )
     assert R.isotropy_ratio(X) == lf.isotropy_ratio_of_spectrum(cov)
     # reptrix's conventions are the same list metrics of the squared singular values
     lam_c = lf.singular_values(X, center=True) ** 2
@@ -138,10 +157,13 @@ def test_sphere_and_relational_layers():
     G = U.T @ U
     d = X.shape[1]
     F = np.sum((U @ U.T) ** 2)
-    assert lf.self_cluster_of_gram(G, n) == pytest.approx((d * F - n * (d + n - 1)) / ((d - 1) * (n - 1) * n),
-                                                          rel=1e-10)
+    assert lf.self_cluster_of_gram(G, n) == pytest.approx(
+        (d * F - n * (d + n - 1)) / ((d - 1) * (n - 1) * n), rel=1e-10
+    )
     s = U.sum(0)
-    assert R.mean_pairwise_cosine(X) == pytest.approx(lf.mean_pairwise_cosine_of_sum(s, n), rel=1e-12)
+    assert R.mean_pairwise_cosine(X) == pytest.approx(
+        lf.mean_pairwise_cosine_of_sum(s, n), rel=1e-12
+    )
     brute = (U @ U.T)[~np.eye(n, dtype=bool)].mean()
     assert lf.mean_pairwise_cosine_of_sum(s, n) == pytest.approx(brute, rel=1e-10)
     with pytest.raises(ValueError, match="zero vector at row 3"):
@@ -152,8 +174,12 @@ def test_sphere_and_relational_layers():
 
 
 def test_list_metrics_validate_their_input():
-    for fn in (lf.participation_ratio_of_spectrum, lf.stable_rank_of_spectrum,
-               lf.isotropy_ratio_of_spectrum, lf.explained_variance_dimension_of_spectrum):
+    for fn in (
+        lf.participation_ratio_of_spectrum,
+        lf.stable_rank_of_spectrum,
+        lf.isotropy_ratio_of_spectrum,
+        lf.explained_variance_dimension_of_spectrum,
+    ):
         with pytest.raises(ValueError, match="eigenvalues must be 1-dimensional"):
             fn(np.eye(3))
         with pytest.raises(ValueError, match="eigenvalues must be >= 0"):
@@ -189,8 +215,17 @@ def test_check_center_is_shared():
         with pytest.raises(TypeError, match="center must be True or False"):
             check_center(bad)
     X = _features(20, 4)
-    for fn in (R.rankme, R.rankme_normalized, R.alpha_req, R.ne_sum, R.stable_rank,
-               R.condition_number, R.gram_spectrum, R.rankme_squared_shares, R.alpha_req_weighted):
+    for fn in (
+        R.rankme,
+        R.rankme_normalized,
+        R.alpha_req,
+        R.ne_sum,
+        R.stable_rank,
+        R.condition_number,
+        R.gram_spectrum,
+        R.rankme_squared_shares,
+        R.alpha_req_weighted,
+    ):
         with pytest.raises(TypeError, match="center must be True or False"):
             fn(X, center=1)
     with pytest.raises(TypeError, match="exact must be True or False"):
@@ -217,6 +252,7 @@ def test_parallel_pool_size_is_one_definition():
 
 # ------------------------------------------------------------------- module layout
 
+
 def test_private_modules_live_inside_the_subpackage():
     """The streamed moments and the eigenvalue solver are private to repeval_ref.labelfree."""
     for top_level in ("repeval_ref._symeig", "repeval_ref._streaming"):
@@ -233,7 +269,9 @@ def test_the_package_exports_its_names_and_the_top_level_points_into_it():
     for name, module in R._EXPORTS.items():
         if getattr(R, name).__module__.startswith("repeval_ref.labelfree"):
             assert module.startswith("labelfree."), (name, module)
-            assert getattr(importlib.import_module(f"repeval_ref.{module}"), name) is getattr(R, name)
+            assert getattr(importlib.import_module(f"repeval_ref.{module}"), name) is getattr(
+                R, name
+            )
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -293,13 +331,19 @@ def _private_imports(module):
             for alias in node.names:
                 if alias.name.startswith("_"):
                     found.append(f"from {'.' * node.level}{node.module or ''} import {alias.name}")
-                elif node.module is None or inspect.ismodule(getattr(module, alias.asname or alias.name, None)):
+                elif node.module is None or inspect.ismodule(
+                    getattr(module, alias.asname or alias.name, None)
+                ):
                     modules.add(alias.asname or alias.name)
         elif isinstance(node, ast.Import):
             modules.update((a.asname or a.name).split(".")[0] for a in node.names)
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                and node.value.id in modules and node.attr.startswith("_")):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+            and node.attr.startswith("_")
+        ):
             found.append(f"{node.value.id}.{node.attr}")
     return found
 
@@ -310,15 +354,29 @@ def test_label_free_summary_uses_only_public_names():
     assert _private_imports(summary) == []
     # and what it imports from the package are the public layers
     tree = ast.parse(inspect.getsource(summary))
-    sources = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level}
-    assert sources <= {"_validation", None, "_streaming", "relational", "spectrum", "sphere"}, sources
+    sources = {
+        node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level
+    }
+    assert sources <= {"_validation", None, "_streaming", "relational", "spectrum", "sphere"}, (
+        sources
+    )
 
 
 def test_private_names_cross_module_borders_only_inside_the_subpackage():
     names = [m for m in lf.__all__ if inspect.ismodule(getattr(lf, m, None))]
     assert names == []  # the package exports functions, not modules
-    for sub in ("eigenvalue_metrics", "spectrum", "spectral", "sphere", "relational",
-                "intrinsic_dimension", "synthetic", "summary", "_streaming", "_symeig"):
+    for sub in (
+        "eigenvalue_metrics",
+        "spectrum",
+        "spectral",
+        "sphere",
+        "relational",
+        "intrinsic_dimension",
+        "synthetic",
+        "summary",
+        "_streaming",
+        "_symeig",
+    ):
         module = importlib.import_module(f"repeval_ref.labelfree.{sub}")
         tree = ast.parse(inspect.getsource(module))
         for node in ast.walk(tree):

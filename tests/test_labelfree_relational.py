@@ -1,4 +1,5 @@
 """Tests of Self-Cluster and diffusion spectral entropy (seed 002, section 3.2)."""
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -126,7 +127,8 @@ def test_dse_subsample_uses_rng_choice_rows():
     assert got == pytest.approx(_dse_by_definition(X[idx], 1.0), rel=1e-7)
     # no subsampling when n <= n_sub
     assert diffusion_spectral_entropy(X, sigma=1.0, n_sub=500) == pytest.approx(
-        _dse_by_definition(X, 1.0), rel=1e-7)
+        _dse_by_definition(X, 1.0), rel=1e-7
+    )
 
 
 def test_dse_streamed_inputs(tmp_path):
@@ -136,7 +138,8 @@ def test_dse_streamed_inputs(tmp_path):
     np.save(tmp_path / "x.npy", X)
     mm = np.load(tmp_path / "x.npy", mmap_mode="r")
     assert diffusion_spectral_entropy(mm, sigma=1.0, n_sub=50, rng=3) == pytest.approx(
-        diffusion_spectral_entropy(X, sigma=1.0, n_sub=50, rng=3))
+        diffusion_spectral_entropy(X, sigma=1.0, n_sub=50, rng=3)
+    )
 
 
 def test_subsample_of_an_iterator_is_a_uniform_sample_of_distinct_rows():
@@ -154,10 +157,15 @@ def test_subsample_of_an_iterator_is_a_uniform_sample_of_distinct_rows():
 
 def test_dse_bad_input():
     X = np.random.default_rng(12).normal(size=(20, 3))
-    for kwargs, exc in [({"sigma": 0.0}, ValueError), ({"sigma": -1.0}, ValueError),
-                        ({"sigma": 1.0, "t": 0}, ValueError), ({"sigma": 1.0, "n_sub": 1}, ValueError),
-                        ({"sigma": 1.0, "base": 1.0}, ValueError), ({"sigma": 1.0, "rng": "x"}, TypeError),
-                        ({"sigma": "1"}, TypeError)]:
+    for kwargs, exc in [
+        ({"sigma": 0.0}, ValueError),
+        ({"sigma": -1.0}, ValueError),
+        ({"sigma": 1.0, "t": 0}, ValueError),
+        ({"sigma": 1.0, "n_sub": 1}, ValueError),
+        ({"sigma": 1.0, "base": 1.0}, ValueError),
+        ({"sigma": 1.0, "rng": "x"}, TypeError),
+        ({"sigma": "1"}, TypeError),
+    ]:
         with pytest.raises(exc):
             diffusion_spectral_entropy(X, **kwargs)
     with pytest.raises(ValueError, match="NaN"):

@@ -1,4 +1,5 @@
 """diffusion_spectral_entropy on its large-n route (band reduction), against the dense route."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -34,9 +35,15 @@ def two_stage(monkeypatch):
     monkeypatch.setattr(rel, "_DENSE_MAX", 10)  # every kernel here takes the band route
 
 
-@pytest.mark.parametrize("n,d,sigma,t", [(400, 5, 1.0, 1),
-                                         pytest.param(900, 32, 4.0, 1, marks=pytest.mark.slow),
-                                         (700, 3, 0.3, 2), (500, 768, 10.0, 1)])
+@pytest.mark.parametrize(
+    "n,d,sigma,t",
+    [
+        (400, 5, 1.0, 1),
+        pytest.param(900, 32, 4.0, 1, marks=pytest.mark.slow),
+        (700, 3, 0.3, 2),
+        (500, 768, 10.0, 1),
+    ],
+)
 def test_band_route_equals_the_dense_route(two_stage, n, d, sigma, t):
     rng = np.random.default_rng(n + d)
     X = rng.normal(size=(n, d)) * (np.arange(1, d + 1) ** -0.6) + 3.0  # off-centre on purpose
@@ -48,7 +55,8 @@ def test_band_route_matches_the_definition(two_stage):
     X = np.random.default_rng(5).normal(size=(300, 4))
     for sigma in (0.5, 1.5):
         assert diffusion_spectral_entropy(X, sigma=sigma) == pytest.approx(
-            by_definition(X, sigma), rel=1e-7)
+            by_definition(X, sigma), rel=1e-7
+        )
 
 
 def test_small_kernels_keep_the_dense_solver():
@@ -66,7 +74,8 @@ def test_edge_cases_against_the_dense_route(monkeypatch, dense_max):
     for Z, sigma in [(dup, 1.0), (dup, 3.0), (X, 30.0)]:
         for t in (1, 2, 3):
             assert diffusion_spectral_entropy(Z, sigma=sigma, t=t) == pytest.approx(
-                dense_route(Z, sigma, t), rel=1e-9)
+                dense_route(Z, sigma, t), rel=1e-9
+            )
     # tiny bandwidth: the kernel is the identity and every eigenvalue 1/1 -> log2 n
     assert diffusion_spectral_entropy(X, sigma=1e-4) == pytest.approx(np.log2(150), rel=1e-12)
     # huge bandwidth: near rank one, the entropy goes to 0 (and stays non-negative)
@@ -91,9 +100,11 @@ def test_kernel_buffer_holds_the_exact_lower_triangle(n):
     i, j = np.tril_indices(n)
     np.testing.assert_allclose(S[i, j], want[i, j], rtol=1e-10, atol=1e-14)
     for r0 in range(0, n, _ROWS):
-        blk = S[r0:r0 + _ROWS, r0:r0 + _ROWS]
+        blk = S[r0 : r0 + _ROWS, r0 : r0 + _ROWS]
         assert np.array_equal(blk, blk.T)
-        np.testing.assert_allclose(blk, want[r0:r0 + _ROWS, r0:r0 + _ROWS], rtol=1e-10, atol=1e-14)
+        np.testing.assert_allclose(
+            blk, want[r0 : r0 + _ROWS, r0 : r0 + _ROWS], rtol=1e-10, atol=1e-14
+        )
 
 
 def test_kernel_eigenvalues_ignore_the_unwritten_triangle(monkeypatch):
@@ -109,7 +120,7 @@ def test_kernel_eigenvalues_ignore_the_unwritten_triangle(monkeypatch):
         S = real(Xs, sigma)
         upper = np.triu(np.ones(S.shape, dtype=bool), 1)
         for r0 in range(0, S.shape[0], _ROWS):
-            upper[r0:r0 + _ROWS, r0:r0 + _ROWS] = False
+            upper[r0 : r0 + _ROWS, r0 : r0 + _ROWS] = False
         S[upper] = np.nan
         return S
 
@@ -128,7 +139,9 @@ def test_fresh_matrix_is_a_writable_c_ordered_float64_buffer(n):
     np.empty((n, n)): C-contiguous, writable, float64, and it can be worked on in place
     by the band reduction."""
     G = rel._fresh_matrix(n)
-    assert G.shape == (n, n) and G.dtype == np.float64 and G.flags.c_contiguous and G.flags.writeable
+    assert (
+        G.shape == (n, n) and G.dtype == np.float64 and G.flags.c_contiguous and G.flags.writeable
+    )
     rng = np.random.default_rng(n)
     M = rng.normal(size=(n, n))
     G[...] = M + M.T
@@ -142,18 +155,20 @@ def _unit_rows(n, d, seed):
     return X
 
 
-# inputs that differ in what might matter, at a size the dense route handles: unit-norm Gaussian rows (a flat
-# spectrum) at d = 128 and sigma = 1 or 0.1, and a power-law spectrum at d = 768 with a
-# tenth of the usual sigma; the band route (with LAPACK's dsytrd_sb2st and the in-place
-# products) must give the dense route's value to 1e-12 relative
-@pytest.mark.parametrize("kind,d,sigma", [("unit", 128, 1.0), ("unit", 128, 0.1),
-                                          ("power", 768, 1.0), ("power", 768, 10.0)])
+# inputs that differ in what might matter, at a size the dense route handles: unit-norm Gaussian
+# rows (a flat spectrum) at d = 128 and sigma = 1 or 0.1, and a power-law spectrum at d = 768 with a
+# tenth of the usual sigma; the band route (with LAPACK's dsytrd_sb2st and the in-place products)
+# must give the dense route's value to 1e-12 relative
+@pytest.mark.parametrize(
+    "kind,d,sigma",
+    [("unit", 128, 1.0), ("unit", 128, 0.1), ("power", 768, 1.0), ("power", 768, 10.0)],
+)
 def test_issue_inputs_equal_the_dense_route(two_stage, kind, d, sigma):
     n = 700
     if kind == "unit":
         X = _unit_rows(n, d, seed=3)
     else:
-        X = (np.random.default_rng(0).standard_normal((n, d)) * np.arange(1, d + 1) ** -0.6)
+        X = np.random.default_rng(0).standard_normal((n, d)) * np.arange(1, d + 1) ** -0.6
     got = diffusion_spectral_entropy(X, sigma=sigma)
     want = dense_route(np.asarray(X, dtype=np.float64), sigma)
     assert abs(got - want) <= 1e-12 * abs(want)

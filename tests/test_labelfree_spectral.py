@@ -1,4 +1,5 @@
 """Tests of the spectral label-free metrics (seed 002, sections 3.1 and 4.1)."""
+
 import warnings
 
 import numpy as np
@@ -176,15 +177,19 @@ def test_condition_number_of_an_array_matches_numpy_cond(kappa, shape):
     X = _with_singular_values(s, n, d, seed=int(np.log10(kappa)))
     # both are SVD-based: they differ by rounding of the smallest singular value,
     # about kappa * eps relative (measured 4e-9 at kappa = 1e9); numpy is the reference
-    assert condition_number(X) == pytest.approx(np.linalg.cond(X), rel=max(1e-12, 100 * kappa * 2.2e-16))
+    assert condition_number(X) == pytest.approx(
+        np.linalg.cond(X), rel=max(1e-12, 100 * kappa * 2.2e-16)
+    )
     assert condition_number(X) == pytest.approx(kappa, rel=max(1e-12, 100 * kappa * 2.2e-16))
     Xc = X - X.mean(axis=0)
     assert condition_number(X, center=True) == pytest.approx(
-        np.linalg.cond(Xc) if n > d else _kappa_nonzero(Xc), rel=max(1e-12, 100 * kappa * 2.2e-16))
+        np.linalg.cond(Xc) if n > d else _kappa_nonzero(Xc), rel=max(1e-12, 100 * kappa * 2.2e-16)
+    )
 
 
 def _kappa_nonzero(Z):
-    """sigma_1 / smallest singular value above max(N, d) * eps * sigma_1 (matrix_rank's tolerance)."""
+    """sigma_1 / smallest singular value above max(N, d) * eps * sigma_1 (matrix_rank's
+    tolerance)."""
     s = np.linalg.svd(Z, compute_uv=False)
     s = s[s > max(Z.shape) * np.finfo(float).eps * s[0]]
     return s[0] / s[-1]
@@ -246,7 +251,8 @@ def test_rankme_streamed_equals_the_svd_value(case, center, tmp_path):
         assert rankme(streamed, center=center) == pytest.approx(ref, rel=1e-12)
     assert rankme_normalized(mm, center=center) == pytest.approx(ref / d, rel=1e-12)
     assert rankme_normalized(_batches(Z, [10, Z.shape[0] - 10]), center=center) == pytest.approx(
-        ref / d, rel=1e-12)
+        ref / d, rel=1e-12
+    )
 
 
 def test_rankme_normalized_can_exceed_one_by_the_documented_bound():
@@ -383,7 +389,12 @@ def sensitivity():
         for a in ALPHAS:
             X = sample_features_with_spectrum(power_law_spectrum(a, d), d + 1, rng=7, exact=True)
             kappa = condition_number(X, center=True)
-            out[d, a] = (rankme_normalized(X, center=True, eps=0.0), ne_sum(X) / d, kappa, kappa / d)
+            out[d, a] = (
+                rankme_normalized(X, center=True, eps=0.0),
+                ne_sum(X) / d,
+                kappa,
+                kappa / d,
+            )
     return out
 
 
@@ -434,8 +445,9 @@ def test_normalised_forms_in_d(sensitivity):
 # -------------------------------------------------------------------------- bad input
 
 
-@pytest.mark.parametrize("fn", [alpha_req, ne_sum, stable_rank, condition_number, gram_spectrum,
-                                rankme_normalized])
+@pytest.mark.parametrize(
+    "fn", [alpha_req, ne_sum, stable_rank, condition_number, gram_spectrum, rankme_normalized]
+)
 def test_bad_input(fn):
     with pytest.raises(ValueError, match="NaN"):
         fn(np.array([[1.0, np.nan], [0.0, 1.0]]))
@@ -477,12 +489,16 @@ def test_label_free_summary_equals_the_single_metrics(tmp_path):
     mm = _memmap(tmp_path, X, dtype=np.float64)
     got = r.label_free_summary(mm, fit_range=(2, 0.9))
     expected = {
-        "rankme": r.rankme(X), "rankme_normalized": r.rankme_normalized(X),
-        "alpha_req": r.alpha_req(X, fit_range=(2, 0.9)), "ne_sum": r.ne_sum(X),
-        "stable_rank": r.stable_rank(X), "condition_number": r.condition_number(X),
+        "rankme": r.rankme(X),
+        "rankme_normalized": r.rankme_normalized(X),
+        "alpha_req": r.alpha_req(X, fit_range=(2, 0.9)),
+        "ne_sum": r.ne_sum(X),
+        "stable_rank": r.stable_rank(X),
+        "condition_number": r.condition_number(X),
         "participation_ratio": r.participation_ratio(X),
         "explained_variance_dim": r.explained_variance_dimension(X),
-        "isotropy_ratio": r.isotropy_ratio(X), "self_cluster": r.self_cluster(X),
+        "isotropy_ratio": r.isotropy_ratio(X),
+        "self_cluster": r.self_cluster(X),
         "mean_pairwise_cosine": r.mean_pairwise_cosine(X),
     }
     for name, value in expected.items():

@@ -1,5 +1,6 @@
 """spectrum_metrics, reptrix's two conventions and the unit-embedding spread, against
 independent computations (book/rankme.md; seeds 000 and 002)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -35,10 +36,10 @@ def test_spectrum_metrics_closed_forms():
     assert flat["rankme"] == pytest.approx(50) and flat["ne_sum"] == pytest.approx(50)
     assert flat["kappa"] == pytest.approx(1.0) and flat["alpha"] == pytest.approx(0.0, abs=1e-12)
     i = np.arange(1, 201, dtype=float)
-    assert R.spectrum_metrics(i ** -1.3)["alpha"] == pytest.approx(1.3)
+    assert R.spectrum_metrics(i**-1.3)["alpha"] == pytest.approx(1.3)
     # kappa of a power law: sqrt(d^|alpha|), the same for +alpha and -alpha (002, 4.1)
     a, b = (R.spectrum_metrics(R.power_law_spectrum(s, 300))["kappa"] for s in (1.2, -1.2))
-    assert a == pytest.approx(300 ** 0.6) and b == pytest.approx(a)
+    assert a == pytest.approx(300**0.6) and b == pytest.approx(a)
     # a range that does not fit the spectrum gives NaN, not an error
     assert np.isnan(R.spectrum_metrics(np.r_[np.ones(5), np.zeros(5)], fit_range=(1, 10))["alpha"])
 
@@ -56,7 +57,9 @@ def test_rankme_squared_shares_is_pca_explained_variance_entropy():
     assert R.rankme_squared_shares(X, eps=0.0) < R.rankme(X, center=True, eps=0.0)
     flat = np.vstack([np.eye(6), -np.eye(6)])  # centred, equal singular values
     assert R.rankme_squared_shares(flat, eps=0.0) == pytest.approx(6.0)
-    assert R.rankme_squared_shares(flat, eps=0.0) == pytest.approx(R.rankme(flat, center=True, eps=0.0))
+    assert R.rankme_squared_shares(flat, eps=0.0) == pytest.approx(
+        R.rankme(flat, center=True, eps=0.0)
+    )
 
 
 def test_alpha_req_weighted_recovers_an_exact_power_law_and_matches_polyfit():

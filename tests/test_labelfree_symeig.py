@@ -1,4 +1,6 @@
-"""Two-stage symmetric eigenvalues (repeval_ref.labelfree._symeig), against LAPACK's one-stage route."""
+"""Two-stage symmetric eigenvalues (repeval_ref.labelfree._symeig), against LAPACK's one-stage
+route."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,10 +16,16 @@ def sym(rng, n):
     return (a + a.T) / 2
 
 
-@pytest.mark.parametrize("bandwidth,n", [
-    pytest.param(bandwidth, n, marks=pytest.mark.slow) if (bandwidth, n) == (64, 700)
-    else (bandwidth, n)
-    for n in [1, 2, 3, 5, 47, 48, 49, 50, 97, 301, 700] for bandwidth in [1, 3, 48, 64]])
+@pytest.mark.parametrize(
+    "bandwidth,n",
+    [
+        pytest.param(bandwidth, n, marks=pytest.mark.slow)
+        if (bandwidth, n) == (64, 700)
+        else (bandwidth, n)
+        for n in [1, 2, 3, 5, 47, 48, 49, 50, 97, 301, 700]
+        for bandwidth in [1, 3, 48, 64]
+    ],
+)
 def test_equals_lapack_one_stage(n, bandwidth):
     rng = np.random.default_rng(n * 100 + bandwidth)
     A = sym(rng, n)

@@ -13,6 +13,7 @@ every module under ``repeval_ref/`` must hold code of its own:
 And no file of the repository tells its reader to run, with ``python -m``, a module of
 the package that is not there.
 """
+
 from __future__ import annotations
 
 import ast
@@ -48,7 +49,8 @@ def _is_warning(stmt):
         return False
     func = stmt.value.func
     return (isinstance(func, ast.Attribute) and func.attr == "warn") or (
-        isinstance(func, ast.Name) and func.id == "warn")
+        isinstance(func, ast.Name) and func.id == "warn"
+    )
 
 
 def _assigns_sys_modules(tree):
@@ -56,9 +58,13 @@ def _assigns_sys_modules(tree):
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
-                if (isinstance(t, ast.Subscript) and isinstance(t.value, ast.Attribute)
-                        and t.value.attr == "modules" and isinstance(t.value.value, ast.Name)
-                        and t.value.value.id == "sys"):
+                if (
+                    isinstance(t, ast.Subscript)
+                    and isinstance(t.value, ast.Attribute)
+                    and t.value.attr == "modules"
+                    and isinstance(t.value.value, ast.Name)
+                    and t.value.value.id == "sys"
+                ):
                     return True
     return False
 
@@ -66,8 +72,12 @@ def _assigns_sys_modules(tree):
 def _only_reexports(tree, name, is_package):
     """True if the module's statements are imports of another module's names and nothing else."""
     body = list(tree.body)
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
         body = body[1:]
     imports_from_package = []
     for stmt in body:
@@ -82,10 +92,12 @@ def _only_reexports(tree, name, is_package):
             if source.split(".")[0] == "repeval_ref":
                 # `from . import sub` in a package names its submodule `package.sub`
                 imports_from_package.extend(
-                    [f"{source}.{a.name}" for a in stmt.names] if source == name else [source])
+                    [f"{source}.{a.name}" for a in stmt.names] if source == name else [source]
+                )
             continue
         if isinstance(stmt, ast.Assign) and all(
-                isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets):
+            isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets
+        ):
             continue
         if _is_warning(stmt):
             continue
@@ -223,28 +235,50 @@ __all__ = ["alignment", "rankme"]
 '''
 
 
-@pytest.mark.parametrize("source, name, is_package, expected", [
-    (SYS_MODULES_ALIAS, "repeval_ref.similarity", False, "replaces itself in sys.modules"),
-    (REEXPORT_ALIAS, "repeval_ref.similarity", False, "only imports names of another module"),
-    (PACKAGE_REEXPORTING_ANOTHER_PACKAGE, "repeval_ref.geometry", True,
-     "only imports names of another module"),
-    (GETATTR_FORWARD, "repeval_ref.torch.models", False,
-     "has a module __getattr__ that warns of a moved name"),
-    (GETATTR_WARNING, "repeval_ref.torch", True,
-     "has a module __getattr__ that warns of a moved name"),
-    ("", "repeval_ref.torch._deprecated", False, "is named for deprecated names"),
-])
+@pytest.mark.parametrize(
+    "source, name, is_package, expected",
+    [
+        (SYS_MODULES_ALIAS, "repeval_ref.similarity", False, "replaces itself in sys.modules"),
+        (REEXPORT_ALIAS, "repeval_ref.similarity", False, "only imports names of another module"),
+        (
+            PACKAGE_REEXPORTING_ANOTHER_PACKAGE,
+            "repeval_ref.geometry",
+            True,
+            "only imports names of another module",
+        ),
+        (
+            GETATTR_FORWARD,
+            "repeval_ref.torch.models",
+            False,
+            "has a module __getattr__ that warns of a moved name",
+        ),
+        (
+            GETATTR_WARNING,
+            "repeval_ref.torch",
+            True,
+            "has a module __getattr__ that warns of a moved name",
+        ),
+        ("", "repeval_ref.torch._deprecated", False, "is named for deprecated names"),
+    ],
+)
 def test_each_form_of_alias_is_caught(source, name, is_package, expected):
     assert expected in alias_reasons(source, name, is_package)
 
 
-@pytest.mark.parametrize("source, name, is_package", [
-    (LAZY_GETATTR, "repeval_ref", True),
-    (PACKAGE_OF_ITS_OWN_SUBMODULES, "repeval_ref.labelfree", True),
-    ('"""Entry point."""\nimport sys\n\nfrom ..cli.zoo import main\n\n'
-     'if __name__ == "__main__":\n    sys.exit(main())\n', "repeval_ref.zoo.__main__", False),
-    ('"""Only outside libraries."""\nimport numpy as np\n', "repeval_ref.x", False),
-])
+@pytest.mark.parametrize(
+    "source, name, is_package",
+    [
+        (LAZY_GETATTR, "repeval_ref", True),
+        (PACKAGE_OF_ITS_OWN_SUBMODULES, "repeval_ref.labelfree", True),
+        (
+            '"""Entry point."""\nimport sys\n\nfrom ..cli.zoo import main\n\n'
+            'if __name__ == "__main__":\n    sys.exit(main())\n',
+            "repeval_ref.zoo.__main__",
+            False,
+        ),
+        ('"""Only outside libraries."""\nimport numpy as np\n', "repeval_ref.x", False),
+    ],
+)
 def test_modules_with_code_of_their_own_pass(source, name, is_package):
     assert alias_reasons(source, name, is_package) == []
 
@@ -253,7 +287,9 @@ def test_modules_with_code_of_their_own_pass(source, name, is_package):
 
 #: ``python -m`` and a dotted name under the package, in prose or in an argument list
 #: (``"-m", "<name>"``); a name followed by a dot is a string being put together, not a name.
-PYTHON_M = re.compile(r"""python3? -m (repeval_ref(?:\.\w+)*)\b(?!\.)|["']-m["'],\s*["'](repeval_ref(?:\.\w+)*)["']""")
+PYTHON_M = re.compile(
+    r"""python3? -m (repeval_ref(?:\.\w+)*)\b(?!\.)|["']-m["'],\s*["'](repeval_ref(?:\.\w+)*)["']"""
+)
 
 
 def runnable(module):
@@ -264,8 +300,9 @@ def runnable(module):
 
 def _tracked_text_files():
     try:
-        proc = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True,
-                              timeout=60, check=True)
+        proc = subprocess.run(
+            ["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, timeout=60, check=True
+        )
     except (OSError, subprocess.SubprocessError):
         pytest.skip("git cannot list the tracked files here")
     for name in sorted(n for n in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if n):
@@ -287,9 +324,16 @@ def test_every_python_m_names_a_module_that_runs():
 
 
 def test_runnable_tells_modules_from_missing_ones():
-    assert runnable("repeval_ref.zoo") and runnable("repeval_ref.cli") and runnable("repeval_ref.knn")
+    assert (
+        runnable("repeval_ref.zoo") and runnable("repeval_ref.cli") and runnable("repeval_ref.knn")
+    )
     assert not runnable("repeval_ref.no_such_module") and not runnable("repeval_ref.torch")
-    found = [m.group(1) or m.group(2) for m in PYTHON_M.finditer(
-        'run python -m repeval_ref.zoo table, or [sys.executable, "-m", "repeval_ref.cli", "loop"]')]
+    found = [
+        m.group(1) or m.group(2)
+        for m in PYTHON_M.finditer(
+            'run python -m repeval_ref.zoo table, or [sys.executable, "-m", "repeval_ref.cli", '
+            '"loop"]'
+        )
+    ]
     assert found == ["repeval_ref.zoo", "repeval_ref.cli"]
     assert not PYTHON_M.search('prog = "python -m repeval_ref." + name')

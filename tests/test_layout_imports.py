@@ -11,6 +11,7 @@ Floors, lowest first (a module may import its own floor and those below it):
 The graph is read from the source with ``ast``: module-level and function-level
 imports alike, so a lazy import inside a function counts as much as one at the top.
 """
+
 import ast
 import importlib
 import pathlib
@@ -69,13 +70,20 @@ def _imports(name, path):
             for a in node.names:
                 sub = f"{base}.{a.name}"
                 targets.append(sub if sub in MODULES else base)
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-              and node.func.attr == "import_module" and node.args
-              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
-              and not node.args[0].value.startswith(".")):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and not node.args[0].value.startswith(".")
+        ):
             targets = [node.args[0].value]
         for t in targets:
-            while t and t not in MODULES and "." in t:  # `import repeval_ref.x.y as z` -> longest known prefix
+            while (
+                t and t not in MODULES and "." in t
+            ):  # `import repeval_ref.x.y as z` -> longest known prefix
                 t = t.rsplit(".", 1)[0]
             if t in MODULES and t != name:
                 found.add(t)
@@ -83,7 +91,9 @@ def _imports(name, path):
 
 
 def _graph():
-    return {name: _imports(name, path) for name, path in MODULES.items() if name not in ENTRY_POINTS}
+    return {
+        name: _imports(name, path) for name, path in MODULES.items() if name not in ENTRY_POINTS
+    }
 
 
 def _floor(name):
@@ -113,7 +123,7 @@ def test_no_import_cycle():
         stack.append(u)
         for v in sorted(g.get(u, ())):
             if state.get(v) == "open":
-                cycle = stack[stack.index(v):] + [v]
+                cycle = stack[stack.index(v) :] + [v]
                 pytest.fail("import cycle: " + " -> ".join(cycle))
             if v not in state:
                 visit(v)
@@ -127,23 +137,33 @@ def test_no_import_cycle():
 
 @pytest.mark.slow
 def test_torch_imports_neither_zoo_nor_loaders_nor_cli():
-    bad = [(m, t) for m, targets in _graph().items() if m == "repeval_ref.torch" or m.startswith("repeval_ref.torch.")
-           for t in targets
-           if t.startswith(("repeval_ref.zoo", "repeval_ref.cli")) or t == "repeval_ref.backbones"]
+    bad = [
+        (m, t)
+        for m, targets in _graph().items()
+        if m == "repeval_ref.torch" or m.startswith("repeval_ref.torch.")
+        for t in targets
+        if t.startswith(("repeval_ref.zoo", "repeval_ref.cli")) or t == "repeval_ref.backbones"
+    ]
     assert bad == []
 
 
 def test_every_import_goes_down_or_sideways():
     """The floors of the module docstring, for every module (not only those of torch)."""
-    bad = [f"{m} ({FLOORS[_floor(m)]}) imports {t} ({FLOORS[_floor(t)]})"
-           for m, targets in _graph().items() for t in sorted(targets) if _floor(t) > _floor(m)]
+    bad = [
+        f"{m} ({FLOORS[_floor(m)]}) imports {t} ({FLOORS[_floor(t)]})"
+        for m, targets in _graph().items()
+        for t in sorted(targets)
+        if _floor(t) > _floor(m)
+    ]
     assert bad == []
 
 
 @pytest.mark.slow
 def test_import_torch_loads_no_loader_and_no_zoo():
-    code = ("import repeval_ref.torch, sys; print(sorted(m for m in sys.modules "
-            "if m.startswith('repeval_ref.zoo') or m == 'repeval_ref.backbones'))")
+    code = (
+        "import repeval_ref.torch, sys; print(sorted(m for m in sys.modules "
+        "if m.startswith('repeval_ref.zoo') or m == 'repeval_ref.backbones'))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"

@@ -10,6 +10,7 @@
   :func:`~repeval_ref._validation.as_sequence`) give one message for every function that
   uses them.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -23,10 +24,15 @@ from repeval_ref import _validation as V
 
 def test_top_level_names_come_from_the_modules_of_their_concept():
     expected = {
-        "wilson_interval": "uncertainty", "paired_bootstrap_ci": "uncertainty",
-        "item_bootstrap_ci": "uncertainty", "transfer": "lpft_theory",
-        "layerwise_lr_scales": "lpft_theory", "rank_bound": "probe_rank",
-        "soft_rank_floor": "probe_rank", "linear_cka": "cka", "cka_matrix": "cka",
+        "wilson_interval": "uncertainty",
+        "paired_bootstrap_ci": "uncertainty",
+        "item_bootstrap_ci": "uncertainty",
+        "transfer": "lpft_theory",
+        "layerwise_lr_scales": "lpft_theory",
+        "rank_bound": "probe_rank",
+        "soft_rank_floor": "probe_rank",
+        "linear_cka": "cka",
+        "cka_matrix": "cka",
         "MinibatchCKA": "cka",
     }
     for name, module in expected.items():
@@ -37,11 +43,12 @@ def test_rank_bound_stays_a_function_after_its_module_is_imported():
     # a module called rank_bound.py would replace the attribute repeval_ref.rank_bound
     # (the function) by the module as soon as any of its names is imported
     importlib.import_module("repeval_ref.probe_rank")
-    R.soft_rank_floor
+    assert callable(R.soft_rank_floor)
     assert callable(R.rank_bound) and R.rank_bound.__name__ == "rank_bound"
 
 
 # ----------------------------------------------------------------- same-width check
+
 
 def _data(d_train=4, d_test=3, n_train=20, n_test=6):
     rng = np.random.default_rng(0)
@@ -97,8 +104,15 @@ def test_sharded_knn_on_an_empty_shard_rejects_different_widths(tmp_path, one_to
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'init'}", rank=0, world_size=1)
     try:
         with pytest.raises(ValueError, match="^test_h has 3 features but train_shard_h has 4$"):
-            knn_classify_sharded(torch.zeros((0, 4), dtype=torch.float64), torch.zeros(0, dtype=torch.int64),
-                                 torch.ones((5, 3), dtype=torch.float64), 3, 0.1, 2, shard_offset=0)
+            knn_classify_sharded(
+                torch.zeros((0, 4), dtype=torch.float64),
+                torch.zeros(0, dtype=torch.int64),
+                torch.ones((5, 3), dtype=torch.float64),
+                3,
+                0.1,
+                2,
+                shard_offset=0,
+            )
     finally:
         dist.destroy_process_group()
 
@@ -122,6 +136,7 @@ def test_as_train_test_checks_in_order_and_converts():
 
 # ------------------------------------------------------------- the other shared checks
 
+
 @pytest.mark.parametrize("value", [1, 0, "yes", None, np.array([True])])
 def test_check_bool_rejects_what_is_not_a_bool(value):
     with pytest.raises(TypeError, match="^flag must be True or False, got "):
@@ -133,14 +148,22 @@ def test_check_bool_returns_python_bools():
     assert V.check_bool(False, "flag") is False
 
 
-@pytest.mark.parametrize(("call", "message"), [
-    (lambda: R.ridge_probe(*_data(d_test=4)[:3], 1.0, bias=1), "bias must be True or False"),
-    (lambda: R.linear_cka(np.eye(5), np.eye(5), debiased="yes"), "debiased must be True or False"),
-    (lambda: R.rbf_cka(np.eye(5), np.eye(5), debiased=0), "debiased must be True or False"),
-    (lambda: R.cka_matrix([np.eye(5)], debiased=None), "debiased must be True or False"),
-    (lambda: R.retrieval_metrics(np.eye(3), [0, 1, 2], np.eye(3), [0, 1, 2], per_query=1),
-     "per_query must be True or False"),
-])
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: R.ridge_probe(*_data(d_test=4)[:3], 1.0, bias=1), "bias must be True or False"),
+        (
+            lambda: R.linear_cka(np.eye(5), np.eye(5), debiased="yes"),
+            "debiased must be True or False",
+        ),
+        (lambda: R.rbf_cka(np.eye(5), np.eye(5), debiased=0), "debiased must be True or False"),
+        (lambda: R.cka_matrix([np.eye(5)], debiased=None), "debiased must be True or False"),
+        (
+            lambda: R.retrieval_metrics(np.eye(3), [0, 1, 2], np.eye(3), [0, 1, 2], per_query=1),
+            "per_query must be True or False",
+        ),
+    ],
+)
 def test_switches_of_the_formula_modules_share_one_message(call, message):
     with pytest.raises(TypeError, match=f"^{message}, got "):
         call()

@@ -6,13 +6,14 @@ deselects it. A misspelt marker would deselect nothing without a word, so every 
 test files use must be one that ``pyproject.toml`` registers or one of pytest's own. The
 collection order of ``tests/conftest.py`` (``LONGEST_FIRST``) names files that exist.
 """
+
 from __future__ import annotations
 
 import ast
-import tomllib
 from pathlib import Path
 
 import conftest
+import tomllib
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -31,9 +32,13 @@ def markers_used(source):
     """Names ``X`` of every ``pytest.mark.X`` in ``source``."""
     names = set()
     for node in ast.walk(ast.parse(source)):
-        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
-                and node.value.attr == "mark" and isinstance(node.value.value, ast.Name)
-                and node.value.value.id == "pytest"):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "mark"
+            and isinstance(node.value.value, ast.Name)
+            and node.value.value.id == "pytest"
+        ):
             names.add(node.attr)
     return names
 
@@ -53,9 +58,11 @@ def test_every_marker_of_the_test_files_is_registered_or_pytests_own():
 
 
 def test_markers_used_finds_decorators_params_and_module_marks():
-    source = ("import pytest\npytestmark = [pytest.mark.slow]\n"
-              "@pytest.mark.slwo\n@pytest.mark.parametrize('x', [pytest.param(1, marks="
-              "pytest.mark.recompute)])\ndef test_x(x):\n    pass\n")
+    source = (
+        "import pytest\npytestmark = [pytest.mark.slow]\n"
+        "@pytest.mark.slwo\n@pytest.mark.parametrize('x', [pytest.param(1, marks="
+        "pytest.mark.recompute)])\ndef test_x(x):\n    pass\n"
+    )
     assert markers_used(source) == {"slow", "slwo", "parametrize", "recompute"}
 
 

@@ -15,6 +15,7 @@ The code the test files share lives in the package ``tests/helpers/`` and is imp
 ``from helpers.<module> import ...`` (pytest puts ``tests/`` on the path): no test file
 changes ``sys.path`` to reach it.
 """
+
 from __future__ import annotations
 
 import re
@@ -60,11 +61,11 @@ def misnamed(file_names, modules, helpers):
     """The test file names of ``file_names`` that break the rule of this module."""
     wrong = []
     for file_name in file_names:
-        stem = file_name[len("test_"):-len(".py")]
+        stem = file_name[len("test_") : -len(".py")]
         if file_name in EXCEPTIONS:
             continue
         if stem.startswith("helpers_"):
-            if stem[len("helpers_"):] not in helpers:
+            if stem[len("helpers_") :] not in helpers:
                 wrong.append(file_name)
             continue
         if any(stem.startswith(area) for area in AREAS):
@@ -76,8 +77,18 @@ def misnamed(file_names, modules, helpers):
 
 def test_module_names_cover_the_packages():
     names = module_names()
-    assert {"knn", "cka", "uncertainty", "torch_knn", "cli_suite", "validation",
-            "labelfree_spectral", "zoo", "benchmarks", "benchmarks_gpu_run_gpu"} <= names
+    assert {
+        "knn",
+        "cka",
+        "uncertainty",
+        "torch_knn",
+        "cli_suite",
+        "validation",
+        "labelfree_spectral",
+        "zoo",
+        "benchmarks",
+        "benchmarks_gpu_run_gpu",
+    } <= names
     assert "repeval_ref" not in names and "" not in names
 
 
@@ -88,18 +99,33 @@ def test_every_test_file_is_named_after_a_module_or_a_documented_area():
     assert not wrong, (
         f"test files named after no module of {sorted(PACKAGES)} and in no documented area "
         f"({sorted(AREAS)}): {wrong}; name each test_<module>.py or test_<module>_<aspect>.py "
-        "(tests/test_layout_test_names.py states the rule)")
+        "(tests/test_layout_test_names.py states the rule)"
+    )
 
 
 def test_the_rule_refuses_old_and_unknown_names():
     modules = {"knn", "uncertainty", "torch_knn", "cka"}
     helpers = {"reproduce"}
-    names = ["test_noise.py", "test_similarity.py", "test_knnx.py", "test_torch.py",
-             "test_helpers_nothing.py", "test_knn.py", "test_knn_tiles.py", "test_torch_knn.py",
-             "test_helpers_reproduce.py", "test_book_prose.py", "test_properties.py"]
+    names = [
+        "test_noise.py",
+        "test_similarity.py",
+        "test_knnx.py",
+        "test_torch.py",
+        "test_helpers_nothing.py",
+        "test_knn.py",
+        "test_knn_tiles.py",
+        "test_torch_knn.py",
+        "test_helpers_reproduce.py",
+        "test_book_prose.py",
+        "test_properties.py",
+    ]
     assert misnamed(names, modules, helpers) == [
-        "test_noise.py", "test_similarity.py", "test_knnx.py", "test_torch.py",
-        "test_helpers_nothing.py"]
+        "test_noise.py",
+        "test_similarity.py",
+        "test_knnx.py",
+        "test_torch.py",
+        "test_helpers_nothing.py",
+    ]
 
 
 def test_every_exception_names_a_file_that_exists():
@@ -108,6 +134,9 @@ def test_every_exception_names_a_file_that_exists():
 
 def test_no_test_file_changes_sys_path():
     changes = re.compile(r"^\s*sys\.path\.(insert|append)\(", re.M)
-    found = [str(p.relative_to(ROOT)) for p in sorted(TESTS.rglob("*.py"))
-             if changes.search(p.read_text())]
+    found = [
+        str(p.relative_to(ROOT))
+        for p in sorted(TESTS.rglob("*.py"))
+        if changes.search(p.read_text())
+    ]
     assert not found, f"import helpers as helpers.<module> instead of changing sys.path: {found}"

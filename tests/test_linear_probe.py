@@ -1,4 +1,5 @@
 """Tests of repeval_ref.linear_probe (book/protocols.md; seed 000, linear probe done right)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +10,6 @@ from threadpoolctl import threadpool_limits
 
 from repeval_ref import linear_probe_done_right
 from repeval_ref.linear_probe import probe_accuracy_grid
-
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -38,7 +38,7 @@ def reference_probe(train_h, train_y, test_h, test_y, Cs, seed=0):
     """Straightforward re-implementation with StandardScaler and an explicit loop."""
     n = len(train_h)
     perm = np.random.default_rng(seed).permutation(n)
-    val, fit = perm[: n // 5], perm[n // 5:]
+    val, fit = perm[: n // 5], perm[n // 5 :]
     scaler = StandardScaler().fit(train_h[fit])
     best_C, best_acc = None, -1.0
     for C in Cs:

@@ -1,4 +1,5 @@
 """Tests of repeval_ref.lowshot.low_shot_eval (book/noise.md; seed 000, low-shot evaluation)."""
+
 from __future__ import annotations
 
 import math
@@ -23,6 +24,7 @@ def make_data(seed=0, n_classes=4, per_class=(12, 9, 15, 10), n_test=60, d=6):
 def reference_accuracies(train_h, train_y, test_h, test_y, shots, n_draws, rng):
     """Explicit loops over draws, classes and test images."""
     n_per_class = shots
+
     def unit(v):
         return v / math.sqrt(float(np.dot(v, v)))
 
@@ -173,8 +175,9 @@ def test_test_label_absent_from_training_counts_as_an_error():
     unseen[0] = 2  # no training example has label 2 (labels are odd)
     a, _ = low_shot_eval(train_h, train_y, test_h, test_y, 1, 3, np.random.default_rng(5))
     b, _ = low_shot_eval(train_h, train_y, test_h, unseen, 1, 3, np.random.default_rng(5))
-    first_right = reference_accuracies(train_h, train_y, test_h[:1], test_y[:1], 1, 3,
-                                       np.random.default_rng(5))
+    first_right = reference_accuracies(
+        train_h, train_y, test_h[:1], test_y[:1], 1, 3, np.random.default_rng(5)
+    )
     assert np.isclose(a - b, np.mean(first_right) / len(test_y))
 
 
@@ -184,7 +187,10 @@ def test_float32_memory_map_equals_normalising_every_row_first(tmp_path, monkeyp
     rng = np.random.default_rng(7)
     y = np.arange(300) % 3
     X = (rng.standard_normal((300, 8)) + y[:, None]).astype(np.float32)
-    Xt, yt = (rng.standard_normal((40, 8)) + np.arange(40)[:, None] % 3).astype(np.float32), np.arange(40) % 3
+    Xt, yt = (
+        (rng.standard_normal((40, 8)) + np.arange(40)[:, None] % 3).astype(np.float32),
+        np.arange(40) % 3,
+    )
     np.save(tmp_path / "x.npy", X)
     M = np.load(tmp_path / "x.npy", mmap_mode="r")
     monkeypatch.setattr(blocks_module, "BLOCK_BYTES", 64)  # two rows a block
@@ -195,7 +201,9 @@ def test_float32_memory_map_equals_normalising_every_row_first(tmp_path, monkeyp
     g = np.random.default_rng(11)
     accs = []
     for _ in range(4):
-        m = np.stack([U[g.choice(np.flatnonzero(y == c), 5, replace=False)].mean(axis=0) for c in range(3)])
+        m = np.stack(
+            [U[g.choice(np.flatnonzero(y == c), 5, replace=False)].mean(axis=0) for c in range(3)]
+        )
         m /= np.linalg.norm(m, axis=1, keepdims=True)
         accs.append(np.mean(np.argmax(Ut @ m.T, axis=1) == yt))
     assert got[0] == pytest.approx(np.mean(accs), abs=1e-12)

@@ -1,4 +1,5 @@
 """Tests of repeval_ref.lpft_theory: LP, FT and LP-FT in a two-layer linear network."""
+
 import numpy as np
 import pytest
 import torch
@@ -10,7 +11,8 @@ C = 1 / np.sqrt(2)
 
 
 def random_problem(seed=0, n=10, d=6, dp=3, span=4):
-    """ID inputs in a span-dimensional subspace of R^d; returns X, y, B0, v0, basis of the complement."""
+    """ID inputs in a span-dimensional subspace of R^d; returns X, y, B0, v0, basis of the
+    complement."""
     rng = np.random.default_rng(seed)
     Q, _ = np.linalg.qr(rng.normal(size=(d, d)))
     X = rng.normal(size=(n, span)) @ Q[:, :span].T

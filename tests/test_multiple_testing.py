@@ -1,4 +1,5 @@
 """Holm and Benjamini-Hochberg adjusted p-values, cross-checked against statsmodels."""
+
 import numpy as np
 import pytest
 
@@ -13,7 +14,9 @@ def test_against_statsmodels(seed):
     p = np.concatenate([rng.uniform(size=8), rng.uniform(0, 0.01, size=4), [0.0, 1.0, 0.5, 0.5]])
     rng.shuffle(p)
     np.testing.assert_allclose(holm(p), multipletests(p, method="holm")[1], rtol=0, atol=1e-15)
-    np.testing.assert_allclose(benjamini_hochberg(p), multipletests(p, method="fdr_bh")[1], atol=1e-15)
+    np.testing.assert_allclose(
+        benjamini_hochberg(p), multipletests(p, method="fdr_bh")[1], atol=1e-15
+    )
 
 
 def test_holm_closed_form_on_three_values():

@@ -9,6 +9,7 @@
 * Monotone in n, alpha, power and the discordance; the discordance bound is the maximum
   over every joint distribution with those accuracies.
 """
+
 import math
 
 import numpy as np
@@ -25,7 +26,7 @@ CHI2_95 = stats.chi2.ppf(0.95, 1)
 def _connor_power(delta, psi, n, alpha=0.05):
     """Normal-approximation power of McNemar's test (the far tail neglected)."""
     z_a = stats.norm.ppf(1 - alpha / 2)
-    return stats.norm.cdf((math.sqrt(n) * delta - z_a * math.sqrt(psi)) / math.sqrt(psi - delta ** 2))
+    return stats.norm.cdf((math.sqrt(n) * delta - z_a * math.sqrt(psi)) / math.sqrt(psi - delta**2))
 
 
 def _simulated_mcnemar_power(n, psi, delta, reps, seed, exact=False):
@@ -45,7 +46,9 @@ def _simulated_mcnemar_power(n, psi, delta, reps, seed, exact=False):
 def test_paired_difference_solves_connors_power_equation(n, psi):
     delta = R.paired_detectable_difference(n, psi)
     assert _connor_power(delta, psi, n) == pytest.approx(0.8, abs=1e-9)
-    root = optimize.brentq(lambda d: _connor_power(d, psi, n) - 0.8, 1e-9, psi * (1 - 1e-12), xtol=1e-14)
+    root = optimize.brentq(
+        lambda d: _connor_power(d, psi, n) - 0.8, 1e-9, psi * (1 - 1e-12), xtol=1e-14
+    )
     assert delta == pytest.approx(root, rel=1e-9)
 
 
@@ -53,7 +56,7 @@ def test_paired_difference_solves_connors_power_equation(n, psi):
 def test_simulated_mcnemar_power_at_the_returned_difference_is_the_target(n, psi):
     delta = R.paired_detectable_difference(n, psi)
     simulated = _simulated_mcnemar_power(n, psi, delta, reps=20000, seed=n)
-    assert simulated == pytest.approx(0.8, abs=0.02)          # Monte-Carlo s.e. about 0.003
+    assert simulated == pytest.approx(0.8, abs=0.02)  # Monte-Carlo s.e. about 0.003
     # the exact test is conservative: it reaches a little less at the same difference
     exact = _simulated_mcnemar_power(n, psi, delta, reps=20000, seed=n, exact=True)
     assert 0.7 < exact <= simulated
@@ -66,7 +69,9 @@ def test_half_the_difference_is_not_detected_and_twice_is():
     assert _simulated_mcnemar_power(n, psi, min(2 * delta, psi), 20000, 2) > 0.99
 
 
-@pytest.mark.parametrize(("delta", "psi"), [(0.01, 0.05), (0.02, 0.1), (0.05, 0.3), (0.1, 0.1), (0.003, 0.02)])
+@pytest.mark.parametrize(
+    ("delta", "psi"), [(0.01, 0.05), (0.02, 0.1), (0.05, 0.3), (0.1, 0.1), (0.003, 0.02)]
+)
 @pytest.mark.parametrize("power", [0.5, 0.8, 0.9])
 def test_sample_size_and_detectable_difference_are_inverse(delta, psi, power):
     n = R.paired_sample_size(delta, psi, power=power)
@@ -96,15 +101,17 @@ def test_detectable_difference_is_monotone():
 def test_power_one_half_is_the_plain_z_test_margin():
     # z_b = 0: the difference whose expected statistic sits exactly on the critical value
     z = stats.norm.ppf(0.975)
-    assert R.paired_detectable_difference(900, 0.16, power=0.5) == pytest.approx(z * math.sqrt(0.16 / 900))
+    assert R.paired_detectable_difference(900, 0.16, power=0.5) == pytest.approx(
+        z * math.sqrt(0.16 / 900)
+    )
 
 
 def test_nothing_is_detectable_with_too_few_discordant_items():
-    assert R.paired_detectable_difference(3, 0.5) == math.inf           # n < z_a^2
+    assert R.paired_detectable_difference(3, 0.5) == math.inf  # n < z_a^2
     # 40 items with 5 % discordance: two discordant items expected, no difference reaches the power
     n, psi = 40, 0.05
     assert R.paired_detectable_difference(n, psi) == math.inf
-    assert R.paired_sample_size(psi, psi) > n                          # even the largest possible one
+    assert R.paired_sample_size(psi, psi) > n  # even the largest possible one
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.7, 0.93])
@@ -114,7 +121,9 @@ def test_unpaired_difference_against_statsmodels(n, p):
     h = proportion_effectsize(p + delta, p)
     # statsmodels adds the far tail, which is negligible here
     assert NormalIndPower().power(h, nobs1=n, alpha=0.05, ratio=1.0) == pytest.approx(0.8, abs=2e-4)
-    solved = NormalIndPower().solve_power(effect_size=None, nobs1=n, alpha=0.05, power=0.8, ratio=1.0)
+    solved = NormalIndPower().solve_power(
+        effect_size=None, nobs1=n, alpha=0.05, power=0.8, ratio=1.0
+    )
     assert h == pytest.approx(solved, rel=1e-3)
 
 
@@ -137,30 +146,35 @@ def test_discordance_bound_is_the_maximum_over_joint_distributions():
         for b in np.linspace(0, 1, 11):
             # p11 ranges over [max(0, a + b - 1), min(a, b)]; discordance a + b - 2 p11
             grid = np.linspace(max(0.0, a + b - 1), min(a, b), 201)
-            assert R.discordance_upper_bound(a, b) == pytest.approx((a + b - 2 * grid).max(), abs=1e-12)
+            assert R.discordance_upper_bound(a, b) == pytest.approx(
+                (a + b - 2 * grid).max(), abs=1e-12
+            )
     rng = np.random.default_rng(0)
     for _ in range(50):
         x, y = rng.random(300) < rng.random(), rng.random(300) < rng.random()
         assert np.mean(x != y) <= R.discordance_upper_bound(x.mean(), y.mean()) + 1e-12
 
 
-@pytest.mark.parametrize(("fn", "kwargs", "name"), [
-    ("paired_detectable_difference", dict(n=0, discordance=0.1), "n"),
-    ("paired_detectable_difference", dict(n=100, discordance=0.0), "discordance"),
-    ("paired_detectable_difference", dict(n=100, discordance=1.5), "discordance"),
-    ("paired_detectable_difference", dict(n=100, discordance=np.nan), "discordance"),
-    ("paired_detectable_difference", dict(n=100, discordance=0.1, alpha=0.0), "alpha"),
-    ("paired_detectable_difference", dict(n=100, discordance=0.1, alpha=1.0), "alpha"),
-    ("paired_detectable_difference", dict(n=100, discordance=0.1, power=0.3), "power"),
-    ("paired_detectable_difference", dict(n=100, discordance=0.1, power=1.0), "power"),
-    ("paired_sample_size", dict(difference=0.0, discordance=0.1), "difference"),
-    ("paired_sample_size", dict(difference=0.2, discordance=0.1), "discordance"),
-    ("paired_sample_size", dict(difference=-0.1, discordance=0.1), "difference"),
-    ("discordance_upper_bound", dict(accuracy_a=1.2, accuracy_b=0.5), "accuracy_a"),
-    ("discordance_upper_bound", dict(accuracy_a=0.2, accuracy_b=-0.5), "accuracy_b"),
-    ("unpaired_detectable_difference", dict(n=100, accuracy=1.5), "accuracy"),
-    ("unpaired_detectable_difference", dict(n=-1, accuracy=0.5), "n"),
-])
+@pytest.mark.parametrize(
+    ("fn", "kwargs", "name"),
+    [
+        ("paired_detectable_difference", dict(n=0, discordance=0.1), "n"),
+        ("paired_detectable_difference", dict(n=100, discordance=0.0), "discordance"),
+        ("paired_detectable_difference", dict(n=100, discordance=1.5), "discordance"),
+        ("paired_detectable_difference", dict(n=100, discordance=np.nan), "discordance"),
+        ("paired_detectable_difference", dict(n=100, discordance=0.1, alpha=0.0), "alpha"),
+        ("paired_detectable_difference", dict(n=100, discordance=0.1, alpha=1.0), "alpha"),
+        ("paired_detectable_difference", dict(n=100, discordance=0.1, power=0.3), "power"),
+        ("paired_detectable_difference", dict(n=100, discordance=0.1, power=1.0), "power"),
+        ("paired_sample_size", dict(difference=0.0, discordance=0.1), "difference"),
+        ("paired_sample_size", dict(difference=0.2, discordance=0.1), "discordance"),
+        ("paired_sample_size", dict(difference=-0.1, discordance=0.1), "difference"),
+        ("discordance_upper_bound", dict(accuracy_a=1.2, accuracy_b=0.5), "accuracy_a"),
+        ("discordance_upper_bound", dict(accuracy_a=0.2, accuracy_b=-0.5), "accuracy_b"),
+        ("unpaired_detectable_difference", dict(n=100, accuracy=1.5), "accuracy"),
+        ("unpaired_detectable_difference", dict(n=-1, accuracy=0.5), "n"),
+    ],
+)
 def test_bad_input_names_the_argument(fn, kwargs, name):
     with pytest.raises(ValueError, match=name):
         getattr(R, fn)(**kwargs)

@@ -1,4 +1,6 @@
-"""Tests of repeval_ref.probe_rank.rank_bound (book/rank.md; seed 000, what a linear probe can read)."""
+"""Tests of repeval_ref.probe_rank.rank_bound (book/rank.md; seed 000, what a linear probe can
+read)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,7 +19,7 @@ def one_hot(y, n_classes):
 def eckart_young_floor(y, n_classes, r):
     """Energy of Y beyond its r + 1 largest singular values (numpy SVD)."""
     sv = np.linalg.svd(one_hot(y, n_classes), compute_uv=False)
-    return float(np.sum(sv[r + 1:] ** 2))
+    return float(np.sum(sv[r + 1 :] ** 2))
 
 
 def noisy_clusters(rng, counts, d=12, spread=0.8):
@@ -188,8 +190,10 @@ def low_energy_tail_features(rng, n=120, d=15, K=5, k_strong=2, tail=0.05):
     """Class signal in k_strong directions plus a weak full-rank tail."""
     y = rng.integers(0, K, size=n)
     strong = rng.normal(size=(K, k_strong))[y] * 3
-    H = np.hstack([strong, tail * rng.normal(size=(n, d - k_strong))]) @ np.linalg.qr(
-        rng.normal(size=(d, d)))[0]
+    H = (
+        np.hstack([strong, tail * rng.normal(size=(n, d - k_strong))])
+        @ np.linalg.qr(rng.normal(size=(d, d)))[0]
+    )
     return H, y
 
 
@@ -199,21 +203,30 @@ def brute_constrained_residual(H, y, K, B):
     Y = one_hot(y, K)
 
     def loss(theta):
-        W, b = theta[: d * K].reshape(d, K), theta[d * K:]
+        W, b = theta[: d * K].reshape(d, K), theta[d * K :]
         return np.sum((Y - H @ W - b) ** 2)
 
     def grad(theta):
-        W, b = theta[: d * K].reshape(d, K), theta[d * K:]
+        W, b = theta[: d * K].reshape(d, K), theta[d * K :]
         R = Y - H @ W - b
         return np.concatenate([(-2 * H.T @ R).ravel(), -2 * R.sum(0)])
 
-    cons = {"type": "ineq", "fun": lambda th: B**2 - np.sum(th[: d * K] ** 2),
-            "jac": lambda th: np.concatenate([-2 * th[: d * K], np.zeros(K)])}
+    cons = {
+        "type": "ineq",
+        "fun": lambda th: B**2 - np.sum(th[: d * K] ** 2),
+        "jac": lambda th: np.concatenate([-2 * th[: d * K], np.zeros(K)]),
+    }
     best = np.inf
     for start in range(3):
         x0 = np.random.default_rng(start).normal(size=d * K + K) * 0.01
-        res = minimize(loss, x0, jac=grad, constraints=[cons], method="SLSQP",
-                       options={"ftol": 1e-13, "maxiter": 2000})
+        res = minimize(
+            loss,
+            x0,
+            jac=grad,
+            constraints=[cons],
+            method="SLSQP",
+            options={"ftol": 1e-13, "maxiter": 2000},
+        )
         if np.sum(res.x[: d * K] ** 2) <= B**2 * (1 + 1e-6):
             best = min(best, res.fun)
     return best
@@ -300,16 +313,16 @@ def test_soft_floor_of_exact_rank_features_is_at_least_the_rank_floor_and_tight(
         assert residual == pytest.approx(T_k, rel=1e-9)
         assert per_k[k] == pytest.approx(T_k, rel=1e-9)
         assert floor == pytest.approx(T_k, rel=1e-9)
-        assert floor >= rank_bound(H, y, 5)[1] - 1e-9   # centred tail >= one-hot tail
+        assert floor >= rank_bound(H, y, 5)[1] - 1e-9  # centred tail >= one-hot tail
 
 
 def test_soft_floor_is_positive_for_full_rank_features_with_a_small_tail():
     rng = np.random.default_rng(0)
     H, y = low_energy_tail_features(rng, tail=0.01)
     assert np.linalg.matrix_rank(H) == H.shape[1]
-    assert rank_bound(H, y, 5)[1] == 0          # the exact floor says nothing
+    assert rank_bound(H, y, 5)[1] == 0  # the exact floor says nothing
     floor, _ = soft_rank_floor(H, y, 5, 1.0)
-    assert floor > 0.3 * len(y)                 # the soft one still does
+    assert floor > 0.3 * len(y)  # the soft one still does
 
 
 @pytest.mark.parametrize(

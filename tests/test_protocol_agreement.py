@@ -1,4 +1,6 @@
-"""Separations of two protocols on one task: signs, flips and the range of tau, against brute force."""
+"""Separations of two protocols on one task: signs, flips and the range of tau, against brute
+force."""
+
 import itertools
 
 import numpy as np
@@ -22,7 +24,8 @@ def test_protocol_flips_are_the_pairs_with_opposite_nonzero_signs():
 
 
 def _brute_tau_range(a, b):
-    """Every +-1 filling of the pairs that one protocol leaves unseparated, then the mean product."""
+    """Every +-1 filling of the pairs that one protocol leaves unseparated, then the mean
+    product."""
     a, b = np.asarray(a), np.asarray(b)
     free = np.flatnonzero((a == 0) | (b == 0))
     values = []
@@ -65,17 +68,20 @@ def test_tau_range_all_separated_is_the_tau_itself():
     assert low == pytest.approx(kendall_tau_b(x, y)) and high == pytest.approx(low)
 
 
-@pytest.mark.parametrize("call, name", [
-    (lambda: separation_signs([0.1], [0.0], [0.01]), "lo"),
-    (lambda: separation_signs([0.0, 0.1], [0.2], [0.01]), "hi"),
-    (lambda: separation_signs([0.0], [0.2], [1.5]), "p_adjusted"),
-    (lambda: separation_signs([0.0], [np.nan], [0.5]), "hi"),
-    (lambda: separation_signs([0.0], [0.2], [0.5], alpha=1.0), "alpha"),
-    (lambda: protocol_flips([1, 2], [1, 1]), "sign_a"),
-    (lambda: protocol_flips([1, 0], [1]), "sign_b"),
-    (lambda: tau_range([], []), "sign_a"),
-    (lambda: tau_range([[1]], [[1]]), "sign_a"),
-])
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda: separation_signs([0.1], [0.0], [0.01]), "lo"),
+        (lambda: separation_signs([0.0, 0.1], [0.2], [0.01]), "hi"),
+        (lambda: separation_signs([0.0], [0.2], [1.5]), "p_adjusted"),
+        (lambda: separation_signs([0.0], [np.nan], [0.5]), "hi"),
+        (lambda: separation_signs([0.0], [0.2], [0.5], alpha=1.0), "alpha"),
+        (lambda: protocol_flips([1, 2], [1, 1]), "sign_a"),
+        (lambda: protocol_flips([1, 0], [1]), "sign_b"),
+        (lambda: tau_range([], []), "sign_a"),
+        (lambda: tau_range([[1]], [[1]]), "sign_a"),
+    ],
+)
 def test_bad_input_raises_value_error_naming_the_argument(call, name):
     with pytest.raises(ValueError, match=name):
         call()

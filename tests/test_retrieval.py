@@ -1,4 +1,5 @@
 """Tests of repeval_ref.retrieval.retrieval_metrics, including a trec_eval cross-check."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -272,13 +273,19 @@ def test_does_not_modify_inputs():
     "change, err, match",
     [
         ({"query_h": np.zeros((3, 2))}, ValueError, "query_h has a zero vector"),
-        ({"corpus_h": np.array([[1.0, 0.0], [0.0, 0.0], [1.0, 1.0], [2.0, 1.0]])}, ValueError,
-         "corpus_h has a zero vector at row 1"),
+        (
+            {"corpus_h": np.array([[1.0, 0.0], [0.0, 0.0], [1.0, 1.0], [2.0, 1.0]])},
+            ValueError,
+            "corpus_h has a zero vector at row 1",
+        ),
         ({"query_h": np.ones((3, 3))}, ValueError, "query_h has 3 features but corpus_h has 2"),
         ({"query_y": [0, 1]}, ValueError, "query_y has 2 entries but 3"),
         ({"corpus_y": [0, 1, 1]}, ValueError, "corpus_y has 3 entries but 4"),
-        ({"query_h": np.array([[1.0, np.nan], [1.0, 0.0], [0.0, 1.0]])}, ValueError,
-         "query_h contains NaN"),
+        (
+            {"query_h": np.array([[1.0, np.nan], [1.0, 0.0], [0.0, 1.0]])},
+            ValueError,
+            "query_h contains NaN",
+        ),
         ({"corpus_h": np.full((4, 2), np.inf)}, ValueError, "corpus_h contains NaN or infinite"),
         ({"query_h": np.ones(3)}, ValueError, "query_h must be 2-dimensional"),
         ({"query_y": [0.5, 1, 0]}, ValueError, "query_y must hold whole-number"),
@@ -330,20 +337,36 @@ def _trec(scores, gains, ks, ignore=None, name=lambda j: f"d{j:05d}"):
         qrels[f"q{i:05d}"] = {name(j): int(gains[i, j]) for j in keep}
         run[f"q{i:05d}"] = {name(j): float(scores[i, j]) for j in keep}
     cut = ",".join(str(k) for k in ks)
-    measures = {f"recall.{cut}", f"P.{cut}", f"success.{cut}", f"ndcg_cut.{cut}", "recip_rank", "map"}
+    measures = {
+        f"recall.{cut}",
+        f"P.{cut}",
+        f"success.{cut}",
+        f"ndcg_cut.{cut}",
+        "recip_rank",
+        "map",
+    }
     res = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
     rows = [res[f"q{i:05d}"] for i in range(n_q)]
-    out = {"mrr": np.array([r["recip_rank"] for r in rows]), "map": np.array([r["map"] for r in rows])}
+    out = {
+        "mrr": np.array([r["recip_rank"] for r in rows]),
+        "map": np.array([r["map"] for r in rows]),
+    }
     for k in ks:
-        for ours, theirs in (("recall", "recall"), ("precision", "P"), ("hit", "success"),
-                             ("ndcg", "ndcg_cut")):
+        for ours, theirs in (
+            ("recall", "recall"),
+            ("precision", "P"),
+            ("hit", "success"),
+            ("ndcg", "ndcg_cut"),
+        ):
             out[f"{ours}@{k}"] = np.array([r[f"{theirs}_{k}"] for r in rows])
     return out
 
 
 def _assert_per_query_equal(ours, ref, rows, tol=1e-9):
     for name, values in ref.items():
-        np.testing.assert_allclose(ours[name][rows], values[rows], rtol=tol, atol=1e-12, err_msg=name)
+        np.testing.assert_allclose(
+            ours[name][rows], values[rows], rtol=tol, atol=1e-12, err_msg=name
+        )
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -377,7 +400,7 @@ def test_ignore_equals_removing_the_items_and_matches_trec_eval():
     _assert_per_query_equal(ours, ref, np.ones(12, bool))
     for i in range(12):  # the same row with the ignored columns deleted
         keep = ~ignore[i]
-        one = ranking_metrics(scores[i:i + 1, keep], gains[i:i + 1, keep], ks)
+        one = ranking_metrics(scores[i : i + 1, keep], gains[i : i + 1, keep], ks)
         for name in one:
             assert ours[name][i] == pytest.approx(one[name], rel=1e-12), name
 
@@ -438,7 +461,8 @@ def test_average_ties_equal_the_mean_over_every_order_of_the_ties(seed, n):
         assert ours[key] == pytest.approx(total[key] / count, rel=1e-12, abs=1e-14), key
     for k in ks:
         assert precision_at_k(s[None], g[None], k, ties="average")[0] == pytest.approx(
-            total[f"precision@{k}"] / count, rel=1e-12, abs=1e-14)
+            total[f"precision@{k}"] / count, rel=1e-12, abs=1e-14
+        )
 
 
 def test_average_ties_ndcg_matches_scikit_learn():
@@ -454,7 +478,8 @@ def test_average_ties_ndcg_matches_scikit_learn():
         smooth = scores + 1e-3 * rng.normal(size=scores.shape)
         for ties in ("index", "reverse_index", "average"):
             assert ranking_metrics(smooth, gains, (k,), ties=ties)[f"ndcg@{k}"] == pytest.approx(
-                ndcg_score(gains, smooth, k=k), rel=1e-12)
+                ndcg_score(gains, smooth, k=k), rel=1e-12
+            )
 
 
 def test_all_rules_agree_without_ties_and_bracket_the_average_with_ties():
@@ -462,7 +487,10 @@ def test_all_rules_agree_without_ties_and_bracket_the_average_with_ties():
     scores = rng.normal(size=(30, 60))
     gains = (rng.random((30, 60)) < 0.2).astype(float)
     gains[:, 0] = 1.0
-    base = [ranking_metrics(scores, gains, (1, 5), ties=t) for t in ("index", "reverse_index", "average")]
+    base = [
+        ranking_metrics(scores, gains, (1, 5), ties=t)
+        for t in ("index", "reverse_index", "average")
+    ]
     for other in base[1:]:
         for name in base[0]:
             assert other[name] == pytest.approx(base[0][name], rel=1e-12)
@@ -473,7 +501,9 @@ def test_all_rules_agree_without_ties_and_bracket_the_average_with_ties():
     best = ranking_metrics(tied + 0.01 * gains, gains, (1, 5), per_query=True)
     worst = ranking_metrics(tied - 0.01 * gains, gains, (1, 5), per_query=True)
     for name in avg:
-        assert np.all(worst[name] <= avg[name] + 1e-12) and np.all(avg[name] <= best[name] + 1e-12), name
+        assert np.all(worst[name] <= avg[name] + 1e-12) and np.all(
+            avg[name] <= best[name] + 1e-12
+        ), name
     assert np.any(worst["map"] < avg["map"] - 1e-9) and np.any(avg["map"] < best["map"] - 1e-9)
 
 
@@ -483,7 +513,10 @@ def test_precision_at_k_brute_force_and_consistency():
     gains = (rng.random((20, 15)) < 0.3).astype(float)
     gains[4] = 0.0
     for k in (1, 3, 15, 20):
-        for ties, key in (("index", lambda j, row: (-row[j], j)), ("reverse_index", lambda j, row: (-row[j], -j))):
+        for ties, key in (
+            ("index", lambda j, row: (-row[j], j)),
+            ("reverse_index", lambda j, row: (-row[j], -j)),
+        ):
             p = precision_at_k(scores, gains, k, ties=ties)
             for i in range(20):
                 order = sorted(range(15), key=lambda j: key(j, scores[i]))
@@ -493,12 +526,14 @@ def test_precision_at_k_brute_force_and_consistency():
             means = ranking_metrics(scores, gains, (k,), ties=ties)
             assert means[f"precision@{k}"] == pytest.approx(float(np.mean(p[kept])), rel=1e-12)
         avg = precision_at_k(scores, gains, k, ties="average")
-        assert ranking_metrics(scores, gains, (k,), ties="average")[f"precision@{k}"] == pytest.approx(
-            float(np.mean(avg[gains.sum(axis=1) > 0])), rel=1e-12)
+        assert ranking_metrics(scores, gains, (k,), ties="average")[
+            f"precision@{k}"
+        ] == pytest.approx(float(np.mean(avg[gains.sum(axis=1) > 0])), rel=1e-12)
     ign = np.zeros((20, 15), bool)
     ign[:, :5] = True
-    np.testing.assert_allclose(precision_at_k(scores, gains, 3, ignore=ign),
-                               precision_at_k(scores[:, 5:], gains[:, 5:], 3))
+    np.testing.assert_allclose(
+        precision_at_k(scores, gains, 3, ignore=ign), precision_at_k(scores[:, 5:], gains[:, 5:], 3)
+    )
 
 
 @pytest.mark.parametrize("ties", ["index", "reverse_index", "average"])
@@ -537,7 +572,7 @@ def test_exclude_self_equals_leaving_the_item_out_by_hand():
     assert np.isnan(per["mrr"][0])
     for i in range(1, 25):
         others = np.delete(np.arange(25), i)
-        one = retrieval_metrics(h[i:i + 1], y[i:i + 1], h[others], y[others], ks)
+        one = retrieval_metrics(h[i : i + 1], y[i : i + 1], h[others], y[others], ks)
         for name in one:
             assert per[name][i] == pytest.approx(one[name], rel=1e-12), name
     # without the option every query finds itself first
@@ -592,7 +627,9 @@ def test_torchmetrics_conventions_reproduced():
     ours_ndcg = ranking_metrics(s32, gains, (5, 40), ties="average", per_query=True)
     for i in range(12):
         p, t = torch.tensor(s32[i]), torch.tensor(gains[i]).long()
-        assert tm.retrieval_normalized_dcg(p, t, top_k=5).item() == pytest.approx(ours_ndcg["ndcg@5"][i], rel=1e-6)
+        assert tm.retrieval_normalized_dcg(p, t, top_k=5).item() == pytest.approx(
+            ours_ndcg["ndcg@5"][i], rel=1e-6
+        )
     # AP and reciprocal rank: items scoring <= 0 stop counting as relevant, in torch's order
     smooth = (rng.normal(size=(12, 40))).astype(np.float32)  # no ties, some scores <= 0
     positive = gains * (smooth > 0)
@@ -611,7 +648,9 @@ def test_torchmetrics_conventions_reproduced():
 def _scores_from_order(order):
     """Scores under which every rule ranks each row exactly in ``order``."""
     S = np.empty(order.shape)
-    np.put_along_axis(S, order, -np.arange(order.shape[1], dtype=float)[None].repeat(len(order), 0), axis=1)
+    np.put_along_axis(
+        S, order, -np.arange(order.shape[1], dtype=float)[None].repeat(len(order), 0), axis=1
+    )
     return S
 
 
@@ -625,8 +664,12 @@ def test_ranx_with_ties_is_the_package_in_numbas_quicksort_order():
     scores = np.round(rng.normal(size=(10, 60)), 1)  # many ties
     gains = (rng.random((10, 60)) < 0.3).astype(float)
     gains[:, 0] = 1.0
-    qrels = ranx.Qrels({f"q{i}": {f"d{j:03d}": 1 for j in np.flatnonzero(gains[i])} for i in range(10)})
-    run = ranx.Run({f"q{i}": {f"d{j:03d}": float(scores[i, j]) for j in range(60)} for i in range(10)})
+    qrels = ranx.Qrels(
+        {f"q{i}": {f"d{j:03d}": 1 for j in np.flatnonzero(gains[i])} for i in range(10)}
+    )
+    run = ranx.Run(
+        {f"q{i}": {f"d{j:03d}": float(scores[i, j]) for j in range(60)} for i in range(10)}
+    )
     names = ["precision@5", "recall@5", "ndcg@5", "mrr", "map"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -653,12 +696,22 @@ def test_torchmetrics_with_ties_is_the_package_in_torchs_order():
         by_topk = _scores_from_order(p.topk(50)[1].numpy()[None])
         top5 = p.topk(5)[1].numpy()
         by_top5 = _scores_from_order(np.r_[top5, np.setdiff1d(np.arange(50), top5)][None])
-        assert tm.retrieval_hit_rate(p, t, top_k=1).item() == ranking_metrics(by_arg, gains[i:i + 1], (1,))["hit@1"]
+        assert (
+            tm.retrieval_hit_rate(p, t, top_k=1).item()
+            == ranking_metrics(by_arg, gains[i : i + 1], (1,))["hit@1"]
+        )
         assert tm.retrieval_precision(p, t, top_k=5).item() == pytest.approx(
-            precision_at_k(by_top5, positive[i:i + 1], 5)[0], abs=1e-7)
+            precision_at_k(by_top5, positive[i : i + 1], 5)[0], abs=1e-7
+        )
         if positive[i].sum() > 0:
-            rec = ranking_metrics(by_arg, positive[i:i + 1], (5,))["recall@5"] * positive[i].sum() / gains[i].sum()
+            rec = (
+                ranking_metrics(by_arg, positive[i : i + 1], (5,))["recall@5"]
+                * positive[i].sum()
+                / gains[i].sum()
+            )
             assert tm.retrieval_recall(p, t, top_k=5).item() == pytest.approx(rec, abs=1e-7)
-            mine = ranking_metrics(by_topk, positive[i:i + 1], (5,))
+            mine = ranking_metrics(by_topk, positive[i : i + 1], (5,))
             assert tm.retrieval_reciprocal_rank(p, t).item() == pytest.approx(mine["mrr"], abs=1e-7)
-            assert tm.retrieval_average_precision(p, t).item() == pytest.approx(mine["map"], abs=1e-6)
+            assert tm.retrieval_average_precision(p, t).item() == pytest.approx(
+                mine["map"], abs=1e-6
+            )

@@ -1,4 +1,5 @@
 """Tests of repeval_ref.ridge: the least-squares probe and its exact leave-one-out."""
+
 import inspect
 
 import numpy as np
@@ -31,7 +32,10 @@ def orthogonal(d, seed):
 
 def brute_force_loo(H, y, lam):
     return np.stack(
-        [ridge_probe(np.delete(H, i, 0), np.delete(y, i), H[i : i + 1], lam)[0] for i in range(len(y))]
+        [
+            ridge_probe(np.delete(H, i, 0), np.delete(y, i), H[i : i + 1], lam)[0]
+            for i in range(len(y))
+        ]
     )
 
 
@@ -70,7 +74,9 @@ def test_ridge_probe_matches_explicit_closed_form():
     P = lam * np.eye(Z.shape[1])
     P[0, 0] = 0.0
     B = np.linalg.solve(Z.T @ Z + P, Z.T @ T)
-    np.testing.assert_allclose(ridge_probe(H, y, Ht, lam), np.c_[np.ones(len(Ht)), Ht] @ B, atol=1e-10)
+    np.testing.assert_allclose(
+        ridge_probe(H, y, Ht, lam), np.c_[np.ones(len(Ht)), Ht] @ B, atol=1e-10
+    )
     B_nb = np.linalg.solve(H.T @ H + lam * np.eye(H.shape[1]), H.T @ T)
     np.testing.assert_allclose(ridge_probe(H, y, Ht, lam, bias=False), Ht @ B_nb, atol=1e-10)
 
@@ -146,7 +152,10 @@ def test_least_squares_with_bias_invariant_to_any_invertible_affine_map():
     base = ridge_probe(H, y, Ht, 0.0)
     np.testing.assert_allclose(ridge_probe(H @ M.T + c, y, Ht @ M.T + c, 0.0), base, atol=1e-8)
     # a penalty breaks it
-    assert np.abs(ridge_probe(H @ M.T + c, y, Ht @ M.T + c, 5.0) - ridge_probe(H, y, Ht, 5.0)).max() > 1e-3
+    assert (
+        np.abs(ridge_probe(H @ M.T + c, y, Ht @ M.T + c, 5.0) - ridge_probe(H, y, Ht, 5.0)).max()
+        > 1e-3
+    )
 
 
 # ---------------------------------------------------------------- leave-one-out
@@ -155,7 +164,9 @@ def test_least_squares_with_bias_invariant_to_any_invertible_affine_map():
 @pytest.mark.parametrize("lam", [0.0, 1e-3, 0.5, 20.0])
 def test_loo_scores_match_explicit_refits(lam):
     H, y, _ = make_data(seed=12, n=40, d=5)
-    np.testing.assert_allclose(loo_scores(H, y, lam), brute_force_loo(H, y, lam), rtol=0, atol=1e-10)
+    np.testing.assert_allclose(
+        loo_scores(H, y, lam), brute_force_loo(H, y, lam), rtol=0, atol=1e-10
+    )
 
 
 def test_loo_scores_rank_deficient_least_squares():
@@ -323,8 +334,10 @@ def test_loo_small_lambda_in_the_low_shot_regime():
     np.testing.assert_allclose(press, press_1, rtol=1e-10)
     assert best == 100 * best_1
     T = 2 * np.eye(3)[y] - 1
-    refits = [T[i] - ridge_probe(np.delete(H, i, 0), np.delete(y, i), H[i:i + 1], 0.0)[0]
-              for i in range(10)]
+    refits = [
+        T[i] - ridge_probe(np.delete(H, i, 0), np.delete(y, i), H[i : i + 1], 0.0)[0]
+        for i in range(10)
+    ]
     limit = np.mean(np.square(refits))
     assert ridge_loo(H, y, [1e-12])[1][0] == pytest.approx(limit, rel=1e-8)
     assert press[0] == pytest.approx(limit, rel=1e-6)
@@ -387,7 +400,7 @@ def test_blocked_loo_equals_the_svd_and_brute_force(blocked, monkeypatch):
     n = H.shape[0]
     for i in (0, 13, n - 1):  # brute force: refit without point i (on the blocked route too)
         keep = np.arange(n) != i
-        direct = ridge_probe(H[keep], y[keep], H[i:i + 1], 1.0)
+        direct = ridge_probe(H[keep], y[keep], H[i : i + 1], 1.0)
         if direct.shape[1] == scores.shape[1]:
             np.testing.assert_allclose(scores[i], direct[0], rtol=1e-8, atol=1e-9)
     monkeypatch.setattr(ridge_module, "SVD_MAX_ENTRIES", 10**12)
@@ -418,8 +431,9 @@ def test_float32_memory_map_gives_the_float64_result(tmp_path):
     M = np.load(tmp_path / "h.npy", mmap_mode="r")  # a read-only map: the blocked route
     lams = [1e-3, 1.0, 100.0]
     exact = H32.astype(np.float64)  # the same values, through the in-memory SVD route
-    np.testing.assert_allclose(ridge_probe(M, y, Ht, 1.0), ridge_probe(exact, y, Ht, 1.0),
-                               rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(
+        ridge_probe(M, y, Ht, 1.0), ridge_probe(exact, y, Ht, 1.0), rtol=1e-9, atol=1e-9
+    )
     best, press = ridge_loo(M, y, lams)
     best64, press64 = ridge_loo(exact, y, lams)
     assert best == best64

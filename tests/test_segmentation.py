@@ -4,6 +4,7 @@ Checked against an explicit resampling that rebuilds the pixels of every replica
 scores them with scikit-learn's Jaccard score, against the tile bootstrap when each tile
 is its own region, and on the cases whose answer is known in closed form.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,17 +30,20 @@ def _pixel_miou(pred, true):
 
 def test_every_replicate_matches_sklearn_on_the_resampled_pixels():
     pred, true = _maps(0)
-    regions = np.repeat([7, 2, 11, 40, 5, 3], 3)            # six regions, ids not contiguous
+    regions = np.repeat([7, 2, 11, 40, 5, 3], 3)  # six regions, ids not contiguous
     counts = R.tile_iou_counts(pred, true, 3)
     n_boot, level = 60, 0.9
     miou, lo, hi = R.region_bootstrap_miou(counts, regions, n_boot, np.random.default_rng(4), level)
     assert miou == pytest.approx(_pixel_miou(pred, true), rel=1e-12)
-    ids = np.unique(regions)                                  # the order the contract fixes
-    weights = np.random.default_rng(4).multinomial(ids.size, np.full(ids.size, 1 / ids.size), size=n_boot)
+    ids = np.unique(regions)  # the order the contract fixes
+    weights = np.random.default_rng(4).multinomial(
+        ids.size, np.full(ids.size, 1 / ids.size), size=n_boot
+    )
     values = []
-    for w in weights:                                         # rebuild each replicate's tiles
-        tiles = np.concatenate([np.flatnonzero(regions == r).repeat(m) for r, m in zip(ids, w)]
-                               + [np.zeros(0, int)])
+    for w in weights:  # rebuild each replicate's tiles
+        tiles = np.concatenate(
+            [np.flatnonzero(regions == r).repeat(m) for r, m in zip(ids, w)] + [np.zeros(0, int)]
+        )
         values.append(_pixel_miou(pred[tiles], true[tiles]))
     want = np.percentile(values, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
     assert (lo, hi) == pytest.approx(tuple(want), rel=1e-12)
@@ -51,7 +55,7 @@ def test_a_class_missing_from_a_replicate_is_left_out_of_its_mean():
     true[:, 0] = 1
     true[3] = 2
     pred = true.copy()
-    pred[0, 1, 1] = 1                                          # one mistake in region 0
+    pred[0, 1, 1] = 1  # one mistake in region 0
     counts = R.tile_iou_counts(pred, true, 3)
     regions = np.array([0, 0, 0, 1])
     weights = np.random.default_rng(1).multinomial(2, [0.5, 0.5], size=400)
@@ -59,7 +63,7 @@ def test_a_class_missing_from_a_replicate_is_left_out_of_its_mean():
     region_tot = np.stack([counts[:3].sum(0), counts[3:].sum(0)])
     values = R.mean_iou(np.einsum("br,rck->bck", weights.astype(float), region_tot))
     assert (lo, hi) == pytest.approx(tuple(np.percentile(values, [25, 75])))
-    only_region0 = R.mean_iou(region_tot[0])                   # classes 0 and 1 only
+    only_region0 = R.mean_iou(region_tot[0])  # classes 0 and 1 only
     assert only_region0 == pytest.approx(np.mean([5 / 6, 6 / 7]))
     assert np.any(np.isclose(values, only_region0))
 
@@ -79,9 +83,9 @@ def test_one_region_gives_a_point_interval_and_order_preserving_ids_change_nothi
     assert lo == pytest.approx(miou) and hi == pytest.approx(miou)
     regions = np.arange(18) % 5
     a = R.region_bootstrap_miou(counts, regions, 300, 5)
-    b = R.region_bootstrap_miou(counts, 10 * regions + 3, 300, 5)    # same order, other ids
+    b = R.region_bootstrap_miou(counts, 10 * regions + 3, 300, 5)  # same order, other ids
     assert a == b
-    tiles_shuffled = np.random.default_rng(0).permutation(18)        # tile order is irrelevant
+    tiles_shuffled = np.random.default_rng(0).permutation(18)  # tile order is irrelevant
     c = R.region_bootstrap_miou(counts[tiles_shuffled], regions[tiles_shuffled], 300, 5)
     assert c == pytest.approx(a, rel=1e-12)
 
@@ -112,10 +116,10 @@ def test_bad_input_names_the_argument():
     with pytest.raises(ValueError, match="counts"):
         R.region_bootstrap_miou(counts[:, :1], regions, 10, 0)
     empty = counts.copy()
-    empty[:3] = 0                                             # region 0 has no pixel
+    empty[:3] = 0  # region 0 has no pixel
     with pytest.raises(ValueError, match="region 0 of regions"):
         R.region_bootstrap_miou(empty, regions, 10, 0)
-    swapped = counts[:, ::-1]                                 # intersections above unions
+    swapped = counts[:, ::-1]  # intersections above unions
     with pytest.raises(ValueError, match="counts"):
         R.region_bootstrap_miou(swapped, regions, 10, 0)
     with pytest.raises(ValueError, match="n_boot"):

@@ -5,6 +5,7 @@ heavy ties, with shards smaller than k and empty shards, against a heapq merge w
 independently, and against the PyTorch side (``topk_neighbors`` on the whole bank and
 the merge inside ``knn_classify_sharded``).
 """
+
 import heapq
 
 import numpy as np
@@ -56,7 +57,7 @@ def test_equals_top_k_of_the_concatenated_bank(n, world, k):
 def test_ties_across_shards_go_to_the_smaller_global_index(seed):
     rng = np.random.default_rng(seed)
     n = 40
-    sims = rng.integers(0, 4, size=(13, n)) / 4.0      # four values: ties everywhere
+    sims = rng.integers(0, 4, size=(13, n)) / 4.0  # four values: ties everywhere
     for world in (2, 3, 7):
         for k in (1, 3, 6, 17):
             vals, idx = rr.merge_topk(*_shards(sims, _bounds(n, world), k, rng), k)
@@ -80,7 +81,7 @@ def test_empty_shards_and_k_beyond_the_bank():
     sims = rng.normal(size=(4, 6))
     bounds = [(0, 0), (0, 2), (2, 2), (2, 6)]
     vals, idx = rr.merge_topk(*_shards(sims, bounds, 10), 10)
-    assert vals.shape == (4, 6)                          # every row of the bank, once
+    assert vals.shape == (4, 6)  # every row of the bank, once
     np.testing.assert_array_equal(idx, _brute(sims, 10)[1])
 
 
@@ -88,8 +89,10 @@ def _heapq_merge(shard_vals, shard_idx, offsets, k):
     """An independent merge: per row, heapq.merge of the shards' sorted lists."""
     rows_v, rows_i = [], []
     for r in range(shard_vals[0].shape[0]):
-        lists = [sorted(((-float(v[r, j]), int(i[r, j]) + off) for j in range(v.shape[1])))
-                 for v, i, off in zip(shard_vals, shard_idx, offsets)]
+        lists = [
+            sorted((-float(v[r, j]), int(i[r, j]) + off) for j in range(v.shape[1]))
+            for v, i, off in zip(shard_vals, shard_idx, offsets)
+        ]
         best = list(heapq.merge(*lists))[:k]
         rows_v.append([-a for a, _ in best])
         rows_i.append([b for _, b in best])
@@ -111,7 +114,7 @@ def test_agrees_with_the_torch_side():
     and = the merge knn_classify_sharded does on its all-gathered candidates."""
     rng = np.random.default_rng(5)
     bank = rng.normal(size=(53, 6))
-    bank[20:26] = bank[3]                                 # exact duplicates across shards
+    bank[20:26] = bank[3]  # exact duplicates across shards
     queries = np.vstack([rng.normal(size=(7, 6)), bank[3:4]])
     unit = lambda a: torch.from_numpy(a / np.linalg.norm(a, axis=1, keepdims=True))  # noqa: E731
     B, Q = unit(bank), unit(queries)
@@ -119,7 +122,9 @@ def test_agrees_with_the_torch_side():
     whole_v, whole_i = topk_neighbors(B, Q, k, bank_block=8)
     parts = [topk_neighbors(B[a:b], Q, k, bank_block=5) for a, b in _bounds(53, 3)]
     offsets = [a for a, _ in _bounds(53, 3)]
-    vals, idx = rr.merge_topk([v.numpy() for v, _ in parts], [i.numpy() for _, i in parts], offsets, k)
+    vals, idx = rr.merge_topk(
+        [v.numpy() for v, _ in parts], [i.numpy() for _, i in parts], offsets, k
+    )
     np.testing.assert_array_equal(idx, whole_i.numpy())
     # the products of tiles of other shapes may round differently in the last bit
     np.testing.assert_allclose(vals, whole_v.numpy(), rtol=1e-14, atol=0)
@@ -139,12 +144,26 @@ def test_bad_input_names_the_argument():
         (dict(shard_vals=[v], shard_idx=[i[:, :1]], offsets=[0], k=1), "shard_idx"),
         (dict(shard_vals=[v], shard_idx=[-i], offsets=[0], k=1), "shard_idx"),
         (dict(shard_vals=[v], shard_idx=[i], offsets=[-1], k=1), "offsets"),
-        (dict(shard_vals=[v, v], shard_idx=[i, i], offsets=[0, 1], k=1), "offsets"),   # overlap
-        (dict(shard_vals=[np.array([[np.nan, 0.1]])], shard_idx=[i], offsets=[0], k=1), "shard_vals"),
-        (dict(shard_vals=[v, np.ones((2, 1))], shard_idx=[i, np.zeros((2, 1), int)], offsets=[0, 5], k=1),
-         "shard_vals"),
-        (dict(shard_vals=[np.zeros((1, 0))], shard_idx=[np.zeros((1, 0), int)], offsets=[0], k=1),
-         "shard_vals"),
+        (dict(shard_vals=[v, v], shard_idx=[i, i], offsets=[0, 1], k=1), "offsets"),  # overlap
+        (
+            dict(shard_vals=[np.array([[np.nan, 0.1]])], shard_idx=[i], offsets=[0], k=1),
+            "shard_vals",
+        ),
+        (
+            dict(
+                shard_vals=[v, np.ones((2, 1))],
+                shard_idx=[i, np.zeros((2, 1), int)],
+                offsets=[0, 5],
+                k=1,
+            ),
+            "shard_vals",
+        ),
+        (
+            dict(
+                shard_vals=[np.zeros((1, 0))], shard_idx=[np.zeros((1, 0), int)], offsets=[0], k=1
+            ),
+            "shard_vals",
+        ),
         (dict(shard_vals=[], shard_idx=[], offsets=[], k=1), "shard_vals"),
         (dict(shard_vals=[v], shard_idx=[i + 0.5], offsets=[0], k=1), "shard_idx"),
     ]

@@ -1,4 +1,5 @@
 """Tests of repeval_ref.torch.attentive and the parameter counts of repeval_ref.attentive."""
+
 import numpy as np
 import pytest
 import torch
@@ -51,7 +52,7 @@ def _needle_data(n, rng, T=9, d=6):
     H = rng.normal(size=(n, T, d)).astype(np.float32)
     y = rng.integers(0, 2, n)
     where = rng.integers(1, T, n)
-    H[np.arange(n), where, 0] = 6.0                 # a marker channel flags the informative token
+    H[np.arange(n), where, 0] = 6.0  # a marker channel flags the informative token
     H[np.arange(n), where, 1] = np.where(y == 1, 3.0, -3.0)
     return H, y
 
@@ -61,13 +62,19 @@ def test_training_reads_a_token_that_the_mean_hides():
     rng = np.random.default_rng(0)
     Htr, ytr = _needle_data(600, rng)
     Hte, yte = _needle_data(300, rng)
-    probe, transform = train_attentive_probe(Htr, ytr, n_classes=2, n_heads=2, n_prefix=1, epochs=40, lr=1e-2,
-                                             batch_size=64, seed=0)
+    probe, transform = train_attentive_probe(
+        Htr, ytr, n_classes=2, n_heads=2, n_prefix=1, epochs=40, lr=1e-2, batch_size=64, seed=0
+    )
     acc = np.mean(attentive_predict(probe, Hte, transform) == yte)
     assert acc > 0.9 and not probe.training
     # a linear probe on the mean of the tokens sees the +-3 averaged with noise and does worse
     from sklearn.linear_model import LogisticRegression
-    mean_acc = LogisticRegression(max_iter=1000).fit(Htr[:, 1:].mean(1), ytr).score(Hte[:, 1:].mean(1), yte)
+
+    mean_acc = (
+        LogisticRegression(max_iter=1000)
+        .fit(Htr[:, 1:].mean(1), ytr)
+        .score(Hte[:, 1:].mean(1), yte)
+    )
     assert acc > mean_acc
 
 
@@ -83,16 +90,37 @@ def test_training_is_reproducible_and_seed_dependent():
 
 
 def test_training_matches_the_zoo_training_loop_bit_for_bit():
-    # the evaluation table was computed with repeval_ref.zoo.probes._fit; the move must not change it
+    # the evaluation table was computed with repeval_ref.zoo.probes._fit; the move must not change
+    # it
     from repeval_ref.zoo.probes import _fit
 
     rng = np.random.default_rng(2)
     H, y = _needle_data(130, rng, d=8)
-    ours, transform = train_attentive_probe(H, y, n_classes=2, n_heads=4, n_prefix=1, epochs=3, lr=3e-3,
-                                            weight_decay=1e-4, batch_size=32, seed=5)
+    ours, transform = train_attentive_probe(
+        H,
+        y,
+        n_classes=2,
+        n_heads=4,
+        n_prefix=1,
+        epochs=3,
+        lr=3e-3,
+        weight_decay=1e-4,
+        batch_size=32,
+        seed=5,
+    )
     torch.manual_seed(5)
     theirs = AttentiveProbe(8, 2, n_heads=4, n_prefix=1)
-    _fit(lambda xb: theirs(xb)[0], theirs.parameters(), transform(H), torch.as_tensor(y), 3, 3e-3, 1e-4, 32, 5)
+    _fit(
+        lambda xb: theirs(xb)[0],
+        theirs.parameters(),
+        transform(H),
+        torch.as_tensor(y),
+        3,
+        3e-3,
+        1e-4,
+        32,
+        5,
+    )
     assert all(torch.equal(p, r) for p, r in zip(ours.parameters(), theirs.parameters()))
 
 
@@ -103,20 +131,25 @@ def test_zero_epochs_leave_a_zero_classifier():
     assert torch.count_nonzero(probe.W_cls) == 0
 
 
-@pytest.mark.parametrize("kwargs,arg", [
-    (dict(train_tokens=np.ones((4, 5))), "train_tokens"),
-    (dict(train_tokens=np.full((4, 3, 8), np.nan)), "train_tokens"),
-    (dict(train_y=np.array([0, 1, 0])), "train_y"),
-    (dict(train_y=np.array([0, 1, 2, 0])), "train_y"),
-    (dict(n_heads=3), "n_heads"),
-    (dict(n_prefix=3), "n_prefix"),
-    (dict(epochs=-1), "epochs"),
-    (dict(lr=0.0), "lr"),
-    (dict(weight_decay=-1.0), "weight_decay"),
-    (dict(batch_size=0), "batch_size"),
-])
+@pytest.mark.parametrize(
+    "kwargs,arg",
+    [
+        (dict(train_tokens=np.ones((4, 5))), "train_tokens"),
+        (dict(train_tokens=np.full((4, 3, 8), np.nan)), "train_tokens"),
+        (dict(train_y=np.array([0, 1, 0])), "train_y"),
+        (dict(train_y=np.array([0, 1, 2, 0])), "train_y"),
+        (dict(n_heads=3), "n_heads"),
+        (dict(n_prefix=3), "n_prefix"),
+        (dict(epochs=-1), "epochs"),
+        (dict(lr=0.0), "lr"),
+        (dict(weight_decay=-1.0), "weight_decay"),
+        (dict(batch_size=0), "batch_size"),
+    ],
+)
 def test_bad_input_names_the_argument(kwargs, arg):
-    args = dict(train_tokens=np.ones((4, 3, 8)), train_y=np.array([0, 1, 0, 1]), n_classes=2, epochs=1)
+    args = dict(
+        train_tokens=np.ones((4, 3, 8)), train_y=np.array([0, 1, 0, 1]), n_classes=2, epochs=1
+    )
     args.update(kwargs)
     with pytest.raises(ValueError, match=arg):
         train_attentive_probe(**args)

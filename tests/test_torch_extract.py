@@ -1,4 +1,5 @@
 """Hooks, pooling, disk cache and backbone loading (repeval_ref.torch.extract / models)."""
+
 import os
 import sys
 import types
@@ -20,7 +21,6 @@ from repeval_ref.torch.extract import (
     pool_output,
 )
 from repeval_ref.torch.freeze import state_snapshot, state_unchanged, training_flags
-
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -54,7 +54,13 @@ def test_pooling_against_hand_computation():
     torch.testing.assert_close(pool_output(fmap, "mean"), fmap.flatten(2).mean(-1))
     flat = torch.randn(3, 4)
     assert pool_output(flat, "flat") is flat
-    for bad_out, bad_pool in ((fmap, "cls"), (flat, "mean"), (tokens, "flat"), (tokens, "max"), (tokens[:, :1], "mean")):
+    for bad_out, bad_pool in (
+        (fmap, "cls"),
+        (flat, "mean"),
+        (tokens, "flat"),
+        (tokens, "max"),
+        (tokens[:, :1], "mean"),
+    ):
         with pytest.raises(ValueError):
             pool_output(bad_out, bad_pool)
 
@@ -71,13 +77,19 @@ def test_one_pass_returns_every_block_in_order():
     vit.eval()
     ref = _manual_tokens(vit, x)
     for i, t in enumerate(ref):
-        np.testing.assert_allclose(feats.arrays[(f"blocks.{i}", "cls")], t[:, 0].numpy(), rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(feats.arrays[(f"blocks.{i}", "mean")], t[:, 1:].mean(1).numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            feats.arrays[(f"blocks.{i}", "cls")], t[:, 0].numpy(), rtol=1e-5, atol=1e-6
+        )
+        np.testing.assert_allclose(
+            feats.arrays[(f"blocks.{i}", "mean")], t[:, 1:].mean(1).numpy(), rtol=1e-5, atol=1e-6
+        )
     vit.train()
     assert [f for _, f in training_flags(vit)] == flags and state_unchanged(vit, snap)
     # Views: last n blocks concatenated, class token with mean patch token.
     v = feats.view(2, "cls+mean")
-    expected = np.concatenate([ref[1][:, 0], ref[1][:, 1:].mean(1), ref[2][:, 0], ref[2][:, 1:].mean(1)], axis=1)
+    expected = np.concatenate(
+        [ref[1][:, 0], ref[1][:, 1:].mean(1), ref[2][:, 0], ref[2][:, 1:].mean(1)], axis=1
+    )
     np.testing.assert_allclose(v, expected, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError):
         feats.view(4, "cls")
@@ -122,7 +134,9 @@ def test_cache_skips_extraction_and_detects_stale(tmp_path):
     torch.manual_seed(0)
     vit = _CountingViT(image_size=8, patch_size=4, dim=16, depth=2, heads=2)
     x, y = _data(13)
-    kw = dict(poolings=("cls", "mean"), batch_size=5, device="cpu", cache_dir=tmp_path, model_name="vit")
+    kw = dict(
+        poolings=("cls", "mean"), batch_size=5, device="cpu", cache_dir=tmp_path, model_name="vit"
+    )
     _CountingViT.calls = 0
     first = extract_features(vit, (x, y), **kw)
     assert _CountingViT.calls == 3 and not first.from_cache
@@ -191,6 +205,7 @@ def test_extract_bad_inputs():
 # Backbones: torchvision and timm are not installed, so the code paths are exercised with
 # stand-in modules that expose the same entry points.
 
+
 def _fake_torchvision(model_factory, fail_download=False):
     tv = types.ModuleType("torchvision")
     tv.models = types.SimpleNamespace()
@@ -209,7 +224,9 @@ class _ResNetLike(nn.Module):
         super().__init__()
         self.stem = nn.Conv2d(1, 4, 3, padding=1)
         self.layer1 = nn.Sequential(nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU())
-        self.layer2 = nn.Sequential(nn.Conv2d(4, 8, 3, stride=2, padding=1), nn.BatchNorm2d(8), nn.ReLU())
+        self.layer2 = nn.Sequential(
+            nn.Conv2d(4, 8, 3, stride=2, padding=1), nn.BatchNorm2d(8), nn.ReLU()
+        )
         self.fc = nn.Linear(8, 10)
 
     def forward(self, x):
@@ -249,7 +266,9 @@ def test_timm_path_with_a_vit_stand_in(tmp_path, monkeypatch):
 
 
 def test_offline_download_and_missing_library_messages(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "torchvision", _fake_torchvision(lambda n: _ResNetLike(), fail_download=True))
+    monkeypatch.setitem(
+        sys.modules, "torchvision", _fake_torchvision(lambda n: _ResNetLike(), fail_download=True)
+    )
     with pytest.raises(BackboneUnavailable, match="cannot reach the model hub.*weights="):
         load_backbone("resnet50", hub=True)
     with pytest.raises(FileNotFoundError):
@@ -264,11 +283,12 @@ def test_offline_download_and_missing_library_messages(tmp_path, monkeypatch):
 # ---------------------------------------------------------------------------------
 # Subsets of an image folder, precision in the cache, prefix tokens, bad inputs.
 
+
 def _png_folder(root, per_class=24, size=6, seed=0):
     from PIL import Image
 
     rng = np.random.default_rng(seed)
-    for c, name in enumerate(["a", "b"]):
+    for name in ["a", "b"]:
         (root / name).mkdir(parents=True)
         for i in range(per_class):
             arr = rng.integers(0, 256, size=(size, size, 3), dtype=np.uint8)
@@ -293,16 +313,27 @@ def test_subset_of_an_image_folder_fingerprints_every_selected_file(tmp_path):
 
     torch.manual_seed(0)
     cnn = SmallCNN(in_channels=3, width=2).eval()
-    kw = dict(layers=["blocks.2"], poolings=("mean",), device="cpu", cache_dir=tmp_path / "cache",
-              model_name="cnn", data_name="train", on_stale="error")
+    kw = dict(
+        layers=["blocks.2"],
+        poolings=("mean",),
+        device="cpu",
+        cache_dir=tmp_path / "cache",
+        model_name="cnn",
+        data_name="train",
+        on_stale="error",
+    )
     first = extract_features(cnn, train, **kw)
     assert not first.from_cache and first.n == 36
     assert extract_features(cnn, train, **kw).from_cache  # unchanged files: a hit
     fp_train, fp_test = dataset_fingerprint(train), dataset_fingerprint(test)
-    assert dataset_fingerprint(Subset(train, np.arange(len(train)))) == fp_train  # nested, same items
+    assert (
+        dataset_fingerprint(Subset(train, np.arange(len(train)))) == fp_train
+    )  # nested, same items
 
     st = os.stat(path)
-    Image.fromarray(np.zeros((6, 6, 3), dtype=np.uint8)).save(path)  # a changed image outside the sample
+    Image.fromarray(np.zeros((6, 6, 3), dtype=np.uint8)).save(
+        path
+    )  # a changed image outside the sample
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # coarse file-system clocks
     assert dataset_fingerprint(train) != fp_train
     assert dataset_fingerprint(test) == fp_test  # the test split does not hold that file
@@ -313,7 +344,9 @@ def test_subset_of_an_image_folder_fingerprints_every_selected_file(tmp_path):
     assert dataset_fingerprint(Subset(inner, train_idx)) == dataset_fingerprint(train)
     assert dataset_fingerprint(Subset(full, train_idx[:-1])) != dataset_fingerprint(train)
     # The preprocessing is part of the fingerprint of an image folder.
-    assert dataset_fingerprint(ImageFolder(tmp_path / "imgs", crop=3, resize=4)) != dataset_fingerprint(full)
+    assert dataset_fingerprint(
+        ImageFolder(tmp_path / "imgs", crop=3, resize=4)
+    ) != dataset_fingerprint(full)
 
 
 def test_cache_records_autocast_and_dtype(tmp_path):
@@ -321,11 +354,17 @@ def test_cache_records_autocast_and_dtype(tmp_path):
 
     vit = _vit()
     x, y = _data(6)
-    kw = dict(poolings=("cls",), device="cpu", cache_dir=tmp_path, model_name="vit", on_stale="error")
+    kw = dict(
+        poolings=("cls",), device="cpu", cache_dir=tmp_path, model_name="vit", on_stale="error"
+    )
     bf16 = extract_features(vit, (x, y), autocast=True, **kw)  # bfloat16 autocast on the CPU
     meta_path = tmp_path / "vit" / "data" / "meta.json"
     meta = json.loads(meta_path.read_text())
-    assert meta["autocast"] == "bfloat16" and meta["dtype"] == "float32" and meta["n_prefix_tokens"] == 1
+    assert (
+        meta["autocast"] == "bfloat16"
+        and meta["dtype"] == "float32"
+        and meta["n_prefix_tokens"] == 1
+    )
     assert bf16.arrays[("blocks.2", "cls")].dtype == np.float32
     assert extract_features(vit, (x, y), autocast=True, **kw).from_cache
     with pytest.raises(StaleCacheError, match="autocast setting 'bfloat16', this run uses 'off'"):
@@ -339,7 +378,9 @@ def test_cache_records_autocast_and_dtype(tmp_path):
     for key in ("autocast", "dtype", "n_prefix_tokens"):
         del meta[key]
     meta_path.write_text(json.dumps(meta))
-    with pytest.raises(StaleCacheError, match="does not record the autocast setting.*older version"):
+    with pytest.raises(
+        StaleCacheError, match="does not record the autocast setting.*older version"
+    ):
         extract_features(vit, (x, y), autocast=False, **kw)
 
 
@@ -363,12 +404,20 @@ def test_mean_pooling_leaves_out_register_tokens(tmp_path):
     x = _data(5)[0]
     ref = _manual_tokens(vit, x)[-1]  # (5, 1 + 2 + 4, 16)
     feats = extract_features(vit, x, layers="blocks.1", poolings=("cls", "mean"), device="cpu")
-    np.testing.assert_allclose(feats.view(1, "mean"), ref[:, 3:].mean(1).numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        feats.view(1, "mean"), ref[:, 3:].mean(1).numpy(), rtol=1e-5, atol=1e-6
+    )
     np.testing.assert_allclose(feats.view(1, "cls"), ref[:, 0].numpy(), rtol=1e-5, atol=1e-6)
-    only_cls = extract_features(vit, x, layers="blocks.1", poolings="mean", device="cpu", n_prefix_tokens=1)
-    np.testing.assert_allclose(only_cls.view(1, "mean"), ref[:, 1:].mean(1).numpy(), rtol=1e-5, atol=1e-6)
+    only_cls = extract_features(
+        vit, x, layers="blocks.1", poolings="mean", device="cpu", n_prefix_tokens=1
+    )
+    np.testing.assert_allclose(
+        only_cls.view(1, "mean"), ref[:, 1:].mean(1).numpy(), rtol=1e-5, atol=1e-6
+    )
     # n_prefix_tokens is part of the cache settings.
-    kw = dict(layers="blocks.1", poolings="mean", device="cpu", cache_dir=tmp_path, on_stale="error")
+    kw = dict(
+        layers="blocks.1", poolings="mean", device="cpu", cache_dir=tmp_path, on_stale="error"
+    )
     extract_features(vit, x, **kw)
     with pytest.raises(StaleCacheError, match="n_prefix_tokens 3, this run uses 1"):
         extract_features(vit, x, n_prefix_tokens=1, **kw)

@@ -1,4 +1,5 @@
 """Partial fine-tuning and layer-wise decay groups (repeval_ref.torch.finetune, book/lpft.md)."""
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -32,13 +33,15 @@ def test_scales_match_the_closed_form(n_layers, decay):
     np.testing.assert_allclose(R.layerwise_lr_scales(n_layers, decay), expected, rtol=1e-14)
     # layerwise_lr is the base rate times the scales of n_blocks + 2 layers
     if n_layers >= 2:
-        np.testing.assert_allclose(R.layerwise_lr(0.1, decay, n_layers - 2), 0.1 * expected, rtol=1e-14)
+        np.testing.assert_allclose(
+            R.layerwise_lr(0.1, decay, n_layers - 2), 0.1 * expected, rtol=1e-14
+        )
 
 
 def test_vit_l_example_of_the_seed():
-    s = R.layerwise_lr_scales(26, 0.75)   # embeddings, 24 blocks, head
-    assert s[24] == pytest.approx(0.75) and s[12] == pytest.approx(0.75 ** 13)
-    assert s[0] == pytest.approx(0.75 ** 25) and s[25] == 1.0
+    s = R.layerwise_lr_scales(26, 0.75)  # embeddings, 24 blocks, head
+    assert s[24] == pytest.approx(0.75) and s[12] == pytest.approx(0.75**13)
+    assert s[0] == pytest.approx(0.75**25) and s[25] == 1.0
 
 
 @pytest.mark.parametrize("bad", [0.0, -0.5, 1.5, np.nan])
@@ -57,9 +60,9 @@ def test_layers_follow_the_blocks():
         elif name.startswith("head."):
             assert layer == L + 1
         elif name.startswith("encoder.norm."):
-            assert layer == L            # the final norm goes with the last block
+            assert layer == L  # the final norm goes with the last block
         else:
-            assert layer == 0            # patch embedding, class token, positions
+            assert layer == 0  # patch embedding, class token, positions
     assert set(layers) == {n for n, _ in m.named_parameters()}
 
 
@@ -99,7 +102,7 @@ def test_groups_cover_each_trainable_parameter_once(j):
         assert g["lr"] == pytest.approx(1e-3 * 0.5 ** (L + 1 - g["layer"]))
         assert all(layers[n] == g["layer"] for n in g["names"])
         assert g["weight_decay"] == 0.05
-    opt = torch.optim.AdamW(groups)   # torch accepts the groups as they are
+    opt = torch.optim.AdamW(groups)  # torch accepts the groups as they are
     assert len(opt.param_groups) == len(groups)
 
 
@@ -117,15 +120,18 @@ def test_default_blocks_on_a_bare_encoder():
     assert freeze_all_but_last(enc, 0) == []
 
 
-@pytest.mark.parametrize(("kwargs", "word"), [
-    (dict(blocks="encoder.nope", head="head"), "blocks"),
-    (dict(blocks=["encoder.blocks.0", "encoder.blocks.0"], head="head"), "blocks"),
-    (dict(blocks=[], head="head"), "blocks"),
-    (dict(blocks=3, head="head"), "blocks"),
-    (dict(blocks="encoder.blocks", head="tail"), "head"),
-    (dict(blocks="encoder.blocks", head="encoder.blocks.1"), "head"),
-    (dict(blocks="encoder.blocks", head=nn.Linear(2, 2)), "head"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "word"),
+    [
+        (dict(blocks="encoder.nope", head="head"), "blocks"),
+        (dict(blocks=["encoder.blocks.0", "encoder.blocks.0"], head="head"), "blocks"),
+        (dict(blocks=[], head="head"), "blocks"),
+        (dict(blocks=3, head="head"), "blocks"),
+        (dict(blocks="encoder.blocks", head="tail"), "head"),
+        (dict(blocks="encoder.blocks", head="encoder.blocks.1"), "head"),
+        (dict(blocks="encoder.blocks", head=nn.Linear(2, 2)), "head"),
+    ],
+)
 def test_bad_layout(kwargs, word):
     with pytest.raises(ValueError, match=word):
         parameter_layers(_model(), **kwargs)

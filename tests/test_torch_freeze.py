@@ -1,4 +1,5 @@
 """Frozen extraction and the encoder-state check (repeval_ref.torch.freeze)."""
+
 import numpy as np
 import pytest
 import torch
@@ -21,7 +22,12 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 def _encoder(seed=0):
     torch.manual_seed(seed)
     enc = nn.Sequential(
-        nn.Linear(5, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Dropout(0.5), nn.Linear(8, 4), nn.BatchNorm1d(4)
+        nn.Linear(5, 8),
+        nn.BatchNorm1d(8),
+        nn.ReLU(),
+        nn.Dropout(0.5),
+        nn.Linear(8, 4),
+        nn.BatchNorm1d(4),
     )
     # Non-trivial running statistics, as a trained encoder has.
     with torch.no_grad():
@@ -40,7 +46,9 @@ def _manual_eval_forward(enc, x):
         h = (h - bn1.running_mean) / torch.sqrt(bn1.running_var + bn1.eps) * bn1.weight + bn1.bias
         h = torch.relu(h)
         h = h @ lin2.weight.T + lin2.bias
-        return (h - bn2.running_mean) / torch.sqrt(bn2.running_var + bn2.eps) * bn2.weight + bn2.bias
+        return (h - bn2.running_mean) / torch.sqrt(
+            bn2.running_var + bn2.eps
+        ) * bn2.weight + bn2.bias
 
 
 def test_top_level_export():
@@ -95,7 +103,9 @@ def test_accepts_loader_tuples_generators_and_arrays():
     enc = _encoder()
     x = torch.randn(10, 5)
     ref = frozen_features(enc, [x])
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, torch.arange(10)), batch_size=3)
+    loader = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(x, torch.arange(10)), batch_size=3
+    )
     torch.testing.assert_close(frozen_features(enc, loader), ref)
     torch.testing.assert_close(frozen_features(enc, (b for b in torch.split(x, 4))), ref)
     torch.testing.assert_close(frozen_features(enc, [x.numpy()]), ref)

@@ -1,4 +1,5 @@
 """Probe grids trained at once and selected on validation (repeval_ref.torch.grid)."""
+
 import numpy as np
 import pytest
 import torch
@@ -51,7 +52,9 @@ def test_selection_uses_validation_not_test():
     assert res.chosen_test_acc == res.test_acc[res.best]
     assert "val acc" in res.report() and "test acc" in res.report()
     # Changing the test labels changes nothing about the choice.
-    res2 = probe_grid_search(train, y, test, 1 - y_test, 2, [0.01, 0.1], epochs=5, batch_size=32, seed=0)
+    res2 = probe_grid_search(
+        train, y, test, 1 - y_test, 2, [0.01, 0.1], epochs=5, batch_size=32, seed=0
+    )
     assert res2.best == res.best
     np.testing.assert_array_equal(res2.val_acc, res.val_acc)
 
@@ -86,8 +89,14 @@ def test_bad_inputs():
         probe_grid_search(views, y, views, y, 2, [0.1], val_fraction=1.5)
 
 
-@pytest.mark.parametrize("kw", [dict(weight_decay=1e-2, momentum=0.0), dict(batchnorm=False, momentum=0.5),
-                                dict(weight_decay=1e-3, batch_size=7)])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(weight_decay=1e-2, momentum=0.0),
+        dict(batchnorm=False, momentum=0.5),
+        dict(weight_decay=1e-3, batch_size=7),
+    ],
+)
 def test_stacked_heads_follow_sgd_of_a_lone_probe(kw):
     """Weight decay on weight and bias, no momentum, no BatchNorm, a last batch of one sample."""
     rng = np.random.default_rng(7)
@@ -106,7 +115,9 @@ def test_stacked_heads_follow_sgd_of_a_lone_probe(kw):
 def test_lrs_must_be_numbers_not_a_string():
     rng = np.random.default_rng(4)
     views, y = _views(40, "a", rng)
-    with pytest.raises(TypeError, match="lrs must be a number or a sequence of numbers, got the string '0.1'"):
+    with pytest.raises(
+        TypeError, match="lrs must be a number or a sequence of numbers, got the string '0.1'"
+    ):
         train_probe_grid(views, y, 2, "0.1")
     with pytest.raises(TypeError, match=r"lrs\[1\]"):
         train_probe_grid(views, y, 2, [0.1, "1"])
@@ -114,7 +125,9 @@ def test_lrs_must_be_numbers_not_a_string():
         train_probe_grid(views, y, 2, {0.1})
     with pytest.raises(TypeError, match="lrs"):
         probe_grid_search(views, y, views, y, 2, "0.1 0.3")
-    heads, configs = train_probe_grid(views, y, 2, np.float64(0.1), epochs=1)  # one number: one rate
+    heads, configs = train_probe_grid(
+        views, y, 2, np.float64(0.1), epochs=1
+    )  # one number: one rate
     assert [c["lr"] for c in configs] == [0.1, 0.1]
     heads, configs = train_probe_grid(views, y, 2, np.array([0.1, 0.3]), epochs=1)
     assert [c["lr"] for c in configs] == [0.1, 0.3, 0.1, 0.3]

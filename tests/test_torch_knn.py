@@ -1,4 +1,5 @@
 """Exact weighted k-NN in torch (repeval_ref.torch.knn) against the NumPy reference."""
+
 import math
 
 import numpy as np
@@ -23,8 +24,10 @@ def _brute(train_h, train_y, test_h, k, tau, n_classes):
         order = sorted(range(len(s)), key=lambda i: (-s[i], i))[:k]
         # Each class total is the exactly rounded sum of its weights (math.fsum), so
         # classes holding the same similarities tie exactly and the smaller label wins.
-        votes = [math.fsum(np.exp((s[i] - s[order[0]]) / tau) for i in order if train_y[i] == c)
-                 for c in range(n_classes)]
+        votes = [
+            math.fsum(np.exp((s[i] - s[order[0]]) / tau) for i in order if train_y[i] == c)
+            for c in range(n_classes)
+        ]
         pred.append(int(np.argmax(votes)))
     return np.array(pred)
 
@@ -41,8 +44,12 @@ def test_equals_knn_classify_with_many_merges(k, tau):
     got = knn_classify_torch(train, y, test, k, tau, 4, query_block=7, bank_block=11)
     assert got.dtype == np.int64 and got.shape == (41,)
     np.testing.assert_array_equal(got, ref)
-    np.testing.assert_array_equal(knn_classify_torch(torch.from_numpy(train), torch.from_numpy(y),
-                                                     torch.from_numpy(test), k, tau, 4), ref)
+    np.testing.assert_array_equal(
+        knn_classify_torch(
+            torch.from_numpy(train), torch.from_numpy(y), torch.from_numpy(test), k, tau, 4
+        ),
+        ref,
+    )
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 5, 8])
@@ -80,7 +87,9 @@ def test_float32_and_bfloat16_dtypes_run():
     yt = rng.integers(0, 3, 50)
     test = centers[yt] + rng.normal(size=(50, 16))
     ref = knn_classify(train, y, test, 10, 0.07, 3)
-    np.testing.assert_array_equal(knn_classify_torch(train, y, test, 10, 0.07, 3, dtype=torch.float32), ref)
+    np.testing.assert_array_equal(
+        knn_classify_torch(train, y, test, 10, 0.07, 3, dtype=torch.float32), ref
+    )
     low = knn_classify_torch(train, y, test, 10, 0.07, 3, dtype=torch.bfloat16, bank_block=64)
     assert (low == ref).mean() > 0.9  # well-separated classes: bf16 ranking suffices
 
@@ -137,6 +146,7 @@ def test_bad_inputs():
         knn_classify_torch(tr, y, te, 2.5, 0.1, 2)
     with pytest.raises(RuntimeError, match="torch.distributed"):
         from repeval_ref.torch import knn_classify_sharded
+
         knn_classify_sharded(tr, y, te, 3, 0.1, 2, shard_offset=0)
 
 
@@ -153,8 +163,14 @@ def _exact_rows(rng, n, d):
 
 @settings(max_examples=25, deadline=None)
 @given(
-    n_train=st.integers(1, 40), n_test=st.integers(1, 12), d=st.integers(4, 6), k=st.integers(1, 45),
-    log_tau=st.floats(-4, 2), qb=st.integers(1, 8), bb=st.integers(1, 16), seed=st.integers(0, 2**16),
+    n_train=st.integers(1, 40),
+    n_test=st.integers(1, 12),
+    d=st.integers(4, 6),
+    k=st.integers(1, 45),
+    log_tau=st.floats(-4, 2),
+    qb=st.integers(1, 8),
+    bb=st.integers(1, 16),
+    seed=st.integers(0, 2**16),
 )
 def test_property_any_tiling_equals_reference(n_train, n_test, d, k, log_tau, qb, bb, seed):
     rng = np.random.default_rng(seed)
@@ -165,7 +181,9 @@ def test_property_any_tiling_equals_reference(n_train, n_test, d, k, log_tau, qb
     np.testing.assert_array_equal(got, _brute(train, y, test, min(k, n_train), tau, 3))
 
 
-@pytest.mark.parametrize("width, chunk, k", [(64, 4, 5), (67, 4, 5), (67, 8, 8), (30, 3, 10), (9, 2, 5)])
+@pytest.mark.parametrize(
+    "width, chunk, k", [(64, 4, 5), (67, 4, 5), (67, 8, 8), (30, 3, 10), (9, 2, 5)]
+)
 def test_two_stage_selection_equals_topk(width, chunk, k):
     """Chunk maxima first, then the k best of the k best chunks: the values of torch.topk,
     and its columns when nothing is tied (continuous random data)."""
@@ -177,7 +195,9 @@ def test_two_stage_selection_equals_topk(width, chunk, k):
     torch.testing.assert_close(vals, ref.values, rtol=0, atol=0)
     torch.testing.assert_close(cols, ref.indices, rtol=0, atol=0)
     # Many ties (small integers): the values still agree, and the columns hold them.
-    ties = torch.from_numpy(np.random.default_rng(width).integers(0, 4, size=(40, width)).astype(np.float32))
+    ties = torch.from_numpy(
+        np.random.default_rng(width).integers(0, 4, size=(40, width)).astype(np.float32)
+    )
     vals, cols = _select_topk(ties, k, chunk=chunk, two_stage=True)
     torch.testing.assert_close(vals, torch.topk(ties, k, dim=1).values, rtol=0, atol=0)
     torch.testing.assert_close(torch.gather(ties, 1, cols), vals, rtol=0, atol=0)

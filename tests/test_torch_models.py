@@ -1,4 +1,5 @@
 """Block names, prefix tokens and checkpoint loading of repeval_ref.torch.models."""
+
 import sys
 import types
 from collections import OrderedDict
@@ -13,12 +14,12 @@ from repeval_ref.torch import SmallCNN, TinyViT, default_blocks
 from repeval_ref.torch.extract import extract_features
 from repeval_ref.torch.models import TransformerBlock, default_prefix_tokens
 
-
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 class _TVEncoder(nn.Module):
-    """torchvision's ``vision_transformer.Encoder``: ``layers`` is an OrderedDict-built Sequential."""
+    """torchvision's ``vision_transformer.Encoder``: ``layers`` is an OrderedDict-built
+    Sequential."""
 
     def __init__(self, seq_length, depth, dim, heads):
         super().__init__()
@@ -61,11 +62,16 @@ def test_default_blocks_uses_torchvision_vit_names_and_extracts():
     torch.manual_seed(0)
     vit = _TVVisionTransformer()
     names = default_blocks(vit)
-    assert names == ["encoder.layers.encoder_layer_0", "encoder.layers.encoder_layer_1",
-                     "encoder.layers.encoder_layer_2"]
+    assert names == [
+        "encoder.layers.encoder_layer_0",
+        "encoder.layers.encoder_layer_1",
+        "encoder.layers.encoder_layer_2",
+    ]
     assert all(vit.get_submodule(n) is vit.encoder.layers[i] for i, n in enumerate(names))
     x = torch.rand(5, 1, 8, 8)
-    feats = extract_features(vit, x, layers=default_blocks(vit), poolings=("cls", "mean"), device="cpu")
+    feats = extract_features(
+        vit, x, layers=default_blocks(vit), poolings=("cls", "mean"), device="cpu"
+    )
     assert feats.layers == names
     vit.eval()
     with torch.no_grad():  # the blocks by hand
@@ -75,8 +81,12 @@ def test_default_blocks_uses_torchvision_vit_names_and_extracts():
             t = block(t)
             outs.append(t)
     for name, out in zip(names, outs):
-        np.testing.assert_allclose(feats.arrays[(name, "cls")], out[:, 0].numpy(), rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(feats.arrays[(name, "mean")], out[:, 1:].mean(1).numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            feats.arrays[(name, "cls")], out[:, 0].numpy(), rtol=1e-5, atol=1e-6
+        )
+        np.testing.assert_allclose(
+            feats.arrays[(name, "mean")], out[:, 1:].mean(1).numpy(), rtol=1e-5, atol=1e-6
+        )
 
 
 def test_torchvision_vit_through_load_backbone(tmp_path, monkeypatch):
@@ -88,7 +98,9 @@ def test_torchvision_vit_through_load_backbone(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "torchvision", tv)
     model = load_backbone("vit_b_16", tmp_path / "vit.pth")
     assert isinstance(model.heads, nn.Identity)
-    feats = extract_features(model, torch.rand(3, 1, 8, 8), layers=default_blocks(model), device="cpu")
+    feats = extract_features(
+        model, torch.rand(3, 1, 8, 8), layers=default_blocks(model), device="cpu"
+    )
     assert feats.view(2, "cls").shape == (3, 32)
 
 

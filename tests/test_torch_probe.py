@@ -1,11 +1,18 @@
 """BatchNorm + Linear probe, its fold, and the running-mean pitfall (repeval_ref.torch.probe)."""
+
 import numpy as np
 import pytest
 import torch
 
 from repeval_ref import fold_batchnorm
 from repeval_ref.torch import SmallCNN, state_snapshot, state_unchanged
-from repeval_ref.torch.probe import LinearProbe, fold_probe, probe_accuracy, running_mean_shift, train_probe
+from repeval_ref.torch.probe import (
+    LinearProbe,
+    fold_probe,
+    probe_accuracy,
+    running_mean_shift,
+    train_probe,
+)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -53,7 +60,9 @@ def test_fold_in_float64_matches_the_theorem():
     bp = probe.linear.bias.detach() - Wp.T @ probe.bn.running_mean
     torch.testing.assert_close(folded.weight.detach(), Wp.T, rtol=1e-13, atol=1e-13)
     torch.testing.assert_close(folded.bias.detach(), bp, rtol=1e-13, atol=1e-13)
-    Wr, br = fold_batchnorm(W.numpy(), probe.linear.bias.detach().numpy(), probe.bn.running_mean.numpy(), s.numpy())
+    Wr, br = fold_batchnorm(
+        W.numpy(), probe.linear.bias.detach().numpy(), probe.bn.running_mean.numpy(), s.numpy()
+    )
     np.testing.assert_allclose(folded.weight.detach().numpy().T, Wr, rtol=1e-14)
 
 
@@ -74,7 +83,9 @@ def test_running_mean_shift_is_positive_and_restored():
     # Independent computation: momentum 0.1 moves mu by 0.1 * (batch mean - mu).
     with torch.no_grad():
         first = enc.blocks[0][0](x)
-        expected_first = 0.1 * (first.mean(dim=(0, 2, 3)) - enc.blocks[0][1].running_mean).abs().max()
+        expected_first = (
+            0.1 * (first.mean(dim=(0, 2, 3)) - enc.blocks[0][1].running_mean).abs().max()
+        )
     assert shift >= float(expected_first) - 1e-6 > 0
     assert state_unchanged(enc, snap) and not enc.training
     assert running_mean_shift(torch.nn.Linear(3, 2), torch.randn(4, 3)) == 0.0

@@ -4,6 +4,7 @@ The forms its callers need: the factor clamped at the end of the steps (the prob
 the probe's LambdaLR), a learning rate times the factor (the attentive probe and
 fine-tuning), and a linear warm-up over a share of the steps (the zoo's training).
 """
+
 import math
 
 import pytest
@@ -54,7 +55,11 @@ def test_with_warmup_equals_the_warmup_formula_bit_for_bit(total, share):
 
 
 def test_shape_of_the_schedule():
-    assert cosine_factor(0, 10) == 1.0 and cosine_factor(10, 10) == 0.0 and cosine_factor(50, 10) == 0.0
+    assert (
+        cosine_factor(0, 10) == 1.0
+        and cosine_factor(10, 10) == 0.0
+        and cosine_factor(50, 10) == 0.0
+    )
     assert cosine_factor(5, 10) == pytest.approx(0.5)
     ramp = [cosine_factor(s, 10, warmup=4) for s in range(4)]
     assert ramp == [0.25, 0.5, 0.75, 1.0]
@@ -72,9 +77,15 @@ def test_lambda_lr_follows_the_factor():
     assert seen == [0.3 * clamped_cosine(s, 7) for s in range(9)]
 
 
-@pytest.mark.parametrize("kwargs, name", [(dict(step=-1, total=3), "step"), (dict(step=0, total=0), "total"),
-                                          (dict(step=0, total=3, warmup=4), "warmup"),
-                                          (dict(step=0, total=3, warmup=-1), "warmup")])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(step=-1, total=3), "step"),
+        (dict(step=0, total=0), "total"),
+        (dict(step=0, total=3, warmup=4), "warmup"),
+        (dict(step=0, total=3, warmup=-1), "warmup"),
+    ],
+)
 def test_bad_arguments_name_themselves(kwargs, name):
     with pytest.raises(ValueError, match=name):
         cosine_factor(**kwargs)

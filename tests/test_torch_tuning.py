@@ -12,6 +12,7 @@ What is checked against independent computations:
   change the weights; images outside ``fit`` and ``val`` are never read; a part of the
   model left in evaluation mode stays so during training.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,8 +24,8 @@ import repeval_ref as R
 from repeval_ref.torch.freeze import state_unchanged
 from repeval_ref.torch.tuning import carve_validation, select_on_validation, train_with_validation
 
-
 # ------------------------------------------------------------------------ select_on_validation
+
 
 def _brute_force_first_max(table):
     table = np.atleast_2d(table)
@@ -40,15 +41,14 @@ def _brute_force_first_max(table):
 def test_selection_is_the_first_maximum_in_row_major_order(seed):
     rng = np.random.default_rng(seed)
     shape = tuple(rng.integers(1, 6, size=2))
-    table = rng.integers(0, 3, size=shape) / 600     # few values: ties are common
+    table = rng.integers(0, 3, size=shape) / 600  # few values: ties are common
     assert select_on_validation(table) == _brute_force_first_max(table)
     row = table[0]
     assert select_on_validation(row) == (_brute_force_first_max(row)[1],)
 
 
 def test_ties_go_to_the_first_setting_then_the_fewest_steps():
-    table = np.array([[0.5, 0.7, 0.7],
-                      [0.7, 0.6, 0.7]])
+    table = np.array([[0.5, 0.7, 0.7], [0.7, 0.6, 0.7]])
     assert select_on_validation(table) == (0, 1)
     assert select_on_validation(table[::-1]) == (0, 0)
 
@@ -65,13 +65,16 @@ def test_top_level_names_are_the_module_functions():
     assert R.train_with_validation is train_with_validation
 
 
-@pytest.mark.parametrize("bad", [[], [[]], np.zeros((2, 2, 2)), [0.5, np.nan], [np.inf, 0.1], 0.5, "abc"])
+@pytest.mark.parametrize(
+    "bad", [[], [[]], np.zeros((2, 2, 2)), [0.5, np.nan], [np.inf, 0.1], 0.5, "abc"]
+)
 def test_selection_rejects_bad_scores(bad):
     with pytest.raises(ValueError, match="scores"):
         select_on_validation(bad)
 
 
 # ------------------------------------------------------------------------------- carve_validation
+
 
 @pytest.mark.parametrize(("n", "n_fit", "n_val"), [(10, 7, 3), (100, 20, 30), (2, 1, 1)])
 def test_carved_sets_are_disjoint_seeded_and_sized(n, n_fit, n_val):
@@ -91,8 +94,10 @@ def test_carving_depends_on_the_seed():
     assert not np.array_equal(a[1], b[1])
 
 
-@pytest.mark.parametrize(("args", "name"), [((10, 8, 3), "n_fit"), ((10, 0, 3), "n_fit"),
-                                            ((10, 3, 0), "n_val"), ((1, 1, 1), "n_pool")])
+@pytest.mark.parametrize(
+    ("args", "name"),
+    [((10, 8, 3), "n_fit"), ((10, 0, 3), "n_fit"), ((10, 3, 0), "n_val"), ((1, 1, 1), "n_pool")],
+)
 def test_carving_rejects_bad_sizes(args, name):
     with pytest.raises(ValueError, match=name):
         carve_validation(*args)
@@ -121,8 +126,9 @@ def _model(seed=0, batchnorm=False):
 def _run(images, labels, fit, val, steps, seed=0, **kw):
     model = _model(seed, batchnorm=kw.pop("batchnorm", False))
     opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.3)
-    curve = train_with_validation(model, opt, images, labels, fit, val, steps=steps,
-                                  batch_size=8, seed=seed, **kw)
+    curve = train_with_validation(
+        model, opt, images, labels, fit, val, steps=steps, batch_size=8, seed=seed, **kw
+    )
     return model, curve
 
 
@@ -161,7 +167,7 @@ def test_curve_and_restored_state_match_training_written_out_by_hand():
     assert curve.best_index == select_on_validation(curve.accuracy)[0]
     assert curve.best_step == curve.steps[curve.best_index]
     assert curve.best_accuracy == curve.accuracy.max()
-    assert 0 < curve.best_step              # the problem is learnable: training helped
+    assert 0 < curve.best_step  # the problem is learnable: training helped
     assert state_unchanged(model, curve.state)
     assert state_unchanged(_by_hand(images, labels, FIT, curve.best_step), curve.state)
     assert _numpy_accuracy(model, images, labels, VAL) == curve.best_accuracy
@@ -177,20 +183,20 @@ def test_the_validation_images_never_change_the_weights():
     images, labels = _problem()
     other = images.clone()
     torch.manual_seed(5)
-    other[VAL] = torch.randn(VAL.size, D)       # different validation content, same fit images
+    other[VAL] = torch.randn(VAL.size, D)  # different validation content, same fit images
     chosen = []
     for pool in (images, other):
         _, curve = _run(pool, labels, FIT, VAL, steps=40, eval_every=4)
         # whatever step the run chose, its state is that of plain training for that many steps
         assert state_unchanged(_by_hand(images, labels, FIT, curve.best_step), curve.state)
         chosen.append(curve.best_step)
-    assert chosen[0] != chosen[1]               # the two validation sets did choose differently
+    assert chosen[0] != chosen[1]  # the two validation sets did choose differently
 
 
 def test_images_outside_fit_and_val_are_never_read():
     images, labels = _problem()
     poisoned = images.clone()
-    poisoned[100:] = float("nan")               # a "test split" sitting in the same array
+    poisoned[100:] = float("nan")  # a "test split" sitting in the same array
     _, clean = _run(images, labels, FIT, VAL, steps=30, eval_every=3)
     _, curve = _run(poisoned, labels, FIT, VAL, steps=30, eval_every=3)
     np.testing.assert_array_equal(curve.accuracy, clean.accuracy)
@@ -205,8 +211,9 @@ def test_same_seed_same_run_and_another_seed_another_run():
     assert state_unchanged(m2, a.state)
     model = _model(0)
     opt = torch.optim.SGD(model.parameters(), lr=0.3)
-    c = train_with_validation(model, opt, images, labels, FIT, VAL, steps=30, eval_every=1,
-                              batch_size=8, seed=1)
+    c = train_with_validation(
+        model, opt, images, labels, FIT, VAL, steps=30, eval_every=1, batch_size=8, seed=1
+    )
     _, d = _run(images, labels, FIT, VAL, steps=30, eval_every=1)
     assert not np.array_equal(c.accuracy, d.accuracy)
 
@@ -215,18 +222,21 @@ def test_a_part_left_in_evaluation_mode_stays_so():
     images, labels = _problem()
     model = _model(0, batchnorm=True)
     model.train()
-    model[0].eval()                             # a frozen BatchNorm: its statistics must not move
+    model[0].eval()  # a frozen BatchNorm: its statistics must not move
     model[0].requires_grad_(False)
     stats = model[0].running_mean.clone()
     opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.3)
-    train_with_validation(model, opt, images, labels, FIT, VAL, steps=20, eval_every=5, batch_size=8)
+    train_with_validation(
+        model, opt, images, labels, FIT, VAL, steps=20, eval_every=5, batch_size=8
+    )
     assert torch.equal(model[0].running_mean, stats)
     assert model.training and not model[0].training and model[1].training
     # a BatchNorm left in training mode does update its statistics
     model = _model(0, batchnorm=True)
     opt = torch.optim.SGD(model.parameters(), lr=0.3)
-    curve = train_with_validation(model, opt, images, labels, FIT, VAL, steps=20, eval_every=20,
-                                  batch_size=8)
+    curve = train_with_validation(
+        model, opt, images, labels, FIT, VAL, steps=20, eval_every=20, batch_size=8
+    )
     assert curve.best_step == 20
     assert not torch.equal(model[0].running_mean, stats)
 
@@ -242,24 +252,35 @@ def test_zero_steps_scores_the_start_and_keeps_it():
     assert curve.best_accuracy == _numpy_accuracy(model, images, labels, VAL)
 
 
-@pytest.mark.parametrize(("change", "name"), [
-    (dict(val=np.arange(50, 90)), "val"),                 # overlaps fit
-    (dict(val=np.array([60, 61, 61])), "val"),            # repeats an index
-    (dict(fit=np.array([0, 1, 500])), "fit"),             # out of range
-    (dict(fit=np.array([], dtype=int)), "fit"),
-    (dict(fit=np.array([0.0, 1.0])), "fit"),
-    (dict(labels=np.zeros(N - 1, dtype=int)), "labels"),
-    (dict(labels=np.zeros(N)), "labels"),                  # float labels
-    (dict(steps=-1), "steps"),
-    (dict(eval_every=0), "eval_every"),
-    (dict(batch_size=0), "batch_size"),
-    (dict(loss="mse"), "loss"),
-])
+@pytest.mark.parametrize(
+    ("change", "name"),
+    [
+        (dict(val=np.arange(50, 90)), "val"),  # overlaps fit
+        (dict(val=np.array([60, 61, 61])), "val"),  # repeats an index
+        (dict(fit=np.array([0, 1, 500])), "fit"),  # out of range
+        (dict(fit=np.array([], dtype=int)), "fit"),
+        (dict(fit=np.array([0.0, 1.0])), "fit"),
+        (dict(labels=np.zeros(N - 1, dtype=int)), "labels"),
+        (dict(labels=np.zeros(N)), "labels"),  # float labels
+        (dict(steps=-1), "steps"),
+        (dict(eval_every=0), "eval_every"),
+        (dict(batch_size=0), "batch_size"),
+        (dict(loss="mse"), "loss"),
+    ],
+)
 def test_bad_input_is_rejected_naming_the_argument(change, name):
     images, labels = _problem()
     model = _model(0)
-    kw = dict(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), images=images,
-              labels=labels, fit=FIT, val=VAL, steps=5, eval_every=1)
+    kw = dict(
+        model=model,
+        optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+        images=images,
+        labels=labels,
+        fit=FIT,
+        val=VAL,
+        steps=5,
+        eval_every=1,
+    )
     kw.update(change)
     with pytest.raises(ValueError, match=name):
         train_with_validation(**kw)

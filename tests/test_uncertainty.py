@@ -1,4 +1,5 @@
 """Tests of repeval_ref.uncertainty: Wilson interval, paired tests and the paired bootstrap."""
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -131,7 +132,8 @@ def test_paired_standard_error_no_discordance_and_bad_inputs():
 
 
 @pytest.mark.parametrize(
-    "cells", [(10, 3, 9, 20), (5, 0, 6, 5), (40, 12, 12, 30), (1, 1, 0, 1), (3, 25, 2, 8), (0, 60, 50, 0)]
+    "cells",
+    [(10, 3, 9, 20), (5, 0, 6, 5), (40, 12, 12, 30), (1, 1, 0, 1), (3, 25, 2, 8), (0, 60, 50, 0)],
 )
 def test_mcnemar_matches_statsmodels_and_binomtest(cells):
     a, b = paired_outcomes(*cells, seed=sum(cells))
@@ -186,7 +188,9 @@ def test_bootstrap_uses_exactly_one_multinomial_call():
 
 def test_bootstrap_int_seed_and_level():
     a, b = paired_outcomes(100, 20, 10, 170, seed=2)
-    assert paired_bootstrap_ci(a, b, 500, 3) == paired_bootstrap_ci(a, b, 500, np.random.default_rng(3))
+    assert paired_bootstrap_ci(a, b, 500, 3) == paired_bootstrap_ci(
+        a, b, 500, np.random.default_rng(3)
+    )
     _, lo95, hi95 = paired_bootstrap_ci(a, b, 4000, 4, level=0.95)
     _, lo50, hi50 = paired_bootstrap_ci(a, b, 4000, 4, level=0.5)
     assert lo95 < lo50 < hi50 < hi95
@@ -199,12 +203,16 @@ def test_bootstrap_matches_explicit_resampling_in_distribution():
     rng = np.random.default_rng(11)
     idx = rng.integers(0, n, size=(n_boot, n))  # slow way: resample images
     slow = b[idx].mean(axis=1) - a[idx].mean(axis=1)
-    counts = np.random.default_rng(12).multinomial(n, np.bincount(2 * a + b, minlength=4) / n, size=n_boot)
+    counts = np.random.default_rng(12).multinomial(
+        n, np.bincount(2 * a + b, minlength=4) / n, size=n_boot
+    )
     fast = (counts[:, 1] - counts[:, 2]) / n
     assert fast.mean() == pytest.approx(slow.mean(), abs=5e-4)
     assert fast.std() == pytest.approx(slow.std(), rel=0.03)
     np.testing.assert_allclose(
-        np.percentile(fast, [2.5, 25, 50, 75, 97.5]), np.percentile(slow, [2.5, 25, 50, 75, 97.5]), atol=3e-3
+        np.percentile(fast, [2.5, 25, 50, 75, 97.5]),
+        np.percentile(slow, [2.5, 25, 50, 75, 97.5]),
+        atol=3e-3,
     )
     gain, lo, hi = paired_bootstrap_ci(a, b, n_boot, np.random.default_rng(13))
     ref_lo, ref_hi = np.percentile(slow, [2.5, 97.5])

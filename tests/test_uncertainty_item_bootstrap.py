@@ -6,6 +6,7 @@ resample of item indices (another random mechanism) for the distribution; the ex
 bootstrap variance of a mean; the four-cell ``paired_bootstrap_ci`` for accuracies;
 and the coverage of the 95 % interval in seeded simulations with a known true value.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,6 +26,7 @@ def _tiles(rng, n_tiles=60, side=8, n_classes=3, acc=0.8):
 
 # ----------------------------------------------------------------------------- counts and mIoU
 
+
 def test_counts_match_pixel_loops():
     pred, true = _tiles(np.random.default_rng(0), n_tiles=5, side=4)
     counts = R.tile_iou_counts(pred, true, 3)
@@ -39,7 +41,9 @@ def test_counts_match_pixel_loops():
 def test_mean_iou_matches_sklearn_jaccard():
     pred, true = _tiles(np.random.default_rng(1))
     miou = R.mean_iou(R.tile_iou_counts(pred, true, 3).sum(axis=0))
-    assert miou == pytest.approx(jaccard_score(true.ravel(), pred.ravel(), average="macro"), abs=1e-12)
+    assert miou == pytest.approx(
+        jaccard_score(true.ravel(), pred.ravel(), average="macro"), abs=1e-12
+    )
 
 
 def test_absent_class_is_left_out_and_ignore_index():
@@ -47,7 +51,8 @@ def test_absent_class_is_left_out_and_ignore_index():
     pred, true = _tiles(rng, n_classes=3)
     # a fourth class that nobody predicts and that never occurs: same mIoU as with K = 3
     assert R.mean_iou(R.tile_iou_counts(pred, true, 4).sum(0)) == pytest.approx(
-        R.mean_iou(R.tile_iou_counts(pred, true, 3).sum(0)), abs=1e-15)
+        R.mean_iou(R.tile_iou_counts(pred, true, 3).sum(0)), abs=1e-15
+    )
     # ignored pixels count for nothing, whatever is predicted there
     true_ign = true.copy()
     mask = rng.random(true.shape) < 0.2
@@ -64,14 +69,15 @@ def test_miou_is_not_the_mean_of_tile_ious():
     true = np.zeros((2, 10, 10), int)
     true[0, :5] = 1
     pred[0, :5] = 1
-    true[1, 0, 0] = 1                       # one pixel of class 1, missed
+    true[1, 0, 0] = 1  # one pixel of class 1, missed
     counts = R.tile_iou_counts(pred, true, 2)
-    per_tile = R.mean_iou(counts)           # vectorised over tiles
+    per_tile = R.mean_iou(counts)  # vectorised over tiles
     assert per_tile.shape == (2,)
     assert R.mean_iou(counts.sum(0)) != pytest.approx(per_tile.mean())
 
 
 # ----------------------------------------------------------------------------- the bootstrap
+
 
 def _ratio_metric(T):
     return T[:, 0] / T[:, 1]
@@ -80,7 +86,9 @@ def _ratio_metric(T):
 def test_contract_is_one_multinomial_draw_replayed_by_hand():
     rng = np.random.default_rng(3)
     stats_ = np.column_stack([rng.integers(0, 20, 40), rng.integers(20, 40, 40)]).astype(float)
-    value, lo, hi = R.item_bootstrap_ci(stats_, _ratio_metric, 500, np.random.default_rng(7), level=0.9)
+    value, lo, hi = R.item_bootstrap_ci(
+        stats_, _ratio_metric, 500, np.random.default_rng(7), level=0.9
+    )
     W = np.random.default_rng(7).multinomial(40, np.full(40, 1 / 40), size=500)
     vals = _ratio_metric(W @ stats_)
     assert value == pytest.approx(stats_[:, 0].sum() / stats_[:, 1].sum())
@@ -90,21 +98,22 @@ def test_contract_is_one_multinomial_draw_replayed_by_hand():
 def test_blocks_leave_the_result_unchanged(monkeypatch):
     stats_ = np.random.default_rng(4).random((30, 2)) + 0.1
     full = R.item_bootstrap_ci(stats_, _ratio_metric, 300, 11)
-    monkeypatch.setattr(uncertainty, "_BLOCK_ENTRIES", 7 * 30)         # blocks of 7 replicates
+    monkeypatch.setattr(uncertainty, "_BLOCK_ENTRIES", 7 * 30)  # blocks of 7 replicates
     # the same draws; the totals agree up to rounding (BLAS may sum a (7, n) block in
     # another order than a (300, n) one on some CPUs)
     assert R.item_bootstrap_ci(stats_, _ratio_metric, 300, 11) == pytest.approx(full, rel=1e-12)
     pa = R.paired_item_bootstrap_ci(stats_, stats_[::-1].copy(), _ratio_metric, 300, 11)
     monkeypatch.setattr(uncertainty, "_BLOCK_ENTRIES", 1 << 22)
-    assert R.paired_item_bootstrap_ci(stats_, stats_[::-1].copy(), _ratio_metric, 300, 11) == \
-        pytest.approx(pa, rel=1e-12)
+    assert R.paired_item_bootstrap_ci(
+        stats_, stats_[::-1].copy(), _ratio_metric, 300, 11
+    ) == pytest.approx(pa, rel=1e-12)
 
 
 def test_matches_explicit_index_resampling_in_distribution():
     rng = np.random.default_rng(5)
     stats_ = np.column_stack([rng.poisson(8, 80), rng.poisson(8, 80) + 10]).astype(float)
     _, lo, hi = R.item_bootstrap_ci(stats_, _ratio_metric, 20_000, 0)
-    idx = np.random.default_rng(1).integers(0, 80, size=(20_000, 80))      # resample items
+    idx = np.random.default_rng(1).integers(0, 80, size=(20_000, 80))  # resample items
     vals = stats_[idx, 0].sum(1) / stats_[idx, 1].sum(1)
     ref_lo, ref_hi = np.percentile(vals, [2.5, 97.5])
     width = ref_hi - ref_lo
@@ -128,8 +137,9 @@ def test_accuracies_agree_with_the_four_cell_bootstrap():
     a = rng.random(3000) < 0.8
     b = np.where(rng.random(3000) < 0.9, a, rng.random(3000) < 0.85)
     n = a.size
-    gain, lo, hi = R.paired_item_bootstrap_ci(a[:, None].astype(float), b[:, None].astype(float),
-                                              lambda T: T[:, 0] / n, 20_000, 3)
+    gain, lo, hi = R.paired_item_bootstrap_ci(
+        a[:, None].astype(float), b[:, None].astype(float), lambda T: T[:, 0] / n, 20_000, 3
+    )
     g4, lo4, hi4 = R.paired_bootstrap_ci(a, b, 20_000, 4)
     assert gain == pytest.approx(g4, abs=1e-15)
     width = hi4 - lo4
@@ -199,14 +209,15 @@ def test_coverage_of_the_paired_interval_for_a_miou_gain():
 
 # ----------------------------------------------------------------------------- bad input
 
+
 def test_bad_metric_and_mismatched_items():
     stats_ = np.ones((5, 2))
     with pytest.raises(TypeError, match="metric"):
         R.item_bootstrap_ci(stats_, "mean", 10, 0)
     with pytest.raises(ValueError, match="metric"):
-        R.item_bootstrap_ci(stats_, lambda T: T, 10, 0)                       # wrong shape
+        R.item_bootstrap_ci(stats_, lambda T: T, 10, 0)  # wrong shape
     with pytest.raises(ValueError, match="metric"):
-        R.item_bootstrap_ci(stats_, lambda T: T[:, 0] * np.nan, 10, 0)       # not finite
+        R.item_bootstrap_ci(stats_, lambda T: T[:, 0] * np.nan, 10, 0)  # not finite
     with pytest.raises(ValueError, match="b_stats"):
         R.paired_item_bootstrap_ci(stats_, np.ones((4, 2)), _ratio_metric, 10, 0)
     with pytest.raises(ValueError, match="item_stats"):
@@ -221,7 +232,7 @@ def test_bad_label_maps_and_counts():
     with pytest.raises(TypeError, match="pred"):
         R.tile_iou_counts(np.zeros((2, 3, 3)), np.zeros((2, 3, 3), int), 3)
     with pytest.raises(ValueError, match="counts"):
-        R.mean_iou(np.array([[2.0, 1.0], [1.0, 1.0]]))                     # intersection > union
+        R.mean_iou(np.array([[2.0, 1.0], [1.0, 1.0]]))  # intersection > union
     with pytest.raises(ValueError, match="counts"):
         R.mean_iou(np.zeros((2, 3)))
 

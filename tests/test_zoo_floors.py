@@ -8,6 +8,7 @@ test images). The fast tests read the committed table and the floors recorded in
 the slow one recomputes the probes the floors read from the shipped weights' features
 and compares them with the table.
 """
+
 import json
 import os
 
@@ -23,8 +24,9 @@ TABLE = os.path.join(ROOT, "benchmarks", "results", "zoo_table.json")
 
 #: Trained encoders held to the floor: every one but the random initialisations and the
 #: deliberately collapsed control.
-TRAINED = [n for n, spec in ENCODERS.items()
-           if spec["objective"] not in ("random_init", "collapsed")]
+TRAINED = [
+    n for n, spec in ENCODERS.items() if spec["objective"] not in ("random_init", "collapsed")
+]
 
 #: Encoders measured below the floor on the shipped weights: a randomly initialised
 #: ResNet with BatchNorm is already a strong feature map on Fashion-MNIST (its probe
@@ -34,7 +36,9 @@ TRAINED = [n for n, spec in ENCODERS.items()
 BELOW_FLOOR = {
     "simclr_resnet": "SimCLR on the ResNet: about +6 points on the probe at the budget's 10 epochs",
     "dino_resnet": "DINO on the ResNet: about +4 points on the probe at the budget's 8 epochs",
-    "mae_vit": "MAE on the ViT: +9.8 points on the class-token probe (linear probing is MAE's weak spot)",
+    "mae_vit": (
+        "MAE on the ViT: +9.8 points on the class-token probe (linear probing is MAE's weak spot)"
+    ),
 }
 
 
@@ -44,8 +48,12 @@ def _table():
 
 
 def _params():
-    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=BELOW_FLOOR[n]))
-            if n in BELOW_FLOOR else n for n in TRAINED]
+    return [
+        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=BELOW_FLOOR[n]))
+        if n in BELOW_FLOOR
+        else n
+        for n in TRAINED
+    ]
 
 
 def test_the_committed_table_holds_every_encoder_under_the_table_protocol():
@@ -93,9 +101,9 @@ def test_the_shipped_weights_reproduce_the_tables_probes(name, record_property):
     table when the recomputed path chooses the table's ``C``, otherwise a cold fit with
     it; both fits' predictions count in the reach.
     """
+    from helpers import reproduce
     from sklearn.preprocessing import StandardScaler
 
-    from helpers import reproduce
     from repeval_ref.linear_probe import linear_probe_warm_path
 
     p = zt.resolve_protocol()
@@ -107,15 +115,22 @@ def test_the_shipped_weights_reproduce_the_tables_probes(name, record_property):
 
     # the probe: columns kept and split as the table's (zoo.table._probe)
     cell = row["probe_cls"]
-    keep = htr[np.random.default_rng(0).permutation(htr.shape[0])[htr.shape[0] // 5:]].std(axis=0) > 0
+    keep = (
+        htr[np.random.default_rng(0).permutation(htr.shape[0])[htr.shape[0] // 5 :]].std(axis=0) > 0
+    )
     correct = reproduce.validation_correct(htr[:, keep], ytr, p["Cs"], 0)
-    assert reproduce.choice_within_noise(correct, cell["C"], reproduce.first_best(correct)), (name, "probe C")
+    assert reproduce.choice_within_noise(correct, cell["C"], reproduce.first_best(correct)), (
+        name,
+        "probe C",
+    )
     train_z, test_z = _standardised(htr, hte, keep)
     cold = reproduce.probe_predictions(train_z, ytr, test_z, cell["C"])
     best_c, _, warm = linear_probe_warm_path(htr[:, keep], ytr, hte[:, keep], yte, p["Cs"], seed=0)
     fits = (*cold, warm) if best_c == cell["C"] else cold
     allowed = reproduce.allowed_difference(reproduce.reach(*fits), yte.size)
-    reproduce.assert_within(record_property, f"zoo_table/probe/{name}", np.mean(fits[-1] == yte), cell["acc"], allowed)
+    reproduce.assert_within(
+        record_property, f"zoo_table/probe/{name}", np.mean(fits[-1] == yte), cell["acc"], allowed
+    )
 
     # the 10-shot probe, draw by draw (zoo.table.fewshot_probe)
     f = p["fewshot"]
@@ -125,9 +140,18 @@ def test_the_shipped_weights_reproduce_the_tables_probes(name, record_property):
     for i, (support, C, committed) in enumerate(zip(supports, cell["C"], cell["draws"])):
         hs, ys = htr[support], ytr[support]
         correct = reproduce.out_of_fold_correct(hs, ys, f["Cs"], f["folds"])
-        assert reproduce.choice_within_noise(correct, C, reproduce.first_best(correct)), (name, "draw", i)
+        assert reproduce.choice_within_noise(correct, C, reproduce.first_best(correct)), (
+            name,
+            "draw",
+            i,
+        )
         scaler = StandardScaler().fit(hs)  # the search's pipeline, refitted on the support
         fits = reproduce.probe_predictions(scaler.transform(hs), ys, scaler.transform(hte), C)
         allowed = reproduce.allowed_difference(reproduce.reach(*fits), yte.size)
-        reproduce.assert_within(record_property, f"zoo_table/fewshot10/{name}:draw{i}", np.mean(fits[0] == yte),
-                                committed, allowed)
+        reproduce.assert_within(
+            record_property,
+            f"zoo_table/fewshot10/{name}:draw{i}",
+            np.mean(fits[0] == yte),
+            committed,
+            allowed,
+        )

@@ -1,12 +1,13 @@
-"""The plateau run (repeval_ref/zoo/plateau.py): resumable, skips finished steps, never reads the test split.
+"""The plateau run (repeval_ref/zoo/plateau.py): resumable, skips finished steps, never reads the
+test split.
 
 Tiny images, batches, grids and epochs (a few seconds in all): the real plan is only
 checked for its shape, not run.
 """
+
 import json
 import os
 
-import numpy as np
 import pytest
 import torch
 
@@ -16,8 +17,15 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread", "one_blas_thread_for_tr
 
 _N = 400  # training images of the tiny runs
 _SEARCH = {"val_size": 100, "n_train": 64, "epochs": 1, "n_probe": 100, "n_val": 100, "Cs": [0.1]}
-_PLAN = [{"name": "supervised_vit", "base": "supervised_vit", "overrides": {"batch_size": 32, "train_images": 60000},
-          "epochs": 2, "grid": {"lr": [1e-4, 1e-3, 3e-3]}}]
+_PLAN = [
+    {
+        "name": "supervised_vit",
+        "base": "supervised_vit",
+        "overrides": {"batch_size": 32, "train_images": 60000},
+        "epochs": 2,
+        "grid": {"lr": [1e-4, 1e-3, 3e-3]},
+    }
+]
 _UNITS = 3 + 2  # search trials + training epochs of _PLAN
 
 
@@ -33,15 +41,19 @@ def tiny_train():
 
 
 def _run(runs, data, **kwargs):
-    return plateau.run_plateau(runs, plan=_PLAN, search=_SEARCH, images=data[0], labels=data[1], log=None,
-                               **kwargs)
+    return plateau.run_plateau(
+        runs, plan=_PLAN, search=_SEARCH, images=data[0], labels=data[1], log=None, **kwargs
+    )
 
 
 def _without_times(record):
     """A record without the keys that measure time (they differ between two equal runs)."""
     if isinstance(record, dict):
-        return {k: _without_times(v) for k, v in record.items()
-                if k not in ("seconds", "finished", "epoch_seconds", "epoch_cpu_seconds")}
+        return {
+            k: _without_times(v)
+            for k, v in record.items()
+            if k not in ("seconds", "finished", "epoch_seconds", "epoch_cpu_seconds")
+        }
     if isinstance(record, list):
         return [_without_times(v) for v in record]
     return record
@@ -76,7 +88,7 @@ def test_an_uninterrupted_run_writes_its_records_and_status(whole_run):
     tried = [t["setting"] for t in search["trials"]]
     assert search["chosen"] in tried
     best = max(t["val_probe"] for t in search["trials"])
-    assert search["score"] == best   # the best over every round
+    assert search["score"] == best  # the best over every round
     # a further round was searched exactly when the best so far sat at an edge
     for extra in search.get("edge_grids", []):
         assert len(extra["lr"]) == 1 and extra["lr"][0] not in _PLAN[0]["grid"]["lr"]
@@ -86,13 +98,17 @@ def test_an_uninterrupted_run_writes_its_records_and_status(whole_run):
     on_disk = _read(runs / "status.json")
     assert on_disk["encoders"]["supervised_vit"]["phase"] == "done"
     assert on_disk["encoders"]["supervised_vit"]["train"]["curve"] == train["curve"]
-    assert len(on_disk["encoders"]["supervised_vit"]["search"]["trials_log"]) == len(search["trials"])
+    assert len(on_disk["encoders"]["supervised_vit"]["search"]["trials_log"]) == len(
+        search["trials"]
+    )
     weights = torch.load(folder / "weights.pt", weights_only=True)
     assert [c[0] for c in weights["checkpoints"]] == [c["name"] for c in train["checkpoints"]]
 
 
 @pytest.mark.slow
-def test_a_run_interrupted_after_every_unit_ends_with_the_same_records_and_state(tmp_path, tiny_train, whole_run):
+def test_a_run_interrupted_after_every_unit_ends_with_the_same_records_and_state(
+    tmp_path, tiny_train, whole_run
+):
     whole, _ = whole_run
     states = []
     for _ in range(_UNITS + 1):  # a time limit stops each call after one trial or one epoch
@@ -108,14 +124,17 @@ def test_a_run_interrupted_after_every_unit_ends_with_the_same_records_and_state
             assert progress["phase"] == "training" and progress["train"]["epoch"] == 1
     assert states == ["stopped"] * (_UNITS - 1) + ["finished"]
     for record in ("search.json", "train.json"):
-        assert _without_times(_read(tmp_path / "supervised_vit" / record)) == \
-            _without_times(_read(whole / "supervised_vit" / record))
+        assert _without_times(_read(tmp_path / "supervised_vit" / record)) == _without_times(
+            _read(whole / "supervised_vit" / record)
+        )
     a = torch.load(tmp_path / "supervised_vit" / "weights.pt", weights_only=True)
     b = torch.load(whole / "supervised_vit" / "weights.pt", weights_only=True)
     assert [c[:3] for c in a["checkpoints"]] == [c[:3] for c in b["checkpoints"]]
     for (*_, sa), (*_, sb) in zip(a["checkpoints"], b["checkpoints"]):
         assert all(torch.equal(sa[k], sb[k]) for k in sb)
-    sa, sb = (torch.load(r / "supervised_vit" / "state.pt", weights_only=True) for r in (tmp_path, whole))
+    sa, sb = (
+        torch.load(r / "supervised_vit" / "state.pt", weights_only=True) for r in (tmp_path, whole)
+    )
     assert all(torch.equal(sa["encoder"][k], sb["encoder"][k]) for k in sb["encoder"])
     assert sa["run"]["curve"] == sb["run"]["curve"] and sa["run"]["step"] == sb["run"]["step"]
 
@@ -144,8 +163,11 @@ def test_finished_steps_are_skipped(tmp_path, tiny_train, whole_run, monkeypatch
 
 
 @pytest.mark.slow
-def test_the_search_reads_only_training_rows_and_the_training_all_of_them(tmp_path, tiny_train, monkeypatch):
-    """Every image a search trial trains or probes on is a row of its own part of the training split."""
+def test_the_search_reads_only_training_rows_and_the_training_all_of_them(
+    tmp_path, tiny_train, monkeypatch
+):
+    """Every image a search trial trains or probes on is a row of its own part of the training
+    split."""
     from repeval_ref import datasets
     from repeval_ref.datasets import fashion
     from repeval_ref.zoo import train
@@ -181,28 +203,40 @@ def test_the_search_reads_only_training_rows_and_the_training_all_of_them(tmp_pa
     fit, val = (set(r.tolist()) for r in recipes.validation_split(y, _SEARCH["val_size"], 0))
     trials = _read(tmp_path / "supervised_vit" / "search.json")["trials"]
     assert len(seen["search"]) == len(seen["probe"]) == len(seen["val"]) == len(trials) >= 3
-    assert all(r <= fit for r in seen["search"] + seen["probe"]) and all(r <= val for r in seen["val"])
+    assert all(r <= fit for r in seen["search"] + seen["probe"]) and all(
+        r <= val for r in seen["val"]
+    )
     assert seen["final"] and all(r == set(range(_N)) for r in seen["final"])  # all training images
 
 
-@pytest.mark.parametrize("kwargs,word", [
-    ({"runs": None}, "runs"),
-    ({"runs": ""}, "runs"),
-    ({"names": ["dino_cnn"]}, "names"),
-    ({"names": "supervised_vit"}, "names"),
-    ({"names": []}, "names"),
-    ({"time_limit": 0}, "time_limit"),
-    ({"time_limit": True}, "time_limit"),
-    ({"search": {"n_trian": 64}}, "search"),
-    ({"plan": []}, "plan"),
-    ({"plan": [{"name": "x", "base": "supervised_vit"}]}, "plan"),
-    ({"plan": [{**_PLAN[0], "overrides": {"learning_rate": 1e-3}}]}, "overrides"),
-    ({"plan": _PLAN * 2}, "plan"),
-    ({"labels": None}, "images and labels"),
-])
+@pytest.mark.parametrize(
+    "kwargs,word",
+    [
+        ({"runs": None}, "runs"),
+        ({"runs": ""}, "runs"),
+        ({"names": ["dino_cnn"]}, "names"),
+        ({"names": "supervised_vit"}, "names"),
+        ({"names": []}, "names"),
+        ({"time_limit": 0}, "time_limit"),
+        ({"time_limit": True}, "time_limit"),
+        ({"search": {"n_trian": 64}}, "search"),
+        ({"plan": []}, "plan"),
+        ({"plan": [{"name": "x", "base": "supervised_vit"}]}, "plan"),
+        ({"plan": [{**_PLAN[0], "overrides": {"learning_rate": 1e-3}}]}, "overrides"),
+        ({"plan": _PLAN * 2}, "plan"),
+        ({"labels": None}, "images and labels"),
+    ],
+)
 def test_bad_arguments_name_themselves(tmp_path, tiny_train, kwargs, word):
-    args = {"runs": tmp_path, "plan": _PLAN, "search": _SEARCH, "images": tiny_train[0], "labels": tiny_train[1],
-            "log": None, **kwargs}
+    args = {
+        "runs": tmp_path,
+        "plan": _PLAN,
+        "search": _SEARCH,
+        "images": tiny_train[0],
+        "labels": tiny_train[1],
+        "log": None,
+        **kwargs,
+    }
     with pytest.raises(ValueError, match=word):
         plateau.run_plateau(args.pop("runs"), **args)
 
@@ -229,13 +263,32 @@ def test_the_plan_follows_the_issue_and_the_budget():
     from repeval_ref.zoo.train import encoder_config
 
     names = plateau.plan_names()
-    assert sorted(names) == sorted(f"{o}_{a}" for o, a in [("supervised", "resnet"), ("simclr", "resnet"),
-                                                           ("dino", "resnet"), ("supervised", "vit"), ("dino", "vit"),
-                                                           ("mae", "vit"), ("simclr", "vit"), ("supervised", "cnn")])
-    assert names[:2] == ["supervised_vit", "mae_vit"] and names.index("supervised_resnet") < names.index("dino_vit")
-    budget = {"supervised_vit": 15, "simclr_vit": 30, "dino_vit": 30, "mae_vit": 70, "supervised_resnet": 10,
-              "simclr_resnet": 10, "dino_resnet": 8,  # repeval_ref/zoo/BUDGET.md
-              "supervised_cnn": 3}  # the CNN's registered epochs, searched after the plateau run
+    assert sorted(names) == sorted(
+        f"{o}_{a}"
+        for o, a in [
+            ("supervised", "resnet"),
+            ("simclr", "resnet"),
+            ("dino", "resnet"),
+            ("supervised", "vit"),
+            ("dino", "vit"),
+            ("mae", "vit"),
+            ("simclr", "vit"),
+            ("supervised", "cnn"),
+        ]
+    )
+    assert names[:2] == ["supervised_vit", "mae_vit"] and names.index(
+        "supervised_resnet"
+    ) < names.index("dino_vit")
+    budget = {
+        "supervised_vit": 15,
+        "simclr_vit": 30,
+        "dino_vit": 30,
+        "mae_vit": 70,
+        "supervised_resnet": 10,
+        "simclr_resnet": 10,
+        "dino_resnet": 8,  # repeval_ref/zoo/BUDGET.md
+        "supervised_cnn": 3,
+    }  # the CNN's registered epochs, searched after the plateau run
     for entry in plateau.PLAN:
         cfg = encoder_config(entry["base"], epochs=entry["epochs"], overrides=entry["overrides"])
         objective, arch = entry["name"].split("_")
@@ -249,12 +302,16 @@ def test_the_plan_follows_the_issue_and_the_budget():
 
 def test_a_choice_at_an_edge_of_the_learning_rates_is_searched_beyond_it():
     grid = {"lr": [1e-4, 1e-3, 3e-3], "temperature": [0.1, 0.5]}
-    assert plateau.edge_extension(grid, {"lr": 3e-3, "temperature": 0.1}, grid["lr"]) == \
-        {"lr": [pytest.approx(9e-3)], "temperature": [0.1, 0.5]}
-    assert plateau.edge_extension(grid, {"lr": 1e-4}, grid["lr"])["lr"] == [pytest.approx(1e-4 / 3, rel=1e-5)]
-    assert plateau.edge_extension(grid, {"lr": 1e-3}, grid["lr"]) is None      # inside
+    assert plateau.edge_extension(grid, {"lr": 3e-3, "temperature": 0.1}, grid["lr"]) == {
+        "lr": [pytest.approx(9e-3)],
+        "temperature": [0.1, 0.5],
+    }
+    assert plateau.edge_extension(grid, {"lr": 1e-4}, grid["lr"])["lr"] == [
+        pytest.approx(1e-4 / 3, rel=1e-5)
+    ]
+    assert plateau.edge_extension(grid, {"lr": 1e-3}, grid["lr"]) is None  # inside
     assert plateau.edge_extension({"lr": [1e-3]}, {"lr": 1e-3}, [1e-3]) is None  # no range
-    assert plateau.edge_extension({"tau": [1]}, {"tau": 1}, []) is None          # no lr searched
+    assert plateau.edge_extension({"tau": [1]}, {"tau": 1}, []) is None  # no lr searched
     # after one extension the new value is an edge of everything tried
     tried = grid["lr"] + [9e-3]
     assert plateau.edge_extension(grid, {"lr": 9e-3}, tried)["lr"] == [pytest.approx(2.7e-2)]
@@ -267,7 +324,13 @@ def test_a_choice_at_an_edge_of_the_learning_rates_is_searched_beyond_it():
 
 
 def test_two_rounds_merge_into_the_first_maximum():
-    first = {"trials": [1, 2], "grid": {"lr": [1, 2]}, "seconds": 3.0, "chosen": {"lr": 2}, "score": 0.7}
+    first = {
+        "trials": [1, 2],
+        "grid": {"lr": [1, 2]},
+        "seconds": 3.0,
+        "chosen": {"lr": 2},
+        "score": 0.7,
+    }
     tie = {"trials": [3], "grid": {"lr": [6]}, "seconds": 1.0, "chosen": {"lr": 6}, "score": 0.7}
     got = plateau._merged(first, tie)
     assert got["chosen"] == {"lr": 2} and got["trials"] == [1, 2, 3] and got["seconds"] == 4.0
@@ -277,14 +340,23 @@ def test_two_rounds_merge_into_the_first_maximum():
 
 
 @pytest.mark.parametrize("extension_wins", [False, True])
-def test_a_record_from_before_the_edge_search_is_extended_where_it_is_read(tmp_path, monkeypatch, extension_wins):
+def test_a_record_from_before_the_edge_search_is_extended_where_it_is_read(
+    tmp_path, monkeypatch, extension_wins
+):
     """A search record without ``edge_done`` whose choice sits at an edge is searched beyond it
     when read back; the training is kept when the choice stands and removed when it moves."""
     entry = {**_PLAN[0], "grid": {"lr": [1e-4, 1e-3, 3e-3]}}
     folder = tmp_path / entry["name"]
     folder.mkdir()
-    old = {"name": entry["name"], "trials": [{"lr": r} for r in entry["grid"]["lr"]], "grid": entry["grid"],
-           "seconds": 3.0, "chosen": {"lr": 3e-3}, "score": 0.7, "complete": True}
+    old = {
+        "name": entry["name"],
+        "trials": [{"lr": r} for r in entry["grid"]["lr"]],
+        "grid": entry["grid"],
+        "seconds": 3.0,
+        "chosen": {"lr": 3e-3},
+        "score": 0.7,
+        "complete": True,
+    }
     (folder / "search.json").write_text(json.dumps(old))
     for stale in ("train.json", "state.pt", "weights.pt"):
         (folder / stale).write_text("{}")
@@ -293,21 +365,32 @@ def test_a_record_from_before_the_edge_search_is_extended_where_it_is_read(tmp_p
     def fake_search(base, grid, **kwargs):
         grids.append(grid)
         score = 0.8 if extension_wins and grid["lr"][0] > 5e-3 else 0.6
-        return {"trials": [{"lr": grid["lr"][0]}], "grid": grid, "seconds": 1.0, "chosen": {"lr": grid["lr"][0]},
-                "score": score, "complete": True}
+        return {
+            "trials": [{"lr": grid["lr"][0]}],
+            "grid": grid,
+            "seconds": 1.0,
+            "chosen": {"lr": grid["lr"][0]},
+            "score": score,
+            "complete": True,
+        }
 
     monkeypatch.setattr(recipes, "search_recipe", fake_search)
     run = plateau._Run(tmp_path, None, None)
     record = plateau._search(entry, run, None, None, {})
-    assert record["edge_done"] is True and json.loads((folder / "search.json").read_text()) == record
-    if extension_wins:   # 9e-3 wins, so 2.7e-2 is tried too (the second and last step)
+    assert (
+        record["edge_done"] is True and json.loads((folder / "search.json").read_text()) == record
+    )
+    if extension_wins:  # 9e-3 wins, so 2.7e-2 is tried too (the second and last step)
         assert [g["lr"] for g in grids] == [[pytest.approx(9e-3)], [pytest.approx(2.7e-2)]]
         assert record["chosen"] == {"lr": pytest.approx(9e-3)}
         assert not any((folder / f).exists() for f in ("train.json", "state.pt", "weights.pt"))
-    else:                # the old choice stands after one step: its training is kept
+    else:  # the old choice stands after one step: its training is kept
         assert [g["lr"] for g in grids] == [[pytest.approx(9e-3)]]
         assert record["chosen"] == {"lr": 3e-3}
         assert all((folder / f).exists() for f in ("train.json", "state.pt", "weights.pt"))
     # read back once more, nothing is searched again
     grids.clear()
-    assert plateau._search(entry, plateau._Run(tmp_path, None, None), None, None, {}) == record and grids == []
+    assert (
+        plateau._search(entry, plateau._Run(tmp_path, None, None), None, None, {}) == record
+        and grids == []
+    )

@@ -1,4 +1,6 @@
-"""The zoo's training infrastructure: the ResNet backbone, the validation split, resumable training, the recipe search."""
+"""The zoo's training infrastructure: the ResNet backbone, the validation split, resumable
+training, the recipe search."""
+
 import json
 
 import numpy as np
@@ -23,6 +25,7 @@ def train_split():
 
 # ----------------------------------------------------------------------------- the ResNet backbone
 
+
 def test_resnet_size_shapes_and_blocks():
     enc = build_encoder("resnet", seed=0)
     n_params = sum(p.numel() for p in enc.parameters())
@@ -35,7 +38,9 @@ def test_resnet_size_shapes_and_blocks():
     assert torch.allclose(enc(x), fmap.mean(dim=(2, 3)))
     assert default_blocks(enc) == ["blocks.0", "blocks.1", "blocks.2"]
     assert any(isinstance(m, torch.nn.BatchNorm2d) for m in enc.modules())
-    tokens = TokenView(enc)(x)  # the extraction's view: the global average first, then the 16 positions
+    tokens = TokenView(enc)(
+        x
+    )  # the extraction's view: the global average first, then the 16 positions
     assert tokens.shape == (5, 17, 128) and torch.allclose(tokens[:, 0], enc(x), atol=1e-6)
 
 
@@ -82,7 +87,9 @@ def test_resnet_takes_one_step_of_each_objective(objective):
     assert loss.ndim == 0 and torch.isfinite(loss)
     assert all(p.grad is not None for p in enc.parameters())
     after = enc.state_dict()
-    assert any(not torch.equal(before[k], after[k]) for k in before if before[k].is_floating_point())
+    assert any(
+        not torch.equal(before[k], after[k]) for k in before if before[k].is_floating_point()
+    )
 
 
 def test_mae_on_the_resnet_and_unknown_overrides_are_value_errors():
@@ -98,6 +105,7 @@ def test_mae_on_the_resnet_and_unknown_overrides_are_value_errors():
 
 # ----------------------------------------------------------------------------- the validation split
 
+
 def test_validation_split_is_disjoint_complete_stratified_and_seeded():
     y = np.repeat(np.arange(10), 600)[np.random.default_rng(1).permutation(6000)]
     tr, va = recipes.validation_split(y, size=500, seed=0)
@@ -105,7 +113,9 @@ def test_validation_split_is_disjoint_complete_stratified_and_seeded():
     assert np.intersect1d(tr, va).size == 0
     assert np.array_equal(np.sort(np.concatenate([tr, va])), np.arange(6000))
     assert np.all(np.diff(tr) > 0) and np.all(np.diff(va) > 0)
-    assert np.all(np.abs(np.bincount(y[va], minlength=10) - 50) <= 1)  # shares of the whole, to one row
+    assert np.all(
+        np.abs(np.bincount(y[va], minlength=10) - 50) <= 1
+    )  # shares of the whole, to one row
     tr2, va2 = recipes.validation_split(y, size=500, seed=0)
     assert np.array_equal(va, va2) and np.array_equal(tr, tr2)
     _, va3 = recipes.validation_split(y, size=500, seed=1)
@@ -119,15 +129,18 @@ def test_validation_split_of_the_training_images_keeps_class_shares(train_split)
     assert set(np.bincount(y[va], minlength=10)) == {500}
 
 
-@pytest.mark.parametrize("kwargs,word", [
-    ({"labels": np.zeros((4, 2), dtype=int)}, "labels"),
-    ({"labels": np.array([0.5, 1.5, 0.5, 1.5])}, "labels"),
-    ({"labels": np.array([0, 0, 1])}, "labels"),
-    ({"labels": np.array([0, 1] * 10), "size": 1}, "size"),
-    ({"labels": np.array([0, 1] * 10), "size": 19}, "size"),
-    ({"labels": np.array([0, 1] * 10), "size": 2.5}, "size"),
-    ({"labels": np.array([0, 1] * 10), "size": 4, "seed": -1}, "seed"),
-])
+@pytest.mark.parametrize(
+    "kwargs,word",
+    [
+        ({"labels": np.zeros((4, 2), dtype=int)}, "labels"),
+        ({"labels": np.array([0.5, 1.5, 0.5, 1.5])}, "labels"),
+        ({"labels": np.array([0, 0, 1])}, "labels"),
+        ({"labels": np.array([0, 1] * 10), "size": 1}, "size"),
+        ({"labels": np.array([0, 1] * 10), "size": 19}, "size"),
+        ({"labels": np.array([0, 1] * 10), "size": 2.5}, "size"),
+        ({"labels": np.array([0, 1] * 10), "size": 4, "seed": -1}, "seed"),
+    ],
+)
 def test_validation_split_bad_input_names_the_argument(kwargs, word):
     kwargs = {"size": 4, **kwargs}
     with pytest.raises(ValueError, match=word):
@@ -136,18 +149,33 @@ def test_validation_split_bad_input_names_the_argument(kwargs, word):
 
 # ----------------------------------------------------------------------------- resumable training
 
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name,overrides,n_images", [
-    ("dino_vit", {"arch": "resnet", "batch_size": 32}, 128),  # teacher, centre, BatchNorm buffers
-    ("simclr_vit", {}, 512),
-])
-def test_interrupted_and_resumed_training_is_bit_identical(tmp_path, train_split, name, overrides, n_images):
+@pytest.mark.parametrize(
+    "name,overrides,n_images",
+    [
+        (
+            "dino_vit",
+            {"arch": "resnet", "batch_size": 32},
+            128,
+        ),  # teacher, centre, BatchNorm buffers
+        ("simclr_vit", {}, 512),
+    ],
+)
+def test_interrupted_and_resumed_training_is_bit_identical(
+    tmp_path, train_split, name, overrides, n_images
+):
     x, y = train_split
     kw = {"epochs": 2, "n_images": n_images, "overrides": overrides}
     whole = train_encoder(name, x, y, **kw)
     path = tmp_path / "state.pt"
     first = train_encoder(name, x, y, **kw, state_file=path, stop_after=1)
-    assert not first["complete"] and first["epochs_done"] == 1 and len(first["curve"]) == 1 and path.exists()
+    assert (
+        not first["complete"]
+        and first["epochs_done"] == 1
+        and len(first["curve"]) == 1
+        and path.exists()
+    )
     rest = train_encoder(name, x, y, **kw, state_file=path)
     assert rest["complete"] and rest["epochs_done"] == 2
     assert rest["curve"] == whole["curve"]
@@ -162,7 +190,9 @@ def test_a_state_file_of_another_configuration_is_refused(tmp_path, train_split)
     path = tmp_path / "state.pt"
     train_encoder("supervised_vit", x, y, epochs=2, n_images=256, state_file=path, stop_after=1)
     with pytest.raises(ValueError, match="state_file"):
-        train_encoder("supervised_vit", x, y, epochs=2, n_images=256, overrides={"lr": 5e-3}, state_file=path)
+        train_encoder(
+            "supervised_vit", x, y, epochs=2, n_images=256, overrides={"lr": 5e-3}, state_file=path
+        )
     path.write_bytes(b"not a state")
     with pytest.raises(ValueError, match="state_file"):
         train_encoder("supervised_vit", x, y, epochs=2, n_images=256, state_file=path)
@@ -196,7 +226,8 @@ _TINY = {"val_size": 300, "n_train": 128, "epochs": 1, "n_probe": 200, "n_val": 
 
 @pytest.fixture
 def no_test_split(monkeypatch):
-    """The training split only: any read of the test split fails the test; returns the splits read."""
+    """The training split only: any read of the test split fails the test; returns the splits
+    read."""
     from repeval_ref import datasets
     from repeval_ref.datasets import fashion
 
@@ -218,7 +249,9 @@ def no_test_split(monkeypatch):
     return reads
 
 
-def test_recipe_search_chooses_the_best_validation_score_and_never_reads_the_test_split(no_test_split):
+def test_recipe_search_chooses_the_best_validation_score_and_never_reads_the_test_split(
+    no_test_split,
+):
     grid = {"lr": [1e-4, 1e-3, 3e-3]}
     record = recipes.search_recipe("supervised_vit", grid, overrides={"batch_size": 64}, **_TINY)
     assert no_test_split == ["train"]
@@ -233,8 +266,14 @@ def test_recipe_search_chooses_the_best_validation_score_and_never_reads_the_tes
 
 
 def test_recipe_search_takes_the_first_maximum_over_a_product_grid(monkeypatch, no_test_split):
-    table = {(1e-3, 0.1): 0.5, (1e-3, 0.5): 0.7, (3e-3, 0.1): 0.2, (3e-3, 0.5): 0.7, (1e-2, 0.1): float("nan"),
-             (1e-2, 0.5): 0.6}
+    table = {
+        (1e-3, 0.1): 0.5,
+        (1e-3, 0.5): 0.7,
+        (3e-3, 0.1): 0.2,
+        (3e-3, 0.5): 0.7,
+        (1e-2, 0.1): float("nan"),
+        (1e-2, 0.5): 0.6,
+    }
     seen = []
 
     def fake_score(encoder, fit_images, fit_labels, val_images, val_labels, *, Cs, seed):
@@ -250,19 +289,24 @@ def test_recipe_search_takes_the_first_maximum_over_a_product_grid(monkeypatch, 
     monkeypatch.setattr(recipes, "validation_score", fake_score)
     monkeypatch.setattr(recipes, "_trained_encoder", record_setting)
     grid = {"lr": [1e-3, 3e-3, 1e-2], "temperature": [0.1, 0.5]}
-    record = recipes.search_recipe("simclr_vit", grid, overrides={"batch_size": 64}, **{**_TINY, "n_train": 64})
+    record = recipes.search_recipe(
+        "simclr_vit", grid, overrides={"batch_size": 64}, **{**_TINY, "n_train": 64}
+    )
     assert [tuple(t["setting"].values()) for t in record["trials"]] == list(table)
     assert record["chosen"] == {"lr": 1e-3, "temperature": 0.5} and record["score"] == 0.7
 
 
-@pytest.mark.parametrize("kwargs,word", [
-    ({"grid": {}}, "grid"),
-    ({"grid": {"learning_rate": [1e-3]}}, "grid"),
-    ({"grid": {"lr": []}}, "grid"),
-    ({"grid": {"lr": [1e-3]}, "images": np.zeros((10, 28, 28), np.uint8)}, "images"),
-    ({"grid": {"lr": [1e-3]}, "n_train": 0}, "n_train"),
-    ({"grid": {"lr": [1e-3]}, "overrides": {"arch": "mlp"}}, "overrides"),
-])
+@pytest.mark.parametrize(
+    "kwargs,word",
+    [
+        ({"grid": {}}, "grid"),
+        ({"grid": {"learning_rate": [1e-3]}}, "grid"),
+        ({"grid": {"lr": []}}, "grid"),
+        ({"grid": {"lr": [1e-3]}, "images": np.zeros((10, 28, 28), np.uint8)}, "images"),
+        ({"grid": {"lr": [1e-3]}, "n_train": 0}, "n_train"),
+        ({"grid": {"lr": [1e-3]}, "overrides": {"arch": "mlp"}}, "overrides"),
+    ],
+)
 def test_recipe_search_bad_input_names_the_argument(kwargs, word):
     with pytest.raises(ValueError, match=word):
         recipes.search_recipe("supervised_vit", **kwargs)
@@ -280,7 +324,11 @@ def test_an_interrupted_search_resumes_from_its_trials_file(tmp_path, no_test_sp
     assert rest["complete"] and whole["complete"]
 
     def without_seconds(record):
-        return {**record, "seconds": None, "trials": [{**t, "seconds": None} for t in record["trials"]]}
+        return {
+            **record,
+            "seconds": None,
+            "trials": [{**t, "seconds": None} for t in record["trials"]],
+        }
 
     assert without_seconds(rest) == without_seconds(whole)
     assert rest["trials"][0] == first["trials"][0]  # read back, not retrained
@@ -291,11 +339,14 @@ def test_an_interrupted_search_resumes_from_its_trials_file(tmp_path, no_test_sp
         recipes.search_recipe("supervised_vit", grid, **kw, trials_file=path)
 
 
-@pytest.mark.parametrize("kwargs,word", [
-    ({"time_limit": 1.0}, "trials_file"),
-    ({"time_limit": 0, "trials_file": "t.json"}, "time_limit"),
-    ({"trials_file": 3}, "trials_file"),
-])
+@pytest.mark.parametrize(
+    "kwargs,word",
+    [
+        ({"time_limit": 1.0}, "trials_file"),
+        ({"time_limit": 0, "trials_file": "t.json"}, "time_limit"),
+        ({"trials_file": 3}, "trials_file"),
+    ],
+)
 def test_recipe_search_resume_arguments_name_themselves(kwargs, word):
     with pytest.raises(ValueError, match=word):
         recipes.search_recipe("supervised_vit", {"lr": [1e-3]}, **kwargs)

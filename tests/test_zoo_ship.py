@@ -1,9 +1,11 @@
-"""Shipping a plateau run's encoders (repeval_ref/zoo/ship.py): weights, manifest, and the registry they must match.
+"""Shipping a plateau run's encoders (repeval_ref/zoo/ship.py): weights, manifest, and the registry
+they must match.
 
 A tiny plateau run (400 training images, batches of 32, two epochs) is shipped into a
 temporary weights folder; the registry entry of its name is patched to the recipe the
 run chose, as the real registry is once an encoder of the plateau run is registered.
 """
+
 import json
 import os
 
@@ -20,8 +22,15 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread", "one_blas_thread_for_tr
 
 _N = 400
 _SEARCH = {"val_size": 100, "n_train": 64, "epochs": 1, "n_probe": 100, "n_val": 100, "Cs": [0.1]}
-_PLAN = [{"name": "supervised_vit", "base": "supervised_vit", "overrides": {"batch_size": 32, "train_images": 60000},
-          "epochs": 2, "grid": {"lr": [1e-4, 1e-3]}}]
+_PLAN = [
+    {
+        "name": "supervised_vit",
+        "base": "supervised_vit",
+        "overrides": {"batch_size": 32, "train_images": 60000},
+        "epochs": 2,
+        "grid": {"lr": [1e-4, 1e-3]},
+    }
+]
 
 
 @pytest.fixture(scope="module")
@@ -55,18 +64,24 @@ def registered(tiny_run, monkeypatch):
     return record
 
 
-def test_shipped_weights_are_the_runs_and_the_manifest_holds_its_records(tiny_run, registered, tmp_path):
+def test_shipped_weights_are_the_runs_and_the_manifest_holds_its_records(
+    tiny_run, registered, tmp_path
+):
     runs = tiny_run[0]
     (tmp_path / "supervised_vit").mkdir()
     (tmp_path / "supervised_vit" / "epoch99.pt").write_bytes(b"an older training's file")
     entries = ship.ship_plateau(runs, weights_dir=str(tmp_path))
     assert list(entries) == ["supervised_vit"]
-    assert not (tmp_path / "supervised_vit" / "epoch99.pt").exists()   # the folder holds what the manifest lists
+    assert not (
+        tmp_path / "supervised_vit" / "epoch99.pt"
+    ).exists()  # the folder holds what the manifest lists
     manifest = _read(tmp_path / "manifest.json")
     entry = manifest["encoders"]["supervised_vit"]
     payload = torch.load(runs / "supervised_vit" / "weights.pt", weights_only=True)
-    assert [c["step"] for c in entry["checkpoints"].values()] == [c[2] for c in payload["checkpoints"]]
-    for ck, info in entry["checkpoints"].items():
+    assert [c["step"] for c in entry["checkpoints"].values()] == [
+        c[2] for c in payload["checkpoints"]
+    ]
+    for info in entry["checkpoints"].values():
         assert sha256_file(tmp_path / info["file"]) == info["sha256"]
     loaded = zoo.load("supervised_vit", weights_dir=str(tmp_path)).state_dict()
     final = payload["checkpoints"][-1][3]
@@ -99,18 +114,27 @@ def test_the_registered_recipe_retrains_the_shipped_weights(tiny_run, registered
     assert all(torch.equal(shipped[k], final[k]) for k in final)
 
 
-def test_a_registry_that_differs_from_the_trained_recipe_is_refused(tiny_run, registered, tmp_path, monkeypatch):
-    monkeypatch.setitem(ENCODERS, "supervised_vit", {**registered["config"], "lr": registered["config"]["lr"] * 3})
-    with pytest.raises(ValueError, match="names: the registered configuration of 'supervised_vit'.*'lr'"):
+def test_a_registry_that_differs_from_the_trained_recipe_is_refused(
+    tiny_run, registered, tmp_path, monkeypatch
+):
+    monkeypatch.setitem(
+        ENCODERS, "supervised_vit", {**registered["config"], "lr": registered["config"]["lr"] * 3}
+    )
+    with pytest.raises(
+        ValueError, match="names: the registered configuration of 'supervised_vit'.*'lr'"
+    ):
         ship.ship_plateau(tiny_run[0], weights_dir=str(tmp_path))
     assert not (tmp_path / "manifest.json").exists()
 
 
-@pytest.mark.parametrize("kwargs, word", [
-    ({"names": ["dino_vit"]}, "no finished training"),
-    ({"names": "supervised_vit"}, "names must be"),
-    ({"names": []}, "names must be"),
-])
+@pytest.mark.parametrize(
+    "kwargs, word",
+    [
+        ({"names": ["dino_vit"]}, "no finished training"),
+        ({"names": "supervised_vit"}, "names must be"),
+        ({"names": []}, "names must be"),
+    ],
+)
 def test_bad_names_name_themselves(tiny_run, tmp_path, kwargs, word):
     with pytest.raises(ValueError, match=word):
         ship.ship_plateau(tiny_run[0], weights_dir=str(tmp_path), **kwargs)
@@ -139,10 +163,15 @@ def test_damaged_weights_are_refused(tiny_run, registered, tmp_path):
 
 def test_the_time_estimate():
     # CPU seconds of every epoch: their sum
-    assert ship.estimated_seconds([50, 900, 60], [40.0, 41.0, 42.0], 3) == (123.0, "CPU seconds of all 3 epochs")
+    assert ship.estimated_seconds([50, 900, 60], [40.0, 41.0, 42.0], 3) == (
+        123.0,
+        "CPU seconds of all 3 epochs",
+    )
     # CPU seconds of the last two of four: the median wall epoch stands for the two without
     seconds, how = ship.estimated_seconds([5000, 100, 98, 102], [90.0, 91.0], 4)
-    assert seconds == pytest.approx(90 + 91 + 2 * np.median([5000, 100, 98, 102])) and "for 2" in how
+    assert (
+        seconds == pytest.approx(90 + 91 + 2 * np.median([5000, 100, 98, 102])) and "for 2" in how
+    )
     # none: the median wall epoch times the epochs (a long pause does not move it)
     assert ship.estimated_seconds([10, 11, 500], [], 3)[0] == pytest.approx(33.0)
     for args in [([1], [1, 2], 1), ([1], [], 0), ([], [], 2), ([1], [-1], 1), ([1], [], True)]:

@@ -1,1 +1,2 @@
-"""Helpers shared by the test files (imported as ``helpers.<module>``: pytest puts ``tests/`` on the path)."""
+"""Helpers shared by the test files (imported as ``helpers.<module>``: pytest puts ``tests/`` on
+the path)."""

@@ -5,7 +5,7 @@ function with one classic mistake; ``failing_checks`` are exactly the hidden che
 must lose (all their points), every other check must pass in full.
 """
 
-KNN_NO_NORMALISATION = '''
+KNN_NO_NORMALISATION = """
 import numpy as np
 
 def knn_classify(bank, bank_y, queries, k, tau, n_classes):
@@ -18,9 +18,9 @@ def knn_classify(bank, bank_y, queries, k, tau, n_classes):
     for i in range(len(sims)):
         np.add.at(votes[i], np.asarray(bank_y)[nbr[i]], w[i])
     return np.argmax(votes, axis=1)
-'''
+"""
 
-KNN_OVERFLOW = '''
+KNN_OVERFLOW = """
 import numpy as np
 
 def knn_classify(bank, bank_y, queries, k, tau, n_classes):
@@ -34,9 +34,9 @@ def knn_classify(bank, bank_y, queries, k, tau, n_classes):
     for i in range(len(sims)):
         np.add.at(votes[i], np.asarray(bank_y)[nbr[i]], w[i])
     return np.argmax(votes, axis=1)
-'''
+"""
 
-KNN_TIES_TO_LARGER = '''
+KNN_TIES_TO_LARGER = """
 import numpy as np
 
 def knn_classify(bank, bank_y, queries, k, tau, n_classes):
@@ -52,9 +52,9 @@ def knn_classify(bank, bank_y, queries, k, tau, n_classes):
         np.add.at(votes[i], np.asarray(bank_y)[nbr[i]], w[i])
     # last maximum instead of the first: ties go to the larger label
     return n_classes - 1 - np.argmax(votes[:, ::-1], axis=1)
-'''
+"""
 
-PROBE_TUNED_ON_TEST = '''
+PROBE_TUNED_ON_TEST = """
 from sklearn.linear_model import LogisticRegression
 import numpy as np
 
@@ -65,9 +65,9 @@ def linear_probe_done_right(h_train, y_train, h_test, y_test, Cs, seed=0):
             .score((Xt - m) / s, y_test) for C in Cs]
     best = int(np.argmax(accs))
     return float(Cs[best]), float(accs[best])
-'''
+"""
 
-PROBE_TEST_STATISTICS = '''
+PROBE_TEST_STATISTICS = """
 from sklearn.linear_model import LogisticRegression
 import numpy as np
 
@@ -83,9 +83,9 @@ def linear_probe_done_right(h_train, y_train, h_test, y_test, Cs, seed=0):
     Xt = np.asarray(h_test, float)
     clf = LogisticRegression(C=C, max_iter=2000).fit((X - X.mean(0)) / X.std(0), y)
     return float(C), float(clf.score((Xt - Xt.mean(0)) / Xt.std(0), y_test))  # test stats
-'''
+"""
 
-FROZEN_LEFT_IN_EVAL = '''
+FROZEN_LEFT_IN_EVAL = """
 import torch
 
 def frozen_features(encoder, batches):
@@ -93,18 +93,18 @@ def frozen_features(encoder, batches):
     with torch.no_grad():
         outs = [encoder(b[0] if isinstance(b, (tuple, list)) else b) for b in batches]
     return torch.cat(outs).cpu()
-'''
+"""
 
-FROZEN_NO_EVAL = '''
+FROZEN_NO_EVAL = """
 import torch
 
 def frozen_features(encoder, batches):
     with torch.no_grad():               # no gradients, but BatchNorm still in training mode
         outs = [encoder(b[0] if isinstance(b, (tuple, list)) else b) for b in batches]
     return torch.cat(outs).cpu()
-'''
+"""
 
-FOLD_MULTIPLY = '''
+FOLD_MULTIPLY = """
 import numpy as np
 
 def fold_batchnorm(W, b, mu, s):
@@ -113,17 +113,17 @@ def fold_batchnorm(W, b, mu, s):
         raise ValueError("s must be positive")
     W2 = np.asarray(W, float) * s[:, None]
     return W2, np.asarray(b, float) - W2.T @ np.asarray(mu, float)
-'''
+"""
 
-FOLD_ACCEPTS_BAD_SCALE = '''
+FOLD_ACCEPTS_BAD_SCALE = """
 import numpy as np
 
 def fold_batchnorm(W, b, mu, s):
     W2 = np.asarray(W, float) / np.asarray(s, float)[:, None]     # no check that s > 0
     return W2, np.asarray(b, float) - W2.T @ np.asarray(mu, float)
-'''
+"""
 
-RANK_BALANCED_FLOOR = '''
+RANK_BALANCED_FLOOR = """
 import numpy as np
 
 def rank_bound(H, y, n_classes):
@@ -134,9 +134,9 @@ def rank_bound(H, y, n_classes):
     coef = np.linalg.lstsq(Z, Y, rcond=None)[0]
     r = int(np.linalg.matrix_rank(H))
     return float(((Y - Z @ coef) ** 2).sum()), int(max(n_classes - r - 1, 0) * n // n_classes)
-'''
+"""
 
-RIDGE_PENALISED_BIAS = '''
+RIDGE_PENALISED_BIAS = """
 import numpy as np
 
 def ridge_loo(train_h, train_y, lams):
@@ -151,7 +151,7 @@ def ridge_loo(train_h, train_y, lams):
         press.append((e ** 2).sum() / (n * K))
     press = np.array(press)
     return float(np.asarray(lams, float)[int(np.argmin(press))]), press
-'''
+"""
 
 WRONG = {
     "knn_classify": {
@@ -160,29 +160,47 @@ WRONG = {
         "ties_to_larger": (KNN_TIES_TO_LARGER, {"knn_classify/ties"}),
     },
     "linear_probe_done_right": {
-        "tuned_on_test": (PROBE_TUNED_ON_TEST, {"linear_probe_done_right/recipe",
-                                                "linear_probe_done_right/selection_ignores_test_set"}),
-        "test_statistics": (PROBE_TEST_STATISTICS, {
-            "linear_probe_done_right/recipe",
-            "linear_probe_done_right/test_uses_training_statistics"}),
+        "tuned_on_test": (
+            PROBE_TUNED_ON_TEST,
+            {
+                "linear_probe_done_right/recipe",
+                "linear_probe_done_right/selection_ignores_test_set",
+            },
+        ),
+        "test_statistics": (
+            PROBE_TEST_STATISTICS,
+            {
+                "linear_probe_done_right/recipe",
+                "linear_probe_done_right/test_uses_training_statistics",
+            },
+        ),
     },
     "frozen_features": {
         "left_in_eval": (FROZEN_LEFT_IN_EVAL, {"frozen_features/restores_flags"}),
         "running_stats_move": (FROZEN_NO_EVAL, {"frozen_features/eval_mode"}),
     },
     "fold_batchnorm": {
-        "multiplies": (FOLD_MULTIPLY, {"fold_batchnorm/matches_reference",
-                                       "fold_batchnorm/logits_identity"}),
+        "multiplies": (
+            FOLD_MULTIPLY,
+            {"fold_batchnorm/matches_reference", "fold_batchnorm/logits_identity"},
+        ),
         "accepts_bad_scale": (FOLD_ACCEPTS_BAD_SCALE, {"fold_batchnorm/rejects_bad_scale"}),
     },
     "rank_bound": {
-        "balanced_floor": (RANK_BALANCED_FLOOR, {"rank_bound/matches_reference",
-                                                "rank_bound/unbalanced_floor"}),
+        "balanced_floor": (
+            RANK_BALANCED_FLOOR,
+            {"rank_bound/matches_reference", "rank_bound/unbalanced_floor"},
+        ),
     },
     "ridge_loo": {
-        "penalised_bias": (RIDGE_PENALISED_BIAS, {"ridge_loo/matches_reference",
-                                                  "ridge_loo/bias_unpenalised",
-                                                  "ridge_loo/scale_invariance"}),
+        "penalised_bias": (
+            RIDGE_PENALISED_BIAS,
+            {
+                "ridge_loo/matches_reference",
+                "ridge_loo/bias_unpenalised",
+                "ridge_loo/scale_invariance",
+            },
+        ),
     },
 }
 
@@ -192,13 +210,17 @@ WRONG = {
 GATED = {
     ("knn_classify", "no_normalisation"): {"knn_classify/properties"},
     ("frozen_features", "running_stats_move"): {"frozen_features/restores_flags"},
-    ("fold_batchnorm", "multiplies"): {"fold_batchnorm/properties",
-                                       "fold_batchnorm/rejects_bad_scale"},
+    ("fold_batchnorm", "multiplies"): {
+        "fold_batchnorm/properties",
+        "fold_batchnorm/rejects_bad_scale",
+    },
     ("rank_bound", "balanced_floor"): {"rank_bound/properties", "rank_bound/absent_class"},
-    ("ridge_loo", "penalised_bias"): {"ridge_loo/properties", "ridge_loo/absent_class",
-                                      "ridge_loo/no_hat_matrix"},
-    ("linear_probe_done_right", "test_statistics"): {
-        "linear_probe_done_right/ties_to_earliest"},
+    ("ridge_loo", "penalised_bias"): {
+        "ridge_loo/properties",
+        "ridge_loo/absent_class",
+        "ridge_loo/no_hat_matrix",
+    },
+    ("linear_probe_done_right", "test_statistics"): {"linear_probe_done_right/ties_to_earliest"},
 }
 for (_ex, _var), _extra in GATED.items():
     WRONG[_ex][_var] = (WRONG[_ex][_var][0], WRONG[_ex][_var][1] | _extra)

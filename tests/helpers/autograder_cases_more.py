@@ -7,6 +7,7 @@ exactly the hidden checks it must lose in full, every other check must pass in f
 ``FEEDBACK_WORDS_MORE`` gives words the feedback of each case must contain.
 ``ISSUE_CASES`` names the cases the end-to-end test submits.
 """
+
 from autograder.build import solution_source
 from autograder.exercises import load
 
@@ -19,7 +20,7 @@ def _derived(exercise, old, new):
     return source.replace(old, new)
 
 
-ATTENTIVE_KEEPS_PREFIX = '''
+ATTENTIVE_KEEPS_PREFIX = """
 import numpy as np
 # mistake: the class token and registers are kept
 
@@ -34,10 +35,10 @@ def attentive_probe(H, q, Wk, Wv, Wo, W_cls,   # n_prefix ignored
     A = A / A.sum(-1, keepdims=True)
     o = np.einsum("bht,bthk->bhk", A, V).reshape(B, d)
     return o @ Wo @ W_cls, A
-'''
+"""
 
 
-ATTENTIVE_NAIVE_SOFTMAX = '''
+ATTENTIVE_NAIVE_SOFTMAX = """
 import numpy as np
 # mistake: exponentials of raw scores
 
@@ -53,10 +54,10 @@ def attentive_probe(H, q, Wk, Wv, Wo, W_cls,   # softmax without the max shift
     A = A / A.sum(-1, keepdims=True)
     o = np.einsum("bht,bthk->bhk", A, V).reshape(B, d)
     return o @ Wo @ W_cls, A
-'''
+"""
 
 
-ATTENTIVE_INTERLEAVED_HEADS = '''
+ATTENTIVE_INTERLEAVED_HEADS = """
 import numpy as np
 # mistake: head j takes every n_heads-th column
 
@@ -72,10 +73,10 @@ def attentive_probe(H, q, Wk, Wv, Wo, W_cls,   # heads interleaved
     A = A / A.sum(-1, keepdims=True)
     o = np.einsum("bht,bthk->bkh", A, V).reshape(B, d)
     return o @ Wo @ W_cls, A
-'''
+"""
 
 
-TRANSFER_SEQUENTIAL = '''
+TRANSFER_SEQUENTIAL = """
 import numpy as np
 
 def transfer(X, y, B0, v0,     # sequential updates
@@ -92,10 +93,10 @@ def transfer(X, y, B0, v0,     # sequential updates
         return v, B
     lp = run(v0, B0, False)
     return {"lp": lp, "ft": run(v0, B0, True), "lpft": run(lp[0], B0, True)}
-'''
+"""
 
 
-TRANSFER_LPFT_FROM_V0 = '''
+TRANSFER_LPFT_FROM_V0 = """
 import numpy as np
 
 def transfer(X, y, B0, v0,     # LP-FT restarts from v0
@@ -109,10 +110,10 @@ def transfer(X, y, B0, v0,     # LP-FT restarts from v0
         return v, B
     lp = run(v0, B0, False)
     return {"lp": lp, "ft": run(v0, B0, True), "lpft": run(v0, B0, True)}
-'''
+"""
 
 
-LOWSHOT_DDOF0 = '''
+LOWSHOT_DDOF0 = """
 import numpy as np
 # mistake: population standard deviation
 
@@ -128,10 +129,10 @@ def low_shot_eval(train_h, train_y,   # population std
         means /= np.linalg.norm(means, axis=1, keepdims=True)
         accs.append(np.mean(classes[np.argmax(te @ means.T, axis=1)] == test_y))
     return float(np.mean(accs)), float(np.std(accs))
-'''
+"""
 
 
-LOWSHOT_EXTRA_RANDOM_CALL = '''
+LOWSHOT_EXTRA_RANDOM_CALL = """
 import numpy as np
 # mistake: one more random call than allowed
 
@@ -149,10 +150,10 @@ def low_shot_eval(train_h, train_y,   # shuffles the test set first
         means /= np.linalg.norm(means, axis=1, keepdims=True)
         accs.append(np.mean(classes[np.argmax(te @ means.T, axis=1)] == test_y))
     return float(np.mean(accs)), float(np.std(accs, ddof=1))
-'''
+"""
 
 
-LOWSHOT_ARGMAX_AS_LABEL = '''
+LOWSHOT_ARGMAX_AS_LABEL = """
 import numpy as np
 # mistake: the position of the best mean is used as the label
 
@@ -168,10 +169,10 @@ def low_shot_eval(train_h, train_y,   # argmax used as the label
         means /= np.linalg.norm(means, axis=1, keepdims=True)
         accs.append(np.mean(np.argmax(te @ means.T, axis=1) == test_y))
     return float(np.mean(accs)), float(np.std(accs, ddof=1))
-'''
+"""
 
 
-RANKME_ALWAYS_CENTRES = '''
+RANKME_ALWAYS_CENTRES = """
 import numpy as np
 
 def rankme(Z, center=False, eps=1e-7):     # always centres
@@ -180,10 +181,10 @@ def rankme(Z, center=False, eps=1e-7):     # always centres
     p = s / s.sum() + eps
     p = p[p > 0]
     return float(np.exp(-np.sum(p * np.log(p))))
-'''
+"""
 
 
-RANKME_ZERO_LOG_ZERO = '''
+RANKME_ZERO_LOG_ZERO = """
 import numpy as np
 
 def rankme(Z, center=False, eps=1e-7):     # 0 log 0 not handled
@@ -193,10 +194,10 @@ def rankme(Z, center=False, eps=1e-7):     # 0 log 0 not handled
     s = np.linalg.svd(Z, compute_uv=False)
     p = s / s.sum() + eps
     return float(np.exp(-np.sum(p * np.log(p))))
-'''
+"""
 
 
-TWONN_DISTANCE_MATRIX = '''
+TWONN_DISTANCE_MATRIX = """
 import numpy as np
 from scipy.spatial.distance import cdist
 
@@ -207,49 +208,49 @@ def two_nn_id(X):                          # full distance matrix
     if np.any(D[:, 0] == 0):
         raise ValueError("duplicate points")
     return float(len(X) / np.sum(np.log(D[:, 1] / D[:, 0])))
-'''
+"""
 
 
-TWONN_NO_DUPLICATE_CHECK = '''
+TWONN_NO_DUPLICATE_CHECK = """
 import numpy as np
 from scipy.spatial import cKDTree
 
 def two_nn_id(X):                          # no duplicate check
     d, _ = cKDTree(X).query(X, k=3)
     return float(len(X) / np.sum(np.log(d[:, 2] / d[:, 1])))
-'''
+"""
 
 
-CKA_NO_CENTRING = '''
+CKA_NO_CENTRING = """
 import numpy as np
 
 def linear_cka(X, Y):          # no centring
     return float(np.linalg.norm(X.T @ Y) ** 2
                  / (np.linalg.norm(X.T @ X) * np.linalg.norm(Y.T @ Y)))
-'''
+"""
 
 
-CKA_FUDGE = '''
+CKA_FUDGE = """
 import numpy as np
 
 def linear_cka(X, Y):          # + 1e-10 in the denominator
     X = X - X.mean(0); Y = Y - Y.mean(0)
     return float(np.linalg.norm(X.T @ Y) ** 2
                  / (np.linalg.norm(X.T @ X) * np.linalg.norm(Y.T @ Y) + 1e-10))
-'''
+"""
 
 
-CKA_GRAM_MATRICES = '''
+CKA_GRAM_MATRICES = """
 import numpy as np
 
 def linear_cka(X, Y):          # n x n Gram matrices
     Xc, Yc = X - X.mean(0), Y - Y.mean(0)
     K, L = Xc @ Xc.T, Yc @ Yc.T
     return float(np.sum(K * L) / np.sqrt(np.sum(K * K) * np.sum(L * L)))
-'''
+"""
 
 
-WILSON_WALD = '''
+WILSON_WALD = """
 import numpy as np
 from scipy import stats
 
@@ -257,10 +258,10 @@ def wilson_interval(k, n, z=1.959963984540054):     # WALD
     p = k / n
     half = z * np.sqrt(p * (1 - p) / n)
     return float(p - half), float(p + half)
-'''
+"""
 
 
-MCNEMAR_ZERO_DISCORDANT = '''
+MCNEMAR_ZERO_DISCORDANT = """
 import numpy as np
 from scipy import stats
 
@@ -268,10 +269,10 @@ def mcnemar_exact(a_correct, b_correct):             # binomtest needs n >= 1
     a = np.asarray(a_correct).astype(bool); b = np.asarray(b_correct).astype(bool)
     n01, n10 = int(np.sum(~a & b)), int(np.sum(a & ~b))
     return float(stats.binomtest(n01, n01 + n10, 0.5).pvalue)
-'''
+"""
 
 
-BOOTSTRAP_LOOP = '''
+BOOTSTRAP_LOOP = """
 import numpy as np
 from scipy import stats
 
@@ -284,52 +285,72 @@ def paired_bootstrap_ci(a_correct, b_correct, n_boot, rng, level=0.95):   # loop
         gains.append(b[idx].mean() - a[idx].mean())
     lo, hi = np.percentile(gains, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
     return float(b.mean() - a.mean()), float(lo), float(hi)
-'''
+"""
 
 
 RETRIEVAL_RECALL_AS_HIT = _derived(
     "retrieval_metrics",
     'out[f"recall@{k}"] = float(np.mean(found[:, top] / n_rel))',
-    'out[f"recall@{k}"] = float(np.mean(found[:, top] > 0))     # any relevant in top k')
+    'out[f"recall@{k}"] = float(np.mean(found[:, top] > 0))     # any relevant in top k',
+)
 
 RETRIEVAL_TIES_REVERSED = _derived(
     "retrieval_metrics",
     'order = np.argsort(-(q @ c.T), axis=1, kind="stable")',
-    'order = np.argsort(q @ c.T, axis=1, kind="stable")[:, ::-1]')
+    'order = np.argsort(q @ c.T, axis=1, kind="stable")[:, ::-1]',
+)
 
 RETRIEVAL_KEEPS_QUERIES_WITHOUT_RELEVANT = _derived(
     "retrieval_metrics",
     "rel, n_rel = rel[n_rel > 0], n_rel[n_rel > 0]",
-    "n_rel = np.maximum(n_rel, 1)                                # counts them as misses")
+    "n_rel = np.maximum(n_rel, 1)                                # counts them as misses",
+)
 
 WRONG_MORE = {
     "attentive_probe": {
         "keeps_prefix": (ATTENTIVE_KEEPS_PREFIX, {"attentive_probe/prefix_dropped"}),
         "naive_softmax": (ATTENTIVE_NAIVE_SOFTMAX, {"attentive_probe/stable_softmax"}),
-        "interleaved_heads": (ATTENTIVE_INTERLEAVED_HEADS, {
-            "attentive_probe/matches_reference", "attentive_probe/prefix_dropped",
-            "attentive_probe/stable_softmax"}),
+        "interleaved_heads": (
+            ATTENTIVE_INTERLEAVED_HEADS,
+            {
+                "attentive_probe/matches_reference",
+                "attentive_probe/prefix_dropped",
+                "attentive_probe/stable_softmax",
+            },
+        ),
     },
     "transfer": {
-        "sequential": (TRANSFER_SEQUENTIAL, {"transfer/matches_reference",
-                                             "transfer/simultaneous_updates"}),
-        "lpft_from_v0": (TRANSFER_LPFT_FROM_V0, {"transfer/matches_reference",
-                                                 "transfer/simultaneous_updates",
-                                                 "transfer/kumar_ordering"}),
+        "sequential": (
+            TRANSFER_SEQUENTIAL,
+            {"transfer/matches_reference", "transfer/simultaneous_updates"},
+        ),
+        "lpft_from_v0": (
+            TRANSFER_LPFT_FROM_V0,
+            {
+                "transfer/matches_reference",
+                "transfer/simultaneous_updates",
+                "transfer/kumar_ordering",
+            },
+        ),
     },
     "low_shot_eval": {
         "ddof0": (LOWSHOT_DDOF0, {"low_shot_eval/matches_reference", "low_shot_eval/ddof"}),
-        "extra_random_call": (LOWSHOT_EXTRA_RANDOM_CALL, {"low_shot_eval/matches_reference",
-                                                          "low_shot_eval/random_calls"}),
+        "extra_random_call": (
+            LOWSHOT_EXTRA_RANDOM_CALL,
+            {"low_shot_eval/matches_reference", "low_shot_eval/random_calls"},
+        ),
         "argmax_as_label": (LOWSHOT_ARGMAX_AS_LABEL, {"low_shot_eval/labels_not_contiguous"}),
     },
     "wilson_interval": {
-        "wald": (WILSON_WALD, {"wilson_interval/matches_reference",
-                               "wilson_interval/extremes"}),
-        "mcnemar_zero_discordant": (MCNEMAR_ZERO_DISCORDANT,
-                                    {"mcnemar_exact/no_discordant_pairs"}),
-        "bootstrap_loop": (BOOTSTRAP_LOOP, {"paired_bootstrap_ci/matches_reference",
-                                            "paired_bootstrap_ci/single_multinomial_call"}),
+        "wald": (WILSON_WALD, {"wilson_interval/matches_reference", "wilson_interval/extremes"}),
+        "mcnemar_zero_discordant": (MCNEMAR_ZERO_DISCORDANT, {"mcnemar_exact/no_discordant_pairs"}),
+        "bootstrap_loop": (
+            BOOTSTRAP_LOOP,
+            {
+                "paired_bootstrap_ci/matches_reference",
+                "paired_bootstrap_ci/single_multinomial_call",
+            },
+        ),
     },
     "rankme": {
         "always_centres": (RANKME_ALWAYS_CENTRES, {"rankme/matches_reference"}),
@@ -340,15 +361,21 @@ WRONG_MORE = {
         "no_duplicate_check": (TWONN_NO_DUPLICATE_CHECK, {"two_nn_id/duplicates"}),
     },
     "retrieval_metrics": {
-        "recall_as_hit": (RETRIEVAL_RECALL_AS_HIT, {"retrieval_metrics/matches_reference",
-                                                   "retrieval_metrics/recall_is_fraction"}),
+        "recall_as_hit": (
+            RETRIEVAL_RECALL_AS_HIT,
+            {"retrieval_metrics/matches_reference", "retrieval_metrics/recall_is_fraction"},
+        ),
         "ties_reversed": (RETRIEVAL_TIES_REVERSED, {"retrieval_metrics/ties_by_index"}),
-        "keeps_queries_without_relevant": (RETRIEVAL_KEEPS_QUERIES_WITHOUT_RELEVANT,
-                                           {"retrieval_metrics/queries_without_relevant"}),
+        "keeps_queries_without_relevant": (
+            RETRIEVAL_KEEPS_QUERIES_WITHOUT_RELEVANT,
+            {"retrieval_metrics/queries_without_relevant"},
+        ),
     },
     "linear_cka": {
-        "no_centring": (CKA_NO_CENTRING, {"linear_cka/matches_reference",
-                                          "linear_cka/translation_invariance"}),
+        "no_centring": (
+            CKA_NO_CENTRING,
+            {"linear_cka/matches_reference", "linear_cka/translation_invariance"},
+        ),
         "fudge": (CKA_FUDGE, {"linear_cka/scale_invariance"}),
         "gram_matrices": (CKA_GRAM_MATRICES, {"linear_cka/no_gram_matrix"}),
     },
@@ -357,19 +384,31 @@ WRONG_MORE = {
 #: property checks a wrong solution loses as well because its main result on their inputs
 #: is wrong (see ``autograder_cases.GATED``)
 GATED_MORE = {
-    ("low_shot_eval", "ddof0"): {"low_shot_eval/labels_not_contiguous",
-                                 "low_shot_eval/properties", "low_shot_eval/random_calls"},
-    ("low_shot_eval", "extra_random_call"): {"low_shot_eval/labels_not_contiguous",
-                                             "low_shot_eval/properties"},
-    ("wilson_interval", "bootstrap_loop"): {"paired_bootstrap_ci/properties",
-                                             "paired_bootstrap_ci/empty_cells"},
+    ("low_shot_eval", "ddof0"): {
+        "low_shot_eval/labels_not_contiguous",
+        "low_shot_eval/properties",
+        "low_shot_eval/random_calls",
+    },
+    ("low_shot_eval", "extra_random_call"): {
+        "low_shot_eval/labels_not_contiguous",
+        "low_shot_eval/properties",
+    },
+    ("wilson_interval", "bootstrap_loop"): {
+        "paired_bootstrap_ci/properties",
+        "paired_bootstrap_ci/empty_cells",
+    },
     ("rankme", "always_centres"): {"rankme/properties"},
-    ("retrieval_metrics", "recall_as_hit"): {"retrieval_metrics/properties",
-                                             "retrieval_metrics/fewer_relevant_than_k",
-                                             "retrieval_metrics/queries_without_relevant",
-                                             "retrieval_metrics/ties_by_index"},
-    ("linear_cka", "no_centring"): {"linear_cka/no_gram_matrix", "linear_cka/properties",
-                                    "linear_cka/scale_invariance"},
+    ("retrieval_metrics", "recall_as_hit"): {
+        "retrieval_metrics/properties",
+        "retrieval_metrics/fewer_relevant_than_k",
+        "retrieval_metrics/queries_without_relevant",
+        "retrieval_metrics/ties_by_index",
+    },
+    ("linear_cka", "no_centring"): {
+        "linear_cka/no_gram_matrix",
+        "linear_cka/properties",
+        "linear_cka/scale_invariance",
+    },
 }
 for (_ex, _var), _extra in GATED_MORE.items():
     WRONG_MORE[_ex][_var] = (WRONG_MORE[_ex][_var][0], WRONG_MORE[_ex][_var][1] | _extra)

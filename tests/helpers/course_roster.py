@@ -1,8 +1,10 @@
 """Give a test course the roster an instructor would import before collecting.
 
-Since collecting without a roster names every folder in ``grading_issues.csv``, a class that a test expects to leave no issue is given its roster first, as
-``book/instructors.md`` tells an instructor to.
+Since collecting without a roster names every folder in ``grading_issues.csv``, a class that a test
+expects to leave no issue is given its roster first, as ``book/instructors.md`` tells an instructor
+to.
 """
+
 import csv
 
 

@@ -3,9 +3,10 @@
 Usage: ``python tests/helpers/deviations.py RUN.xml [RUN.xml ...]``. Each file is one run
 (one ``OPENBLAS_CORETYPE``); every property that :func:`helpers.reproduce.assert_within`
 recorded holds ``recomputed committed allowed`` under a label ``source/quantity/instance``
-(``zoo_table/fewshot10/mae_vit:draw3``). Prints, per ``source/quantity``, the largest ``|recomputed - committed|`` over all
-runs, the allowed difference at that point, and the run it came from.
+(``zoo_table/fewshot10/mae_vit:draw3``). Prints, per ``source/quantity``, the largest ``|recomputed
+- committed|`` over all runs, the allowed difference at that point, and the run it came from.
 """
+
 import re
 import sys
 import xml.etree.ElementTree as ET

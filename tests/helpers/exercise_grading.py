@@ -3,6 +3,7 @@
 Shared by the test files of single exercises (``test_autograder_<name>.py``): each keeps
 its own answers and expectations, and these helpers do the grading and the asserts.
 """
+
 from autograder.checks import check_points, format_findings, run_check
 from autograder.exercises import load
 
@@ -19,8 +20,10 @@ def scores(name, fn, seed):
     out = {}
     for check in load(name).HIDDEN:
         findings = run_check(check, fn, seed)
-        out[check.split("/", 1)[1]] = (sum(f.points for f in findings),
-                                       format_findings(check, findings, seed))
+        out[check.split("/", 1)[1]] = (
+            sum(f.points for f in findings),
+            format_findings(check, findings, seed),
+        )
     return out
 
 

@@ -1,5 +1,6 @@
 """A service listening on the machine's loopback, and whether anything reached it: what a
 sandboxed answer must not be able to call (a Dask scheduler, a database)."""
+
 import socket
 
 

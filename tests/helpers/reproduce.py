@@ -19,6 +19,7 @@ things follow, and the helpers here test each one for what it is:
   binomial standard errors of a paired disagreement of that size
   (:func:`allowed_difference`).
 """
+
 from __future__ import annotations
 
 import math
@@ -48,7 +49,9 @@ def reach(*predictions):
     arrays = [np.asarray(a) for a in predictions]
     shapes = {a.shape for a in arrays}
     if len(shapes) != 1 or arrays[0].ndim != 1:
-        raise ValueError(f"predictions must be 1-D arrays of one length, got shapes {sorted(shapes)}")
+        raise ValueError(
+            f"predictions must be 1-D arrays of one length, got shapes {sorted(shapes)}"
+        )
     p = np.stack(arrays)
     return int(np.sum(np.any(p != p[0], axis=0)))
 
@@ -77,7 +80,11 @@ def allowed_difference(reach_count, n):
     float
         The allowed ``|accuracy - committed accuracy|``.
     """
-    if isinstance(reach_count, bool) or not isinstance(reach_count, (int, np.integer)) or reach_count < 0:
+    if (
+        isinstance(reach_count, bool)
+        or not isinstance(reach_count, (int, np.integer))
+        or reach_count < 0
+    ):
         raise ValueError(f"reach_count must be a non-negative integer, got {reach_count!r}")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"n must be a positive integer, got {n!r}")
@@ -180,7 +187,10 @@ def out_of_fold_correct(h, y, Cs, folds):
     from sklearn.preprocessing import StandardScaler
 
     cv = StratifiedKFold(folds)
-    return {C: cross_val_predict(make_pipeline(StandardScaler(), _logistic(C)), h, y, cv=cv) == y for C in Cs}
+    return {
+        C: cross_val_predict(make_pipeline(StandardScaler(), _logistic(C)), h, y, cv=cv) == y
+        for C in Cs
+    }
 
 
 def first_best(correct):
@@ -203,4 +213,6 @@ def assert_within(record, label, got, committed, allowed):
         Recomputed value, committed value and the allowed absolute difference.
     """
     record(label, f"{float(got)!r} {float(committed)!r} {float(allowed)!r}")
-    assert abs(got - committed) <= allowed, f"{label}: recomputed {got}, committed {committed}, allowed ±{allowed:.4g}"
+    assert abs(got - committed) <= allowed, (
+        f"{label}: recomputed {got}, committed {committed}, allowed ±{allowed:.4g}"
+    )

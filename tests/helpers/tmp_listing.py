@@ -1,6 +1,7 @@
 """What a confined child's private /tmp may list: nothing, except the first folder on the
 way to a folder it is given back (the interpreter's installation or the project, when the
 checkout lies under /tmp, as a CI runner's may)."""
+
 import os
 import sys
 import sysconfig

@@ -4,6 +4,7 @@ Under pytest-xdist each worker has its own temporary folder (``tests/conftest.py
 ``TMPDIR`` and ``REPEVAL_WORKER_TMPDIR``); every sandbox and clean-room child is given a
 ``TMPDIR`` inside its own folder there, so its environment says which worker started it.
 """
+
 import os
 import tempfile
 
