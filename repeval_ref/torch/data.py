@@ -8,6 +8,7 @@ with another normalisation passes its own ``mean`` and ``std``). :class:`Prepare
 hands in-memory images to an encoder through the encoder's own preparation function,
 one item at a time.
 """
+
 from __future__ import annotations
 
 import os
@@ -49,7 +50,11 @@ class ImageFolder(Dataset):
         if not os.path.isdir(root):
             raise FileNotFoundError(f"image folder not found: {root!r}")
         self.crop = check_int(crop, "crop", minimum=1)
-        self.resize = check_int(resize, "resize", minimum=self.crop) if resize is not None else round(self.crop * 256 / 224)
+        self.resize = (
+            check_int(resize, "resize", minimum=self.crop)
+            if resize is not None
+            else round(self.crop * 256 / 224)
+        )
         self.classes = sorted(e.name for e in os.scandir(root) if e.is_dir())
         if not self.classes:
             raise ValueError(f"{root!r} has no class subfolders")
@@ -62,7 +67,10 @@ class ImageFolder(Dataset):
         if not self.samples:
             raise ValueError(f"{root!r} contains no images with extensions {_EXTENSIONS}")
         self.targets = np.array([lab for _, lab in self.samples], dtype=np.int64)
-        self.mean, self.std = _channel_stats(mean, "mean"), _channel_stats(std, "std", positive=True)
+        self.mean, self.std = (
+            _channel_stats(mean, "mean"),
+            _channel_stats(std, "std", positive=True),
+        )
         # Read by the feature cache's fingerprint (with crop and resize).
         self.transform = f"normalize(mean={self.mean}, std={self.std})"
 
@@ -77,7 +85,9 @@ class ImageFolder(Dataset):
             im = im.convert("RGB")
             w, h = im.size
             scale = self.resize / min(w, h)
-            im = im.resize((max(self.crop, round(w * scale)), max(self.crop, round(h * scale))), Image.BICUBIC)
+            im = im.resize(
+                (max(self.crop, round(w * scale)), max(self.crop, round(h * scale))), Image.BICUBIC
+            )
             w, h = im.size
             left, top = (w - self.crop) // 2, (h - self.crop) // 2
             im = im.crop((left, top, left + self.crop, top + self.crop))
@@ -93,7 +103,9 @@ def _channel_stats(values, name, positive=False):
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be 3 numbers, got {values!r}") from None
     if len(out) != 3 or not all(np.isfinite(out)) or (positive and min(out) <= 0):
-        raise ValueError(f"{name} must be 3 finite{' positive' if positive else ''} numbers, got {values!r}")
+        raise ValueError(
+            f"{name} must be 3 finite{' positive' if positive else ''} numbers, got {values!r}"
+        )
     return out
 
 
@@ -120,8 +132,14 @@ class PreparedImages(Dataset):
 
     def __init__(self, images, labels, prepare, size):
         if not isinstance(images, torch.Tensor) or images.ndim < 2:
-            raise ValueError(f"images must be a tensor with a sample axis, got {type(images).__name__}")
-        if not isinstance(labels, torch.Tensor) or labels.shape != (images.shape[0],) or labels.is_floating_point():
+            raise ValueError(
+                f"images must be a tensor with a sample axis, got {type(images).__name__}"
+            )
+        if (
+            not isinstance(labels, torch.Tensor)
+            or labels.shape != (images.shape[0],)
+            or labels.is_floating_point()
+        ):
             raise ValueError(f"labels must be an integer tensor of shape ({images.shape[0]},)")
         if not callable(prepare):
             raise ValueError(f"prepare must be callable, got {type(prepare).__name__}")
@@ -132,13 +150,15 @@ class PreparedImages(Dataset):
         return self.images.shape[0]
 
     def __getitem__(self, i):
-        return self.prepare(self.images[i:i + 1], size=self.size)[0], self.labels[i]
+        return self.prepare(self.images[i : i + 1], size=self.size)[0], self.labels[i]
 
     def fingerprint(self):
         import hashlib
 
         name = getattr(self.prepare, "__qualname__", type(self.prepare).__qualname__)
-        h = hashlib.sha256(f"prepared|{name}|size={self.size}|{tuple(self.images.shape)}|{self.images.dtype}|".encode())
+        h = hashlib.sha256(
+            f"prepared|{name}|size={self.size}|{tuple(self.images.shape)}|{self.images.dtype}|".encode()
+        )
         h.update(self.images.contiguous().numpy().tobytes())
         h.update(self.labels.numpy().tobytes())
         return h.hexdigest()

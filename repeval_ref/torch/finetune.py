@@ -19,6 +19,7 @@ trains at ``base_lr * decay ** (L + 1 - i)``, the scales of
 :func:`repeval_ref.layerwise_lr_scales`. MAE's reference code puts the final norm with
 the head (one factor of ``decay`` faster than here); the difference is one LayerNorm.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -44,7 +45,9 @@ def _block_names(model, blocks):
     elif isinstance(blocks, Sequence) and all(isinstance(b, str) for b in blocks):
         names = list(blocks)
     else:
-        raise ValueError("blocks must be None, the name of a container of blocks, or a list of block names")
+        raise ValueError(
+            "blocks must be None, the name of a container of blocks, or a list of block names"
+        )
     if not names:
         raise ValueError("blocks: the model has no blocks to number")
     if len(set(names)) != len(names):
@@ -118,7 +121,9 @@ def parameter_layers(model, *, blocks=None, head=None):
             layers[pname] = current
     missing = sorted(set(range(1, L + 1)) - seen)
     if missing:
-        raise ValueError(f"blocks: block(s) {missing} hold no parameter (or come out of depth order)")
+        raise ValueError(
+            f"blocks: block(s) {missing} hold no parameter (or come out of depth order)"
+        )
     if head is not None and L + 1 not in layers.values():
         raise ValueError(f"head {head!r} holds no parameter")
     return layers, L
@@ -207,7 +212,9 @@ def layerwise_lr_groups(model, base_lr, decay, *, blocks=None, head=None, weight
         if not p.requires_grad:
             continue
         i = layers[pname]
-        g = groups.setdefault(i, {"params": [], "lr": base_lr * float(scales[i]), "layer": i, "names": []})
+        g = groups.setdefault(
+            i, {"params": [], "lr": base_lr * float(scales[i]), "layer": i, "names": []}
+        )
         if weight_decay is not None:
             g["weight_decay"] = float(weight_decay)
         g["params"].append(p)

@@ -15,6 +15,7 @@ is evaluated is no longer the encoder that was trained. :func:`state_snapshot` a
 :func:`state_diff` check the whole state (parameters *and* buffers such as running
 statistics and ``num_batches_tracked``) bit for bit, which catches that bug.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -99,12 +100,12 @@ def _batch_input(batch, index):
     """Return the input tensor of one batch: a tensor, or the first item of a (x, y) pair."""
     if isinstance(batch, (tuple, list)):
         if len(batch) == 0:
-            raise ValueError(f"batches[{index}] is an empty tuple; expected a tensor or (input, label)")
+            raise ValueError(
+                f"batches[{index}] is an empty tuple; expected a tensor or (input, label)"
+            )
         batch = batch[0]
     elif isinstance(batch, Mapping):
-        raise TypeError(
-            f"batches[{index}] is a mapping; pass tensors or (input, label) tuples"
-        )
+        raise TypeError(f"batches[{index}] is a mapping; pass tensors or (input, label) tuples")
     if isinstance(batch, np.ndarray):
         batch = torch.from_numpy(batch)
     if not isinstance(batch, torch.Tensor):
@@ -156,9 +157,7 @@ def frozen_features(encoder, batches):
     """
     _check_module(encoder)
     if isinstance(batches, (torch.Tensor, np.ndarray)):
-        raise TypeError(
-            "batches must be an iterable of batches; wrap a single tensor as [tensor]"
-        )
+        raise TypeError("batches must be an iterable of batches; wrap a single tensor as [tensor]")
     if not isinstance(batches, Iterable):
         raise TypeError(f"batches must be an iterable of batches, got {type(batches).__name__}")
     device = module_device(encoder)
@@ -168,7 +167,9 @@ def frozen_features(encoder, batches):
             x = _batch_input(batch, i).to(device)
             out = encoder(x)
             if not isinstance(out, torch.Tensor):
-                raise TypeError(f"encoder output for batch {i} is {type(out).__name__}, not a tensor")
+                raise TypeError(
+                    f"encoder output for batch {i} is {type(out).__name__}, not a tensor"
+                )
             if out.ndim != 2:
                 raise ValueError(
                     f"encoder output for batch {i} must be 2-dimensional (b, d), "
@@ -227,7 +228,9 @@ def state_diff(module, snapshot):
     """
     _check_module(module, "module")
     if not isinstance(snapshot, Mapping):
-        raise TypeError(f"snapshot must be a dict from state_snapshot, got {type(snapshot).__name__}")
+        raise TypeError(
+            f"snapshot must be a dict from state_snapshot, got {type(snapshot).__name__}"
+        )
     current = module.state_dict()
     changed = sorted(set(current) ^ set(snapshot))
     for name in current.keys() & snapshot.keys():

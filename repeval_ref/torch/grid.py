@@ -22,6 +22,7 @@ Selection is on a stratified validation split carved from the training set; the
 test set is only evaluated, for the report (and, to show the optimism of choosing on
 it, for every configuration in the table).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -67,14 +68,29 @@ def _check_lrs(lrs):
     elif isinstance(lrs, (dict, set)) or not hasattr(lrs, "__iter__"):
         raise TypeError(f"lrs must be a number or a sequence of numbers, got {type(lrs).__name__}")
     else:
-        lrs = [v.item() if isinstance(v, (np.generic, torch.Tensor)) and np.ndim(v) == 0 else v for v in lrs]
+        lrs = [
+            v.item() if isinstance(v, (np.generic, torch.Tensor)) and np.ndim(v) == 0 else v
+            for v in lrs
+        ]
     if not lrs:
         raise ValueError("lrs is empty")
     return [check_positive(lr, f"lrs[{i}]") for i, lr in enumerate(lrs)]
 
 
-def train_probe_grid(views, labels, n_classes, lrs, *, epochs=30, batch_size=128, weight_decay=0.0,
-                     momentum=0.9, batchnorm=True, seed=0, device=None):
+def train_probe_grid(
+    views,
+    labels,
+    n_classes,
+    lrs,
+    *,
+    epochs=30,
+    batch_size=128,
+    weight_decay=0.0,
+    momentum=0.9,
+    batchnorm=True,
+    seed=0,
+    device=None,
+):
     """Train one probe per (view, learning rate), all from the same batches in one pass.
 
     Parameters
@@ -99,8 +115,14 @@ def train_probe_grid(views, labels, n_classes, lrs, *, epochs=30, batch_size=128
     """
     views, n = _check_views(views, "views")
     n_classes = check_int(n_classes, "n_classes", minimum=2)
-    y = torch.from_numpy(as_labels(labels.cpu().numpy() if isinstance(labels, torch.Tensor) else labels,
-                                   "labels", n=n, n_classes=n_classes))
+    y = torch.from_numpy(
+        as_labels(
+            labels.cpu().numpy() if isinstance(labels, torch.Tensor) else labels,
+            "labels",
+            n=n,
+            n_classes=n_classes,
+        )
+    )
     lrs = _check_lrs(lrs)
     epochs = check_int(epochs, "epochs", minimum=1)
     batch_size = check_int(batch_size, "batch_size", minimum=2)
@@ -118,7 +140,7 @@ def train_probe_grid(views, labels, n_classes, lrs, *, epochs=30, batch_size=128
         for _ in range(epochs):
             order = torch.randperm(n, generator=gen).to(device)
             for start in range(0, n, batch_size):
-                idx = order[start:start + batch_size]
+                idx = order[start : start + batch_size]
                 if idx.numel() >= 2:  # BatchNorm needs two samples; the schedule advances anyway
                     yb = y[idx]
                     factor = cosine_factor(step, total)
@@ -166,8 +188,9 @@ class _HeadStack:
         if self.bn is not None:
             bn = self.bn
             bn.num_batches_tracked += 1
-            x = nn.functional.batch_norm(x, bn.running_mean, bn.running_var, training=True,
-                                         momentum=bn.momentum, eps=bn.eps)
+            x = nn.functional.batch_norm(
+                x, bn.running_mean, bn.running_var, training=True, momentum=bn.momentum, eps=bn.eps
+            )
         B = x.shape[0]
         z = torch.addmm(self.b, x, self.W).view(B, self.H, self.K)
         g = torch.softmax(z, dim=2)
@@ -218,8 +241,11 @@ def grid_accuracies(heads, configs, views, labels):
     numpy.ndarray of float64, shape (len(heads),)
     """
     views, n = _check_views(views, "views")
-    y = torch.from_numpy(as_labels(labels.cpu().numpy() if isinstance(labels, torch.Tensor) else labels,
-                                   "labels", n=n))
+    y = torch.from_numpy(
+        as_labels(
+            labels.cpu().numpy() if isinstance(labels, torch.Tensor) else labels, "labels", n=n
+        )
+    )
     if len(heads) != len(configs):
         raise ValueError(f"{len(heads)} heads but {len(configs)} configs")
     for c in configs:
@@ -276,13 +302,26 @@ class GridResult:
     def report(self):
         """One line: the chosen configuration with its validation and test accuracy."""
         c = self.chosen
-        return (f"chosen probe: view={c['view']} lr={c['lr']:g} "
-                f"val acc={self.chosen_val_acc:.4f} test acc={self.chosen_test_acc:.4f} "
-                f"({len(self.configs)} configurations trained at once)")
+        return (
+            f"chosen probe: view={c['view']} lr={c['lr']:g} "
+            f"val acc={self.chosen_val_acc:.4f} test acc={self.chosen_test_acc:.4f} "
+            f"({len(self.configs)} configurations trained at once)"
+        )
 
 
-def probe_grid_search(train_views, train_labels, test_views, test_labels, n_classes, lrs, *,
-                      val_fraction=0.2, refit=False, seed=0, **train_kwargs):
+def probe_grid_search(
+    train_views,
+    train_labels,
+    test_views,
+    test_labels,
+    n_classes,
+    lrs,
+    *,
+    val_fraction=0.2,
+    refit=False,
+    seed=0,
+    **train_kwargs,
+):
     """Train a probe grid, choose on a validation split of the training set, report test accuracy.
 
     Parameters
@@ -315,26 +354,39 @@ def probe_grid_search(train_views, train_labels, test_views, test_labels, n_clas
         raise ValueError("train_views and test_views must have the same view names")
     for k in train_views:
         if train_views[k].shape[1] != test_views[k].shape[1]:
-            raise ValueError(f"view {k!r} has {train_views[k].shape[1]} features in training, "
-                             f"{test_views[k].shape[1]} in test")
+            raise ValueError(
+                f"view {k!r} has {train_views[k].shape[1]} features in training, "
+                f"{test_views[k].shape[1]} in test"
+            )
     n_classes = check_int(n_classes, "n_classes", minimum=2)
-    y = as_labels(train_labels.cpu().numpy() if isinstance(train_labels, torch.Tensor) else train_labels,
-                  "train_labels", n=n, n_classes=n_classes)
-    y_test = as_labels(test_labels.cpu().numpy() if isinstance(test_labels, torch.Tensor) else test_labels,
-                       "test_labels", n=n_test, n_classes=n_classes)
+    y = as_labels(
+        train_labels.cpu().numpy() if isinstance(train_labels, torch.Tensor) else train_labels,
+        "train_labels",
+        n=n,
+        n_classes=n_classes,
+    )
+    y_test = as_labels(
+        test_labels.cpu().numpy() if isinstance(test_labels, torch.Tensor) else test_labels,
+        "test_labels",
+        n=n_test,
+        n_classes=n_classes,
+    )
     val_fraction = check_positive(val_fraction, "val_fraction")
     if not 0 < val_fraction < 1:
         raise ValueError(f"val_fraction must lie strictly between 0 and 1, got {val_fraction}")
     counts = np.bincount(y, minlength=n_classes)
     stratify = y if counts[counts > 0].min() >= 2 else None
-    fit_idx, val_idx = train_test_split(np.arange(n), test_size=val_fraction, random_state=int(seed),
-                                        stratify=stratify)
+    fit_idx, val_idx = train_test_split(
+        np.arange(n), test_size=val_fraction, random_state=int(seed), stratify=stratify
+    )
     if len(fit_idx) < 2 or len(val_idx) < 1:
         raise ValueError(f"the training set ({n} samples) is too small to carve a validation split")
     fit_t, val_t = torch.from_numpy(np.sort(fit_idx)), torch.from_numpy(np.sort(val_idx))
     fit_views = {k: v[fit_t] for k, v in train_views.items()}
     val_views = {k: v[val_t] for k, v in train_views.items()}
-    heads, configs = train_probe_grid(fit_views, y[fit_t.numpy()], n_classes, lrs, seed=seed, **train_kwargs)
+    heads, configs = train_probe_grid(
+        fit_views, y[fit_t.numpy()], n_classes, lrs, seed=seed, **train_kwargs
+    )
     val_acc = grid_accuracies(heads, configs, val_views, y[val_t.numpy()])
     test_acc = grid_accuracies(heads, configs, test_views, y_test)
     best = int(np.argmax(val_acc))  # selection: validation only (first best on ties)
@@ -342,10 +394,13 @@ def probe_grid_search(train_views, train_labels, test_views, test_labels, n_clas
     chosen_test = float(test_acc[best])
     if refit:
         view = chosen["view"]
-        head, cfg = train_probe_grid({view: train_views[view]}, y, n_classes, [chosen["lr"]], seed=seed,
-                                     **train_kwargs)
+        head, cfg = train_probe_grid(
+            {view: train_views[view]}, y, n_classes, [chosen["lr"]], seed=seed, **train_kwargs
+        )
         chosen_test = float(grid_accuracies(head, cfg, {view: test_views[view]}, y_test)[0])
-    return GridResult(configs, val_acc, test_acc, best, chosen, float(val_acc[best]), chosen_test, heads)
+    return GridResult(
+        configs, val_acc, test_acc, best, chosen, float(val_acc[best]), chosen_test, heads
+    )
 
 
 def grid_views(features, n_lasts=(1, 4), poolings=("cls", "cls+mean")):

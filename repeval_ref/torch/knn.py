@@ -38,6 +38,7 @@ rank computes its local candidates with *global* indices, the candidates (simila
 index, label) are gathered from all ranks and merged the same way, and every rank
 votes and returns the same predictions.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -46,7 +47,13 @@ import torch
 from .._validation import as_float_array, as_labels, check_int, check_positive, check_same_width
 from ..knn import settle_near_ties
 
-__all__ = ["knn_classify_torch", "knn_classify_sharded", "topk_neighbors", "weighted_vote", "shard_range"]
+__all__ = [
+    "knn_classify_torch",
+    "knn_classify_sharded",
+    "topk_neighbors",
+    "weighted_vote",
+    "shard_range",
+]
 
 _FLOAT_DTYPES = (torch.float64, torch.float32, torch.bfloat16, torch.float16)
 
@@ -68,11 +75,15 @@ def _as_tensor(x, name, dtype):
 def _unit(x, name, dtype, device):
     """Unit-normalise rows (norms computed in float64 on the CPU or float32 on GPU)."""
     x = x.to(device)
-    work = x.to(torch.float64 if x.device.type == "cpu" or dtype == torch.float64 else torch.float32)
+    work = x.to(
+        torch.float64 if x.device.type == "cpu" or dtype == torch.float64 else torch.float32
+    )
     norms = torch.linalg.vector_norm(work, dim=1, keepdim=True)
     zero = torch.nonzero(norms[:, 0] == 0)
     if zero.numel():
-        raise ValueError(f"{name} has a zero vector at row {int(zero[0, 0])}; it cannot be unit-normalised")
+        raise ValueError(
+            f"{name} has a zero vector at row {int(zero[0, 0])}; it cannot be unit-normalised"
+        )
     return (work / norms).to(dtype)
 
 
@@ -87,11 +98,17 @@ def _lexsort_desc(vals, idx):
     by_index = torch.argsort(idx, dim=1, stable=True)
     vals, idx = torch.gather(vals, 1, by_index), torch.gather(idx, 1, by_index)
     order = torch.argsort(vals, dim=1, descending=True, stable=True)
-    return torch.gather(vals, 1, order), torch.gather(idx, 1, order), torch.gather(by_index, 1, order)
+    return (
+        torch.gather(vals, 1, order),
+        torch.gather(idx, 1, order),
+        torch.gather(by_index, 1, order),
+    )
 
 
 _CHUNK = 256  # columns per chunk of the two-stage selection (fastest of 64..512 on an H200)
-_TWO_STAGE = None  # None: on CUDA only (on a CPU the direct selection is as fast); True/False force it
+_TWO_STAGE = (
+    None  # None: on CUDA only (on a CPU the direct selection is as fast); True/False force it
+)
 
 
 def _select_topk(sims, k, chunk=None, two_stage=None):
@@ -123,11 +140,13 @@ def _select_topk(sims, k, chunk=None, two_stage=None):
         two_stage = sims.device.type == "cuda" and n_full >= 8 * k
     if not two_stage or n_chunks < k:
         return torch.topk(sims, k, dim=1, largest=True, sorted=True)
-    maxima = sims[:, :n_full * chunk].view(n_rows, n_full, chunk).amax(dim=2)
+    maxima = sims[:, : n_full * chunk].view(n_rows, n_full, chunk).amax(dim=2)
     if width > n_full * chunk:
-        maxima = torch.cat([maxima, sims[:, n_full * chunk:].amax(dim=1, keepdim=True)], dim=1)
+        maxima = torch.cat([maxima, sims[:, n_full * chunk :].amax(dim=1, keepdim=True)], dim=1)
     chunks = torch.topk(maxima, k, dim=1, largest=True, sorted=False).indices
-    cols = (chunks[:, :, None] * chunk + torch.arange(chunk, device=sims.device)).reshape(n_rows, -1)
+    cols = (chunks[:, :, None] * chunk + torch.arange(chunk, device=sims.device)).reshape(
+        n_rows, -1
+    )
     outside = cols >= width  # the short last chunk
     cols = cols.clamp_(max=width - 1)
     cand = torch.gather(sims, 1, cols)
@@ -174,8 +193,9 @@ def _merge(vals_a, idx_a, vals_b, idx_b, k):
     return torch.gather(vals, 1, order), torch.gather(idx, 1, order)
 
 
-def topk_neighbors(bank, queries, k, *, query_block=1024, bank_block=65536, index_offset=0,
-                   exact_ties=True):
+def topk_neighbors(
+    bank, queries, k, *, query_block=1024, bank_block=65536, index_offset=0, exact_ties=True
+):
     """Exact top-k of ``queries @ bank.T`` per row, blocked, with a running merge.
 
     Parameters
@@ -210,18 +230,18 @@ def topk_neighbors(bank, queries, k, *, query_block=1024, bank_block=65536, inde
     out_vals = torch.empty(n_query, k_eff, dtype=torch.float64)
     out_idx = torch.empty(n_query, k_eff, dtype=torch.int64)
     for qs in range(0, n_query, query_block):
-        q = queries[qs:qs + query_block]
+        q = queries[qs : qs + query_block]
         run_vals = run_idx = None
         for bs in range(0, n_bank, bank_block):
-            sims = q @ bank[bs:bs + bank_block].T
+            sims = q @ bank[bs : bs + bank_block].T
             vals, cols = _tile_topk(sims, k_eff, exact_ties)
             vals, cols = vals.to(torch.float64), cols + (bs + index_offset)
             if run_vals is None:
                 run_vals, run_idx = vals, cols
             else:
                 run_vals, run_idx = _merge(run_vals, run_idx, vals, cols, k_eff)
-        out_vals[qs:qs + q.shape[0]] = run_vals.cpu()
-        out_idx[qs:qs + q.shape[0]] = run_idx.cpu()
+        out_vals[qs : qs + q.shape[0]] = run_vals.cpu()
+        out_idx[qs : qs + q.shape[0]] = run_idx.cpu()
     return out_vals, out_idx
 
 
@@ -241,8 +261,20 @@ def _prepare(train_h, train_y, test_h, k, tau, n_classes, dtype, device, query_b
     return train, y, test, k, tau, n_classes, dtype, device
 
 
-def knn_classify_torch(train_h, train_y, test_h, k, tau, n_classes, *, dtype=torch.float64,
-                       device=None, query_block=1024, bank_block=65536, exact_ties=None):
+def knn_classify_torch(
+    train_h,
+    train_y,
+    test_h,
+    k,
+    tau,
+    n_classes,
+    *,
+    dtype=torch.float64,
+    device=None,
+    query_block=1024,
+    bank_block=65536,
+    exact_ties=None,
+):
     """Weighted k-NN predictions, computed in tiles with a running top-k merge.
 
     Same rule and same predictions as :func:`repeval_ref.knn_classify` (in float64);
@@ -286,8 +318,14 @@ def knn_classify_torch(train_h, train_y, test_h, k, tau, n_classes, *, dtype=tor
     queries = _unit(test, "test_h", dtype, device)
     if exact_ties is None:
         exact_ties = dtype in (torch.float64, torch.float32)
-    vals, idx = topk_neighbors(bank, queries, k, query_block=query_block, bank_block=bank_block,
-                               exact_ties=bool(exact_ties))
+    vals, idx = topk_neighbors(
+        bank,
+        queries,
+        k,
+        query_block=query_block,
+        bank_block=bank_block,
+        exact_ties=bool(exact_ties),
+    )
     return weighted_vote(vals, idx, y[idx], tau, n_classes)
 
 
@@ -335,7 +373,7 @@ def weighted_vote(vals, idx, labels, tau, n_classes):
     weights = torch.exp((s - s_max) / tau)
     votes = torch.zeros(vals.shape[0], n_classes, dtype=weights.dtype)
     for j in range(s.shape[1]):
-        votes.scatter_add_(1, lab[:, j:j + 1], weights[:, j:j + 1])
+        votes.scatter_add_(1, lab[:, j : j + 1], weights[:, j : j + 1])
     votes = votes.numpy()
     if n_classes > 1:  # the reference's rule for (nearly) tied classes: re-add by weight
         settle_near_ties(votes, lab.numpy().ravel(), weights.numpy().ravel(), n_classes)
@@ -355,9 +393,23 @@ def shard_range(n, rank, world_size):
     return start, start + base + (1 if rank < extra else 0)
 
 
-def knn_classify_sharded(train_shard_h, train_shard_y, test_h, k, tau, n_classes, *, shard_offset,
-                         n_train=None, dtype=torch.float64, device=None, query_block=1024,
-                         bank_block=65536, exact_ties=None, group=None):
+def knn_classify_sharded(
+    train_shard_h,
+    train_shard_y,
+    test_h,
+    k,
+    tau,
+    n_classes,
+    *,
+    shard_offset,
+    n_train=None,
+    dtype=torch.float64,
+    device=None,
+    query_block=1024,
+    bank_block=65536,
+    exact_ties=None,
+    group=None,
+):
     """Weighted k-NN with the bank split across ``torch.distributed`` ranks.
 
     Each rank passes its own contiguous slice of the bank (rows ``shard_offset ..
@@ -390,9 +442,15 @@ def knn_classify_sharded(train_shard_h, train_shard_y, test_h, k, tau, n_classes
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()):
-        raise RuntimeError("knn_classify_sharded needs an initialised torch.distributed process group")
+        raise RuntimeError(
+            "knn_classify_sharded needs an initialised torch.distributed process group"
+        )
     shard_offset = check_int(shard_offset, "shard_offset", minimum=0)
-    empty_shard = isinstance(train_shard_h, torch.Tensor) and train_shard_h.ndim == 2 and train_shard_h.shape[0] == 0
+    empty_shard = (
+        isinstance(train_shard_h, torch.Tensor)
+        and train_shard_h.ndim == 2
+        and train_shard_h.shape[0] == 0
+    )
     if empty_shard:
         train = train_shard_h.detach()
         test = _as_tensor(test_h, "test_h", dtype)
@@ -405,11 +463,24 @@ def knn_classify_sharded(train_shard_h, train_shard_y, test_h, k, tau, n_classes
         y = torch.zeros(0, dtype=torch.int64)
     else:
         train, y, test, k, tau, n_classes, dtype, device = _prepare(
-            train_shard_h, train_shard_y, test_h, k, tau, n_classes, dtype, device, query_block, bank_block
+            train_shard_h,
+            train_shard_y,
+            test_h,
+            k,
+            tau,
+            n_classes,
+            dtype,
+            device,
+            query_block,
+            bank_block,
         )
     world = dist.get_world_size(group)
     # Collective tensors must live on the backend's device (CUDA for NCCL).
-    comm_device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend(group) == "nccl" else torch.device("cpu")
+    comm_device = (
+        torch.device("cuda", torch.cuda.current_device())
+        if dist.get_backend(group) == "nccl"
+        else torch.device("cpu")
+    )
     n_local = torch.tensor([train.shape[0]], dtype=torch.int64, device=comm_device)
     sizes = [torch.zeros_like(n_local) for _ in range(world)]
     dist.all_gather(sizes, n_local, group=group)
@@ -428,8 +499,15 @@ def knn_classify_sharded(train_shard_h, train_shard_y, test_h, k, tau, n_classes
         bank = _unit(train, "train_shard_h", dtype, device)
         if exact_ties is None:
             exact_ties = dtype in (torch.float64, torch.float32)
-        v, i = topk_neighbors(bank, queries, k_eff, query_block=query_block, bank_block=bank_block,
-                              index_offset=shard_offset, exact_ties=bool(exact_ties))
+        v, i = topk_neighbors(
+            bank,
+            queries,
+            k_eff,
+            query_block=query_block,
+            bank_block=bank_block,
+            index_offset=shard_offset,
+            exact_ties=bool(exact_ties),
+        )
         m = v.shape[1]
         vals[:, :m], idx[:, :m], lab[:, :m] = v, i, y[i - shard_offset]
     gathered = []

@@ -14,6 +14,7 @@ which :func:`fold_probe` computes with :func:`repeval_ref.fold_batchnorm` and re
 as an ``nn.Linear``. Only the optimisation differs (conditioning), not the set of
 classifiers.
 """
+
 from __future__ import annotations
 
 import math
@@ -59,7 +60,9 @@ def _features_tensor(h, name):
     if not isinstance(h, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor or numpy array, got {type(h).__name__}")
     if h.ndim != 2 or h.shape[0] < 1 or h.shape[1] < 1:
-        raise ValueError(f"{name} must be a non-empty 2-dimensional (n, d) array, got shape {tuple(h.shape)}")
+        raise ValueError(
+            f"{name} must be a non-empty 2-dimensional (n, d) array, got shape {tuple(h.shape)}"
+        )
     if not h.is_floating_point():
         h = h.to(torch.float32)
     if not bool(torch.isfinite(h).all()):
@@ -73,8 +76,20 @@ def _labels_tensor(y, name, n, n_classes):
     return torch.from_numpy(as_labels(y, name, n=n, n_classes=n_classes))
 
 
-def train_probe(features, labels, n_classes, *, epochs=30, lr=0.1, weight_decay=0.0, batch_size=128,
-                momentum=0.9, batchnorm=True, seed=0, device=None):
+def train_probe(
+    features,
+    labels,
+    n_classes,
+    *,
+    epochs=30,
+    lr=0.1,
+    weight_decay=0.0,
+    batch_size=128,
+    momentum=0.9,
+    batchnorm=True,
+    seed=0,
+    device=None,
+):
     """Train a :class:`LinearProbe` on fixed (cached) features by cross-entropy.
 
     SGD with momentum and a cosine learning-rate schedule over all steps, as in the
@@ -123,7 +138,7 @@ def train_probe(features, labels, n_classes, *, epochs=30, lr=0.1, weight_decay=
     for _ in range(epochs):
         order = torch.randperm(h.shape[0], generator=gen).to(device)
         for start in range(0, h.shape[0], batch_size):
-            idx = order[start:start + batch_size]
+            idx = order[start : start + batch_size]
             if idx.numel() < 2:  # BatchNorm needs two samples for batch statistics
                 sched.step()
                 continue
@@ -176,8 +191,10 @@ def probe_accuracy(probe, features, labels):
     y = _labels_tensor(labels, "labels", h.shape[0], None)
     width = _input_width(probe)
     if width is not None and h.shape[1] != width:
-        raise ValueError(f"features have {h.shape[1]} columns but the probe expects {width} "
-                         f"(features of shape {tuple(h.shape)})")
+        raise ValueError(
+            f"features have {h.shape[1]} columns but the probe expects {width} "
+            f"(features of shape {tuple(h.shape)})"
+        )
     param = next(probe.parameters(), None)
     dev = param.device if param is not None else h.device
     dtype = param.dtype if param is not None else torch.float32
@@ -216,7 +233,9 @@ def fold_probe(probe):
     if bn.affine:
         raise ValueError("fold_probe expects a non-affine BatchNorm (affine=False)")
     if bn.running_mean is None or bn.running_var is None:
-        raise ValueError("the BatchNorm does not track running statistics; there is nothing frozen to fold")
+        raise ValueError(
+            "the BatchNorm does not track running statistics; there is nothing frozen to fold"
+        )
     W = lin.weight.detach().cpu().double().numpy().T  # (d, K): logits = W^T h + b
     b = lin.bias.detach().cpu().double().numpy()
     mu = bn.running_mean.detach().cpu().double().numpy()
@@ -251,8 +270,11 @@ def running_mean_shift(module, batch):
         raise TypeError(f"batch must be a torch.Tensor, got {type(batch).__name__}")
     if batch.ndim == 0 or batch.shape[0] < 2:
         raise ValueError("batch needs at least 2 samples for training-mode BatchNorm")
-    bns = [m for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)
-           and m.running_mean is not None]
+    bns = [
+        m
+        for m in module.modules()
+        if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.running_mean is not None
+    ]
     if not bns:
         return 0.0
     snapshot = state_snapshot(module)

@@ -17,6 +17,7 @@ Three pieces:
 * :func:`select_on_validation` picks the best entry of a table of validation scores
   (settings by checkpoints) with a stated tie rule.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -28,7 +29,13 @@ from torch import nn
 from torch.nn import functional as F
 
 from .._validation import check_int
-from .freeze import evaluation_mode, module_device, restore_training_flags, state_snapshot, training_flags
+from .freeze import (
+    evaluation_mode,
+    module_device,
+    restore_training_flags,
+    state_snapshot,
+    training_flags,
+)
 
 __all__ = ["carve_validation", "train_with_validation", "select_on_validation", "ValidationCurve"]
 
@@ -64,7 +71,7 @@ def carve_validation(n_pool, n_fit, n_val, *, seed=0):
     if n_fit + n_val > n_pool:
         raise ValueError(f"n_fit + n_val = {n_fit + n_val} exceeds n_pool = {n_pool}")
     order = np.random.default_rng(seed).permutation(n_pool)
-    return order[:n_fit].copy(), order[n_fit:n_fit + n_val].copy()
+    return order[:n_fit].copy(), order[n_fit : n_fit + n_val].copy()
 
 
 @dataclass
@@ -113,14 +120,27 @@ def _accuracy(model, images, labels, idx, eval_batch, device):
     right = 0
     with evaluation_mode(model), torch.no_grad():
         for start in range(0, idx.size, eval_batch):
-            part = torch.as_tensor(idx[start:start + eval_batch])
+            part = torch.as_tensor(idx[start : start + eval_batch])
             pred = model(images[part].to(device)).argmax(1).cpu()
             right += int((pred == labels[part]).sum())
     return right / idx.size
 
 
-def train_with_validation(model, optimizer, images, labels, fit, val, *, steps, eval_every,
-                          batch_size=64, seed=0, loss=None, eval_batch=1024):
+def train_with_validation(
+    model,
+    optimizer,
+    images,
+    labels,
+    fit,
+    val,
+    *,
+    steps,
+    eval_every,
+    batch_size=64,
+    seed=0,
+    loss=None,
+    eval_batch=1024,
+):
     """Train one configuration, track validation accuracy, and keep the best checkpoint.
 
     Step ``t`` (``t = 1 .. steps``) draws ``batch_size`` positions of ``fit`` uniformly with
@@ -175,7 +195,9 @@ def train_with_validation(model, optimizer, images, labels, fit, val, *, steps, 
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if not isinstance(optimizer, torch.optim.Optimizer):
-        raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
+        raise TypeError(
+            f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}"
+        )
     if not isinstance(images, torch.Tensor):
         raise TypeError(f"images must be a torch.Tensor, got {type(images).__name__}")
     if images.ndim < 1 or images.shape[0] < 2:
@@ -183,8 +205,10 @@ def train_with_validation(model, optimizer, images, labels, fit, val, *, steps, 
     n = images.shape[0]
     labels = torch.as_tensor(np.asarray(labels)).reshape(-1)
     if labels.shape[0] != n or labels.dtype.is_floating_point or labels.dtype == torch.bool:
-        raise ValueError(f"labels must be {n} integer labels, one per image, got {labels.shape[0]} "
-                         f"of dtype {labels.dtype}")
+        raise ValueError(
+            f"labels must be {n} integer labels, one per image, got {labels.shape[0]} "
+            f"of dtype {labels.dtype}"
+        )
     labels = labels.to(torch.int64)
     fit = _index_set(fit, "fit", n)
     val = _index_set(val, "val", n)
@@ -211,7 +235,7 @@ def train_with_validation(model, optimizer, images, labels, fit, val, *, steps, 
             acc = _accuracy(model, images, labels, val, eval_batch, device)
             checkpoints.append(step)
             curve.append(acc)
-            if acc > best:                       # strict: the earliest best checkpoint is kept
+            if acc > best:  # strict: the earliest best checkpoint is kept
                 best, best_state = acc, state_snapshot(model)
         if step == steps:
             break
@@ -225,9 +249,14 @@ def train_with_validation(model, optimizer, images, labels, fit, val, *, steps, 
     model.load_state_dict(best_state)
     curve = np.asarray(curve, dtype=float)
     best_index = int(np.argmax(curve))
-    return ValidationCurve(steps=np.asarray(checkpoints, dtype=np.int64), accuracy=curve,
-                           best_index=best_index, best_step=int(checkpoints[best_index]),
-                           best_accuracy=float(curve[best_index]), state=best_state)
+    return ValidationCurve(
+        steps=np.asarray(checkpoints, dtype=np.int64),
+        accuracy=curve,
+        best_index=best_index,
+        best_step=int(checkpoints[best_index]),
+        best_accuracy=float(curve[best_index]),
+        state=best_state,
+    )
 
 
 def select_on_validation(scores):
@@ -252,7 +281,11 @@ def select_on_validation(scores):
     ValueError
         ``scores`` empty, of another dimension, or with a value that is not finite.
     """
-    if isinstance(scores, (str, bytes)) or isinstance(scores, numbers.Number) and not np.ndim(scores):
+    if (
+        isinstance(scores, (str, bytes))
+        or isinstance(scores, numbers.Number)
+        and not np.ndim(scores)
+    ):
         raise ValueError("scores must be a 1-D or 2-D array of validation scores")
     try:
         arr = np.asarray(scores, dtype=float)
@@ -264,5 +297,5 @@ def select_on_validation(scores):
         raise ValueError("scores is empty")
     if not np.all(np.isfinite(arr)):
         raise ValueError("scores holds a value that is not finite")
-    flat = int(np.argmax(arr.reshape(-1)))      # NumPy returns the first maximum
+    flat = int(np.argmax(arr.reshape(-1)))  # NumPy returns the first maximum
     return tuple(int(i) for i in np.unravel_index(flat, arr.shape))

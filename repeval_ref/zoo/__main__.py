@@ -1,4 +1,6 @@
-"""``python -m repeval_ref.zoo``: the same program as ``repeval zoo`` (:mod:`repeval_ref.cli.zoo`)."""
+"""``python -m repeval_ref.zoo``: the same program as ``repeval zoo``
+(:mod:`repeval_ref.cli.zoo`)."""
+
 import sys
 
 from ..cli.zoo import main

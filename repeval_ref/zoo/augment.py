@@ -12,6 +12,7 @@ is a function of the generator's state. The generator lives on the CPU and its d
 moved to the images' device, so a batch on a GPU gets the very views its copy on the CPU
 would get (up to the arithmetic of the device).
 """
+
 from __future__ import annotations
 
 import math
@@ -45,8 +46,9 @@ def random_flip(x, generator):
     return torch.where(flip[:, None, None, None], x.flip(3), x)
 
 
-def random_view(x, generator, *, scale=(0.35, 1.0), ratio=(3 / 4, 4 / 3), jitter=0.3, noise=0.1,
-                fill=0.0):
+def random_view(
+    x, generator, *, scale=(0.35, 1.0), ratio=(3 / 4, 4 / 3), jitter=0.3, noise=0.1, fill=0.0
+):
     """One random augmented view of every image of a batch.
 
     Parameters
@@ -97,9 +99,16 @@ def random_view(x, generator, *, scale=(0.35, 1.0), ratio=(3 / 4, 4 / 3), jitter
     theta[:, 1, 1] = sh
     theta[:, 1, 2] = cy
     grid = F.affine_grid(theta, list(x.shape), align_corners=False)
-    out = F.grid_sample(x - fill, grid, mode="bilinear", padding_mode="zeros", align_corners=False) + fill
-    contrast = 1 + jitter * (2 * torch.rand(b, 1, 1, 1, generator=generator, dtype=x.dtype).to(x.device) - 1)
-    shift = jitter * (2 * torch.rand(b, 1, 1, 1, generator=generator, dtype=x.dtype).to(x.device) - 1)
+    out = (
+        F.grid_sample(x - fill, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+        + fill
+    )
+    contrast = 1 + jitter * (
+        2 * torch.rand(b, 1, 1, 1, generator=generator, dtype=x.dtype).to(x.device) - 1
+    )
+    shift = jitter * (
+        2 * torch.rand(b, 1, 1, 1, generator=generator, dtype=x.dtype).to(x.device) - 1
+    )
     mean = out.mean(dim=(1, 2, 3), keepdim=True)
     out = (out - mean) * contrast + mean + shift
     if noise:

@@ -19,6 +19,7 @@ image; sharpening keeps the target from becoming uniform; together they stop the
 collapse a plain Siamese objective suffers. The shipped encoder is the teacher's.
 Local crops (multi-crop) are left out at this scale.
 """
+
 from __future__ import annotations
 
 import copy
@@ -49,10 +50,14 @@ def dino_loss(student_logits, teacher_logits, center, student_temperature, teach
     torch.Tensor, scalar (no gradient flows into the teacher's logits)
     """
     if student_logits.ndim != 2 or student_logits.shape != teacher_logits.shape:
-        raise ValueError(f"student_logits and teacher_logits must have the same shape (b, K), got "
-                         f"{tuple(student_logits.shape)} and {tuple(teacher_logits.shape)}")
+        raise ValueError(
+            f"student_logits and teacher_logits must have the same shape (b, K), got "
+            f"{tuple(student_logits.shape)} and {tuple(teacher_logits.shape)}"
+        )
     if center.shape != (student_logits.shape[1],):
-        raise ValueError(f"center must have shape ({student_logits.shape[1]},), got {tuple(center.shape)}")
+        raise ValueError(
+            f"center must have shape ({student_logits.shape[1]},), got {tuple(center.shape)}"
+        )
     if not (student_temperature > 0 and teacher_temperature > 0):
         raise ValueError("student_temperature and teacher_temperature must be > 0")
     target = F.softmax((teacher_logits.detach() - center) / teacher_temperature, dim=1)
@@ -61,9 +66,13 @@ def dino_loss(student_logits, teacher_logits, center, student_temperature, teach
 
 
 def make_heads(encoder, cfg):
-    return {"head": nn.Sequential(mlp(encoder.out_dim, cfg["head_hidden"], cfg["head_bottleneck"]),
-                                  _Normalise(),
-                                  nn.Linear(cfg["head_bottleneck"], cfg["prototypes"], bias=False))}
+    return {
+        "head": nn.Sequential(
+            mlp(encoder.out_dim, cfg["head_hidden"], cfg["head_bottleneck"]),
+            _Normalise(),
+            nn.Linear(cfg["head_bottleneck"], cfg["prototypes"], bias=False),
+        )
+    }
 
 
 class _Normalise(nn.Module):
@@ -75,7 +84,10 @@ def init_state(encoder, heads, cfg):
     teacher = nn.Sequential(copy.deepcopy(encoder), copy.deepcopy(heads["head"]))
     for p in teacher.parameters():
         p.requires_grad_(False)
-    return {"teacher": teacher, "center": torch.zeros(cfg["prototypes"], device=next(encoder.parameters()).device)}
+    return {
+        "teacher": teacher,
+        "center": torch.zeros(cfg["prototypes"], device=next(encoder.parameters()).device),
+    }
 
 
 def training_loss(encoder, heads, x, y, generator, cfg, state):

@@ -13,6 +13,7 @@ call reads ``.npy`` files back. Three read-outs of the final layer:
 * ``"tokens"``: the whole sequence ``(n, 1 + p, d)``: the class token (a CNN's
   global average) first, then the ``p`` patch tokens, for attentive probes.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -25,8 +26,17 @@ from torch import nn
 from .._validation import check_split
 from ..torch.models import TinyViT
 
-__all__ = ["TokenView", "encoder_inputs", "extract", "default_cache_dir", "features", "cache_model_name", "DATASETS",
-           "POOLINGS", "load_images"]
+__all__ = [
+    "TokenView",
+    "encoder_inputs",
+    "extract",
+    "default_cache_dir",
+    "features",
+    "cache_model_name",
+    "DATASETS",
+    "POOLINGS",
+    "load_images",
+]
 
 DATASETS = ("fashion", "shifted", "cluttered")
 POOLINGS = ("cls", "mean", "tokens")
@@ -53,13 +63,17 @@ class TokenView(nn.Module):
             m = self.encoder.feature_map(x).flatten(2).transpose(1, 2)
             t = torch.cat([m.mean(dim=1, keepdim=True), m], dim=1)
         else:
-            raise ValueError(f"encoder {type(self.encoder).__name__} has neither forward_tokens nor feature_map")
+            raise ValueError(
+                f"encoder {type(self.encoder).__name__} has neither forward_tokens nor feature_map"
+            )
         return self.out(t.flatten(1) if self.flat else t)
 
 
 def default_cache_dir():
     """``$REPEVAL_CACHE/zoo-features``, else ``~/.cache/repeval/zoo-features`` (never committed)."""
-    root = os.environ.get("REPEVAL_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "repeval")
+    root = os.environ.get("REPEVAL_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "repeval"
+    )
     return os.path.join(root, "zoo-features")
 
 
@@ -99,19 +113,39 @@ def encoder_inputs(name, images):
 EFFICIENTNET_SIZE = 96
 
 
-def extract(encoder, x, pooling, *, batch_size=256, cache_dir=None, model_name=None, data_name="data",
-            data_fingerprint=None):
-    """Features of ``x`` (n, c, H, W) under ``pooling``: (n, d), or (n, 1 + p, d) for ``"tokens"``."""
+def extract(
+    encoder,
+    x,
+    pooling,
+    *,
+    batch_size=256,
+    cache_dir=None,
+    model_name=None,
+    data_name="data",
+    data_fingerprint=None,
+):
+    """Features of ``x`` (n, c, H, W) under ``pooling``: (n, d), or (n, 1 + p, d) for
+    ``"tokens"``."""
     from ..torch.extract import extract_features
 
     if pooling not in POOLINGS:
         raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
     view = TokenView(encoder, flat=pooling == "tokens")
     poolings = ("flat",) if pooling == "tokens" else ("cls", "mean")
-    feats = extract_features(view, x, layers=["out"], poolings=poolings, batch_size=batch_size, device="cpu",
-                             autocast=False, cache_dir=cache_dir, model_name=model_name,
-                             data_name=data_name + ("-tokens" if pooling == "tokens" else ""),
-                             data_fingerprint=data_fingerprint, n_prefix_tokens=1)
+    feats = extract_features(
+        view,
+        x,
+        layers=["out"],
+        poolings=poolings,
+        batch_size=batch_size,
+        device="cpu",
+        autocast=False,
+        cache_dir=cache_dir,
+        model_name=model_name,
+        data_name=data_name + ("-tokens" if pooling == "tokens" else ""),
+        data_fingerprint=data_fingerprint,
+        n_prefix_tokens=1,
+    )
     if pooling == "tokens":
         flat = np.asarray(feats.arrays[("out", "flat")])
         d = int(encoder.out_dim)
@@ -123,7 +157,13 @@ def _index_key(indices, n):
     if indices is None:
         return np.arange(n), "all"
     idx = np.asarray(indices)
-    if idx.ndim != 1 or idx.size == 0 or not np.issubdtype(idx.dtype, np.integer) or idx.min() < 0 or idx.max() >= n:
+    if (
+        idx.ndim != 1
+        or idx.size == 0
+        or not np.issubdtype(idx.dtype, np.integer)
+        or idx.min() < 0
+        or idx.max() >= n
+    ):
         raise ValueError(f"indices must be a non-empty 1-D array of row numbers in 0..{n - 1}")
     return idx, hashlib.sha256(idx.astype(np.int64).tobytes()).hexdigest()[:16]
 
@@ -155,8 +195,17 @@ def cache_model_name(name, checkpoint=None, weights_dir=None):
     return f"{name}@{ck}-{entry['checkpoints'][ck]['sha256'][:12]}"
 
 
-def features(name, split, pooling="cls", dataset="fashion", checkpoint=None, *, indices=None, cache_dir=None,
-             weights_dir=None):
+def features(
+    name,
+    split,
+    pooling="cls",
+    dataset="fashion",
+    checkpoint=None,
+    *,
+    indices=None,
+    cache_dir=None,
+    weights_dir=None,
+):
     """Cached features of a zoo encoder on a split of Fashion-MNIST or one of its variants.
 
     Parameters
@@ -199,7 +248,13 @@ def features(name, split, pooling="cls", dataset="fashion", checkpoint=None, *, 
     images, labels = images[idx], labels[idx]
     fp = hashlib.sha256(images.tobytes() + labels.tobytes()).hexdigest()
     x = encoder_inputs(name, images)
-    h = extract(encoder, x, pooling, cache_dir=cache_dir or default_cache_dir(),
-                model_name=cache_model_name(name, checkpoint, weights_dir),
-                data_name=f"{dataset}-{split}-{key}", data_fingerprint=fp)
+    h = extract(
+        encoder,
+        x,
+        pooling,
+        cache_dir=cache_dir or default_cache_dir(),
+        model_name=cache_model_name(name, checkpoint, weights_dir),
+        data_name=f"{dataset}-{split}-{key}",
+        data_fingerprint=fp,
+    )
     return h, labels
