@@ -31,6 +31,7 @@ what they compute, each layer built on the public functions of the ones before i
 Every public function is importable from here (``from repeval_ref.labelfree import
 rankme``) and the original ones from the top level (``repeval_ref.rankme``).
 """
+
 from __future__ import annotations
 
 from .eigenvalue_metrics import (
@@ -88,29 +89,61 @@ from .synthetic import power_law_spectrum, sample_features_with_spectrum
 
 __all__ = [
     # metrics of a spectrum
-    "check_spectrum", "gram_rounding_level", "check_fit_range", "fit_range_indices",
-    "rankme_of_spectrum", "alpha_req_of_spectrum", "alpha_req_weighted_of_spectrum",
-    "stable_rank_of_spectrum", "ne_sum_of_spectrum", "condition_number_of_spectrum",
-    "condition_number_of_gram_spectrum", "participation_ratio_of_spectrum",
-    "explained_variance_dimension_of_spectrum", "isotropy_ratio_of_spectrum",
+    "check_spectrum",
+    "gram_rounding_level",
+    "check_fit_range",
+    "fit_range_indices",
+    "rankme_of_spectrum",
+    "alpha_req_of_spectrum",
+    "alpha_req_weighted_of_spectrum",
+    "stable_rank_of_spectrum",
+    "ne_sum_of_spectrum",
+    "condition_number_of_spectrum",
+    "condition_number_of_gram_spectrum",
+    "participation_ratio_of_spectrum",
+    "explained_variance_dimension_of_spectrum",
+    "isotropy_ratio_of_spectrum",
     "spectrum_metrics",
     # features -> spectrum
-    "is_in_memory", "singular_values", "singular_values_from_gram",
-    "feature_singular_values", "FeatureSingularValues", "gram_spectrum",
+    "is_in_memory",
+    "singular_values",
+    "singular_values_from_gram",
+    "feature_singular_values",
+    "FeatureSingularValues",
+    "gram_spectrum",
     "covariance_spectrum",
     # spectral metrics of features
-    "rankme", "rankme_normalized", "rankme_squared_shares", "alpha_req",
-    "alpha_req_weighted", "ne_sum", "stable_rank", "condition_number",
-    "participation_ratio", "explained_variance_dimension", "isotropy_ratio",
+    "rankme",
+    "rankme_normalized",
+    "rankme_squared_shares",
+    "alpha_req",
+    "alpha_req_weighted",
+    "ne_sum",
+    "stable_rank",
+    "condition_number",
+    "participation_ratio",
+    "explained_variance_dimension",
+    "isotropy_ratio",
     # the unit sphere
-    "unit_row_transform", "unit_moments", "mean_pairwise_cosine_of_sum",
-    "mean_pairwise_cosine", "alignment", "uniformity", "unit_coordinate_std",
+    "unit_row_transform",
+    "unit_moments",
+    "mean_pairwise_cosine_of_sum",
+    "mean_pairwise_cosine",
+    "alignment",
+    "uniformity",
+    "unit_coordinate_std",
     # relational metrics
-    "self_cluster", "self_cluster_of_gram", "diffusion_spectral_entropy",
+    "self_cluster",
+    "self_cluster_of_gram",
+    "diffusion_spectral_entropy",
     # intrinsic dimension
-    "two_nn_id", "two_nn_id_batched", "TwoNNBatched", "unique_row_order",
+    "two_nn_id",
+    "two_nn_id_batched",
+    "TwoNNBatched",
+    "unique_row_order",
     # synthetic spectra
-    "power_law_spectrum", "sample_features_with_spectrum",
+    "power_law_spectrum",
+    "sample_features_with_spectrum",
     # one-pass summary
     "label_free_summary",
 ]

@@ -21,6 +21,7 @@ so worker threads run them in parallel. Where the library or a symbol is missing
 ``None``, and the caller keeps its pure SciPy/NumPy route; the results are the same
 up to rounding (tested both ways).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -33,16 +34,20 @@ __all__ = ["band_to_tridiagonal", "gemm_add", "gemm_subtract"]
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _symbol(name):
-    """The function ``name`` (without prefix or trailing underscore) of SciPy's LP64 LAPACK, or None."""
+    """The function ``name`` (without prefix or trailing underscore) of SciPy's LP64 LAPACK, or
+    None."""
     try:
         import scipy.linalg  # noqa: F401  (loads SciPy's BLAS, so threadpoolctl lists it)
         from threadpoolctl import threadpool_info
     except ImportError:  # pragma: no cover - both come with the project
         return None
-    paths = [info["filepath"] for info in threadpool_info()
-             if info.get("user_api") == "blas" and info.get("filepath")]
+    paths = [
+        info["filepath"]
+        for info in threadpool_info()
+        if info.get("user_api") == "blas" and info.get("filepath")
+    ]
     # SciPy's own library first (numpy's is ILP64, whose symbols end in 64_)
     paths.sort(key=lambda p: "scipy.libs" not in p and "scipy/" not in p)
     for path in paths:
@@ -89,16 +94,31 @@ def band_to_tridiagonal(band):
     fn = _symbol("dsytrd_sb2st")
     if fn is None:
         return None
-    I = ctypes.c_int
+    Int = ctypes.c_int
     ab = np.array(band, order="F")  # the routine overwrites its input
     d, e = np.zeros(n), np.zeros(n - 1)
 
     def call(hous, lhous, work, lwork):
-        info = I(0)
-        fn(b"N", b"N", b"L", ctypes.byref(I(n)), ctypes.byref(I(kd)), _ptr(ab),
-           ctypes.byref(I(kd + 1)), _ptr(d), _ptr(e), _ptr(hous), ctypes.byref(I(lhous)),
-           _ptr(work), ctypes.byref(I(lwork)), ctypes.byref(info),
-           ctypes.c_size_t(1), ctypes.c_size_t(1), ctypes.c_size_t(1))  # lengths of the 3 flags
+        info = Int(0)
+        fn(
+            b"N",
+            b"N",
+            b"L",
+            ctypes.byref(Int(n)),
+            ctypes.byref(Int(kd)),
+            _ptr(ab),
+            ctypes.byref(Int(kd + 1)),
+            _ptr(d),
+            _ptr(e),
+            _ptr(hous),
+            ctypes.byref(Int(lhous)),
+            _ptr(work),
+            ctypes.byref(Int(lwork)),
+            ctypes.byref(info),
+            ctypes.c_size_t(1),
+            ctypes.c_size_t(1),
+            ctypes.c_size_t(1),
+        )  # lengths of the 3 flags
         return info.value
 
     hous, work = np.zeros(1), np.zeros(1)
@@ -144,16 +164,34 @@ def gemm_add(C, A, B, alpha=1.0, trans_a=False, trans_b=False):
         return True  # nothing to add
     arrays = (C, A, B)
     if not C.flags.writeable or any(
-            a.dtype != np.float64 or a.strides[1] != 8 or a.strides[0] % 8
-            or (a.shape[0] > 1 and a.strides[0] < 8 * a.shape[1]) for a in arrays):
+        a.dtype != np.float64
+        or a.strides[1] != 8
+        or a.strides[0] % 8
+        or (a.shape[0] > 1 and a.strides[0] < 8 * a.shape[1])
+        for a in arrays
+    ):
         return False
     fn = _symbol("cblas_dgemm")
     if fn is None:
         return False
-    I, D = ctypes.c_int, ctypes.c_double
+    Int, D = ctypes.c_int, ctypes.c_double
     ld = [max(a.strides[0] // 8, a.shape[1], 1) for a in arrays]
-    fn(I(_ROW_MAJOR), I(_TRANS if trans_a else _NO_TRANS), I(_TRANS if trans_b else _NO_TRANS),
-       I(m), I(n), I(ka), D(alpha), _ptr(A), I(ld[1]), _ptr(B), I(ld[2]), D(1.0), _ptr(C), I(ld[0]))
+    fn(
+        Int(_ROW_MAJOR),
+        Int(_TRANS if trans_a else _NO_TRANS),
+        Int(_TRANS if trans_b else _NO_TRANS),
+        Int(m),
+        Int(n),
+        Int(ka),
+        D(alpha),
+        _ptr(A),
+        Int(ld[1]),
+        _ptr(B),
+        Int(ld[2]),
+        D(1.0),
+        _ptr(C),
+        Int(ld[0]),
+    )
     return True
 
 

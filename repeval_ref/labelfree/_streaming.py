@@ -20,6 +20,7 @@ Moments are merged with the pairwise update of Chan, Golub and LeVeque (1979): e
 batch contributes its own mean and centred scatter, so the centred covariance is never
 formed as the difference of two large numbers.
 """
+
 from __future__ import annotations
 
 import collections.abc
@@ -82,8 +83,9 @@ def iter_batches(X, name="X", *, block_rows=None, transform=None):
 
 def _from_array(X, name, block_rows):
     if isinstance(X, (str, bytes)) or X is None:
-        raise TypeError(f"{name} must be a numeric array or an iterator of batches, "
-                        f"got {type(X).__name__}")
+        raise TypeError(
+            f"{name} must be a numeric array or an iterator of batches, got {type(X).__name__}"
+        )
     if not isinstance(X, np.ndarray):
         # array_like (lists, tensors): small enough to hold; validate it whole
         X = as_float_array(X, name, ndim=2)

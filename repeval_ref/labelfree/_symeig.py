@@ -6,12 +6,12 @@ Book: ``book/rankme.md`` (the diffusion spectral entropy,
 
 LAPACK's one-stage route (``dsytrd`` inside ``eigh``/``eigvalsh``) reduces the matrix to
 tridiagonal form with one matrix-vector product per column, so it streams the whole
-trailing matrix from memory ``n`` times (level-2 BLAS, bound by memory). Here the matrix is first reduced to a band of half-width ``b`` by blocked
-Householder transformations, whose two-sided updates are matrix-matrix products
-(level-3 BLAS); the band goes to tridiagonal form by LAPACK's ``dsytrd_sb2st`` and the
-tridiagonal eigenvalues come from ``dsterf`` (:mod:`repeval_ref.labelfree._lapack`;
-``scipy.linalg.eig_banded`` where that routine is missing). All stages
-are orthogonal similarity transforms, so the eigenvalues are those of the input up to
+trailing matrix from memory ``n`` times (level-2 BLAS, bound by memory). Here the matrix is first
+reduced to a band of half-width ``b`` by blocked Householder transformations, whose two-sided
+updates are matrix-matrix products (level-3 BLAS); the band goes to tridiagonal form by LAPACK's
+``dsytrd_sb2st`` and the tridiagonal eigenvalues come from ``dsterf``
+(:mod:`repeval_ref.labelfree._lapack`; ``scipy.linalg.eig_banded`` where that routine is missing).
+All stages are orthogonal similarity transforms, so the eigenvalues are those of the input up to
 rounding (backward stable, like the one-stage route).
 
 Step ``j`` (columns ``j .. j + b - 1``): the QR factorisation of the panel below the band,
@@ -33,6 +33,7 @@ while the others finish the update (look-ahead). The benchmark row ``dse``
 (``python -m benchmarks.run --rows dse``) times the diffusion spectral entropy, which
 uses this route, against the dense one-stage route.
 """
+
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -43,7 +44,7 @@ from ._lapack import band_to_tridiagonal, gemm_add
 
 __all__ = ["eigvalsh_two_stage"]
 
-_BAND = 48   # half-width of the band: larger b speeds the products, slows the band stage
+_BAND = 48  # half-width of the band: larger b speeds the products, slows the band stage
 _ROWS = 256  # rows per block of the trailing-matrix updates
 _COLS = 1024  # columns per tile of the products below the diagonal (a 2 MB tile)
 
@@ -92,7 +93,7 @@ def _factor_panel(A, j, b):
     V, T = _wy_factor(qr_raw, tau)
     kk = tau.shape[0]
     A[s:, j:s] = 0.0
-    A[s:s + kk, j:s] = np.triu(qr_raw[:kk, :])
+    A[s : s + kk, j:s] = np.triu(qr_raw[:kk, :])
     return V, T
 
 
@@ -127,7 +128,8 @@ def _trailing_product(C, VT, blocks, pool, workers):
 
 
 def _update_factors(V, T, X, pool, workers):
-    """``U = [V, Y]`` and ``W = [Y, V]`` with ``Y = X - V (T^T V^T X) / 2``, rows split among the workers."""
+    """``U = [V, Y]`` and ``W = [Y, V]`` with ``Y = X - V (T^T V^T X) / 2``, rows split among the
+    workers."""
     m, kk = V.shape
     M = 0.5 * (T.T @ (V.T @ X))
     U, W = np.empty((m, 2 * kk)), np.empty((m, 2 * kk))
@@ -170,7 +172,7 @@ def _reduce_to_band(A, b, pool, workers):
             _add(C[:, :strip], U, W[:strip], alpha=-1.0, trans_b=True)
             pending = pool.submit(_factor_panel, A, s, b)
 
-        def update(block):
+        def update(block, C=C, U=U, W=W, strip=strip):
             r0, r1 = block
             if r1 > strip:
                 _add(C[r0:r1, strip:r1], U[r0:r1], W[strip:r1], alpha=-1.0, trans_b=True)
@@ -202,7 +204,6 @@ def eigvalsh_two_stage(A, bandwidth=None, overwrite_a=False):
     numpy.ndarray of shape (n,)
         The eigenvalues in ascending order.
     """
-    import scipy.linalg
 
     A = np.asarray(A)
     if A.ndim != 2 or A.shape[0] != A.shape[1] or A.shape[0] < 1:
@@ -226,7 +227,7 @@ def eigvalsh_two_stage(A, bandwidth=None, overwrite_a=False):
         _reduce_to_band(A, b, pool, workers)
     band = np.zeros((b + 1, n))
     for i in range(b + 1):
-        band[i, :n - i] = np.diagonal(A, -i)
+        band[i, : n - i] = np.diagonal(A, -i)
     return _band_eigvalsh(band)
 
 

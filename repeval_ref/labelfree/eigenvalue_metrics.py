@@ -22,6 +22,7 @@ Every function accepts the values in any order (they are sorted here) and raises
 keyword ``name`` describes the spectrum in the message raised when it is zero (the
 feature-level functions pass, for example, ``"the covariance of X"``).
 """
+
 from __future__ import annotations
 
 import numbers
@@ -172,7 +173,9 @@ def _index_bound(value, d, which):
     whose floor is 0) means "from the first eigenvalue", index 1.
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"fit_range {which} must be an int index or a float fraction, got {value!r}")
+        raise TypeError(
+            f"fit_range {which} must be an int index or a float fraction, got {value!r}"
+        )
     lower = which == "lower"
     if lower and value == 0:
         return 1
@@ -264,7 +267,7 @@ def alpha_req_of_spectrum(eigenvalues, fit_range=(10, 0.9), *, name="the spectru
     lam = check_spectrum(eigenvalues)
     lo, hi = fit_range_indices(fit_range, lam.shape[0])
     _require_nonzero(lam, name)
-    sel = lam[lo - 1:hi]
+    sel = lam[lo - 1 : hi]
     tol = gram_rounding_level(lam)
     if np.any(sel <= tol):
         n_zero = int(np.count_nonzero(sel <= tol))
@@ -322,9 +325,11 @@ def alpha_req_weighted_of_spectrum(eigenvalues, fit_range=(6, 100)):
     lo, hi = _check_int_pair(fit_range)
     lam = check_spectrum(eigenvalues)
     if lo < 1 or hi <= lo or hi > lam.shape[0]:
-        raise ValueError(f"fit_range must satisfy 1 <= lo < hi <= {lam.shape[0]} (the number of "
-                         f"singular values), got {fit_range!r}")
-    sel = lam[lo - 1:hi]
+        raise ValueError(
+            f"fit_range must satisfy 1 <= lo < hi <= {lam.shape[0]} (the number of "
+            f"singular values), got {fit_range!r}"
+        )
+    sel = lam[lo - 1 : hi]
     if not np.all(sel > gram_rounding_level(lam)):
         raise ValueError(f"fit_range {fit_range!r} holds a zero eigenvalue; narrow it")
     i = np.arange(lo, hi + 1, dtype=float)
@@ -363,7 +368,8 @@ def stable_rank_of_spectrum(eigenvalues, *, name="the spectrum"):
 
 
 def ne_sum_of_spectrum(eigenvalues, *, name="the spectrum"):
-    """NE-sum (He and Ozay 2022) of covariance eigenvalues, :math:`\\operatorname{tr} C / \\lambda_1`.
+    """NE-sum (He and Ozay 2022) of covariance eigenvalues, :math:`\\operatorname{tr} C /
+    \\lambda_1`.
 
     The same quantity as :func:`stable_rank_of_spectrum`, under the name 002 uses for
     the covariance spectrum (:func:`repeval_ref.ne_sum` centres the features first).
@@ -474,7 +480,7 @@ def condition_number_of_gram_spectrum(eigenvalues, n=None, rtol=None, *, name="t
         rtol = limit
     _require_nonzero(lam, name)
     if n is not None:
-        lam = lam[:min(check_int(n, "n", minimum=1), lam.shape[0])]
+        lam = lam[: min(check_int(n, "n", minimum=1), lam.shape[0])]
     kappa = condition_number_of_spectrum(np.sqrt(lam), rtol, name=name)
     if kappa * limit > 0.1:
         warnings.warn(
@@ -492,7 +498,8 @@ def condition_number_of_gram_spectrum(eigenvalues, n=None, rtol=None, *, name="t
 
 
 def participation_ratio_of_spectrum(eigenvalues, *, name="the spectrum"):
-    """Participation ratio :math:`(\\sum_i \\lambda_i)^2 / \\sum_i \\lambda_i^2` (effective dimension).
+    """Participation ratio :math:`(\\sum_i \\lambda_i)^2 / \\sum_i \\lambda_i^2` (effective
+    dimension).
 
     ``d`` when all eigenvalues are equal, 1 when one carries everything.
     :func:`repeval_ref.participation_ratio` is this function of the covariance

@@ -13,6 +13,7 @@ metrics"). Both start from pairwise relations between samples, an N x N object; 
   eigenvalues, at that size by a two-stage reduction
   (:mod:`repeval_ref.labelfree._symeig`).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,7 +34,8 @@ def self_cluster(X):
     """Self-Cluster score (Tsitsulin et al. 2023) in 002's normalisation, without N x N.
 
     With the rows of ``X`` scaled to unit length (:math:`\\tilde X`, N x d) and
-    :math:`F = \\lVert \\tilde X \\tilde X^\\top \\rVert_F^2 = \\lVert \\tilde X^\\top \\tilde X \\rVert_F^2`,
+    :math:`F = \\lVert \\tilde X \\tilde X^\\top \\rVert_F^2 = \\lVert \\tilde X^\\top \\tilde X
+    \\rVert_F^2`,
 
     .. math:: \\text{Self-Cluster} = \\frac{F - \\mathbb E[F]}{\\max F - \\mathbb E[F]}
        = \\frac{d\\,F - N(d + N - 1)}{(d - 1)(N - 1) N},

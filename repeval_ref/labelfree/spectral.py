@@ -25,6 +25,7 @@ of the centred covariance (:func:`rankme_squared_shares`; Garrido et al. use the
 singular values :math:`\\sigma_i`), and its alpha fit weights the point of index ``i``
 by ``1/i`` (:func:`alpha_req_weighted`).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -220,8 +221,11 @@ def rankme_squared_shares(X, center=True, eps=1e-7):
     eps = check_positive(eps, "eps", allow_zero=True)
     lam = _squared_singular_values(X, center)
     if not lam.sum() > 0:
-        raise ValueError("X has all singular values zero" + (" after centring" if center else "")
-                         + "; the effective rank is undefined")
+        raise ValueError(
+            "X has all singular values zero"
+            + (" after centring" if center else "")
+            + "; the effective rank is undefined"
+        )
     return rankme_of_spectrum(lam, eps)
 
 

@@ -20,6 +20,7 @@ or of their square roots, the singular values :math:`\\sigma_i` of :math:`\\tild
   so ``N`` may exceed the memory (memory :math:`O(d^2)` plus one batch, time
   :math:`O(N d^2)`), and its eigenvalues are taken (:func:`gram_spectrum`).
 """
+
 from __future__ import annotations
 
 from collections import namedtuple
@@ -124,7 +125,7 @@ def singular_values_from_gram(eigenvalues, n):
     lam = as_float_array(eigenvalues, "eigenvalues", ndim=1)
     n = check_int(n, "n", minimum=1)
     floor = gram_rounding_level(lam) if lam.size else 0.0
-    lam = np.array(lam[:min(n, lam.shape[0])], dtype=float)
+    lam = np.array(lam[: min(n, lam.shape[0])], dtype=float)
     if lam.size and lam[0] > 0:
         lam[lam < floor] = 0.0
     return np.sqrt(lam)

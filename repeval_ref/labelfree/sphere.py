@@ -14,6 +14,7 @@ N x N similarity matrix). Uniformity needs all pairs and is computed in row bloc
 :func:`unit_moments` give the unit rows and their moments batch by batch, for
 Self-Cluster (:mod:`repeval_ref.labelfree.relational`) and the one-pass summary.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -47,6 +48,7 @@ def unit_row_transform(name="X"):
         norms; a zero row raises ``ValueError`` naming its index in the whole input
         (``start`` is the index of the batch's first row).
     """
+
     def transform(batch, start):
         norms = np.linalg.norm(batch, axis=1, keepdims=True)
         bad = np.flatnonzero(norms[:, 0] == 0)
@@ -216,7 +218,7 @@ def uniformity(X, t=2.0, block_size=None):
     total = -np.inf
     for lo in range(0, n - 1, block_size):
         hi = min(n - 1, lo + block_size)
-        sims = U[lo:hi] @ U[lo + 1:].T  # row r of the block vs rows lo+1 .. n-1
+        sims = U[lo:hi] @ U[lo + 1 :].T  # row r of the block vs rows lo+1 .. n-1
         # keep only pairs (i, j) with j > i: column c corresponds to row lo + 1 + c
         rows = np.arange(lo, hi)[:, None]
         cols = np.arange(lo + 1, n)[None, :]
@@ -252,5 +254,7 @@ def unit_coordinate_std(Z):
     Z = as_float_array(Z, "Z", ndim=2)
     norms = np.linalg.norm(Z, axis=1)
     if np.any(norms == 0):
-        raise ValueError(f"Z has a zero row (row {int(np.flatnonzero(norms == 0)[0])}); it cannot be normalised")
+        raise ValueError(
+            f"Z has a zero row (row {int(np.flatnonzero(norms == 0)[0])}); it cannot be normalised"
+        )
     return np.std(Z / norms[:, None], axis=0)

@@ -19,6 +19,7 @@ Memory is :math:`O(d^2)` plus one row block; time :math:`O(N d^2)`. Only the pub
 functions of those modules are used, so the summary computes each metric exactly as
 the single function does.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -82,8 +83,9 @@ def label_free_summary(X, fit_range=(10, 0.9), threshold=0.9):
         (metric name -> reason for each ``None``).
     """
     if is_batch_iterator(X):
-        raise TypeError("label_free_summary reads X twice; pass an array or a numpy.memmap, "
-                        "not an iterator")
+        raise TypeError(
+            "label_free_summary reads X twice; pass an array or a numpy.memmap, not an iterator"
+        )
     spec.check_fit_range(fit_range)
     mom = accumulate_moments(X, "X")
     n, d = mom.n, mom.d
@@ -118,8 +120,10 @@ def label_free_summary(X, fit_range=(10, 0.9), threshold=0.9):
     put("stable_rank", lambda: spec.stable_rank_of_spectrum(raw, name="X"))
     put("condition_number", kappa_value)
     put("participation_ratio", lambda: spec.participation_ratio_of_spectrum(centred, name=cov))
-    put("explained_variance_dim",
-        lambda: spec.explained_variance_dimension_of_spectrum(centred, threshold, name=cov))
+    put(
+        "explained_variance_dim",
+        lambda: spec.explained_variance_dimension_of_spectrum(centred, threshold, name=cov),
+    )
     put("isotropy_ratio", lambda: spec.isotropy_ratio_of_spectrum(centred, name=cov))
 
     try:

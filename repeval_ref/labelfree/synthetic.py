@@ -8,6 +8,7 @@ given spectrum, so that every spectral metric of the features
 (:mod:`repeval_ref.labelfree.spectral`) can be compared with the same metric of the
 spectrum (:mod:`repeval_ref.labelfree.eigenvalue_metrics`).
 """
+
 from __future__ import annotations
 
 import numbers
