@@ -6,6 +6,7 @@ the label-free modules) and turns its result into plain numbers for the tables; 
 formula lives here. Progress is reported through a :class:`~repeval_ref.cli._progress.Progress`
 that moves within each stage.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -90,8 +91,10 @@ def class_indices(train_y, test_y, who=("TRAIN", "TEST"), test_rows=None):
     yte = np.where(classes[pos] == test_y, pos, -1)
     if np.all(yte < 0):
         row = 0 if test_rows is None else int(test_rows[0])
-        raise InputError(f"TEST has label {test_y[0]} that never occurs in TRAIN ({who[1]}, row {row}; "
-                         f"no label of it occurs in {who[0]})")
+        raise InputError(
+            f"TEST has label {test_y[0]} that never occurs in TRAIN ({who[1]}, row {row}; "
+            f"no label of it occurs in {who[0]})"
+        )
     return classes, counts, np.searchsorted(classes, train_y), yte
 
 
@@ -139,8 +142,9 @@ def knn_curve_predictions(train_x, ytr, test_x, ks, n_classes, progress=None, la
     task = progress.task(label, n_test, unit="queries") if progress else None
     for lo in range(0, n_test, chunk):
         hi = min(n_test, lo + chunk)
-        out[:, lo:hi] = knn_classify_curve(train_x, ytr, test_x[lo:hi], ks, KNN_TAU, n_classes,
-                                           block_size=block, dtype=dtype)
+        out[:, lo:hi] = knn_classify_curve(
+            train_x, ytr, test_x[lo:hi], ks, KNN_TAU, n_classes, block_size=block, dtype=dtype
+        )
         if task:
             task.update(hi - lo)
     if task:
@@ -174,7 +178,7 @@ def probe_columns(train_x, seed, who="TRAIN"):
     from .._blocks import column_moments
 
     n = train_x.shape[0]
-    fit = np.random.default_rng(seed).permutation(n)[n // 5:]
+    fit = np.random.default_rng(seed).permutation(n)[n // 5 :]
     _, _, lo, hi = column_moments(train_x, np.sort(fit))  # a block of rows at a time
     keep = hi > lo
     if not keep.any():
@@ -183,7 +187,8 @@ def probe_columns(train_x, seed, who="TRAIN"):
 
 
 def probe_section(train_x, ytr, test_x, yte, seed, Cs, progress=None, who="TRAIN"):
-    """The honestly tuned probe (C chosen on a split of TRAIN); info, accuracy entry, predictions."""
+    """The honestly tuned probe (C chosen on a split of TRAIN); info, accuracy entry,
+    predictions."""
     from sklearn.exceptions import ConvergenceWarning
 
     from ..linear_probe import linear_probe_warm_path
@@ -196,13 +201,22 @@ def probe_section(train_x, ytr, test_x, yte, seed, Cs, progress=None, who="TRAIN
         # rather than a column-selected copy
         cols = slice(None) if keep.all() else keep
         best_C, val_acc, pred = linear_probe_warm_path(
-            train_x[:, cols], ytr, test_x[:, cols], np.maximum(yte, 0), Cs, seed=seed,
-            progress=task.update if task else None)
+            train_x[:, cols],
+            ytr,
+            test_x[:, cols],
+            np.maximum(yte, 0),
+            Cs,
+            seed=seed,
+            progress=task.update if task else None,
+        )
     if task:
         task.close()
-    info = {"best_C": best_C, "dropped_constant_features": int((~keep).sum()),
-            "validation_accuracy": val_acc.tolist(),
-            "convergence_warnings": sum(issubclass(w.category, ConvergenceWarning) for w in caught)}
+    info = {
+        "best_C": best_C,
+        "dropped_constant_features": int((~keep).sum()),
+        "validation_accuracy": val_acc.tolist(),
+        "convergence_warnings": sum(issubclass(w.category, ConvergenceWarning) for w in caught),
+    }
     return info, acc_entry(pred == yte), pred
 
 
@@ -227,7 +241,9 @@ def ridge_section(train_x, ytr, test_x, yte, who="TRAIN"):
 # ------------------------------------------------------------------------- low-shot
 
 
-def low_shot_section(train_x, ytr, test_x, yte, counts, draws, seed, shots_list=SHOTS, progress=None):
+def low_shot_section(
+    train_x, ytr, test_x, yte, counts, draws, seed, shots_list=SHOTS, progress=None
+):
     """Low-shot nearest-class-mean accuracy per shot count: mean and std over ``draws`` draws.
 
     The spread is the standard deviation over random support sets, not an interval;
@@ -238,8 +254,11 @@ def low_shot_section(train_x, ytr, test_x, yte, counts, draws, seed, shots_list=
 
     seen = yte >= 0  # test rows whose class occurs in TRAIN
     low = []
-    task = progress.task("low-shot nearest class mean", len(shots_list), unit="shot counts") \
-        if progress else None
+    task = (
+        progress.task("low-shot nearest class mean", len(shots_list), unit="shot counts")
+        if progress
+        else None
+    )
     for shots in shots_list:
         entry = {"shots": shots, "mean": None, "std": None, "draws": 0, "seed": seed, "note": ""}
         if shots > counts.min():
@@ -248,12 +267,16 @@ def low_shot_section(train_x, ytr, test_x, yte, counts, draws, seed, shots_list=
             try:
                 m, s = low_shot_eval(train_x, ytr, test_x[seen], yte[seen], shots, draws, seed)
             except ValueError:  # a support set whose unit features cancel out exactly
-                entry["note"] = ("in a random draw the unit features of one class's support set "
-                                 "average to the zero vector (cosine undefined); try another --seed")
+                entry["note"] = (
+                    "in a random draw the unit features of one class's support set "
+                    "average to the zero vector (cosine undefined); try another --seed"
+                )
             else:
                 entry.update(mean=m, std=s, draws=draws)
                 if not seen.all():
-                    entry["note"] = f"on the {int(seen.sum())} TEST rows whose class occurs in TRAIN"
+                    entry["note"] = (
+                        f"on the {int(seen.sum())} TEST rows whose class occurs in TRAIN"
+                    )
         low.append(entry)
         if task:
             task.update(1)
@@ -270,10 +293,17 @@ LABEL_FREE_RANKINGS = {
     "rankme": ("RankMe (effective rank)", +1, "higher: more directions used (Garrido et al.)"),
     "ne_sum": ("NE-sum", +1, "higher: variance spread over more directions"),
     "alpha_req_gap": ("|alpha-ReQ - 1|", -1, "lower: spectrum decay close to 1/i (Agrawal et al.)"),
-    "self_cluster": ("Self-Cluster", -1, "lower: closer to uniform on the sphere (Tsitsulin et al.)"),
-    "two_nn_id_batched": ("TwoNN intrinsic dimension, batched", -1,
-                          "lower: the comparative study of label-free metrics found low intrinsic "
-                          "dimension the most consistent sign of quality"),
+    "self_cluster": (
+        "Self-Cluster",
+        -1,
+        "lower: closer to uniform on the sphere (Tsitsulin et al.)",
+    ),
+    "two_nn_id_batched": (
+        "TwoNN intrinsic dimension, batched",
+        -1,
+        "lower: the comparative study of label-free metrics found low intrinsic "
+        "dimension the most consistent sign of quality",
+    ),
 }
 
 #: key -> (display name, convention); the names are the papers' and the book's
@@ -310,8 +340,17 @@ def _median_distance(X, rng, m=2000):
     return float(np.median(dist))
 
 
-def label_free_section(X, *, seed, pair_samples=5000, dse_samples=2000, id_batch=1000,
-                       id_samples=10000, progress=None, full=True):
+def label_free_section(
+    X,
+    *,
+    seed,
+    pair_samples=5000,
+    dse_samples=2000,
+    id_batch=1000,
+    id_samples=10000,
+    progress=None,
+    full=True,
+):
     """Every label-free metric on the training features; failures become notes.
 
     The spectral and covariance metrics, Self-Cluster and the mean pairwise cosine come
@@ -339,8 +378,11 @@ def label_free_section(X, *, seed, pair_samples=5000, dse_samples=2000, id_batch
             task.update(1)
 
     def put(name, value, note=None, **extra):
-        out[name] = {"value": value, "note": LABEL_FREE_NAMES[name][1] if note is None else note,
-                     **extra}
+        out[name] = {
+            "value": value,
+            "note": LABEL_FREE_NAMES[name][1] if note is None else note,
+            **extra,
+        }
 
     def run(name, fn, note=None):
         try:
@@ -353,23 +395,30 @@ def label_free_section(X, *, seed, pair_samples=5000, dse_samples=2000, id_batch
     summ = label_free_summary(X)
     notes = summ["notes"]
     d = X.shape[1]
-    for key, src in (("rankme", "rankme"), ("rankme_normalized", "rankme_normalized"),
-                     ("alpha_req", "alpha_req"), ("ne_sum", "ne_sum"),
-                     ("ne_sum_normalized", "ne_sum"), ("stable_rank", "stable_rank"),
-                     ("condition_number", "condition_number"),
-                     ("participation_ratio", "participation_ratio"),
-                     ("dims_for_90pct_variance", "explained_variance_dim"),
-                     ("isotropy_ratio", "isotropy_ratio"),
-                     ("mean_pairwise_cosine", "mean_pairwise_cosine"),
-                     ("self_cluster", "self_cluster")):
+    for key, src in (
+        ("rankme", "rankme"),
+        ("rankme_normalized", "rankme_normalized"),
+        ("alpha_req", "alpha_req"),
+        ("ne_sum", "ne_sum"),
+        ("ne_sum_normalized", "ne_sum"),
+        ("stable_rank", "stable_rank"),
+        ("condition_number", "condition_number"),
+        ("participation_ratio", "participation_ratio"),
+        ("dims_for_90pct_variance", "explained_variance_dim"),
+        ("isotropy_ratio", "isotropy_ratio"),
+        ("mean_pairwise_cosine", "mean_pairwise_cosine"),
+        ("self_cluster", "self_cluster"),
+    ):
         value = summ[src]
         if value is None:
             put(key, None, _short(ValueError(notes.get(src, "undefined"))))
         else:
             put(key, value / d if key == "ne_sum_normalized" else value)
     tick()
-    out["alignment"] = {"value": None, "note": "needs positive pairs (two views per sample); "
-                        "use repeval_ref.alignment"}
+    out["alignment"] = {
+        "value": None,
+        "note": "needs positive pairs (two views per sample); use repeval_ref.alignment",
+    }
     if full:
         n_uni = min(X.shape[0], pair_samples)
         sub = X if n_uni == X.shape[0] else X[np.sort(rng.choice(X.shape[0], n_uni, replace=False))]
@@ -381,9 +430,11 @@ def label_free_section(X, *, seed, pair_samples=5000, dse_samples=2000, id_batch
             put("diffusion_spectral_entropy", None, _short(exc))
         else:
             n_dse = min(X.shape[0], dse_samples)
-            run("diffusion_spectral_entropy",
+            run(
+                "diffusion_spectral_entropy",
                 lambda: diffusion_spectral_entropy(X, sigma, n_sub=dse_samples, rng=rng),
-                f"bits; sigma = median pairwise distance = {sigma:.4g}; {n_dse} rows")
+                f"bits; sigma = median pairwise distance = {sigma:.4g}; {n_dse} rows",
+            )
         tick()
     distinct = unique_row_order(X)  # X[distinct] is np.unique(X, axis=0), never copied whole
     n_distinct = distinct.shape[0]
@@ -392,8 +443,12 @@ def label_free_section(X, *, seed, pair_samples=5000, dse_samples=2000, id_batch
     if full:
         if n_distinct > id_samples:
             pick = np.sort(rng.choice(n_distinct, id_samples, replace=False))
-            run("two_nn_id", lambda: two_nn_id(X[distinct[pick]]),
-                f"a random {id_samples} of the {n_distinct} distinct rows (--id-samples)" + dup_note)
+            run(
+                "two_nn_id",
+                lambda: two_nn_id(X[distinct[pick]]),
+                f"a random {id_samples} of the {n_distinct} distinct rows (--id-samples)"
+                + dup_note,
+            )
         else:
             run("two_nn_id", lambda: two_nn_id(X[distinct]), "all rows" + dup_note)
         tick()
@@ -402,11 +457,20 @@ def label_free_section(X, *, seed, pair_samples=5000, dse_samples=2000, id_batch
     except ValueError as exc:
         put("two_nn_id_batched", None, _short(exc))
     else:
-        spread = ("std across batches" if res.std is not None
-                  else "a single batch, so no spread: lower --id-batch")
-        put("two_nn_id_batched", res.mean,
-            f"{res.estimates.size} batch(es) of >= {min(id_batch, n_distinct)} rows; " + spread + dup_note,
-            std=res.std, n_batches=int(res.estimates.size))
+        spread = (
+            "std across batches"
+            if res.std is not None
+            else "a single batch, so no spread: lower --id-batch"
+        )
+        put(
+            "two_nn_id_batched",
+            res.mean,
+            f"{res.estimates.size} batch(es) of >= {min(id_batch, n_distinct)} rows; "
+            + spread
+            + dup_note,
+            std=res.std,
+            n_batches=int(res.estimates.size),
+        )
     tick()
     if task:
         task.close()
@@ -416,8 +480,19 @@ def label_free_section(X, *, seed, pair_samples=5000, dse_samples=2000, id_batch
 # ------------------------------------------------------------------- one summary
 
 
-def summary_section(train_x, train_y, test_x, test_y, *, seed=0, draws=LOW_SHOT_DRAWS, probe_c=PROBE_CS,
-                    blas=1, progress=None, who=("TRAIN", "TEST")):
+def summary_section(
+    train_x,
+    train_y,
+    test_x,
+    test_y,
+    *,
+    seed=0,
+    draws=LOW_SHOT_DRAWS,
+    probe_c=PROBE_CS,
+    blas=1,
+    progress=None,
+    who=("TRAIN", "TEST"),
+):
     """The headline numbers of ``repeval report``, computed by the same calls as the report.
 
     Weighted k-NN at :data:`KNN_HEADLINE_KS`, the linear probe with C chosen on a
@@ -438,5 +513,12 @@ def summary_section(train_x, train_y, test_x, test_y, *, seed=0, draws=LOW_SHOT_
     with blas_threads(blas):
         info, entry, _ = probe_section(train_x, ytr, test_x, yte, seed, probe_c, progress, who[0])
         low = low_shot_section(train_x, ytr, test_x, yte, counts, draws, seed, progress=progress)
-    return {"knn": curve, "linear_probe": {**entry, **info}, "low_shot": low, "seed": seed,
-            "draws": int(draws), "n_train": int(train_x.shape[0]), "n_test": int(test_x.shape[0])}
+    return {
+        "knn": curve,
+        "linear_probe": {**entry, **info},
+        "low_shot": low,
+        "seed": seed,
+        "draws": int(draws),
+        "n_train": int(train_x.shape[0]),
+        "n_test": int(test_x.shape[0]),
+    }
