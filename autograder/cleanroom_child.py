@@ -35,6 +35,7 @@ message. The grader's modules import this
 file only for :data:`FORBIDDEN` and :func:`traced_peak`; nothing runs unless it is the
 main program.
 """
+
 import json
 import os
 import sys
@@ -129,12 +130,19 @@ class Watch:
     def __init__(self, allowed):
         # folders, and the files read about the machine (scikit-learn's and torch's CPU
         # counts, the allocator's map); the room also through the working folder's link
-        self.allowed = tuple(dict.fromkeys(os.path.join(os.path.abspath(a), "")
-                                           for a in allowed if a)) + (
-            "/sys/devices/system/cpu/", "/sys/fs/cgroup/", "/proc/self/cwd/")
-        self.devices = ("/dev/null", "/dev/urandom", "/dev/random", "/proc/stat",
-                        "/proc/cpuinfo", "/proc/meminfo", "/proc/self/maps",
-                        "/proc/self/status")
+        self.allowed = tuple(
+            dict.fromkeys(os.path.join(os.path.abspath(a), "") for a in allowed if a)
+        ) + ("/sys/devices/system/cpu/", "/sys/fs/cgroup/", "/proc/self/cwd/")
+        self.devices = (
+            "/dev/null",
+            "/dev/urandom",
+            "/dev/random",
+            "/proc/stat",
+            "/proc/cpuinfo",
+            "/proc/meminfo",
+            "/proc/self/maps",
+            "/proc/self/status",
+        )
         self.noticed = []
         self.compiled = []
         self._compiled_chars = 0
@@ -175,17 +183,22 @@ class Watch:
             source, filename = args[0], args[1]
             name = os.fsdecode(filename) if isinstance(filename, (str, bytes)) else "?"
             full = os.path.abspath(name)
-            in_room = (name != "answer.py" and not name.startswith("<")
-                       and full.startswith(self.room) and os.path.isfile(full))
+            in_room = (
+                name != "answer.py"
+                and not name.startswith("<")
+                and full.startswith(self.room)
+                and os.path.isfile(full)
+            )
             if self._answer_frame(caller) or in_room:
                 self.answer_files.add(name)
                 self._record(f"compile ({name})", source)
         elif event == "exec":
             code = args[0]
-            if (self._answer_frame(caller) and getattr(code, "co_filename", None)
-                    not in self.answer_files):
-                self._record(f"exec of a code object ({getattr(code, 'co_filename', '?')})",
-                             "")
+            if (
+                self._answer_frame(caller)
+                and getattr(code, "co_filename", None) not in self.answer_files
+            ):
+                self._record(f"exec of a code object ({getattr(code, 'co_filename', '?')})", "")
         elif event == "marshal.loads" and self._answer_frame(caller):
             self._record("marshal.loads (code or data unpacked from bytes)", "")
 
@@ -224,8 +237,16 @@ class Watch:
                     self._note(f"{verb} {os.fsdecode(args[0])}")
             elif event in ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"):
                 self._note(f"{event.split('.')[1]} to {args[1]!r}"[:200])
-            elif event in ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",
-                           "os.spawn", "os.fork", "os.forkpty", "pty.spawn"):
+            elif event in (
+                "subprocess.Popen",
+                "os.system",
+                "os.exec",
+                "os.posix_spawn",
+                "os.spawn",
+                "os.fork",
+                "os.forkpty",
+                "pty.spawn",
+            ):
                 self._note(f"start a process ({event})")
             elif event in ("ctypes.dlopen", "ctypes.dlsym") and self._from_answer():
                 what = args[0] if event == "ctypes.dlopen" else args[-1]
@@ -278,8 +299,9 @@ def main(argv):
     sys.meta_path.insert(0, refuse)
     sys.path[:] = [p for p in sys.path if p and "site-packages" not in p] + [site]
     codec = load_codec(os.path.join(os.path.dirname(argv[0]), "codec.py"))
-    watch = Watch((os.getcwd(), site, sys.prefix, sys.base_prefix, sys.exec_prefix,
-                   sys.base_exec_prefix))
+    watch = Watch(
+        (os.getcwd(), site, sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)
+    )
     sys.addaudithook(watch)
 
     proto_in = os.fdopen(os.dup(0), "r")
@@ -292,18 +314,23 @@ def main(argv):
         frames = [f for f in traceback.extract_tb(tb) if f.filename == "answer.py"]
         return "".join(traceback.format_list(frames[-3:]))[-4000:]
 
-    sent = [0]    # records of compiled code already sent
+    sent = [0]  # records of compiled code already sent
 
     def report():
-        new = watch.compiled[sent[0]:]
+        new = watch.compiled[sent[0] :]
         sent[0] = len(watch.compiled)
-        return {"forbidden": list(refuse.attempts), "noticed": list(watch.noticed),
-                "compiled": new}
+        return {"forbidden": list(refuse.attempts), "noticed": list(watch.noticed), "compiled": new}
 
     def fail(seq, exc):
-        return {"seq": seq, "error": {"type": type(exc).__name__[:200],
-                                      "message": str(exc)[:2000],
-                                      "where": where(exc.__traceback__)}, **report()}
+        return {
+            "seq": seq,
+            "error": {
+                "type": type(exc).__name__[:200],
+                "message": str(exc)[:2000],
+                "where": where(exc.__traceback__),
+            },
+            **report(),
+        }
 
     def send(msg):
         proto_out.write(json.dumps(msg) + "\n")
@@ -318,7 +345,8 @@ def main(argv):
     tracer = _Tracer()
     ns = {"__name__": "__main__", "get_ipython": lambda: _Shell()}
     try:
-        code = open("answer.py").read()
+        with open("answer.py") as fh:
+            code = fh.read()
         exec(compile(code, "answer.py", "exec"), ns)
         send({"seq": 0, "ok": True, **report()})
     except BaseException as exc:
@@ -344,21 +372,30 @@ def main(argv):
                 warnings.simplefilter("always")
                 with _errstate_warn():
                     if req.get("measure"):
-                        out, peak = traced_peak(lambda: fn(*args, **kwargs), tracer)
+                        out, peak = traced_peak(
+                            lambda fn=fn, args=args, kwargs=kwargs: fn(*args, **kwargs), tracer
+                        )
                     else:
                         out = fn(*args, **kwargs)
             rep = report()
             reply = json.dumps(
-                {"seq": seq, "result": enc(out), "args": [enc(a) for a in args],
-                 "kwargs": {k: enc(v) for k, v in kwargs.items()},
-                 "warnings": [str(w.message)[:2000] for w in caught][:50],
-                 "peak_bytes": peak, **rep})
+                {
+                    "seq": seq,
+                    "result": enc(out),
+                    "args": [enc(a) for a in args],
+                    "kwargs": {k: enc(v) for k, v in kwargs.items()},
+                    "warnings": [str(w.message)[:2000] for w in caught][:50],
+                    "peak_bytes": peak,
+                    **rep,
+                }
+            )
             cap = req.get("cap")
             if isinstance(cap, int) and len(reply) > cap:
                 too_big = ValueError(
                     f"{req['name']} returned {len(reply) >> 10} KiB of data (with its "
                     f"arguments), more than this test can need ({cap >> 10} KiB): check "
-                    "what it returns")
+                    "what it returns"
+                )
                 reply = json.dumps({**fail(seq, too_big), **rep})
             proto_out.write(reply + "\n")
             proto_out.flush()

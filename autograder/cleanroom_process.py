@@ -16,13 +16,14 @@ there with a minimal environment:
   every process left under that id is killed afterwards; where the machine offers cgroups,
   a memory and a pids cgroup of its own (:mod:`autograder.cgroups`,
   ``DEFAULT_LIMITS["cgroup_memory_bytes"]`` and ``["processes"]``) bound the child and
-  everything it starts together, and are emptied and removed with it. The private ``/tmp`` covers the
-  room itself when it lies there, so the program is then named through the child's own
-  working directory (``/proc/self/cwd/cleanroom_child.py``), which stays the room.
+  everything it starts together, and are emptied and removed with it. The private ``/tmp`` covers
+  the room itself when it lies there, so the program is then named through the child's own working
+  directory (``/proc/self/cwd/cleanroom_child.py``), which stays the room.
 
 :func:`remote_function` (:mod:`autograder.cleanroom_calls`) is the stand-in a check calls
 instead of the student's function.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,16 +37,23 @@ import time
 from pathlib import Path
 
 from . import REPO_ROOT, cgroups, cleanroom_child, codec, confine, wire
-from .settings import CLEANROOM_FORK_ENV, CLEANROOM_LIMITS
 from .cleanroom_calls import RemoteFunction, remote_function
 from .fork_client import ForkServer, ServerSlot
 from .forked_process import ForkedProcess
+from .settings import CLEANROOM_FORK_ENV, CLEANROOM_LIMITS
 
 MAX_NOTICES = cleanroom_child.MAX_NOTICES
 MAX_COMPILED = cleanroom_child.MAX_COMPILED
 
-__all__ = ["DEFAULT_LIMITS", "FORK_ENV", "RemoteFunction", "Sandbox", "fork_server_ready",
-           "remote_function", "start_fork_server"]
+__all__ = [
+    "DEFAULT_LIMITS",
+    "FORK_ENV",
+    "RemoteFunction",
+    "Sandbox",
+    "fork_server_ready",
+    "remote_function",
+    "start_fork_server",
+]
 
 #: limits of one clean-room process (one exercise of one student):
 #: :data:`autograder.settings.CLEANROOM_LIMITS`
@@ -181,8 +189,9 @@ class Sandbox:
         lim = self.limits
         libc = confine.load_libc() if self.uid is not None else None
         #: the child's cgroup (:mod:`autograder.cgroups`), joined before it runs anything
-        self.cgroup = cgroups.make(int(lim["cgroup_memory_bytes"]), int(lim["processes"]),
-                                   "cleanroom")
+        self.cgroup = cgroups.make(
+            int(lim["cgroup_memory_bytes"]), int(lim["processes"]), "cleanroom"
+        )
         groups = self.cgroup.join_paths if self.cgroup is not None else []
 
         cover, packages = _hidden_folders(site, hide)
@@ -195,27 +204,59 @@ class Sandbox:
 
         program = _PROGRAM_VIA_CWD if libc is not None else str(self.dir / _PROGRAM[0].name)
         server = _ready_fork_server()
-        self.proc = None if server is None else server.spawn({
-            "room": str(self.dir), "env": env, "program": program, "site": site,
-            "uid": self.uid,
-            "limits": {"cpu_s": lim["cpu_s"], "cpu_grace_s": 1,
-                       "memory_bytes": lim["memory_bytes"], "file_bytes": lim["file_bytes"],
-                       "processes": lim["processes"]},
-            "cgroups": groups,
-            "mounts": None if libc is None else {
-                "file_bytes": lim["file_bytes"], "keep": list(keep), "cover": cover,
-                "packages": packages}})
+        self.proc = (
+            None
+            if server is None
+            else server.spawn(
+                {
+                    "room": str(self.dir),
+                    "env": env,
+                    "program": program,
+                    "site": site,
+                    "uid": self.uid,
+                    "limits": {
+                        "cpu_s": lim["cpu_s"],
+                        "cpu_grace_s": 1,
+                        "memory_bytes": lim["memory_bytes"],
+                        "file_bytes": lim["file_bytes"],
+                        "processes": lim["processes"],
+                    },
+                    "cgroups": groups,
+                    "mounts": None
+                    if libc is None
+                    else {
+                        "file_bytes": lim["file_bytes"],
+                        "keep": list(keep),
+                        "cover": cover,
+                        "packages": packages,
+                    },
+                }
+            )
+        )
         #: whether the child was forked from the warm server (else started from nothing)
         self.forked = self.proc is not None
         if self.proc is None:
             start = confine.preexec_confined(
-                uid=self.uid, mount=mount if libc is not None else None,
-                cpu_s=lim["cpu_s"], cpu_grace_s=1, memory_bytes=lim["memory_bytes"],
-                file_bytes=lim["file_bytes"], processes=lim["processes"], cgroups=groups)
+                uid=self.uid,
+                mount=mount if libc is not None else None,
+                cpu_s=lim["cpu_s"],
+                cpu_grace_s=1,
+                memory_bytes=lim["memory_bytes"],
+                file_bytes=lim["file_bytes"],
+                processes=lim["processes"],
+                cgroups=groups,
+            )
             self.proc = subprocess.Popen(
-                [python, "-I", "-S", program, site], cwd=str(self.dir), env=env,
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                bufsize=0, preexec_fn=start, close_fds=True)
+                [python, "-I", "-S", program, site],
+                cwd=str(self.dir),
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                bufsize=0,
+                preexec_fn=start,
+                close_fds=True,
+            )
         os.set_blocking(self.proc.stdin.fileno(), False)
         self._inbox = bytearray()
         self._pending = False
@@ -235,8 +276,10 @@ class Sandbox:
         return max(0.0, min(float(seconds), self.deadline - time.monotonic()))
 
     def _over_budget(self):
-        why = (f"the grading of this exercise went past its wall-clock limit of "
-               f"{self.limits['total_s']:g} s (your code kept it busy), so it was stopped")
+        why = (
+            f"the grading of this exercise went past its wall-clock limit of "
+            f"{self.limits['total_s']:g} s (your code kept it busy), so it was stopped"
+        )
         self.dead = why
         self.close()
         return {"dead": why}
@@ -250,8 +293,9 @@ class Sandbox:
         :data:`autograder.wire.REPLY_BASE_BYTES` are taken for this message)."""
         if self.dead:
             return {"dead": self.dead}
-        return self._receive_until(*self._window(seconds), seconds,
-                                   cap=wire.reply_cap(0), check=wire.start_message)
+        return self._receive_until(
+            *self._window(seconds), seconds, cap=wire.reply_cap(0), check=wire.start_message
+        )
 
     def _window(self, seconds):
         """``(end, budget_cut)``: when a wait of ``seconds`` ends, and whether the whole
@@ -262,9 +306,11 @@ class Sandbox:
     def _violate(self, why):
         """End the child for a message the protocol does not allow (``why``)."""
         self.violation = str(why)
-        self.dead = (f"the grading process sent a message that breaks the clean room's "
-                     f"protocol ({self.violation}): an answer's code can only do that by "
-                     "writing into the grader's channel")
+        self.dead = (
+            f"the grading process sent a message that breaks the clean room's "
+            f"protocol ({self.violation}): an answer's code can only do that by "
+            "writing into the grader's channel"
+        )
         self.close()
         return {"dead": self.dead, "violation": self.violation}
 
@@ -283,21 +329,25 @@ class Sandbox:
         while inbox.find(b"\n", scanned) < 0:
             scanned = len(inbox)
             if len(inbox) > cap:
-                return self._violate(f"a message longer than the {cap >> 10} KiB this "
-                                     "request allows")
+                return self._violate(
+                    f"a message longer than the {cap >> 10} KiB this request allows"
+                )
             if watch:
                 self._sample_rss()
             left = end - time.monotonic()
             if left <= 0:
                 if budget_cut:
                     return self._over_budget()
-                why = (f"your code did not return within {seconds:g} s (an infinite loop, "
-                       "or far too slow for these small inputs)")
+                why = (
+                    f"your code did not return within {seconds:g} s (an infinite loop, "
+                    "or far too slow for these small inputs)"
+                )
                 self.dead = why
                 self.close()
                 return {"dead": why}
-            ready, _, _ = select.select([fd], [], [], min(left, WATCH_INTERVAL_S) if watch
-                                        else left)
+            ready, _, _ = select.select(
+                [fd], [], [], min(left, WATCH_INTERVAL_S) if watch else left
+            )
             if not ready:
                 continue
             chunk = os.read(fd, max(1, min(1 << 20, cap + 1 - len(inbox))))
@@ -307,15 +357,23 @@ class Sandbox:
                 except subprocess.TimeoutExpired:
                     pass
                 code = self.proc.returncode
-                why = (f"your code ended the grading process (exit code {code}"
-                       + (", killed: CPU-time limit" if code == -signal.SIGXCPU else
-                          ", killed by a signal" if code and code < 0 else "") + ")")
+                why = (
+                    f"your code ended the grading process (exit code {code}"
+                    + (
+                        ", killed: CPU-time limit"
+                        if code == -signal.SIGXCPU
+                        else ", killed by a signal"
+                        if code and code < 0
+                        else ""
+                    )
+                    + ")"
+                )
                 self.dead = why
                 self.close()
                 return {"dead": why}
             inbox += chunk
         cut = inbox.find(b"\n")
-        line, rest = bytes(inbox[:cut]), bytes(inbox[cut + 1:])
+        line, rest = bytes(inbox[:cut]), bytes(inbox[cut + 1 :])
         inbox.clear()
         if rest:
             return self._violate("more than one message for one request")
@@ -327,7 +385,7 @@ class Sandbox:
             return self._violate(str(exc))
         _gather(self.forbidden, msg["forbidden"], limit=MAX_NOTICES)
         _gather(self.noticed, msg["noticed"], limit=MAX_NOTICES)
-        self.compiled.extend(msg["compiled"][:max(0, MAX_COMPILED - len(self.compiled))])
+        self.compiled.extend(msg["compiled"][: max(0, MAX_COMPILED - len(self.compiled))])
         return msg
 
     def request(self, req, seconds, watch=False):
@@ -348,8 +406,10 @@ class Sandbox:
         if self._pending:
             # an earlier request was cut short (a check's own time limit went off while
             # it waited): its late reply would be read as this one's, so the child ends
-            self.dead = ("your code did not return within the time of an earlier test "
-                         "(it was still running when the next one started)")
+            self.dead = (
+                "your code did not return within the time of an earlier test "
+                "(it was still running when the next one started)"
+            )
             self.close()
             return {"dead": self.dead}
         self._pending = True
@@ -365,15 +425,17 @@ class Sandbox:
             if left <= 0:
                 if budget_cut:
                     return self._over_budget()
-                self.dead = (f"your code did not return within {seconds:g} s (it stopped "
-                             "reading the grader's requests)")
+                self.dead = (
+                    f"your code did not return within {seconds:g} s (it stopped "
+                    "reading the grader's requests)"
+                )
                 self.close()
                 return {"dead": self.dead}
             _, ready, _ = select.select([], [fd], [], left)
             if not ready:
                 continue
             try:
-                view = view[os.write(fd, view[:1 << 16]):]
+                view = view[os.write(fd, view[: 1 << 16]) :]
             except BlockingIOError:
                 continue
             except (BrokenPipeError, OSError):
@@ -440,8 +502,10 @@ class Sandbox:
         if self._others_base is None or now - self._others_read < OTHERS_INTERVAL_S:
             return
         self._others_read = now
-        rise = sum(max(0, (private_memory(p) or 0) - self._others_base.get(p, 0))
-                   for p in self._other_processes())
+        rise = sum(
+            max(0, (private_memory(p) or 0) - self._others_base.get(p, 0))
+            for p in self._other_processes()
+        )
         self._others_high = max(self._others_high, rise)
 
     def peak_rss(self):
@@ -499,9 +563,17 @@ def _gather(kept, sent, limit=None):
 
 def _child_env(room):
     """The whole environment of a clean-room child whose room is ``room``."""
-    return {"PATH": "/usr/bin:/bin", "HOME": str(room), "TMPDIR": str(room),
-            "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-            "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+    return {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(room),
+        "TMPDIR": str(room),
+        "LANG": "C.UTF-8",
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
 
 
 class _ForkServer(ForkServer):
@@ -514,7 +586,9 @@ class _ForkServer(ForkServer):
         server = Path(__file__).with_name("cleanroom_fork_server.py")
         super().__init__(
             lambda fd: [python, "-I", "-S", str(server), site, confine.__file__, str(fd)],
-            _child_env, "the clean-room fork server")
+            _child_env,
+            "the clean-room fork server",
+        )
 
     def spawn(self, request):
         """A :class:`~autograder.forked_process.ForkedProcess` for a child forked with
@@ -533,9 +607,12 @@ class _ForkServer(ForkServer):
             os.close(grader_out)
             os.close(grader_in)
             return None
-        return ForkedProcess(reply["pid"], self.exit_code,
-                             stdin=os.fdopen(grader_out, "wb", buffering=0),
-                             stdout=os.fdopen(grader_in, "rb", buffering=0))
+        return ForkedProcess(
+            reply["pid"],
+            self.exit_code,
+            stdin=os.fdopen(grader_out, "wb", buffering=0),
+            stdout=os.fdopen(grader_in, "rb", buffering=0),
+        )
 
 
 #: this process's clean-room fork server (started by :func:`start_fork_server`)

@@ -25,6 +25,7 @@ Robustness (what :meth:`Course.collect` and :meth:`Course.autograde` add to nbgr
   grades are the same either way;
 * an infinite loop costs one cell: the per-cell timeout (``--timeout``) interrupts it.
 """
+
 from __future__ import annotations
 
 import csv
@@ -47,10 +48,16 @@ from urllib.parse import quote
 import nbformat
 
 from . import PACKAGE_DIR, REPO_ROOT, confine, csv_safe
-from .checks import SEED_ENV
 from .issue_log import IssueLog
-from .safe_files import (MAX_FILE_BYTES, Refused, open_regular, open_zip, read_regular,
-                         walk_regular, zip_members)
+from .safe_files import (
+    MAX_FILE_BYTES,
+    Refused,
+    open_regular,
+    open_zip,
+    read_regular,
+    walk_regular,
+    zip_members,
+)
 
 ISSUES_FILE = "grading_issues.csv"
 #: the instructor's choices for the term: assigned chapters, due dates, late policy
@@ -67,8 +74,9 @@ GRADEBOOK_BUSY_TIMEOUT = 300
 
 def _nbgrader_env(timeout=None, extra=None):
     env = dict(os.environ)
-    paths = [str(PACKAGE_DIR)] + [p for p in env.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep)
-                                  if p]
+    paths = [str(PACKAGE_DIR)] + [
+        p for p in env.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep) if p
+    ]
     env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(paths)
     # nbgrader calls the `alembic` script of its environment: put that on PATH
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
@@ -124,24 +132,31 @@ def scheduler_config(scheduler, tls=None, insecure=False):
             f"scheduler {scheduler!r}: a Dask scheduler reached without TLS authenticates "
             "no one, and any process that reaches its port runs code on the cluster; use a "
             "tls:// address with credentials (--tls-ca-file, --tls-cert, --tls-key), or "
-            "--insecure-scheduler for a cluster that no student code can reach")
+            "--insecure-scheduler for a cluster that no student code can reach"
+        )
     tls = dict(tls or {})
     missing = [k for k in ("ca_file", "cert", "key") if not tls.get(k)]
     if missing:
-        raise ValueError(f"scheduler {scheduler!r}: tls needs {', '.join(missing)} "
-                         "(--tls-ca-file, --tls-cert, --tls-key)")
+        raise ValueError(
+            f"scheduler {scheduler!r}: tls needs {', '.join(missing)} "
+            "(--tls-ca-file, --tls-cert, --tls-key)"
+        )
     for k in ("ca_file", "cert", "key"):
         if not Path(tls[k]).is_file():
             raise ValueError(f"tls {k}: no such file: {tls[k]}")
     mode = Path(tls["key"]).stat().st_mode
     if mode & 0o077:
-        raise ValueError(f"tls key {tls['key']} is readable by other users (mode "
-                         f"{mode & 0o777:o}); make it readable by its owner only "
-                         "(chmod 600), so that no sandboxed code can read it")
-    return {"distributed.comm.require-encryption": True,
-            "distributed.comm.tls.ca-file": str(Path(tls["ca_file"]).resolve()),
-            "distributed.comm.tls.client.cert": str(Path(tls["cert"]).resolve()),
-            "distributed.comm.tls.client.key": str(Path(tls["key"]).resolve())}
+        raise ValueError(
+            f"tls key {tls['key']} is readable by other users (mode "
+            f"{mode & 0o777:o}); make it readable by its owner only "
+            "(chmod 600), so that no sandboxed code can read it"
+        )
+    return {
+        "distributed.comm.require-encryption": True,
+        "distributed.comm.tls.ca-file": str(Path(tls["ca_file"]).resolve()),
+        "distributed.comm.tls.client.cert": str(Path(tls["cert"]).resolve()),
+        "distributed.comm.tls.client.key": str(Path(tls["key"]).resolve()),
+    }
 
 
 def _dask_settings(config):
@@ -185,16 +200,22 @@ def cleanroom_limits(timeout, exercise):
     if exercise not in EXERCISES:
         raise ValueError(f"exercise must be one of the course's exercises, got {exercise!r}")
     cells = 2 + len(load(exercise).HIDDEN)
-    return {"call_s": max(1.0, 0.8 * timeout), "start_s": float(timeout),
-            "total_s": float(NOTEBOOK_BASE_S + timeout * cells)}
+    return {
+        "call_s": max(1.0, 0.8 * timeout),
+        "start_s": float(timeout),
+        "total_s": float(NOTEBOOK_BASE_S + timeout * cells),
+    }
 
 
 def noticed_message(noticed):
     """The ``grading_issues.csv`` line for what an answer tried beyond its clean room
     (:attr:`autograder.cleanroom.CellVerdict.noticed`)."""
-    return ("in the clean room the answer tried to " + "; ".join(noticed) +
-            " (an answer to the exercise has no reason to: look for an attempt on the "
-            "reference package, the course, the grader or the network)")
+    return (
+        "in the clean room the answer tried to "
+        + "; ".join(noticed)
+        + " (an answer to the exercise has no reason to: look for an attempt on the "
+        "reference package, the course, the grader or the network)"
+    )
 
 
 def _verify_one(exercise, nb, seed, limits, hide=()):
@@ -223,17 +244,26 @@ def _verify_one(exercise, nb, seed, limits, hide=()):
     try:
         with threadpool_limits(limits=1):
             return verify_notebook(spec, nb, seed, limits, hide)
-    except (Exception, CheckTimeout) as exc:   # contained: this notebook alone scores 0
-        return failed_verdicts(spec, f"grading this notebook stopped on an error in the "
-                                     f"grader ({type(exc).__name__}: {str(exc)[:300]})")
+    except (Exception, CheckTimeout) as exc:  # contained: this notebook alone scores 0
+        return failed_verdicts(
+            spec,
+            f"grading this notebook stopped on an error in the "
+            f"grader ({type(exc).__name__}: {str(exc)[:300]})",
+        )
 
 
 def run_nbgrader(root, *args, timeout=None, env_extra=None, log=None):
     """Run ``python -m nbgrader <args>`` on course directory ``root``; return the process."""
-    cmd = [sys.executable, "-m", "nbgrader", *map(str, args),
-           f"--CourseDirectory.root={Path(root).resolve()}"]
-    proc = subprocess.run(cmd, cwd=str(root), env=_nbgrader_env(timeout, env_extra),
-                          capture_output=True, text=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "nbgrader",
+        *map(str, args),
+        f"--CourseDirectory.root={Path(root).resolve()}",
+    ]
+    proc = subprocess.run(
+        cmd, cwd=str(root), env=_nbgrader_env(timeout, env_extra), capture_output=True, text=True
+    )
     if log is not None:
         log(f"$ nbgrader {' '.join(map(str, args))}  (exit {proc.returncode})")
     return proc
@@ -288,9 +318,11 @@ def read_submission_times(path):
         who = cols.get("student") or cols.get("id")
         when = cols.get("timestamp") or cols.get("submitted_at")
         if who is None or when is None:
-            raise ValueError(f"times file {path}: the header must name a student (or id) "
-                             f"and a timestamp (or submitted_at) column, got "
-                             f"{reader.fieldnames}")
+            raise ValueError(
+                f"times file {path}: the header must name a student (or id) "
+                f"and a timestamp (or submitted_at) column, got "
+                f"{reader.fieldnames}"
+            )
         for line, row in enumerate(reader, start=2):
             student = (row.get(who) or "").strip()
             if not student:
@@ -298,8 +330,9 @@ def read_submission_times(path):
             try:
                 stamp = parse_due(row.get(when) or "")
             except ValueError:
-                raise ValueError(f"times file {path}, line {line}: {row.get(when)!r} is not "
-                                 "a date") from None
+                raise ValueError(
+                    f"times file {path}, line {line}: {row.get(when)!r} is not a date"
+                ) from None
             a = (row.get(cols["assignment"]) or "").strip() if "assignment" in cols else ""
             out[student, a or None] = stamp
     return out
@@ -376,11 +409,12 @@ class Course:
 
     # -- helpers
     def nbgrader(self, *args, env_extra=None):
-        if args and args[0] == "autograde":       # the term's late policy
+        if args and args[0] == "autograde":  # the term's late policy
             policy = LATE_POLICIES[self.term().get("late_policy", "mark")]
             args = (*args, f"--LateSubmissionPlugin.penalty_method={policy}")
-        return run_nbgrader(self.root, *args, timeout=self.timeout, env_extra=env_extra,
-                            log=self.log)
+        return run_nbgrader(
+            self.root, *args, timeout=self.timeout, env_extra=env_extra, log=self.log
+        )
 
     def assignments(self):
         return sorted(p.name for p in (self.root / "solutions").iterdir() if p.is_dir())
@@ -392,8 +426,7 @@ class Course:
     def issue_log(self):
         """This course's :class:`autograder.issue_log.IssueLog` (``grading_issues.csv``)."""
         if getattr(self, "_issue_log", None) is None:
-            self._issue_log = IssueLog(self.root / ISSUES_FILE,
-                                       log=lambda line: self.log(line))
+            self._issue_log = IssueLog(self.root / ISSUES_FILE, log=lambda line: self.log(line))
         return self._issue_log
 
     def record_issue(self, student, assignment, notebook, problem):
@@ -419,8 +452,11 @@ class Course:
 
     def due_dates(self):
         """Dict assignment -> aware UTC due date (assignments without one are left out)."""
-        return {a: parse_due(v["due"]) for a, v in self.term().get("assignments", {}).items()
-                if v.get("due")}
+        return {
+            a: parse_due(v["due"])
+            for a, v in self.term().get("assignments", {}).items()
+            if v.get("due")
+        }
 
     # -- setup
     def setup(self, assignments=None, due=None, late_policy=None, book_url=None):
@@ -462,20 +498,27 @@ class Course:
         assignments = sorted(dict.fromkeys(str(a) for a in assignments))
         unknown = [a for a in assignments if a not in available]
         if unknown or not assignments:
-            raise ValueError(f"assignments: unknown chapter(s) {unknown or '(none given)'}; "
-                             f"choose from {', '.join(available)}")
+            raise ValueError(
+                f"assignments: unknown chapter(s) {unknown or '(none given)'}; "
+                f"choose from {', '.join(available)}"
+            )
         old_due = {a: v.get("due") for a, v in term.get("assignments", {}).items()}
-        due = {**{a: d for a, d in old_due.items() if a in assignments and d},
-               **{str(k): v for k, v in (due or {}).items()}}
+        due = {
+            **{a: d for a, d in old_due.items() if a in assignments and d},
+            **{str(k): v for k, v in (due or {}).items()},
+        }
         stray = sorted(set(due) - set(assignments))
         if stray:
-            raise ValueError(f"due: {', '.join(stray)} is not among the assigned chapters "
-                             f"({', '.join(assignments)})")
+            raise ValueError(
+                f"due: {', '.join(stray)} is not among the assigned chapters "
+                f"({', '.join(assignments)})"
+            )
         due = {a: _fmt_time(parse_due(d)) for a, d in due.items() if d}
         late_policy = late_policy or term.get("late_policy", "mark")
         if late_policy not in LATE_POLICIES:
-            raise ValueError(f"late_policy must be one of {sorted(LATE_POLICIES)}, "
-                             f"got {late_policy!r}")
+            raise ValueError(
+                f"late_policy must be one of {sorted(LATE_POLICIES)}, got {late_policy!r}"
+            )
         from .feedback import check_book_url, default_book_url
 
         book_url = book_url or term.get("book_url") or default_book_url(self.repo)
@@ -498,9 +541,17 @@ class Course:
             raise RuntimeError("nbgrader generate_assignment failed:\n" + proc.stdout + proc.stderr)
         self._register_assignments(assignments, due)
         self._drop_unassigned(assignments)
-        (self.root / TERM_FILE).write_text(json.dumps(
-            {"assignments": {a: {"due": due.get(a)} for a in assignments},
-             "late_policy": late_policy, "book_url": book_url}, indent=2) + "\n")
+        (self.root / TERM_FILE).write_text(
+            json.dumps(
+                {
+                    "assignments": {a: {"due": due.get(a)} for a in assignments},
+                    "late_policy": late_policy,
+                    "book_url": book_url,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
         return self.assignments()
 
     def _register_assignments(self, assignments, due):
@@ -557,10 +608,14 @@ class Course:
         nb.cells.insert(0, note)
 
     def _blank(self, assignment, notebook, reason):
-        nb = nbformat.read(str(self.root / "exercises" / assignment / f"{notebook}.ipynb"),
-                           as_version=4)
-        self._add_note(nb, reason + " This notebook was therefore graded as the blank "
-                       "exercise (zero points). Ask your instructor if you think this is wrong.")
+        nb = nbformat.read(
+            str(self.root / "exercises" / assignment / f"{notebook}.ipynb"), as_version=4
+        )
+        self._add_note(
+            nb,
+            reason + " This notebook was therefore graded as the blank "
+            "exercise (zero points). Ask your instructor if you think this is wrong.",
+        )
         return nb
 
     def _restore_deleted_cells(self, nb, assignment, notebook):
@@ -571,8 +626,9 @@ class Course:
         deleted one is re-inserted after the cell that precedes it in the release; the
         student's own code still decides whether it passes. Returns the restored grade ids.
         """
-        release = nbformat.read(str(self.root / "exercises" / assignment / f"{notebook}.ipynb"),
-                                as_version=4)
+        release = nbformat.read(
+            str(self.root / "exercises" / assignment / f"{notebook}.ipynb"), as_version=4
+        )
         gid = lambda c: c.get("metadata", {}).get("nbgrader", {}).get("grade_id")  # noqa: E731
         present = {gid(c) for c in nb.cells}
         restored = []
@@ -617,14 +673,16 @@ class Course:
         notebooks unpack to at most :data:`~autograder.safe_files.MAX_ZIP_BYTES`
         (:mod:`autograder.safe_files`). Raises :class:`~autograder.safe_files.Refused`
         for a zip file that is not read, or not read to its end."""
+
         def kept(name):  # editor and archiver leftovers are not submissions
             parts = Path(name).parts
             return ".ipynb_checkpoints" not in parts and (not parts or parts[0] != "__MACOSX")
 
         if entry.is_dir():
             paths, bad = walk_regular(entry, ".ipynb")
-            refused += [(str(p.relative_to(entry)), why) for p, why in bad
-                        if kept(p.relative_to(entry))]
+            refused += [
+                (str(p.relative_to(entry)), why) for p, why in bad if kept(p.relative_to(entry))
+            ]
             for rel in (p.relative_to(entry) for p in paths):
                 if not kept(rel):
                     continue
@@ -644,10 +702,13 @@ class Course:
                         if why is not None:
                             refused.append((info.filename, why))
                             continue
-                        yield (Path(info.filename).name, data, _utc(zst.st_ctime),
-                               _dt.datetime(*info.date_time, tzinfo=_dt.timezone.utc))
-            except (zipfile.BadZipFile, OSError, EOFError, ValueError,
-                    NotImplementedError) as exc:
+                        yield (
+                            Path(info.filename).name,
+                            data,
+                            _utc(zst.st_ctime),
+                            _dt.datetime(*info.date_time, tzinfo=_dt.timezone.utc),
+                        )
+            except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as exc:
                 raise Refused(f"is not a readable zip file ({type(exc).__name__})") from None
 
     @staticmethod
@@ -673,11 +734,15 @@ class Course:
             return None
         close = [r for r in roster if r.lower() == student.lower()]
         if close:
-            return (f"the folder {student!r} is not on the roster, but {close[0]!r} is (the "
-                    f"case differs): not graded. Rename it to {close[0]!r} and collect "
-                    "again.")
-        return (f"the folder {student!r} matches no student id of the roster: not graded. "
-                "Fix the folder name or add the student to the roster, then collect again.")
+            return (
+                f"the folder {student!r} is not on the roster, but {close[0]!r} is (the "
+                f"case differs): not graded. Rename it to {close[0]!r} and collect "
+                "again."
+            )
+        return (
+            f"the folder {student!r} matches no student id of the roster: not graded. "
+            "Fix the folder name or add the student to the roster, then collect again."
+        )
 
     def collect(self, folder, times=None, submitted_at=None, require_roster=False):
         """Copy a folder of submissions into ``submitted/<student>/<assignment>/``.
@@ -705,18 +770,24 @@ class Course:
         self.submission_times = read_submission_times(times) if times is not None else {}
         self.submitted_at = parse_due(submitted_at) if submitted_at is not None else None
         if times is None and submitted_at is None:
-            self.log("submission times: when each file reached this machine (no --times "
-                     "file or --submitted-at given); if the folder was copied here after "
-                     "the due date, give the LMS's times with --times")
+            self.log(
+                "submission times: when each file reached this machine (no --times "
+                "file or --submitted-at given); if the folder was copied here after "
+                "the due date, give the LMS's times with --times"
+            )
         index = self.exercise_index()
-        everything = _exercise_index(self.repo)       # every chapter, assigned or not
+        everything = _exercise_index(self.repo)  # every chapter, assigned or not
         roster = set(self.roster())
         if require_roster and not roster:
-            raise ValueError("require_roster: the course has no roster; import one first "
-                             "(autograder roster students.csv)")
+            raise ValueError(
+                "require_roster: the course has no roster; import one first "
+                "(autograder roster students.csv)"
+            )
         if not roster:
-            self.log("no roster: every folder name is taken as a student id (import one "
-                     "with `autograder roster`, or pass --require-roster to refuse)")
+            self.log(
+                "no roster: every folder name is taken as a student id (import one "
+                "with `autograder roster`, or pass --require-roster to refuse)"
+            )
         collected = {}
         for entry in sorted(folder.iterdir()):
             if entry.name.startswith("."):
@@ -727,17 +798,29 @@ class Course:
                 self.record_issue(student, "*", "*", why)
                 continue
             if not roster:
-                self.record_issue(student, "*", "*", "graded without a roster: the folder "
-                                  f"name {student!r} is taken as the student id unchecked")
+                self.record_issue(
+                    student,
+                    "*",
+                    "*",
+                    "graded without a roster: the folder "
+                    f"name {student!r} is taken as the student id unchecked",
+                )
             if entry.is_symlink() or not (entry.is_dir() or entry.suffix == ".zip"):
-                what = "a symbolic link" if entry.is_symlink() else "neither a folder nor a zip file"
+                what = (
+                    "a symbolic link" if entry.is_symlink() else "neither a folder nor a zip file"
+                )
                 self.record_issue(student, "*", "*", f"{entry.name} is {what}: not collected")
                 continue
             try:
                 collected_now = self._collect_one(entry, student, index, everything)
             except Exception as exc:  # one bad submission never stops the others
-                self.record_issue(student, "*", "*", "collecting this submission failed "
-                                  f"({type(exc).__name__}: {str(exc)[:200]}): not collected")
+                self.record_issue(
+                    student,
+                    "*",
+                    "*",
+                    "collecting this submission failed "
+                    f"({type(exc).__name__}: {str(exc)[:200]}): not collected",
+                )
                 continue
             collected[student] = collected_now
         self.issue_log.flush()
@@ -745,15 +828,26 @@ class Course:
 
     def _collect_one(self, entry, student, index, everything):
         """Collect one student's folder or zip file; returns the assignments written."""
-        found = {}      # exercise -> notebook node
-        problems = {}   # exercise -> reason
-        times = {}      # assignment -> latest arrival
-        claims = {}     # assignment -> latest time the files carry
+        found = {}  # exercise -> notebook node
+        problems = {}  # exercise -> reason
+        times = {}  # assignment -> latest arrival
+        claims = {}  # assignment -> latest time the files carry
         refused = []
         try:
             for fname, data, when, claim in self._student_files(entry, refused):
-                self._take_file(student, index, everything, fname, data, when, claim,
-                                found, problems, times, claims)
+                self._take_file(
+                    student,
+                    index,
+                    everything,
+                    fname,
+                    data,
+                    when,
+                    claim,
+                    found,
+                    problems,
+                    times,
+                    claims,
+                )
         except Refused as why:  # a zip file not read (to its end): nothing of it is kept
             self.record_issue(student, "*", "*", f"{entry.name} {why}")
             for taken in (found, problems, times, claims):
@@ -772,16 +866,24 @@ class Course:
             dest.mkdir(parents=True)
             # nbgrader compares this time with the due date: one the instructor states,
             # else the arrival of the files here; never a time inside the submission
-            when = (self.submission_times.get((student, a))
-                    or self.submission_times.get((student, None)) or self.submitted_at
-                    or times.get(a) or _dt.datetime.now(_dt.timezone.utc))
+            when = (
+                self.submission_times.get((student, a))
+                or self.submission_times.get((student, None))
+                or self.submitted_at
+                or times.get(a)
+                or _dt.datetime.now(_dt.timezone.utc)
+            )
             claim = self._stated_timestamp(entry, a) or claims.get(a)
             if claim is not None and claim < when - _dt.timedelta(hours=1):
                 self.record_issue(
-                    student, a, "*", f"the submission carries the time {_fmt_time(claim)} "
+                    student,
+                    a,
+                    "*",
+                    f"the submission carries the time {_fmt_time(claim)} "
                     f"(its timestamp.txt, file or zip-entry dates), earlier than when it "
                     f"reached the grader, {_fmt_time(when)}; times inside a submission are "
-                    "not trusted, so it is graded as submitted at the later time")
+                    "not trusted, so it is graded as submitted at the later time",
+                )
             (dest / "timestamp.txt").write_text(_fmt_time(when))
             for ex in sorted(e for e, aa in index.items() if aa == a):
                 if ex in found:
@@ -792,8 +894,9 @@ class Course:
                 nbformat.write(self._blank(a, ex, reason), str(dest / f"{ex}.ipynb"))
         return assignments
 
-    def _take_file(self, student, index, everything, fname, data, when, claim,
-                   found, problems, times, claims):
+    def _take_file(
+        self, student, index, everything, fname, data, when, claim, found, problems, times, claims
+    ):
         """Take one notebook file of a student's submission: its exercise into ``found``
         (a notebook node) or ``problems`` (why it is graded as blank), its times into
         ``times`` and ``claims``, and what is wrong with it into the issue log."""
@@ -802,44 +905,54 @@ class Course:
         except Exception as exc:  # invalid JSON, wrong encoding, not a notebook
             ex = Path(fname).stem if Path(fname).stem in index else None
             if ex is None:
-                self.record_issue(student, "?", fname,
-                                  f"unreadable file ignored ({type(exc).__name__})")
+                self.record_issue(
+                    student, "?", fname, f"unreadable file ignored ({type(exc).__name__})"
+                )
                 return
-            problems[ex] = (f"Your file {fname} could not be read as a notebook "
-                            f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]}).")
+            problems[ex] = (
+                f"Your file {fname} could not be read as a notebook "
+                f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]})."
+            )
             return
-        ex = self._identify(nb, index) or (Path(fname).stem if Path(fname).stem in index
-                                           else None)
+        ex = self._identify(nb, index) or (Path(fname).stem if Path(fname).stem in index else None)
         if ex is None:
             other = self._identify(nb, everything)
             if other is not None:
-                self.record_issue(student, everything[other], other,
-                                  f"{fname} belongs to the chapter "
-                                  f"{everything[other]}, which is not assigned this "
-                                  "term; ignored")
+                self.record_issue(
+                    student,
+                    everything[other],
+                    other,
+                    f"{fname} belongs to the chapter "
+                    f"{everything[other]}, which is not assigned this "
+                    "term; ignored",
+                )
                 return
-            self.record_issue(student, "?", fname,
-                              "not recognised as any exercise notebook; ignored")
+            self.record_issue(
+                student, "?", fname, "not recognised as any exercise notebook; ignored"
+            )
             return
         times[index[ex]] = max(times.get(index[ex], when), when)
         claims[index[ex]] = max(claims.get(index[ex], claim), claim)
         notes = []
         if fname != f"{ex}.ipynb":
-            self.record_issue(student, index[ex], ex,
-                              f"submitted as {fname}; graded as {ex}.ipynb")
-            notes.append(f"Your file {fname} was recognised as {ex}.ipynb and "
-                         "graded as such.")
+            self.record_issue(student, index[ex], ex, f"submitted as {fname}; graded as {ex}.ipynb")
+            notes.append(f"Your file {fname} was recognised as {ex}.ipynb and graded as such.")
         if ex in found:
-            self.record_issue(student, index[ex], ex,
-                              f"several files for this exercise; used {fname}")
+            self.record_issue(
+                student, index[ex], ex, f"several files for this exercise; used {fname}"
+            )
         restored = self._restore_deleted_cells(nb, index[ex], ex)
         if restored:
-            self.record_issue(student, index[ex], ex,
-                              "deleted read-only cell(s) restored from the release: "
-                              + ", ".join(restored))
-            notes.append("Read-only cells were missing from your notebook and were "
-                         "put back from the release before grading: "
-                         + ", ".join(restored) + ".")
+            self.record_issue(
+                student,
+                index[ex],
+                ex,
+                "deleted read-only cell(s) restored from the release: " + ", ".join(restored),
+            )
+            notes.append(
+                "Read-only cells were missing from your notebook and were "
+                "put back from the release before grading: " + ", ".join(restored) + "."
+            )
         for line in _solution_syntax_errors(nb):
             self.record_issue(student, index[ex], ex, line)
         if notes:
@@ -874,8 +987,7 @@ class Course:
         path = quote(str(self.root / GRADEBOOK), safe="/")
         return f"sqlite:///{path}?timeout={GRADEBOOK_BUSY_TIMEOUT}"
 
-    def autograde(self, seed=None, workers=1, scheduler=None, tls=None,
-                  insecure_scheduler=False):
+    def autograde(self, seed=None, workers=1, scheduler=None, tls=None, insecure_scheduler=False):
         """Autograde every collected submission; returns the grading seed.
 
         Each student's notebooks are run by nbgrader in a throwaway course of their own
@@ -918,15 +1030,18 @@ class Course:
         """
         workers = _check_workers(workers)
         if scheduler is not None and (not isinstance(scheduler, str) or not scheduler.strip()):
-            raise ValueError(f"scheduler must be an address such as tls://host:8786, "
-                             f"got {scheduler!r}")
+            raise ValueError(
+                f"scheduler must be an address such as tls://host:8786, got {scheduler!r}"
+            )
         dask_config = scheduler_config(scheduler, tls, insecure_scheduler)
         if seed is None:
             seed = secrets.randbits(32)
         seed = int(seed)
         with (self.root / SEED_LOG).open("a") as fh:
-            fh.write(f"{_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds')} "
-                     f"autograde seed {seed}\n")
+            fh.write(
+                f"{_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds')} "
+                f"autograde seed {seed}\n"
+            )
         self.log(f"grading seed {seed}")
         gaps = confine.protection_gaps()
         for gap in gaps:
@@ -937,8 +1052,12 @@ class Course:
         jobs = [self._sandbox_job(s, template, seed) for s in self.students()]
         # one warm process starts every student's nbgrader run with its kernel server
         # (autograder.sandbox_fork_server) once the class has a few notebooks to grade
-        notebooks = sum(name.endswith(".ipynb") for job in jobs
-                        for parts in job["assignments"].values() for name in parts["files"])
+        notebooks = sum(
+            name.endswith(".ipynb")
+            for job in jobs
+            for parts in job["assignments"].values()
+            for name in parts["files"]
+        )
         for job in jobs:
             job["fork_server"] = notebooks >= _FORK_FROM
         if scheduler is None and notebooks >= _FORK_FROM:
@@ -947,21 +1066,26 @@ class Course:
             start_sandbox_server()  # its imports overlap the rest of the set-up
         with _dask_settings(dask_config):
             results = self._run_sandboxes(jobs, workers, scheduler)
-        for job in jobs:   # every student graded with less than full confinement is named
+        for job in jobs:  # every student graded with less than full confinement is named
             res = results[job["student"]]
             why = list(gaps)
             if not res.get("confined") and not res.get("error") and not gaps:
-                why.append("nbgrader's run of these notebooks (their kernel) had no user id, "
-                           "private folders or network cut of its own: the process that ran "
-                           "it, a Dask worker for instance, was not root")
+                why.append(
+                    "nbgrader's run of these notebooks (their kernel) had no user id, "
+                    "private folders or network cut of its own: the process that ran "
+                    "it, a Dask worker for instance, was not root"
+                )
             if why:
-                self.record_issue(job["student"], "*", "*",
-                                  "graded without full confinement: " + "; ".join(why))
+                self.record_issue(
+                    job["student"], "*", "*", "graded without full confinement: " + "; ".join(why)
+                )
         with (self.root / "autograde.log").open("w") as fh:
             for job in jobs:
                 res = results[job["student"]]
-                fh.write(f"===== student {job['student']}: "
-                         f"{'confined' if res.get('confined') else 'not confined'}\n")
+                fh.write(
+                    f"===== student {job['student']}: "
+                    f"{'confined' if res.get('confined') else 'not confined'}\n"
+                )
                 fh.write(res.get("log", ""))
         for job in jobs:
             self._merge_sandbox(job, results[job["student"]])
@@ -972,7 +1096,8 @@ class Course:
             for a, nb, *why in [*res.get("blanked", []), *res.get("ungraded", [])]:
                 if (job["student"], a, nb) in answers:
                     answers[job["student"], a, nb] = self._blank(
-                        a, nb, why[0] if why else "Its grading run failed.")
+                        a, nb, why[0] if why else "Its grading run failed."
+                    )
         self.verify(answers, seed, workers=workers)
         return seed
 
@@ -1005,19 +1130,34 @@ class Course:
         assignments = {}
         for adir in sorted(p for p in (self.root / "submitted" / student).iterdir() if p.is_dir()):
             a = adir.name
-            files = {p.name: p.read_bytes() for p in sorted(adir.iterdir())
-                     if p.is_file() and (p.suffix == ".ipynb" or p.name == "timestamp.txt")}
+            files = {
+                p.name: p.read_bytes()
+                for p in sorted(adir.iterdir())
+                if p.is_file() and (p.suffix == ".ipynb" or p.name == "timestamp.txt")
+            }
             src = self.root / "solutions" / a
-            source = {str(p.relative_to(src)): p.read_bytes() for p in sorted(src.rglob("*"))
-                      if p.is_file() and p.suffix != ".ipynb"
-                      and ".ipynb_checkpoints" not in p.parts} if src.is_dir() else {}
+            source = (
+                {
+                    str(p.relative_to(src)): p.read_bytes()
+                    for p in sorted(src.rglob("*"))
+                    if p.is_file() and p.suffix != ".ipynb" and ".ipynb_checkpoints" not in p.parts
+                }
+                if src.is_dir()
+                else {}
+            )
             rel = self.root / "exercises" / a
             release = {p.stem: p.read_bytes() for p in sorted(rel.glob("*.ipynb"))}
             assignments[a] = {"files": files, "source": source, "release": release}
-        return {"student": student, "assignments": assignments, "gradebook": template,
-                "seed": int(seed), "timeout": self.timeout,
-                "late_policy": LATE_POLICIES[self.term().get("late_policy", "mark")],
-                "hide": [str(self.root)], "limits": dict(SANDBOX_LIMITS)}
+        return {
+            "student": student,
+            "assignments": assignments,
+            "gradebook": template,
+            "seed": int(seed),
+            "timeout": self.timeout,
+            "late_policy": LATE_POLICIES[self.term().get("late_policy", "mark")],
+            "hide": [str(self.root)],
+            "limits": dict(SANDBOX_LIMITS),
+        }
 
     def _run_sandboxes(self, jobs, workers, scheduler):
         """student -> result of :func:`autograder.sandbox.grade_in_sandbox`, run here with
@@ -1026,13 +1166,20 @@ class Course:
         from .sandbox import grade_in_sandbox
 
         def failed(job, exc):
-            return {"student": job["student"], "gradebook": None, "autograded": {},
-                    "blanked": [], "ungraded": [], "confined": False,
-                    "log": f"[autograder] the grading task failed: {type(exc).__name__}: {exc}\n",
-                    "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+            return {
+                "student": job["student"],
+                "gradebook": None,
+                "autograded": {},
+                "blanked": [],
+                "ungraded": [],
+                "confined": False,
+                "log": f"[autograder] the grading task failed: {type(exc).__name__}: {exc}\n",
+                "error": f"{type(exc).__name__}: {str(exc)[:300]}",
+            }
 
         results = {}
         if scheduler is None:
+
             def one(job):
                 try:
                     return grade_in_sandbox(job)
@@ -1046,10 +1193,13 @@ class Course:
         from distributed import Client
 
         with Client(scheduler, set_as_default=False) as client:
-            futures = {client.submit(grade_in_sandbox, job, pure=False,
-                                     key=f"autograde-{secrets.token_hex(6)}-{i}"): job
-                       for i, job in enumerate(jobs)}
-            for fut, job in futures.items():   # merged afterwards, so order is free
+            futures = {
+                client.submit(
+                    grade_in_sandbox, job, pure=False, key=f"autograde-{secrets.token_hex(6)}-{i}"
+                ): job
+                for i, job in enumerate(jobs)
+            }
+            for fut, job in futures.items():  # merged afterwards, so order is free
                 try:
                     results[job["student"]] = fut.result()
                 except Exception as exc:
@@ -1078,9 +1228,13 @@ class Course:
                             grades[str(g.name)] = (float(score or 0.0), bool(g.needs_manual_grade))
                         out[a, str(nb.name)] = {
                             "grades": grades,
-                            "comments": {str(c.name): (None if c.auto_comment is None
-                                                       else str(c.auto_comment)[:20000])
-                                         for c in nb.comments}}
+                            "comments": {
+                                str(c.name): (
+                                    None if c.auto_comment is None else str(c.auto_comment)[:20000]
+                                )
+                                for c in nb.comments
+                            },
+                        }
         return out
 
     def _merge_sandbox(self, job, result):
@@ -1094,17 +1248,27 @@ class Course:
 
         student = job["student"]
         if result.get("error"):
-            self.record_issue(student, "*", "*", "the sandbox that runs nbgrader for this "
-                              f"student failed ({result['error']}); the clean-room scores "
-                              "are recorded, there is no feedback notebook")
+            self.record_issue(
+                student,
+                "*",
+                "*",
+                "the sandbox that runs nbgrader for this "
+                f"student failed ({result['error']}); the clean-room scores "
+                "are recorded, there is no feedback notebook",
+            )
         scratch = {}
         if result.get("gradebook"):
             try:
                 scratch = self._read_scratch(result["gradebook"], student, job["assignments"])
             except Exception as exc:  # a submission that broke its scratch gradebook
-                self.record_issue(student, "*", "*", "the scratch gradebook of this student's "
-                                  f"nbgrader run could not be read ({type(exc).__name__}); "
-                                  "in-kernel scores taken as 0: tampering or a crash")
+                self.record_issue(
+                    student,
+                    "*",
+                    "*",
+                    "the scratch gradebook of this student's "
+                    f"nbgrader run could not be read ({type(exc).__name__}); "
+                    "in-kernel scores taken as 0: tampering or a crash",
+                )
         for a, nb, reason in result.get("blanked", []):
             self.record_issue(student, a, nb, reason)
             src = self.root / "submitted" / student / a / f"{nb}.ipynb"
@@ -1159,8 +1323,13 @@ class Course:
                 try:
                     nb = nbformat.reads(data.decode("utf-8"), as_version=4)
                 except Exception:
-                    self.record_issue(student, a, name[:-6], "the autograded notebook "
-                                      "returned by the sandbox is not a notebook; no feedback")
+                    self.record_issue(
+                        student,
+                        a,
+                        name[:-6],
+                        "the autograded notebook "
+                        "returned by the sandbox is not a notebook; no feedback",
+                    )
                     continue
                 nbformat.write(nb, str(dest / name))
 
@@ -1193,8 +1362,12 @@ class Course:
         """
         from nbgrader.api import Gradebook, MissingEntry
 
-        from .cleanroom import (imports_reference, likely_cause, runtime_code_message,
-                                solution_source)
+        from .cleanroom import (
+            imports_reference,
+            likely_cause,
+            runtime_code_message,
+            solution_source,
+        )
         from .cleanroom_process import start_fork_server
         from .exercises import EXERCISES
         from .similarity import write_runtime_code
@@ -1206,8 +1379,9 @@ class Course:
         if workers == 1 or len(keys) < 2:
             if len(keys) >= _FORK_FROM:
                 start_fork_server()
-            verdicts = {key: _verify_one(key[2], answers[key], seed, limits[key[2]], hide)
-                        for key in keys}
+            verdicts = {
+                key: _verify_one(key[2], answers[key], seed, limits[key[2]], hide) for key in keys
+            }
         else:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
@@ -1215,11 +1389,15 @@ class Course:
             # spawned, not forked: the grader may hold threads (and their locks) here; each
             # worker forks its clean-room children from a warm server of its own
             n = min(workers, len(keys))
-            with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context(
-                    "spawn"), initializer=start_fork_server if len(keys) >= _FORK_FROM * n
-                    else None) as pool:
-                futures = {key: pool.submit(_verify_one, key[2], answers[key], seed,
-                                            limits[key[2]], hide) for key in keys}
+            with ProcessPoolExecutor(
+                max_workers=n,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=start_fork_server if len(keys) >= _FORK_FROM * n else None,
+            ) as pool:
+                futures = {
+                    key: pool.submit(_verify_one, key[2], answers[key], seed, limits[key[2]], hide)
+                    for key in keys
+                }
                 verdicts, lost = {}, []
                 for key in keys:
                     try:
@@ -1227,8 +1405,10 @@ class Course:
                     except Exception as exc:  # a worker died (the pool is then broken)
                         lost.append((key, exc))
             for key, exc in lost:  # verified again here, one at a time
-                self.log(f"clean-room worker failed on {'/'.join(key)} "
-                         f"({type(exc).__name__}: {exc}); verified in the grader's process")
+                self.log(
+                    f"clean-room worker failed on {'/'.join(key)} "
+                    f"({type(exc).__name__}: {exc}); verified in the grader's process"
+                )
                 verdicts[key] = _verify_one(key[2], answers[key], seed, limits[key[2]], hide)
             verdicts = {key: verdicts[key] for key in keys}
         policy = self.term().get("late_policy", "mark")
@@ -1239,21 +1419,33 @@ class Course:
                 self.record_issue(student, assignment, notebook, noticed_message(noticed))
             failure = next((v.failure for v in cells if v.failure), "")
             if failure:
-                self.record_issue(student, assignment, notebook, "the clean-room "
-                                  f"verification of this notebook failed: {failure}; every "
-                                  "test of it scores 0")
+                self.record_issue(
+                    student,
+                    assignment,
+                    notebook,
+                    "the clean-room "
+                    f"verification of this notebook failed: {failure}; every "
+                    "test of it scores 0",
+                )
             compiled = next((v.compiled for v in cells if v.compiled), [])
             said = runtime_code_message(
-                solution_source(answers[student, assignment, notebook]), compiled)
+                solution_source(answers[student, assignment, notebook]), compiled
+            )
             if said:
                 self.record_issue(student, assignment, notebook, said)
             if compiled:
                 runtime_code[student, assignment, notebook] = [
-                    c["source"] for c in compiled if c.get("source")]
+                    c["source"] for c in compiled if c.get("source")
+                ]
             if imports_reference(cells):
-                self.record_issue(student, assignment, notebook, "the answer imports the "
-                                  "course's reference package or the grader: every cell "
-                                  "scores 0")
+                self.record_issue(
+                    student,
+                    assignment,
+                    notebook,
+                    "the answer imports the "
+                    "course's reference package or the grader: every cell "
+                    "scores 0",
+                )
         write_runtime_code(self.root, runtime_code)
         with Gradebook(self.shared_db_url()) as gb:
             for (student, assignment, notebook), cells in verdicts.items():
@@ -1262,19 +1454,22 @@ class Course:
                 for v in cells:
                     hidden = not v.grade_id.endswith("_visible_tests")
                     if v.points is None and not hidden:
-                        continue   # the visible tests did run in the kernel: its score stands
+                        continue  # the visible tests did run in the kernel: its score stands
                     points = 0.0 if v.points is None else float(v.points)
                     try:
                         grade = gb.find_grade(v.grade_id, notebook, assignment, student)
                     except MissingEntry:
                         continue
-                    kernel = float(grade.auto_score or 0.0) if grade.manual_score is None \
+                    kernel = (
+                        float(grade.auto_score or 0.0)
+                        if grade.manual_score is None
                         else float(grade.manual_score)
+                    )
                     if abs(kernel - points) > 1e-9:
                         changed.append(f"{v.grade_id} {kernel:g} -> {points:g}")
                         grade.auto_score = points
                         grade.manual_score = None
-                    if hidden:   # the kernel ran no hidden test (KERNEL_ENV): nothing to compare
+                    if hidden:  # the kernel ran no hidden test (KERNEL_ENV): nothing to compare
                         continue
                     kernel_total += kernel
                     verifier_total += points
@@ -1296,13 +1491,17 @@ class Course:
                     pass
                 if self._name_tampering(student, assignment, notebook, answers, cells, flagged):
                     continue
-                cause = likely_cause(answers[student, assignment, notebook], cells,
-                                     kernel_total, verifier_total)
+                cause = likely_cause(
+                    answers[student, assignment, notebook], cells, kernel_total, verifier_total
+                )
                 self.record_issue(
-                    student, assignment, notebook,
+                    student,
+                    assignment,
+                    notebook,
                     f"in-kernel (nbgrader) score {kernel_total:g} / {top:g} of the visible "
                     f"tests, clean-room score {verifier_total:g} / {top:g}: the clean-room "
-                    f"score is recorded ({'; '.join(flagged)}); likely cause: {cause}")
+                    f"score is recorded ({'; '.join(flagged)}); likely cause: {cause}",
+                )
         self._write_findings(verdicts)
         return verdicts
 
@@ -1324,10 +1523,13 @@ class Course:
             got = sum(0.0 if v.points is None else float(v.points) for v in cells)
             top = sum(float(v.max_points) for v in cells)
             self.record_issue(
-                student, assignment, notebook,
+                student,
+                assignment,
+                notebook,
                 f"the answer reaches into the kernel that runs the tests ({', '.join(hits)}): "
                 f"tampering; no test it could change runs there, and the clean-room score "
-                f"{got:g} / {top:g} is recorded")
+                f"{got:g} / {top:g} is recorded",
+            )
         return True
 
     def _write_findings(self, verdicts):
@@ -1350,8 +1552,12 @@ class Course:
                 points = 0.0 if v.points is None else float(v.points)
                 cell.outputs = [
                     nbformat.v4.new_output("stream", name="stdout", text=v.message + "\n"),
-                    nbformat.v4.new_output("execute_result", data={"text/plain": repr(points)},
-                                           execution_count=cell.get("execution_count"))]
+                    nbformat.v4.new_output(
+                        "execute_result",
+                        data={"text/plain": repr(points)},
+                        execution_count=cell.get("execution_count"),
+                    ),
+                ]
             nbformat.write(nb, str(path))
 
     # -- feedback
@@ -1400,11 +1606,18 @@ class Course:
                     due = f"{assignment.duedate:%Y-%m-%d %H:%M} UTC"
                     late = _late_text(str(sub.timestamp), str(assignment.duedate))
                     if late:
-                        late = (late[0].upper() + late[1:] + (
-                            ": the late policy gives this notebook 0 points." if zero else
-                            ": the points are kept and the lateness is reported."))
-                    out[sub.student.id, assignment.name] = (
-                        f"Submitted {stamp}, due {due}. " + (late or "On time."))
+                        late = (
+                            late[0].upper()
+                            + late[1:]
+                            + (
+                                ": the late policy gives this notebook 0 points."
+                                if zero
+                                else ": the points are kept and the lateness is reported."
+                            )
+                        )
+                    out[sub.student.id, assignment.name] = f"Submitted {stamp}, due {due}. " + (
+                        late or "On time."
+                    )
         return out
 
     # -- export
@@ -1438,8 +1651,11 @@ class Course:
         flags = {}
         for row in self.issues():
             problems = flags.setdefault((row["student_id"], row["assignment"]), [])
-            text = (f"{row['notebook']}: {row['problem']}" if row["notebook"] not in ("*", "?")
-                    else row["problem"])
+            text = (
+                f"{row['notebook']}: {row['problem']}"
+                if row["notebook"] not in ("*", "?")
+                else row["problem"]
+            )
             if text not in problems:
                 problems.append(text)
         return flags
@@ -1449,10 +1665,9 @@ class Course:
             rows = list(csv.DictReader(fh))
         assigned = set(self.assignments())
         rows = [r for r in rows if r["assignment"] in assigned]
-        for r in rows:   # a chapter never handed in is flagged like a missing notebook
+        for r in rows:  # a chapter never handed in is flagged like a missing notebook
             if not (self.root / "submitted" / r["student_id"] / r["assignment"]).is_dir():
-                self.record_issue(r["student_id"], r["assignment"], "*",
-                                  NOT_SUBMITTED)
+                self.record_issue(r["student_id"], r["assignment"], "*", NOT_SUBMITTED)
         flags = self._flags()
         totals = {}
         for r in rows:
@@ -1466,9 +1681,21 @@ class Course:
             r["student_total"] = f"{got:g}"
             r["student_max"] = f"{top:g}"
             r["student_percent"] = f"{100.0 * got / top:.1f}" if top else ""
-        fields = list(rows[0]) if rows else ["assignment", "student_id", "score", "max_score",
-                                              "late", "flags", "student_total", "student_max",
-                                              "student_percent"]
+        fields = (
+            list(rows[0])
+            if rows
+            else [
+                "assignment",
+                "student_id",
+                "score",
+                "max_score",
+                "late",
+                "flags",
+                "student_total",
+                "student_max",
+                "student_percent",
+            ]
+        )
         with path.open("w", newline="") as fh:
             w = csv_safe.dict_writer(fh, fields)
             w.writeheader()
@@ -1484,19 +1711,46 @@ class Course:
             people[sid] = f"{last}, {first}".strip(", ") or sid
             scores[sid, r["assignment"]] = float(r["score"] or 0)
             maxima[r["assignment"]] = float(r["max_score"] or 0)
-        head = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section",
-                *assignments, "Final Points", "Final Score"]
+        head = [
+            "Student",
+            "ID",
+            "SIS User ID",
+            "SIS Login ID",
+            "Section",
+            *assignments,
+            "Final Points",
+            "Final Score",
+        ]
         top = sum(maxima.get(a, 0.0) for a in assignments)
         with path.open("w", newline="") as fh:
             w = csv_safe.writer(fh)
             w.writerow(head)
-            w.writerow(["Points Possible", "", "", "", "",
-                        *[f"{maxima.get(a, 0.0):g}" for a in assignments], f"{top:g}", "100"])
+            w.writerow(
+                [
+                    "Points Possible",
+                    "",
+                    "",
+                    "",
+                    "",
+                    *[f"{maxima.get(a, 0.0):g}" for a in assignments],
+                    f"{top:g}",
+                    "100",
+                ]
+            )
             for sid in sorted(people):
                 got = sum(scores.get((sid, a), 0.0) for a in assignments)
-                w.writerow([people[sid], "", sid, sid, "",
-                            *[f"{scores.get((sid, a), 0.0):g}" for a in assignments],
-                            f"{got:g}", f"{100.0 * got / top:.1f}" if top else ""])
+                w.writerow(
+                    [
+                        people[sid],
+                        "",
+                        sid,
+                        sid,
+                        "",
+                        *[f"{scores.get((sid, a), 0.0):g}" for a in assignments],
+                        f"{got:g}",
+                        f"{100.0 * got / top:.1f}" if top else "",
+                    ]
+                )
         return path
 
     def _export_by_notebook(self, path):
@@ -1509,22 +1763,27 @@ class Course:
         assigned = set(self.assignments())
         with Gradebook(url) as gb, path.open("w", newline="") as fh:
             w = csv_safe.writer(fh)
-            w.writerow(["student_id", "assignment", "notebook", "score", "max_score",
-                        "issues"])
+            w.writerow(["student_id", "assignment", "notebook", "score", "max_score", "issues"])
             for assignment in gb.assignments:
                 if assignment.name not in assigned:
                     continue
                 for student in gb.students:
                     for nb in assignment.notebooks:
                         try:
-                            sub = gb.find_submission_notebook(nb.name, assignment.name,
-                                                              student.id)
+                            sub = gb.find_submission_notebook(nb.name, assignment.name, student.id)
                             score = sub.score
                         except MissingEntry:
                             score = 0.0
-                        w.writerow([student.id, assignment.name, nb.name, f"{score:g}",
-                                    f"{nb.max_score:g}",
-                                    " | ".join(issues.get((student.id, nb.name), []))])
+                        w.writerow(
+                            [
+                                student.id,
+                                assignment.name,
+                                nb.name,
+                                f"{score:g}",
+                                f"{nb.max_score:g}",
+                                " | ".join(issues.get((student.id, nb.name), [])),
+                            ]
+                        )
         return path
 
 
@@ -1547,14 +1806,19 @@ def _solution_syntax_errors(nb):
     from IPython.core.inputtransformer2 import TransformerManager
 
     out = []
-    cells = [c for c in nb.cells if c.cell_type == "code"
-             and c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+    cells = [
+        c
+        for c in nb.cells
+        if c.cell_type == "code" and c.get("metadata", {}).get("nbgrader", {}).get("solution")
+    ]
     for i, cell in enumerate(cells, 1):
         try:
             compile(TransformerManager().transform_cell(cell.source), f"<cell {i}>", "exec")
         except SyntaxError as exc:
-            out.append(f"syntax error in solution cell {i}, line {exc.lineno}: {exc.msg} "
-                       "(the notebook does not run; graded as it is)")
+            out.append(
+                f"syntax error in solution cell {i}, line {exc.lineno}: {exc.msg} "
+                "(the notebook does not run; graded as it is)"
+            )
     return out
 
 
@@ -1562,4 +1826,3 @@ def summary_table(csv_path):
     """Rows of an exported grades CSV as dicts (helper for the command line and tests)."""
     with open(csv_path, newline="") as fh:
         return list(csv.DictReader(fh))
-

@@ -46,6 +46,7 @@ the limit, but to the kernel's process group only, and the folders are shared. A
 launched the usual way (``$AUTOGRADER_KERNEL_FORK=0``, or a server that failed) has no
 per-notebook limit and no private folders: only the student's whole run is limited.
 """
+
 from __future__ import annotations
 
 import json
@@ -62,11 +63,22 @@ from jupyter_client.provisioning import LocalProvisioner
 from nbgrader.preprocessors import Execute
 
 from .fork_client import RUN_BY_PATH
-from .settings import KERNEL_FORK_ENV, KERNEL_FORK_FDS_ENV, NOTEBOOK_LIMIT_ENV
 from .forked_process import ForkedProcess
+from .settings import KERNEL_FORK_ENV, KERNEL_FORK_FDS_ENV, NOTEBOOK_LIMIT_ENV
 
-__all__ = ["ENV", "FDS_ENV", "LIMIT_ENV", "TIME_LIMIT_KEY", "ForkExecute", "ForkKernelManager",
-           "ForkProvisioner", "fork_enabled", "notebook_limit", "start_server", "time_limit_hit"]
+__all__ = [
+    "ENV",
+    "FDS_ENV",
+    "LIMIT_ENV",
+    "TIME_LIMIT_KEY",
+    "ForkExecute",
+    "ForkKernelManager",
+    "ForkProvisioner",
+    "fork_enabled",
+    "notebook_limit",
+    "start_server",
+    "time_limit_hit",
+]
 
 #: environment variable: "0" turns the fork server off
 ENV = KERNEL_FORK_ENV
@@ -171,7 +183,11 @@ class _Server:
             try:
                 self.proc = subprocess.Popen(
                     [sys.executable, "-c", _BOOT, str(_SERVER_FILE), str(write_fd)],
-                    stdin=subprocess.PIPE, pass_fds=(write_fd,), close_fds=True, text=True)
+                    stdin=subprocess.PIPE,
+                    pass_fds=(write_fd,),
+                    close_fds=True,
+                    text=True,
+                )
             finally:
                 os.close(write_fd)
         self.replies = os.fdopen(read_fd, "r")
@@ -271,16 +287,27 @@ def hidden_folders():
     out = [[repo, stubs]] if repo is not None else []
     for folder in packages:
         if repo is not None and (folder == repo or folder.startswith(repo + os.sep)):
-            continue   # covered with the repository
+            continue  # covered with the repository
         name = os.path.basename(folder)
-        out.append([folder, {rel.split("/", 1)[1]: text for rel, text in stubs.items()
-                             if rel.startswith(name + "/")}])
+        out.append(
+            [
+                folder,
+                {
+                    rel.split("/", 1)[1]: text
+                    for rel, text in stubs.items()
+                    if rel.startswith(name + "/")
+                },
+            ]
+        )
     return out
 
 
 def _is_ipykernel(cmd):
-    return (len(cmd) >= 3 and cmd[1:3] == ["-m", "ipykernel_launcher"]
-            and os.path.realpath(cmd[0]) == os.path.realpath(sys.executable))
+    return (
+        len(cmd) >= 3
+        and cmd[1:3] == ["-m", "ipykernel_launcher"]
+        and os.path.realpath(cmd[0]) == os.path.realpath(sys.executable)
+    )
 
 
 class ForkProvisioner(LocalProvisioner):
@@ -294,9 +321,16 @@ class ForkProvisioner(LocalProvisioner):
         env = dict(kwargs.get("env") or os.environ)
         cwd = str(kwargs.get("cwd") or os.getcwd())
         try:
-            reply = server.ask({"op": "spawn", "argv": list(cmd[3:]), "env": env,
-                                "cwd": cwd, "limit_s": notebook_limit(),
-                                "hide": hidden_folders() if _graded(env) else []})
+            reply = server.ask(
+                {
+                    "op": "spawn",
+                    "argv": list(cmd[3:]),
+                    "env": env,
+                    "cwd": cwd,
+                    "limit_s": notebook_limit(),
+                    "hide": hidden_folders() if _graded(env) else [],
+                }
+            )
         except (OSError, ValueError):
             reply = {}
         if "pid" not in reply:
@@ -315,8 +349,9 @@ class ForkKernelManager(AsyncKernelManager):
     async def _async_pre_start_kernel(self, **kw):
         self.kernel_id = self.kernel_id or kw.pop("kernel_id", str(uuid.uuid4()))
         if self.provisioner is None:
-            self.provisioner = ForkProvisioner(kernel_id=self.kernel_id,
-                                               kernel_spec=self.kernel_spec, parent=self)
+            self.provisioner = ForkProvisioner(
+                kernel_id=self.kernel_id, kernel_spec=self.kernel_spec, parent=self
+            )
         return await super()._async_pre_start_kernel(**kw)
 
 
@@ -335,12 +370,21 @@ class ForkExecute(Execute):
         try:
             return super().preprocess(nb, resources, km)
         except Exception:
-            limit = next((got for got in (time_limit_hit(pid) for _, pid in _spawned[first:])
-                          if got is not None), None)
+            limit = next(
+                (
+                    got
+                    for got in (time_limit_hit(pid) for _, pid in _spawned[first:])
+                    if got is not None
+                ),
+                None,
+            )
             if limit is None:
                 raise
-            self.log.error("The kernel ran past the per-notebook limit of %s s and was "
-                           "stopped with everything it started", limit)
+            self.log.error(
+                "The kernel ran past the per-notebook limit of %s s and was "
+                "stopped with everything it started",
+                limit,
+            )
             _mark_stopped(nb, float(limit))
             return nb, resources
 
@@ -357,10 +401,18 @@ def _mark_stopped(nb, limit):
     for cell in nb.cells:
         graded = cell.get("metadata", {}).get("nbgrader", {}).get("grade")
         if cell.cell_type == "code" and graded and cell.get("execution_count") is None:
-            cell.outputs = [new_output("error", ename="NotebookTimeLimit", evalue=reason,
-                                       traceback=[f"NotebookTimeLimit: {reason}"])]
-    note = new_markdown_cell(f"**Grading note.** {reason} This exercise scores no points. "
-                             "Ask your instructor if you think this is wrong.")
+            cell.outputs = [
+                new_output(
+                    "error",
+                    ename="NotebookTimeLimit",
+                    evalue=reason,
+                    traceback=[f"NotebookTimeLimit: {reason}"],
+                )
+            ]
+    note = new_markdown_cell(
+        f"**Grading note.** {reason} This exercise scores no points. "
+        "Ask your instructor if you think this is wrong."
+    )
     note["id"] = "autograder-grading-note"
     nb.cells = [c for c in nb.cells if c.get("id") != "autograder-grading-note"]
     nb.cells.insert(0, note)

@@ -42,6 +42,7 @@ Because a job and its result are plain data, the same function runs in a thread 
 grader, in a process pool, or as a task on a Dask cluster whose workers have the
 project installed (no shared file system needed).
 """
+
 from __future__ import annotations
 
 import glob as _glob
@@ -56,15 +57,30 @@ import time
 from pathlib import Path
 
 from . import PACKAGE_DIR, cgroups, confine
-from .settings import (CELL_TIMEOUT_ENV, KERNEL_FORK_ENV, KERNEL_PRELOAD_ENV,
-                       NBGRADER_PRELOAD_ENV, SANDBOX_FORK_ENV, SCRATCH_GRADEBOOK_ENV)
 from .fork_client import RUN_BY_PATH, ForkServer, ServerSlot
 from .forked_process import ForkedProcess
 from .safe_files import Refused, read_regular, rebuild_folder
-from .sandbox_limits import (MEMORY_MARK, NOTEBOOK_BASE_S, NOTEBOOK_LIMIT_ENV,  # noqa: F401
-                             SANDBOX_LIMITS, TIME_LIMIT_KEY, WALL_BASE_S, WALL_MARK,
-                             blank_with_reason, code_cells, time_budget, time_limit_of,
-                             time_limit_reason, why_failed)
+from .sandbox_limits import (
+    MEMORY_MARK,
+    NOTEBOOK_LIMIT_ENV,  # noqa: F401
+    SANDBOX_LIMITS,
+    WALL_BASE_S,
+    WALL_MARK,
+    blank_with_reason,
+    code_cells,
+    time_budget,
+    time_limit_of,
+    time_limit_reason,
+    why_failed,
+)
+from .settings import (
+    CELL_TIMEOUT_ENV,
+    KERNEL_FORK_ENV,
+    KERNEL_PRELOAD_ENV,
+    NBGRADER_PRELOAD_ENV,
+    SANDBOX_FORK_ENV,
+    SCRATCH_GRADEBOOK_ENV,
+)
 
 #: a student's submission of at least this many notebooks has its kernels forked from a
 #: warm process (:mod:`autograder.kernel_fork`); fewer start the usual way
@@ -119,11 +135,21 @@ class _SandboxServer(ForkServer):
     def __init__(self):
         here = Path(__file__).parent
         super().__init__(
-            lambda fd: [sys.executable, "-c", RUN_BY_PATH, str(here / "sandbox_fork_server.py"),
-                        confine.__file__, str(here / "kernel_fork_server.py"), str(fd)],
-            lambda home: {**_env("", 0, 0, home), **{
-                k: os.environ[k] for k in (NBGRADER_PRELOAD_ENV,) if k in os.environ}},
-            "the sandbox fork server")
+            lambda fd: [
+                sys.executable,
+                "-c",
+                RUN_BY_PATH,
+                str(here / "sandbox_fork_server.py"),
+                confine.__file__,
+                str(here / "kernel_fork_server.py"),
+                str(fd),
+            ],
+            lambda home: {
+                **_env("", 0, 0, home),
+                **{k: os.environ[k] for k in (NBGRADER_PRELOAD_ENV,) if k in os.environ},
+            },
+            "the sandbox fork server",
+        )
 
     def spawn(self, request):
         """A :class:`~autograder.forked_process.ForkedProcess` for a run started with
@@ -139,8 +165,9 @@ class _SandboxServer(ForkServer):
         if not isinstance(reply.get("pid"), int):
             os.close(grader_out)
             return None
-        return ForkedProcess(reply["pid"], self.exit_code,
-                             stdout=os.fdopen(grader_out, "rb", buffering=0))
+        return ForkedProcess(
+            reply["pid"], self.exit_code, stdout=os.fdopen(grader_out, "rb", buffering=0)
+        )
 
 
 _sandbox_slot = ServerSlot(_SandboxServer, SANDBOX_FORK_ENV)
@@ -186,7 +213,7 @@ class Confinement:
         if not os.path.isdir(path):  # one file (os.walk yields nothing for it)
             os.chown(path, self.uid, self.uid, follow_symlinks=False)
             return
-        for dirpath, dirnames, filenames in os.walk(path):
+        for dirpath, _dirnames, filenames in os.walk(path):
             os.chown(dirpath, self.uid, self.uid)
             for f in filenames:
                 os.chown(os.path.join(dirpath, f), self.uid, self.uid, follow_symlinks=False)
@@ -204,9 +231,15 @@ class Confinement:
             confine.sandbox_mounts(libc, top, hide, lim["file_bytes"], readable)
 
         return confine.preexec_confined(
-            uid=uid, mount=mount if libc is not None else None, cpu_s=cpu_s, cpu_grace_s=5,
-            memory_bytes=lim["memory_bytes"], file_bytes=lim["file_bytes"],
-            processes=lim["processes"], cgroups=groups)
+            uid=uid,
+            mount=mount if libc is not None else None,
+            cpu_s=cpu_s,
+            cpu_grace_s=5,
+            memory_bytes=lim["memory_bytes"],
+            file_bytes=lim["file_bytes"],
+            processes=lim["processes"],
+            cgroups=groups,
+        )
 
     def run(self, cmd, cwd, env, wall_s):
         """Run ``cmd`` confined; returns (exit code, output). The run has a cgroup of its
@@ -222,14 +255,22 @@ class Confinement:
         cannot keep the grader waiting or fill its memory."""
         if isinstance(wall_s, bool) or not isinstance(wall_s, (int, float)) or wall_s <= 0:
             raise ValueError(f"wall_s must be a positive number of seconds, got {wall_s!r}")
-        self.cgroup = cgroups.make(int(self.limits["cgroup_memory_bytes"]),
-                                   int(self.limits["processes"]), "sandbox")
+        self.cgroup = cgroups.make(
+            int(self.limits["cgroup_memory_bytes"]), int(self.limits["processes"]), "sandbox"
+        )
         try:
             proc = self._forked(cmd, cwd, env, wall_s) if self.server is not None else None
             if proc is None:
-                proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        preexec_fn=self.preexec(wall_s), close_fds=True)
+                proc = subprocess.Popen(
+                    cmd,
+                    cwd=cwd,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    preexec_fn=self.preexec(wall_s),
+                    close_fds=True,
+                )
             out, over = _read_until(proc, time.monotonic() + wall_s, MAX_LOG_BYTES)
             if over:
                 try:
@@ -245,8 +286,10 @@ class Confinement:
             except subprocess.TimeoutExpired:  # pragma: no cover - a process that cannot die
                 pass
             if self.cgroup is not None and self.cgroup.oom_kills():
-                more += (f"\n{MEMORY_MARK} {self.cgroup.memory_bytes / (1 << 30):g} GiB "
-                         f"({self.cgroup.oom_kills()} killed)\n").encode()
+                more += (
+                    f"\n{MEMORY_MARK} {self.cgroup.memory_bytes / (1 << 30):g} GiB "
+                    f"({self.cgroup.oom_kills()} killed)\n"
+                ).encode()
             return proc.returncode, (out + more).decode("utf-8", "replace")
         finally:
             if self.cgroup is not None:
@@ -257,13 +300,25 @@ class Confinement:
         """``cmd`` started by the sandbox fork server, confined as :meth:`preexec` confines
         a started one, with a warm kernel server beside it; None if the server cannot."""
         lim = self.limits
-        return self.server.spawn({
-            "argv": [str(c) for c in cmd], "env": env, "cwd": str(cwd), "uid": self.uid,
-            "limits": {"cpu_s": wall_s, "cpu_grace_s": 5, "memory_bytes": lim["memory_bytes"],
-                       "file_bytes": lim["file_bytes"], "processes": lim["processes"]},
-            "cgroups": self.cgroup.join_paths if self.cgroup is not None else None,
-            "mounts": None if self.uid is None else {
-                "top": self.top, "hide": self.hide, "readable": readable_folders()}})
+        return self.server.spawn(
+            {
+                "argv": [str(c) for c in cmd],
+                "env": env,
+                "cwd": str(cwd),
+                "uid": self.uid,
+                "limits": {
+                    "cpu_s": wall_s,
+                    "cpu_grace_s": 5,
+                    "memory_bytes": lim["memory_bytes"],
+                    "file_bytes": lim["file_bytes"],
+                    "processes": lim["processes"],
+                },
+                "cgroups": self.cgroup.join_paths if self.cgroup is not None else None,
+                "mounts": None
+                if self.uid is None
+                else {"top": self.top, "hide": self.hide, "readable": readable_folders()},
+            }
+        )
 
     def cleanup(self):
         """Kill every process of the run's cgroup and every process left under the
@@ -287,8 +342,11 @@ def _own_disk(libc, top, size):
         return True
     if not _disk_said:
         _disk_said.append(True)
-        print("autograder: no size-capped tmpfs per sandbox (not root, or mounts refused); "
-              "a run's writes are bounded per file only", file=sys.stderr)
+        print(
+            "autograder: no size-capped tmpfs per sandbox (not root, or mounts refused); "
+            "a run's writes are bounded per file only",
+            file=sys.stderr,
+        )
     return False
 
 
@@ -308,7 +366,7 @@ def _read_until(proc, end, cap):
         if not chunk:
             return bytes(data), False
         if len(data) < cap:
-            data += chunk[:max(0, cap - len(data))]
+            data += chunk[: max(0, cap - len(data))]
 
 
 # ----------------------------------------------------------------- reading results safely
@@ -327,20 +385,27 @@ def read_inside(top, *parts, limit=MAX_RESULT_BYTES):
 def _env(course, timeout, seed, home):
     from .checks import KERNEL_ENV, SEED_ENV
 
-    paths = [str(PACKAGE_DIR)] + [p for p in os.environ.get("JUPYTER_CONFIG_PATH", "").split(
-        os.pathsep) if p]
+    paths = [str(PACKAGE_DIR)] + [
+        p for p in os.environ.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep) if p
+    ]
     return {
         "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin", "/bin"]),
-        "HOME": home, "TMPDIR": os.path.join(home, "tmp"), "LANG": "C.UTF-8",
+        "HOME": home,
+        "TMPDIR": os.path.join(home, "tmp"),
+        "LANG": "C.UTF-8",
         "JUPYTER_CONFIG_PATH": os.pathsep.join(paths),
         "JUPYTER_RUNTIME_DIR": os.path.join(home, "runtime"),
         "IPYTHONDIR": os.path.join(home, "ipython"),
         "MPLCONFIGDIR": os.path.join(home, "mpl"),
-        CELL_TIMEOUT_ENV: str(int(timeout)), SEED_ENV: str(int(seed)),
-        "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-        "PYTHONDONTWRITEBYTECODE": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+        CELL_TIMEOUT_ENV: str(int(timeout)),
+        SEED_ENV: str(int(seed)),
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYDEVD_DISABLE_FILE_VALIDATION": "1",
         SCRATCH_GRADEBOOK_ENV: "1",
-        KERNEL_ENV: "1",   # hidden test cells run nothing here: the clean room scores them
+        KERNEL_ENV: "1",  # hidden test cells run nothing here: the clean room scores them
     }
 
 
@@ -402,8 +467,11 @@ def grade_in_sandbox(job):
         deadline = time.monotonic() + wall  # one budget for all the student's runs
         env = _env(course, timeout, job["seed"], home)
         env[NOTEBOOK_LIMIT_ENV] = str(notebook_s)
-        notebooks = sum(name.endswith(".ipynb") for parts in job["assignments"].values()
-                        for name in parts["files"])
+        notebooks = sum(
+            name.endswith(".ipynb")
+            for parts in job["assignments"].values()
+            for name in parts["files"]
+        )
         if os.environ.get(KERNEL_FORK_ENV, "1") == "0":
             env[KERNEL_FORK_ENV] = "0"  # the grader's switch reaches the run
         else:
@@ -431,9 +499,17 @@ def grade_in_sandbox(job):
             """nbgrader's run of ``args``, within what is left of the student's budget
             (or within ``budget`` seconds: a blank release's run)."""
             restore_gradebook()
-            cmd = [sys.executable, "-m", "nbgrader", *args, "--create", "--force", policy,
-                   f"--CourseDirectory.root={course}"]
-            confine.make_tmp_folders(top)   # empty: nothing of the last run is left there
+            cmd = [
+                sys.executable,
+                "-m",
+                "nbgrader",
+                *args,
+                "--create",
+                "--force",
+                policy,
+                f"--CourseDirectory.root={course}",
+            ]
+            confine.make_tmp_folders(top)  # empty: nothing of the last run is left there
             t0 = time.monotonic()
             left = budget if budget is not None else deadline - t0
             if left < 1:
@@ -443,8 +519,9 @@ def grade_in_sandbox(job):
             code, out = conf.run(cmd, course, env, left)
             if budget is None and WALL_MARK in out:  # the student's budget, not this run's
                 out = out.replace(f"{WALL_MARK} {left:g} s", f"{WALL_MARK} {wall:g} s")
-            log.append(f"$ nbgrader {' '.join(args)}  (exit {code}, "
-                       f"{time.monotonic() - t0:.1f} s)\n{out}")
+            log.append(
+                f"$ nbgrader {' '.join(args)}  (exit {code}, {time.monotonic() - t0:.1f} s)\n{out}"
+            )
             return out
 
         def outcome(a, name):
@@ -452,17 +529,22 @@ def grade_in_sandbox(job):
             data = read_inside(top, "course", "autograded", student, a, name)
             return data is not None, None if data is None else time_limit_of(data)
 
-        blanks = {}   # assignment -> {notebook file: the blank graded instead}
+        blanks = {}  # assignment -> {notebook file: the blank graded instead}
 
         def resubmit(a):
             """The student's folder of ``a`` in the copy made anew from the job's bytes
             (and the blanks given so far), following no link: a kernel may have put a
             link to another student's folder, or to the course's solutions, in its
             place. Every process of the sandbox user has ended (``Confinement.run``)."""
-            rebuild_folder(top, Path("course", "submitted", student, a),
-                           {Path(n).name: data for n, data in
-                            {**job["assignments"][a]["files"], **blanks.get(a, {})}.items()},
-                           owner=conf.uid)
+            rebuild_folder(
+                top,
+                Path("course", "submitted", student, a),
+                {
+                    Path(n).name: data
+                    for n, data in {**job["assignments"][a]["files"], **blanks.get(a, {})}.items()
+                },
+                owner=conf.uid,
+            )
 
         first = nbgrader("autograde", "*", "--student", _glob.escape(student))
         for a, parts in sorted(job["assignments"].items()):
@@ -470,9 +552,15 @@ def grade_in_sandbox(job):
                 graded, limit = outcome(a, name)
                 if graded and limit is None:
                     continue
-                stem = name[:-len(".ipynb")]
-                args = ("autograde", a, "--student", _glob.escape(student), "--notebook",
-                        _glob.escape(stem))
+                stem = name[: -len(".ipynb")]
+                args = (
+                    "autograde",
+                    a,
+                    "--student",
+                    _glob.escape(student),
+                    "--notebook",
+                    _glob.escape(stem),
+                )
                 text = first  # with one notebook, the first run was this notebook alone
                 if not graded and notebooks > 1:
                     # alone, so that another notebook's failure cannot cost it (one stopped
@@ -510,9 +598,15 @@ def grade_in_sandbox(job):
                         got[name] = data
             autograded[a] = got
         gradebook = read_inside(top, "course", GRADEBOOK)
-        return {"student": student, "gradebook": gradebook, "autograded": autograded,
-                "blanked": blanked, "ungraded": ungraded, "log": "".join(log),
-                "confined": conf.uid is not None}
+        return {
+            "student": student,
+            "gradebook": gradebook,
+            "autograded": autograded,
+            "blanked": blanked,
+            "ungraded": ungraded,
+            "log": "".join(log),
+            "confined": conf.uid is not None,
+        }
     finally:
         conf.cleanup()
         if disk:

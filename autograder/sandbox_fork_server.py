@@ -41,6 +41,7 @@ str, "hide": [...], "readable": [...]} or null, "cgroups": [...]}`` (the folders
 run's cgroups, joined first; optional) and one descriptor attached (the write
 end of the run's output pipe).
 """
+
 import os
 import socket
 import sys
@@ -60,8 +61,13 @@ FDS_ENV = _settings.KERNEL_FORK_FDS_ENV
 
 #: nbgrader's modules that a run of ``nbgrader autograde`` imports (each optional)
 NBGRADER_PRELOAD = (
-    "nbgrader.apps.nbgraderapp", "nbgrader.apps.autogradeapp", "nbgrader.converters.autograde",
-    "nbgrader.preprocessors", "nbgrader.api", "nbclient", "nbconvert.exporters",
+    "nbgrader.apps.nbgraderapp",
+    "nbgrader.apps.autogradeapp",
+    "nbgrader.converters.autograde",
+    "nbgrader.preprocessors",
+    "nbgrader.api",
+    "nbclient",
+    "nbconvert.exporters",
 )
 #: ``0``: execute every command line (nbgrader's modules are not imported here)
 NBGRADER_PRELOAD_ENV = _settings.NBGRADER_PRELOAD_ENV
@@ -77,14 +83,20 @@ def _confine(confine, req):
     libc = confine.load_libc() if mounts is not None else None
 
     def mount():
-        confine.sandbox_mounts(libc, mounts["top"], mounts["hide"], int(lim["file_bytes"]),
-                               mounts["readable"])
+        confine.sandbox_mounts(
+            libc, mounts["top"], mounts["hide"], int(lim["file_bytes"]), mounts["readable"]
+        )
 
     start = confine.preexec_confined(
-        uid=req.get("uid"), mount=mount if libc is not None else None,
-        cpu_s=lim["cpu_s"], cpu_grace_s=lim["cpu_grace_s"],
-        memory_bytes=int(lim["memory_bytes"]), file_bytes=lim["file_bytes"],
-        processes=lim["processes"], cgroups=req.get("cgroups") or ())
+        uid=req.get("uid"),
+        mount=mount if libc is not None else None,
+        cpu_s=lim["cpu_s"],
+        cpu_grace_s=lim["cpu_grace_s"],
+        memory_bytes=int(lim["memory_bytes"]),
+        file_bytes=lim["file_bytes"],
+        processes=lim["processes"],
+        cgroups=req.get("cgroups") or (),
+    )
     start()
     if req.get("uid") is not None and libc is not None:
         libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: as after exec, /proc/self is its own
@@ -96,9 +108,14 @@ def _snapshot():
     import logging
     import warnings
 
-    return {"modules": set(sys.modules), "filters": list(warnings.filters),
-            "meta_path": list(sys.meta_path), "path_hooks": list(sys.path_hooks),
-            "path": list(sys.path), "loggers": set(logging.Logger.manager.loggerDict)}
+    return {
+        "modules": set(sys.modules),
+        "filters": list(warnings.filters),
+        "meta_path": list(sys.meta_path),
+        "path_hooks": list(sys.path_hooks),
+        "path": list(sys.path),
+        "loggers": set(logging.Logger.manager.loggerDict),
+    }
 
 
 def _restore(before):
@@ -140,8 +157,11 @@ def _preload_nbgrader():
 
 def _is_nbgrader(argv):
     """Whether ``argv`` is ``python -m nbgrader ...`` with this server's interpreter."""
-    return (len(argv) >= 3 and argv[1:3] == ["-m", "nbgrader"]
-            and os.path.realpath(argv[0]) == os.path.realpath(sys.executable))
+    return (
+        len(argv) >= 3
+        and argv[1:3] == ["-m", "nbgrader"]
+        and os.path.realpath(argv[0]) == os.path.realpath(sys.executable)
+    )
 
 
 def _run_nbgrader(args, env):
@@ -155,10 +175,15 @@ def _run_nbgrader(args, env):
 
     _fork_children.fresh_process(env)
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
-    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
-                                  errors="strict")
-    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
-                                  errors="backslashreplace", line_buffering=True)
+    sys.stdout = io.TextIOWrapper(
+        io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="strict"
+    )
+    sys.stderr = io.TextIOWrapper(
+        io.FileIO(2, "w", closefd=False),
+        encoding="utf-8",
+        errors="backslashreplace",
+        line_buffering=True,
+    )
     atexit._clear()  # the server's imports' handlers; nbgrader's own run below
     atexit.register(logging.shutdown)
     if sys.path and sys.path[0] == "":
@@ -203,7 +228,8 @@ def _fork_kernel_server(kernels, loaded, before=None):
                 _restore(before)
             os.dup2(req_r, 0)  # the kernel server reads its requests on standard input
             os.close(req_r)
-            sys.stdin = open(0, "r", closefd=False)
+            # stays open as the kernel server's standard input, the process's whole life
+            sys.stdin = open(0, closefd=False)  # noqa: SIM115
             kernels.serve(rep_w, loaded)
         except BaseException:  # the run then starts its kernels the usual way
             code = 1
@@ -253,8 +279,9 @@ def _spawn_error(req, fds):
         return "argv must be a non-empty list of strings"
     if not isinstance(env, dict) or not isinstance(req.get("cwd"), str):
         return "env must be a dict and cwd a string"
-    if not isinstance(lim, dict) or not all(k in lim for k in (
-            "cpu_s", "cpu_grace_s", "memory_bytes", "file_bytes", "processes")):
+    if not isinstance(lim, dict) or not all(
+        k in lim for k in ("cpu_s", "cpu_grace_s", "memory_bytes", "file_bytes", "processes")
+    ):
         return "limits must give cpu_s, cpu_grace_s, memory_bytes, file_bytes, processes"
     if not _fork_children.cgroup_list(req.get("cgroups")):
         return "cgroups must be a list of folder names"
@@ -272,9 +299,12 @@ def main(argv):
     before = _preload_nbgrader()
     _fork_children.announce_ready(control, loaded)
     _fork_children.serve_requests(
-        control, _children, _spawn_error,
+        control,
+        _children,
+        _spawn_error,
         lambda req, fds: _become_run(req, fds[0], control, confine, kernels, loaded, before),
-        MAX_REQUEST)
+        MAX_REQUEST,
+    )
 
 
 if __name__ == "__main__":
