@@ -288,7 +288,8 @@ def test_absolute_imports_takes_renamed_modules_from_their_homes():
         "from repeval_ref.labelfree import intrinsic_dimension as m\n    return geometry\n"
     )
     scope = {}
-    exec(got.split("def f")[0].replace("from repeval_ref.noisy import x\n", ""), scope)  # noqa: S102
+    source = got.split("def f")[0].replace("from repeval_ref.noisy import x\n", "")
+    exec(source, scope)  # noqa: S102
     from repeval_ref.uncertainty import wilson_interval
 
     assert scope["wilson_interval"] is wilson_interval

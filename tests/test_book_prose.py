@@ -50,7 +50,8 @@ _PART_REF = re.compile(
 )
 _NUMBER = re.compile(r"(?<![\w/\-.,])\d+(?:[.,]\d+)*(?![\w/\-])(?![.,]\d)")
 _CITATION = re.compile(
-    r"(?:et\s+al\.|\bcolleagues|\b[A-Z][\w'’-]+(?:,\s+[A-Z][\w'’-]+)*(?:\s+and\s+[A-Z][\w'’-]+)?)"
+    r"(?:et\s+al\.|\bcolleagues|"
+    r"\b[A-Z][\w'’-]+(?:,\s+[A-Z][\w'’-]+)*(?:\s+and\s+[A-Z][\w'’-]+)?)"
     r",?\s*\(?(?:19|20)\d\d[a-z]?\b"
 )
 _SENTENCE_END = re.compile(

@@ -157,7 +157,8 @@ class PreparedImages(Dataset):
 
         name = getattr(self.prepare, "__qualname__", type(self.prepare).__qualname__)
         h = hashlib.sha256(
-            f"prepared|{name}|size={self.size}|{tuple(self.images.shape)}|{self.images.dtype}|".encode()
+            f"prepared|{name}|size={self.size}|"
+            f"{tuple(self.images.shape)}|{self.images.dtype}|".encode()
         )
         h.update(self.images.contiguous().numpy().tobytes())
         h.update(self.labels.numpy().tobytes())
