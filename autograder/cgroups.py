@@ -24,6 +24,7 @@ a read-only ``/sys/fs/cgroup``, cgroup v2 only) or ``$AUTOGRADER_CGROUPS`` is ``
 :func:`make` returns None and says why once on stderr; the sandbox then has its
 per-process limits only.
 """
+
 from __future__ import annotations
 
 import functools
@@ -78,8 +79,11 @@ def _hierarchies():
                         own[c] = parts[2]
     except OSError:
         return {}
-    return {c: os.path.join(mounted[c], own.get(c, "/").lstrip("/"))
-            for c in CONTROLLERS if c in mounted}
+    return {
+        c: os.path.join(mounted[c], own.get(c, "/").lstrip("/"))
+        for c in CONTROLLERS
+        if c in mounted
+    }
 
 
 def unavailable():
@@ -91,9 +95,14 @@ def unavailable():
     where = _hierarchies()
     missing = [c for c in CONTROLLERS if c not in where]
     if missing:
-        return ("this machine has no cgroup v1 hierarchy of the " + " and ".join(missing) +
-                " controller" + ("s" if len(missing) > 1 else "") + " (cgroup v2 only, or "
-                "none mounted)")
+        return (
+            "this machine has no cgroup v1 hierarchy of the "
+            + " and ".join(missing)
+            + " controller"
+            + ("s" if len(missing) > 1 else "")
+            + " (cgroup v2 only, or "
+            "none mounted)"
+        )
     for c, folder in where.items():
         if not os.access(folder, os.W_OK):
             return f"the grader's {c} cgroup ({folder}) is not writable"
@@ -105,8 +114,11 @@ def _say_once(why):
         if _said_once:
             return
         _said_once.append(why)
-    print(f"autograder: no cgroup per sandbox ({why}); each sandbox is limited per process "
-          "only (address space, file size, processes of its user)", file=sys.stderr)
+    print(
+        f"autograder: no cgroup per sandbox ({why}); each sandbox is limited per process "
+        "only (address space, file size, processes of its user)",
+        file=sys.stderr,
+    )
 
 
 def _write(path, value):

@@ -30,6 +30,7 @@ the notebook can change what the tests see (an IPython input transformer, a patc
 (:meth:`autograder.course.Course.autograde`) records these scores in the gradebook and
 logs every cell where nbgrader's in-kernel score differs, with :func:`likely_cause`.
 """
+
 from __future__ import annotations
 
 import ast
@@ -42,10 +43,24 @@ from .cleanroom_child import FORBIDDEN
 from .cleanroom_process import DEFAULT_LIMITS, Sandbox, remote_function
 from .codec import Unsupported
 
-__all__ = ["CellVerdict", "FORBIDDEN", "DEFAULT_LIMITS", "static_imports", "solution_source",
-           "forbidden_message", "graded_functions", "run_visible", "verify_source",
-           "verify_notebook", "failed_verdicts", "likely_cause", "tampering",
-           "imports_reference", "runtime_code_calls", "runtime_code_message"]
+__all__ = [
+    "CellVerdict",
+    "FORBIDDEN",
+    "DEFAULT_LIMITS",
+    "static_imports",
+    "solution_source",
+    "forbidden_message",
+    "graded_functions",
+    "run_visible",
+    "verify_source",
+    "verify_notebook",
+    "failed_verdicts",
+    "likely_cause",
+    "tampering",
+    "imports_reference",
+    "runtime_code_calls",
+    "runtime_code_message",
+]
 
 
 # ----------------------------------------------------------------- verdicts
@@ -54,7 +69,7 @@ class CellVerdict:
     """The clean-room score of one graded cell of a notebook."""
 
     grade_id: str
-    points: float | None      # None: not verifiable here (the visible tests: nbgrader's
+    points: float | None  # None: not verifiable here (the visible tests: nbgrader's
     #                           score stands; a hidden check, which no kernel runs: 0)
     max_points: float
     message: str
@@ -109,8 +124,10 @@ def solution_source(nb):
 
 
 def forbidden_message(names):
-    return (f"your answer imports {', '.join(sorted(set(names)))}: answers may not use the "
-            "course's reference package or the grader, so this exercise scores 0")
+    return (
+        f"your answer imports {', '.join(sorted(set(names)))}: answers may not use the "
+        "course's reference package or the grader, so this exercise scores 0"
+    )
 
 
 def graded_functions(spec):
@@ -174,17 +191,24 @@ def run_visible(spec, box, seconds):
     sink = io.StringIO()
     box.unsupported = None
     try:
-        with _time_limit(limit), warnings.catch_warnings(), \
-                contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+        with (
+            _time_limit(limit),
+            warnings.catch_warnings(),
+            contextlib.redirect_stdout(sink),
+            contextlib.redirect_stderr(sink),
+        ):
             warnings.simplefilter("ignore")
             exec(code, names)
     except Unsupported as exc:
-        return CellVerdict(grade_id, None, top,
-                           f"not verified in the clean room (the visible tests pass {exc}); "
-                           "nbgrader's score stands")
+        return CellVerdict(
+            grade_id,
+            None,
+            top,
+            f"not verified in the clean room (the visible tests pass {exc}); "
+            "nbgrader's score stands",
+        )
     except (Exception, CheckTimeout) as exc:
-        return CellVerdict(grade_id, 0.0, top,
-                           f"visible tests fail: {_visible_failure(exc, box)}")
+        return CellVerdict(grade_id, 0.0, top, f"visible tests fail: {_visible_failure(exc, box)}")
     return CellVerdict(grade_id, top, top, "visible tests pass")
 
 
@@ -208,8 +232,9 @@ def verify_source(spec, source, seed, limits=None, hide=()):
     ids = grade_ids(spec)
     limits = {**DEFAULT_LIMITS, **(limits or {})}
     vis_id = f"{spec.NAME}_visible_tests"
-    cells = [(vis_id, float(spec.VISIBLE_POINTS))] + [(ids[c], check_points(c))
-                                                      for c in spec.HIDDEN]
+    cells = [(vis_id, float(spec.VISIBLE_POINTS))] + [
+        (ids[c], check_points(c)) for c in spec.HIDDEN
+    ]
     banned = static_imports(source)
     if banned:
         msg = forbidden_message(banned)
@@ -220,7 +245,7 @@ def verify_source(spec, source, seed, limits=None, hide=()):
         try:
             out = _verify_in(spec, box, cells, ids, seed, limits)
             box.finish()
-        except (Exception, CheckTimeout) as exc:   # contained: this notebook scores 0
+        except (Exception, CheckTimeout) as exc:  # contained: this notebook scores 0
             out = failed_verdicts(spec, _grader_failure(exc))
     if box.violation:
         out = failed_verdicts(spec, box.dead)
@@ -232,8 +257,10 @@ def verify_source(spec, source, seed, limits=None, hide=()):
 
 def _grader_failure(exc):
     """The reason given when grading a notebook raised ``exc`` in the grader."""
-    return (f"grading this notebook stopped on an error in the grader "
-            f"({type(exc).__name__}: {str(exc)[:300]})")
+    return (
+        f"grading this notebook stopped on an error in the grader "
+        f"({type(exc).__name__}: {str(exc)[:300]})"
+    )
 
 
 def failed_verdicts(spec, why):
@@ -254,9 +281,12 @@ def failed_verdicts(spec, why):
         raise ValueError(f"why must be a non-empty reason, got {why!r}")
     ids = grade_ids(spec)
     cells = [(f"{spec.NAME}_visible_tests", float(spec.VISIBLE_POINTS))] + [
-        (ids[c], check_points(c)) for c in spec.HIDDEN]
-    message = (f"not graded: {why}. Every test of this notebook scores 0; if your code "
-               "did nothing of the kind, tell your instructor and quote this message.")
+        (ids[c], check_points(c)) for c in spec.HIDDEN
+    ]
+    message = (
+        f"not graded: {why}. Every test of this notebook scores 0; if your code "
+        "did nothing of the kind, tell your instructor and quote this message."
+    )
     return [CellVerdict(g, 0.0, p, message, failure=why) for g, p in cells]
 
 
@@ -280,19 +310,26 @@ def _verify_in(spec, box, cells, ids, seed, limits):
         func = check.split("/", 1)[0]
         pts = check_points(check)
         if box.dead and "did not return" in box.dead:
-            out.append(CellVerdict(ids[check], 0.0, pts,
-                                   f"not run: {func} timed out in an earlier check"))
+            out.append(
+                CellVerdict(ids[check], 0.0, pts, f"not run: {func} timed out in an earlier check")
+            )
             continue
         if box.dead and "wall-clock limit" in box.dead:
             out.append(CellVerdict(ids[check], 0.0, pts, f"not run: {box.dead}"))
             continue
         box.unsupported = None
-        findings = run_check(check, remote_function(box, func), seed,
-                             time_limit=limits["call_s"] * 10)
-        if box.unsupported:   # this check passes a model or a callable: not verifiable
-            out.append(CellVerdict(ids[check], None, pts,
-                                   f"not verified in the clean room (it passes "
-                                   f"{box.unsupported}), so it scores 0"))
+        findings = run_check(
+            check, remote_function(box, func), seed, time_limit=limits["call_s"] * 10
+        )
+        if box.unsupported:  # this check passes a model or a callable: not verifiable
+            out.append(
+                CellVerdict(
+                    ids[check],
+                    None,
+                    pts,
+                    f"not verified in the clean room (it passes {box.unsupported}), so it scores 0",
+                )
+            )
             continue
         got = float(sum(f.points for f in findings))
         out.append(CellVerdict(ids[check], got, pts, format_findings(check, findings, seed)))
@@ -308,9 +345,19 @@ def verify_notebook(spec, nb, seed, limits=None, hide=()):
 
 
 #: source fragments of code that reaches into the kernel that runs the tests
-_TAMPERING = ("input_transformers", "ast_transformers", "sys.modules", "get_ipython",
-              "register_magic", "events.register", "showtraceback", "set_custom_exc",
-              "builtins", "gradebook", "autograded")
+_TAMPERING = (
+    "input_transformers",
+    "ast_transformers",
+    "sys.modules",
+    "get_ipython",
+    "register_magic",
+    "events.register",
+    "showtraceback",
+    "set_custom_exc",
+    "builtins",
+    "gradebook",
+    "autograded",
+)
 
 
 def tampering(nb):
@@ -343,12 +390,16 @@ def runtime_code_calls(source):
         name = None
         if isinstance(node, ast.Call):
             f = node.func
-            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(
-                f, ast.Attribute) else None
+            name = (
+                f.id
+                if isinstance(f, ast.Name)
+                else f.attr
+                if isinstance(f, ast.Attribute)
+                else None
+            )
             name = name if name in _RUNTIME_CODE else None
         elif isinstance(node, ast.Import):
-            name = next((a.name for a in node.names
-                         if a.name.split(".")[0] in _CODE_MODULES), None)
+            name = next((a.name for a in node.names if a.name.split(".")[0] in _CODE_MODULES), None)
         elif isinstance(node, ast.ImportFrom) and node.module:
             name = node.module if node.module.split(".")[0] in _CODE_MODULES else None
         if name is not None:
@@ -369,11 +420,16 @@ def runtime_code_message(source, compiled):
     if compiled:
         hows = list(dict.fromkeys(str(c.get("how", "?")) for c in compiled))
         size = sum(len(str(c.get("source", ""))) for c in compiled)
-        parts.append(f"in the clean room it ran {len(compiled)} piece(s) of code it built "
-                     f"itself ({'; '.join(hows[:5])}; {size} characters of source, "
-                     "fingerprinted in the similarity report)")
-    return ("the answer runs code that is not in its cells as written: " + "; ".join(parts)
-            + " (an answer to the exercise has no reason to: look for an encoded copy)")
+        parts.append(
+            f"in the clean room it ran {len(compiled)} piece(s) of code it built "
+            f"itself ({'; '.join(hows[:5])}; {size} characters of source, "
+            "fingerprinted in the similarity report)"
+        )
+    return (
+        "the answer runs code that is not in its cells as written: "
+        + "; ".join(parts)
+        + " (an answer to the exercise has no reason to: look for an encoded copy)"
+    )
 
 
 def imports_reference(cells):
@@ -389,9 +445,16 @@ def likely_cause(nb, cells, kernel_total, verifier_total):
     hits = tampering(nb)
     if kernel_total > verifier_total:
         if hits:
-            return ("the answer reaches into the kernel that runs the tests ("
-                    + ", ".join(hits) + "): tampering")
-        return ("the answer passes in the notebook but not on its own: it depends on state "
-                "outside its cells, or it tampers with the kernel")
-    return ("the notebook's kernel run failed or was cut short (a crash, a time-out, an "
-            "edited or broken notebook)")
+            return (
+                "the answer reaches into the kernel that runs the tests ("
+                + ", ".join(hits)
+                + "): tampering"
+            )
+        return (
+            "the answer passes in the notebook but not on its own: it depends on state "
+            "outside its cells, or it tampers with the kernel"
+        )
+    return (
+        "the notebook's kernel run failed or was cut short (a crash, a time-out, an "
+        "edited or broken notebook)"
+    )

@@ -8,6 +8,7 @@ copies the arguments after the call back into the grader's objects
 exception as the builtin class of that name (:data:`EXCEPTIONS`). A reply whose values
 cannot be rebuilt breaks the protocol: the child is ended and the notebook scores 0.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -20,8 +21,11 @@ __all__ = ["EXCEPTIONS", "RemoteFunction", "remote_function"]
 def _builtin_exceptions():
     import builtins
 
-    return {name: cls for name, cls in vars(builtins).items()
-            if isinstance(cls, type) and issubclass(cls, Exception)}
+    return {
+        name: cls
+        for name, cls in vars(builtins).items()
+        if isinstance(cls, type) and issubclass(cls, Exception)
+    }
 
 
 #: the exception classes a child's error may be raised as, by name: the builtin ones
@@ -104,8 +108,12 @@ class RemoteFunction:
 
         box = self.box
         try:
-            req = {"op": "call", "name": self.name, "args": [codec.encode(a) for a in args],
-                   "kwargs": {k: codec.encode(v) for k, v in kwargs.items()}}
+            req = {
+                "op": "call",
+                "name": self.name,
+                "args": [codec.encode(a) for a in args],
+                "kwargs": {k: codec.encode(v) for k, v in kwargs.items()},
+            }
         except codec.Unsupported as exc:
             box.unsupported = str(exc)
             raise
@@ -131,15 +139,25 @@ class RemoteFunction:
                 codec.write_back(s, g)
             for k, g in got_kwargs.items():
                 codec.write_back(kwargs[k], g)
-        except (ValueError, TypeError, KeyError, RuntimeError, OverflowError, MemoryError,
-                RecursionError) as exc:
-            box._violate(f"a reply whose values cannot be read back "
-                         f"({type(exc).__name__}: {str(exc)[:200]})")
+        except (
+            ValueError,
+            TypeError,
+            KeyError,
+            RuntimeError,
+            OverflowError,
+            MemoryError,
+            RecursionError,
+        ) as exc:
+            box._violate(
+                f"a reply whose values cannot be read back ({type(exc).__name__}: {str(exc)[:200]})"
+            )
             raise RuntimeError(box.dead) from None
         for text in msg["warnings"]:
             # re-raised here, where call_student records them (as in the kernel)
             warnings.warn(text, RuntimeWarning, stacklevel=3)
         traced = msg["peak_bytes"]
-        cost = {"traced": traced if traced is not None else 0,
-                "rss": None if high is None else max(0, high - before)}
+        cost = {
+            "traced": traced if traced is not None else 0,
+            "rss": None if high is None else max(0, high - before),
+        }
         return result, cost

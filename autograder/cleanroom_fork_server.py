@@ -23,6 +23,7 @@ input, then its standard output) -> ``{"pid": int}`` or ``{"error": str}``;
 negative code is the signal that ended it, as in :attr:`subprocess.Popen.returncode`).
 The end of the socket ends the server.
 """
+
 import importlib
 import os
 import socket
@@ -30,10 +31,23 @@ import sys
 
 #: the libraries imported before the first fork (each optional)
 PRELOAD = (
-    "numpy", "scipy", "scipy.linalg", "scipy.special", "scipy.stats", "scipy.spatial",
-    "scipy.spatial.distance", "sklearn", "sklearn.linear_model", "sklearn.neighbors",
-    "sklearn.model_selection", "sklearn.metrics", "sklearn.preprocessing", "sklearn.svm",
-    "torch", "torch.nn", "torch.nn.functional",
+    "numpy",
+    "scipy",
+    "scipy.linalg",
+    "scipy.special",
+    "scipy.stats",
+    "scipy.spatial",
+    "scipy.spatial.distance",
+    "sklearn",
+    "sklearn.linear_model",
+    "sklearn.neighbors",
+    "sklearn.model_selection",
+    "sklearn.metrics",
+    "sklearn.preprocessing",
+    "sklearn.svm",
+    "torch",
+    "torch.nn",
+    "torch.nn.functional",
 )
 #: the largest request taken (a spawn request holds an environment and a few paths)
 MAX_REQUEST = 1 << 16
@@ -69,16 +83,22 @@ def _confine(confine, req):
     libc = confine.load_libc() if mounts is not None else None
 
     def mount():
-        if confine.private_tmp(libc, int(mounts["file_bytes"]), keep=mounts["keep"],
-                               cover=mounts["cover"]):
+        if confine.private_tmp(
+            libc, int(mounts["file_bytes"]), keep=mounts["keep"], cover=mounts["cover"]
+        ):
             for folder in mounts["packages"]:
                 confine.cover_empty(libc, folder)
 
     start = confine.preexec_confined(
-        uid=req.get("uid"), mount=mount if mounts is not None else None,
-        cpu_s=lim["cpu_s"], cpu_grace_s=lim["cpu_grace_s"],
-        memory_bytes=int(lim["memory_bytes"]) + _vm_size(), file_bytes=lim["file_bytes"],
-        processes=lim["processes"], cgroups=req.get("cgroups") or ())
+        uid=req.get("uid"),
+        mount=mount if mounts is not None else None,
+        cpu_s=lim["cpu_s"],
+        cpu_grace_s=lim["cpu_grace_s"],
+        memory_bytes=int(lim["memory_bytes"]) + _vm_size(),
+        file_bytes=lim["file_bytes"],
+        processes=lim["processes"],
+        cgroups=req.get("cgroups") or (),
+    )
     start()
     if req.get("uid") is not None and libc is not None:
         libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: as after exec, /proc/self is its own
@@ -144,8 +164,12 @@ def main(argv):
             pass
     _fork_children.announce_ready(control, loaded)
     _fork_children.serve_requests(
-        control, _children, _spawn_error,
-        lambda req, fds: _become_child(req, fds, control, confine), MAX_REQUEST)
+        control,
+        _children,
+        _spawn_error,
+        lambda req, fds: _become_child(req, fds, control, confine),
+        MAX_REQUEST,
+    )
 
 
 if __name__ == "__main__":

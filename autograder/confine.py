@@ -20,6 +20,7 @@ run, in :mod:`autograder.sandbox`); without root none of this applies (see the t
 callers). Everything here works on plain paths and numbers,
 so it runs in the forked child before ``exec``.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,12 +34,37 @@ import sysconfig
 import time
 from pathlib import Path
 
-__all__ = ["FIRST_UID", "UID_COUNT", "TMP_DIRS", "load_libc", "new_uid", "uid_processes",
-           "kill_uid", "world_can", "closed_ancestor", "sandbox_python", "private_mounts",
-           "private_tmp", "sandbox_mounts", "loopback_up", "cover_empty", "drop_to", "set_limits",
-           "preexec_confined", "join_cgroups", "tmp_folders", "make_tmp_folders",
-           "mount_disk", "unmount_disk", "namespaces_allowed", "kernel_namespaces", "own_proc",
-           "drop_capabilities", "kernel_namespaces_allowed", "protection_gaps"]
+__all__ = [
+    "FIRST_UID",
+    "UID_COUNT",
+    "TMP_DIRS",
+    "load_libc",
+    "new_uid",
+    "uid_processes",
+    "kill_uid",
+    "world_can",
+    "closed_ancestor",
+    "sandbox_python",
+    "private_mounts",
+    "private_tmp",
+    "sandbox_mounts",
+    "loopback_up",
+    "cover_empty",
+    "drop_to",
+    "set_limits",
+    "preexec_confined",
+    "join_cgroups",
+    "tmp_folders",
+    "make_tmp_folders",
+    "mount_disk",
+    "unmount_disk",
+    "namespaces_allowed",
+    "kernel_namespaces",
+    "own_proc",
+    "drop_capabilities",
+    "kernel_namespaces_allowed",
+    "protection_gaps",
+]
 
 #: user ids of sandboxes: ``FIRST_UID <= uid < FIRST_UID + UID_COUNT``
 FIRST_UID = 200000
@@ -78,8 +104,9 @@ def _check_uid(uid):
     if isinstance(uid, bool) or not isinstance(uid, int):
         raise ValueError(f"uid must be an int, got {type(uid).__name__}")
     if not FIRST_UID <= uid < FIRST_UID + UID_COUNT:
-        raise ValueError(f"uid must be a sandbox user id in [{FIRST_UID}, "
-                         f"{FIRST_UID + UID_COUNT}), got {uid}")
+        raise ValueError(
+            f"uid must be a sandbox user id in [{FIRST_UID}, {FIRST_UID + UID_COUNT}), got {uid}"
+        )
 
 
 def uid_processes(uid):
@@ -200,8 +227,10 @@ def reference_folders(repo_root):
     import importlib.util
 
     repo = os.path.realpath(repo_root)
-    if not (os.path.isfile(os.path.join(repo, "pyproject.toml"))
-            and os.path.isdir(os.path.join(repo, "repeval_ref"))):
+    if not (
+        os.path.isfile(os.path.join(repo, "pyproject.toml"))
+        and os.path.isdir(os.path.join(repo, "repeval_ref"))
+    ):
         repo = None
     packages = []
     for name in PRIVATE_PACKAGES:
@@ -278,23 +307,24 @@ def private_mounts(libc, tmp_size, keep=(), cover=(), network=True, tmp_from=Non
     if int(tmp_size) <= 0:
         raise ValueError(f"tmp_size must be a positive number of bytes, got {tmp_size!r}")
     # without a network namespace (not allowed here) the mounts still apply
-    if (network or libc.unshare(_CLONE_NEWNS | _CLONE_NEWNET) != 0) \
-            and libc.unshare(_CLONE_NEWNS) != 0:
+    if (network or libc.unshare(_CLONE_NEWNS | _CLONE_NEWNET) != 0) and libc.unshare(
+        _CLONE_NEWNS
+    ) != 0:
         return False
     if libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
         return False
-    fds = [(path, os.open(path, os.O_PATH | os.O_DIRECTORY), readonly)
-           for path, readonly in keep]
+    fds = [(path, os.open(path, os.O_PATH | os.O_DIRECTORY), readonly) for path, readonly in keep]
     sources = {}
-    for where, sub in (tmp_folders(tmp_from).items() if tmp_from is not None else ()):
+    for where, sub in tmp_folders(tmp_from).items() if tmp_from is not None else ():
         if os.path.isdir(sub) and not os.path.islink(sub):
             sources[where] = os.open(sub, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
     opts = f"size={int(tmp_size)},mode=1777".encode()
     for where in TMP_DIRS:
         if os.path.isdir(where) and not os.path.islink(where):
             if where in sources:
-                libc.mount(f"/proc/self/fd/{sources[where]}".encode(), where.encode(), None,
-                           _MS_BIND, None)
+                libc.mount(
+                    f"/proc/self/fd/{sources[where]}".encode(), where.encode(), None, _MS_BIND, None
+                )
             else:
                 libc.mount(b"tmpfs", where.encode(), b"tmpfs", 0, opts)
     for fd in sources.values():
@@ -316,8 +346,10 @@ def tmp_folders(top):
     :data:`TMP_DIRS` (made by :func:`make_tmp_folders`)."""
     if not isinstance(top, str) or not top:
         raise ValueError(f"top must name a folder, got {top!r}")
-    return {where: os.path.join(top, "tmpdirs", where.strip("/").replace("/", "-"))
-            for where in TMP_DIRS}
+    return {
+        where: os.path.join(top, "tmpdirs", where.strip("/").replace("/", "-"))
+        for where in TMP_DIRS
+    }
 
 
 def make_tmp_folders(top):
@@ -347,8 +379,16 @@ def mount_disk(libc, path, size):
         raise ValueError(f"path must be an empty folder, got {path!r}")
     if libc is None or os.geteuid() != 0:
         return False
-    return libc.mount(b"tmpfs", str(path).encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV,
-                      f"size={size},mode=0711".encode()) == 0
+    return (
+        libc.mount(
+            b"tmpfs",
+            str(path).encode(),
+            b"tmpfs",
+            _MS_NOSUID | _MS_NODEV,
+            f"size={size},mode=0711".encode(),
+        )
+        == 0
+    )
 
 
 def unmount_disk(libc, path):
@@ -376,11 +416,18 @@ def private_tmp(libc, size, keep=(), cover=(), network=False):
         False (nothing changed) where a mount namespace is not allowed.
     """
     tops = list(TMP_DIRS) + [os.path.realpath(c) for c in cover]
-    hidden = [os.path.realpath(k) for k in keep
-              if any(os.path.realpath(k).startswith(w + "/") for w in tops)]
-    return private_mounts(libc, size, keep=[(k, True) for k in hidden],
-                          cover=[os.path.realpath(c) for c in cover if os.path.isdir(c)],
-                          network=network)
+    hidden = [
+        os.path.realpath(k)
+        for k in keep
+        if any(os.path.realpath(k).startswith(w + "/") for w in tops)
+    ]
+    return private_mounts(
+        libc,
+        size,
+        keep=[(k, True) for k in hidden],
+        cover=[os.path.realpath(c) for c in cover if os.path.isdir(c)],
+        network=network,
+    )
 
 
 def loopback_up():
@@ -438,10 +485,17 @@ def sandbox_mounts(libc, top, hide, size, readable):
 
     ro = {os.path.realpath(p) for p in readable}
     closed = {closed_ancestor(p) for p in ro} - {None}
-    keep_ro = [p for p in sorted(ro)
-               if under_tmp(p) or any(p.startswith(str(c) + "/") for c in closed)]
-    if not private_mounts(libc, size, keep=[(p, True) for p in keep_ro] + [(str(top), False)],
-                          cover=sorted(closed, key=str), network=False, tmp_from=str(top)):
+    keep_ro = [
+        p for p in sorted(ro) if under_tmp(p) or any(p.startswith(str(c) + "/") for c in closed)
+    ]
+    if not private_mounts(
+        libc,
+        size,
+        keep=[(p, True) for p in keep_ro] + [(str(top), False)],
+        cover=sorted(closed, key=str),
+        network=False,
+        tmp_from=str(top),
+    ):
         return False
     loopback_up()  # nbgrader reaches its kernel on a loopback of their own
     for h in hide:
@@ -457,8 +511,7 @@ def cover_empty(libc, path):
     mount namespace (after :func:`private_mounts`). Returns True on success."""
     if not str(path):
         raise ValueError("path must name a folder")
-    return libc.mount(b"tmpfs", str(path).encode(), b"tmpfs", _MS_RDONLY,
-                      b"size=4k,mode=0000") == 0
+    return libc.mount(b"tmpfs", str(path).encode(), b"tmpfs", _MS_RDONLY, b"size=4k,mode=0000") == 0
 
 
 # ----------------------------------------------------------------- user id and limits
@@ -497,8 +550,9 @@ def set_limits(*, cpu_s, cpu_grace_s, memory_bytes, file_bytes, processes=None):
         resource.setrlimit(resource.RLIMIT_NPROC, (int(processes),) * 2)
 
 
-def preexec_confined(*, uid, mount, cpu_s, cpu_grace_s, memory_bytes, file_bytes,
-                     processes, cgroups=()):
+def preexec_confined(
+    *, uid, mount, cpu_s, cpu_grace_s, memory_bytes, file_bytes, processes, cgroups=()
+):
     """The ``preexec_fn`` of a confined child (run between ``fork`` and ``exec``); every
     sandbox child, started or forked by a fork server, passes through it.
 
@@ -524,8 +578,12 @@ def preexec_confined(*, uid, mount, cpu_s, cpu_grace_s, memory_bytes, file_bytes
     if uid is not None:
         _check_uid(uid)
     cgroups = [str(c) for c in (cgroups or ())]
-    for name, value in (("cpu_s", cpu_s), ("memory_bytes", memory_bytes),
-                        ("file_bytes", file_bytes), ("processes", processes)):
+    for name, value in (
+        ("cpu_s", cpu_s),
+        ("memory_bytes", memory_bytes),
+        ("file_bytes", file_bytes),
+        ("processes", processes),
+    ):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             raise ValueError(f"{name} must be a positive number, got {value!r}")
     if isinstance(cpu_grace_s, bool) or not isinstance(cpu_grace_s, int) or cpu_grace_s < 0:
@@ -539,8 +597,13 @@ def preexec_confined(*, uid, mount, cpu_s, cpu_grace_s, memory_bytes, file_bytes
             mount()
         if uid is not None:
             drop_to(uid)
-        set_limits(cpu_s=cpu_s, cpu_grace_s=cpu_grace_s, memory_bytes=memory_bytes,
-                   file_bytes=file_bytes, processes=processes if uid is not None else None)
+        set_limits(
+            cpu_s=cpu_s,
+            cpu_grace_s=cpu_grace_s,
+            memory_bytes=memory_bytes,
+            file_bytes=file_bytes,
+            processes=processes if uid is not None else None,
+        )
 
     return start
 
@@ -570,8 +633,10 @@ def _read_only(libc, path):
     keep = got & (0x2 | 0x4 | 0x8 | 0x400 | 0x800)  # nosuid nodev noexec noatime nodiratime
     if got & 0x1000:  # ST_RELATIME
         keep |= 1 << 21
-    return libc.mount(b"none", path.encode(), None,
-                      _MS_REMOUNT | _MS_BIND | _MS_RDONLY | keep, None) == 0
+    return (
+        libc.mount(b"none", path.encode(), None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | keep, None)
+        == 0
+    )
 
 
 def kernel_namespaces(libc, tmp_size, keep=(), private=(), hide=()):
@@ -619,14 +684,18 @@ def kernel_namespaces(libc, tmp_size, keep=(), private=(), hide=()):
     libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)  # its own /proc/self files, to write the maps
     if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWIPC) != 0:
         return False
-    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
-                       ("gid_map", f"{gid} {gid} 1")):
+    for name, text in (
+        ("setgroups", "deny"),
+        ("uid_map", f"{uid} {uid} 1"),
+        ("gid_map", f"{gid} {gid} 1"),
+    ):
         with open(f"/proc/self/{name}", "w") as fh:
             fh.write(text)
     libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None)
     covers = [d for d in TMP_DIRS if os.path.isdir(d) and not os.path.islink(d)]
-    covers += [os.path.realpath(p) for p in private
-               if os.path.isdir(p) and os.path.realpath(p) != "/"]
+    covers += [
+        os.path.realpath(p) for p in private if os.path.isdir(p) and os.path.realpath(p) != "/"
+    ]
     hidden = {}
     for folder, files in hide:
         real = os.path.realpath(folder)
@@ -641,8 +710,11 @@ def kernel_namespaces(libc, tmp_size, keep=(), private=(), hide=()):
             kept.setdefault(mp, False)  # bound back as it is (a read-only one stays so)
 
     def cover_of(path):
-        return max((c for c in covers if _inside(path, c) and path != c),
-                   key=lambda c: c.count("/"), default=None)
+        return max(
+            (c for c in covers if _inside(path, c) and path != c),
+            key=lambda c: c.count("/"),
+            default=None,
+        )
 
     fds = {p: os.open(p, os.O_PATH) for p in kept if cover_of(p)}
     try:
@@ -650,8 +722,9 @@ def kernel_namespaces(libc, tmp_size, keep=(), private=(), hide=()):
             if c not in TMP_DIRS:  # one inside another covered folder is there no longer
                 os.makedirs(c, mode=0o700, exist_ok=True)
             mode = "1777" if c in TMP_DIRS else "0755" if c in hidden else "0700"
-            libc.mount(b"tmpfs", c.encode(), b"tmpfs", 0,
-                       f"size={int(tmp_size)},mode={mode}".encode())
+            libc.mount(
+                b"tmpfs", c.encode(), b"tmpfs", 0, f"size={int(tmp_size)},mode={mode}".encode()
+            )
             for rel, text in hidden.get(c, {}).items():
                 target = os.path.join(c, rel)
                 os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
@@ -690,7 +763,7 @@ def drop_capabilities(libc):
     import ctypes
 
     header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
-    data = (ctypes.c_uint32 * 6)()                 # effective, permitted, inheritable: none
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable: none
     ok = libc.capset(header, data) == 0
     return libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 and ok
 
@@ -742,28 +815,35 @@ def protection_gaps():
     student (:meth:`autograder.course.Course.autograde`): without them a submission runs
     with more rights than its own folder.
     """
-    kernel_gap = ("this machine refuses user and PID namespaces to the kernels, so a "
-                  "notebook's kernel shared /tmp, /dev/shm, /var/tmp, /run/lock and its "
-                  "home with the student's other notebooks, and its per-notebook time limit "
-                  "killed only its process group: a process that left the group ran on "
-                  "until the student's whole run ended")
+    kernel_gap = (
+        "this machine refuses user and PID namespaces to the kernels, so a "
+        "notebook's kernel shared /tmp, /dev/shm, /var/tmp, /run/lock and its "
+        "home with the student's other notebooks, and its per-notebook time limit "
+        "killed only its process group: a process that left the group ran on "
+        "until the student's whole run ended"
+    )
     if os.geteuid() != 0:
-        return ["the grader does not run as root, so the student's code ran under the "
-                "grader's own user id: it could read and write whatever the grader can "
-                "(the course, the gradebook, the reference package and solutions) and reach "
-                "the network; grade an untrusted class as root or in a container"] + (
-                    [] if kernel_namespaces_allowed() else [kernel_gap])
+        return [
+            "the grader does not run as root, so the student's code ran under the "
+            "grader's own user id: it could read and write whatever the grader can "
+            "(the course, the gradebook, the reference package and solutions) and reach "
+            "the network; grade an untrusted class as root or in a container"
+        ] + ([] if kernel_namespaces_allowed() else [kernel_gap])
     gaps = []
     python, site, drop = sandbox_python()
     if not drop:
-        gaps.append(f"no interpreter that another user may run was found ({python}, its "
-                    f"packages in {site}), so the clean room ran the student's code as root, "
-                    "with no private folders and the network in reach; put the virtual "
-                    "environment where other users can read it")
+        gaps.append(
+            f"no interpreter that another user may run was found ({python}, its "
+            f"packages in {site}), so the clean room ran the student's code as root, "
+            "with no private folders and the network in reach; put the virtual "
+            "environment where other users can read it"
+        )
     if not namespaces_allowed():
-        gaps.append("this machine refuses mount and network namespaces (a container "
-                    "without the capability to unshare), so the student's code could see "
-                    "the course, the repository and the network")
+        gaps.append(
+            "this machine refuses mount and network namespaces (a container "
+            "without the capability to unshare), so the student's code could see "
+            "the course, the repository and the network"
+        )
     if not kernel_namespaces_allowed():
         gaps.append(kernel_gap)
     return gaps

@@ -1,6 +1,7 @@
 """What both fork servers keep of their children (standard library only, loaded by path:
 :mod:`autograder.kernel_fork_server` and :mod:`autograder.cleanroom_fork_server` import
 nothing of the ``autograder`` package)."""
+
 import os
 
 
@@ -51,8 +52,10 @@ class Children:
 def cgroup_list(value):
     """Whether ``value``, the ``cgroups`` of a spawn request, is absent (None) or a list
     of absolute folder names (the groups the child joins first)."""
-    return value is None or (isinstance(value, list) and all(
-        isinstance(v, str) and v.startswith("/") and "\0" not in v for v in value))
+    return value is None or (
+        isinstance(value, list)
+        and all(isinstance(v, str) and v.startswith("/") and "\0" not in v for v in value)
+    )
 
 
 def load_by_path(name, path):
@@ -95,8 +98,7 @@ def announce_ready(control, loaded):
     message of a fork server)."""
     import json
 
-    control.send(json.dumps({"ready": True, "loaded": list(loaded),
-                             "threads": threads()}).encode())
+    control.send(json.dumps({"ready": True, "loaded": list(loaded), "threads": threads()}).encode())
 
 
 def serve_requests(control, children, spawn_error, become, max_request=1 << 16, max_fds=4):

@@ -10,6 +10,7 @@ the child runs, a negative code for the signal that ended it, as in
 :attr:`subprocess.Popen.returncode`); a spawn request is answered ``{"pid": int}`` or
 ``{"error": str}``. The end of the socket ends the server.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -26,8 +27,9 @@ __all__ = ["RUN_BY_PATH", "ForkServer", "ServerSlot"]
 
 #: ``python -c RUN_BY_PATH FILE ARGS...`` runs the program ``FILE`` as ``__main__`` with
 #: ``sys.argv == [FILE, ARGS...]`` (and no package of its folder on the path)
-RUN_BY_PATH = ("import runpy, sys; sys.argv = sys.argv[1:]; "
-               "runpy.run_path(sys.argv[0], run_name='__main__')")
+RUN_BY_PATH = (
+    "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+)
 
 
 class ForkServer:
@@ -52,10 +54,16 @@ class ForkServer:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.proc = subprocess.Popen(
-                argv(theirs.fileno()), env=env(self.home), cwd=self.home,
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True,
-                start_new_session=True)
+                argv(theirs.fileno()),
+                env=env(self.home),
+                cwd=self.home,
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                close_fds=True,
+                start_new_session=True,
+            )
         except OSError:
             ours.close()
             shutil.rmtree(self.home, ignore_errors=True)

@@ -2,6 +2,7 @@
 server started (a child of the server, not of the grader: watched through a pidfd, its
 exit code asked of the server). Used for forked kernels (:mod:`autograder.kernel_fork`)
 and forked clean-room children (:mod:`autograder.cleanroom_process`)."""
+
 from __future__ import annotations
 
 import os

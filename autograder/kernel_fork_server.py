@@ -33,6 +33,7 @@ id as this server sees it; whether it got its namespaces) or ``{"error": str}``;
 :attr:`subprocess.Popen.returncode`; ``timed_out`` when its watcher stopped it at
 ``limit_s``). End of input ends the server.
 """
+
 import importlib
 import json
 import os
@@ -40,14 +41,29 @@ import sys
 
 #: the libraries imported before the first fork (each optional)
 PRELOAD = (
-    "numpy", "scipy", "scipy.linalg", "scipy.special", "scipy.stats", "scipy.spatial",
-    "sklearn", "sklearn.linear_model", "sklearn.neighbors", "sklearn.model_selection",
-    "sklearn.metrics", "torch", "torch.nn", "torch.nn.functional",
-    "IPython", "ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.zmqshell",
+    "numpy",
+    "scipy",
+    "scipy.linalg",
+    "scipy.special",
+    "scipy.stats",
+    "scipy.spatial",
+    "sklearn",
+    "sklearn.linear_model",
+    "sklearn.neighbors",
+    "sklearn.model_selection",
+    "sklearn.metrics",
+    "torch",
+    "torch.nn",
+    "torch.nn.functional",
+    "IPython",
+    "ipykernel.kernelapp",
+    "ipykernel.ipkernel",
+    "ipykernel.zmqshell",
     "ipykernel_launcher",
     # imported by every kernel as it starts (IPKernelApp resolves its debugger then, which
     # imports debugpy and pydevd: about 0.13 s per notebook, 2 s per student, measured)
-    "ipykernel.debugger", "IPython.core.oinspect",
+    "ipykernel.debugger",
+    "IPython.core.oinspect",
 )
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -67,8 +83,7 @@ PRELOAD_ENV = _settings.KERNEL_PRELOAD_ENV
 #: size of each fresh temporary folder of a kernel (tmpfs, in bytes)
 KERNEL_TMP_BYTES = 256 << 20
 #: folders of the kernel's environment that it gets empty (its IPython and Jupyter state)
-PRIVATE_ENV = ("IPYTHONDIR", "MPLCONFIGDIR", "TMPDIR", "JUPYTER_CONFIG_DIR",
-               "JUPYTER_DATA_DIR")
+PRIVATE_ENV = ("IPYTHONDIR", "MPLCONFIGDIR", "TMPDIR", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR")
 #: how long the server waits for a kernel's watcher to report the kernel's process id
 REPORT_WAIT_S = 20.0
 #: kernel pid -> its watcher: {"watcher": pid, "fd": report pipe, "buf": bytes, "end": dict}
@@ -119,18 +134,19 @@ def _become_kernel(req, env, parent, libc):
         if libc is not None:
             _confine.drop_capabilities(libc)
         import runpy
+
         # as `python -m`: the working directory first on the path, the module as __main__
         sys.path[0] = os.getcwd()
         # the parent handle is read from the environment when ipykernel is imported (here,
         # before the fork): name it on the command line instead
-        sys.argv = ([sys.executable] + list(req["argv"])
-                    + [f"--IPKernelApp.parent_handle={parent}"])
+        sys.argv = [sys.executable] + list(req["argv"]) + [f"--IPKernelApp.parent_handle={parent}"]
         runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:  # pragma: no cover - reported on the kernel's stderr
         import traceback
+
         traceback.print_exc()
     finally:
         try:
@@ -193,10 +209,13 @@ def _be_watcher(req, reply_fd, report_fd):
             libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL: it ends with the server
         env = {str(k): str(v) for k, v in req["env"].items()}
         cwd = str(req.get("cwd") or os.getcwd())
-        hide = [(str(f), {str(k): str(v) for k, v in dict(files).items()})
-                for f, files in req.get("hide") or []]
+        hide = [
+            (str(f), {str(k): str(v) for k, v in dict(files).items()})
+            for f, files in req.get("hide") or []
+        ]
         contained = libc is not None and _confine.kernel_namespaces(
-            libc, KERNEL_TMP_BYTES, _kept_folders(req, cwd), _private_folders(env), hide)
+            libc, KERNEL_TMP_BYTES, _kept_folders(req, cwd), _private_folders(env), hide
+        )
         for k in PRIVATE_ENV:
             if env.get(k):
                 os.makedirs(env[k], mode=0o700, exist_ok=True)
@@ -207,11 +226,14 @@ def _be_watcher(req, reply_fd, report_fd):
         os.write(report_fd, (json.dumps({"pid": kid, "contained": contained}) + "\n").encode())
         limit = req.get("limit_s")
         got, timed_out = _watch(kid, None if limit is None else float(limit), contained)
-        os.write(report_fd, (json.dumps({"code": got, "timed_out": timed_out,
-                                         "limit_s": limit}) + "\n").encode())
+        os.write(
+            report_fd,
+            (json.dumps({"code": got, "timed_out": timed_out, "limit_s": limit}) + "\n").encode(),
+        )
         code = 0
     except BaseException:  # pragma: no cover - the server reports an error
         import traceback
+
         traceback.print_exc()
     finally:
         os._exit(code)
@@ -277,8 +299,11 @@ def _status(pid):
         lines = _report_lines(entry, 0.0) if entry["buf"] else []
         entry["end"] = lines[1] if len(lines) > 1 else {"code": -1, "timed_out": False}
         os.close(entry["fd"])
-    return {"code": entry["end"].get("code"), "timed_out": bool(entry["end"].get("timed_out")),
-            "limit_s": entry["end"].get("limit_s")}
+    return {
+        "code": entry["end"].get("code"),
+        "timed_out": bool(entry["end"].get("timed_out")),
+        "limit_s": entry["end"].get("limit_s"),
+    }
 
 
 def preload():

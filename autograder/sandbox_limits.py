@@ -8,13 +8,26 @@ bounded for the run as a whole where the machine allows it (a memory and a pids 
 the sizes, :data:`SANDBOX_LIMITS` itself and its variables are those of
 :mod:`autograder.settings`.
 """
+
 from __future__ import annotations
 
 from .settings import NOTEBOOK_LIMIT_ENV, SANDBOX_LIMITS
 
-__all__ = ["SANDBOX_LIMITS", "NOTEBOOK_BASE_S", "WALL_BASE_S", "NOTEBOOK_LIMIT_ENV",
-           "TIME_LIMIT_KEY", "WALL_MARK", "MEMORY_MARK", "why_failed", "blank_with_reason",
-           "time_limit_reason", "time_limit_of", "code_cells", "time_budget"]
+__all__ = [
+    "SANDBOX_LIMITS",
+    "NOTEBOOK_BASE_S",
+    "WALL_BASE_S",
+    "NOTEBOOK_LIMIT_ENV",
+    "TIME_LIMIT_KEY",
+    "WALL_MARK",
+    "MEMORY_MARK",
+    "why_failed",
+    "blank_with_reason",
+    "time_limit_reason",
+    "time_limit_of",
+    "code_cells",
+    "time_budget",
+]
 
 #: the part of the default per-notebook limit that does not depend on its cells
 NOTEBOOK_BASE_S = 30
@@ -35,15 +48,19 @@ def why_failed(text):
         raise ValueError(f"text must be a run's output (str), got {type(text).__name__}")
     memory = text.rfind(MEMORY_MARK)
     if memory >= 0:
-        limit = text[memory + len(MEMORY_MARK):].split("\n")[0].strip()
-        return (f"its processes went past the sandbox's memory limit of {limit}, all of "
-                "them together, and were killed")
+        limit = text[memory + len(MEMORY_MARK) :].split("\n")[0].strip()
+        return (
+            f"its processes went past the sandbox's memory limit of {limit}, all of "
+            "them together, and were killed"
+        )
     wall = text.rfind(WALL_MARK)
     if wall >= 0:
-        limit = text[wall + len(WALL_MARK):].split("\n")[0].strip()
-        return (f"the grading of this student's notebooks went past its time budget of "
-                f"{limit} (set by the release notebooks' cells, whatever was handed in), "
-                "and everything it ran was stopped")
+        limit = text[wall + len(WALL_MARK) :].split("\n")[0].strip()
+        return (
+            f"the grading of this student's notebooks went past its time budget of "
+            f"{limit} (set by the release notebooks' cells, whatever was handed in), "
+            "and everything it ran was stopped"
+        )
     if "DeadKernelError" in text or "Kernel died" in text:
         return "the Python kernel crashed (for example os._exit or a fatal error)"
     if "UnresponsiveKernelError" in text or "unresponsive" in text:
@@ -60,9 +77,12 @@ def blank_with_reason(release_bytes, reason):
     from .feedback import note_markdown
 
     nb = nbformat.reads(release_bytes.decode("utf-8"), as_version=4)
-    note = nbformat.v4.new_markdown_cell(note_markdown(
-        reason + " This notebook was therefore graded as the blank exercise (zero points). "
-        "Ask your instructor if you think this is wrong."))
+    note = nbformat.v4.new_markdown_cell(
+        note_markdown(
+            reason + " This notebook was therefore graded as the blank exercise (zero points). "
+            "Ask your instructor if you think this is wrong."
+        )
+    )
     note["id"] = "autograder-grading-note"
     nb.cells = [c for c in nb.cells if c.get("id") != "autograder-grading-note"]
     nb.cells.insert(0, note)
@@ -72,8 +92,10 @@ def blank_with_reason(release_bytes, reason):
 def time_limit_reason(limit_s):
     """The reason given for a notebook stopped at its per-notebook limit of ``limit_s``
     seconds (in ``grading_issues.csv`` and at the top of its feedback)."""
-    return (f"While grading this notebook, its kernel (with everything it started) ran "
-            f"longer than the limit of {float(limit_s):g} s per notebook and was stopped.")
+    return (
+        f"While grading this notebook, its kernel (with everything it started) ran "
+        f"longer than the limit of {float(limit_s):g} s per notebook and was stopped."
+    )
 
 
 def time_limit_of(data):
@@ -129,7 +151,7 @@ def time_budget(job, limits=None):
     for parts in job["assignments"].values():
         release = parts.get("release", {})
         for name in parts["files"]:
-            stem = name[:-len(".ipynb")] if name.endswith(".ipynb") else None
+            stem = name[: -len(".ipynb")] if name.endswith(".ipynb") else None
             if stem is not None and stem in release:
                 n = code_cells(release[stem])
                 cells += n

@@ -25,16 +25,33 @@ The switches and the variables the grader sets for the processes it starts are n
 here too (:data:`KERNEL_FORK_ENV` and the rest), so that the grader and the programs that
 read them use one spelling.
 """
+
 from __future__ import annotations
 
 import os
 
-__all__ = ["CGROUPS_ENV", "SANDBOX_MEMORY_ENV", "SANDBOX_DISK_ENV", "CLEANROOM_MEMORY_ENV",
-           "KERNEL_FORK_ENV", "KERNEL_FORK_FDS_ENV", "KERNEL_PRELOAD_ENV",
-           "NOTEBOOK_LIMIT_ENV", "SANDBOX_FORK_ENV", "NBGRADER_PRELOAD_ENV",
-           "CLEANROOM_FORK_ENV", "SCRATCH_GRADEBOOK_ENV", "CELL_TIMEOUT_ENV",
-           "SANDBOX_LIMITS", "CLEANROOM_LIMITS", "cgroups_wanted", "sandbox_memory_bytes",
-           "sandbox_disk_bytes", "cleanroom_memory_bytes", "positive_bytes"]
+__all__ = [
+    "CGROUPS_ENV",
+    "SANDBOX_MEMORY_ENV",
+    "SANDBOX_DISK_ENV",
+    "CLEANROOM_MEMORY_ENV",
+    "KERNEL_FORK_ENV",
+    "KERNEL_FORK_FDS_ENV",
+    "KERNEL_PRELOAD_ENV",
+    "NOTEBOOK_LIMIT_ENV",
+    "SANDBOX_FORK_ENV",
+    "NBGRADER_PRELOAD_ENV",
+    "CLEANROOM_FORK_ENV",
+    "SCRATCH_GRADEBOOK_ENV",
+    "CELL_TIMEOUT_ENV",
+    "SANDBOX_LIMITS",
+    "CLEANROOM_LIMITS",
+    "cgroups_wanted",
+    "sandbox_memory_bytes",
+    "sandbox_disk_bytes",
+    "cleanroom_memory_bytes",
+    "positive_bytes",
+]
 
 #: ``0``: no cgroups per sandbox (its per-process limits only)
 CGROUPS_ENV = "AUTOGRADER_CGROUPS"
@@ -91,8 +108,7 @@ def positive_bytes(name, value):
         scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
         digits = text[:-1] if scale > 1 else text
         if not digits.isdigit():
-            raise ValueError(f"{name} must be a positive number of bytes (e.g. 4G), "
-                             f"got {value!r}")
+            raise ValueError(f"{name} must be a positive number of bytes (e.g. 4G), got {value!r}")
         got = int(digits) * scale
     else:
         raise ValueError(f"{name} must be a positive number of bytes, got {value!r}")
@@ -134,29 +150,29 @@ def cleanroom_memory_bytes():
 #: time limits are computed from the release notebooks, never from what was handed in
 #: (:func:`autograder.sandbox_limits.time_budget`)
 SANDBOX_LIMITS = {
-    "processes": 512,            # processes and threads of the sandbox user (RLIMIT_NPROC)
-                                 # and of its cgroup together (pids.max)
-    "memory_bytes": 8 << 30,     # address space of each process (RLIMIT_AS)
+    "processes": 512,  # processes and threads of the sandbox user (RLIMIT_NPROC)
+    # and of its cgroup together (pids.max)
+    "memory_bytes": 8 << 30,  # address space of each process (RLIMIT_AS)
     "cgroup_memory_bytes": sandbox_memory_bytes(),  # all its processes together
-    "file_bytes": 256 << 20,     # largest file written (RLIMIT_FSIZE)
+    "file_bytes": 256 << 20,  # largest file written (RLIMIT_FSIZE)
     "disk_bytes": sandbox_disk_bytes(),  # all it writes: course copy, home, /tmp
-    "wall_s": None,              # the student's whole budget; None: WALL_BASE_S + the cell
-                                 # timeout per code cell of the release notebooks of the
-                                 # notebooks handed in
-    "notebook_s": None,          # one notebook's kernel and all it starts; None:
-                                 # NOTEBOOK_BASE_S + the cell timeout per code cell of
-                                 # the longest of those release notebooks
+    "wall_s": None,  # the student's whole budget; None: WALL_BASE_S + the cell
+    # timeout per code cell of the release notebooks of the
+    # notebooks handed in
+    "notebook_s": None,  # one notebook's kernel and all it starts; None:
+    # NOTEBOOK_BASE_S + the cell timeout per code cell of
+    # the longest of those release notebooks
 }
 
 #: limits of one clean-room child (one exercise of one student)
 CLEANROOM_LIMITS = {
-    "cpu_s": 120,              # CPU seconds of the whole child (RLIMIT_CPU)
-    "memory_bytes": 4 << 30,   # address space (RLIMIT_AS)
+    "cpu_s": 120,  # CPU seconds of the whole child (RLIMIT_CPU)
+    "memory_bytes": 4 << 30,  # address space (RLIMIT_AS)
     "cgroup_memory_bytes": cleanroom_memory_bytes(),  # the child and all it starts
-    "processes": 16,           # processes and threads of the sandbox user (RLIMIT_NPROC)
-                               # and of its cgroup together (pids.max)
-    "file_bytes": 64 << 20,    # largest file it may write (RLIMIT_FSIZE)
-    "call_s": 30.0,            # wall clock of one call of the student's function
-    "start_s": 60.0,           # wall clock to start and run the answer's top level
-    "total_s": 600.0,          # wall clock of the whole exercise: start, visible tests, checks
+    "processes": 16,  # processes and threads of the sandbox user (RLIMIT_NPROC)
+    # and of its cgroup together (pids.max)
+    "file_bytes": 64 << 20,  # largest file it may write (RLIMIT_FSIZE)
+    "call_s": 30.0,  # wall clock of one call of the student's function
+    "start_s": 60.0,  # wall clock to start and run the answer's top level
+    "total_s": 600.0,  # wall clock of the whole exercise: start, visible tests, checks
 }

@@ -1,4 +1,5 @@
 """Small heads shared by the objectives (projectors and predictors); discarded after training."""
+
 from __future__ import annotations
 
 from torch import nn
@@ -29,4 +30,4 @@ def projected_views(encoder, heads, x, generator, cfg):
         ``z1, z2``, each of shape ``(b, p)``: row ``i`` of both comes from image ``i``.
     """
     z = heads["projector"](encoder(two_views(x, generator, tuple(cfg["crop_scale"]))))
-    return z[: x.shape[0]], z[x.shape[0]:]
+    return z[: x.shape[0]], z[x.shape[0] :]

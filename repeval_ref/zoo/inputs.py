@@ -1,4 +1,5 @@
 """From uint8 grey images to the normalised tensors the zoo's encoders take."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,7 +26,9 @@ def to_tensor(images, name="images"):
         images = images.numpy()
     images = np.asarray(images)
     if images.ndim != 3 or images.shape[0] == 0 or images.dtype != np.uint8:
-        raise ValueError(f"{name} must be a non-empty uint8 array of shape (n, H, W), got "
-                         f"{images.dtype} of shape {images.shape}")
+        raise ValueError(
+            f"{name} must be a non-empty uint8 array of shape (n, H, W), got "
+            f"{images.dtype} of shape {images.shape}"
+        )
     x = torch.from_numpy(np.ascontiguousarray(images)).to(torch.float32).div_(255.0)
     return ((x - MEAN) / STD)[:, None]

@@ -7,6 +7,7 @@ There is no loss: the shipped weights are the seeded initialisation that the oth
 ViT objectives of the zoo start from (same seed, same architecture), so "random" is
 literally the zero-th checkpoint of each of them.
 """
+
 from __future__ import annotations
 
 __all__ = ["training_loss", "make_heads"]
