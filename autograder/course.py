@@ -176,7 +176,7 @@ def cleanroom_limits(timeout, exercise):
 
     Each call of the answer gets 80 % of a cell's time (the check then stops first and
     says why), its top level a cell's time, and the whole notebook the budget its kernel
-    has (:data:`autograder.sandbox.NOTEBOOK_BASE_S` plus the cell timeout for each cell
+    has (:data:`autograder.sandbox_limits.NOTEBOOK_BASE_S` plus the cell timeout for each cell
     the clean room runs: the answer's top level, the visible tests and each hidden check),
     past which the child is stopped and every check not yet scored scores 0 with that
     reason.
@@ -193,7 +193,7 @@ def cleanroom_limits(timeout, exercise):
         If ``timeout`` is not a positive number or ``exercise`` is not an exercise.
     """
     from .exercises import EXERCISES, load
-    from .sandbox import NOTEBOOK_BASE_S
+    from .sandbox_limits import NOTEBOOK_BASE_S
 
     if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout > 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")

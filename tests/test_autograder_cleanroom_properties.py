@@ -464,7 +464,7 @@ def test_the_clean_room_gets_the_kernels_budget_for_each_notebook():
     """``course.cleanroom_limits``: the per-notebook allowance plus a cell timeout for the
     answer's top level, the visible tests and each hidden check; bad arguments named."""
     from autograder.course import cleanroom_limits
-    from autograder.sandbox import NOTEBOOK_BASE_S
+    from autograder.sandbox_limits import NOTEBOOK_BASE_S
 
     for name in EXERCISES:
         got = cleanroom_limits(10, name)
