@@ -44,14 +44,13 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from helpers.answer_notebooks import with_answer
+from helpers.worker_traces import sandbox_user_processes
 
 from autograder import REPO_ROOT
 from autograder.build import solution_source
 from autograder.checks import check_points
 from autograder.exercises import load
-
-from helpers.answer_notebooks import with_answer
-from helpers.worker_traces import sandbox_user_processes
 
 pytestmark = [
     pytest.mark.slow,  # a class of five graded end to end, one of them for its full budget
@@ -149,7 +148,7 @@ def _submissions(subs):
         nb = with_answer(spec, honest + (DAEMON if student == "daemon" else ""))
         if student == "sleeper":
             nb.cells += [
-                nbformat.v4.new_code_cell("import time\ntime.sleep(%d)" % SLEEP_S)
+                nbformat.v4.new_code_cell(f"import time\ntime.sleep({SLEEP_S})")
                 for _ in range(SLEEP_CELLS)
             ]
         elif student == "memhog":
