@@ -703,11 +703,15 @@ def kernel_namespaces(libc, tmp_size, keep=(), private=(), hide=()):
             hidden[real] = dict(files or {})
     covers = sorted(set(covers) | set(hidden), key=lambda p: (p.count("/"), p))
     kept = {os.path.realpath(p): bool(ro) for p, ro in keep if os.path.exists(p)}
+    wanted = list(kept)
     for mp in _mount_points():
         if any(_inside(mp, h) for h in hidden):
             continue  # what is mounted inside a hidden folder stays hidden
-        if any(_inside(mp, c) and mp != c for c in covers):
-            kept.setdefault(mp, False)  # bound back as it is (a read-only one stays so)
+        # only a mount inside a folder the kernel keeps is bound back (as it is: a
+        # read-only one stays so); any other mount under a covered folder (another
+        # sandbox's disk, copied into this namespace when it was made) stays covered
+        if any(_inside(mp, c) and mp != c for c in covers) and any(_inside(mp, k) for k in wanted):
+            kept.setdefault(mp, False)
 
     def cover_of(path):
         return max(
@@ -716,7 +720,13 @@ def kernel_namespaces(libc, tmp_size, keep=(), private=(), hide=()):
             default=None,
         )
 
-    fds = {p: os.open(p, os.O_PATH) for p in kept if cover_of(p)}
+    fds = {}
+    for p in kept:
+        if cover_of(p):
+            try:
+                fds[p] = os.open(p, os.O_PATH)
+            except FileNotFoundError:
+                continue  # unmounted or removed since it was listed: nothing to bind back
     try:
         for c in covers:
             if c not in TMP_DIRS:  # one inside another covered folder is there no longer

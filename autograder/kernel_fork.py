@@ -245,6 +245,15 @@ def start_server():
 #: the longest a kernel waits for the server's imports before it is launched the usual way
 READY_WAIT_S = 20.0
 
+#: the longest a graded submission's kernel waits for the server (it has no other way to
+#: start: launched the usual way it could read the reference and print it into its outputs)
+GRADED_READY_WAIT_S = 180.0
+
+_NOT_CONFINED = (
+    "the kernel fork server could not start this graded kernel in its own namespaces, and a "
+    "graded kernel is never started without them"
+)
+
 
 def _ready_server(wait=READY_WAIT_S):
     """The server once its imports are done (waiting at most ``wait`` seconds), else None:
@@ -315,10 +324,16 @@ class ForkProvisioner(LocalProvisioner):
     forked by the server; every other command is launched as usual."""
 
     async def launch_kernel(self, cmd, **kwargs):
-        server = _ready_server() if fork_enabled() and _is_ipykernel(cmd) else None
-        if server is None:
-            return await super().launch_kernel(cmd, **kwargs)
         env = dict(kwargs.get("env") or os.environ)
+        forked = fork_enabled() and _is_ipykernel(cmd)
+        # a graded submission's kernel is hidden from the reference only when forked into
+        # its namespaces: it waits longer for the server and is never started the usual way
+        graded = forked and _graded(env)
+        server = _ready_server(GRADED_READY_WAIT_S if graded else READY_WAIT_S) if forked else None
+        if server is None:
+            if graded:
+                raise RuntimeError(_NOT_CONFINED)
+            return await super().launch_kernel(cmd, **kwargs)
         cwd = str(kwargs.get("cwd") or os.getcwd())
         try:
             reply = server.ask(
@@ -334,6 +349,8 @@ class ForkProvisioner(LocalProvisioner):
         except (OSError, ValueError):
             reply = {}
         if "pid" not in reply:
+            if graded:
+                raise RuntimeError(_NOT_CONFINED)
             return await super().launch_kernel(cmd, **kwargs)
         self.process = ForkedProcess(int(reply["pid"]), lambda pid: _exit_code(server, pid))
         _spawned.append((server, self.process.pid))
