@@ -557,7 +557,7 @@ def preexec_confined(
     sandbox child, started or forked by a fork server, passes through it.
 
     In this order: the cgroups ``cgroups`` (:func:`join_cgroups`, before anything else),
-    a new session (so the whole process group can be killed), ``mount()`` (the caller's
+    ``setsid()`` (so the whole process group can be killed), ``mount()`` (the caller's
     mount namespace, if not None), the sandbox user ``uid`` (if not None), then the
     limits of :func:`set_limits` (``processes`` only under a sandbox user id).
 
