@@ -120,7 +120,7 @@ def _joint_scatter(H, T, center):
     ``A = H - 1 h_mean^T`` and ``R = T - 1 t_mean^T`` when ``center`` is True, and
     ``A = H``, ``R = T`` (means returned as zeros) otherwise.
     """
-    from .labelfree._streaming import accumulate_moments
+    from .labelfree import accumulate_moments
 
     d = H.shape[1]
 

@@ -34,6 +34,7 @@ rankme``) and the original ones from the top level (``repeval_ref.rankme``).
 
 from __future__ import annotations
 
+from ._streaming import Moments, accumulate_moments
 from .eigenvalue_metrics import (
     alpha_req_of_spectrum,
     alpha_req_weighted_of_spectrum,
@@ -88,6 +89,9 @@ from .summary import label_free_summary
 from .synthetic import power_law_spectrum, sample_features_with_spectrum
 
 __all__ = [
+    # streamed first and second moments of rows (features too large to hold twice)
+    "Moments",
+    "accumulate_moments",
     # metrics of a spectrum
     "check_spectrum",
     "gram_rounding_level",
