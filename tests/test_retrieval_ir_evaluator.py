@@ -111,7 +111,8 @@ def test_against_ranx():
         }
     got = rr.ir_evaluator_metrics(queries, corpus, relevant, mrr_at_k=(k,), map_at_k=(k,))
     assert got[f"mrr@{k}"] == pytest.approx(float(np.mean(per_q[f"mrr@{k}"])), abs=1e-12)
-XX
+    # ranx's own order; a Qrels has no __iter__, so a plain loop would index it by 0, 1, ...
+    qids = qrels.keys()
     R = np.array([len(relevant[q]) for q in qids])
     rescaled = per_q[f"map@{k}"] * R / np.minimum(k, R)  # ranx divides by R
     assert got[f"map@{k}"] == pytest.approx(float(np.mean(rescaled)), abs=1e-12)
