@@ -632,10 +632,17 @@ def test_class_graded_by_the_clean_room(graded):
         flagged = {r["notebook"]: r["problem"] for r in rows if r["student_id"] == student}
         for ex in EXERCISES:
             assert ex in flagged, (student, ex, rows)
-    by = {(r["student_id"], r["notebook"]): r["problem"] for r in rows}
-    # the vandal's code did run with the rights it has in its own copy: it destroyed the
-    # scratch gradebook there (the real one is checked below)
-    assert "file is not a database" in by["vandal", "rank_bound"]
+    by = {}  # every problem of a notebook (one notebook can have several findings)
+    for r in rows:
+        by[r["student_id"], r["notebook"]] = (
+            by.get((r["student_id"], r["notebook"]), "") + "\n" + r["problem"]
+        )
+    # the vandal's kernel sees only its own working folder of the copy (not even the
+    # scratch gradebook beside it), and the clean room refuses what it tries: it is named
+    # for the attempt (the real gradebook is checked below)
+    assert (
+        "tried to open" in by["vandal", "rank_bound"] and "tampering" in by["vandal", "rank_bound"]
+    )
     for ex in EXERCISES:
         assert "imports the course's reference" in by["importer", ex]
         # the transformer passes the visible tests in the kernel: both scores are named;

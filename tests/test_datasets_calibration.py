@@ -363,8 +363,8 @@ def test_record_is_what_the_command_measures(record, record_property):
 
     The grid, the sizes and the chosen value must be the record's. Each accuracy of the
     sweep must lie within three binomial standard errors of the paired disagreement that
-    refitting the baseline on its rows in reverse order produces (the same fit, summed in
-    another order: ``tests/helpers/reproduce.py``), plus the record's rounding to four
+    refitting the baseline on its rows, or its pixels, in reverse order produces (the same
+    fit, summed in other orders: ``tests/helpers/reproduce.py``), plus the record's rounding to four
     digits; the measured discordance within that of its two half fits together; the
     numbers derived from them (the discordance bound, the detectable differences) within
     what those ranges give when carried through their formulas.
@@ -389,6 +389,14 @@ def test_record_is_what_the_command_measures(record, record_property):
     ):
         assert rec[key] == old[key], key
     rounding = 5e-5
+
+    def three_orders(x, y):
+        """The baseline fitted on the images as given, on its rows reversed, and on its
+        pixels reversed (a permutation of the features): each predicts its own images."""
+        as_given, rows = cal._fitted_probe(x, y), cal._fitted_probe(x[::-1], y[::-1])
+        pixels = cal._fitted_probe(x[:, ::-1, ::-1], y)
+        return lambda images: (as_given(images), rows(images), pixels(images[:, ::-1, ::-1]))
+
     fit, scored = cal.calibration_rows()
     allowed = []
     for value in old["grid"]:
@@ -396,21 +404,13 @@ def test_record_is_what_the_command_measures(record, record_property):
             task, value, fit, scored, cal.CALIBRATION_SEED
         )
         if not allowed:
-            forward, backward = (
-                cal._fitted_probe(x_fit, y_fit),
-                cal._fitted_probe(x_fit[::-1], y_fit[::-1]),
-            )
-        reach = reproduce.reach(forward(x_eval), backward(x_eval))
+            baseline = three_orders(x_fit, y_fit)
+        reach = reproduce.reach(*baseline(x_eval))
         allowed.append(reproduce.allowed_difference(reach, y_eval.size) + rounding)
         if value == old["chosen"]:
             half = len(fit) // 2
             halves = [(x_fit[:half], y_fit[:half]), (x_fit[half:], y_fit[half:])]
-            reach = sum(
-                reproduce.reach(
-                    cal._fitted_probe(x, y)(x_eval), cal._fitted_probe(x[::-1], y[::-1])(x_eval)
-                )
-                for x, y in halves
-            )
+            reach = sum(reproduce.reach(*three_orders(x, y)(x_eval)) for x, y in halves)
             allowed_discordance = reproduce.allowed_difference(reach, y_eval.size) + rounding
     for value, got, want, tol in zip(old["grid"], rec["accuracies"], old["accuracies"], allowed):
         reproduce.assert_within(

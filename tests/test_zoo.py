@@ -235,7 +235,7 @@ def test_shipped_checkpoints_reproduce_the_manifest_accuracies(tmp_path, record_
     manifest's and must be the recomputed choice or as good within the validation noise;
     each accuracy must lie within three binomial standard errors of the paired
     disagreement that a reordering of the same computation produces (the k-NN with its
-    feature columns reversed, the probe with its training rows reversed).
+    feature columns reversed, the probe with its training rows or its feature columns reversed).
     """
     from helpers import reproduce
 

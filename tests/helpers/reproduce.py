@@ -132,7 +132,7 @@ def _logistic(C):
 
 
 def probe_predictions(train_z, train_y, test_z, C):
-    """A logistic probe's test predictions, fitted twice: rows in order and reversed.
+    """A logistic probe's test predictions, fitted three times in three summation orders.
 
     Parameters
     ----------
@@ -146,14 +146,16 @@ def probe_predictions(train_z, train_y, test_z, C):
 
     Returns
     -------
-    tuple of two numpy.ndarray of int, shape (m,)
+    tuple of three numpy.ndarray of int, shape (m,)
         Predictions of ``LogisticRegression(C, max_iter=2000)`` fitted on the rows as
-        given and on the same rows in reverse order (the same objective, summed in
-        another order).
+        given, on the same rows in reverse order, and on the features in reverse order
+        (training and test alike): the same objective, its sums over rows and over
+        features taken in other orders, as another BLAS kernel takes them.
     """
-    forward = _logistic(C).fit(train_z, train_y).predict(test_z)
-    backward = _logistic(C).fit(train_z[::-1], train_y[::-1]).predict(test_z)
-    return forward, backward
+    given = _logistic(C).fit(train_z, train_y).predict(test_z)
+    rows = _logistic(C).fit(train_z[::-1], train_y[::-1]).predict(test_z)
+    columns = _logistic(C).fit(train_z[:, ::-1], train_y).predict(test_z[:, ::-1])
+    return given, rows, columns
 
 
 def validation_correct(train_h, train_y, Cs, seed):
