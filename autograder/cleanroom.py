@@ -11,7 +11,7 @@ the notebook can change what the tests see (an IPython input transformer, a patc
   running the program :mod:`autograder.cleanroom_child`; the OS-level parts in
   :mod:`autograder.confine`);
 * the registered check runs in the grader's process: it draws the inputs, calls a
-  stand-in for the student's function (:func:`autograder.cleanroom_process.remote_function`)
+  stand-in for the student's function (:func:`autograder.cleanroom_calls.remote_function`)
   that sends the arguments to the child as plain data (:mod:`autograder.codec`: arrays as
   ``.npy`` bytes loaded with ``allow_pickle=False``; a ``torch.nn.Sequential`` of standard
   layers as its layers and state dict, rebuilt in the child, its state sent back after the
@@ -39,8 +39,9 @@ import dataclasses
 import io
 import warnings
 
+from .cleanroom_calls import remote_function
 from .cleanroom_child import FORBIDDEN
-from .cleanroom_process import DEFAULT_LIMITS, Sandbox, remote_function
+from .cleanroom_process import DEFAULT_LIMITS, Sandbox
 from .codec import Unsupported
 
 __all__ = [
@@ -154,7 +155,7 @@ def run_visible(spec, box, seconds):
     """Run exercise ``spec``'s visible test cell against the answer held by ``box``.
 
     The cell runs in this (the grader's) process, in a fresh namespace whose graded
-    functions are stand-ins (:func:`autograder.cleanroom_process.remote_function`):
+    functions are stand-ins (:func:`autograder.cleanroom_calls.remote_function`):
     only the calls run in the child. Whatever the answer patched there (NumPy,
     ``builtins``, ``exec``) cannot touch the assertions that decide the points.
 

@@ -37,7 +37,6 @@ import time
 from pathlib import Path
 
 from . import REPO_ROOT, cgroups, cleanroom_child, codec, confine, wire
-from .cleanroom_calls import RemoteFunction, remote_function
 from .fork_client import ForkServer, ServerSlot
 from .forked_process import ForkedProcess
 from .settings import CLEANROOM_FORK_ENV, CLEANROOM_LIMITS
@@ -48,10 +47,8 @@ MAX_COMPILED = cleanroom_child.MAX_COMPILED
 __all__ = [
     "DEFAULT_LIMITS",
     "FORK_ENV",
-    "RemoteFunction",
     "Sandbox",
     "fork_server_ready",
-    "remote_function",
     "start_fork_server",
 ]
 

@@ -27,8 +27,9 @@ from autograder.checks import format_findings, run_check
 from autograder.checks._framework import CheckTimeout, _time_limit
 from autograder.checks._helpers import RSS_BACKSTOP, call_peak, metered
 from autograder.cleanroom import run_visible, verify_source
+from autograder.cleanroom_calls import RemoteFunction, remote_function
 from autograder.cleanroom_child import traced_peak
-from autograder.cleanroom_process import RemoteFunction, Sandbox, remote_function
+from autograder.cleanroom_process import Sandbox
 from autograder.exercises import EXERCISES, load
 
 #: answers graded end to end in the clean room: left out of make test-fast (make test and CI

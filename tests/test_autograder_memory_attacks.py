@@ -28,7 +28,8 @@ import pytest
 from autograder.build import grade_ids, solution_source
 from autograder.checks._helpers import RSS_BACKSTOP
 from autograder.cleanroom import graded_functions, run_visible, verify_source
-from autograder.cleanroom_process import Sandbox, remote_function
+from autograder.cleanroom_calls import remote_function
+from autograder.cleanroom_process import Sandbox
 from autograder.exercises import EXERCISES, load
 
 #: every attack graded end to end in the clean room (tens of seconds): left out of

@@ -128,7 +128,7 @@ def peak_rss(pid="self"):
 
 def _measured_here(call):
     """``(result, cost)`` of ``call()`` run in this process: what the clean room's
-    :meth:`~autograder.cleanroom_process.RemoteFunction.measured_call` reports for a
+    :meth:`~autograder.cleanroom_calls.RemoteFunction.measured_call` reports for a
     call in the child, measured the same way."""
     from ..cleanroom_child import traced_peak
 
@@ -140,7 +140,7 @@ def _measured_here(call):
 
 def call_peak(cost):
     """The memory a clean-room call held at once (bytes), from the ``cost`` dict of
-    :meth:`autograder.cleanroom_process.RemoteFunction.measured_call`.
+    :meth:`autograder.cleanroom_calls.RemoteFunction.measured_call`.
 
     The traced peak (the kernel's measure, so both places print the same number), unless
     the child's resident memory rose by more than :data:`RSS_BACKSTOP` and by more than
