@@ -29,6 +29,7 @@ from autograder import cleanroom_process as cp
 from autograder.build import solution_source
 from autograder.checks import CheckTimeout
 from autograder.cleanroom import verify_source
+from autograder.cleanroom_calls import remote_function
 from autograder.exercises import load
 
 #: verdicts graded twice in the clean room: left out of make test-fast (make test and CI
@@ -117,7 +118,7 @@ def test_the_answer_sees_the_same_process_either_way(cleanroom_fork_server, monk
                 "noticed": [],
                 "compiled": [],
             }
-            seen[kind] = json.loads(cp.remote_function(box, "look")())
+            seen[kind] = json.loads(remote_function(box, "look")())
     assert seen["forked"] == seen["spawned"]
     got = seen["forked"]
     assert (
@@ -136,7 +137,7 @@ def test_every_forked_child_draws_its_own_seeds(cleanroom_fork_server):
     draws = []
     for _ in range(3):
         with _sandbox(_look_source(), "forked") as box:
-            draws.append(tuple(cp.remote_function(box, "seeds")()))
+            draws.append(tuple(remote_function(box, "seeds")()))
     for i in range(3):  # random, NumPy and torch each differ between children
         assert len({d[i] for d in draws}) == 3, draws
 
@@ -144,27 +145,27 @@ def test_every_forked_child_draws_its_own_seeds(cleanroom_fork_server):
 def test_exit_codes_and_limits_are_those_of_a_started_child(kind):
     with _sandbox("import os\n\ndef quit():\n    os._exit(7)\n", kind) as box:
         with pytest.raises(RuntimeError, match="exit code 7"):
-            cp.remote_function(box, "quit")()
+            remote_function(box, "quit")()
     with _sandbox(
         "def spin():\n    while True:\n        pass\n", kind, {"cpu_s": 1, "call_s": 20.0}
     ) as box:
         with pytest.raises(RuntimeError, match="CPU-time limit"):
-            cp.remote_function(box, "spin")()
+            remote_function(box, "spin")()
     # the address-space limit holds in both: 2 GiB leave 256 MB of data room beside the
     # libraries (which a started child maps inside its limit, about 0.9 GB with torch, and a
     # forked one beside it) and refuse 4 GiB; wide margins, as the mapped sizes vary
     src = "import numpy as np\nimport torch\n\ndef fill(n):\n    return float(np.ones(n).sum())\n"
     with _sandbox(src, kind, {"memory_bytes": 2 << 30}) as box:
-        assert cp.remote_function(box, "fill")(2**25) == 2.0**25
+        assert remote_function(box, "fill")(2**25) == 2.0**25
         with pytest.raises(MemoryError):
-            cp.remote_function(box, "fill")(2**29)
+            remote_function(box, "fill")(2**29)
 
 
 def test_a_killed_child_leaves_no_process(kind):
     with _sandbox("import time\n\ndef nap():\n    time.sleep(60)\n", kind, {"call_s": 0.5}) as box:
         pid = box.proc.pid
         with pytest.raises(CheckTimeout):
-            cp.remote_function(box, "nap")()
+            remote_function(box, "nap")()
     assert box.proc.returncode == -9  # killed, and reaped by its parent
     assert not Path(f"/proc/{pid}").exists()
 
