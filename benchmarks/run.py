@@ -385,8 +385,7 @@ def row_knn(cfg, reps, tmp):
             ">= 1.0x faiss",
             judge_goal(ratio_f, pair_f, meets_f),
             note=f"BLAS in the knn_classify child: {'; '.join(blas['repeval'] or [])}; in the "
-            f"faiss child: {'; '.join(blas['faiss_flat'] or [])}; "
-            + paired_note(pair_f, meets_f),
+            f"faiss child: {'; '.join(blas['faiss_flat'] or [])}; " + paired_note(pair_f, meets_f),
             paired=pair_f,
         ),
         _line(
