@@ -207,14 +207,17 @@ _CARDS = {
         ),
     },
     "fashion_cluttered": {
-        "title": "Fashion-MNIST in clutter (56 x 56)",
+        "title": "Fashion-MNIST on photograph crops (56 x 56)",
         "source": (
-            "Fashion-MNIST garments shrunk onto photograph crops (repeval_ref.datasets.variants)"
+            "Fashion-MNIST garments resized onto photograph crops (repeval_ref.datasets.variants)"
         ),
         "licence": f"MIT (garments); {_PHOTO_LICENCES}",
         "classes": list(FASHION_MNIST_CLASSES),
         "image_size": (56, 56),
-        "shift": "clutter and scale: enlarged garments laid over 56 x 56 photograph crops",
+        "shift": (
+            "scale and background: garments resized to the calibrated side and laid on 56 x 56 "
+            "photograph crops"
+        ),
         "install": "make data (apt-get install dataset-fashion-mnist)",
         "card": (
             "The garments of the Fashion task, each resized to the calibrated side and laid on a "
