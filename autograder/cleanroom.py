@@ -77,8 +77,9 @@ class CellVerdict:
     #: what the answer tried beyond its room (:attr:`Sandbox.noticed`), the same list on
     #: every cell of the notebook
     noticed: list = dataclasses.field(default_factory=list)
-    #: why the verification of the whole notebook failed (the child broke the protocol,
-    #: or grading it raised): every cell then scores 0 with this reason; "" otherwise
+    #: why the verification of the whole notebook failed (the child died, broke the
+    #: protocol or ran out of time, or grading it raised): every cell then scores 0 with
+    #: this reason; "" otherwise
     failure: str = ""
     #: the code the answer compiled at run time (:attr:`Sandbox.compiled`), the same on
     #: every cell of the notebook
@@ -216,10 +217,17 @@ def run_visible(spec, box, seconds):
 def verify_source(spec, source, seed, limits=None, hide=()):
     """Clean-room verdicts for exercise ``spec`` on the answer ``source``.
 
-    ``limits`` go over :data:`DEFAULT_LIMITS` (``total_s`` bounds the whole exercise: a
-    child that keeps the grader busy past it is stopped and every check not yet scored
-    scores 0 with that reason); ``hide`` lists folders the answer must not see (the
-    course directory), besides the repository and the installed packages.
+    ``limits`` go over :data:`DEFAULT_LIMITS` (``total_s`` bounds the whole exercise);
+    ``hide`` lists folders the answer must not see (the course directory), besides the
+    repository and the installed packages.
+
+    Whenever the child is gone before the end of the verification (it exited or was
+    killed, broke the protocol, sent a reply that cannot be decoded, did not answer a
+    call or its top level in time, or kept the grader past ``total_s``), or grading it
+    raised, every graded cell scores 0, the checks already scored included, and each
+    verdict's :attr:`CellVerdict.failure` names the cause (:func:`failed_verdicts`). The
+    one exception is an answer that tried a forbidden import: its cells score 0 with
+    :func:`forbidden_message`.
 
     Returns
     -------
@@ -248,7 +256,9 @@ def verify_source(spec, source, seed, limits=None, hide=()):
             box.finish()
         except (Exception, CheckTimeout) as exc:  # contained: this notebook scores 0
             out = failed_verdicts(spec, _grader_failure(exc))
-    if box.violation:
+    if box.violation or (box.dead and not box.forbidden):
+        # the child died, broke the protocol or ran out of time: nothing it answered
+        # before is kept, so that no answer can bank early checks and then escape the rest
         out = failed_verdicts(spec, box.dead)
     for v in out:
         v.noticed = list(box.noticed)
@@ -267,8 +277,8 @@ def _grader_failure(exc):
 def failed_verdicts(spec, why):
     """Every graded cell of exercise ``spec`` at 0 points, its message and
     :attr:`CellVerdict.failure` ``why``: what a notebook whose verification failed
-    scores (the child broke the protocol, grading it raised, its clean room could not
-    start).
+    scores (its child died, broke the protocol, sent a reply that cannot be decoded or
+    ran out of time; grading it raised; its clean room could not start).
 
     Raises
     ------
@@ -298,26 +308,20 @@ def _verify_in(spec, box, cells, ids, seed, limits):
     out = []
     start = box.started
     if "dead" in start or "error" in start:
-        if "error" in start:
-            e = start["error"]
-            why = f"running your code raised {e['type']}: {e['message']}"
-        else:
-            why = start["dead"]
         if box.forbidden:
-            why = forbidden_message(box.forbidden)
+            msg = forbidden_message(box.forbidden)
+            return [CellVerdict(g, 0.0, p, msg) for g, p in cells]
+        if "dead" in start:  # the whole notebook scores 0 with the reason (verify_source)
+            return []
+        e = start["error"]
+        why = f"running your code raised {e['type']}: {e['message']}"
         return [CellVerdict(g, 0.0, p, why) for g, p in cells]
     out.append(run_visible(spec, box, limits["call_s"] * 4))
     for check in spec.HIDDEN:
+        if box.dead:  # the whole notebook scores 0 (verify_source): no check runs on
+            break
         func = check.split("/", 1)[0]
         pts = check_points(check)
-        if box.dead and "did not return" in box.dead:
-            out.append(
-                CellVerdict(ids[check], 0.0, pts, f"not run: {func} timed out in an earlier check")
-            )
-            continue
-        if box.dead and "wall-clock limit" in box.dead:
-            out.append(CellVerdict(ids[check], 0.0, pts, f"not run: {box.dead}"))
-            continue
         box.unsupported = None
         findings = run_check(
             check, remote_function(box, func), seed, time_limit=limits["call_s"] * 10
@@ -336,7 +340,7 @@ def _verify_in(spec, box, cells, ids, seed, limits):
         out.append(CellVerdict(ids[check], got, pts, format_findings(check, findings, seed)))
     if box.forbidden:
         msg = forbidden_message(box.forbidden)
-        out = [CellVerdict(v.grade_id, 0.0, v.max_points, msg) for v in out]
+        return [CellVerdict(g, 0.0, p, msg) for g, p in cells]
     return out
 
 
