@@ -16,6 +16,9 @@ to pipes as in a log, never to a terminal:
   ``/proc/PID/status`` every 20 ms; ``stage_peak_over_file`` gives the largest sample
   between each stage line on stderr and the next (a stage ``X ...`` runs until its
   closing line or the next stage's line).
+* ``test_fraction_path``: the same figures for the report of TRAIN alone, split inside
+  the command (``--test-fraction``, :data:`SPLIT_TEST_FRACTION`: about as many test rows
+  as TEST); same goal, ``peak_over_file`` at most 1.5.
 
 Linux folds the resident peak of the address space a child process is started from
 into the child's ``ru_maxrss`` when it executes the new program, so the benchmark
@@ -32,6 +35,7 @@ Usage::
 
     python -m benchmarks.bench_report_memory  # writes benchmarks/results/report_memory.json
     python -m benchmarks.bench_report_memory --gib 0.1 --out /tmp/r.json   # a quick check
+    python -m benchmarks.bench_report_memory --only-test-fraction  # that path, into the result
 """
 
 from __future__ import annotations
@@ -51,6 +55,8 @@ import numpy as np
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "report_memory.json"
 GOALS = {"refuse_seconds": 1.0, "first_line_seconds": 1.0, "peak_over_file": 1.5}
+#: the share of TRAIN the ``--test-fraction`` run holds out
+SPLIT_TEST_FRACTION = 0.01
 #: the report's settings: cheap where the setting only sets how much is computed
 REPORT_ARGS = [
     "--probe-c",
@@ -136,11 +142,12 @@ def time_refusal(features, labels_short, cwd):
     return seconds, proc.stderr
 
 
-def run_report(train, test, out, cwd):
-    """One full report: seconds to the first stderr line, total seconds, peak RSS, status."""
+def run_report(inputs, out, cwd):
+    """One full report of ``inputs`` (its positional arguments and split options): seconds to
+    the first stderr line, total seconds, peak RSS, status."""
     start = time.perf_counter()
     proc = subprocess.Popen(
-        _command("report", train, test, "--out", out, *REPORT_ARGS),
+        _command("report", *inputs, "--out", out, *REPORT_ARGS),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=_env(),
@@ -204,8 +211,23 @@ def run_report(train, test, out, cwd):
     }
 
 
-def measure(gib=1.0, d=1024, n_test=2000, n_classes=10, seed=0, folder=None):
-    """All three measurements on a TRAIN file of ``gib`` GiB of float32 features of width ``d``."""
+def _peak_figures(report, size):
+    """The peaks of ``report`` (from :func:`run_report`) over the file size ``size``."""
+    return {
+        "peak_over_file": round(report["peak_rss_bytes"] / size, 3),
+        "sampled_peak_over_file": round(report["peak_rss_sampled_bytes"] / size, 3),
+        "stage_peak_over_file": [
+            {"stage": e["stage"], "peak_over_file": round(e["peak_rss_bytes"] / size, 3)}
+            for e in report["stage_peak_rss_bytes"]
+        ],
+    }
+
+
+def measure(gib=1.0, d=1024, n_test=2000, n_classes=10, seed=0, folder=None, files_path=True):
+    """The measurements on a TRAIN file of ``gib`` GiB of float32 features of width ``d``.
+
+    With ``files_path`` False only ``test_fraction_path`` is measured (and ``file``).
+    """
     if not gib > 0 or d < 1:
         raise ValueError(f"gib must be positive and d at least 1, got {gib}, {d}")
     n = int(gib * 2**30) // (4 * d)
@@ -222,29 +244,36 @@ def measure(gib=1.0, d=1024, n_test=2000, n_classes=10, seed=0, folder=None):
         )
         written = time.perf_counter() - t0
         size = train.stat().st_size
-        short = tmp / "short"
-        refuse_seconds, refuse_err = time_refusal(
-            short / "train_features.npy", short / "train_labels.npy", tmp
-        )
-        report = run_report(train, tmp / "test_features.npy", tmp / "out", tmp)
+        split = run_report([train, "--test-fraction", SPLIT_TEST_FRACTION], tmp / "out_split", tmp)
+        if files_path:
+            short = tmp / "short"
+            refuse_seconds, refuse_err = time_refusal(
+                short / "train_features.npy", short / "train_labels.npy", tmp
+            )
+            report = run_report([train, tmp / "test_features.npy"], tmp / "out", tmp)
+    split_result = {
+        "test_fraction": SPLIT_TEST_FRACTION,
+        **split,
+        **_peak_figures(split, size),
+        "goal_met": bool(split["peak_rss_bytes"] / size <= GOALS["peak_over_file"]),
+    }
+    file_info = {
+        "shape": [n, d],
+        "dtype": "float32",
+        "bytes": size,
+        "n_test": n_test,
+        "n_classes": n_classes,
+        "seconds_to_write": round(written, 1),
+    }
+    if not files_path:
+        return {"file": file_info, "test_fraction_path": split_result}
     result = {
-        "file": {
-            "shape": [n, d],
-            "dtype": "float32",
-            "bytes": size,
-            "n_test": n_test,
-            "n_classes": n_classes,
-            "seconds_to_write": round(written, 1),
-        },
+        "file": file_info,
         "refuse_seconds": round(refuse_seconds, 3),
         "refuse_message": refuse_err.strip(),
         **report,
-        "peak_over_file": round(report["peak_rss_bytes"] / size, 3),
-        "sampled_peak_over_file": round(report["peak_rss_sampled_bytes"] / size, 3),
-        "stage_peak_over_file": [
-            {"stage": e["stage"], "peak_over_file": round(e["peak_rss_bytes"] / size, 3)}
-            for e in report["stage_peak_rss_bytes"]
-        ],
+        **_peak_figures(report, size),
+        "test_fraction_path": split_result,
         "report_args": REPORT_ARGS,
         "goals": GOALS,
     }
@@ -264,8 +293,19 @@ def main(argv=None):
     parser.add_argument(
         "--tmp", default=None, help="folder for the temporary files (default: the system's)"
     )
+    parser.add_argument(
+        "--only-test-fraction",
+        action="store_true",
+        help="measure only the --test-fraction report and write it into the result at --out",
+    )
     args = parser.parse_args(argv)
-    result = measure(args.gib, args.d, folder=args.tmp)
+    result = measure(args.gib, args.d, folder=args.tmp, files_path=not args.only_test_fraction)
+    if args.only_test_fraction:
+        measured = result
+        result = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {}
+        if result.get("file", measured["file"])["bytes"] != measured["file"]["bytes"]:
+            parser.error(f"{args.out} records a file of another size; give --out a new path")
+        result = {**result, **measured}
     result["machine"] = {
         "python": platform.python_version(),
         "numpy": np.__version__,
@@ -278,7 +318,7 @@ def main(argv=None):
     print(
         json.dumps(
             {
-                k: result[k]
+                k: result.get(k)
                 for k in (
                     "refuse_seconds",
                     "first_line_seconds",
@@ -288,7 +328,8 @@ def main(argv=None):
                     "exit_status",
                     "goals_met",
                 )
-            },
+            }
+            | {"test_fraction_peak_over_file": result["test_fraction_path"]["peak_over_file"]},
             indent=1,
         )
     )

@@ -42,6 +42,8 @@ def test_no_run_function_takes_an_argparse_namespace():
         "repeval_ref.cli._commands.run_compare",
         "repeval_ref.cli.leaderboard.run_leaderboard",
         "repeval_ref.cli.suite.run_suite",
+        "repeval_ref.cli.loop.run_loop",
+        "repeval_ref.cli.zoo.run_zoo",
     } <= set(found)
     for name, fn in found.items():
         first = next(iter(inspect.signature(fn).parameters.values()))
@@ -194,3 +196,27 @@ def test_run_leaderboard_returns_what_leaderboard_wrote(digits, capsys):
         ["a", "b"],
         key=lambda n: -next(e["probe"]["accuracy"] for e in board["encoders"] if e["name"] == n),
     )
+
+
+def test_zoo_evaluate_writes_what_run_zoo_returns(tmp_path, monkeypatch, capsys):
+    from repeval_ref.cli.zoo import ZooSettings, main, run_zoo
+    from repeval_ref.zoo import evaluate, train
+
+    def fake(name):  # stands for the shipped encoder's evaluation (minutes of features)
+        test = {"knn20": len(name) / 100, "probe": 0.5, "probe_C": 1.0, "n_test": 7}
+        return {"checkpoints": {}, "test": test, "plateau": None, "evaluation_protocol": {}}
+
+    monkeypatch.setattr(evaluate, "evaluate_encoder", fake)
+    monkeypatch.setattr(train, "deterministic_torch", lambda: None)  # leave torch's threads
+    lines = []
+    result = run_zoo(
+        ZooSettings(command="evaluate", out=str(tmp_path / "x.json"), only=["random_cnn"]),
+        log=lines.append,
+    )
+    assert result == {"command": "evaluate", "encoders": {"random_cnn": fake("random_cnn")}}
+    assert lines == ["random_cnn: 20-NN 0.1000, probe 0.5000 (C=1) on 7 test images"]
+    assert not (tmp_path / "x.json").exists()  # run_zoo writes nothing
+    out = tmp_path / "ev" / "zoo_evaluation.json"
+    assert main(["evaluate", "--only", "random_cnn", "--out", str(out)], prog="repeval zoo") == 0
+    assert json.loads(out.read_text()) == {"format": 1, "encoders": result["encoders"]}
+    assert capsys.readouterr().out == f"{lines[0]}\nwrote {out}\n"

@@ -686,7 +686,7 @@ def test_report_progress_in_a_log_has_no_carriage_return(tmp_path, monkeypatch):
 def test_the_loop_draws_extraction_bars_only_on_a_terminal(monkeypatch):
     from types import SimpleNamespace
 
-    from repeval_ref.cli.loop import _bars
+    from repeval_ref.cli._loop_data import bars
 
     for stream, asked, expected in (
         (_Terminal(), True, True),
@@ -694,7 +694,7 @@ def test_the_loop_draws_extraction_bars_only_on_a_terminal(monkeypatch):
         (_Terminal(), False, False),
     ):
         monkeypatch.setattr(sys, "stderr", stream)
-        assert _bars(SimpleNamespace(progress=asked)) is expected
+        assert bars(SimpleNamespace(progress=asked)) is expected
 
 
 # ------------------------------------------------------------------ labels inside the axes

@@ -237,7 +237,7 @@ def test_zoo_small_encoder_gets_the_zoo_normalisation():
     they were trained on: ``zoo.inputs.to_tensor`` of the uint8 images (not just / 255)."""
     import torch
 
-    from repeval_ref.cli import loop
+    from repeval_ref.cli import _loop_data, _loop_settings
     from repeval_ref.datasets import fashion_mnist
     from repeval_ref.zoo.inputs import to_tensor
 
@@ -245,11 +245,11 @@ def test_zoo_small_encoder_gets_the_zoo_normalisation():
         images, labels = fashion_mnist("test")
     except (FileNotFoundError, OSError) as exc:  # pragma: no cover - `make data` installs it
         pytest.skip(f"Fashion-MNIST not installed: {exc}")
-    args = loop._parse(
-        ["--backbone", "zoo:supervised_cnn", "--data", "fashion-mnist", "--limit", "50"]
+    args = _loop_settings.parse_loop_args(
+        ["--backbone", "zoo:supervised_cnn", "--data", "fashion-mnist", "--limit", "50"], "loop"
     )
-    enc = loop._build_encoder(args, None, 10, lambda *_: None)
-    _, (x, y), _, _ = loop._load_data(args, enc)
+    enc = _loop_data.build_encoder(args, None, 10, lambda *_: None)
+    _, (x, y), _, _ = _loop_data.load_data(args, enc)
     assert torch.equal(y, torch.from_numpy(labels[:50]))
     torch.testing.assert_close(x, to_tensor(images[:50]), rtol=0, atol=1e-6)
     assert (
@@ -280,3 +280,56 @@ def test_repeval_loop_errors_name_the_command_typed(capsys):
     assert proc.returncode == 2
     assert proc.stderr.startswith(PREFIX) and proc.stderr.count("\n") == 1, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# ------------------------------------------ settings, run_loop and the command
+
+
+def test_loop_settings_refuse_bad_values_naming_the_option():
+    from repeval_ref.cli._loop_settings import LoopSettings
+
+    for bad, option in (
+        ({"probe_epochs": 0}, "--probe-epochs"),
+        ({"batch_size": 1}, "--batch-size"),
+        ({"backbone": "resnet"}, "--backbone"),
+        ({"backbone": "torchvision:resnet18"}, "needs weights"),
+        ({"data": "no/such/folder"}, "--data"),
+    ):
+        with pytest.raises(ValueError, match=option):
+            LoopSettings(**bad)
+
+
+def test_run_loop_returns_what_the_loop_prints_and_saves(tmp_path, capsys):
+    import numpy as np
+    import torch
+
+    from repeval_ref import knn_classify
+    from repeval_ref.cli._evaluate import KNN_TAU
+    from repeval_ref.cli._loop_settings import LoopSettings
+    from repeval_ref.cli.loop import main, run_loop
+
+    result = run_loop(LoopSettings(pretrain_epochs=0, probe_epochs=3, limit=300, seed=1))
+    xtr, ytr, xte, yte = (
+        result[k] for k in ("train_features", "train_labels", "test_features", "test_labels")
+    )
+    assert xtr.shape[0] == xte.shape[0] == 300 and result["n_classes"] == 10
+    # the probe's accuracy is that of its own predictions on the returned test features
+    with torch.no_grad():
+        pred = result["probe"](torch.from_numpy(xte)).argmax(1).numpy()
+    assert result["probe_accuracy"] == pytest.approx(np.mean(pred == yte))
+    # the report's weighted k-NN, recomputed by the package's k-NN on the same features
+    knn = result["summary"]["knn"][0]
+    pred = knn_classify(xtr.astype(np.float64), ytr, xte.astype(np.float64), knn["k"], KNN_TAU, 10)
+    assert knn["correct"] == int(np.sum(pred == yte)) and knn["n"] == 300
+    assert result["state_changed"] == [] and result["restored"] is True
+    assert result["fold_max_diff"] < 1e-4 and result["running_mean_shift"] > 0
+    out = tmp_path / "feats"
+    argv = ["--pretrain-epochs", "0", "--probe-epochs", "3", "--limit", "300", "--seed", "1"]
+    assert main(argv + ["--save-features", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"probe accuracy: {result['probe_accuracy']:.3f}\n" in printed
+    assert f"moved a running mean by {result['running_mean_shift']:.3f}" in printed
+    for part, x, y in (("train", xtr, ytr), ("test", xte, yte)):
+        with np.load(out / f"{part}.npz") as z:
+            np.testing.assert_array_equal(z["features"], x)
+            np.testing.assert_array_equal(z["labels"], y)

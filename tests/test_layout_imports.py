@@ -110,7 +110,7 @@ def test_the_graph_sees_the_known_edges():
     assert "repeval_ref.torch.models" in g["repeval_ref.zoo.registry"]  # module level, relative
     assert "repeval_ref.zoo" in g["repeval_ref.backbones"]  # `from . import zoo`
     assert "repeval_ref.torch.extract" in g["repeval_ref.zoo.extraction"]  # inside a function
-    assert "repeval_ref.datasets" in g["repeval_ref.cli.loop"]  # absolute, inside a function
+    assert "repeval_ref.datasets" in g["repeval_ref.cli._loop_data"]  # absolute, in a function
     assert "repeval_ref.cli.loop" in g["repeval_ref.cli"]  # the `repeval loop` dispatch
 
 

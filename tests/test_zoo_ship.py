@@ -188,3 +188,39 @@ def test_the_cli_ships_a_run(tiny_run, registered, tmp_path, monkeypatch, capsys
     assert main(["ship", "--runs", str(tiny_run[0]), "--skip-eval"]) == 0
     assert "supervised_vit: shipped 4 checkpoints" in capsys.readouterr().out
     assert (tmp_path / "manifest.json").exists()
+
+
+def test_run_zoo_returns_the_shipped_entries_the_manifest_records(
+    tiny_run, registered, tmp_path, monkeypatch
+):
+    from repeval_ref.cli.zoo import ZooSettings, run_zoo
+    from repeval_ref.zoo import build
+
+    monkeypatch.setattr(build, "WEIGHTS_DIR", str(tmp_path))
+    monkeypatch.setattr(build, "MANIFEST", os.path.join(tmp_path, "manifest.json"))
+    runs = tiny_run[0]
+    result = run_zoo(ZooSettings(command="ship", runs=str(runs), skip_eval=True))
+    assert result["command"] == "ship" and result["evaluations"] == {}
+    manifest = _read(tmp_path / "manifest.json")
+    assert json.loads(json.dumps(result["entries"])) == {
+        "supervised_vit": manifest["encoders"]["supervised_vit"]
+    }
+    # the checkpoints returned are those the run saved, step for step
+    payload = torch.load(runs / "supervised_vit" / "weights.pt", weights_only=True)
+    steps = [c["step"] for c in result["entries"]["supervised_vit"]["checkpoints"].values()]
+    assert steps == [c[2] for c in payload["checkpoints"]]
+
+
+def test_zoo_settings_refuse_bad_values_naming_the_option(tmp_path):
+    from repeval_ref.cli.zoo import ZooSettings
+
+    for bad, option in (
+        ({"command": "fit"}, "command"),
+        ({"command": "evaluate"}, "--out"),
+        ({"command": "evaluate", "out": str(tmp_path)}, "--out"),
+        ({"command": "ship"}, "--runs"),
+        ({"command": "train", "epochs_scale": 0}, "--epochs-scale"),
+        ({"command": "train", "epochs_scale": 2}, "--weights-dir"),
+    ):
+        with pytest.raises(ValueError, match=option):
+            ZooSettings(**bad)

@@ -374,6 +374,58 @@ def row_blocks(X, block_bytes=None):
     return [slice(lo, min(lo + step, X.shape[0])) for lo in range(0, X.shape[0], step)]
 
 
+def rows_to_map(X, rows, block_bytes=None):
+    """The rows ``rows`` of ``X`` as a read-only memory map of their own, copied a block at a time.
+
+    The rows are written, in order, into a temporary ``.npy`` file of the system's
+    temporary folder, which is mapped read-only and removed at once (the map keeps its
+    data until it is released). When ``X`` is a read-only memory map its pages are
+    released after each block, so a split of a feature file is held as the file itself
+    is: float32 stays float32, and the passes over the rows read the map a block at a
+    time.
+
+    Parameters
+    ----------
+    X : numpy.ndarray, shape (n, d)
+    rows : numpy.ndarray of int, shape (m,)
+        Row indices into ``X``, each in ``0 .. n - 1``.
+    block_bytes : int, positive, optional
+        Bytes of one block of the copy (default :data:`BLOCK_BYTES`).
+
+    Returns
+    -------
+    numpy.memmap, shape (m, d)
+        ``X[rows]``, with the dtype of ``X``, mapped read-only.
+    """
+    import os
+    import tempfile
+
+    from .._blocks import release_pages
+
+    if not isinstance(X, np.ndarray) or X.ndim != 2:
+        raise ValueError(f"X must be a 2-D numpy array, got shape {getattr(X, 'shape', None)}")
+    rows = np.asarray(rows)
+    if rows.ndim != 1 or not np.issubdtype(rows.dtype, np.integer):
+        raise ValueError(f"rows must be a 1-D array of integers, got {rows.dtype} {rows.shape}")
+    if rows.size and (rows.min() < 0 or rows.max() >= X.shape[0]):
+        raise ValueError(f"rows must lie in 0 .. {X.shape[0] - 1}")
+    header = {
+        "descr": np.lib.format.dtype_to_descr(X.dtype),
+        "fortran_order": False,
+        "shape": (rows.size, X.shape[1]),
+    }
+    fd, path = tempfile.mkstemp(prefix="repeval-rows-", suffix=".npy")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.lib.format.write_array_header_1_0(fh, header)
+            for block in row_blocks(np.empty((rows.size, X.shape[1]), X.dtype), block_bytes):
+                np.ascontiguousarray(X[rows[block]]).tofile(fh)
+                release_pages(X)
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    finally:
+        os.remove(path)
+
+
 def _check_features(X, who):
     """Check features; float32 and float64 keep their dtype (a memory map stays one).
 

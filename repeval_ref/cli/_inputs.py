@@ -25,6 +25,7 @@ from ._files import (
     load_features,
     read_file,
     row_blocks,
+    rows_to_map,
 )
 
 
@@ -383,7 +384,14 @@ def load_split(
             "who": (f"the training part of {inp.files[0]}", f"the test part of {inp.files[0]}"),
             "test_rows": te,
         }
-    return inp.x[tr], inp.y[tr], inp.x[te], inp.y[te], src
+    return _rows(inp.x, tr), inp.y[tr], _rows(inp.x, te), inp.y[te], src
+
+
+def _rows(X, rows):
+    """``X[rows]``; a memory-mapped file's rows mapped in turn (:func:`rows_to_map`)."""
+    from .._blocks import is_read_only_map
+
+    return rows_to_map(X, rows) if is_read_only_map(X) else X[rows]
 
 
 def check_out_dir(outdir):
@@ -455,6 +463,7 @@ __all__ = [
     "feature_file_in",
     "split_folder",
     "row_blocks",
+    "rows_to_map",
     "KEPT_DTYPES",
     "BLOCK_BYTES",
     "_check_features",

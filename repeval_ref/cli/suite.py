@@ -48,7 +48,7 @@ import io
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -271,37 +271,89 @@ def _cache_root(args):
     return Path(os.environ.get("REPEVAL_CACHE") or Path.home() / ".cache" / "repeval")
 
 
-def _one_task(
-    task,
-    args,
-    enc_entries,
-    feat_inputs,
-    image_encoders,
-    src,
-    images,
-    cache,
-    names,
-    protocols,
-    progress,
-    result_dir,
-    per_task,
-    correct,
-    timing,
-):
-    """Features, evaluations and paired tests of every encoder on one task (into ``per_task``,
-    ``correct``).
+@dataclass(frozen=True)
+class _SuiteInputs:
+    """What every task of a suite run reads: the settings, the encoders and their inputs.
 
-    ``timing`` accumulates the seconds of each phase: images and features, evaluations,
-    paired tests.
+    Attributes
+    ----------
+    settings : SuiteSettings
+    encoders : list of dict
+        The encoders as :func:`resolve_encoders` returns them.
+    feature_inputs : dict
+        ``{(encoder, task): Input}`` of the feature folders.
+    image_encoders : dict
+        ``{encoder: ImageEncoder}`` of the zoo and backbone encoders.
+    source : module
+        Lists and loads the tasks (:func:`task_source`).
+    images : dict
+        The images of the task at hand, loaded once for every image encoder.
+    result_dir : pathlib.Path or None
+        The cache of evaluations (None: no cache).
+    progress : Progress
     """
+
+    settings: SuiteSettings
+    encoders: list
+    feature_inputs: dict
+    image_encoders: dict
+    source: object
+    images: dict
+    result_dir: Path | None
+    progress: Progress
+
+
+@dataclass(frozen=True)
+class _SuiteTally:
+    """What a suite run gathers task after task.
+
+    Attributes
+    ----------
+    per_task : dict
+        Per task: its card, split, sizes, each encoder's entries and the pairs.
+    correct : dict
+        ``{protocol: {task: bool array (n_encoders, n_test)}}`` of the paired protocols.
+    cache : dict
+        Counts of features and evaluations read from the caches or computed.
+    timing : dict
+        Seconds of each phase: images and features, evaluations, paired tests.
+    """
+
+    per_task: dict
+    correct: dict
+    cache: dict = field(
+        default_factory=lambda: dict.fromkeys(
+            ("features_read", "features_computed", "evaluations_read", "evaluations_computed"), 0
+        )
+    )
+    timing: dict = field(
+        default_factory=lambda: dict.fromkeys(
+            ("images_and_features_s", "evaluations_s", "paired_tests_s"), 0.0
+        )
+    )
+
+
+def _one_task(task, run, tally):
+    """Features, evaluations and paired tests of every encoder on one task, into ``tally``.
+
+    Parameters
+    ----------
+    task : str
+    run : _SuiteInputs
+    tally : _SuiteTally
+    """
+    args, progress, images = run.settings, run.progress, run.images
+    cache, timing, correct = tally.cache, tally.timing, tally.correct
+    enc_entries, src = run.encoders, run.source
+    names = [e["name"] for e in enc_entries]
     progress.stage(f"task {task}")
     t0 = time.perf_counter()
     data = []
     for e in enc_entries:
         if e["kind"] == "features":
-            data.append(feat_inputs[(e["name"], task)])
+            data.append(run.feature_inputs[(e["name"], task)])
         else:
-            inp, hit = _image_input(image_encoders[e["name"]], task, src, images)
+            inp, hit = _image_input(run.image_encoders[e["name"]], task, src, images)
             refuse_zero_rows(inp)
             data.append(inp)
             cache["features_read" if hit else "features_computed"] += 1
@@ -321,7 +373,7 @@ def _one_task(
     results, task_correct = [], {p: [] for p in correct}
     for e, inp in zip(enc_entries, data):
         ent, corr, hit = evaluate(
-            e["name"], inp, tr, te, classes, counts, args, protocols, progress, result_dir
+            e["name"], inp, tr, te, classes, counts, args, args.protocols, progress, run.result_dir
         )
         cache["evaluations_read" if hit else "evaluations_computed"] += 1
         results.append({"name": e["name"], "dim": int(inp.x.shape[1]), **ent})
@@ -337,7 +389,7 @@ def _one_task(
         correct[p][task] = np.stack(task_correct[p])
     timing["paired_tests_s"] += time.perf_counter() - t2
     card = _task_card(src, task) if task in tuple(src.TRANSFER_TASKS) else {"name": task}
-    per_task[task] = {
+    tally.per_task[task] = {
         "card": card,
         "split": split,
         "n_train": int(tr.size),
@@ -432,34 +484,14 @@ def run_suite(settings: SuiteSettings, progress=None):
         if e["kind"] != "features"
     }
     names = [e["name"] for e in enc_entries]
-    images = {}
-    cache = {
-        "features_read": 0,
-        "features_computed": 0,
-        "evaluations_read": 0,
-        "evaluations_computed": 0,
-    }
-    per_task, correct = {}, {p: {} for p in PAIRED if p in protocols}
-    timing = {"images_and_features_s": 0.0, "evaluations_s": 0.0, "paired_tests_s": 0.0}
+    run = _SuiteInputs(
+        args, enc_entries, feat_inputs, image_encoders, src, {}, result_dir, progress
+    )
+    tally = _SuiteTally({}, {p: {} for p in PAIRED if p in protocols})
+    per_task, correct, cache, timing = tally.per_task, tally.correct, tally.cache, tally.timing
     with threads_limited(args.blas_threads):
         for task in tasks:
-            _one_task(
-                task,
-                args,
-                enc_entries,
-                feat_inputs,
-                image_encoders,
-                src,
-                images,
-                cache,
-                names,
-                protocols,
-                progress,
-                result_dir,
-                per_task,
-                correct,
-                timing,
-            )
+            _one_task(task, run, tally)
     progress.stage("ranks, mean rank and Kendall's tau (bootstrap)")
     t_rank = time.perf_counter()
     ranking = {}
