@@ -13,7 +13,10 @@ Parts
 ``autograder.build``
     Turns the specs into the nbgrader source notebooks in ``solutions/``.
 ``autograder.course``
-    The instructor pipeline: release, roster, collect, autograde, feedback, export.
+    The instructor's course: setup, roster, collect, autograde, feedback, export, each done
+    by a module of its own (``term``, ``collect``, ``autograde``, ``verification``,
+    ``course_feedback``, ``export``); ``autograder.nbgrader_run`` runs nbgrader and makes
+    the student release.
 ``autograder.cli``
     The ``autograder`` command (also ``python -m autograder``).
 ``autograder/nbgrader_config.py``

@@ -54,7 +54,7 @@ def cmd_build(args):
 
 
 def cmd_release(args):
-    from .course import release
+    from .nbgrader_run import release
 
     for p in release(args.repo, args.dest):
         print(p)
@@ -533,8 +533,8 @@ def _add_workers(parser):
 
 def _scheduler_options(args):
     """The keyword arguments of ``Course.autograde`` that reach the Dask scheduler,
-    checked before anything runs (:func:`autograder.course.scheduler_config`)."""
-    from .course import scheduler_config
+    checked before anything runs (:func:`autograder.scheduling.scheduler_config`)."""
+    from .scheduling import scheduler_config
 
     tls = {
         k: v

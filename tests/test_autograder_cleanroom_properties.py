@@ -441,12 +441,12 @@ def test_run_visible_names_its_bad_arguments():
 
 
 def test_the_reference_side_of_a_verification_runs_on_one_thread(monkeypatch, two_threads):
-    """``course._verify_one`` holds BLAS and OpenMP at one thread while it verifies (the
+    """``verification.verify_one`` holds BLAS and OpenMP at one thread while it verifies (the
     answer's clean-room child runs at one too), and gives the grader its threads back."""
     from threadpoolctl import threadpool_info
 
     import autograder.cleanroom as cleanroom
-    from autograder.course import _verify_one
+    from autograder.verification import verify_one
 
     seen = []
     monkeypatch.setattr(
@@ -456,16 +456,16 @@ def test_the_reference_side_of_a_verification_runs_on_one_thread(monkeypatch, tw
     )
     before = [p["num_threads"] for p in threadpool_info()]
     assert max(before) == 2
-    _verify_one("rank_bound", None, 0, {})
+    verify_one("rank_bound", None, 0, {})
     assert seen == [[1] * len(before)]
     assert [p["num_threads"] for p in threadpool_info()] == before
 
 
 def test_the_clean_room_gets_the_kernels_budget_for_each_notebook():
-    """``course.cleanroom_limits``: the per-notebook allowance plus a cell timeout for the
+    """``verification.cleanroom_limits``: the per-notebook allowance plus a cell timeout for the
     answer's top level, the visible tests and each hidden check; bad arguments named."""
-    from autograder.course import cleanroom_limits
     from autograder.sandbox_limits import NOTEBOOK_BASE_S
+    from autograder.verification import cleanroom_limits
 
     for name in EXERCISES:
         got = cleanroom_limits(10, name)

@@ -20,7 +20,7 @@ import pytest
 from helpers.autograder_cases import WRONG
 from helpers.course_roster import import_roster
 
-from autograder import REPO_ROOT
+from autograder import REPO_ROOT, sandbox_runs
 from autograder.build import solution_source
 from autograder.checks import check_points
 from autograder.course import Course
@@ -119,15 +119,15 @@ def three_ways(collected, ungraded):
     base, serial = collected
     parallel = _copy(base, serial, "parallel")
     dask = _copy(base, serial, "dask")
-    run_sandboxes = Course._run_sandboxes
+    run_sandboxes = sandbox_runs.run_sandboxes
 
-    def recorded(self, jobs, workers, scheduler):
-        results = run_sandboxes(self, jobs, workers, scheduler)
+    def recorded(jobs, workers, scheduler):
+        results = run_sandboxes(jobs, workers, scheduler)
         _SANDBOX_RESULTS.update(copy.deepcopy(results))
         return results
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Course, "_run_sandboxes", recorded)
+        mp.setattr(sandbox_runs, "run_sandboxes", recorded)
         assert serial.autograde(seed=SEED, workers=1) == SEED
     assert parallel.autograde(seed=SEED, workers=2) == SEED
     if have_openssl():
@@ -215,9 +215,9 @@ def test_a_broken_verifier_pool_falls_back_to_the_same_grades(ungraded, three_wa
     broken = Course(ungraded, repo=serial.repo, timeout=TIMEOUT, log=messages.append)
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", _BrokenPool)
     monkeypatch.setattr(
-        Course,
-        "_run_sandboxes",
-        lambda self, jobs, workers, scheduler: {
+        sandbox_runs,
+        "run_sandboxes",
+        lambda jobs, workers, scheduler: {
             job["student"]: copy.deepcopy(_SANDBOX_RESULTS[job["student"]]) for job in jobs
         },
     )

@@ -436,7 +436,7 @@ def test_issue_log_names_each_problem_once(term):
     assert not (term["course"] / "submitted" / "Bob").exists()
     # bob (on the roster) handed in nothing that could be collected: every chapter of his
     # is flagged, as a missing notebook would be
-    from autograder.course import NOT_SUBMITTED
+    from autograder.term import NOT_SUBMITTED
 
     assert (
         sorted(
@@ -513,6 +513,7 @@ def test_feedback_shares_one_mathjax_and_links_the_published_book(term):
 
 def test_late_policy_zero_is_handed_to_nbgrader(tmp_path, monkeypatch):
     from autograder import course as course_mod
+    from autograder import nbgrader_run, term
 
     calls = []
 
@@ -522,10 +523,10 @@ def test_late_policy_zero_is_handed_to_nbgrader(tmp_path, monkeypatch):
 
     c = course_mod.Course(tmp_path / "c", log=lambda *a: None)
     c.root.mkdir(parents=True)
-    (c.root / course_mod.TERM_FILE).write_text(
+    (c.root / term.TERM_FILE).write_text(
         json.dumps({"assignments": {"rank": {"due": None}}, "late_policy": "zero"})
     )
-    monkeypatch.setattr(course_mod, "run_nbgrader", fake)
+    monkeypatch.setattr(nbgrader_run, "run_nbgrader", fake)
     c.nbgrader("autograde", "*")
     c.nbgrader("export")
     assert calls[0][-1] == "--LateSubmissionPlugin.penalty_method=zero"

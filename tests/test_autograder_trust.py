@@ -25,13 +25,15 @@ import pytest
 from helpers.answer_notebooks import with_answer
 from helpers.course_roster import import_roster
 
-from autograder import REPO_ROOT, confine
+from autograder import REPO_ROOT, confine, sandbox_runs
 from autograder.build import solution_source
 from autograder.checks import check_points
 from autograder.cli import main
-from autograder.course import Course, _late_text, scheduler_config
+from autograder.course import Course
 from autograder.dask_tls import cluster_security, grader_tls, have_openssl, make_credentials
 from autograder.exercises import load
+from autograder.scheduling import dask_settings, scheduler_config
+from autograder.term import late_text
 
 TLS = pytest.mark.skipif(not have_openssl(), reason="needs the openssl command")
 #: a course set up with nbgrader, or a TLS cluster started: seconds each, left out of
@@ -72,7 +74,7 @@ def _stub_sandboxes(monkeypatch, **by_student):
     """nbgrader's run stubbed: each student's result says only what ``by_student`` gives
     (``confined``, ``blanked``), nothing graded in the kernel."""
 
-    def run(self, jobs, workers, scheduler):
+    def run(jobs, workers, scheduler):
         out = {}
         for job in jobs:
             res = {
@@ -88,7 +90,7 @@ def _stub_sandboxes(monkeypatch, **by_student):
             out[job["student"]] = res
         return out
 
-    monkeypatch.setattr(Course, "_run_sandboxes", run)
+    monkeypatch.setattr(sandbox_runs, "run_sandboxes", run)
 
 
 def _score(course, student):
@@ -269,8 +271,6 @@ def test_a_tls_cluster_runs_nothing_for_a_client_without_its_credentials(tmp_pat
 
     from distributed import Client, Security
 
-    from autograder.course import _dask_settings
-
     creds = make_credentials(tmp_path / "tls")
     other = make_credentials(tmp_path / "forged")
     ctx = multiprocessing.get_context("spawn")
@@ -281,7 +281,7 @@ def test_a_tls_cluster_runs_nothing_for_a_client_without_its_credentials(tmp_pat
         address = queue.get(timeout=60)
         assert address.startswith("tls://")
         with (
-            _dask_settings(scheduler_config(address, grader_tls(creds))),
+            dask_settings(scheduler_config(address, grader_tls(creds))),
             Client(address, set_as_default=False, timeout=20) as client,
         ):
             assert client.submit(sum, [20, 22], pure=False).result(timeout=20) == 42
@@ -305,11 +305,11 @@ def test_a_tls_cluster_runs_nothing_for_a_client_without_its_credentials(tmp_pat
 # ----------------------------------------------------------------- item 7
 def test_lateness_is_always_in_hours():
     due = "2026-01-10 23:59:00 UTC"
-    assert _late_text("2026-01-10 23:00:00 UTC", due) == ""
-    assert _late_text("2026-01-11 00:29:00 UTC", due) == "late by 0.50 h"
-    assert _late_text("2026-01-13 11:59:00 UTC", due) == "late by 60.00 h"
-    assert _late_text("2026-01-17 07:11:00 UTC", due) == "late by 151.20 h"
-    assert _late_text("2026-01-10 23:59:05 UTC", due) == "late by 0.01 h"
+    assert late_text("2026-01-10 23:00:00 UTC", due) == ""
+    assert late_text("2026-01-11 00:29:00 UTC", due) == "late by 0.50 h"
+    assert late_text("2026-01-13 11:59:00 UTC", due) == "late by 60.00 h"
+    assert late_text("2026-01-17 07:11:00 UTC", due) == "late by 151.20 h"
+    assert late_text("2026-01-10 23:59:05 UTC", due) == "late by 0.01 h"
 
 
 def test_feedback_links_the_published_book_and_states_the_submission(tmp_path):
