@@ -300,19 +300,22 @@ def main(argv=None):
     )
     args = parser.parse_args(argv)
     result = measure(args.gib, args.d, folder=args.tmp, files_path=not args.only_test_fraction)
-    if args.only_test_fraction:
-        measured = result
-        result = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {}
-        if result.get("file", measured["file"])["bytes"] != measured["file"]["bytes"]:
-            parser.error(f"{args.out} records a file of another size; give --out a new path")
-        result = {**result, **measured}
-    result["machine"] = {
+    machine = {
         "python": platform.python_version(),
         "numpy": np.__version__,
         "cpus": os.cpu_count(),
         "platform": platform.platform(),
         "date": time.strftime("%Y-%m-%d"),
     }
+    result["test_fraction_path"]["machine"] = machine
+    if args.only_test_fraction:
+        measured = result
+        result = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {}
+        if result.get("file", measured["file"])["bytes"] != measured["file"]["bytes"]:
+            parser.error(f"{args.out} records a file of another size; give --out a new path")
+        result.setdefault("file", measured["file"])
+        result["test_fraction_path"] = measured["test_fraction_path"]
+    result.setdefault("machine", machine)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     print(

@@ -1119,3 +1119,33 @@ def test_terminal_tables_fit_100_columns(tmp_path, capsys):
     assert (
         "5-shot" in (tmp_path / "lb" / "leaderboard.md").read_text()
     )  # the details are in the files
+
+
+def test_a_split_of_a_npy_file_is_mapped_not_copied(tmp_path):
+    """``--test-fraction`` on a ``.npy`` file: both parts are read-only float32 memory maps
+    holding the rows of the stratified split, and no temporary file is left behind."""
+    import glob
+    import tempfile
+
+    from repeval_ref._blocks import is_read_only_map
+    from repeval_ref.cli._files import rows_to_map
+    from repeval_ref.cli._inputs import load_split, stratified_split
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 6)).astype(np.float32)
+    y = np.arange(300) % 3
+    np.save(tmp_path / "f_features.npy", X)
+    np.save(tmp_path / "f_labels.npy", y)
+    before = set(glob.glob(f"{tempfile.gettempdir()}/repeval-rows-*"))
+    xtr, ytr, xte, yte, src = load_split(tmp_path / "f_features.npy", None, test_fraction=0.2)
+    tr, te = stratified_split(y, 0.2, 0)
+    for part, rows in ((xtr, tr), (xte, te)):
+        assert is_read_only_map(part) and part.dtype == np.float32
+        np.testing.assert_array_equal(part, X[rows])
+    assert np.array_equal(ytr, y[tr]) and np.array_equal(yte, y[te]) and src["test"] is None
+    assert set(glob.glob(f"{tempfile.gettempdir()}/repeval-rows-*")) == before
+    # a copy a block at a time gives the same rows, in the order asked
+    rows = np.array([299, 0, 7, 7, 150])
+    np.testing.assert_array_equal(rows_to_map(X, rows, block_bytes=24), X[rows])
+    with pytest.raises(ValueError, match="rows"):
+        rows_to_map(X, np.array([300]))

@@ -650,3 +650,42 @@ def test_run_suite_on_settings_returns_the_numbers_the_command_wrote(run):
         SuiteSettings(protocols=("knn", "nope"))
     with pytest.raises(ValueError, match="settings must be a SuiteSettings"):
         run_suite({"encoders": ["zoo"]})
+
+
+def _shortened(word, name):
+    """Whether ``word`` is ``name`` as the terminal tables abbreviate it: head ``~`` tail."""
+    head, sep, tail = word.partition("~")
+    return bool(sep) and len(word) < len(name) and name.startswith(head) and name.endswith(tail)
+
+
+def test_the_terminal_table_fits_100_columns_and_never_cuts_a_name(run, capsys):
+    """Long encoder names: every line <= 100 characters, each name whole or abbreviated."""
+    import copy
+
+    from repeval_ref.cli._render import abbreviate, table
+    from repeval_ref.cli._suite_render import print_suite
+
+    suite = copy.deepcopy(run["json"])
+    names = [
+        f"a_self_supervised_vision_transformer_with_a_long_descriptive_name_{i}"
+        for i in range(len(suite["encoders"]))
+    ]
+    names[0] = "short"
+    for e, name in zip(suite["encoders"], names):
+        e["name"] = name
+    print_suite(suite, [])
+    out = capsys.readouterr().out
+    assert max(map(len, out.splitlines())) <= 100, out
+    words = out.split()
+    assert "short" in words
+    for name in names[1:]:
+        assert any(_shortened(w, name) for w in words), (name, out)
+    # the rule: head and tail around "~", and only as far as the width needs
+    assert abbreviate("a_long_encoder_name_7", 12) == "a_long_e~e_7"
+    assert abbreviate("short", 12) == "short"
+    rows = [[n] + ["93.10 (1.5)"] * 12 for n in names]
+    text = table(rows, ["encoder"] + [f"task_{i}" for i in range(12)])
+    assert max(map(len, text.splitlines())) <= 100
+    assert "left out here, in the written files: task_" in text and "task_0" in text.split()
+    for name in names[1:]:
+        assert any(_shortened(w, name) for w in text.split())

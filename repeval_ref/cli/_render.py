@@ -216,6 +216,36 @@ def acc_text(e):
 
 #: widest terminal table, in characters; wider tables wrap the text of their widest columns
 TABLE_WIDTH = 100
+#: the fewest characters a column of a terminal table narrows to, and a shortened word keeps
+MIN_COLUMN = 8
+
+
+def abbreviate(word, width):
+    """``word`` shortened to ``width`` characters: its head and its tail around a ``~``.
+
+    The terminal tables shorten a name this way only when the table would not fit
+    otherwise; the written files always hold it whole. A word of at most ``width``
+    characters is returned as it is.
+
+    Parameters
+    ----------
+    word : str
+    width : int, >= 3
+
+    Returns
+    -------
+    str
+        ``word[:head] + "~" + word[-tail:]`` with ``tail = (width - 1) // 3`` and ``head =
+        width - 1 - tail``, or ``word``.
+    """
+    if not isinstance(word, str):
+        raise ValueError(f"word must be a string, got {type(word).__name__}")
+    if not isinstance(width, int) or isinstance(width, bool) or width < 3:
+        raise ValueError(f"width must be an integer >= 3, got {width!r}")
+    if len(word) <= width:
+        return word
+    tail = (width - 1) // 3
+    return word[: width - 1 - tail] + "~" + word[len(word) - tail :]
 
 
 def _column_widths(natural, floor, width, gap):
@@ -229,12 +259,25 @@ def _column_widths(natural, floor, width, gap):
     return widths
 
 
+def _word_floors(cells, cap):
+    """Per column, the width below which it cannot narrow: its longest word, at most ``cap``."""
+    floors = []
+    for i in range(len(cells[0])):
+        natural = max(len(r[i]) for r in cells)
+        longest = max(len(w) for r in cells for w in r[i].split() or [""])
+        floors.append(min(natural, max(MIN_COLUMN, min(longest, cap))))
+    return floors
+
+
 def table(rows, headers, width=TABLE_WIDTH):
-    """A plain-text table, left-aligned, at most ``width`` characters wide where it can be.
+    """A plain-text table, left-aligned, at most ``width`` characters wide.
 
     A table wider than ``width`` first wraps its long headers, then narrows its widest
-    columns (to no less than 8 characters, or the header's longest word) and wraps their
-    cells onto several lines; the written files keep every cell on one line.
+    columns and wraps their cells onto several lines, between words: a word (an encoder
+    or a task name) is never cut. When the longest words alone do not fit, the longest
+    are shortened by :func:`abbreviate` (head ``~`` tail, no shorter than
+    :data:`MIN_COLUMN`); when even that does not fit, the last columns are left out and
+    a line after the table names them. The written files keep every cell whole.
 
     Parameters
     ----------
@@ -242,7 +285,7 @@ def table(rows, headers, width=TABLE_WIDTH):
         Cells, each printed with ``str``; as many per row as ``headers``.
     headers : list of str
     width : int
-        The widest line wanted.
+        The widest line wanted, at least :data:`MIN_COLUMN`.
 
     Returns
     -------
@@ -252,22 +295,36 @@ def table(rows, headers, width=TABLE_WIDTH):
 
     if any(len(r) != len(headers) for r in rows):
         raise ValueError("rows must have as many cells as headers")
-    if not isinstance(width, int) or width < 1:
-        raise ValueError(f"width must be a positive integer, got {width!r}")
+    if not isinstance(width, int) or width < MIN_COLUMN:
+        raise ValueError(f"width must be an integer >= {MIN_COLUMN}, got {width!r}")
     gap = 2
     cells = [[str(c) for c in r] for r in [headers] + rows]
-    natural = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    floor = [
-        min(natural[i], max(8, max(map(len, str(h).split() or [""]))))
-        for i, h in enumerate(headers)
+    left_out = []
+    cap = max(len(w) for r in cells for c in r for w in c.split() or [""])
+    while sum(_word_floors(cells, cap)) + gap * (len(cells[0]) - 1) > width:
+        if cap > MIN_COLUMN:
+            cap -= 1
+        elif len(cells[0]) > 1:
+            left_out.insert(0, cells[0][-1])
+            cells = [r[:-1] for r in cells]
+        else:
+            break
+    cells = [[" ".join(abbreviate(w, max(cap, 3)) for w in c.split(" ")) for c in r] for r in cells]
+    natural = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
+    floor = _word_floors(cells, cap)
+    hdr_floor = [
+        min(natural[i], max(MIN_COLUMN, max(map(len, h.split() or [""]))))
+        for i, h in enumerate(cells[0])
     ]
-    body = [max([len(r[i]) for r in cells[1:]] + [f]) for i, f in enumerate(floor)]
-    widths = _column_widths(natural, body, width, gap)  # headers wrap first,
-    widths = _column_widths(widths, floor, width, gap)  # then the widest cells
+    body = [max([len(r[i]) for r in cells[1:]] + [f]) for i, f in enumerate(hdr_floor)]
+    widths = _column_widths(natural, [max(a, b) for a, b in zip(body, floor)], width, gap)
+    widths = _column_widths(widths, floor, width, gap)  # headers wrap first, then the cells
 
     def lines(row):
         parts = [
-            textwrap.wrap(c, w, break_on_hyphens=False) or [""] if len(c) > w else [c]
+            textwrap.wrap(c, w, break_long_words=False, break_on_hyphens=False) or [""]
+            if len(c) > w
+            else [c]
             for c, w in zip(row, widths)
         ]
         height = max(map(len, parts))
@@ -279,6 +336,8 @@ def table(rows, headers, width=TABLE_WIDTH):
     out = lines(cells[0]) + ["  ".join("-" * w for w in widths)]
     for r in cells[1:]:
         out += lines(r)
+    if left_out:
+        out.append(_wrap(f"(left out here, in the written files: {', '.join(left_out)})", width))
     return "\n".join(out)
 
 
@@ -434,6 +493,7 @@ def html_table(rows, headers, caption=None, row_headers=False):
 
 
 def _wrap(text, width=88):
+    """``text`` filled to ``width`` columns, broken between words only (a name is never cut)."""
     import textwrap
 
-    return textwrap.fill(text, width=width)
+    return textwrap.fill(text, width=width, break_long_words=False, break_on_hyphens=False)

@@ -491,10 +491,14 @@ def print_suite(suite, written):
                 )
             )
     c = suite["cache"]
+    print()
     print(
-        f"\nfeatures: {c['features_read']} read from the cache, {c['features_computed']} "
-        f"computed; evaluations: {c['evaluations_read']} read from the cache, "
-        f"{c['evaluations_computed']} computed; {suite['seconds']:.1f} s"
+        R._wrap(
+            f"features: {c['features_read']} read from the cache, {c['features_computed']} "
+            f"computed; evaluations: {c['evaluations_read']} read from the cache, "
+            f"{c['evaluations_computed']} computed; {suite['seconds']:.1f} s",
+            R.TABLE_WIDTH,
+        )
     )
     print(R._wrap("intervals, standard deviations and every pair: suite.md and suite.html"))
     print(f"wrote {', '.join(str(w) for w in written)}")

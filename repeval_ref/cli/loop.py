@@ -287,7 +287,7 @@ def _print_summary(summ):
         f"{summ['draws']} draws):"
     )
     rows = R.headline_rows(summ["knn"], summ["linear_probe"], summ["low_shot"], plus="+-")
-    text = R.table(rows, ["protocol", R.ACCURACY_HEADER.replace("±", "+-")])
+    text = R.table(rows, ["protocol", R.ACCURACY_HEADER.replace("±", "+-")], R.TABLE_WIDTH - 2)
     print("\n".join("  " + line for line in text.splitlines()))
 
 
