@@ -24,7 +24,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import confine, sandbox_runs
+from . import protection, sandbox_runs
 from .notebook_repair import blank_notebook
 from .scheduling import check_scheduler, check_workers, dask_settings, scheduler_config
 from .term import LATE_POLICIES
@@ -131,7 +131,7 @@ def autograde_class(
             f"autograde seed {seed}\n"
         )
     log(f"grading seed {seed}")
-    gaps = confine.protection_gaps()
+    gaps = protection.protection_gaps()
     for gap in gaps:
         log(f"WARNING: {gap}")
     # the answers as submitted, read before any student code runs

@@ -13,8 +13,8 @@ grader's own group (so a limit on the grader still covers its sandboxes):
 * ``pids.max`` bounds its processes and threads together;
 * the confined child joins it first thing after ``fork``, as root
   (:func:`autograder.confine.join_cgroups`, called by
-  :func:`autograder.confine.preexec_confined`, which every started and every forked
-  sandbox child runs), so everything it starts is in the group and cannot leave it (the
+  :func:`autograder.confine.apply`, which every started and every forked sandbox child
+  runs), so everything it starts is in the group and cannot leave it (the
   sandbox user may not write the group's files);
 * :meth:`SandboxCgroup.kill` sends SIGKILL to every process in the group until none is
   left, and :meth:`SandboxCgroup.remove` does that, then removes the group.

@@ -271,16 +271,30 @@ class RefuseForbidden:
 
 
 def load_codec(path):
-    """The codec module compiled from the file ``path`` (no ``sys.path`` entry, no entry
-    in ``sys.modules``, no bytecode written)."""
+    """The codec module executed from the file ``path`` by importlib's file loader (no
+    ``sys.path`` entry, no entry in ``sys.modules``, no bytecode written)."""
+    import importlib.util
+
     if not os.path.isfile(path):
         raise ValueError(f"path must name the codec's file, got {path!r}")
-    module = type(sys)("cleanroom_codec")
-    module.__file__ = path
-    with open(path) as fh:
-        source = fh.read()
-    exec(compile(source, path, "exec"), module.__dict__)
+    sys.dont_write_bytecode = True
+    spec = importlib.util.spec_from_file_location("cleanroom_codec", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     return module
+
+
+#: the file name the answer's code runs under (its frames are the answer's)
+ANSWER_FILE = "answer.py"
+
+
+def run_answer(source, namespace):
+    """Run the answer's source text ``source`` in the dict ``namespace``, its code named
+    :data:`ANSWER_FILE` (the one place the child compiles code of the answer's)."""
+    if not isinstance(source, str) or not isinstance(namespace, dict):
+        raise ValueError("source must be text and namespace a dict")
+    code = compile(source, ANSWER_FILE, "exec")
+    exec(code, namespace)
 
 
 class _Shell:
@@ -345,9 +359,9 @@ def main(argv):
     tracer = _Tracer()
     ns = {"__name__": "__main__", "get_ipython": lambda: _Shell()}
     try:
-        with open("answer.py") as fh:
-            code = fh.read()
-        exec(compile(code, "answer.py", "exec"), ns)
+        with open(ANSWER_FILE) as fh:
+            source = fh.read()
+        run_answer(source, ns)
         send({"seq": 0, "ok": True, **report()})
     except BaseException as exc:
         send(fail(0, exc))

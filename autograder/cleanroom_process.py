@@ -9,16 +9,19 @@ there with a minimal environment:
   ``repeval_ref`` and ``autograder`` is not on the path; the venv's site-packages is
   appended by the child for NumPy, SciPy, scikit-learn and torch, after its import hook
   that refuses both packages;
-* CPU-time, address-space and file-size limits (``resource.setrlimit`` before it
-  starts, :data:`DEFAULT_LIMITS`) and a wall-clock limit per call; when the grader runs
-  as root, also a user id of its own that owns only the room (with a process-count
-  limit) and an empty ``/tmp`` and ``/dev/shm`` of its own (:mod:`autograder.confine`);
-  every process left under that id is killed afterwards; where the machine offers cgroups,
-  a memory and a pids cgroup of its own (:mod:`autograder.cgroups`,
-  ``DEFAULT_LIMITS["cgroup_memory_bytes"]`` and ``["processes"]``) bound the child and
-  everything it starts together, and are emptied and removed with it. The private ``/tmp`` covers
-  the room itself when it lies there, so the program is then named through the child's own working
-  directory (``/proc/self/cwd/cleanroom_child.py``), which stays the room.
+* one confinement specification (:func:`autograder.confine.make_spec`), applied the same
+  way whether the child is forked by the fork server or started from nothing: CPU-time,
+  address-space and file-size limits (:data:`DEFAULT_LIMITS`) and a wall-clock limit per
+  call; when the grader runs as root, also a user id of its own that owns only the room
+  (with a process-count limit), the repository and the grader's packages covered, no
+  network, and a room and temporary folders (``/tmp``, ``/dev/shm``) that lie on one
+  size-capped tmpfs (``DEFAULT_LIMITS["disk_bytes"]``, :mod:`autograder.sandbox_disk`), so
+  all the child writes counts against one cap; every process left under that id is killed
+  afterwards; where the machine offers cgroups, a memory and a pids cgroup of its own
+  (:mod:`autograder.cgroups`) bound the child and everything it starts together, and are
+  emptied and removed with it. The private ``/tmp`` covers the room itself when it lies
+  there, so the program is then named through the child's own working directory
+  (``/proc/self/cwd/cleanroom_child.py``), which stays the room.
 
 :func:`remote_function` (:mod:`autograder.cleanroom_calls`) is the stand-in a check calls
 instead of the student's function.
@@ -36,9 +39,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import REPO_ROOT, cgroups, cleanroom_child, codec, confine, wire
+from . import REPO_ROOT, cgroups, cleanroom_child, codec, confine, protection, wire
 from .fork_client import ForkServer, ServerSlot
-from .forked_process import ForkedProcess
+from .sandbox_disk import make_tmp_folders, mount_disk, unmount_disk
+from .sandbox_users import kill_uid, new_uid
 from .settings import CLEANROOM_FORK_ENV, CLEANROOM_LIMITS
 
 MAX_NOTICES = cleanroom_child.MAX_NOTICES
@@ -84,7 +88,7 @@ def _hidden_folders(site, hide=()):
     wherever they are installed, covered after the site-packages is bound back. An answer
     then finds no file of the reference to load by path, whatever it tries."""
     site = os.path.realpath(site)
-    repo, packages = confine.reference_folders(REPO_ROOT)
+    repo, packages = protection.reference_folders(REPO_ROOT)
     cover = [os.path.realpath(h) for h in hide]
     if repo is not None and repo != site:
         cover.append(repo)
@@ -171,78 +175,55 @@ class Sandbox:
         if not isinstance(source, str):
             raise ValueError(f"source must be Python source text, got {type(source).__name__}")
         self.limits = {**DEFAULT_LIMITS, **(limits or {})}
-        self.deadline = time.monotonic() + float(self.limits["total_s"])
-        self.dir = Path(tempfile.mkdtemp(prefix="autograder-cleanroom-"))
+        lim = self.limits
+        self.deadline = time.monotonic() + float(lim["total_s"])
+        python, site, drop = protection.sandbox_python()
+        self.uid = new_uid() if drop else None
+        self.libc = confine.load_libc() if os.geteuid() == 0 else None
+        #: the room's disk: one size-capped tmpfs for all the child writes (as root)
+        self.top = tempfile.mkdtemp(prefix="autograder-cleanroom-")
+        self.disk = self.libc is not None and mount_disk(self.libc, self.top, lim["disk_bytes"])
+        self.dir = Path(self.top, "room")
+        self.dir.mkdir(mode=0o700)
+        make_tmp_folders(self.top)
         (self.dir / "answer.py").write_text(source)
         for path in _PROGRAM:
             shutil.copyfile(path, self.dir / path.name)
             os.chmod(self.dir / path.name, 0o444)
-        python, site, drop = confine.sandbox_python()
-        self.uid = confine.new_uid() if drop else None
         if self.uid is not None:
             for p in (self.dir, self.dir / "answer.py"):
                 os.chown(p, self.uid, self.uid)
         env = _child_env(self.dir)
-        lim = self.limits
-        libc = confine.load_libc() if self.uid is not None else None
         #: the child's cgroup (:mod:`autograder.cgroups`), joined before it runs anything
         self.cgroup = cgroups.make(
             int(lim["cgroup_memory_bytes"]), int(lim["processes"]), "cleanroom"
         )
-        groups = self.cgroup.join_paths if self.cgroup is not None else []
-
         cover, packages = _hidden_folders(site, hide)
-        keep = (site, os.path.dirname(python))
-
-        def mount():  # in the child, as root, before it drops to the sandbox user
-            if confine.private_tmp(libc, lim["file_bytes"], keep=keep, cover=cover):
-                for folder in packages:
-                    confine.cover_empty(libc, folder)
-
-        program = _PROGRAM_VIA_CWD if libc is not None else str(self.dir / _PROGRAM[0].name)
-        server = _ready_fork_server()
-        self.proc = (
-            None
-            if server is None
-            else server.spawn(
-                {
-                    "room": str(self.dir),
-                    "env": env,
-                    "program": program,
-                    "site": site,
-                    "uid": self.uid,
-                    "limits": {
-                        "cpu_s": lim["cpu_s"],
-                        "cpu_grace_s": 1,
-                        "memory_bytes": lim["memory_bytes"],
-                        "file_bytes": lim["file_bytes"],
-                        "processes": lim["processes"],
-                    },
-                    "cgroups": groups,
-                    "mounts": None
-                    if libc is None
-                    else {
-                        "file_bytes": lim["file_bytes"],
-                        "keep": list(keep),
-                        "cover": cover,
-                        "packages": packages,
-                    },
-                }
+        mounts = None
+        if self.uid is not None and self.libc is not None:
+            mounts = protection.cleanroom_mounts(
+                lim["file_bytes"],
+                keep=(site, os.path.dirname(python)),
+                cover=cover,
+                hide=packages,
+                tmp_from=self.top if self.disk else None,
             )
+        spec = confine.make_spec(
+            limits={**{k: lim[k] for k in confine.LIMIT_KEYS if k in lim}, "cpu_grace_s": 1},
+            uid=self.uid,
+            cgroups=self.cgroup.join_paths if self.cgroup is not None else (),
+            mounts=mounts,
+            cwd=str(self.dir),
         )
+        program = _PROGRAM_VIA_CWD if mounts is not None else str(self.dir / _PROGRAM[0].name)
+        server = _ready_fork_server()
+        self.proc = None
+        if server is not None:
+            request = {"confinement": spec, "env": env, "program": program}
+            self.proc = server.spawn(request, stdin=True, stdout=True)
         #: whether the child was forked from the warm server (else started from nothing)
         self.forked = self.proc is not None
         if self.proc is None:
-            start = confine.preexec_confined(
-                uid=self.uid,
-                mount=mount if libc is not None else None,
-                cpu_s=lim["cpu_s"],
-                cpu_grace_s=1,
-                memory_bytes=lim["memory_bytes"],
-                file_bytes=lim["file_bytes"],
-                processes=lim["processes"],
-                cgroups=groups,
-            )
             self.proc = subprocess.Popen(
                 [python, "-I", "-S", program, site],
                 cwd=str(self.dir),
@@ -251,7 +232,7 @@ class Sandbox:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
                 bufsize=0,
-                preexec_fn=start,
+                preexec_fn=confine.preexec(spec),
                 close_fds=True,
             )
         os.set_blocking(self.proc.stdin.fileno(), False)
@@ -538,8 +519,11 @@ class Sandbox:
         if self.cgroup is not None:
             self.cgroup.remove()
         if self.uid is not None:
-            confine.kill_uid(self.uid)
-        shutil.rmtree(self.dir, ignore_errors=True)
+            kill_uid(self.uid)
+        if self.disk:
+            unmount_disk(self.libc, self.top)
+            self.disk = False
+        shutil.rmtree(self.top, ignore_errors=True)
 
     def __enter__(self):
         return self
@@ -573,47 +557,22 @@ def _child_env(room):
     }
 
 
-class _ForkServer(ForkServer):
-    """This process's clean-room fork server (:mod:`autograder.cleanroom_fork_server`),
-    started with the children's interpreter and environment; it ends with this process
-    (the end of its socket ends it)."""
-
-    def __init__(self):
-        python, site, _ = confine.sandbox_python()
-        server = Path(__file__).with_name("cleanroom_fork_server.py")
-        super().__init__(
-            lambda fd: [python, "-I", "-S", str(server), site, confine.__file__, str(fd)],
-            _child_env,
-            "the clean-room fork server",
-        )
-
-    def spawn(self, request):
-        """A :class:`~autograder.forked_process.ForkedProcess` for a child forked with
-        ``request`` (see the server's protocol), its standard input and output piped to
-        this process; ``None`` when the server cannot fork it."""
-        child_in, grader_out = os.pipe()
-        grader_in, child_out = os.pipe()
-        try:
-            reply = self.ask({"op": "spawn", **request}, fds=(child_in, child_out))
-        except (OSError, ValueError):
-            reply = {}
-        finally:
-            os.close(child_in)
-            os.close(child_out)
-        if not isinstance(reply.get("pid"), int):
-            os.close(grader_out)
-            os.close(grader_in)
-            return None
-        return ForkedProcess(
-            reply["pid"],
-            self.exit_code,
-            stdin=os.fdopen(grader_out, "wb", buffering=0),
-            stdout=os.fdopen(grader_in, "rb", buffering=0),
-        )
+def _start_server():
+    """Start this process's clean-room fork server (:mod:`autograder.fork_role_cleanroom`)
+    with the children's interpreter and environment."""
+    python, site, _ = protection.sandbox_python()
+    return ForkServer.start(
+        "cleanroom",
+        {"site": site},
+        "the clean-room fork server",
+        python=python,
+        isolated=True,
+        env=_child_env,
+    )
 
 
 #: this process's clean-room fork server (started by :func:`start_fork_server`)
-_fork_slot = ServerSlot(_ForkServer, FORK_ENV)
+_fork_slot = ServerSlot(_start_server, FORK_ENV)
 
 
 def start_fork_server():

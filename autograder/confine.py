@@ -1,24 +1,25 @@
-"""OS-level confinement of a child process: one module for the sandbox and the clean room.
+"""What a process does to itself to be confined (standard library only; loaded by path).
 
-Both places that run a student's code in a child process of the grader
-(:mod:`autograder.sandbox`, nbgrader's own run; :mod:`autograder.cleanroom_process`, the
-clean-room verifier) confine it the same way when the grader runs as root:
+Every process that runs a student's code, whether the grader starts it
+(``subprocess.Popen(..., preexec_fn=preexec(spec))``) or the fork server forks it
+(:mod:`autograder.fork_server`), is confined by one *specification* (:func:`make_spec`, a
+dict of plain values that travels to the fork server as JSON) applied by one function,
+:func:`apply`, in this order: the working directory ``cwd``; the cgroups ``cgroups``
+(:func:`join_cgroups`, before anything else runs); a session of its own (``setsid``);
+the mounts ``mounts`` (:func:`apply_mounts`: private temporary folders, the folders it
+needs bound back, the reference and the course covered, and no network of the
+machine's); the sandbox user id ``uid`` (:func:`drop_to`); the resource limits
+``limits`` (:func:`set_limits`; the number of processes only under a sandbox user id).
 
-* a user id of its own, drawn by :func:`new_uid` from a range no real account uses; the
-  child drops to it (:func:`drop_to`) and every process left under it is killed
-  afterwards (:func:`kill_uid`);
-* a mount namespace of its own (:func:`private_mounts`) where ``/tmp`` and ``/dev/shm``
-  are empty, size-limited tmpfs, the folders it still needs are bind-mounted back through
-  descriptors opened before they were hidden, and closed home directories are covered;
-* resource limits set between ``fork`` and ``exec`` (:func:`set_limits`, all of it
-  through :func:`preexec_confined`);
-* an interpreter that the sandbox user may run (:func:`sandbox_python`).
+A forked process differs from a started one only where a fork must make up for the
+missing ``exec``: after the drop to ``uid`` it is made dumpable again, so that its
+``/proc/self`` is its own, as after ``exec``, and one that runs on in its server's image
+has its address-space limit counted from what it maps already (the libraries the server
+imported).
 
-Which folders each caller keeps or covers is its own policy (:func:`private_tmp` for the
-clean room; the course directory, the interpreter and the sandbox folder for nbgrader's
-run, in :mod:`autograder.sandbox`); without root none of this applies (see the two
-callers). Everything here works on plain paths and numbers,
-so it runs in the forked child before ``exec``.
+Which folders are kept or covered is the grader's policy (:mod:`autograder.protection`).
+A notebook's kernel takes namespaces of its own (:func:`kernel_namespaces`, applied by its
+watcher). Nothing here imports ``autograder``: the fork server loads it by its path.
 """
 
 from __future__ import annotations
@@ -26,44 +27,30 @@ from __future__ import annotations
 import os
 import re
 import resource
-import secrets
-import shutil
-import signal
-import sys
-import sysconfig
-import time
-from pathlib import Path
 
 __all__ = [
     "FIRST_UID",
     "UID_COUNT",
     "TMP_DIRS",
+    "LIMIT_KEYS",
+    "MOUNT_KEYS",
     "load_libc",
-    "new_uid",
-    "uid_processes",
-    "kill_uid",
-    "world_can",
-    "closed_ancestor",
-    "sandbox_python",
+    "check_uid",
     "private_mounts",
-    "private_tmp",
-    "sandbox_mounts",
+    "tmp_folders",
     "loopback_up",
     "cover_empty",
     "drop_to",
-    "set_limits",
-    "preexec_confined",
     "join_cgroups",
-    "tmp_folders",
-    "make_tmp_folders",
-    "mount_disk",
-    "unmount_disk",
-    "namespaces_allowed",
+    "set_limits",
+    "mapped_bytes",
+    "make_spec",
+    "apply_mounts",
+    "apply",
+    "preexec",
     "kernel_namespaces",
     "own_proc",
     "drop_capabilities",
-    "kernel_namespaces_allowed",
-    "protection_gaps",
 ]
 
 #: user ids of sandboxes: ``FIRST_UID <= uid < FIRST_UID + UID_COUNT``
@@ -79,10 +66,8 @@ _CLONE_NEWNET = 0x40000000
 _CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWIPC = 0x10000000, 0x20000000, 0x08000000
 _PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS = 4, 38
 _MS_RDONLY, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x1, 0x20, 0x1000, 0x4000, 0x40000
-_MS_NOSUID, _MS_NODEV, _MNT_DETACH = 0x2, 0x4, 0x2
 
 
-# ----------------------------------------------------------------- user ids and processes
 def load_libc():
     """The C library (``ctypes.CDLL``) for ``unshare`` and ``mount``, or None where it
     cannot be loaded."""
@@ -94,13 +79,9 @@ def load_libc():
         return None
 
 
-def new_uid():
-    """A fresh user id for one sandbox, drawn at random from
-    ``[FIRST_UID, FIRST_UID + UID_COUNT)``."""
-    return FIRST_UID + secrets.randbelow(UID_COUNT)
-
-
-def _check_uid(uid):
+def check_uid(uid):
+    """Raise ``ValueError`` unless ``uid`` is a sandbox user id (an int in
+    ``[FIRST_UID, FIRST_UID + UID_COUNT)``)."""
     if isinstance(uid, bool) or not isinstance(uid, int):
         raise ValueError(f"uid must be an int, got {type(uid).__name__}")
     if not FIRST_UID <= uid < FIRST_UID + UID_COUNT:
@@ -109,169 +90,6 @@ def _check_uid(uid):
         )
 
 
-def uid_processes(uid):
-    """Process ids (read from ``/proc``) whose real user id is ``uid``, zombies left out.
-
-    A zombie has ended and only waits for its parent to read its exit status: it runs
-    nothing, holds no memory and cannot be signalled, so it is not counted (a sandboxed run
-    that has just ended is one until the grader collects it; counting it made
-    :func:`kill_uid` wait out all its rounds, about 2 s, after every run).
-
-    Parameters
-    ----------
-    uid : int
-        A sandbox user id (see :func:`new_uid`).
-
-    Returns
-    -------
-    list of int
-    """
-    _check_uid(uid)
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/status") as fh:
-                for line in fh:
-                    if line.startswith("State:") and line.split()[1] in ("Z", "X"):
-                        break
-                    if line.startswith("Uid:"):
-                        if int(line.split()[1]) == uid:
-                            pids.append(int(entry))
-                        break
-        except OSError:
-            continue
-    return pids
-
-
-def kill_uid(uid, rounds=50):
-    """Kill every process of the sandbox user ``uid``: a helper that becomes ``uid`` sends
-    SIGKILL to all it may signal, i.e. exactly those, until none is left (at most
-    ``rounds`` times). Needs root.
-
-    Parameters
-    ----------
-    uid : int
-        A sandbox user id (see :func:`new_uid`); any other id is refused, so that no real
-        account's processes can be killed by mistake.
-    rounds : int
-        Tries at most.
-
-    Returns
-    -------
-    bool
-        True when no process of ``uid`` is left.
-    """
-    _check_uid(uid)
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise ValueError(f"rounds must be a positive int, got {rounds!r}")
-    for _ in range(rounds):
-        if not uid_processes(uid):
-            return True
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the helper
-            try:
-                os.setgid(uid)
-                os.setuid(uid)
-                os.kill(-1, signal.SIGKILL)
-            finally:
-                os._exit(0)
-        os.waitpid(pid, 0)
-        time.sleep(0.02)
-    return not uid_processes(uid)
-
-
-# ----------------------------------------------------------------- what other users reach
-def world_can(path, mode):
-    """True if another user may reach ``path`` (the x bit on every ancestor) and has the
-    permission bits ``mode`` (``0o004`` read, ``0o001`` execute) on ``path`` itself."""
-    if isinstance(mode, bool) or not isinstance(mode, int) or not 0 < mode < 8:
-        raise ValueError(f"mode must be permission bits of other users (1..7), got {mode!r}")
-    p = Path(path)
-    for parent in [p, *p.parents]:
-        try:
-            m = parent.stat().st_mode
-        except OSError:
-            return False
-        need = 0o001 if parent != p else mode
-        if not m & need:
-            return False
-    return True
-
-
-def closed_ancestor(path):
-    """The top-most ancestor of ``path`` that other users may not enter (no x bit, e.g.
-    ``/root``), or None (also when an ancestor cannot be read)."""
-    closed = None
-    for parent in reversed(Path(path).parents):
-        try:
-            if not parent.stat().st_mode & 0o001:
-                closed = parent
-                break
-        except OSError:
-            return None
-    return closed
-
-
-#: the packages no student code may read: the reference, the grader, the book's tooling
-PRIVATE_PACKAGES = ("repeval_ref", "autograder", "repeval_book")
-
-
-def reference_folders(repo_root):
-    """What student code must not read, for the clean room and the kernels alike:
-    ``(repository, packages)``. ``repository`` is ``repo_root`` when it is a checkout (it
-    holds ``pyproject.toml`` and ``repeval_ref/``: the solutions, the hidden checks, the
-    book), else None (an installed copy, whose root is the site-packages); ``packages``
-    are the folders of :data:`PRIVATE_PACKAGES` wherever they are installed."""
-    import importlib.util
-
-    repo = os.path.realpath(repo_root)
-    if not (
-        os.path.isfile(os.path.join(repo, "pyproject.toml"))
-        and os.path.isdir(os.path.join(repo, "repeval_ref"))
-    ):
-        repo = None
-    packages = []
-    for name in PRIVATE_PACKAGES:
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            spec = None
-        for where in (spec.submodule_search_locations or []) if spec else []:
-            packages.append(os.path.realpath(where))
-    return repo, [p for p in dict.fromkeys(packages) if os.path.isdir(p)]
-
-
-def sandbox_python():
-    """The interpreter a sandbox user may run, and the site-packages it imports from.
-
-    Returns
-    -------
-    (str, str, bool)
-        ``(interpreter, site-packages, drop)``: this interpreter, or, when it or its
-        standard library lives where another user cannot reach it (``/root``; a virtual
-        environment made with ``--copies`` elsewhere holds a copy of an interpreter whose
-        library stays there), a system interpreter of the same version; ``drop`` is True
-        when the grader is root and both are reachable by another user, i.e. when the
-        child may run under a sandbox user id.
-    """
-    site = sysconfig.get_paths()["purelib"]
-    exe = os.path.realpath(sys.executable)
-    if os.geteuid() != 0:
-        return exe, site, False
-    ver = f"{sys.version_info.major}.{sys.version_info.minor}"
-    stdlib = sysconfig.get_paths()["stdlib"]  # this interpreter's; a system one has its own
-    for cand in (exe, shutil.which(f"python{ver}") or "", f"/usr/bin/python{ver}"):
-        if not cand or not world_can(os.path.realpath(cand), 0o001) or not world_can(site, 0o004):
-            continue
-        if os.path.realpath(cand) == exe and not world_can(stdlib, 0o005):
-            continue
-        return os.path.realpath(cand), site, True
-    return exe, site, False
-
-
-# ----------------------------------------------------------------- mounts (in the child)
 def private_mounts(libc, tmp_size, keep=(), cover=(), network=True, tmp_from=None):
     """In the child, as root: a mount namespace of its own with empty ``/tmp``,
     ``/dev/shm``, ``/var/tmp`` and ``/run/lock`` (:data:`TMP_DIRS`; tmpfs of ``tmp_size``
@@ -352,84 +170,6 @@ def tmp_folders(top):
     }
 
 
-def make_tmp_folders(top):
-    """Make the folders of :func:`tmp_folders` empty (mode 1777, owned by the caller),
-    removing what a run left there without following a link (``shutil.rmtree``), so that
-    nothing planted in one run (a link on the path where the next run's mounts are made)
-    reaches the next. Call it before each run, once every process of the last has ended.
-    """
-    for sub in tmp_folders(top).values():
-        if os.path.lexists(sub):
-            if os.path.isdir(sub) and not os.path.islink(sub):
-                shutil.rmtree(sub)
-            else:
-                os.unlink(sub)
-        os.makedirs(sub)
-        os.chmod(sub, 0o1777)
-
-
-def mount_disk(libc, path, size):
-    """As root, in the grader's own mount namespace: a tmpfs of ``size`` bytes (mode 0711)
-    on the empty folder ``path``, so that everything written under it counts against one
-    cap whatever the number of files. Returns True on success (False: not root, or the
-    mount was refused; ``path`` stays a plain folder)."""
-    if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
-        raise ValueError(f"size must be a positive number of bytes, got {size!r}")
-    if not os.path.isdir(path) or os.listdir(path):
-        raise ValueError(f"path must be an empty folder, got {path!r}")
-    if libc is None or os.geteuid() != 0:
-        return False
-    return (
-        libc.mount(
-            b"tmpfs",
-            str(path).encode(),
-            b"tmpfs",
-            _MS_NOSUID | _MS_NODEV,
-            f"size={size},mode=0711".encode(),
-        )
-        == 0
-    )
-
-
-def unmount_disk(libc, path):
-    """Take the tmpfs of :func:`mount_disk` off ``path`` at once (detached: the last
-    process that holds it frees it). Returns True on success."""
-    if not str(path):
-        raise ValueError("path must name a folder")
-    return libc is not None and libc.umount2(str(path).encode(), _MNT_DETACH) == 0
-
-
-def private_tmp(libc, size, keep=(), cover=(), network=False):
-    """In the child (as root, before dropping to the sandbox user): :func:`private_mounts`
-    with empty, size-limited temporary folders, ``cover`` (folders such as the repository
-    and the course, whose files the child must not read) covered by empty tmpfs, and, by
-    default, no network; nothing happens where that is not allowed.
-
-    ``keep`` lists directories the child still needs (the site-packages it imports NumPy
-    from) that may lie under a temporary folder (a clone checked out there) or under a
-    covered folder (a virtual environment inside the repository): each of those is
-    bind-mounted back read-only at the same path.
-
-    Returns
-    -------
-    bool
-        False (nothing changed) where a mount namespace is not allowed.
-    """
-    tops = list(TMP_DIRS) + [os.path.realpath(c) for c in cover]
-    hidden = [
-        os.path.realpath(k)
-        for k in keep
-        if any(os.path.realpath(k).startswith(w + "/") for w in tops)
-    ]
-    return private_mounts(
-        libc,
-        size,
-        keep=[(k, True) for k in hidden],
-        cover=[os.path.realpath(c) for c in cover if os.path.isdir(c)],
-        network=network,
-    )
-
-
 def loopback_up():
     """In the child, after :func:`private_mounts` with ``network=False``: bring up the
     loopback interface of its new network namespace, so that processes of the child talk
@@ -451,61 +191,6 @@ def loopback_up():
         return False
 
 
-def sandbox_mounts(libc, top, hide, size, readable):
-    """In the child of one student's nbgrader run, as root: a network namespace whose
-    only interface is a loopback of its own (no route to the machine's services), a
-    mount namespace with private temporary folders (``top``, the sandbox folder,
-    bind-mounted back writable; the temporary folders are those of :func:`tmp_folders`
-    inside ``top`` where they exist, so that all the run writes lands on ``top``'s file
-    system, else fresh tmpfs), ``hide`` covered by empty read-only tmpfs, and the
-    folders ``readable`` (the interpreter's installation, the project) made reachable
-    read-only under a closed home directory.
-
-    Parameters
-    ----------
-    libc : ctypes.CDLL
-        From :func:`load_libc`.
-    top : str
-        The sandbox folder.
-    hide : sequence of str
-        Folders to cover (the real course directory).
-    size : int
-        Size of each private tmpfs in bytes.
-    readable : sequence of str
-        Folders the run reads: kept reachable even under a covered or temporary folder.
-
-    Returns
-    -------
-    bool
-        False (nothing changed) where namespaces are not allowed.
-    """
-
-    def under_tmp(p):
-        return any(p == w or p.startswith(w + "/") for w in TMP_DIRS)
-
-    ro = {os.path.realpath(p) for p in readable}
-    closed = {closed_ancestor(p) for p in ro} - {None}
-    keep_ro = [
-        p for p in sorted(ro) if under_tmp(p) or any(p.startswith(str(c) + "/") for c in closed)
-    ]
-    if not private_mounts(
-        libc,
-        size,
-        keep=[(p, True) for p in keep_ro] + [(str(top), False)],
-        cover=sorted(closed, key=str),
-        network=False,
-        tmp_from=str(top),
-    ):
-        return False
-    loopback_up()  # nbgrader reaches its kernel on a loopback of their own
-    for h in hide:
-        h = os.path.realpath(h)
-        inside = [p for p in [str(top), *ro] if p == h or p.startswith(h + "/")]
-        if os.path.isdir(h) and not under_tmp(h) and not inside:
-            cover_empty(libc, h)
-    return True
-
-
 def cover_empty(libc, path):
     """Cover the folder ``path`` by an empty read-only tmpfs (mode 0000) in the child's
     mount namespace (after :func:`private_mounts`). Returns True on success."""
@@ -514,10 +199,9 @@ def cover_empty(libc, path):
     return libc.mount(b"tmpfs", str(path).encode(), b"tmpfs", _MS_RDONLY, b"size=4k,mode=0000") == 0
 
 
-# ----------------------------------------------------------------- user id and limits
 def drop_to(uid):
     """In the child, as root: become the sandbox user ``uid`` (no supplementary groups)."""
-    _check_uid(uid)
+    check_uid(uid)
     os.setgroups([])
     os.setgid(uid)
     os.setuid(uid)
@@ -550,60 +234,198 @@ def set_limits(*, cpu_s, cpu_grace_s, memory_bytes, file_bytes, processes=None):
         resource.setrlimit(resource.RLIMIT_NPROC, (int(processes),) * 2)
 
 
-def preexec_confined(
-    *, uid, mount, cpu_s, cpu_grace_s, memory_bytes, file_bytes, processes, cgroups=()
-):
-    """The ``preexec_fn`` of a confined child (run between ``fork`` and ``exec``); every
-    sandbox child, started or forked by a fork server, passes through it.
+def mapped_bytes():
+    """This process's mapped address space in bytes (``VmSize``; 0 if unreadable)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
-    In this order: the cgroups ``cgroups`` (:func:`join_cgroups`, before anything else),
-    ``setsid()`` (so the whole process group can be killed), ``mount()`` (the caller's
-    mount namespace, if not None), the sandbox user ``uid`` (if not None), then the
-    limits of :func:`set_limits` (``processes`` only under a sandbox user id).
+
+# ----------------------------------------------------------------- the specification
+#: the limits of a specification (see :func:`make_spec`)
+LIMIT_KEYS = ("cpu_s", "cpu_grace_s", "memory_bytes", "file_bytes", "processes")
+#: the mounts of a specification (see :func:`apply_mounts`)
+MOUNT_KEYS = ("tmp_bytes", "keep", "cover", "network", "loopback", "tmp_from", "hide")
+
+
+def _folder(value, what):
+    if not isinstance(value, str) or not value.startswith("/") or "\0" in value:
+        raise ValueError(f"{what} must be an absolute folder name, got {value!r}")
+    return value
+
+
+def _check_mounts(mounts):
+    if not isinstance(mounts, dict) or set(mounts) != set(MOUNT_KEYS):
+        raise ValueError(f"mounts must be a dict with the keys {MOUNT_KEYS}, got {mounts!r:.200}")
+    size = mounts["tmp_bytes"]
+    if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+        raise ValueError(f"mounts' tmp_bytes must be a positive int, got {size!r}")
+    for item in mounts["keep"]:
+        if not (isinstance(item, (list, tuple)) and len(item) == 2 and type(item[1]) is bool):
+            raise ValueError(f"mounts' keep must hold [folder, read-only] pairs, got {item!r}")
+        _folder(item[0], "a kept folder")
+    for key in ("cover", "hide"):
+        for folder in mounts[key]:
+            _folder(folder, f"a folder of mounts' {key}")
+    for key in ("network", "loopback"):
+        if not isinstance(mounts[key], bool):
+            raise ValueError(f"mounts' {key} must be a bool, got {mounts[key]!r}")
+    if mounts["tmp_from"] is not None:
+        _folder(mounts["tmp_from"], "mounts' tmp_from")
+
+
+def make_spec(*, limits, uid=None, cgroups=(), mounts=None, cwd=None):
+    """The confinement of one process, checked: a dict of plain values (JSON-ready).
 
     Parameters
     ----------
+    limits : dict
+        :data:`LIMIT_KEYS`: ``cpu_s``, ``memory_bytes``, ``file_bytes``, ``processes``
+        positive numbers, ``cpu_grace_s`` a non-negative int.
     uid : int or None
-        Sandbox user id (:func:`new_uid`), or None to keep the grader's.
-    mount : callable or None
-        Called in the child before it drops to ``uid``.
-    cpu_s, cpu_grace_s : int
-        Soft CPU-time limit and the extra seconds before the hard one.
-    memory_bytes, file_bytes, processes : int
-        Address space, largest file, processes and threads of the sandbox user.
+        Sandbox user id (:func:`autograder.sandbox_users.new_uid`), or None to keep the
+        grader's.
     cgroups : sequence of str
-        Folders of the sandbox's cgroups (:class:`autograder.cgroups.SandboxCgroup`), or
-        none where the machine offers none.
+        Folders of the process's cgroups (:class:`autograder.cgroups.SandboxCgroup`),
+        or none where the machine offers none.
+    mounts : dict or None
+        :data:`MOUNT_KEYS` (made by :mod:`autograder.protection`), or None for no
+        namespace of its own.
+    cwd : str or None
+        Working directory taken first.
+
+    Returns
+    -------
+    dict
+        ``{"cwd", "cgroups", "mounts", "uid", "limits"}`` (what :func:`apply` takes).
+
+    Raises
+    ------
+    ValueError
+        Naming the first value that is not of its kind.
     """
     if uid is not None:
-        _check_uid(uid)
-    cgroups = [str(c) for c in (cgroups or ())]
-    for name, value in (
-        ("cpu_s", cpu_s),
-        ("memory_bytes", memory_bytes),
-        ("file_bytes", file_bytes),
-        ("processes", processes),
-    ):
+        check_uid(uid)
+    if not isinstance(limits, dict) or not set(LIMIT_KEYS) <= set(limits):
+        raise ValueError(f"limits must give {LIMIT_KEYS}, got {limits!r:.200}")
+    for name in ("cpu_s", "memory_bytes", "file_bytes", "processes"):
+        value = limits[name]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             raise ValueError(f"{name} must be a positive number, got {value!r}")
-    if isinstance(cpu_grace_s, bool) or not isinstance(cpu_grace_s, int) or cpu_grace_s < 0:
-        raise ValueError(f"cpu_grace_s must be a non-negative int, got {cpu_grace_s!r}")
+    grace = limits["cpu_grace_s"]
+    if isinstance(grace, bool) or not isinstance(grace, int) or grace < 0:
+        raise ValueError(f"cpu_grace_s must be a non-negative int, got {grace!r}")
+    if isinstance(cgroups, (str, bytes)):
+        raise ValueError(f"cgroups must be a sequence of folders, got {cgroups!r}")
+    groups = [_folder(c, "a cgroup") for c in (cgroups or ())]
+    if mounts is not None:
+        _check_mounts(mounts)
+    if cwd is not None:
+        _folder(cwd, "cwd")
+    return {
+        "cwd": cwd,
+        "cgroups": groups,
+        "mounts": None if mounts is None else {k: mounts[k] for k in MOUNT_KEYS},
+        "uid": uid,
+        "limits": {k: limits[k] for k in LIMIT_KEYS},
+    }
+
+
+def _checked(spec):
+    """``spec`` checked again (:func:`make_spec`); ``ValueError`` if it is none."""
+    if not isinstance(spec, dict) or set(spec) != {"cwd", "cgroups", "mounts", "uid", "limits"}:
+        raise ValueError(f"spec must come from make_spec, got {spec!r:.200}")
+    return make_spec(**spec)
+
+
+def apply_mounts(libc, mounts):
+    """In the child, as root: the mounts of a specification. :func:`private_mounts` with
+    ``tmp_bytes``, ``keep``, ``cover``, ``network`` and ``tmp_from``; then, if they
+    applied, the loopback brought up (``loopback``: processes of the child talk to each
+    other, nbgrader and its kernel, over a ``127.0.0.1`` of their own) and each folder of
+    ``hide`` covered by an empty read-only tmpfs (:func:`cover_empty`).
+
+    Returns
+    -------
+    bool
+        False (nothing changed) where a mount namespace is not allowed.
+    """
+    _check_mounts(mounts)
+    if not private_mounts(
+        libc,
+        mounts["tmp_bytes"],
+        keep=[(str(p), bool(ro)) for p, ro in mounts["keep"]],
+        cover=mounts["cover"],
+        network=mounts["network"],
+        tmp_from=mounts["tmp_from"],
+    ):
+        return False
+    if mounts["loopback"]:
+        loopback_up()
+    for folder in mounts["hide"]:
+        cover_empty(libc, folder)
+    return True
+
+
+def apply(spec, forked=False, memory_base=0):
+    """In the child (between ``fork`` and ``exec``, or in a forked child that runs on
+    without one): confine this process as ``spec`` says (:func:`make_spec`), in the order
+    of this module's description.
+
+    Parameters
+    ----------
+    spec : dict
+        From :func:`make_spec` (checked again here).
+    forked : bool
+        True in a child forked without ``exec``: it is made dumpable again after the drop
+        to ``uid``.
+    memory_base : int
+        Bytes added to the address-space limit: what this process maps already
+        (:func:`mapped_bytes`) in a forked child that runs on in its server's image, so
+        that its own data gets the room a started child's gets.
+
+    Raises
+    ------
+    ValueError
+        If ``spec`` is not a specification.
+    OSError
+        If a cgroup cannot be joined or the user id taken (the child must not run then).
+    """
+    spec = _checked(spec)
+    uid, lim = spec["uid"], spec["limits"]
+    libc = load_libc() if spec["mounts"] is not None or (forked and uid is not None) else None
+    if spec["cwd"] is not None:
+        os.chdir(spec["cwd"])
+    if spec["cgroups"]:
+        join_cgroups(spec["cgroups"])
+    os.setsid()
+    if spec["mounts"] is not None and libc is not None:
+        apply_mounts(libc, spec["mounts"])
+    if uid is not None:
+        drop_to(uid)
+    set_limits(
+        cpu_s=lim["cpu_s"],
+        cpu_grace_s=lim["cpu_grace_s"],
+        memory_bytes=int(lim["memory_bytes"]) + int(memory_base),
+        file_bytes=lim["file_bytes"],
+        processes=lim["processes"] if uid is not None else None,
+    )
+    if forked and uid is not None and libc is not None:
+        libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
+
+
+def preexec(spec):
+    """The ``preexec_fn`` of a started child confined by ``spec`` (:func:`make_spec`,
+    checked now): :func:`apply` between ``fork`` and ``exec``."""
+    spec = _checked(spec)
 
     def start():
-        if cgroups:
-            join_cgroups(cgroups)
-        os.setsid()
-        if mount is not None:
-            mount()
-        if uid is not None:
-            drop_to(uid)
-        set_limits(
-            cpu_s=cpu_s,
-            cpu_grace_s=cpu_grace_s,
-            memory_bytes=memory_bytes,
-            file_bytes=file_bytes,
-            processes=processes if uid is not None else None,
-        )
+        apply(spec)
 
     return start
 
@@ -776,84 +598,3 @@ def drop_capabilities(libc):
     data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable: none
     ok = libc.capset(header, data) == 0
     return libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 and ok
-
-
-def kernel_namespaces_allowed():
-    """True if a notebook's kernel can be given the namespaces of
-    :func:`kernel_namespaces` here (tried in a forked child that exits at once, under a
-    sandbox user id when the grader is root, as the kernels run)."""
-    libc = load_libc()
-    if libc is None:
-        return False
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the probe
-        ok = False
-        try:
-            if os.geteuid() == 0:
-                drop_to(new_uid())
-            ok = kernel_namespaces(libc, 1 << 20)
-        finally:
-            os._exit(0 if ok else 1)
-    _, status = os.waitpid(pid, 0)
-    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-
-
-# ----------------------------------------------------------------- what is missing here
-def namespaces_allowed():
-    """True if a process of this grader may take a mount namespace and a network
-    namespace of its own (tried in a forked child that exits at once; needs root and,
-    in a container, the capability to unshare)."""
-    libc = load_libc()
-    if libc is None or os.geteuid() != 0:
-        return False
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the probe
-        try:
-            ok = libc.unshare(_CLONE_NEWNS | _CLONE_NEWNET) == 0
-        finally:
-            os._exit(0 if ok else 1)
-    _, status = os.waitpid(pid, 0)
-    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-
-
-def protection_gaps():
-    """What the confinement of student code lacks when grading here, one sentence per
-    gap; an empty list when every part applies (root, a sandbox user id the interpreter
-    and its packages are readable by, mount and network namespaces).
-
-    The grader says each of these at grading time and in ``grading_issues.csv`` for every
-    student (:meth:`autograder.course.Course.autograde`): without them a submission runs
-    with more rights than its own folder.
-    """
-    kernel_gap = (
-        "this machine refuses user and PID namespaces to the kernels, so a "
-        "notebook's kernel shared /tmp, /dev/shm, /var/tmp, /run/lock and its "
-        "home with the student's other notebooks, and its per-notebook time limit "
-        "killed only its process group: a process that left the group ran on "
-        "until the student's whole run ended"
-    )
-    if os.geteuid() != 0:
-        return [
-            "the grader does not run as root, so the student's code ran under the "
-            "grader's own user id: it could read and write whatever the grader can "
-            "(the course, the gradebook, the reference package and solutions) and reach "
-            "the network; grade an untrusted class as root or in a container"
-        ] + ([] if kernel_namespaces_allowed() else [kernel_gap])
-    gaps = []
-    python, site, drop = sandbox_python()
-    if not drop:
-        gaps.append(
-            f"no interpreter that another user may run was found ({python}, its "
-            f"packages in {site}), so the clean room ran the student's code as root, "
-            "with no private folders and the network in reach; put the virtual "
-            "environment where other users can read it"
-        )
-    if not namespaces_allowed():
-        gaps.append(
-            "this machine refuses mount and network namespaces (a container "
-            "without the capability to unshare), so the student's code could see "
-            "the course, the repository and the network"
-        )
-    if not kernel_namespaces_allowed():
-        gaps.append(kernel_gap)
-    return gaps

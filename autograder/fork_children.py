@@ -1,8 +1,31 @@
-"""What both fork servers keep of their children (standard library only, loaded by path:
-:mod:`autograder.kernel_fork_server` and :mod:`autograder.cleanroom_fork_server` import
-nothing of the ``autograder`` package)."""
+"""What the fork server keeps of its children and how it answers (standard library only;
+loaded by path by :mod:`autograder.fork_server`, which imports nothing of the
+``autograder`` package).
 
+The protocol, on a Unix socket pair (``SOCK_SEQPACKET``, one JSON object per datagram,
+file descriptors attached with ``SCM_RIGHTS``), read by :mod:`autograder.fork_client`
+through :mod:`autograder.wire`:
+
+* first, once the role's imports are done: ``{"ready": true, "loaded": [...],
+  "threads": n}``;
+* ``{"op": "spawn", ...}`` (the role's request) -> ``{"pid": int}`` or ``{"pid": int,
+  "contained": bool}`` (a kernel: whether it got its namespaces), or ``{"error": str}``;
+* ``{"op": "status", "pid": int}`` -> ``{"code": int or null}`` or, from the kernel role,
+  ``{"code": ..., "timed_out": bool, "limit_s": number or null}`` (null while the child
+  runs, a negative code for the signal that ended it, as in
+  :attr:`subprocess.Popen.returncode`), or ``{"error": str}``.
+
+The end of the socket ends the server.
+"""
+
+import json
 import os
+import socket
+
+#: the largest request taken (a spawn request holds an environment and a few paths)
+MAX_REQUEST = 1 << 16
+#: the most descriptors taken with one request
+MAX_FDS = 4
 
 
 def threads():
@@ -49,29 +72,6 @@ class Children:
         return self.exited[pid]
 
 
-def cgroup_list(value):
-    """Whether ``value``, the ``cgroups`` of a spawn request, is absent (None) or a list
-    of absolute folder names (the groups the child joins first)."""
-    return value is None or (
-        isinstance(value, list)
-        and all(isinstance(v, str) and v.startswith("/") and "\0" not in v for v in value)
-    )
-
-
-def load_by_path(name, path):
-    """The module compiled from the file ``path`` under ``name``, not registered in
-    :data:`sys.modules` (no package is imported to reach it)."""
-    import sys
-
-    if not os.path.isfile(path):
-        raise ValueError(f"path must name a Python file, got {path!r}")
-    module = type(sys)(name)
-    module.__file__ = path
-    with open(path) as fh:
-        exec(compile(fh.read(), path, "exec"), module.__dict__)
-    return module
-
-
 def fresh_process(env):
     """In a forked child: what a process started from nothing would have, as far as the
     preloaded libraries go: exactly the environment ``env``, ``$TMPDIR`` read again by
@@ -93,63 +93,65 @@ def fresh_process(env):
         sys.modules["torch"].seed()
 
 
+def fork_and_become(children, become):
+    """Fork a child that runs ``become()`` (which never returns); ``{"pid": int}``."""
+    children.reap()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            become()
+        finally:
+            os._exit(127)
+    return {"pid": pid}
+
+
 def announce_ready(control, loaded):
     """Tell the grader on ``control`` that the imports ``loaded`` are done (the first
     message of a fork server)."""
-    import json
-
     control.send(json.dumps({"ready": True, "loaded": list(loaded), "threads": threads()}).encode())
 
 
-def serve_requests(control, children, spawn_error, become, max_request=1 << 16, max_fds=4):
-    """The request loop of a fork server on the socket ``control`` (the protocol of
-    :mod:`autograder.fork_client`), until the socket ends.
+def _answer(role, req, fds, control):
+    """The reply to one request ``req`` (a parsed datagram) with the descriptors ``fds``."""
+    op = req.get("op") if isinstance(req, dict) else None
+    if op == "spawn":
+        error = role.spawn_error(req, fds)
+        if error is None and threads() != 1:
+            error = "the server holds threads"
+        return {"error": error} if error is not None else role.spawn(req, fds, control)
+    if op == "status":
+        pid = req.get("pid")
+        if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+            return {"error": "a status request needs a process id"}
+        return role.status(pid)
+    return {"error": "malformed request" if op is None else f"unknown op {str(op)[:40]!r}"}
+
+
+def serve(control, role):
+    """Announce the role's imports (``role.preload()``), then answer requests on the
+    socket ``control`` until it ends (the protocol above).
 
     Parameters
     ----------
     control : socket.socket
-        The server's end (``SOCK_SEQPACKET``; one JSON object per datagram).
-    children : Children
-        Where the exit codes of the forked children are kept.
-    spawn_error : callable
-        ``spawn_error(request, fds)``: why a spawn request with the descriptors ``fds``
-        cannot be served, or None.
-    become : callable
-        ``become(request, fds)``: run in the forked child; never returns.
-    max_request, max_fds : int
-        The largest datagram and the most descriptors taken with one.
+        The server's end (``SOCK_SEQPACKET``).
+    role : object
+        ``preload()`` -> names imported; ``spawn_error(req, fds)`` -> why a spawn request
+        cannot be served, or None; ``spawn(req, fds, control)`` -> the reply (a forked
+        child closes ``control``); ``status(pid)`` -> the reply.
     """
-    import json
-    import socket
-
-    def send(msg):
-        control.send(json.dumps(msg).encode())
-
+    announce_ready(control, role.preload())
     while True:
-        msg, fds, _, _ = socket.recv_fds(control, max_request, max_fds)
+        msg, fds, _, _ = socket.recv_fds(control, MAX_REQUEST, MAX_FDS)
         if not msg:
             return
         try:
             req = json.loads(msg)
-            op = req["op"] if isinstance(req, dict) else None
-        except (ValueError, KeyError, TypeError):
-            op = None
-        error = None
-        if op == "spawn":
-            error = spawn_error(req, fds)
-            if error is None:
-                children.reap()
-                pid = os.fork()
-                if pid == 0:
-                    become(req, fds)
-        for f in fds:
-            os.close(f)
-        if op == "spawn":
-            send({"error": error} if error is not None else {"pid": pid})
-        elif op == "status":
-            try:
-                send({"code": children.status(int(req["pid"]))})
-            except (KeyError, TypeError, ValueError):
-                send({"error": "a status request needs a process id"})
-        else:
-            send({"error": "malformed request" if op is None else f"unknown op {op!r}"})
+        except ValueError:
+            req = None
+        try:
+            reply = _answer(role, req, fds, control)
+        finally:
+            for f in fds:
+                os.close(f)
+        control.send(json.dumps(reply).encode())

@@ -1,4 +1,5 @@
-"""nbgrader's kernels forked from a warm process (:mod:`autograder.kernel_fork_server`).
+"""nbgrader's kernels forked from a warm process (the fork server's kernel role,
+:mod:`autograder.fork_role_kernel`).
 
 :class:`ForkExecute` is nbgrader's ``Execute`` preprocessor with a kernel manager whose
 provisioner asks one fork server per grading process for each kernel instead of starting
@@ -9,8 +10,9 @@ kernel command, a server that failed to start or holds threads) falls back to th
 launch, so grading never depends on it. ``$AUTOGRADER_KERNEL_FORK=0`` turns it off.
 
 In a class, the server is not started here: the sandbox's own fork server
-(:mod:`autograder.sandbox_fork_server`) forks one that has done its imports already beside
-this process and names its pipes in ``$AUTOGRADER_KERNEL_FORK_FDS``; this process adopts it.
+(:mod:`autograder.fork_role_sandbox`) forks one that has done its imports already beside
+this process and names its socket in :data:`SOCKET_ENV`; this process adopts it. Both
+speak the fork server's one protocol through :class:`autograder.fork_client.ForkServer`.
 
 **Each kernel is contained, and has a hard wall-clock limit** (``$AUTOGRADER_NOTEBOOK_LIMIT``
 seconds, set by :mod:`autograder.sandbox`). The server forks a *watcher* per kernel, and
@@ -40,8 +42,8 @@ The watcher reports whether it stopped the kernel for time; :class:`ForkExecute`
 marks the notebook (:data:`TIME_LIMIT_KEY` in its metadata) instead of failing the
 student's other notebooks, and the sandbox grades it as blank with that reason.
 
-Where the machine refuses user namespaces (:func:`autograder.confine.kernel_namespaces_allowed`
-is False, said by :func:`autograder.confine.protection_gaps`), the watcher still applies
+Where the machine refuses user namespaces (:func:`autograder.protection.kernel_namespaces_allowed`
+is False, said by :func:`autograder.protection.protection_gaps`), the watcher still applies
 the limit, but to the kernel's process group only, and the folders are shared. A kernel
 launched the usual way (``$AUTOGRADER_KERNEL_FORK=0``, or a server that failed) has no
 per-notebook limit and no private folders: only the student's whole run is limited.
@@ -49,26 +51,21 @@ per-notebook limit and no private folders: only the student's whole run is limit
 
 from __future__ import annotations
 
-import json
 import os
-import select
-import subprocess
 import sys
 import threading
 import uuid
-from pathlib import Path
 
 from jupyter_client import AsyncKernelManager
 from jupyter_client.provisioning import LocalProvisioner
 from nbgrader.preprocessors import Execute
 
-from .fork_client import RUN_BY_PATH
-from .forked_process import ForkedProcess
-from .settings import KERNEL_FORK_ENV, KERNEL_FORK_FDS_ENV, NOTEBOOK_LIMIT_ENV
+from .fork_client import ForkServer
+from .settings import KERNEL_FORK_ENV, KERNEL_PRELOAD_ENV, KERNEL_SOCKET_ENV, NOTEBOOK_LIMIT_ENV
 
 __all__ = [
     "ENV",
-    "FDS_ENV",
+    "SOCKET_ENV",
     "LIMIT_ENV",
     "TIME_LIMIT_KEY",
     "ForkExecute",
@@ -82,41 +79,30 @@ __all__ = [
 
 #: environment variable: "0" turns the fork server off
 ENV = KERNEL_FORK_ENV
-#: environment variable: "REQUESTS,REPLIES,PID" of a warm kernel server forked beside this
-#: process (:mod:`autograder.sandbox_fork_server`); read, and removed, on import
-FDS_ENV = KERNEL_FORK_FDS_ENV
+#: environment variable: "FD,PID" of a warm kernel server forked beside this process
+#: (:mod:`autograder.fork_role_sandbox`): its socket and process id; read, and removed, on
+#: import
+SOCKET_ENV = KERNEL_SOCKET_ENV
 #: environment variable: the wall-clock limit of one notebook's kernel, in seconds
 LIMIT_ENV = NOTEBOOK_LIMIT_ENV
 #: key of a notebook's metadata: the limit (s) its kernel ran past and was stopped at
 TIME_LIMIT_KEY = "autograder_time_limit_s"
-_SERVER_FILE = Path(__file__).with_name("kernel_fork_server.py")
-_BOOT = RUN_BY_PATH
-_ADOPT = os.environ.pop(FDS_ENV, None)  # never handed on to a kernel
+_ADOPT = os.environ.pop(SOCKET_ENV, None)  # never handed on to a kernel
 
 
-def _adoptable():
-    """``(requests, replies, pid)`` of the kernel server forked beside this process, once
-    (the second call gets None), or None when there is none or the value is unusable."""
+def _adopted():
+    """The kernel server forked beside this process (:mod:`autograder.fork_role_sandbox`),
+    once (the second call gets None), or None when there is none or the value of
+    :data:`SOCKET_ENV` is unusable."""
     global _ADOPT
     value, _ADOPT = _ADOPT, None
     if not value:
         return None
     try:
-        requests, replies, pid = (int(x) for x in value.split(","))
-        for fd in (requests, replies):
-            os.set_inheritable(fd, False)  # no kernel started the usual way inherits them
+        fd, pid = (int(x) for x in value.split(","))
+        return ForkServer.adopt(fd, pid, "the kernel fork server")
     except (ValueError, OSError):
         return None
-    return requests, replies, pid
-
-
-def _child_exit_code(pid):
-    """Exit code of this process's child ``pid``, None while it runs."""
-    try:
-        got, status = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return -1
-    return os.waitstatus_to_exitcode(status) if got else None
 
 
 def notebook_limit():
@@ -138,10 +124,10 @@ _timed_out = {}
 def _exit_code(server, pid):
     """Exit code of the forked kernel ``pid`` as its server reports it; remembers a
     kernel its watcher stopped for time."""
-    reply = server.ask({"op": "status", "pid": pid})
-    if reply.get("code") is not None and reply.get("timed_out"):
+    reply = server.status(pid)
+    if reply["code"] is not None and reply.get("timed_out"):
         _timed_out[pid] = reply.get("limit_s")
-    return reply.get("code")
+    return reply["code"]
 
 
 def time_limit_hit(pid, wait=5.0):
@@ -170,59 +156,6 @@ def fork_enabled():
     return os.environ.get(ENV, "1") != "0"
 
 
-class _Server:
-    """The fork server of this process (started on first use, ended with it)."""
-
-    def __init__(self):
-        adopted = _adoptable()
-        if adopted is not None:  # already warm, forked beside this process
-            requests, read_fd, pid = adopted
-            self.proc = ForkedProcess(pid, _child_exit_code, stdin=os.fdopen(requests, "w"))
-        else:
-            read_fd, write_fd = os.pipe()
-            try:
-                self.proc = subprocess.Popen(
-                    [sys.executable, "-c", _BOOT, str(_SERVER_FILE), str(write_fd)],
-                    stdin=subprocess.PIPE,
-                    pass_fds=(write_fd,),
-                    close_fds=True,
-                    text=True,
-                )
-            finally:
-                os.close(write_fd)
-        self.replies = os.fdopen(read_fd, "r")
-        self.lock = threading.Lock()
-        self.is_ready = False
-
-    def ready(self, timeout=0.0):
-        """Whether the imports are done (waits at most ``timeout`` seconds)."""
-        if not self.is_ready:
-            first = self._read(timeout)
-            if not first:
-                return False
-            if not first.get("ready"):
-                raise OSError("the kernel fork server did not start")
-            self.is_ready = True
-        return True
-
-    def _read(self, timeout):
-        ready, _, _ = select.select([self.replies], [], [], timeout)
-        if not ready:
-            if not self.is_ready:
-                return {}
-            raise OSError("the kernel fork server did not answer")
-        line = self.replies.readline()
-        if not line:
-            raise OSError("the kernel fork server ended")
-        return json.loads(line)
-
-    def ask(self, request, timeout=30.0):
-        with self.lock:
-            self.proc.stdin.write(json.dumps(request) + "\n")
-            self.proc.stdin.flush()
-            return self._read(timeout)
-
-
 _server = None
 _server_lock = threading.Lock()
 
@@ -236,7 +169,12 @@ def start_server():
     with _server_lock:
         if _server is None or _server.proc.poll() is not None:
             try:
-                _server = _Server()
+                _server = _adopted() or ForkServer.start(
+                    "kernel",
+                    {"preload": os.environ.get(KERNEL_PRELOAD_ENV, "1") != "0"},
+                    "the kernel fork server",
+                    output=True,
+                )
             except (OSError, ValueError):
                 _server = None
         return _server
@@ -288,11 +226,12 @@ def hidden_folders():
     checks and book), and the folders of the ``autograder``, ``repeval_ref`` and
     ``repeval_book`` packages wherever they are installed. The interpreter and its
     packages stay readable (:func:`autograder.confine.kernel_namespaces` binds them back)."""
-    from . import REPO_ROOT, confine
+    from . import REPO_ROOT
     from .checks import kernel_stub_files
+    from .protection import reference_folders
 
     stubs = kernel_stub_files()
-    repo, packages = confine.reference_folders(REPO_ROOT)
+    repo, packages = reference_folders(REPO_ROOT)
     out = [[repo, stubs]] if repo is not None else []
     for folder in packages:
         if repo is not None and (folder == repo or folder.startswith(repo + os.sep)):
@@ -335,24 +274,18 @@ class ForkProvisioner(LocalProvisioner):
                 raise RuntimeError(_NOT_CONFINED)
             return await super().launch_kernel(cmd, **kwargs)
         cwd = str(kwargs.get("cwd") or os.getcwd())
-        try:
-            reply = server.ask(
-                {
-                    "op": "spawn",
-                    "argv": list(cmd[3:]),
-                    "env": env,
-                    "cwd": cwd,
-                    "limit_s": notebook_limit(),
-                    "hide": hidden_folders() if _graded(env) else [],
-                }
-            )
-        except (OSError, ValueError):
-            reply = {}
-        if "pid" not in reply:
+        request = {
+            "argv": list(cmd[3:]),
+            "env": env,
+            "cwd": cwd,
+            "limit_s": notebook_limit(),
+            "hide": hidden_folders() if _graded(env) else [],
+        }
+        self.process = server.spawn(request, exit_code=lambda pid: _exit_code(server, pid))
+        if self.process is None:
             if graded:
                 raise RuntimeError(_NOT_CONFINED)
             return await super().launch_kernel(cmd, **kwargs)
-        self.process = ForkedProcess(int(reply["pid"]), lambda pid: _exit_code(server, pid))
         _spawned.append((server, self.process.pid))
         self.pid = self.process.pid
         self.pgid = self.process.pid  # the child called setsid()

@@ -11,11 +11,12 @@ from nbgrader.preprocessors import ClearHiddenTests, GetGrades
 
 from autograder import REPO_ROOT
 from autograder.feedback import SafeOutputs, ScrubTestTracebacks
+from autograder.settings import CELL_TIMEOUT_ENV, COURSE_ROOT_ENV
 
 c = get_config()  # noqa: F821  (provided by traitlets when nbgrader loads this file)
 
 # Layout: nbgrader's "source" is solutions/, its "release" is exercises/.
-c.CourseDirectory.root = os.environ.get("AUTOGRADER_COURSE_ROOT", str(REPO_ROOT))
+c.CourseDirectory.root = os.environ.get(COURSE_ROOT_ENV, str(REPO_ROOT))
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "exercises"
 c.CourseDirectory.submitted_directory = "submitted"
@@ -29,7 +30,7 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
 # Execution while grading and validating: a per-cell limit, so an infinite loop costs
 # one cell (CellTimeoutError, zero for what depends on it), not the grading run.
-_timeout = int(os.environ.get("AUTOGRADER_CELL_TIMEOUT", "60"))
+_timeout = int(os.environ.get(CELL_TIMEOUT_ENV, "60"))
 c.Execute.timeout = _timeout
 c.Execute.interrupt_on_timeout = True
 c.Execute.error_on_timeout = {

@@ -56,10 +56,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import PACKAGE_DIR, cgroups, confine
-from .fork_client import RUN_BY_PATH, ForkServer, ServerSlot
-from .forked_process import ForkedProcess
+from . import PACKAGE_DIR, cgroups, confine, protection
+from .fork_client import ForkServer, ServerSlot
 from .safe_files import Refused, read_regular, rebuild_folder
+from .sandbox_disk import make_tmp_folders, mount_disk, unmount_disk
 from .sandbox_limits import (
     MEMORY_MARK,
     NOTEBOOK_LIMIT_ENV,  # noqa: F401
@@ -73,10 +73,12 @@ from .sandbox_limits import (
     time_limit_reason,
     why_failed,
 )
+from .sandbox_users import kill_uid, new_uid
 from .settings import (
     CELL_TIMEOUT_ENV,
     KERNEL_FORK_ENV,
     KERNEL_PRELOAD_ENV,
+    KERNEL_SOCKET_ENV,
     NBGRADER_PRELOAD_ENV,
     SANDBOX_FORK_ENV,
     SCRATCH_GRADEBOOK_ENV,
@@ -127,50 +129,23 @@ def readable_folders():
     return [os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, PACKAGE_DIR.parent)]
 
 
-class _SandboxServer(ForkServer):
-    """This process's sandbox fork server (:mod:`autograder.sandbox_fork_server`): it
-    imports what a kernel fork server imports once, then starts each student's nbgrader
-    run confined, with a warm kernel server beside it."""
-
-    def __init__(self):
-        here = Path(__file__).parent
-        super().__init__(
-            lambda fd: [
-                sys.executable,
-                "-c",
-                RUN_BY_PATH,
-                str(here / "sandbox_fork_server.py"),
-                confine.__file__,
-                str(here / "kernel_fork_server.py"),
-                str(fd),
-            ],
-            lambda home: {
-                **_env("", 0, 0, home),
-                **{k: os.environ[k] for k in (NBGRADER_PRELOAD_ENV,) if k in os.environ},
-            },
-            "the sandbox fork server",
-        )
-
-    def spawn(self, request):
-        """A :class:`~autograder.forked_process.ForkedProcess` for a run started with
-        ``request`` (see the server's protocol), its output (standard output and error)
-        piped to this process; ``None`` when the server cannot start it."""
-        grader_out, run_out = os.pipe()
-        try:
-            reply = self.ask({"op": "spawn", **request}, fds=(run_out,))
-        except (OSError, ValueError):
-            reply = {}
-        finally:
-            os.close(run_out)
-        if not isinstance(reply.get("pid"), int):
-            os.close(grader_out)
-            return None
-        return ForkedProcess(
-            reply["pid"], self.exit_code, stdout=os.fdopen(grader_out, "rb", buffering=0)
-        )
+def _start_server():
+    """Start this process's sandbox fork server (:mod:`autograder.fork_role_sandbox`): it
+    imports what a kernel server imports once, then starts each student's nbgrader run
+    confined, with a warm kernel server beside it."""
+    return ForkServer.start(
+        "sandbox",
+        {
+            "kernel_socket_env": KERNEL_SOCKET_ENV,
+            "nbgrader_preload": os.environ.get(NBGRADER_PRELOAD_ENV, "1") != "0",
+            "kernel": {"preload": os.environ.get(KERNEL_PRELOAD_ENV, "1") != "0"},
+        },
+        "the sandbox fork server",
+        env=lambda home: _env("", 0, 0, home),
+    )
 
 
-_sandbox_slot = ServerSlot(_SandboxServer, SANDBOX_FORK_ENV)
+_sandbox_slot = ServerSlot(_start_server, SANDBOX_FORK_ENV)
 
 
 def start_sandbox_server():
@@ -200,7 +175,7 @@ class Confinement:
         self.hide = [str(h) for h in hide]
         self.limits = {**SANDBOX_LIMITS, **(limits or {})}
         self.root = os.geteuid() == 0
-        self.uid = confine.new_uid() if self.root else None
+        self.uid = new_uid() if self.root else None
         #: the sandbox fork server the runs start from (None: each starts from nothing)
         self.server = None
         #: the cgroup of the run in progress (:mod:`autograder.cgroups`), or None
@@ -218,27 +193,28 @@ class Confinement:
             for f in filenames:
                 os.chown(os.path.join(dirpath, f), self.uid, self.uid, follow_symlinks=False)
 
-    def preexec(self, cpu_s):
-        """The ``preexec_fn`` of a confined nbgrader run with a CPU limit of ``cpu_s``
-        seconds (:func:`autograder.confine.preexec_confined`), joining the run's cgroup."""
-        lim, uid, top, hide = self.limits, self.uid, self.top, self.hide
-        groups = self.cgroup.join_paths if self.cgroup is not None else ()
-        libc = confine.load_libc() if uid is not None else None
-
-        readable = readable_folders()
-
-        def mount():  # in the child, before nbgrader starts
-            confine.sandbox_mounts(libc, top, hide, lim["file_bytes"], readable)
-
-        return confine.preexec_confined(
-            uid=uid,
-            mount=mount if libc is not None else None,
-            cpu_s=cpu_s,
-            cpu_grace_s=5,
-            memory_bytes=lim["memory_bytes"],
-            file_bytes=lim["file_bytes"],
-            processes=lim["processes"],
-            cgroups=groups,
+    def spec(self, cpu_s, cwd):
+        """The confinement of a run in ``cwd`` with a CPU limit of ``cpu_s`` seconds
+        (:func:`autograder.confine.make_spec`), joining the run's cgroup; the same whether
+        the sandbox fork server forks the run or it is started from nothing."""
+        lim = self.limits
+        mounts = None
+        if self.uid is not None:
+            mounts = protection.sandbox_mounts(
+                self.top, self.hide, lim["file_bytes"], readable_folders()
+            )
+        return confine.make_spec(
+            limits={
+                "cpu_s": cpu_s,
+                "cpu_grace_s": 5,
+                "memory_bytes": lim["memory_bytes"],
+                "file_bytes": lim["file_bytes"],
+                "processes": lim["processes"],
+            },
+            uid=self.uid,
+            cgroups=self.cgroup.join_paths if self.cgroup is not None else (),
+            mounts=mounts,
+            cwd=str(cwd),
         )
 
     def run(self, cmd, cwd, env, wall_s):
@@ -259,7 +235,11 @@ class Confinement:
             int(self.limits["cgroup_memory_bytes"]), int(self.limits["processes"]), "sandbox"
         )
         try:
-            proc = self._forked(cmd, cwd, env, wall_s) if self.server is not None else None
+            spec = self.spec(wall_s, cwd)
+            proc = None
+            if self.server is not None:  # with a warm kernel server beside it
+                request = {"argv": [str(c) for c in cmd], "env": env, "confinement": spec}
+                proc = self.server.spawn(request, stdout=True)
             if proc is None:
                 proc = subprocess.Popen(
                     cmd,
@@ -268,7 +248,7 @@ class Confinement:
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
-                    preexec_fn=self.preexec(wall_s),
+                    preexec_fn=confine.preexec(spec),
                     close_fds=True,
                 )
             out, over = _read_until(proc, time.monotonic() + wall_s, MAX_LOG_BYTES)
@@ -296,37 +276,13 @@ class Confinement:
                 self.cgroup.remove()
                 self.cgroup = None
 
-    def _forked(self, cmd, cwd, env, wall_s):
-        """``cmd`` started by the sandbox fork server, confined as :meth:`preexec` confines
-        a started one, with a warm kernel server beside it; None if the server cannot."""
-        lim = self.limits
-        return self.server.spawn(
-            {
-                "argv": [str(c) for c in cmd],
-                "env": env,
-                "cwd": str(cwd),
-                "uid": self.uid,
-                "limits": {
-                    "cpu_s": wall_s,
-                    "cpu_grace_s": 5,
-                    "memory_bytes": lim["memory_bytes"],
-                    "file_bytes": lim["file_bytes"],
-                    "processes": lim["processes"],
-                },
-                "cgroups": self.cgroup.join_paths if self.cgroup is not None else None,
-                "mounts": None
-                if self.uid is None
-                else {"top": self.top, "hide": self.hide, "readable": readable_folders()},
-            }
-        )
-
     def cleanup(self):
         """Kill every process of the run's cgroup and every process left under the
         sandbox user id (as root)."""
         if self.cgroup is not None:
             self.cgroup.kill()
         if self.uid is not None:
-            confine.kill_uid(self.uid)
+            kill_uid(self.uid)
 
 
 _disk_said = []
@@ -338,7 +294,7 @@ def _own_disk(libc, top, size):
     by one cap, whatever the number of files; True when mounted. Where it cannot be
     (not root, mounts refused) this is said once on stderr, and the run writes to the
     grader's disk, bounded per file only."""
-    if confine.mount_disk(libc, top, size):
+    if mount_disk(libc, top, size):
         return True
     if not _disk_said:
         _disk_said.append(True)
@@ -445,7 +401,7 @@ def grade_in_sandbox(job):
     log = []
     blanked, ungraded = [], []
     try:
-        confine.make_tmp_folders(top)
+        make_tmp_folders(top)
         for d in ("tmp", "runtime", "ipython", "mpl"):
             os.makedirs(os.path.join(home, d))
         for a, parts in job["assignments"].items():
@@ -509,7 +465,7 @@ def grade_in_sandbox(job):
                 policy,
                 f"--CourseDirectory.root={course}",
             ]
-            confine.make_tmp_folders(top)  # empty: nothing of the last run is left there
+            make_tmp_folders(top)  # empty: nothing of the last run is left there
             t0 = time.monotonic()
             left = budget if budget is not None else deadline - t0
             if left < 1:
@@ -610,7 +566,7 @@ def grade_in_sandbox(job):
     finally:
         conf.cleanup()
         if disk:
-            confine.unmount_disk(libc, top)
+            unmount_disk(libc, top)
         shutil.rmtree(top, ignore_errors=True)
         if os.path.exists(top):  # pragma: no cover - a file the sandbox user locked
             time.sleep(0.2)

@@ -4,7 +4,7 @@ Every time limit here is computed from the release notebooks (the instructor's),
 from what a student handed in (:func:`time_budget`): added cells, added notebooks or a
 longer notebook cannot extend a student's time. What the run may hold and write is
 bounded for the run as a whole where the machine allows it (a memory and a pids cgroup,
-:mod:`autograder.cgroups`; one size-capped tmpfs, :func:`autograder.confine.mount_disk`);
+:mod:`autograder.cgroups`; one size-capped tmpfs, :func:`autograder.sandbox_disk.mount_disk`);
 the sizes, :data:`SANDBOX_LIMITS` itself and its variables are those of
 :mod:`autograder.settings`.
 """

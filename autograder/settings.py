@@ -1,5 +1,5 @@
 """The sandboxes' limits and the grader's switches, each defined once with its
-environment variable (standard library only: the fork servers load this file by path).
+environment variable (standard library only).
 
 :data:`SANDBOX_LIMITS` (one student's nbgrader run) and :data:`CLEANROOM_LIMITS` (one
 clean-room child) use the same key for the same bound. Every size below is read from its
@@ -19,11 +19,14 @@ variable                       what it bounds                               defa
                                (one size-capped tmpfs)
 ``AUTOGRADER_CLEANROOM_MEMORY``  memory of one clean-room child with all    4 GiB
                                it starts (memory cgroup)
+``AUTOGRADER_CLEANROOM_DISK``  all a clean-room child may write: its room   256 MiB
+                               and its ``/tmp`` (one size-capped tmpfs)
 =============================  ===========================================  ===========
 
 The switches and the variables the grader sets for the processes it starts are named
 here too (:data:`KERNEL_FORK_ENV` and the rest), so that the grader and the programs that
-read them use one spelling.
+read them use one spelling. The fork server (:mod:`autograder.fork_server`) reads none of
+them: the grader sends it the values, and the names, it needs.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ __all__ = [
     "SANDBOX_DISK_ENV",
     "CLEANROOM_MEMORY_ENV",
     "KERNEL_FORK_ENV",
-    "KERNEL_FORK_FDS_ENV",
+    "KERNEL_SOCKET_ENV",
     "KERNEL_PRELOAD_ENV",
     "NOTEBOOK_LIMIT_ENV",
     "SANDBOX_FORK_ENV",
@@ -44,6 +47,10 @@ __all__ = [
     "CLEANROOM_FORK_ENV",
     "SCRATCH_GRADEBOOK_ENV",
     "CELL_TIMEOUT_ENV",
+    "KERNEL_GRADING_ENV",
+    "SEED_ENV",
+    "COURSE_ROOT_ENV",
+    "REPLY_MAX_ENV",
     "SANDBOX_LIMITS",
     "CLEANROOM_LIMITS",
     "cgroups_wanted",
@@ -51,6 +58,9 @@ __all__ = [
     "sandbox_disk_bytes",
     "cleanroom_memory_bytes",
     "positive_bytes",
+    "reply_max_bytes",
+    "cleanroom_disk_bytes",
+    "CLEANROOM_DISK_ENV",
 ]
 
 #: ``0``: no cgroups per sandbox (its per-process limits only)
@@ -61,11 +71,11 @@ SANDBOX_MEMORY_ENV = "AUTOGRADER_SANDBOX_MEMORY"
 SANDBOX_DISK_ENV = "AUTOGRADER_SANDBOX_DISK"
 #: bytes of memory of one clean-room child with everything it starts
 CLEANROOM_MEMORY_ENV = "AUTOGRADER_CLEANROOM_MEMORY"
+#: bytes one clean-room child may write in all (its room and temporary folders: a tmpfs)
+CLEANROOM_DISK_ENV = "AUTOGRADER_CLEANROOM_DISK"
 
 #: ``0``: every kernel of an nbgrader run starts from nothing (no kernel fork server)
 KERNEL_FORK_ENV = "AUTOGRADER_KERNEL_FORK"
-#: "REQUESTS,REPLIES,PID" of a warm kernel server forked beside an nbgrader run
-KERNEL_FORK_FDS_ENV = "AUTOGRADER_KERNEL_FORK_FDS"
 #: ``0``: a kernel fork server imports nothing before it forks kernels
 KERNEL_PRELOAD_ENV = "AUTOGRADER_KERNEL_PRELOAD"
 #: the wall-clock limit of one notebook's kernel, in seconds (set by the sandbox)
@@ -80,11 +90,22 @@ CLEANROOM_FORK_ENV = "AUTOGRADER_CLEANROOM_FORK"
 SCRATCH_GRADEBOOK_ENV = "AUTOGRADER_SCRATCH_GRADEBOOK"
 #: the per-cell time limit in seconds that nbgrader's run is given
 CELL_TIMEOUT_ENV = "AUTOGRADER_CELL_TIMEOUT"
+#: ``1`` in the kernel of a graded submission: hidden checks run nothing there
+KERNEL_GRADING_ENV = "AUTOGRADER_KERNEL_GRADING"
+#: the seed of a grading run (drawn and logged by ``autograder autograde``)
+SEED_ENV = "AUTOGRADER_SEED"
+#: the course directory nbgrader's configuration takes (default: the repository)
+COURSE_ROOT_ENV = "AUTOGRADER_COURSE_ROOT"
+#: the largest message taken from a clean-room child, in bytes (at least 64 KiB)
+REPLY_MAX_ENV = "AUTOGRADER_REPLY_MAX_BYTES"
+#: "FD,PID" of a warm kernel server forked beside an nbgrader run: its socket and process
+KERNEL_SOCKET_ENV = "AUTOGRADER_KERNEL_SOCKET"
 
 _DEFAULTS = {
     SANDBOX_MEMORY_ENV: 4 << 30,
     SANDBOX_DISK_ENV: 1 << 30,
     CLEANROOM_MEMORY_ENV: 4 << 30,
+    CLEANROOM_DISK_ENV: 256 << 20,
 }
 
 
@@ -141,6 +162,32 @@ def sandbox_disk_bytes():
     return _bytes_setting(SANDBOX_DISK_ENV)
 
 
+def cleanroom_disk_bytes():
+    """What one clean-room child may write in all (``$AUTOGRADER_CLEANROOM_DISK``)."""
+    return _bytes_setting(CLEANROOM_DISK_ENV)
+
+
+def reply_max_bytes():
+    """The largest message taken from a clean-room child (``$AUTOGRADER_REPLY_MAX_BYTES``,
+    default 4 MiB, at least 64 KiB).
+
+    Raises
+    ------
+    ValueError
+        Naming the variable when its value is not such a number of bytes.
+    """
+    text = os.environ.get(REPLY_MAX_ENV, "").strip()
+    if not text:
+        return 4 << 20
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{REPLY_MAX_ENV} must be a number of bytes, got {text!r}") from None
+    if value < 1 << 16:
+        raise ValueError(f"{REPLY_MAX_ENV} must be at least 65536 bytes, got {value}")
+    return value
+
+
 def cleanroom_memory_bytes():
     """Memory of one clean-room child and what it starts (``$AUTOGRADER_CLEANROOM_MEMORY``)."""
     return _bytes_setting(CLEANROOM_MEMORY_ENV)
@@ -172,6 +219,7 @@ CLEANROOM_LIMITS = {
     "processes": 16,  # processes and threads of the sandbox user (RLIMIT_NPROC)
     # and of its cgroup together (pids.max)
     "file_bytes": 64 << 20,  # largest file it may write (RLIMIT_FSIZE)
+    "disk_bytes": cleanroom_disk_bytes(),  # all it writes: its room, /tmp (one tmpfs)
     "call_s": 30.0,  # wall clock of one call of the student's function
     "start_s": 60.0,  # wall clock to start and run the answer's top level
     "total_s": 600.0,  # wall clock of the whole exercise: start, visible tests, checks

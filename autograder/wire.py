@@ -1,4 +1,4 @@
-"""The one reader of what a clean-room child sends: bounded, schema-checked, nothing resolved.
+"""The one reader of what a child process sends: bounded, schema-checked, nothing resolved.
 
 A clean-room child (:mod:`autograder.cleanroom_child`) runs a student's answer in the
 process that writes the replies, so every byte of a reply is the answer's to choose: it
@@ -21,7 +21,9 @@ reads each message through this module and nothing else:
   :data:`autograder.codec.BIT_GENERATORS`).
 
 A message that breaks any of this raises :class:`ProtocolError`; the clean room then ends
-the child and the notebook scores 0 with the reason (:mod:`autograder.cleanroom`).
+the child and the notebook scores 0 with the reason (:mod:`autograder.cleanroom`). The
+fork server's replies (:mod:`autograder.fork_client`) are read the same way, with a
+schema per kind of reply (:func:`fork_reply`).
 
 Besides the answer's own results, a reply carries the child's report: the forbidden
 imports and the reaches beyond the room that its audit hook noted, the code the answer
@@ -35,7 +37,8 @@ the answer points.
 from __future__ import annotations
 
 import json
-import os
+
+from .settings import reply_max_bytes
 
 __all__ = [
     "ProtocolError",
@@ -44,12 +47,13 @@ __all__ = [
     "REPLY_BASE_BYTES",
     "REPLY_FACTOR",
     "REPLY_MAX_BYTES",
-    "REPLY_MAX_ENV",
     "reply_cap",
     "parse",
     "start_message",
     "call_reply",
     "end_reply",
+    "FORK_REPLY_MAX_BYTES",
+    "fork_reply",
 ]
 
 
@@ -57,25 +61,8 @@ class ProtocolError(ValueError):
     """A child's message that the protocol does not allow (its text says why)."""
 
 
-#: environment variable: the largest message taken from a clean-room child, in bytes
-REPLY_MAX_ENV = "AUTOGRADER_REPLY_MAX_BYTES"
-
-
-def _max_bytes():
-    text = os.environ.get(REPLY_MAX_ENV, "").strip()
-    if not text:
-        return 4 << 20
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"{REPLY_MAX_ENV} must be a number of bytes, got {text!r}") from None
-    if value < 1 << 16:
-        raise ValueError(f"{REPLY_MAX_ENV} must be at least 65536 bytes, got {value}")
-    return value
-
-
 #: the largest message taken from a child (``$AUTOGRADER_REPLY_MAX_BYTES``, default 4 MiB)
-REPLY_MAX_BYTES = _max_bytes()
+REPLY_MAX_BYTES = reply_max_bytes()
 #: what every message may hold besides a multiple of its request: the texts of the
 #: report (notices, forbidden imports, code compiled at run time), an exception's text
 REPLY_BASE_BYTES = 1 << 20
@@ -261,9 +248,9 @@ _CALLED = {
 _ENDED = {"seq": _seq, "end": lambda v: v is True, **_REPORT}
 
 
-def _conform(msg, schemas, seq, what):
-    """``msg`` if it has exactly the fields of one of ``schemas``, each valid, and the
-    sequence number ``seq``; raises :class:`ProtocolError` naming ``what`` otherwise."""
+def _fields(msg, schemas, what):
+    """``msg`` if it has exactly the fields of one of ``schemas``, each valid; raises
+    :class:`ProtocolError` naming ``what`` otherwise."""
     keys = set(msg)
     for schema in schemas:
         if keys == set(schema):
@@ -276,6 +263,13 @@ def _conform(msg, schemas, seq, what):
             raise ProtocolError(
                 f"{what} whose {key!r} is not {getattr(check, 'what', 'what the protocol allows')}"
             )
+    return msg
+
+
+def _conform(msg, schemas, seq, what):
+    """``msg`` if it has exactly the fields of one of ``schemas``, each valid, and the
+    sequence number ``seq``; raises :class:`ProtocolError` naming ``what`` otherwise."""
+    _fields(msg, schemas, what)
     if msg["seq"] != seq:
         raise ProtocolError(
             f"{what} numbered {msg['seq']} where request {seq} was "
@@ -298,3 +292,58 @@ def call_reply(msg, seq):
 def end_reply(msg, seq):
     """The reply to the closing request ``seq`` (the report as it stands), checked."""
     return _conform(msg, (_ENDED,), seq, "a closing reply")
+
+
+# ----------------------------------------------------------------- the fork server's replies
+#: the largest reply taken from a fork server (:mod:`autograder.fork_client`)
+FORK_REPLY_MAX_BYTES = 1 << 16
+
+
+def _pid(v):
+    return type(v) is int and v > 0
+
+
+def _code_or_null(v):
+    return v is None or type(v) is int
+
+
+def _flag(v):
+    return type(v) is bool
+
+
+def _seconds_or_null(v):
+    return v is None or (type(v) in (int, float) and v >= 0)
+
+
+#: the schemas of each kind of reply of a fork server (:mod:`autograder.fork_children`)
+_FORK_ERROR = {"error": _text(1000)}
+FORK_REPLIES = {
+    "ready": ({"ready": lambda v: v is True, "loaded": _texts(64, 200), "threads": _seq},),
+    "spawn": ({"pid": _pid}, {"pid": _pid, "contained": _flag}, _FORK_ERROR),
+    "status": (
+        {"code": _code_or_null},
+        {"code": _code_or_null, "timed_out": _flag, "limit_s": _seconds_or_null},
+        _FORK_ERROR,
+    ),
+    "other": (_FORK_ERROR,),
+}
+
+
+def fork_reply(data, kind):
+    """A fork server's message ``data`` (one datagram, bytes) of the kind ``kind``, read
+    by :func:`parse` (at most :data:`FORK_REPLY_MAX_BYTES`) and checked against the
+    schemas of :data:`FORK_REPLIES`: ``"ready"`` (its first message), ``"spawn"`` (a
+    process id, or an error), ``"status"`` (an exit code or null, or an error),
+    ``"other"`` (the error that answers any other request).
+
+    Raises
+    ------
+    ProtocolError
+        If the message is not one of those of ``kind``.
+    ValueError
+        If ``kind`` is not one of :data:`FORK_REPLIES`.
+    """
+    if kind not in FORK_REPLIES:
+        raise ValueError(f"kind must be one of {sorted(FORK_REPLIES)}, got {kind!r}")
+    msg = parse(data, FORK_REPLY_MAX_BYTES)
+    return _fields(msg, FORK_REPLIES[kind], f"a fork server's {kind} reply")

@@ -1,7 +1,7 @@
 """The cgroup of one sandbox (:mod:`autograder.cgroups`), the settings it reads
 (:mod:`autograder.settings`) and a student's time budget (:func:`time_budget`).
 
-A child started through :func:`autograder.confine.preexec_confined` with a group's
+A child started through :func:`autograder.confine.preexec` with a group's
 folders joins it before it runs anything: a memory limit then bounds the child and every
 process it forks together (the OOM killer ends one of them, nothing outside), a pids
 limit bounds their number, and :meth:`SandboxCgroup.remove` leaves no process and no
@@ -30,15 +30,17 @@ def _start(group, code):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=confine.preexec_confined(
-            uid=None,
-            mount=None,
-            cpu_s=60,
-            cpu_grace_s=1,
-            memory_bytes=8 << 30,
-            file_bytes=1 << 20,
-            processes=64,
-            cgroups=group.join_paths,
+        preexec_fn=confine.preexec(
+            confine.make_spec(
+                limits={
+                    "cpu_s": 60,
+                    "cpu_grace_s": 1,
+                    "memory_bytes": 8 << 30,
+                    "file_bytes": 1 << 20,
+                    "processes": 64,
+                },
+                cgroups=group.join_paths,
+            )
         ),
     )
 

@@ -176,10 +176,8 @@ def _sandbox_processes():
         if not entry.isdigit() or not started_here(entry):
             continue
         line = cmdline(entry)
-        if b"cleanroom_child.py" in line or (
-            b"cleanroom_fork_server.py" in line
-            and b"cleanroom_fork_server.py" in cmdline(ppid(entry))
-        ):
+        server = b"fork_server.py\x00cleanroom\x00"
+        if b"cleanroom_child.py" in line or (server in line and server in cmdline(ppid(entry))):
             found.append(int(entry))
     return found
 

@@ -1,4 +1,4 @@
-"""Clean-room children forked from a warm server (autograder/cleanroom_fork_server.py).
+"""Clean-room children forked from a warm server (autograder/fork_server.py, cleanroom role).
 
 A forked child must be indistinguishable, to the answer and to the grade, from a child
 started from nothing: the same environment, working directory, path, program name and
@@ -56,10 +56,10 @@ def look():
         "main": sys.modules["__main__"].__file__.rsplit("/", 1)[-1],
         "grader_modules": sorted(m for m in sys.modules if m.split(".")[0] in
                                  ("autograder", "repeval_ref", "repeval_book")
-                                 or "confine" in m or "fork_server" in m),
+                                 or "confine" in m or "fork_" in m),
         "threads": len(os.listdir("/proc/self/task")),
         "uid_is_grader": os.getuid() == GRADER_UID,
-        "repo_visible": os.path.exists(REPO + "/autograder/cleanroom_fork_server.py"),
+        "repo_visible": os.path.exists(REPO + "/autograder/fork_server.py"),
         "tmp": sorted(os.listdir("/tmp")) if os.getuid() != GRADER_UID else None,
         "hashseed": os.environ.get("PYTHONHASHSEED"),
     })
@@ -225,7 +225,8 @@ def test_the_server_refuses_a_request_it_cannot_serve(cleanroom_fork_server):
 
 
 def test_the_servers_children_are_reaped_with_their_exit_codes():
-    from autograder.fork_children import Children, load_by_path
+    from autograder.fork_children import Children
+    from autograder.fork_server import load_by_path
 
     kids = Children()
     pid = os.fork()

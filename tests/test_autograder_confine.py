@@ -1,4 +1,5 @@
-"""The OS-level confinement shared by the sandbox and the clean room (autograder/confine.py).
+"""The OS-level confinement shared by the sandbox and the clean room (autograder/confine.py,
+autograder/sandbox_users.py, autograder/protection.py).
 
 The end-to-end attacks on both are in tests/test_autograder_cleanroom.py; here each part
 on its own: user ids, killing a user's processes, what other users reach, the private
@@ -13,13 +14,19 @@ import time
 
 import pytest
 
-from autograder import confine
+from autograder import confine, protection, sandbox_users
 
 ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (user ids, mount namespaces)")
 
 
+def _preexec(uid=None, mounts=None, **limits):
+    """The ``preexec_fn`` of a child confined by the specification of ``uid``, ``mounts``
+    and the limits ``limits``."""
+    return confine.preexec(confine.make_spec(limits=limits, uid=uid, mounts=mounts))
+
+
 def test_new_uids_are_in_the_sandbox_range():
-    uids = {confine.new_uid() for _ in range(200)}
+    uids = {sandbox_users.new_uid() for _ in range(200)}
     assert all(confine.FIRST_UID <= u < confine.FIRST_UID + confine.UID_COUNT for u in uids)
     assert len(uids) > 150
 
@@ -30,15 +37,14 @@ def test_new_uids_are_in_the_sandbox_range():
 )
 def test_no_real_account_can_be_killed_or_become_the_child(uid):
     with pytest.raises(ValueError, match="uid"):
-        confine.kill_uid(uid)
+        sandbox_users.kill_uid(uid)
     with pytest.raises(ValueError, match="uid"):
-        confine.uid_processes(uid)
+        sandbox_users.uid_processes(uid)
     with pytest.raises(ValueError, match="uid"):
         confine.drop_to(uid)
     with pytest.raises(ValueError, match="uid"):
-        confine.preexec_confined(
+        _preexec(
             uid=uid,
-            mount=None,
             cpu_s=1,
             cpu_grace_s=1,
             memory_bytes=1 << 30,
@@ -50,14 +56,13 @@ def test_no_real_account_can_be_killed_or_become_the_child(uid):
 def test_limits_must_be_positive():
     good = dict(
         uid=None,
-        mount=None,
         cpu_s=10,
         cpu_grace_s=1,
         memory_bytes=1 << 30,
         file_bytes=1 << 20,
         processes=4,
     )
-    assert callable(confine.preexec_confined(**good))
+    assert callable(_preexec(**good))
     for name, bad in (
         ("cpu_s", 0),
         ("memory_bytes", -1),
@@ -66,19 +71,18 @@ def test_limits_must_be_positive():
         ("cpu_grace_s", -1),
     ):
         with pytest.raises(ValueError, match=name):
-            confine.preexec_confined(**{**good, name: bad})
+            _preexec(**{**good, name: bad})
     with pytest.raises(ValueError, match="rounds"):
-        confine.kill_uid(confine.FIRST_UID, rounds=0)
+        sandbox_users.kill_uid(confine.FIRST_UID, rounds=0)
     with pytest.raises(ValueError, match="mode"):
-        confine.world_can("/", 0)
+        protection.world_can("/", 0)
 
 
 def test_limits_apply_to_the_child():
     import json
 
-    start = confine.preexec_confined(
+    start = _preexec(
         uid=None,
-        mount=None,
         cpu_s=7,
         cpu_grace_s=2,
         memory_bytes=3 << 30,
@@ -116,22 +120,22 @@ def test_what_other_users_reach():
     ):
         os.chmod(path, mode)
     try:
-        assert confine.world_can(top, 0o004) and confine.world_can(top, 0o001)
-        assert not confine.world_can(top / "g.txt", 0o004)  # the file itself
-        assert not confine.world_can(inner / "f.txt", 0o004)  # a closed folder on the way
-        assert not confine.world_can(top / "missing", 0o001)
-        assert confine.closed_ancestor(inner / "f.txt") == closed
-        assert confine.closed_ancestor(top / "g.txt") is None
+        assert protection.world_can(top, 0o004) and protection.world_can(top, 0o001)
+        assert not protection.world_can(top / "g.txt", 0o004)  # the file itself
+        assert not protection.world_can(inner / "f.txt", 0o004)  # a closed folder on the way
+        assert not protection.world_can(top / "missing", 0o001)
+        assert protection.closed_ancestor(inner / "f.txt") == closed
+        assert protection.closed_ancestor(top / "g.txt") is None
     finally:
         os.chmod(closed, 0o755)
         shutil.rmtree(top)
 
 
 def test_sandbox_python_names_an_interpreter_and_its_site_packages():
-    python, site, drop = confine.sandbox_python()
+    python, site, drop = protection.sandbox_python()
     assert os.path.isfile(python) and os.access(python, os.X_OK)
     assert os.path.isdir(site) and os.path.isdir(os.path.join(site, "numpy"))
-    assert drop == (os.geteuid() == 0 and confine.world_can(site, 0o004))
+    assert drop == (os.geteuid() == 0 and protection.world_can(site, 0o004))
 
 
 def test_sandbox_python_skips_a_copied_interpreter_whose_library_is_closed(monkeypatch):
@@ -140,22 +144,21 @@ def test_sandbox_python_skips_a_copied_interpreter_whose_library_is_closed(monke
     but import nothing, so the system interpreter of the same version is taken."""
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     exe = os.path.realpath(sys.executable)
-    stdlib = confine.sysconfig.get_paths()["stdlib"]
+    stdlib = protection.sysconfig.get_paths()["stdlib"]
     closed = {stdlib}
-    monkeypatch.setattr(confine, "world_can", lambda path, mode: path not in closed)
-    python, _, drop = confine.sandbox_python()
+    monkeypatch.setattr(protection, "world_can", lambda path, mode: path not in closed)
+    python, _, drop = protection.sandbox_python()
     assert python != exe and drop
     closed.clear()
-    assert confine.sandbox_python()[0] == exe
+    assert protection.sandbox_python()[0] == exe
 
 
 @pytest.mark.slow
 @ROOT
 def test_kill_uid_leaves_no_process_of_that_user():
-    uid = confine.new_uid()
-    start = confine.preexec_confined(
+    uid = sandbox_users.new_uid()
+    start = _preexec(
         uid=uid,
-        mount=None,
         cpu_s=30,
         cpu_grace_s=1,
         memory_bytes=1 << 30,
@@ -168,12 +171,12 @@ def test_kill_uid_leaves_no_process_of_that_user():
         "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\n"
         "else:\n    time.sleep(0.5)\n"
     )
-    python = confine.sandbox_python()[0]  # one the sandbox user may run
+    python = protection.sandbox_python()[0]  # one the sandbox user may run
     proc = subprocess.run([python, "-I", "-S", "-c", code], preexec_fn=start, cwd="/", timeout=60)
     assert proc.returncode == 0
-    assert len(confine.uid_processes(uid)) == 1
-    assert confine.kill_uid(uid)
-    assert confine.uid_processes(uid) == []
+    assert len(sandbox_users.uid_processes(uid)) == 1
+    assert sandbox_users.kill_uid(uid)
+    assert sandbox_users.uid_processes(uid) == []
 
 
 @ROOT
@@ -181,22 +184,21 @@ def test_a_zombie_is_not_a_process_left_to_kill():
     """A sandboxed process that has ended but is not yet collected by its parent (a
     zombie) is not listed, and kill_uid returns at once; a living one is listed."""
 
-    uid = confine.new_uid()
-    start = confine.preexec_confined(
+    uid = sandbox_users.new_uid()
+    start = _preexec(
         uid=uid,
-        mount=None,
         cpu_s=30,
         cpu_grace_s=1,
         memory_bytes=1 << 30,
         file_bytes=1 << 20,
         processes=8,
     )
-    python = confine.sandbox_python()[0]
+    python = protection.sandbox_python()[0]
     proc = subprocess.Popen(
         [python, "-I", "-S", "-c", "import time; time.sleep(60)"], preexec_fn=start, cwd="/"
     )
     try:
-        assert confine.uid_processes(uid) == [proc.pid]
+        assert sandbox_users.uid_processes(uid) == [proc.pid]
         os.kill(proc.pid, 9)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:  # not collected: a zombie
@@ -206,9 +208,9 @@ def test_a_zombie_is_not_a_process_left_to_kill():
             time.sleep(0.01)
         else:
             pytest.fail("the killed process did not become a zombie")
-        assert confine.uid_processes(uid) == []
+        assert sandbox_users.uid_processes(uid) == []
         t0 = time.monotonic()
-        assert confine.kill_uid(uid)
+        assert sandbox_users.kill_uid(uid)
         assert time.monotonic() - t0 < 0.5  # no rounds waited out
     finally:
         proc.kill()
@@ -225,11 +227,10 @@ def test_private_tmp_hides_the_machines_tmp_but_keeps_what_the_child_needs():
         pathlib.Path(keep, "needed.txt").write_text("yes")
         os.chmod(keep, 0o777)  # only the read-only bind mount keeps the child out
         os.chmod(marker, 0o755)  # visible to the child but for its private /tmp
-        libc = confine.load_libc()
-        uid = confine.new_uid()
-        start = confine.preexec_confined(
+        uid = sandbox_users.new_uid()
+        start = _preexec(
             uid=uid,
-            mount=lambda: confine.private_tmp(libc, 1 << 20, keep=(keep,)),
+            mounts=protection.cleanroom_mounts(1 << 20, keep=(keep,)),
             cpu_s=30,
             cpu_grace_s=1,
             memory_bytes=2 << 30,
@@ -242,7 +243,7 @@ def test_private_tmp_hides_the_machines_tmp_but_keeps_what_the_child_needs():
             f"try:\n    open({os.path.join(keep, 'new.txt')!r}, 'w')\n"
             "except OSError:\n    print('read-only')\n"
         )
-        python = confine.sandbox_python()[0]  # one the sandbox user may run
+        python = protection.sandbox_python()[0]  # one the sandbox user may run
         out = subprocess.run(
             [python, "-I", "-S", "-c", code],
             preexec_fn=start,
@@ -253,7 +254,7 @@ def test_private_tmp_hides_the_machines_tmp_but_keeps_what_the_child_needs():
         )
         assert out.stdout.split() == ["yes", "False", str(uid), "read-only"], out.stderr
         assert os.path.isdir(marker) and not os.path.exists(os.path.join(keep, "new.txt"))
-        confine.kill_uid(uid)
+        sandbox_users.kill_uid(uid)
     finally:
         for d in (keep, marker):
             subprocess.run(["rm", "-rf", d], check=False)

@@ -1,5 +1,5 @@
-"""A sandbox's writable space on one size-capped tmpfs (:func:`confine.mount_disk`) and its
-temporary folders inside it (:func:`confine.tmp_folders`, :func:`confine.make_tmp_folders`).
+"""A sandbox's writable space on one size-capped tmpfs (:func:`sandbox_disk.mount_disk`) and its
+temporary folders inside it (:func:`confine.tmp_folders`, :func:`sandbox_disk.make_tmp_folders`).
 
 The cap holds whatever the number of files; the temporary folders are made empty before
 each run without following anything a run planted there.
@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from autograder import confine
+from autograder import confine, sandbox_disk
 
 
 def test_the_temporary_folders_are_made_empty_without_following_links(tmp_path):
@@ -18,7 +18,7 @@ def test_the_temporary_folders_are_made_empty_without_following_links(tmp_path):
     victim = tmp_path / "victim"
     victim.mkdir()
     (victim / "keep.txt").write_text("keep")
-    confine.make_tmp_folders(top)
+    sandbox_disk.make_tmp_folders(top)
     subs = confine.tmp_folders(top)
     assert set(subs) == set(confine.TMP_DIRS)
     for sub in subs.values():
@@ -27,7 +27,7 @@ def test_the_temporary_folders_are_made_empty_without_following_links(tmp_path):
     os.symlink(victim, planted)
     with open(os.path.join(subs["/dev/shm"], "left.bin"), "wb") as fh:
         fh.write(b"x")
-    confine.make_tmp_folders(top)
+    sandbox_disk.make_tmp_folders(top)
     assert all(os.listdir(sub) == [] for sub in subs.values())
     assert (victim / "keep.txt").read_text() == "keep"
     with pytest.raises(ValueError, match="top"):
@@ -39,7 +39,7 @@ def test_the_disk_cap_holds_whatever_the_number_of_files(tmp_path):
     top = tmp_path / "sandbox"
     top.mkdir()
     libc = confine.load_libc()
-    assert confine.mount_disk(libc, str(top), 4 << 20)
+    assert sandbox_disk.mount_disk(libc, str(top), 4 << 20)
     try:
         written = 0
         with pytest.raises(OSError):
@@ -48,10 +48,10 @@ def test_the_disk_cap_holds_whatever_the_number_of_files(tmp_path):
                 written += 1
         assert written * (256 << 10) <= 4 << 20
     finally:
-        assert confine.unmount_disk(libc, str(top))
+        assert sandbox_disk.unmount_disk(libc, str(top))
     assert os.listdir(top) == []
     with pytest.raises(ValueError, match="size"):
-        confine.mount_disk(libc, str(top), 0)
+        sandbox_disk.mount_disk(libc, str(top), 0)
     (top / "x").write_text("x")
     with pytest.raises(ValueError, match="empty folder"):
-        confine.mount_disk(libc, str(top), 1 << 20)
+        sandbox_disk.mount_disk(libc, str(top), 1 << 20)

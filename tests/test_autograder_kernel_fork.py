@@ -5,8 +5,6 @@ the end of the server handled as for an ordinary kernel; and a fallback whenever
 server cannot fork."""
 
 import os
-import subprocess
-import sys
 import time
 
 import pytest
@@ -15,7 +13,8 @@ from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 from nbformat.v4 import new_code_cell, new_notebook
 
-from autograder import confine, kernel_fork, sandbox
+from autograder import kernel_fork, protection, sandbox
+from autograder.fork_client import ForkServer
 
 PROBE = """\
 import json, os, sys
@@ -40,11 +39,7 @@ def _start(mp):
 
 
 def _stop(server):
-    try:
-        server.proc.stdin.close()
-    except OSError:  # the test ended it already
-        pass
-    server.proc.wait(30)
+    server.close()
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +91,7 @@ def test_a_forked_kernel_sees_what_a_fresh_kernel_sees(warm, tmp_path):
     assert a["grader"] == []  # nothing of the grader or the reference rides along
     assert a["numpy_loaded"]  # ... only the libraries' import state
     assert a["sid"] == a["pid"]  # a session of its own
-    if confine.kernel_namespaces_allowed():  # process 1 of its PID namespace, its parent outside
+    if protection.kernel_namespaces_allowed():  # process 1 of its PID namespace, its parent outside
         assert (a["pid"], a["ppid"]) == (1, 0)
     else:  # its watcher, a child of the server
         assert a["ppid"] != warm.proc.pid
@@ -127,7 +122,7 @@ print(json.dumps(got))
 
 
 @pytest.mark.skipif(
-    not confine.kernel_namespaces_allowed(),
+    not protection.kernel_namespaces_allowed(),
     reason="the kernels' namespaces are refused here (a named gap)",
 )
 def test_a_graded_submissions_kernel_reads_nothing_of_the_reference_or_the_grader(
@@ -268,27 +263,15 @@ def test_a_server_holding_threads_refuses_to_fork(tmp_path):
         for k, v in os.environ.items()
         if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
     }
-    read_fd, write_fd = os.pipe()
-    proc = subprocess.Popen(
-        [sys.executable, "-c", kernel_fork._BOOT, str(kernel_fork._SERVER_FILE), str(write_fd)],
-        stdin=subprocess.PIPE,
-        pass_fds=(write_fd,),
-        env=env,
-        text=True,
-    )
-    os.close(write_fd)
-    replies = os.fdopen(read_fd)
-    import json
-
-    ready = json.loads(replies.readline())
-    if ready["threads"] == 1:
-        proc.kill()
-        pytest.skip("the BLAS libraries started no thread here")
-    proc.stdin.write(json.dumps({"op": "spawn", "argv": [], "env": {}, "cwd": "/"}) + "\n")
-    proc.stdin.flush()
-    assert "error" in json.loads(replies.readline())
-    proc.stdin.close()
-    proc.wait(30)
+    server = ForkServer.start("kernel", {"preload": True}, "a kernel server", env=lambda _: env)
+    try:
+        with pytest.raises(OSError, match="cannot fork"):
+            if server.ready(120.0):
+                pytest.skip("the BLAS libraries started no thread here")
+        assert "error" in server.ask({"op": "spawn", "argv": [], "env": {}, "cwd": "/"})
+        assert server.spawn({"argv": [], "env": {}, "cwd": "/"}) is None
+    finally:
+        server.close()
 
 
 def test_the_sandbox_names_the_switch_kernel_fork_reads():

@@ -15,7 +15,7 @@ notebooks in two chapters (``rank/rank_bound``, ``rankme/rankme``, ``rankme/two_
 
 Both need the kernel namespaces of :func:`autograder.confine.kernel_namespaces` (root, or
 a machine that lends user namespaces to other users); where they are refused,
-:func:`autograder.confine.protection_gaps` names the gap (tested here too).
+:func:`autograder.protection.protection_gaps` names the gap (tested here too).
 """
 
 import json
@@ -27,7 +27,7 @@ import pytest
 from helpers.answer_notebooks import with_answer
 from helpers.course_roster import import_roster
 
-from autograder import REPO_ROOT, confine, sandbox
+from autograder import REPO_ROOT, confine, protection, sandbox
 from autograder.build import solution_source
 from autograder.course import Course
 from autograder.exercises import load
@@ -35,7 +35,7 @@ from autograder.exercises import load
 #: a class graded with nbgrader and the clean room: about a minute
 pytestmark = pytest.mark.slow
 
-NAMESPACES = confine.kernel_namespaces_allowed()
+NAMESPACES = protection.kernel_namespaces_allowed()
 #: per-notebook limit of the test (s); the cell timeout is far longer, so only the
 #: per-notebook limit can stop the hanging notebook
 LIMIT_S = 20
@@ -230,10 +230,10 @@ def test_a_notebook_leaves_nothing_the_next_one_can_see(graded):
 
 def test_a_machine_that_refuses_the_kernels_namespaces_is_named(monkeypatch):
     monkeypatch.setattr(confine, "kernel_namespaces_allowed", lambda: False)
-    gaps = confine.protection_gaps()
+    gaps = protection.protection_gaps()
     assert any("per-notebook time limit" in g and "/tmp" in g for g in gaps), gaps
     monkeypatch.setattr(confine, "kernel_namespaces_allowed", lambda: True)
-    assert not any("per-notebook" in g for g in confine.protection_gaps())
+    assert not any("per-notebook" in g for g in protection.protection_gaps())
     with pytest.raises(ValueError, match="tmp_size"):  # refused before anything changes
         confine.kernel_namespaces(confine.load_libc(), 0)
 

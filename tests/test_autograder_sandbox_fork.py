@@ -1,9 +1,10 @@
-"""Students' nbgrader runs started by the sandbox fork server (autograder/sandbox_fork_server.py).
+"""Students' nbgrader runs started by the fork server's sandbox role (autograder/fork_server.py,
+autograder/fork_role_sandbox.py).
 
 A run started by the server must be the run :class:`autograder.sandbox.Confinement`
 starts from nothing: same user, groups, session, limits, mounts, network, environment and
-open files, except for the warm kernel server forked beside it, whose two pipes and
-process id it is told in ``$AUTOGRADER_KERNEL_FORK_FDS``. nbgrader's kernel manager
+open files, except for the warm kernel server forked beside it, whose socket and process
+id it is told in ``$AUTOGRADER_KERNEL_SOCKET``. nbgrader's kernel manager
 adopts that server, and the kernels it forks never see the variable. A run past its
 wall-clock limit is killed with its kernel server.
 """
@@ -18,7 +19,7 @@ import pytest
 from helpers.tmp_listing import allowed_in_private_tmp
 
 from autograder import sandbox
-from autograder.kernel_fork import FDS_ENV
+from autograder.kernel_fork import SOCKET_ENV
 from autograder.sandbox import Confinement
 
 #: a grading run of its own per case, and one kernel: left out of make test-fast
@@ -121,20 +122,18 @@ def test_a_forked_run_is_the_run_started_from_nothing(tmp_path, server, nbgrader
     if nbgrader:  # ``python -m`` puts the working folder first
         assert forked.pop("path0").replace("/b/course", "/a/course") == started.pop("path0")
         assert started["argv"] == ["db", "student", "list"]
-    value = forked["env"].pop(FDS_ENV)
-    requests, replies, pid = (int(x) for x in value.split(","))
-    # the only difference: the kernel server's two pipe ends, left open for nbgrader
-    assert {requests, replies} <= set(forked["fds"])
-    assert [forked["fd_kinds"][str(f)] for f in (requests, replies)] == ["pipe", "pipe"]
-    if nbgrader:  # nbgrader's own descriptors, numbered around the pipes: compared by kind
-        rest = [
-            k.replace("/b/course/", "/a/course/")
-            for f, k in forked["fd_kinds"].items()
-            if int(f) not in (requests, replies)
-        ]
-        assert sorted(rest) == sorted(started["fd_kinds"].values())
-    else:
-        assert forked["fds"] == sorted(started["fds"] + [requests, replies])
+    value = forked["env"].pop(SOCKET_ENV)
+    sock, pid = (int(x) for x in value.split(","))
+    # the only difference: the kernel server's socket, left open for nbgrader
+    assert sock in forked["fds"] and forked["fd_kinds"][str(sock)] == "socket"
+    # the run's own descriptors, numbered around the socket: compared by kind
+    rest = [
+        k.replace("/b/course/", "/a/course/")
+        for f, k in forked["fd_kinds"].items()
+        if int(f) != sock
+    ]
+    assert sorted(rest) == sorted(started["fd_kinds"].values())
+    assert len(forked["fds"]) == len(started["fds"]) + 1
     del forked["fds"], started["fds"], forked["fd_kinds"], started["fd_kinds"]
     assert forked.pop("cwd").replace("/b/course", "/a/course") == started.pop("cwd")
     assert forked["env"].pop("HOME").endswith("/b") and started["env"].pop("HOME").endswith("/a")
@@ -159,12 +158,12 @@ def test_the_kernel_server_beside_the_run_is_its_child_in_its_sandbox(tmp_path, 
     conf.own(str(top))
     conf.server = server
     code = (
-        "import os, sys\n"
-        "requests, replies, pid = (int(x) for x in os.environ['" + FDS_ENV + "'].split(','))\n"
+        "import os, socket, sys\n"
+        "fd, pid = (int(x) for x in os.environ['" + SOCKET_ENV + "'].split(','))\n"
         "status = dict(l.split(':', 1) for l in open(f'/proc/{pid}/status') if ':' in l)\n"
         "print('PPID', status['PPid'].strip() == str(os.getpid()))\n"
         "print('UID', status['Uid'].split()[0] == str(os.getuid()))\n"
-        "print('READY', os.fdopen(replies).readline().strip())\n"
+        "print('READY', socket.socket(fileno=fd).recv(1 << 16).decode())\n"
     )
     rc, out = conf.run(
         [sys.executable, "-c", code], str(top / "course"), {"PATH": "/usr/bin:/bin"}, 60
@@ -179,7 +178,7 @@ def test_the_kernel_server_beside_the_run_is_its_child_in_its_sandbox(tmp_path, 
 def test_nbgrader_adopts_the_warm_kernel_server_and_its_kernels_never_see_it(tmp_path, server):
     """A notebook run by the kernel manager nbgrader uses, inside a forked run: the kernel
     is forked by the adopted server (its parent is that server's watcher of it, a fork of
-    a fork of the sandbox fork server), and the variable naming the server's pipes is gone
+    a fork of the sandbox fork server), and the variable naming the server's socket is gone
     from its environment."""
     top = _top(tmp_path, "nb")
     home = top / "home"
@@ -194,7 +193,7 @@ def test_nbgrader_adopts_the_warm_kernel_server_and_its_kernels_never_see_it(tmp
         "import json, nbformat\nfrom nbclient import NotebookClient\n"
         "from autograder import kernel_fork\n"
         'cell = nbformat.v4.new_code_cell("import os\\n'
-        "print(os.environ.get('" + FDS_ENV + "'))\")\n"
+        "print(os.environ.get('" + SOCKET_ENV + "'))\")\n"
         "nb = nbformat.v4.new_notebook(cells=[cell])\n"
         "client = NotebookClient(nb, timeout=60, kernel_name='python3',\n"
         "                        kernel_manager_class=kernel_fork.ForkKernelManager)\n"
@@ -212,7 +211,7 @@ def test_nbgrader_adopts_the_warm_kernel_server_and_its_kernels_never_see_it(tmp
     assert rc == 0, out
     seen, parent = json.loads(out.split("KERNEL", 1)[1].splitlines()[0])
     assert seen is None
-    assert "sandbox_fork_server.py" in parent, parent
+    assert "fork_server.py\x00sandbox\x00" in parent, parent
 
 
 def test_a_forked_run_past_its_limit_is_killed_with_its_kernel_server(tmp_path, server):
@@ -221,7 +220,9 @@ def test_a_forked_run_past_its_limit_is_killed_with_its_kernel_server(tmp_path, 
     conf.own(str(top))
     conf.server = server
     code = (
-        "import os, time\nprint(os.environ['" + FDS_ENV + "'], flush=True)\ntime.sleep(10 ** 6)\n"
+        "import os, time\nprint(os.environ['"
+        + SOCKET_ENV
+        + "'], flush=True)\ntime.sleep(10 ** 6)\n"
     )
     t0 = time.monotonic()
     rc, out = conf.run(
@@ -229,13 +230,13 @@ def test_a_forked_run_past_its_limit_is_killed_with_its_kernel_server(tmp_path, 
     )
     assert time.monotonic() - t0 < 30
     assert "wall-clock limit" in out
-    pid = int(out.split(",")[2].split()[0])
+    pid = int(out.split(",")[1].split()[0])
     deadline = time.monotonic() + 10
     while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not os.path.exists(f"/proc/{pid}")
     if ROOT:
-        from autograder.confine import uid_processes
+        from autograder.sandbox_users import uid_processes
 
         assert not uid_processes(conf.uid)
 
@@ -244,7 +245,7 @@ def test_without_the_server_or_when_it_refuses_a_run_starts_from_nothing(
     tmp_path, server, monkeypatch
 ):
     class Refusing:
-        def spawn(self, request):
+        def spawn(self, request, **pipes):
             return None
 
     top = _top(tmp_path, "f")
@@ -252,7 +253,7 @@ def test_without_the_server_or_when_it_refuses_a_run_starts_from_nothing(
     conf.own(str(top))
     conf.server = Refusing()
     rc, out = conf.run(
-        [sys.executable, "-c", "import os; print(os.environ.get('" + FDS_ENV + "'))"],
+        [sys.executable, "-c", "import os; print(os.environ.get('" + SOCKET_ENV + "'))"],
         str(top / "course"),
         {"PATH": "/usr/bin:/bin"},
         60,

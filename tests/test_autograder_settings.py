@@ -1,8 +1,8 @@
 """One definition of each setting (:mod:`autograder.settings`).
 
 Each ``AUTOGRADER_*`` environment variable is given its name by one assignment in the
-whole package (the other modules import it, the fork servers load ``settings.py`` by
-path), and both limit tables use one key for one bound.
+whole package (the other modules import it; the fork server is sent the values it
+needs), and both limit tables use one key for one bound.
 """
 
 import ast
@@ -34,7 +34,13 @@ def test_every_variable_is_named_once():
     assert not twice, twice
     for name in (
         "AUTOGRADER_KERNEL_FORK",
-        "AUTOGRADER_KERNEL_FORK_FDS",
+        "AUTOGRADER_KERNEL_SOCKET",
+        "AUTOGRADER_KERNEL_GRADING",
+        "AUTOGRADER_SEED",
+        "AUTOGRADER_COURSE_ROOT",
+        "AUTOGRADER_REPLY_MAX_BYTES",
+        "AUTOGRADER_CELL_TIMEOUT",
+        "AUTOGRADER_CLEANROOM_DISK",
         "AUTOGRADER_KERNEL_PRELOAD",
         "AUTOGRADER_NOTEBOOK_LIMIT",
         "AUTOGRADER_SANDBOX_FORK",
@@ -57,3 +63,4 @@ def test_both_limit_tables_are_the_settings_and_share_their_keys():
     assert SANDBOX_LIMITS["cgroup_memory_bytes"] == settings.sandbox_memory_bytes()
     assert DEFAULT_LIMITS["cgroup_memory_bytes"] == settings.cleanroom_memory_bytes()
     assert SANDBOX_LIMITS["disk_bytes"] == settings.sandbox_disk_bytes()
+    assert DEFAULT_LIMITS["disk_bytes"] == settings.cleanroom_disk_bytes()

@@ -25,7 +25,7 @@ import pytest
 from helpers.answer_notebooks import with_answer
 from helpers.course_roster import import_roster
 
-from autograder import REPO_ROOT, confine, sandbox_runs
+from autograder import REPO_ROOT, protection, sandbox_runs
 from autograder.build import solution_source
 from autograder.checks import check_points
 from autograder.cli import main
@@ -107,21 +107,21 @@ def _problems(course, student):
 # ----------------------------------------------------------------- item 1
 def test_protection_gaps_name_a_grader_without_root(monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    gaps = confine.protection_gaps()
+    gaps = protection.protection_gaps()
     assert len(gaps) == 1 and "does not run as root" in gaps[0]
-    assert not confine.namespaces_allowed()
+    assert not protection.namespaces_allowed()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="as root the probe can unshare here")
 def test_as_root_here_nothing_is_missing():
-    assert confine.namespaces_allowed()
-    assert confine.protection_gaps() == []
+    assert protection.namespaces_allowed()
+    assert protection.protection_gaps() == []
 
 
 @SLOW
 def test_less_than_full_confinement_is_said_for_every_student(course, monkeypatch):
     gap = "the grader does not run as root (a stand-in for this test)"
-    monkeypatch.setattr(confine, "protection_gaps", lambda: [gap])
+    monkeypatch.setattr(protection, "protection_gaps", lambda: [gap])
     monkeypatch.setattr(Course, "verify", lambda self, answers, seed, workers=1: {})
     _stub_sandboxes(monkeypatch)
     course.autograde(seed=1)
@@ -136,7 +136,7 @@ def test_less_than_full_confinement_is_said_for_every_student(course, monkeypatc
 def test_a_worker_that_ran_nbgrader_unconfined_is_named(course, monkeypatch):
     """A Dask worker (or any grading process) that is not root returns ``confined:
     False``: that student gets a line even where the grader itself is fully confined."""
-    monkeypatch.setattr(confine, "protection_gaps", lambda: [])
+    monkeypatch.setattr(protection, "protection_gaps", lambda: [])
     monkeypatch.setattr(Course, "verify", lambda self, answers, seed, workers=1: {})
     _stub_sandboxes(monkeypatch, ben={"confined": False})
     course.autograde(seed=1)

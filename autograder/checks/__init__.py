@@ -25,6 +25,7 @@ import subprocess
 import sys
 
 from ..exercises import EXERCISES
+from ..settings import CELL_TIMEOUT_ENV, KERNEL_GRADING_ENV
 from ._framework import (  # noqa: F401  (re-exported)
     SEED_ENV,
     CheckTimeout,
@@ -95,7 +96,7 @@ def format_findings(name, findings, seed):
 
 
 #: environment variable of the kernels that run submitted notebooks: "1" there
-KERNEL_ENV = "AUTOGRADER_KERNEL_GRADING"
+KERNEL_ENV = KERNEL_GRADING_ENV
 #: what a hidden test cell prints in such a kernel; the grader replaces it with the clean
 #: room's findings before the feedback is made
 KERNEL_NOTE = (
@@ -193,7 +194,7 @@ def _time_budget():
     """Seconds one hidden check may take: 80 % of the per-cell limit nbgrader enforces
     (``$AUTOGRADER_CELL_TIMEOUT``), so the check stops first and explains why."""
     try:
-        cell = float(os.environ.get("AUTOGRADER_CELL_TIMEOUT", "60"))
+        cell = float(os.environ.get(CELL_TIMEOUT_ENV, "60"))
     except ValueError:
         cell = 60.0
     return max(1.0, 0.8 * cell)

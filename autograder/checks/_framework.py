@@ -30,6 +30,8 @@ import zlib
 
 import numpy as np
 
+from .. import settings
+
 __all__ = [
     "Finding",
     "StudentError",
@@ -47,7 +49,7 @@ __all__ = [
 ]
 
 #: Environment variable holding the grading run's seed (set by ``autograder autograde``).
-SEED_ENV = "AUTOGRADER_SEED"
+SEED_ENV = settings.SEED_ENV
 
 
 @dataclasses.dataclass

@@ -13,6 +13,15 @@ import json
 import sys
 
 
+def run_student_source(source, namespace):
+    """Run the student's source text ``source`` in the dict ``namespace``, its code named
+    ``<student code>`` (the one place this worker compiles the student's code)."""
+    if not isinstance(source, str) or not isinstance(namespace, dict):
+        raise ValueError("source must be text and namespace a dict")
+    code = compile(source, "<student code>", "exec")
+    exec(code, namespace)
+
+
 def main():
     request = json.loads(sys.stdin.read())
     from autograder.checks import Finding, check_points, run_check
@@ -22,7 +31,7 @@ def main():
     sink = io.StringIO()
     try:
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-            exec(compile(request["source"], "<student code>", "exec"), namespace)
+            run_student_source(request["source"], namespace)
         fn = namespace.get(request["func_name"])
         findings = run_check(name, fn, int(request["seed"]))
     except NotImplementedError:

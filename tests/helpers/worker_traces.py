@@ -31,7 +31,7 @@ def temp_root():
 
 def sandbox_user_processes():
     """This worker's processes running under a sandbox user id (the range
-    :func:`autograder.confine.new_uid` draws from)."""
+    :func:`autograder.sandbox_users.new_uid` draws from)."""
     from autograder.confine import FIRST_UID, UID_COUNT
 
     found = []
