@@ -26,7 +26,7 @@ endef
 # venv, so it is compiled once here, at install time, on the test's own input.
 WARM_NUMBA = $(PY) tests/helpers/ranx_case.py
 
-.PHONY: venv venv-student data data-extra lint test test-fast test-blas book bench bench-class bench-term clean axe publish zoo zoo-table calibration deck
+.PHONY: venv venv-student data data-extra lint test test-fast test-blas book bench bench-class bench-term clean axe publish zoo zoo-table calibration deck studies
 
 # Everything: the package and the book, grading, test and benchmark tool chains.
 $(STAMP): pyproject.toml constraints.txt
@@ -203,6 +203,20 @@ zoo: $(STAMP) data
 
 zoo-table: $(STAMP) data
 	$(PY) -m repeval_ref.zoo table --out benchmarks/results/zoo_table.json
+
+# The measured studies the book's noise, LP-FT and attentive-probe pages read
+# (repeval_ref/studies): the training-seed spread of the small CNN, LP-FT against fine-tuning
+# over three seeds (the zoo's self-supervised ViTs; EfficientNet-Lite0 on corrupted garments),
+# and each read-out's gain over the random ViT. Full budget, one thread, lowest priority; writes
+# benchmarks/results/studies/*.json (CPU seconds of each study in its record, about 40 minutes
+# in all on 2 cores); `python -m repeval_ref.studies run NAME --budget small --out DIR` is the
+# reduced run the tests repeat.
+STUDY_NAMES = seed_spread lpft_kumar readout_selectivity
+studies: $(STAMP) data
+	@for s in $(STUDY_NAMES); do \
+	  OMP_NUM_THREADS=1 nice -n 10 $(PY) -m repeval_ref.studies run $$s --budget full --out benchmarks/results/studies || exit 1; \
+	  OMP_NUM_THREADS=1 nice -n 10 $(PY) -m repeval_ref.studies run $$s --budget small --out benchmarks/results/studies || exit 1; \
+	done
 
 # The knob of each comparison task (shifted blend, cluttered garment side, corruption
 # severity), set with a raw-pixel probe alone on training images so that it lands in the
