@@ -310,3 +310,39 @@ def test_what_an_answer_tries_beyond_its_room_is_noticed(kind):
     assert sum(v.points for v in verdicts) == 0.0
     assert all(v.noticed == verdicts[0].noticed for v in verdicts)
     assert verdicts[0].noticed[:2] == [f"open {init}", f"open /proc/self/root{init}"]
+
+
+#: an answer that writes files of ``chunk`` bytes into ``where`` until refused
+DISK_FILLER = """
+import os
+
+def fill(where, chunk, count):
+    written = 0
+    try:
+        for i in range(count):
+            with open(os.path.join(where, "fill-%d" % i), "wb") as fh:
+                fh.write(b"x" * chunk)
+            written += chunk
+    except OSError as exc:
+        return [written, type(exc).__name__]
+    return [written, None]
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the room's disk is a tmpfs mounted as root")
+def test_an_answer_writes_no_more_than_its_disk_in_its_room_and_tmp_together(kind):
+    """The room and the answer's temporary folders lie on one size-capped tmpfs: files of
+    its own in the room, then in ``/tmp`` and ``/dev/shm``, each below the per-file limit,
+    are refused once all of them together reach the cap, forked or started alike."""
+    cap = 8 << 20
+    with _sandbox(DISK_FILLER, kind, {"disk_bytes": cap, "file_bytes": 2 << 20}) as box:
+        assert box.started["ok"], box.started
+        assert box.disk
+        fill = remote_function(box, "fill")
+        written = []
+        for where in (".", "/tmp", "/dev/shm"):
+            got, error = fill(where, 1 << 20, 32)
+            assert error == "OSError", (where, got, error)
+            written.append(got)
+    assert written[0] >= cap // 2  # the room took what the disk had
+    assert sum(written) <= cap

@@ -6,6 +6,7 @@ on its own: user ids, killing a user's processes, what other users reach, the pr
 /tmp of a child, the limits.
 """
 
+import json
 import os
 import pathlib
 import subprocess
@@ -258,3 +259,61 @@ def test_private_tmp_hides_the_machines_tmp_but_keeps_what_the_child_needs():
     finally:
         for d in (keep, marker):
             subprocess.run(["rm", "-rf", d], check=False)
+
+
+#: what a confined process reports of itself: working folder, own session, user, limits
+SELF_REPORT = (
+    "import json, os, resource as r\n"
+    "print(json.dumps([os.getcwd(), os.getsid(0) == os.getpid(), os.getuid()]"
+    " + [list(r.getrlimit(getattr(r, 'RLIMIT_' + k))) for k in ('CPU', 'AS', 'FSIZE', 'CORE',"
+    " 'NPROC')]))"
+)
+
+
+def test_one_specification_confines_a_started_and_a_forked_child_alike(tmp_path):
+    """The same specification, applied between fork and exec (``preexec``) and in a child
+    that runs on without exec (``apply(forked=True)``, as the fork server's children do),
+    gives the same working folder, session, user id and limits; as root both run under
+    the sandbox user."""
+    uid = sandbox_users.new_uid() if os.geteuid() == 0 else None
+    os.chmod(tmp_path, 0o755)
+    spec = confine.make_spec(
+        limits=dict(cpu_s=7, cpu_grace_s=2, memory_bytes=3 << 30, file_bytes=5 << 20, processes=9),
+        uid=uid,
+        cwd=str(tmp_path),
+    )
+    assert json.loads(json.dumps(spec)) == spec  # it travels to the fork server as JSON
+    python = protection.sandbox_python()[0]
+    started = subprocess.run(
+        [python, "-I", "-S", "-c", SELF_REPORT],
+        preexec_fn=confine.preexec(spec),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the forked child
+        try:
+            os.close(read)
+            os.dup2(write, 1)
+            confine.apply(spec, forked=True)
+            os.execv(python, [python, "-I", "-S", "-c", SELF_REPORT])
+        finally:
+            os._exit(1)
+    os.close(write)
+    with os.fdopen(read) as fh:
+        forked = fh.read()
+    os.waitpid(pid, 0)
+    assert json.loads(forked) == json.loads(started)
+    cwd, own_session, user, cpu, space, size, core, nproc = json.loads(started)
+    assert cwd == str(tmp_path) and own_session and cpu == [7, 9] and space == [3 << 30] * 2
+    assert size == [5 << 20] * 2 and core == [0, 0]
+    assert user == (os.getuid() if uid is None else uid)
+    assert uid is None or nproc == [9, 9]
+    with pytest.raises(ValueError, match="spec"):
+        confine.apply({"uid": None})
+    with pytest.raises(ValueError, match="mounts"):
+        confine.make_spec(limits=spec["limits"], mounts={"tmp_bytes": 1})
+    if uid is not None:
+        sandbox_users.kill_uid(uid)
