@@ -45,11 +45,10 @@ def attention_mass_ratio(attention, masks, n_boot, rng, level=0.95):
     masks : array_like of bool or 0/1, same shape as ``attention``
         The region's tokens in each image; every image's region must hold at least one
         token, so that no resample has an empty denominator.
-    n_boot : int
-        Bootstrap replicates, ``>= 1``.
-    rng : numpy.random.Generator or int
-    level : float, default 0.95
-        Confidence level in (0, 1).
+    n_boot, rng, level
+        As in :func:`~repeval_ref.uncertainty.paired_bootstrap_ci`: replicates (``>= 1``),
+        the random generator (an int seeds a new one) and the confidence level in (0, 1),
+        default 0.95.
 
     Returns
     -------

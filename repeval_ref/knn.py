@@ -148,9 +148,8 @@ def _top_k(sims, k):
 
     Parameters
     ----------
-    sims : numpy.ndarray of shape (m, n)
-        Similarities of one block, ``k < n``.
-    k : int
+    sims, k
+        As for :func:`_keep_mask`: the (m, n) similarities of one block, ``k < n``.
 
     Returns
     -------
@@ -184,18 +183,8 @@ def _top_k_partition(sims, k):
     Same selection as :func:`_keep_mask`, faster: the ``k``-th largest value ``s_k``
     of each row comes from ``np.partition`` (values only); the entries ``>= s_k`` are
     exactly the ``k`` largest unless several entries equal ``s_k``, and only such
-    rows are passed through :func:`_keep_mask`.
-
-    Parameters
-    ----------
-    sims : numpy.ndarray of shape (m, n)
-        Similarities of one block, ``k < n``.
-    k : int
-
-    Returns
-    -------
-    rows, cols : numpy.ndarray of intp, shape (m * k,)
-        Row-major: the rows in order, within a row increasing column index.
+    rows are passed through :func:`_keep_mask`. Takes ``sims`` (m, n) and ``k < n``
+    and returns ``rows, cols`` (intp, shape (m * k,)) as :func:`_top_k` does.
     """
     m, n = sims.shape
     kth = np.partition(sims, n - k, axis=1)[:, n - k : n - k + 1]
@@ -621,12 +610,9 @@ def knn_classify_curve(
 
     Parameters
     ----------
-    train_h : array_like of shape (n_train, d)
-        Stored (training) features; no row may be zero.
-    train_y : array_like of int, shape (n_train,)
-        Their labels, each in ``0 .. n_classes - 1``.
-    test_h : array_like of shape (n_test, d)
-        Query features; no row may be zero.
+    train_h, train_y, test_h : array_like
+        As for :func:`knn_classify`: the (n_train, d) stored features, their (n_train,)
+        labels in ``0 .. n_classes - 1`` and the (n_test, d) queries; no row may be zero.
     ks : sequence of int
         Neighbour counts, each ``>= 1``, in any order (repeats allowed). A ``k`` above
         ``n_train`` lets every training feature vote, as in :func:`knn_classify`.

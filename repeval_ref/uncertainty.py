@@ -346,12 +346,9 @@ def item_bootstrap_ci(item_stats, metric, n_boot, rng, level=0.95):
         shape of one item) to an array of shape ``(m,)``; it must be finite on every
         resample. Every replicate totals exactly ``n`` items, so an average is
         ``totals / n``.
-    n_boot : int
-        Number of bootstrap replicates, ``>= 1``.
-    rng : numpy.random.Generator or int
-        Random generator (an int seeds a new one).
-    level : float, default 0.95
-        Confidence level in (0, 1).
+    n_boot, rng, level
+        As in :func:`paired_bootstrap_ci`: replicates (``>= 1``), the random generator
+        (an int seeds a new one) and the confidence level in (0, 1), default 0.95.
 
     Returns
     -------
@@ -398,11 +395,9 @@ def paired_item_bootstrap_ci(a_stats, b_stats, metric, n_boot, rng, level=0.95):
         first axis; as in :func:`item_bootstrap_ci`).
     metric : callable
         As in :func:`item_bootstrap_ci`; applied to the totals of A and of B separately.
-    n_boot : int
-        Number of bootstrap replicates, ``>= 1``.
-    rng : numpy.random.Generator or int
-    level : float, default 0.95
-        Confidence level in (0, 1).
+    n_boot, rng, level
+        As in :func:`paired_bootstrap_ci`: replicates (``>= 1``), the random generator
+        (an int seeds a new one) and the confidence level in (0, 1), default 0.95.
 
     Returns
     -------

@@ -14,16 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
+from . import _evaluate as E
 from . import _render as R
 from ._arguments import PROBE_C_HELP, Settings, add_command, add_options, positive_int
 from ._evaluate import (
-    KNN_CURVE_KS,
-    KNN_HEADLINE_KS,
-    KNN_TAU,
-    LOW_SHOT_DRAWS,
-    PAIRED_BOOTSTRAP,
-    PROBE_CS,
-    TEST_FRACTION,
     acc_entry,
     blas_threads,
     class_indices,
@@ -120,12 +114,12 @@ class ReportSettings(Settings):
     test: str | None = None
     test_fraction: float | None = None
     seed: int = 0
-    draws: int = LOW_SHOT_DRAWS
+    draws: int = E.LOW_SHOT_DRAWS
     dse_samples: int = 2000
     pair_samples: int = 5000
     id_samples: int = 10000
     id_batch: int = 1000
-    probe_c: tuple = PROBE_CS
+    probe_c: tuple = E.PROBE_CS
     blas_threads: int = 1
 
     def __post_init__(self):
@@ -184,9 +178,9 @@ def run_report(settings: ReportSettings, progress=None):
     }
     curve, _ = knn_section(train_x, ytr, test_x, yte, K, progress)
     rep["knn"] = {
-        "tau": KNN_TAU,
+        "tau": E.KNN_TAU,
         "curve": curve,
-        "headline": [e for e in curve if e["k"] in KNN_HEADLINE_KS],
+        "headline": [e for e in curve if e["k"] in E.KNN_HEADLINE_KS],
     }
     with blas_threads(args.blas_threads):
         info, entry, _ = probe_section(
@@ -350,12 +344,12 @@ class CompareSettings(Settings):
 
     a: str
     b: str
-    test_fraction: float = TEST_FRACTION
-    k: int = KNN_HEADLINE_KS[0]
-    boot: int = PAIRED_BOOTSTRAP
+    test_fraction: float = E.TEST_FRACTION
+    k: int = E.KNN_HEADLINE_KS[0]
+    boot: int = E.PAIRED_BOOTSTRAP
     cka_samples: int = 2000
     seed: int = 0
-    probe_c: tuple = PROBE_CS
+    probe_c: tuple = E.PROBE_CS
     blas_threads: int = 1
 
     def __post_init__(self):
@@ -515,7 +509,7 @@ def _paired_rows(args, paired):
     for proto in ("knn", "probe"):
         e = paired[proto]
         gain, (lo, hi) = e["gain_B_minus_A"], e["bootstrap95"]
-        label = f"weighted k-NN (k={args.k}, tau={KNN_TAU})" if proto == "knn" else "linear probe"
+        label = f"weighted k-NN (k={args.k}, tau={E.KNN_TAU})" if proto == "knn" else "linear probe"
         rows.append(
             [
                 label,
@@ -710,5 +704,4 @@ __all__ = [
     "add_report_parser",
     "add_compare_parser",
     "COMPARE_ALPHA",
-    "KNN_CURVE_KS",
 ]

@@ -220,6 +220,24 @@ def probe_section(train_x, ytr, test_x, yte, seed, Cs, progress=None, who="TRAIN
     return info, acc_entry(pred == yte), pred
 
 
+def probe_cell(train_x, ytr, test_x, yte, settings, progress, who):
+    """:func:`probe_section` with the ``seed`` and ``probe_c`` of ``settings``, for a table cell.
+
+    Returns
+    -------
+    info : dict
+        As :func:`probe_section` returns it.
+    entry : dict
+        The accuracy entry with ``best_C`` and ``dropped_constant_features``.
+    pred : numpy.ndarray of int, shape (n_test,)
+    """
+    info, acc, pred = probe_section(
+        train_x, ytr, test_x, yte, settings.seed, settings.probe_c, progress, who
+    )
+    keys = ("best_C", "dropped_constant_features")
+    return info, {**acc, **{k: info[k] for k in keys}}, pred
+
+
 # ---------------------------------------------------------------------------- ridge
 
 

@@ -108,20 +108,38 @@ def _lf_rows(board):
     return rows
 
 
+def pair_cells(pair):
+    """The cells of one paired comparison under :data:`PAIR_HEADERS` (leaderboard and suite).
+
+    ``pair`` is an entry of :func:`repeval_ref.cli.leaderboard.pairwise`: the names ``a``
+    and ``b``, ``gain_b_minus_a`` and its ``bootstrap95`` interval, ``discordant`` and the
+    McNemar p values.
+    """
+    lo, hi = pair["bootstrap95"]
+    return [
+        f"{pair['b']} - {pair['a']}",
+        f"{100 * pair['gain_b_minus_a']:+.2f} [{100 * lo:+.2f}, {100 * hi:+.2f}]",
+        str(pair["discordant"]),
+        R.fmt(pair["mcnemar_p"]),
+        R.fmt(pair["mcnemar_p_adjusted"]),
+    ]
+
+
 def _pair_rows(board, protocol):
-    rows = []
-    for p in board["pairs"][protocol]:
-        lo, hi = p["bootstrap95"]
-        rows.append(
-            [
-                f"{p['b']} - {p['a']}",
-                f"{100 * p['gain_b_minus_a']:+.2f} [{100 * lo:+.2f}, {100 * hi:+.2f}]",
-                str(p["discordant"]),
-                R.fmt(p["mcnemar_p"]),
-                R.fmt(p["mcnemar_p_adjusted"]),
-            ]
-        )
-    return rows
+    return [pair_cells(p) for p in board["pairs"][protocol]]
+
+
+def _lf_rank_rows(board):
+    """Per label-free metric: its name, which way is better, the ranking and Spearman's rho."""
+    return [
+        [
+            e["metric"],
+            e["better"],
+            " > ".join(e["order"]) if e["order"] else "n/a",
+            "n/a" if e["spearman_rho"] is None else f"{e['spearman_rho']:+.2f}",
+        ]
+        for e in board["label_free_rankings"].values()
+    ]
 
 
 PAIR_HEADERS = [
@@ -158,15 +176,7 @@ def render_markdown(board):
         R.md_table(_lf_rows(board), ["encoder"] + [v[0] for v in LABEL_FREE_RANKINGS.values()]),
         "",
     ]
-    lf_rank = [
-        [
-            e["metric"],
-            e["better"],
-            " > ".join(e["order"]) if e["order"] else "n/a",
-            "n/a" if e["spearman_rho"] is None else f"{e['spearman_rho']:+.2f}",
-        ]
-        for e in board["label_free_rankings"].values()
-    ]
+    lf_rank = _lf_rank_rows(board)
     acc_order = " > ".join(r["name"] for r in board["ranking"])
     md += [
         f"Accuracy ranking ({s['rank_by']}): {acc_order}.",
@@ -327,15 +337,7 @@ def render_html(board, plots):
         if board["method_warning"]
         else ""
     )
-    lf_rank = [
-        [
-            e["metric"],
-            e["better"],
-            " > ".join(e["order"]) if e["order"] else "n/a",
-            "n/a" if e["spearman_rho"] is None else f"{e['spearman_rho']:+.2f}",
-        ]
-        for e in board["label_free_rankings"].values()
-    ]
+    lf_rank = _lf_rank_rows(board)
     pairs = "".join(
         f"<h3>{'weighted k-NN' if p == 'knn' else 'linear probe'}</h3>"
         + R.html_table(_pair_rows(board, p), PAIR_HEADERS)

@@ -152,7 +152,6 @@ def extract(args, encoder, parts, data_name, device, log):
     """
     import torch
 
-    from repeval_ref.torch.extract import extract_features
     from repeval_ref.torch.freeze import frozen_features
 
     train, test = parts
@@ -160,17 +159,7 @@ def extract(args, encoder, parts, data_name, device, log):
         h_train = frozen_features(encoder, batches(train, args.batch_size))
         h_test = frozen_features(encoder, batches(test, args.batch_size))
         return h_train, train[1].numpy(), h_test, test[1].numpy(), None
-    kw = dict(
-        layers=[""],
-        poolings=("flat",),
-        batch_size=args.batch_size,
-        device=device,
-        cache_dir=args.cache_dir,
-        model_name=args.backbone,
-        progress=bars(args),
-    )
-    f_train = extract_features(encoder, train, data_name=f"{data_name}-train", **kw)
-    f_test = extract_features(encoder, test, data_name=f"{data_name}-test", **kw)
+    f_train, f_test = _extract_parts(args, encoder, parts, device, data_name, [""], ("flat",))
     cache = None
     if args.cache_dir is not None:
         cache = {"train_from_cache": f_train.from_cache, "test_from_cache": f_test.from_cache}
@@ -180,6 +169,29 @@ def extract(args, encoder, parts, data_name, device, log):
         )
     h_train, h_test = (torch.from_numpy(f.view(1, "flat")) for f in (f_train, f_test))
     return h_train, f_train.labels, h_test, f_test.labels, cache
+
+
+def _extract_parts(args, encoder, parts, device, data_name, layers, poolings, suffix=""):
+    """The features of the train and test ``parts`` at ``layers`` and ``poolings``.
+
+    Extracted with the loop's batch size, cache and progress bars; the cache names them
+    ``DATA-train`` and ``DATA-test`` (then ``suffix``). Returns the two extractions.
+    """
+    from repeval_ref.torch.extract import extract_features
+
+    kw = dict(
+        layers=layers,
+        poolings=poolings,
+        batch_size=args.batch_size,
+        device=device,
+        cache_dir=args.cache_dir,
+        model_name=args.backbone,
+        progress=bars(args),
+    )
+    return tuple(
+        extract_features(encoder, part, data_name=f"{data_name}-{role}{suffix}", **kw)
+        for part, role in zip(parts, ("train", "test"))
+    )
 
 
 def bars(args):
@@ -193,7 +205,7 @@ def train_probe_grid(args, encoder, train, test, n_classes, data_name, device):
     """The DINOv2-style grid of probes on the last 1 or 4 blocks; the grid search's result."""
     import torch
 
-    from repeval_ref.torch.extract import BlockTaps, extract_features
+    from repeval_ref.torch.extract import BlockTaps
     from repeval_ref.torch.grid import grid_views, probe_grid_search
     from repeval_ref.torch.models import default_blocks
 
@@ -205,17 +217,9 @@ def train_probe_grid(args, encoder, train, test, n_classes, data_name, device):
         encoder(x0)
         tokens = taps.outputs[layers[-1]].ndim == 3
     poolings = ("cls", "mean") if tokens else ("mean",)
-    kw = dict(
-        layers=layers,
-        poolings=poolings,
-        batch_size=args.batch_size,
-        device=device,
-        cache_dir=args.cache_dir,
-        model_name=args.backbone,
-        progress=bars(args),
+    f_train, f_test = _extract_parts(
+        args, encoder, (train, test), device, data_name, layers, poolings, suffix="-blocks"
     )
-    f_train = extract_features(encoder, train, data_name=f"{data_name}-train-blocks", **kw)
-    f_test = extract_features(encoder, test, data_name=f"{data_name}-test-blocks", **kw)
     views = ("cls", "cls+mean") if tokens else ("mean",)
     lrs = [0.01, 0.03, 0.1, 0.3, 1.0]
     result = probe_grid_search(

@@ -18,6 +18,8 @@ import numpy as np
 from . import _render as R
 from ._evaluate import KNN_TAU
 from ._inputs import split_text
+from ._leaderboard_render import PAIR_HEADERS as LEADERBOARD_PAIR_HEADERS
+from ._leaderboard_render import pair_cells
 
 #: protocols with one right/wrong answer per test image: paired tests and bootstrap intervals
 PAIRED = ("knn", "probe")
@@ -133,14 +135,7 @@ def flips(suite, p):
     return out
 
 
-PAIR_HEADERS = [
-    "pair",
-    "difference, pts [95% paired bootstrap]",
-    "images only one gets right",
-    "McNemar p",
-    "adjusted p",
-    "separated",
-]
+PAIR_HEADERS = [*LEADERBOARD_PAIR_HEADERS, "separated"]
 
 
 def pair_rows(suite, p, t, alpha):
@@ -148,16 +143,7 @@ def pair_rows(suite, p, t, alpha):
     for q in suite["per_task"][t]["pairs"][p]:
         lo, hi = q["bootstrap95"]
         sep = q["mcnemar_p_adjusted"] < alpha and (lo > 0 or hi < 0)
-        rows.append(
-            [
-                f"{q['b']} - {q['a']}",
-                f"{100 * q['gain_b_minus_a']:+.2f} [{100 * lo:+.2f}, {100 * hi:+.2f}]",
-                str(q["discordant"]),
-                R.fmt(q["mcnemar_p"]),
-                R.fmt(q["mcnemar_p_adjusted"]),
-                "yes" if sep else "no",
-            ]
-        )
+        rows.append(pair_cells(q) + ["yes" if sep else "no"])
     return rows
 
 

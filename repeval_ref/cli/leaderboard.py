@@ -51,7 +51,7 @@ from ._evaluate import (
     knn_curve_predictions,
     label_free_section,
     low_shot_section,
-    probe_section,
+    probe_cell,
 )
 from ._inputs import (
     InputError,
@@ -254,22 +254,9 @@ def _evaluate_rest(entry, res, pred_knn, X, Xtr, Xte, ytr, yte, args, counts, pr
         spectrum_cliff_verdict,
     )
 
-    info, probe_acc, pred_probe = probe_section(
-        Xtr,
-        ytr,
-        Xte,
-        yte,
-        args.seed,
-        args.probe_c,
-        progress,
-        f"the training part of {entry['name']} ({entry['path']})",
-    )
+    who = f"the training part of {entry['name']} ({entry['path']})"
     res["knn"] = acc_entry(pred_knn == yte)
-    res["probe"] = {
-        **probe_acc,
-        "best_C": info["best_C"],
-        "dropped_constant_features": info["dropped_constant_features"],
-    }
+    info, res["probe"], pred_probe = probe_cell(Xtr, ytr, Xte, yte, args, progress, who)
     res["low_shot"] = low_shot_section(
         Xtr, ytr, Xte, yte, counts, args.draws, args.seed, shots_list=SHOTS
     )

@@ -53,20 +53,15 @@ from pathlib import Path
 
 import numpy as np
 
+from . import _evaluate as E
 from . import _render as R
 from ._arguments import Settings, add_command, add_options, positive_int
 from ._evaluate import (
-    KNN_HEADLINE_KS,
-    KNN_TAU,
-    LOW_SHOT_DRAWS,
-    PAIRED_BOOTSTRAP,
-    PROBE_CS,
-    TEST_FRACTION,
     acc_entry,
     blas_threads,
     knn_curve_predictions,
     low_shot_section,
-    probe_section,
+    probe_cell,
 )
 from ._inputs import InputError, _short, check_out_dir, prepare_split, read_input, refuse_zero_rows
 from ._progress import Progress
@@ -101,7 +96,7 @@ def _settings_key(args, protocols):
     return {
         "version": RESULT_CACHE_VERSION,
         "k": args.k,
-        "tau": KNN_TAU,
+        "tau": E.KNN_TAU,
         "probe_c": [float(c) for c in args.probe_c],
         "seed": args.seed,
         "draws": args.draws,
@@ -142,22 +137,9 @@ def evaluate(name, inp, tr, te, classes, counts, args, protocols, progress, resu
         entries["knn"] = acc_entry(correct["knn"])
     with blas_threads(args.blas_threads):
         if "probe" in protocols:
-            info, acc, pred = probe_section(
-                Xtr,
-                ytr,
-                Xte,
-                yte,
-                args.seed,
-                args.probe_c,
-                progress,
-                f"the training part of {inp.path}",
-            )
+            who = f"the training part of {inp.path}"
+            _, entries["probe"], pred = probe_cell(Xtr, ytr, Xte, yte, args, progress, who)
             correct["probe"] = pred == yte
-            entries["probe"] = {
-                **acc,
-                "best_C": info["best_C"],
-                "dropped_constant_features": info["dropped_constant_features"],
-            }
         if "fewshot" in protocols:
             entries["fewshot"] = low_shot_section(
                 Xtr, ytr, Xte, yte, counts, args.draws, args.seed, shots_list=(args.shots,)
@@ -417,14 +399,14 @@ class SuiteSettings(Settings):
     tasks: tuple | None = None
     protocols: tuple = PROTOCOLS
     seed: int = 0
-    k: int = KNN_HEADLINE_KS[0]
+    k: int = E.KNN_HEADLINE_KS[0]
     shots: int = SUITE_SHOTS
-    draws: int = LOW_SHOT_DRAWS
-    probe_c: tuple = PROBE_CS
-    test_fraction: float = TEST_FRACTION
+    draws: int = E.LOW_SHOT_DRAWS
+    probe_c: tuple = E.PROBE_CS
+    test_fraction: float = E.TEST_FRACTION
     correction: str = "holm"
     alpha: float = 0.05
-    boot: int = PAIRED_BOOTSTRAP
+    boot: int = E.PAIRED_BOOTSTRAP
     rank_boot: int = RANK_BOOTSTRAP
     cache_dir: str | None = None
     no_cache: bool = False
@@ -540,7 +522,7 @@ def run_suite(settings: SuiteSettings, progress=None):
             }
     settings = {
         "k": args.k,
-        "tau": KNN_TAU,
+        "tau": E.KNN_TAU,
         "seed": args.seed,
         "draws": args.draws,
         "shots": args.shots,

@@ -140,6 +140,7 @@ def run_zoo(settings: ZooSettings, log=None):
     Parameters
     ----------
     settings : ZooSettings
+        The subcommand and its options.
     log : callable, optional
         Receives a line as each encoder is done (default: none).
 

@@ -114,16 +114,9 @@ def resize_matrix(n_out, n_in):
     ``[j, j + 1)``, divided by ``n_in / n_out``. Rows sum to 1 and every weight is a
     multiple of ``1 / n_in``. ``R @ image @ R.T`` resizes a square image by averaging
     over areas (the "box" filter), which shrinks without aliasing and enlarges by
-    replicating pixels.
-
-    Parameters
-    ----------
-    n_out, n_in : int
-        Output and input lengths, ``>= 1``.
-
-    Returns
-    -------
-    numpy.ndarray of float64, shape (n_out, n_in)
+    replicating pixels. Takes and returns what
+    :func:`~repeval_ref.datasets.handwritten.linear_resize_matrix` does: lengths
+    ``n_out, n_in >= 1``, a float64 matrix of shape (n_out, n_in).
     """
     n_out = check_int(n_out, "n_out", minimum=1)
     n_in = check_int(n_in, "n_in", minimum=1)

@@ -34,8 +34,19 @@ rankme``) and the original ones from the top level (``repeval_ref.rankme``).
 
 from __future__ import annotations
 
-from ._streaming import Moments, accumulate_moments
-from .eigenvalue_metrics import (
+# each name imported here is exported by __all__, built from the submodules' own lists
+from . import (
+    eigenvalue_metrics,
+    intrinsic_dimension,
+    relational,
+    spectral,
+    spectrum,
+    sphere,
+    summary,
+    synthetic,
+)
+from ._streaming import Moments, accumulate_moments  # noqa: F401
+from .eigenvalue_metrics import (  # noqa: F401
     alpha_req_of_spectrum,
     alpha_req_weighted_of_spectrum,
     check_fit_range,
@@ -52,9 +63,9 @@ from .eigenvalue_metrics import (
     spectrum_metrics,
     stable_rank_of_spectrum,
 )
-from .intrinsic_dimension import TwoNNBatched, two_nn_id, two_nn_id_batched, unique_row_order
-from .relational import diffusion_spectral_entropy, self_cluster, self_cluster_of_gram
-from .spectral import (
+from .intrinsic_dimension import TwoNNBatched, two_nn_id, two_nn_id_batched, unique_row_order  # noqa: F401
+from .relational import diffusion_spectral_entropy, self_cluster, self_cluster_of_gram  # noqa: F401
+from .spectral import (  # noqa: F401
     alpha_req,
     alpha_req_weighted,
     condition_number,
@@ -67,7 +78,7 @@ from .spectral import (
     rankme_squared_shares,
     stable_rank,
 )
-from .spectrum import (
+from .spectrum import (  # noqa: F401
     FeatureSingularValues,
     covariance_spectrum,
     feature_singular_values,
@@ -76,7 +87,7 @@ from .spectrum import (
     singular_values,
     singular_values_from_gram,
 )
-from .sphere import (
+from .sphere import (  # noqa: F401
     alignment,
     mean_pairwise_cosine,
     mean_pairwise_cosine_of_sum,
@@ -85,69 +96,19 @@ from .sphere import (
     unit_moments,
     unit_row_transform,
 )
-from .summary import label_free_summary
-from .synthetic import power_law_spectrum, sample_features_with_spectrum
+from .summary import label_free_summary  # noqa: F401
+from .synthetic import power_law_spectrum, sample_features_with_spectrum  # noqa: F401
 
 __all__ = [
     # streamed first and second moments of rows (features too large to hold twice)
     "Moments",
     "accumulate_moments",
-    # metrics of a spectrum
-    "check_spectrum",
-    "gram_rounding_level",
-    "check_fit_range",
-    "fit_range_indices",
-    "rankme_of_spectrum",
-    "alpha_req_of_spectrum",
-    "alpha_req_weighted_of_spectrum",
-    "stable_rank_of_spectrum",
-    "ne_sum_of_spectrum",
-    "condition_number_of_spectrum",
-    "condition_number_of_gram_spectrum",
-    "participation_ratio_of_spectrum",
-    "explained_variance_dimension_of_spectrum",
-    "isotropy_ratio_of_spectrum",
-    "spectrum_metrics",
-    # features -> spectrum
-    "is_in_memory",
-    "singular_values",
-    "singular_values_from_gram",
-    "feature_singular_values",
-    "FeatureSingularValues",
-    "gram_spectrum",
-    "covariance_spectrum",
-    # spectral metrics of features
-    "rankme",
-    "rankme_normalized",
-    "rankme_squared_shares",
-    "alpha_req",
-    "alpha_req_weighted",
-    "ne_sum",
-    "stable_rank",
-    "condition_number",
-    "participation_ratio",
-    "explained_variance_dimension",
-    "isotropy_ratio",
-    # the unit sphere
-    "unit_row_transform",
-    "unit_moments",
-    "mean_pairwise_cosine_of_sum",
-    "mean_pairwise_cosine",
-    "alignment",
-    "uniformity",
-    "unit_coordinate_std",
-    # relational metrics
-    "self_cluster",
-    "self_cluster_of_gram",
-    "diffusion_spectral_entropy",
-    # intrinsic dimension
-    "two_nn_id",
-    "two_nn_id_batched",
-    "TwoNNBatched",
-    "unique_row_order",
-    # synthetic spectra
-    "power_law_spectrum",
-    "sample_features_with_spectrum",
-    # one-pass summary
-    "label_free_summary",
+    *eigenvalue_metrics.__all__,  # metrics of a spectrum
+    *spectrum.__all__,  # features -> spectrum
+    *spectral.__all__,  # spectral metrics of features
+    *sphere.__all__,  # the unit sphere
+    *relational.__all__,  # relational metrics
+    *intrinsic_dimension.__all__,  # intrinsic dimension
+    *synthetic.__all__,  # synthetic spectra
+    *summary.__all__,  # one-pass summary
 ]

@@ -316,17 +316,20 @@ def knn_classify_torch(
     )
     bank = _unit(train, "train_h", dtype, device)
     queries = _unit(test, "test_h", dtype, device)
-    if exact_ties is None:
-        exact_ties = dtype in (torch.float64, torch.float32)
     vals, idx = topk_neighbors(
         bank,
         queries,
         k,
         query_block=query_block,
         bank_block=bank_block,
-        exact_ties=bool(exact_ties),
+        exact_ties=_exact_ties(exact_ties, dtype),
     )
     return weighted_vote(vals, idx, y[idx], tau, n_classes)
+
+
+def _exact_ties(exact_ties, dtype):
+    """``exact_ties`` as given, or by default True for float64 and float32 products."""
+    return bool(dtype in (torch.float64, torch.float32) if exact_ties is None else exact_ties)
 
 
 def weighted_vote(vals, idx, labels, tau, n_classes):
@@ -497,8 +500,6 @@ def knn_classify_sharded(
     lab = torch.zeros((n_test, k_eff), dtype=torch.int64)
     if train.shape[0]:
         bank = _unit(train, "train_shard_h", dtype, device)
-        if exact_ties is None:
-            exact_ties = dtype in (torch.float64, torch.float32)
         v, i = topk_neighbors(
             bank,
             queries,
@@ -506,7 +507,7 @@ def knn_classify_sharded(
             query_block=query_block,
             bank_block=bank_block,
             index_offset=shard_offset,
-            exact_ties=bool(exact_ties),
+            exact_ties=_exact_ties(exact_ties, dtype),
         )
         m = v.shape[1]
         vals[:, :m], idx[:, :m], lab[:, :m] = v, i, y[i - shard_offset]
