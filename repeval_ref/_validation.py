@@ -21,6 +21,7 @@ __all__ = [
     "check_bool",
     "as_sequence",
     "check_int",
+    "check_divisor",
     "check_positive",
     "check_center",
     "check_probability_level",
@@ -259,6 +260,18 @@ def check_int(value, name, *, minimum=None, maximum=None):
     if maximum is not None and value > maximum:
         raise ValueError(f"{name} must be <= {maximum}, got {value}")
     return value
+
+
+def check_divisor(divisor, name, value, value_name):
+    """Return ``divisor`` as an int ``>= 1`` that divides the int ``value``.
+
+    Raises ValueError naming both (``"heads=3 does not divide dim=16"``), TypeError for a
+    non-integer ``divisor``.
+    """
+    divisor = check_int(divisor, name, minimum=1)
+    if value % divisor:
+        raise ValueError(f"{name}={divisor} does not divide {value_name}={value}")
+    return divisor
 
 
 def check_positive(value, name, *, allow_zero=False):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import softmax
 
-from ._validation import as_float_array, check_int
+from ._validation import as_float_array, check_divisor, check_int
 
 __all__ = ["attentive_probe", "attentive_probe_param_count", "linear_probe_param_count"]
 
@@ -93,9 +93,7 @@ def attentive_probe(
     W_cls = as_float_array(W_cls, "W_cls", ndim=2)
     if W_cls.shape[0] != d:
         raise ValueError(f"W_cls must have {d} rows to match H, got shape {W_cls.shape}")
-    n_heads = check_int(n_heads, "n_heads", minimum=1)
-    if d % n_heads:
-        raise ValueError(f"n_heads={n_heads} does not divide the feature dimension d={d}")
+    n_heads = check_divisor(n_heads, "n_heads", d, "the feature dimension d")
     n_prefix = check_int(n_prefix, "n_prefix", minimum=0)
     if n_prefix >= T:
         raise ValueError(f"n_prefix={n_prefix} would drop all T={T} tokens; need n_prefix < T")
@@ -151,10 +149,8 @@ def attentive_probe_param_count(d, n_heads, n_classes):
         A non-integer argument.
     """
     d = check_int(d, "d", minimum=1)
-    n_heads = check_int(n_heads, "n_heads", minimum=1)
+    n_heads = check_divisor(n_heads, "n_heads", d, "the feature dimension d")
     n_classes = check_int(n_classes, "n_classes", minimum=1)
-    if d % n_heads:
-        raise ValueError(f"n_heads={n_heads} does not divide the feature dimension d={d}")
     return d + 3 * d * d + d * n_classes
 
 

@@ -122,10 +122,9 @@ def paired_detectable_difference(n, discordance, alpha=0.05, power=0.8):
     discordance : float
         Share of items on which the two models disagree, in (0, 1]; use
         :func:`discordance_upper_bound` when only the accuracies are known.
-    alpha : float, default 0.05
-        Two-sided level, in (0, 1).
-    power : float, default 0.8
-        Target power, in [0.5, 1).
+    alpha, power : float
+        As in :func:`paired_sample_size`: the two-sided level in (0, 1), default 0.05,
+        and the target power in [0.5, 1), default 0.8.
 
     Returns
     -------
@@ -205,10 +204,9 @@ def unpaired_detectable_difference(n, accuracy, alpha=0.05, power=0.8):
         Items in each of the two test sets, ``>= 1``.
     accuracy : float
         Accuracy ``p`` of the baseline, in [0, 1].
-    alpha : float, default 0.05
-        Two-sided level, in (0, 1).
-    power : float, default 0.8
-        Target power, in [0.5, 1).
+    alpha, power : float
+        The two-sided level and the target power, in the ranges and with the defaults of
+        :func:`paired_sample_size`.
 
     Returns
     -------

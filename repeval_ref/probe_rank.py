@@ -145,12 +145,9 @@ def soft_rank_floor(H, y, n_classes, weight_norm, norm="frobenius"):
 
     Parameters
     ----------
-    H : array_like of shape (n, d)
-        Representations, one row per labelled example.
-    y : array_like of int, shape (n,)
-        Labels in ``0 .. n_classes - 1``.
-    n_classes : int
-        Number of classes ``K >= 1``.
+    H, y, n_classes
+        As for :func:`rank_bound`: the (n, d) representations, their labels in
+        ``0 .. n_classes - 1`` and the number of classes ``K >= 1``.
     weight_norm : float
         The budget ``B >= 0`` on the probe's weight matrix ``W`` (shape ``(d, K)``); the
         bias is free.

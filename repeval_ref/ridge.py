@@ -401,10 +401,9 @@ def loo_scores(train_h, train_y, lam):
 
     Parameters
     ----------
-    train_h : array_like of shape (n, d)
-        Training features.
-    train_y : array_like of int, shape (n,)
-        Training labels; ``K = max(train_y) + 1``.
+    train_h, train_y : array_like
+        As for :func:`ridge_loo`: the (n, d) training features and their (n,) labels,
+        ``K = max(train_y) + 1``.
     lam : float
         Ridge penalty, ``>= 0``.
 

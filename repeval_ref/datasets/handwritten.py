@@ -45,7 +45,11 @@ from pathlib import Path
 import numpy as np
 
 from .._validation import check_int, check_split
-from ._common import DataNotInstalledError, _content_sha256, _stratified_split
+from ._common import (
+    DataNotInstalledError,
+    _check_content_sha256,
+    _stratified_split,
+)
 
 __all__ = [
     "DIGIT_CLASSES",
@@ -131,14 +135,12 @@ def _fixed_split(name, images, labels, split):
     train, test = _stratified_split(labels, SPLIT_SIZES[name][1], _SPLIT_SEED)
     rows = train if split == "train" else test
     out_images, out_labels = images[rows], labels[rows]
-    digest = _content_sha256((out_images, out_labels))
-    expected = SPLIT_SHA256[name][split]
-    if digest != expected:
-        raise ValueError(
-            f"{name} {split}: SHA-256 of the result is {digest[:16]}..., expected "
-            f"{expected[:16]}... (a different source file, or a NumPy whose random permutations "
-            "differ)"
-        )
+    _check_content_sha256(
+        (out_images, out_labels),
+        SPLIT_SHA256[name][split],
+        f"{name} {split}",
+        "a different source file, or a NumPy whose random permutations differ",
+    )
     return out_images, out_labels
 
 
@@ -368,6 +370,7 @@ def opencv_digits_file():
     Returns
     -------
     pathlib.Path
+        The first of the two that exists.
 
     Raises
     ------

@@ -360,11 +360,10 @@ def gaussian_clusters(n_per_class, n_classes, d, rng, spread=1.0, return_centres
 
     Returns
     -------
-    X : numpy.ndarray of float64, shape (n_classes * n_per_class, d)
-    y : numpy.ndarray of int64
-        Grouped by class.
-    centres : numpy.ndarray of float64, shape (n_classes, d)
-        Only when ``return_centres`` is true.
+    X, y, centres : numpy.ndarray
+        As :func:`circle_clusters` returns them: float64 points of shape
+        ``(n_classes * n_per_class, d)``, int64 labels grouped by class, and the float64
+        centres of shape ``(n_classes, d)``, these only when ``return_centres`` is true.
 
     Notes
     -----

@@ -79,15 +79,15 @@ def long_blobs(n, rng):
 
     Parameters
     ----------
-    n : int
-        Number of points, ``>= 2``. Labels cycle ``0, 1, 0, 1, ...``.
-    rng : numpy.random.Generator or int
-        Random source.
+    n, rng
+        As for :func:`disk_and_ring`: ``n >= 2`` points with labels ``0, 1, 0, 1, ...``,
+        and the random source (a generator or an int seed).
 
     Returns
     -------
-    X : numpy.ndarray of float64, shape (n, 2)
-    y : numpy.ndarray of int64, shape (n,)
+    X, y : numpy.ndarray
+        As :func:`disk_and_ring` returns them: float64 points of shape (n, 2) and int64
+        labels of shape (n,).
 
     Notes
     -----
@@ -160,14 +160,14 @@ def toy_geometry(name, n, rng):
     name : str
         One of :data:`TOY_GEOMETRIES`.
     n : int
-        Number of points, ``>= 2``. Labels cycle ``0, 1, 0, 1, ...``.
+        Number of points, ``>= 2``, labelled ``0, 1, 0, 1, ...`` in turn.
     rng : numpy.random.Generator or int
         Random source.
 
     Returns
     -------
-    X : numpy.ndarray of float64, shape (n, 2)
-    y : numpy.ndarray of int64, shape (n,)
+    X, y : numpy.ndarray
+        The float64 points, shape (n, 2), and their int64 labels, shape (n,).
 
     Notes
     -----

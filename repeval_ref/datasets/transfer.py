@@ -56,7 +56,12 @@ import os
 import numpy as np
 
 from .._validation import check_split
-from ._common import DataNotInstalledError, _content_sha256, _stratified_choice
+from ._common import (
+    DataNotInstalledError,
+    _check_content_sha256,
+    _content_sha256,
+    _stratified_choice,
+)
 from .calibration import CORRUPTED_MIX, calibrated_value, task_statement
 from .corruptions import CORRUPTIONS, corrupt
 from .fashion import (
@@ -408,10 +413,11 @@ def fashion_corruption_mix(split):
     Parameters
     ----------
     split : {"train", "test"}
+        The task's split: 10,000 or 5,000 images.
 
     Returns
     -------
-    numpy.ndarray of int64, shape (10000,) or (5000,)
+    numpy.ndarray of int64, one entry per image of the split
         Index into :data:`repeval_ref.datasets.CORRUPTIONS` per task image (each value
         on a sixth of the images, up to one). Needs no data: it depends only on the
         number of images.
@@ -501,13 +507,12 @@ def _require(name):
 @functools.lru_cache(maxsize=16)
 def _task(name, split):
     images, labels = _build(name, split)
-    digest = content_sha256((images, labels))
-    expected = TASK_SHA256[name][split]
-    if digest != expected:
-        raise ValueError(
-            f"task {name!r} {split}: SHA-256 of its content is {digest[:16]}..., expected "
-            f"{expected[:16]}... (different source files or a different NumPy/SciPy arithmetic)"
-        )
+    _check_content_sha256(
+        (images, labels),
+        TASK_SHA256[name][split],
+        f"task {name!r} {split}",
+        "different source files or a different NumPy/SciPy arithmetic",
+    )
     images = np.ascontiguousarray(images)
     labels = np.ascontiguousarray(labels, dtype=np.int64)
     images.flags.writeable = False

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .._validation import as_float_array, as_labels, check_int, check_positive
+from .._validation import as_float_array, as_labels, check_divisor, check_int, check_positive
 from .schedule import cosine_factor
 
 __all__ = ["AttentiveProbe", "train_attentive_probe", "attentive_predict"]
@@ -61,9 +61,7 @@ class AttentiveProbe(nn.Module):
         super().__init__()
         dim = check_int(dim, "dim", minimum=1)
         n_classes = check_int(n_classes, "n_classes", minimum=1)
-        n_heads = check_int(n_heads, "n_heads", minimum=1)
-        if dim % n_heads:
-            raise ValueError(f"n_heads={n_heads} does not divide dim={dim}")
+        n_heads = check_divisor(n_heads, "n_heads", dim, "dim")
         self.n_heads, self.n_prefix = n_heads, check_int(n_prefix, "n_prefix", minimum=0)
         self.q = nn.Parameter(0.02 * torch.randn(dim))
         self.Wk = nn.Parameter(torch.randn(dim, dim) / math.sqrt(dim))

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .._validation import check_bool, check_int
+from .._validation import check_bool, check_divisor, check_int
 
 __all__ = [
     "SmallCNN",
@@ -243,10 +243,8 @@ class TransformerBlock(nn.Module):
     def __init__(self, dim, heads, mlp_ratio):
         super().__init__()
         dim = check_int(dim, "dim", minimum=1)
-        heads = check_int(heads, "heads", minimum=1)
+        heads = check_divisor(heads, "heads", dim, "dim")
         mlp_ratio = check_int(mlp_ratio, "mlp_ratio", minimum=1)
-        if dim % heads:
-            raise ValueError(f"dim={dim} is not divisible by heads={heads}")
         self.norm1 = nn.LayerNorm(dim)
         self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
         self.norm2 = nn.LayerNorm(dim)
@@ -279,14 +277,10 @@ class TinyViT(nn.Module):
     ):
         super().__init__()
         image_size = check_int(image_size, "image_size", minimum=1)
-        patch_size = check_int(patch_size, "patch_size", minimum=1)
+        patch_size = check_divisor(patch_size, "patch_size", image_size, "image_size")
         dim = check_int(dim, "dim", minimum=1)
         depth = check_int(depth, "depth", minimum=1)
-        heads = check_int(heads, "heads", minimum=1)
-        if image_size % patch_size:
-            raise ValueError(f"image_size={image_size} is not divisible by patch_size={patch_size}")
-        if dim % heads:
-            raise ValueError(f"dim={dim} is not divisible by heads={heads}")
+        heads = check_divisor(heads, "heads", dim, "dim")
         n_patches = (image_size // patch_size) ** 2
         self.patch_embed = nn.Conv2d(in_channels, dim, patch_size, stride=patch_size)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
