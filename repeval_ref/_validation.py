@@ -30,6 +30,7 @@ __all__ = [
     "check_bool_vector",
     "unit_rows",
     "all_finite",
+    "as_finite_numbers",
 ]
 
 
@@ -260,6 +261,44 @@ def check_int(value, name, *, minimum=None, maximum=None):
     if maximum is not None and value > maximum:
         raise ValueError(f"{name} must be <= {maximum}, got {value}")
     return value
+
+
+def as_finite_numbers(x, name, *, ndim=1, n=None, what="entries"):
+    """Return ``x`` as a finite float64 array of ``ndim`` dimensions.
+
+    Parameters
+    ----------
+    x : array_like of numbers or booleans
+    name : str
+        Argument name used in error messages.
+    ndim : int
+        The number of dimensions required.
+    n : int, optional
+        The length the first axis must have.
+    what : str
+        What the first axis counts, for the message of a wrong length.
+
+    Returns
+    -------
+    numpy.ndarray of float64
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``: a non-numeric dtype, another number of dimensions, another
+        length, a NaN or infinite entry.
+    """
+    arr = np.asarray(x)
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+        raise ValueError(f"{name} must be numeric, got dtype {arr.dtype}")
+    arr = arr.astype(np.float64)
+    if arr.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
+    if n is not None and arr.shape[0] != n:
+        raise ValueError(f"{name} must have {n} {what}, got {arr.shape[0]}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite")
+    return arr
 
 
 def check_divisor(divisor, name, value, value_name):

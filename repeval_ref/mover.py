@@ -21,21 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._validation import as_finite_numbers
+
 __all__ = ["mover_interval"]
-
-
-def _real_vector(x, name, n=None):
-    arr = np.asarray(x)
-    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) and not arr.dtype == bool):
-        raise ValueError(f"{name} must be numeric, got dtype {arr.dtype}")
-    arr = np.atleast_1d(arr.astype(np.float64))
-    if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"{name} must be a non-empty 1-D array, got shape {np.shape(x)}")
-    if n is not None and arr.size != n:
-        raise ValueError(f"{name} must have {n} entries (one per estimate), got {arr.size}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite")
-    return arr
 
 
 def mover_interval(estimates, lows, highs, weights):
@@ -69,10 +57,13 @@ def mover_interval(estimates, lows, highs, weights):
     >>> round(d, 3), round(lo, 4), round(hi, 4)
     (0.1, 0.0434, 0.1566)
     """
-    theta = _real_vector(estimates, "estimates")
-    lo = _real_vector(lows, "lows", theta.size)
-    hi = _real_vector(highs, "highs", theta.size)
-    w = _real_vector(weights, "weights", theta.size)
+    theta = as_finite_numbers(np.atleast_1d(estimates), "estimates")
+    if theta.size == 0:
+        raise ValueError("estimates must hold at least one estimate")
+    lo, hi, w = (
+        as_finite_numbers(np.atleast_1d(v), name, n=theta.size, what="entries (one per estimate)")
+        for v, name in ((lows, "lows"), (highs, "highs"), (weights, "weights"))
+    )
     if np.any(lo > theta):
         raise ValueError("lows must not exceed estimates")
     if np.any(hi < theta):

@@ -26,27 +26,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import check_probability_level
+from ._validation import as_finite_numbers, check_probability_level
 
 __all__ = ["separation_signs", "protocol_flips", "tau_range"]
 
 
-def _vector(x, name, n=None):
-    arr = np.asarray(x)
-    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
-        raise ValueError(f"{name} must be numeric, got dtype {arr.dtype}")
-    arr = arr.astype(np.float64)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-dimensional, got shape {arr.shape}")
-    if n is not None and arr.size != n:
-        raise ValueError(f"{name} must have {n} entries (one per pair), got {arr.size}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite")
-    return arr
-
-
 def _signs(x, name, n=None):
-    s = _vector(x, name, n)
+    s = as_finite_numbers(x, name, n=n, what="entries (one per pair)")
     if not np.all(np.isin(s, (-1.0, 0.0, 1.0))):
         raise ValueError(f"{name} must hold only -1, 0 and +1")
     return s.astype(np.int8)
@@ -76,9 +62,9 @@ def separation_signs(lo, hi, p_adjusted, alpha=0.05):
         Arrays of unequal length, not 1-D, not finite, ``lo > hi`` anywhere, a p-value
         outside [0, 1], or ``alpha`` outside (0, 1); the message names the argument.
     """
-    lo = _vector(lo, "lo")
-    hi = _vector(hi, "hi", lo.size)
-    p = _vector(p_adjusted, "p_adjusted", lo.size)
+    lo = as_finite_numbers(lo, "lo")
+    hi = as_finite_numbers(hi, "hi", n=lo.size, what="entries (one per pair)")
+    p = as_finite_numbers(p_adjusted, "p_adjusted", n=lo.size, what="entries (one per pair)")
     alpha = check_probability_level(alpha, "alpha")
     if np.any(lo > hi):
         raise ValueError("lo must be <= hi for every pair")

@@ -30,22 +30,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import check_int, check_probability_level, check_rng
+from ._validation import as_finite_numbers, check_int, check_probability_level, check_rng
 
 __all__ = ["task_ranks", "mean_rank", "kendall_tau_b", "tau_b_matrix", "rank_bootstrap"]
 
 
 def _scores(scores, name="scores"):
-    s = np.asarray(scores)
-    if s.dtype == object or not (np.issubdtype(s.dtype, np.number) or s.dtype == bool):
-        raise TypeError(f"{name} must be numeric, got dtype {s.dtype}")
-    s = s.astype(np.float64)
-    if s.ndim != 2:
-        raise ValueError(f"{name} must be 2-dimensional (encoders, tasks), got shape {s.shape}")
+    s = as_finite_numbers(scores, name, ndim=2)
     if s.shape[0] < 2 or s.shape[1] < 1:
         raise ValueError(f"{name} needs at least 2 encoders and 1 task, got shape {s.shape}")
-    if not np.all(np.isfinite(s)):
-        raise ValueError(f"{name} must be finite")
     return s
 
 

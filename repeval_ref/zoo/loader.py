@@ -64,6 +64,18 @@ def _entry(name, weights_dir):
     return encoders[name]
 
 
+def _entry_checkpoint(name, checkpoint, weights_dir):
+    """The manifest entry of ``name`` and the name of its ``checkpoint`` (default the last)."""
+    entry = _entry(name, weights_dir)
+    ck = entry["final"] if checkpoint is None else checkpoint
+    if not isinstance(ck, str) or ck not in entry["checkpoints"]:
+        raise ValueError(
+            f"checkpoint: {name} has no checkpoint {ck!r}; known: "
+            f"{', '.join(checkpoints(name, weights_dir))}"
+        )
+    return entry, ck
+
+
 def load(name, checkpoint=None, *, weights_dir=None):
     """The frozen encoder ``name`` (evaluation mode, ``requires_grad`` off).
 
@@ -94,13 +106,7 @@ def load(name, checkpoint=None, *, weights_dir=None):
         return _REGISTRY[name](checkpoint)
     from .registry import build_encoder
 
-    entry = _entry(name, weights_dir)
-    ck = entry["final"] if checkpoint is None else checkpoint
-    if not isinstance(ck, str) or ck not in entry["checkpoints"]:
-        raise ValueError(
-            f"checkpoint: {name} has no checkpoint {ck!r}; known: "
-            f"{', '.join(checkpoints(name, weights_dir))}"
-        )
+    entry, ck = _entry_checkpoint(name, checkpoint, weights_dir)
     model = build_encoder(entry["architecture"], seed=0)
     return _load_verified(model, entry["checkpoints"][ck], f"{name}@{ck}", name, weights_dir)
 
@@ -154,13 +160,7 @@ def load_head(name, head, checkpoint=None, *, weights_dir=None):
 
     from .registry import build_encoder
 
-    entry = _entry(name, weights_dir)
-    ck = entry["final"] if checkpoint is None else checkpoint
-    if not isinstance(ck, str) or ck not in entry["checkpoints"]:
-        raise ValueError(
-            f"checkpoint: {name} has no checkpoint {ck!r}; known: "
-            f"{', '.join(checkpoints(name, weights_dir))}"
-        )
+    entry, ck = _entry_checkpoint(name, checkpoint, weights_dir)
     heads = entry["checkpoints"][ck].get("heads", {})
     if head not in heads:
         raise ValueError(

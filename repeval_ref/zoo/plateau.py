@@ -50,68 +50,36 @@ __all__ = [
 _LRS = [3e-4, 1e-3, 3e-3]
 _ALL = {"train_images": 60000}  # every planned encoder trains on all the training images
 
+
+def _planned(name, base, epochs, grid, arch=None):
+    """One encoder of :data:`PLAN`: ``base``'s configuration on all the training images (with
+    the architecture ``arch`` when given), trained ``epochs`` epochs after a search of ``grid``."""
+    overrides = {**_ALL} if arch is None else {**_ALL, "arch": arch}
+    return {"name": name, "base": base, "overrides": overrides, "epochs": epochs, "grid": grid}
+
+
 #: The planned encoders in the order they run: the cheapest first (``BUDGET.md``), so that
 #: the first ones finish early, and the small CNN last. ``base`` is the registered
 #: configuration (:data:`~repeval_ref.zoo.registry.ENCODERS`) changed by ``overrides``;
 #: ``epochs`` is the budget of ``BUDGET.md``; ``grid`` the recipe search's candidates.
 PLAN = (
-    {
-        "name": "supervised_vit",
-        "base": "supervised_vit",
-        "overrides": {**_ALL},
-        "epochs": 15,
-        "grid": {"lr": _LRS},
-    },
-    {
-        "name": "mae_vit",
-        "base": "mae_vit",
-        "overrides": {**_ALL},
-        "epochs": 70,
-        "grid": {"lr": _LRS, "mask_ratio": [0.6, 0.75]},
-    },
-    {
-        "name": "supervised_resnet",
-        "base": "supervised_vit",
-        "overrides": {**_ALL, "arch": "resnet"},
-        "epochs": 10,
-        "grid": {"lr": _LRS},
-    },
-    {
-        "name": "dino_vit",
-        "base": "dino_vit",
-        "overrides": {**_ALL},
-        "epochs": 30,
-        "grid": {"lr": _LRS, "teacher_temperature": [0.04, 0.07]},
-    },
-    {
-        "name": "simclr_vit",
-        "base": "simclr_vit",
-        "overrides": {**_ALL},
-        "epochs": 30,
-        "grid": {"lr": _LRS, "temperature": [0.1, 0.5]},
-    },
-    {
-        "name": "simclr_resnet",
-        "base": "simclr_vit",
-        "overrides": {**_ALL, "arch": "resnet"},
-        "epochs": 10,
-        "grid": {"lr": _LRS, "temperature": [0.1, 0.5]},
-    },
-    {
-        "name": "dino_resnet",
-        "base": "dino_vit",
-        "overrides": {**_ALL, "arch": "resnet"},
-        "epochs": 8,
-        "grid": {"lr": _LRS, "teacher_temperature": [0.04, 0.07]},
-    },
+    _planned("supervised_vit", "supervised_vit", 15, {"lr": _LRS}),
+    _planned("mae_vit", "mae_vit", 70, {"lr": _LRS, "mask_ratio": [0.6, 0.75]}),
+    _planned("supervised_resnet", "supervised_vit", 10, {"lr": _LRS}, arch="resnet"),
+    _planned("dino_vit", "dino_vit", 30, {"lr": _LRS, "teacher_temperature": [0.04, 0.07]}),
+    _planned("simclr_vit", "simclr_vit", 30, {"lr": _LRS, "temperature": [0.1, 0.5]}),
+    _planned(
+        "simclr_resnet", "simclr_vit", 10, {"lr": _LRS, "temperature": [0.1, 0.5]}, arch="resnet"
+    ),
+    _planned(
+        "dino_resnet",
+        "dino_vit",
+        8,
+        {"lr": _LRS, "teacher_temperature": [0.04, 0.07]},
+        arch="resnet",
+    ),
     # the small plain CNN: 3 epochs on all the images, about a minute
-    {
-        "name": "supervised_cnn",
-        "base": "supervised_cnn",
-        "overrides": {**_ALL},
-        "epochs": 3,
-        "grid": {"lr": [6e-4, 2e-3, 6e-3]},
-    },
+    _planned("supervised_cnn", "supervised_cnn", 3, {"lr": [6e-4, 2e-3, 6e-3]}),
 )
 
 #: The budget of every search trial (:func:`~repeval_ref.zoo.recipes.search_recipe`): 32

@@ -151,12 +151,9 @@ def grid_settings(grid, config):
         raise ValueError(
             f"grid must be a non-empty dict of setting -> candidate values, got {grid!r}"
         )
-    unknown = sorted(set(grid) - set(config))
-    if unknown:
-        raise ValueError(
-            f"grid has settings {unknown} that the configuration does not have; known: "
-            f"{sorted(config)}"
-        )
+    from .train import check_known_settings
+
+    check_known_settings(grid, config, "grid", "the configuration")
     for key, values in grid.items():
         if not isinstance(values, (list, tuple)) or len(values) == 0:
             raise ValueError(f"grid[{key!r}] must be a non-empty list of values, got {values!r}")

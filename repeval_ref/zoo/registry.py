@@ -57,6 +57,17 @@ _COMMON = {
 }
 _VIEWS = {"crop_scale": [0.35, 1.0]}
 
+#: the DINO head and its temperatures and momenta, shared by the DINO encoders
+_DINO_HEAD = {
+    "head_hidden": 128,
+    "head_bottleneck": 64,
+    "prototypes": 256,
+    "student_temperature": 0.1,
+    "teacher_temperature": 0.04,  # teacher's searched
+    "center_momentum": 0.9,
+    "momentum": 0.99,
+}
+
 # The plateau zoo (``python -m repeval_ref.zoo plateau``, then ``ship``): every
 # setting marked "searched" was chosen on a validation split of the training images
 # (benchmarks/zoo_plateau/NAME/search.json); the epochs are those of BUDGET.md. These
@@ -117,13 +128,7 @@ ENCODERS = {
         **_COMMON,
         **_VIEWS,
         "lr": 3e-3,  # searched
-        "head_hidden": 128,
-        "head_bottleneck": 64,
-        "prototypes": 256,
-        "student_temperature": 0.1,
-        "teacher_temperature": 0.04,  # teacher's searched
-        "center_momentum": 0.9,
-        "momentum": 0.99,
+        **_DINO_HEAD,
     },
     "dino_resnet": {
         "objective": "dino",
@@ -132,13 +137,7 @@ ENCODERS = {
         **_COMMON,
         **_VIEWS,
         "lr": 2.7e-2,  # searched, past the grid's edge twice
-        "head_hidden": 128,
-        "head_bottleneck": 64,
-        "prototypes": 256,
-        "student_temperature": 0.1,
-        "teacher_temperature": 0.04,  # teacher's searched
-        "center_momentum": 0.9,
-        "momentum": 0.99,
+        **_DINO_HEAD,
     },
     "mae_vit": {
         "objective": "mae",

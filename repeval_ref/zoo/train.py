@@ -41,7 +41,26 @@ __all__ = [
     "deterministic_torch",
     "checkpoint_name",
     "resolve_device",
+    "check_known_settings",
 ]
+
+
+def check_known_settings(changes, config, name, owner):
+    """Raise ValueError unless every key of ``changes`` is a setting of ``config``.
+
+    Parameters
+    ----------
+    changes, config : dict
+    name : str
+        The argument holding ``changes``, as the message names it.
+    owner : str
+        What ``config`` configures, as the message names it (``"'dino_vit'"``).
+    """
+    unknown = sorted(set(changes) - set(config))
+    if unknown:
+        raise ValueError(
+            f"{name} has settings {unknown} that {owner} does not have; known: {sorted(config)}"
+        )
 
 
 def deterministic_torch():
@@ -90,12 +109,7 @@ def encoder_config(name, *, epochs=None, overrides=None):
             raise ValueError(
                 f"overrides must be a dict of settings, got {type(overrides).__name__}"
             )
-        unknown = sorted(set(overrides) - set(cfg))
-        if unknown:
-            raise ValueError(
-                f"overrides has settings {unknown} that {name!r} does not have; known: "
-                f"{sorted(cfg)}"
-            )
+        check_known_settings(overrides, cfg, "overrides", repr(name))
         cfg.update(copy.deepcopy(overrides))
     if epochs is not None:
         if isinstance(epochs, bool) or int(epochs) != epochs or epochs < 0:
