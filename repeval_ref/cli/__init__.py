@@ -87,8 +87,8 @@ __all__ = [
 def build_parser():
     """The ``repeval`` parser: every subcommand, ``loop`` and ``zoo`` listed for ``--help``."""
     from ._commands import add_compare_parser, add_report_parser
+    from ._suite_parser import add_suite_parser
     from .leaderboard import add_leaderboard_parser
-    from .suite import add_suite_parser
 
     parser = Parser(
         prog="repeval",

@@ -16,7 +16,15 @@ from pathlib import Path
 import numpy as np
 
 from ._evaluate import blas_threads
-from ._inputs import KEPT_DTYPES, Input, InputError, _short, check_encoder_list
+from ._inputs import (
+    KEPT_DTYPES,
+    Input,
+    InputError,
+    _short,
+    check_encoder_list,
+    read_input,
+    refuse_zero_rows,
+)
 from .leaderboard import _is_encoder_path
 
 
@@ -33,6 +41,59 @@ def _task_card(src, task):
     except (ValueError, KeyError):
         return {"name": task}
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in card.items()}
+
+
+def load_feature_inputs(enc_entries, tasks, folders):
+    """Each feature folder's input for each task, read and checked: ``{(encoder, task): Input}``."""
+    out = {}
+    for e in enc_entries:
+        if e["kind"] != "features":
+            continue
+        have = folders[e["name"]]
+        for task in tasks:
+            if task not in have:
+                raise InputError(
+                    f"feature folder {e['path']} has no task {task!r} (expected "
+                    f"{e['path'] / task}/ or {e['path'] / task}.npz)"
+                )
+            inp = read_input(have[task], f"encoder {e['name']}, task {task}")
+            refuse_zero_rows(inp)
+            out[(e["name"], task)] = inp
+    return out
+
+
+def choose_tasks(args, enc_entries, src, folders):
+    """The tasks of a suite run: ``args.tasks`` (checked), else those installed for image
+    encoders, else those of the first feature folder."""
+    image = any(e["kind"] != "features" for e in enc_entries)
+    if args.tasks is not None:
+        tasks = args.tasks
+        if image:
+            avail = tuple(src.available_tasks())
+            missing = [t for t in tasks if t not in avail]
+            if missing:
+                known = tuple(src.TRANSFER_TASKS)
+                why = "unknown task" if missing[0] not in known else "task not installed here"
+                raise InputError(
+                    f"--tasks: {why} {missing[0]!r} (installed: {', '.join(avail) or 'none'}; "
+                    f"the suite: {', '.join(known)})"
+                )
+        return tasks
+    if image:
+        tasks = tuple(src.available_tasks())
+        if not tasks:
+            raise InputError(
+                "no task of the suite is installed here (see repeval_ref.datasets.transfer)"
+            )
+        return tasks
+    first = next(e for e in enc_entries if e["kind"] == "features")
+    tasks = tuple(folders[first["name"]])
+    if not tasks:
+        raise InputError(
+            f"feature folder {first['path']} holds no task (a sub-folder or a feature file per "
+            "task)"
+        )
+    return tasks
 
 
 # -------------------------------------------------------------------------- encoders

@@ -36,15 +36,15 @@ Outputs (``--out``): ``suite.csv``, ``suite.md``, ``suite.json``, ``suite.html``
 (self-contained: inline style, the heat map as an inline PNG; no outside request) and
 ``suite_heatmap.png``. All inputs are read and checked before anything is written.
 
-The command is three modules: :mod:`._suite_encoders` (encoders, tasks and the feature
-cache), this one (:class:`SuiteSettings`, :func:`run_suite`, the result cache and the
-command) and :mod:`._suite_render` (tables, heat map, pages).
+The command is six modules: :mod:`._suite_encoders` (encoders, tasks and the feature
+cache), :mod:`._suite_results` (one encoder on one task, and the cache of these
+evaluations), :mod:`._suite_ranking` (ranks, mean rank and tau between tasks), this one
+(:class:`SuiteSettings`, :func:`run_suite` and the command), :mod:`._suite_parser` (its
+options) and :mod:`._suite_render` (tables, heat map, pages).
 """
 
 from __future__ import annotations
 
-import argparse
-import io
 import json
 import os
 import time
@@ -55,29 +55,23 @@ import numpy as np
 
 from . import _evaluate as E
 from . import _render as R
-from ._arguments import Settings, add_command, add_options, positive_int
-from ._evaluate import (
-    acc_entry,
-    blas_threads,
-    knn_curve_predictions,
-    low_shot_section,
-    probe_cell,
-)
-from ._inputs import InputError, _short, check_out_dir, prepare_split, read_input, refuse_zero_rows
+from ._arguments import Settings
+from ._inputs import InputError, _short, check_out_dir, prepare_split, refuse_zero_rows
 from ._progress import Progress
 from ._suite_encoders import (
-    DEFAULT_BATCH,
-    EFFICIENTNET_BATCH,
     ImageEncoder,
     _image_input,
-    _sha,
     _task_card,
+    choose_tasks,
     folder_task_entries,
+    load_feature_inputs,
     resolve_encoders,
     task_source,
     threads_limited,
 )
+from ._suite_ranking import rank_protocols
 from ._suite_render import PAIRED
+from ._suite_results import evaluate
 from .leaderboard import check_same_images, pairwise
 
 PROTOCOLS = ("knn", "probe", "fewshot")
@@ -85,164 +79,6 @@ PROTOCOLS = ("knn", "probe", "fewshot")
 SUITE_SHOTS = 10
 #: bootstrap replicates of the mean-rank and tau intervals
 RANK_BOOTSTRAP = 1000
-#: version of what the result cache stores; bump when an evaluation changes
-RESULT_CACHE_VERSION = 2
-
-
-# ------------------------------------------------------------------ evaluation
-
-
-def _settings_key(args, protocols):
-    return {
-        "version": RESULT_CACHE_VERSION,
-        "k": args.k,
-        "tau": E.KNN_TAU,
-        "probe_c": [float(c) for c in args.probe_c],
-        "seed": args.seed,
-        "draws": args.draws,
-        "shots": args.shots,
-        "protocols": list(protocols),
-    }
-
-
-def evaluate(name, inp, tr, te, classes, counts, args, protocols, progress, result_dir):
-    """One encoder on one task: the chosen protocols; ``(entries, correct, from_cache)``.
-
-    The calls are those of ``repeval leaderboard`` (:func:`._evaluate.knn_curve_predictions`,
-    :func:`._evaluate.probe_section`, :func:`._evaluate.low_shot_section`) with the same
-    arguments, so the same features and settings give the same numbers.
-    """
-    X = inp.x
-    yi = np.searchsorted(classes, inp.y)
-    key = None
-    if result_dir is not None:
-        key = _sha(
-            X.shape,
-            X.tobytes(),
-            yi.tobytes(),
-            tr.tobytes(),
-            te.tobytes(),
-            json.dumps(_settings_key(args, protocols), sort_keys=True),
-        )
-        hit = _read_result(result_dir, key, protocols)
-        if hit is not None:
-            return hit[0], hit[1], True
-    Xtr, Xte, ytr, yte = X[tr], X[te], yi[tr], yi[te]
-    entries, correct = {}, {}
-    if "knn" in protocols:
-        pred = knn_curve_predictions(
-            Xtr, ytr, Xte, (args.k,), classes.size, progress, label=f"{name}: k-NN"
-        )[0]
-        correct["knn"] = pred == yte
-        entries["knn"] = acc_entry(correct["knn"])
-    with blas_threads(args.blas_threads):
-        if "probe" in protocols:
-            who = f"the training part of {inp.path}"
-            _, entries["probe"], pred = probe_cell(Xtr, ytr, Xte, yte, args, progress, who)
-            correct["probe"] = pred == yte
-        if "fewshot" in protocols:
-            entries["fewshot"] = low_shot_section(
-                Xtr, ytr, Xte, yte, counts, args.draws, args.seed, shots_list=(args.shots,)
-            )[0]
-    if key is not None:
-        _write_result(result_dir, key, entries, correct)
-    return entries, correct, False
-
-
-def _read_result(result_dir, key, protocols):
-    path = Path(result_dir) / f"{key}.npz"
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            entries = json.loads(str(z["entries"]))
-            correct = {p: z[f"correct_{p}"].astype(bool) for p in PAIRED if p in protocols}
-    except (OSError, ValueError, KeyError):
-        return None
-    if set(entries) != set(protocols):
-        return None
-    return entries, correct
-
-
-def _write_result(result_dir, key, entries, correct):
-    buf = io.BytesIO()
-    np.savez(
-        buf,
-        entries=np.array(json.dumps(entries, default=R.json_default)),
-        **{f"correct_{p}": c for p, c in correct.items()},
-    )
-    try:
-        R.write_files(result_dir, {f"{key}.npz": buf.getvalue()})
-    except OSError:
-        pass  # a cache that cannot be written only costs time
-
-
-def _load_feature_inputs(enc_entries, tasks, folders):
-    """Each feature folder's input for each task, read and checked: ``{(encoder, task): Input}``."""
-    out = {}
-    for e in enc_entries:
-        if e["kind"] != "features":
-            continue
-        have = folders[e["name"]]
-        for task in tasks:
-            if task not in have:
-                raise InputError(
-                    f"feature folder {e['path']} has no task {task!r} (expected "
-                    f"{e['path'] / task}/ or {e['path'] / task}.npz)"
-                )
-            inp = read_input(have[task], f"encoder {e['name']}, task {task}")
-            refuse_zero_rows(inp)
-            out[(e["name"], task)] = inp
-    return out
-
-
-def _choose_tasks(args, enc_entries, src, folders):
-    image = any(e["kind"] != "features" for e in enc_entries)
-    if args.tasks is not None:
-        tasks = args.tasks
-        if image:
-            avail = tuple(src.available_tasks())
-            missing = [t for t in tasks if t not in avail]
-            if missing:
-                known = tuple(src.TRANSFER_TASKS)
-                why = "unknown task" if missing[0] not in known else "task not installed here"
-                raise InputError(
-                    f"--tasks: {why} {missing[0]!r} (installed: {', '.join(avail) or 'none'}; "
-                    f"the suite: {', '.join(known)})"
-                )
-        return tasks
-    if image:
-        tasks = tuple(src.available_tasks())
-        if not tasks:
-            raise InputError(
-                "no task of the suite is installed here (see repeval_ref.datasets.transfer)"
-            )
-        return tasks
-    first = next(e for e in enc_entries if e["kind"] == "features")
-    tasks = tuple(folders[first["name"]])
-    if not tasks:
-        raise InputError(
-            f"feature folder {first['path']} holds no task (a sub-folder or a feature file per "
-            "task)"
-        )
-    return tasks
-
-
-def _tasks_arg(text):
-    names = tuple(t.strip() for t in text.split(",") if t.strip())
-    if not names or len(set(names)) != len(names):
-        raise argparse.ArgumentTypeError(
-            f"expected distinct comma-separated task names, got {text!r}"
-        )
-    return names
-
-
-def _protocols_arg(text):
-    names = tuple(t.strip() for t in text.split(",") if t.strip())
-    bad = [n for n in names if n not in PROTOCOLS]
-    if not names or bad or len(set(names)) != len(names):
-        raise argparse.ArgumentTypeError(
-            f"expected distinct protocols from {','.join(PROTOCOLS)}, got {text!r}"
-        )
-    return tuple(p for p in PROTOCOLS if p in names)
 
 
 def _cache_root(args):
@@ -446,7 +282,6 @@ def run_suite(settings: SuiteSettings, progress=None):
     args = settings
     progress = progress if progress is not None else Progress(enabled=False)
     from ..multiple_testing import CORRECTIONS
-    from ..rank_agreement import mean_rank, rank_bootstrap, task_ranks, tau_b_matrix
 
     t_start = time.perf_counter()
     enc_entries = resolve_encoders(args.encoders, args.backbone, args.weights, args.random_init)
@@ -454,12 +289,12 @@ def run_suite(settings: SuiteSettings, progress=None):
         e["name"]: folder_task_entries(e["path"]) for e in enc_entries if e["kind"] == "features"
     }
     src = task_source()
-    tasks = _choose_tasks(args, enc_entries, src, folders)
+    tasks = choose_tasks(args, enc_entries, src, folders)
     protocols = args.protocols
     root = _cache_root(args)
     feat_dir = None if root is None else root / "zoo-features"
     result_dir = None if root is None else root / "suite-results"
-    feat_inputs = _load_feature_inputs(enc_entries, tasks, folders)
+    feat_inputs = load_feature_inputs(enc_entries, tasks, folders)
     image_encoders = {
         e["name"]: ImageEncoder(e, feat_dir, args.image_size, args.batch_size)
         for e in enc_entries
@@ -476,50 +311,7 @@ def run_suite(settings: SuiteSettings, progress=None):
             _one_task(task, run, tally)
     progress.stage("ranks, mean rank and Kendall's tau (bootstrap)")
     t_rank = time.perf_counter()
-    ranking = {}
-    for p in protocols:
-        if p in PAIRED:
-            rb = rank_bootstrap(
-                [correct[p][t] for t in tasks], n_boot=args.rank_boot, seed=args.seed
-            )
-            ranking[p] = {
-                "tasks": list(tasks),
-                "ranks": rb["ranks"],
-                "mean_rank": rb["mean_rank"],
-                "mean_rank_interval": rb["mean_rank_interval"],
-                "tau": rb["tau"],
-                "tau_interval": rb["tau_interval"],
-                "tau_defined_replicates": rb["tau_defined"],
-                "n_boot": rb["n_boot"],
-                "interval": "bootstrap",
-            }
-        else:
-            used = [
-                t
-                for t in tasks
-                if all(r["fewshot"]["mean"] is not None for r in per_task[t]["results"])
-            ]
-            if not used:
-                ranking[p] = None
-                continue
-            scores = np.array(
-                [
-                    [per_task[t]["results"][i]["fewshot"]["mean"] for t in used]
-                    for i in range(len(names))
-                ]
-            )
-            ranking[p] = {
-                "tasks": used,
-                "ranks": task_ranks(scores),
-                "mean_rank": mean_rank(scores),
-                "mean_rank_interval": None,
-                "tau": tau_b_matrix(scores),
-                "tau_interval": None,
-                "tau_defined_replicates": None,
-                "n_boot": None,
-                "interval": "none: the low-shot figure is a mean over support draws, with no "
-                "right/wrong answer per test image to resample",
-            }
+    ranking = rank_protocols(protocols, tasks, per_task, correct, len(names), args)
     settings = {
         "k": args.k,
         "tau": E.KNN_TAU,
@@ -578,180 +370,11 @@ def cmd_suite(args):
     return 0
 
 
-SUITE_DESCRIPTION = """\
-Evaluate encoders (zoo names, zoo for all of them, feature folders with one entry per
-task, or --backbone) on every task of the transfer suite: weighted k-NN, the linear
-probe (C chosen on a split of TRAIN) and low-shot nearest class mean, each with the
-defaults of report and leaderboard. Writes a model x task table (suite.csv, .md, .json
-and a self-contained .html, plus a heat map) with a 95% Wilson interval per cell, the
-rank per task, the mean rank with a bootstrap interval, Kendall's tau-b between every
-pair of tasks with its interval, and paired tests within each task corrected across
-pairs (Holm or Benjamini-Hochberg). Features and evaluations are cached on disk by
-fingerprint. An all-zero feature row is refused; a task's train and test parts are never
-re-split."""
-
-
-def add_suite_parser(sub):
-    """The ``suite`` subcommand of ``sub`` (the subparsers of ``repeval``)."""
-    from ..multiple_testing import CORRECTIONS
-
-    sp = add_command(
-        sub,
-        "suite",
-        "many encoders on the transfer suite's tasks: a model x task table",
-        SUITE_DESCRIPTION,
-    )
-    sp.add_argument(
-        "encoders",
-        metavar="ENCODER",
-        nargs="*",
-        help="zoo:NAME or NAME (a zoo encoder), zoo (all of them), or a feature folder",
-    )
-    add_options(
-        sp,
-        (
-            "--backbone",
-            dict(
-                default=None,
-                metavar="SPEC",
-                help="one more encoder: torchvision:ARCH or timm:ARCH (with --weights or "
-                "--random-init), or zoo:NAME",
-            ),
-        ),
-        (
-            "--weights",
-            dict(default=None, metavar="PATH", help="local weights file of the --backbone"),
-        ),
-        (
-            "--random-init",
-            dict(
-                action="store_true", help="run the --backbone untrained (its features mean nothing)"
-            ),
-        ),
-        (
-            "--image-size",
-            dict(
-                type=positive_int,
-                default=224,
-                metavar="N",
-                help="side the task images are resized to for a torchvision/timm --backbone "
-                "(default: %(default)s; the zoo's encoders use their own input sizes)",
-            ),
-        ),
-        (
-            "--tasks",
-            dict(
-                type=_tasks_arg,
-                default=None,
-                metavar="T1,T2,...",
-                help=(
-                    "tasks to run (default: every installed task of the suite, or the tasks of "
-                    "the first feature folder)"
-                ),
-            ),
-        ),
-        (
-            "--protocols",
-            dict(
-                type=_protocols_arg,
-                default=PROTOCOLS,
-                metavar="P1,P2,...",
-                help="from knn,probe,fewshot (default: all three)",
-            ),
-        ),
-        ("--out", dict(default="repeval_suite")),
-        (
-            "--seed",
-            dict(
-                help="seed of the split of single files, the probe split, the draws and the "
-                "bootstraps (default: %(default)s)"
-            ),
-        ),
-        "--k",
-        (
-            "--shots",
-            dict(
-                type=positive_int,
-                default=SUITE_SHOTS,
-                help="labelled images per class of the low-shot protocol (default: %(default)s)",
-            ),
-        ),
-        ("--draws", dict(help="low-shot support draws, >= 2 (default: %(default)s)")),
-        "--probe-c",
-        (
-            "--test-fraction",
-            dict(
-                help="share held out when a feature folder gives a task as one file; task "
-                "splits and loop folders keep their own parts (default: %(default)s)"
-            ),
-        ),
-        (
-            "--correction",
-            dict(
-                choices=tuple(CORRECTIONS),
-                default="holm",
-                help="correction across the pairs of encoders within each task "
-                "(default: %(default)s)",
-            ),
-        ),
-        "--alpha",
-        "--boot",
-        (
-            "--rank-boot",
-            dict(
-                type=positive_int,
-                default=RANK_BOOTSTRAP,
-                help=(
-                    "bootstrap replicates of the mean-rank and tau intervals (default: %(default)s)"
-                ),
-            ),
-        ),
-        (
-            "--cache-dir",
-            dict(
-                default=None,
-                metavar="DIR",
-                help="cache root: features in DIR/zoo-features, evaluations in DIR/suite-results "
-                "(default: $REPEVAL_CACHE, else ~/.cache/repeval)",
-            ),
-        ),
-        ("--no-cache", dict(action="store_true", help="neither read nor write any cache")),
-        (
-            "--batch-size",
-            dict(
-                type=positive_int,
-                default=None,
-                help=f"extraction batch (default: {EFFICIENTNET_BATCH} for efficientnet_lite0, "
-                f"{DEFAULT_BATCH} for the others)",
-            ),
-        ),
-        (
-            "--blas-threads",
-            dict(
-                help="threads of PyTorch's extraction and of BLAS and LAPACK in the k-NN, the "
-                "probe fits and the low-shot means; on a busy machine one thread is often "
-                "faster (default: %(default)s)"
-            ),
-        ),
-        "--quiet",
-    )
-    sp.set_defaults(func=cmd_suite)
-
-
 __all__ = [
     "SuiteSettings",
     "run_suite",
     "cmd_suite",
-    "add_suite_parser",
-    "evaluate",
     "PROTOCOLS",
-    "PAIRED",
     "SUITE_SHOTS",
     "RANK_BOOTSTRAP",
-    "resolve_encoders",
-    "task_source",
-    "ImageEncoder",
-    "threads_limited",
-    "DEFAULT_BATCH",
-    "EFFICIENTNET_BATCH",
 ]
