@@ -358,10 +358,10 @@ def write_findings(root, verdicts):
     ``root``, so that the feedback shows what was recorded.
 
     Each hidden test cell gets its verdict's message as its output (where the kernel only
-    printed :data:`autograder.checks.KERNEL_NOTE`). A notebook whose verification failed
-    (:attr:`autograder.cleanroom.CellVerdict.failure`) gets the message in every graded
-    cell, the visible tests' included, and a note at its top naming the cause
-    (cell id :data:`VERIFICATION_NOTE_ID`)."""
+    printed :data:`autograder.checks.KERNEL_NOTE`); the visible tests keep the kernel's
+    output. A notebook whose verification failed
+    (:attr:`autograder.cleanroom.CellVerdict.failure`) also gets a note at its top naming
+    the cause and saying that every test scores 0 (cell id :data:`VERIFICATION_NOTE_ID`)."""
     for (student, assignment, notebook), cells in verdicts.items():
         path = Path(root) / "autograded" / student / assignment / f"{notebook}.ipynb"
         if not path.is_file() or path.is_symlink():
@@ -371,9 +371,7 @@ def write_findings(root, verdicts):
         except Exception:
             continue
         failure = next((v.failure for v in cells if v.failure), "")
-        by_id = {
-            v.grade_id: v for v in cells if failure or not v.grade_id.endswith("_visible_tests")
-        }
+        by_id = {v.grade_id: v for v in cells if not v.grade_id.endswith("_visible_tests")}
         for cell in nb.cells:
             v = by_id.get(cell.get("metadata", {}).get("nbgrader", {}).get("grade_id"))
             if v is None or cell.cell_type != "code":
