@@ -38,8 +38,8 @@ def _run_functions():
 def test_no_run_function_takes_an_argparse_namespace():
     found = dict(_run_functions())
     assert {
-        "repeval_ref.cli._commands.run_report",
-        "repeval_ref.cli._commands.run_compare",
+        "repeval_ref.cli.report.run_report",
+        "repeval_ref.cli.compare.run_compare",
         "repeval_ref.cli.leaderboard.run_leaderboard",
         "repeval_ref.cli.suite.run_suite",
         "repeval_ref.cli.loop.run_loop",
@@ -57,8 +57,9 @@ def test_no_run_function_takes_an_argparse_namespace():
 
 
 def test_settings_refuse_bad_values_naming_the_field():
-    from repeval_ref.cli._commands import CompareSettings, ReportSettings
+    from repeval_ref.cli.compare import CompareSettings
     from repeval_ref.cli.leaderboard import LeaderboardSettings
+    from repeval_ref.cli.report import ReportSettings
 
     with pytest.raises(ValueError, match="draws"):
         ReportSettings(train="x.npz", draws=1)
@@ -88,7 +89,7 @@ def _plain(tree):
 
 
 def test_run_report_returns_what_report_wrote(digits, capsys):
-    from repeval_ref.cli._commands import ReportSettings, run_report
+    from repeval_ref.cli.report import ReportSettings, run_report
 
     out = digits / "report"
     assert (
@@ -129,7 +130,7 @@ def test_run_report_returns_what_report_wrote(digits, capsys):
 
 
 def test_run_compare_returns_what_compare_wrote(digits, capsys):
-    from repeval_ref.cli._commands import CompareSettings, run_compare
+    from repeval_ref.cli.compare import CompareSettings, run_compare
 
     out = digits / "compare"
     assert (

@@ -44,9 +44,12 @@ call the streamed functions on a ``numpy.memmap`` instead
 (:func:`repeval_ref.label_free_summary`, :func:`repeval_ref.rankme`, ...).
 
 The layer is split by concern: :mod:`._inputs` (reading and checking),
-:mod:`._evaluate` (calls into the package), :mod:`._render` (tables, plots, files),
-:mod:`._commands` (report, compare), :mod:`.leaderboard`, :mod:`.suite`, :mod:`.loop` (with
-:mod:`.pretrain`, the training of its small CNN) and :mod:`.zoo`.
+:mod:`._evaluate` (calls into the package), :mod:`._render` (tables, plots, files), and
+one module per command: :mod:`.report`, :mod:`.compare`, :mod:`.leaderboard`,
+:mod:`.suite`, :mod:`.loop` (with :mod:`._loop_settings`, :mod:`._loop_data` and
+:mod:`.pretrain`, the training of its small CNN) and :mod:`.zoo`. Each is a frozen
+settings object, a ``run_*`` that computes and returns its results, and a ``cmd_*`` that
+prints and writes them.
 """
 
 from __future__ import annotations
@@ -86,9 +89,10 @@ __all__ = [
 
 def build_parser():
     """The ``repeval`` parser: every subcommand, ``loop`` and ``zoo`` listed for ``--help``."""
-    from ._commands import add_compare_parser, add_report_parser
     from ._suite_parser import add_suite_parser
+    from .compare import add_compare_parser
     from .leaderboard import add_leaderboard_parser
+    from .report import add_report_parser
 
     parser = Parser(
         prog="repeval",
