@@ -229,10 +229,10 @@ def test_a_notebook_leaves_nothing_the_next_one_can_see(graded):
 
 
 def test_a_machine_that_refuses_the_kernels_namespaces_is_named(monkeypatch):
-    monkeypatch.setattr(confine, "kernel_namespaces_allowed", lambda: False)
+    monkeypatch.setattr(protection, "kernel_namespaces_allowed", lambda: False)
     gaps = protection.protection_gaps()
     assert any("per-notebook time limit" in g and "/tmp" in g for g in gaps), gaps
-    monkeypatch.setattr(confine, "kernel_namespaces_allowed", lambda: True)
+    monkeypatch.setattr(protection, "kernel_namespaces_allowed", lambda: True)
     assert not any("per-notebook" in g for g in protection.protection_gaps())
     with pytest.raises(ValueError, match="tmp_size"):  # refused before anything changes
         confine.kernel_namespaces(confine.load_libc(), 0)
@@ -295,5 +295,4 @@ def test_a_kernel_past_its_limit_is_killed_with_every_process_it_started(monkeyp
     time.sleep(0.5)
     # the kernel, its daemon (own session, SIGTERM ignored) and its watcher are gone
     assert _processes_marked(token) - before == set()
-    server.proc.stdin.close()
-    server.proc.wait(30)
+    server.close()
