@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from repeval_ref.cli import main
-from repeval_ref.cli.leaderboard import pairwise
+from repeval_ref.cli._leaderboard_stats import pairwise
 
 FAST = ["--quiet", "--probe-c", "0.1,1", "--draws", "2", "--boot", "500", "--id-batch", "100"]
 FILES = ("leaderboard.csv", "leaderboard.md", "leaderboard.json", "leaderboard.html")

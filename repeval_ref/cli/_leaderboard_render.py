@@ -17,8 +17,9 @@ import json
 import numpy as np
 
 from . import _render as R
-from ._evaluate import LABEL_FREE_RANKINGS, SHOTS
+from ._evaluate import SHOTS
 from ._inputs import split_text
+from ._label_free_section import LABEL_FREE_RANKINGS
 
 
 def _acc_cell(e):
@@ -111,7 +112,7 @@ def _lf_rows(board):
 def pair_cells(pair):
     """The cells of one paired comparison under :data:`PAIR_HEADERS` (leaderboard and suite).
 
-    ``pair`` is an entry of :func:`repeval_ref.cli.leaderboard.pairwise`: the names ``a``
+    ``pair`` is an entry of :func:`repeval_ref.cli._leaderboard_stats.pairwise`: the names ``a``
     and ``b``, ``gain_b_minus_a`` and its ``bootstrap95`` interval, ``discordant`` and the
     McNemar p values.
     """

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ._evaluate import KNN_TAU, LABEL_FREE_NAMES
+from ._evaluate import KNN_TAU
+from ._label_free_section import LABEL_FREE_NAMES
 
 
 def _new_temp_file(outdir, name):

@@ -17,7 +17,6 @@ from ._evaluate import (
     blas_threads,
     class_indices,
     knn_section,
-    label_free_section,
     low_shot_section,
     probe_section,
     ridge_section,
@@ -28,6 +27,7 @@ from ._inputs import (
     check_out_dir,
     load_split,
 )
+from ._label_free_section import label_free_section
 from ._progress import Progress
 
 

@@ -57,6 +57,7 @@ from . import _evaluate as E
 from . import _render as R
 from ._arguments import Settings
 from ._inputs import InputError, _short, check_out_dir, prepare_split, refuse_zero_rows
+from ._leaderboard_stats import pairwise
 from ._progress import Progress
 from ._suite_encoders import (
     ImageEncoder,
@@ -72,7 +73,7 @@ from ._suite_encoders import (
 from ._suite_ranking import rank_protocols
 from ._suite_render import PAIRED
 from ._suite_results import evaluate
-from .leaderboard import check_same_images, pairwise
+from .leaderboard import check_same_images
 
 PROTOCOLS = ("knn", "probe", "fewshot")
 #: shots of the suite's low-shot column
@@ -348,7 +349,8 @@ def run_suite(settings: SuiteSettings, progress=None):
 def cmd_suite(args):
     """``repeval suite``: :func:`run_suite` on the parsed settings, then the files and the
     terminal table."""
-    from ._suite_render import heatmap_png, print_suite, render_csv, render_html, render_markdown
+    from ._suite_page import render_html
+    from ._suite_render import heatmap_png, print_suite, render_csv, render_markdown
 
     progress = Progress(enabled=not args.quiet)
     outdir = check_out_dir(args.out)
