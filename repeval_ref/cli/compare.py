@@ -1,8 +1,9 @@
-"""``repeval compare``: two representations of the same images, side by side.
+"""``repeval compare A B``: two representations of the same images, side by side.
 
-The command is a frozen settings object (:class:`CompareSettings`), a function that
-computes from it and writes nothing (:func:`run_compare`) and a thin :func:`cmd_compare`
-that runs it and writes the files and the terminal lines.
+Linear and RBF CKA between A and B and, when both carry labels, their k-NN and probe on
+one split compared image by image (paired bootstrap interval, exact McNemar test).
+:class:`CompareSettings` holds the options; :func:`run_compare` computes and writes
+nothing; :func:`cmd_compare` prints the tables and writes ``compare.json``.
 """
 
 from __future__ import annotations
@@ -16,20 +17,8 @@ import numpy as np
 from . import _evaluate as E
 from . import _render as R
 from ._arguments import PROBE_C_HELP, Settings, add_command, add_options, positive_int
-from ._evaluate import (
-    acc_entry,
-    blas_threads,
-    knn_curve_predictions,
-    probe_section,
-)
-from ._inputs import (
-    InputError,
-    _short,
-    prepare_split,
-    read_input,
-    refuse_zero_rows,
-    split_text,
-)
+from ._evaluate import acc_entry, blas_threads, knn_curve_predictions, probe_section
+from ._inputs import InputError, _short, prepare_split, read_input, refuse_zero_rows, split_text
 from ._progress import Progress
 
 

@@ -34,16 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
+from . import _evaluate as E
 from . import _render as R
 from ._arguments import Settings, add_command, add_options
 from ._evaluate import (
-    KNN_HEADLINE_KS,
-    KNN_TAU,
-    LOW_SHOT_DRAWS,
-    PAIRED_BOOTSTRAP,
-    PROBE_CS,
-    SHOTS,
-    TEST_FRACTION,
     acc_entry,
     blas_threads,
     knn_curve_predictions,
@@ -257,7 +251,7 @@ def _evaluate_rest(entry, res, pred_knn, X, Xtr, Xte, ytr, yte, args, counts, pr
     res["knn"] = acc_entry(pred_knn == yte)
     info, res["probe"], pred_probe = probe_cell(Xtr, ytr, Xte, yte, args, progress, who)
     res["low_shot"] = low_shot_section(
-        Xtr, ytr, Xte, yte, counts, args.draws, args.seed, shots_list=SHOTS
+        Xtr, ytr, Xte, yte, counts, args.draws, args.seed, shots_list=E.SHOTS
     )
     lf = label_free_section(Xtr, seed=args.seed, id_batch=args.id_batch, full=False)
     res["label_free"] = {k: v["value"] for k, v in lf.items() if k != "alignment"}
@@ -289,16 +283,16 @@ class LeaderboardSettings(Settings):
     """Everything ``repeval leaderboard`` computes from; the fields are its options (``--help``)."""
 
     inputs: tuple = ()
-    test_fraction: float = TEST_FRACTION
+    test_fraction: float = E.TEST_FRACTION
     seed: int = 0
-    k: int = KNN_HEADLINE_KS[0]
+    k: int = E.KNN_HEADLINE_KS[0]
     rank_by: str = "probe"
     correction: str = "holm"
     alpha: float = 0.05
-    boot: int = PAIRED_BOOTSTRAP
-    draws: int = LOW_SHOT_DRAWS
+    boot: int = E.PAIRED_BOOTSTRAP
+    draws: int = E.LOW_SHOT_DRAWS
     id_batch: int = 1000
-    probe_c: tuple = PROBE_CS
+    probe_c: tuple = E.PROBE_CS
     blas_threads: int = 1
 
     def __post_init__(self):
@@ -369,7 +363,7 @@ def run_leaderboard(settings: LeaderboardSettings, progress=None):
     return {
         "settings": {
             "k": args.k,
-            "tau": KNN_TAU,
+            "tau": E.KNN_TAU,
             "rank_by": args.rank_by,
             "alpha": args.alpha,
             "correction": args.correction,

@@ -1,8 +1,10 @@
-"""``repeval report``: every protocol and label-free metric on one encoder's features.
+"""``repeval report TRAIN [TEST]``: every protocol and label-free metric on one encoder.
 
-The command is a frozen settings object (:class:`ReportSettings`), a function that
-computes from it and writes nothing (:func:`run_report`) and a thin :func:`cmd_report`
-that runs it and writes the files and the terminal lines.
+:class:`ReportSettings` holds the options and :func:`run_report` computes, writing
+nothing: weighted k-NN over a curve of k, the tuned linear probe, the ridge probe with
+exact leave-one-out, low-shot nearest class mean, the label-free metrics and the
+verdicts. :func:`cmd_report` prints them and writes ``report.md``, ``report.json`` and
+the plots.
 """
 
 from __future__ import annotations
@@ -21,12 +23,7 @@ from ._evaluate import (
     probe_section,
     ridge_section,
 )
-from ._inputs import (
-    InputError,
-    _short,
-    check_out_dir,
-    load_split,
-)
+from ._inputs import InputError, _short, check_out_dir, load_split
 from ._label_free_section import label_free_section
 from ._progress import Progress
 
