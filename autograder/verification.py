@@ -308,7 +308,7 @@ def _record_scores(gb, key, cells, nb, issues, late_policy):
     try:
         sub = gb.find_submission_notebook(notebook, assignment, student)
         # late under "zero": the penalty is the new score (a late notebook whose
-        # in-kernel score was 0 had a penalty of 0 until now)
+        # in-kernel score was 0 was given a penalty of 0 when it was merged)
         if late_policy == "zero" and (sub.assignment.total_seconds_late or 0) > 0:
             sub.late_submission_penalty = sub.score
             gb.db.commit()
