@@ -42,7 +42,7 @@ from pathlib import Path
 from . import REPO_ROOT, cgroups, cleanroom_child, codec, confine, protection, wire
 from .fork_client import ForkServer, ServerSlot
 from .sandbox_disk import make_tmp_folders, mount_disk, unmount_disk
-from .sandbox_users import kill_uid, new_uid
+from .sandbox_users import descendants, kill_uid, new_uid, owned_by
 from .settings import CLEANROOM_FORK_ENV, CLEANROOM_LIMITS
 
 MAX_NOTICES = cleanroom_child.MAX_NOTICES
@@ -95,44 +95,6 @@ def _hidden_folders(site, hide=()):
     return sorted(set(c for c in cover if os.path.isdir(c))), packages
 
 
-def _descendants(pid):
-    """Process ids of every descendant of process ``pid`` (through each thread's
-    ``/proc/<pid>/task/<tid>/children``); unreadable parts are skipped."""
-    out, todo = [], [pid]
-    while todo:
-        parent = todo.pop()
-        try:
-            tasks = os.listdir(f"/proc/{parent}/task")
-        except OSError:
-            continue
-        for tid in tasks:
-            try:
-                with open(f"/proc/{parent}/task/{tid}/children") as fh:
-                    kids = [int(k) for k in fh.read().split()]
-            except (OSError, ValueError):
-                continue
-            out.extend(kids)
-            todo.extend(kids)
-    return out
-
-
-def _owned_by(uid):
-    """Process ids whose ``/proc/<pid>`` belongs to ``uid`` (their effective user id)."""
-    pids = []
-    try:
-        with os.scandir("/proc") as entries:
-            for entry in entries:
-                if entry.name.isdigit():
-                    try:
-                        if entry.stat(follow_symlinks=False).st_uid == uid:
-                            pids.append(int(entry.name))
-                    except OSError:
-                        continue
-    except OSError:
-        pass
-    return pids
-
-
 class Sandbox:
     """One clean-room process holding one answer; call it through :meth:`request`.
 
@@ -183,6 +145,29 @@ class Sandbox:
         #: the room's disk: one size-capped tmpfs for all the child writes (as root)
         self.top = tempfile.mkdtemp(prefix="autograder-cleanroom-")
         self.disk = self.libc is not None and mount_disk(self.libc, self.top, lim["disk_bytes"])
+        self.cgroup = None
+        try:
+            self._start(source, hide, python, site)
+        except BaseException:
+            self._release()
+            raise
+        os.set_blocking(self.proc.stdin.fileno(), False)
+        self._inbox = bytearray()
+        self._pending = False
+        self._seq = 0
+        self._watched = 0
+        self._watch_others(None)
+        self.forbidden = []
+        self.noticed = []
+        self.compiled = []
+        self.dead = None
+        self.violation = None
+        self.unsupported = None
+        self.started = self._receive(self.limits["start_s"])
+
+    def _start(self, source, hide, python, site):
+        """Make the room on the disk, the cgroup and the specification, then fork the
+        child from the warm server or start it from nothing."""
         self.dir = Path(self.top, "room")
         self.dir.mkdir(mode=0o700)
         make_tmp_folders(self.top)
@@ -193,7 +178,7 @@ class Sandbox:
         if self.uid is not None:
             for p in (self.dir, self.dir / "answer.py"):
                 os.chown(p, self.uid, self.uid)
-        env = _child_env(self.dir)
+        env, lim = _child_env(self.dir), self.limits
         #: the child's cgroup (:mod:`autograder.cgroups`), joined before it runs anything
         self.cgroup = cgroups.make(
             int(lim["cgroup_memory_bytes"]), int(lim["processes"]), "cleanroom"
@@ -235,19 +220,6 @@ class Sandbox:
                 preexec_fn=confine.preexec(spec),
                 close_fds=True,
             )
-        os.set_blocking(self.proc.stdin.fileno(), False)
-        self._inbox = bytearray()
-        self._pending = False
-        self._seq = 0
-        self._watched = 0
-        self._watch_others(None)
-        self.forbidden = []
-        self.noticed = []
-        self.compiled = []
-        self.dead = None
-        self.violation = None
-        self.unsupported = None
-        self.started = self._receive(self.limits["start_s"])
 
     def _remaining(self, seconds):
         """``seconds``, cut to what is left of the whole exercise's wall-clock budget."""
@@ -454,9 +426,9 @@ class Sandbox:
         user id of its own every process of that id (one that left the tree by forking
         twice still has it). Cheap enough to run every :data:`OTHERS_INTERVAL_S`: the
         owner of ``/proc/<pid>`` is read with one ``stat`` per process, no file opened."""
-        pids = set(_descendants(self.proc.pid))
+        pids = set(descendants(self.proc.pid))
         if self.uid is not None:
-            pids.update(_owned_by(self.uid))
+            pids.update(owned_by(self.uid))
         pids.discard(self.proc.pid)
         return sorted(pids)
 
@@ -516,6 +488,11 @@ class Sandbox:
                 stream.close()
             except OSError:
                 pass
+        self._release()
+
+    def _release(self):
+        """Remove the cgroup, end the sandbox user's processes, take the disk off and
+        remove the room."""
         if self.cgroup is not None:
             self.cgroup.remove()
         if self.uid is not None:

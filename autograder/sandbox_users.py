@@ -2,8 +2,10 @@
 killed afterwards (as root).
 
 A confined child drops to its id itself (:func:`autograder.confine.drop_to`); the grader
-draws the id (:func:`new_uid`) and, once the child has ended, ends every process left
-under it (:func:`kill_uid`), also one that left the child's session or cgroup.
+draws the id (:func:`new_uid`), finds the child's processes while it runs (its
+:func:`descendants`, every process :func:`owned_by` its id, also one that forked twice)
+and, once the child has ended, ends every process left under it (:func:`kill_uid`), also
+one that left the child's session or cgroup.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import time
 
 from .confine import FIRST_UID, UID_COUNT, check_uid
 
-__all__ = ["new_uid", "uid_processes", "kill_uid"]
+__all__ = ["new_uid", "uid_processes", "kill_uid", "descendants", "owned_by"]
 
 
 def new_uid():
@@ -95,3 +97,41 @@ def kill_uid(uid, rounds=50):
         os.waitpid(pid, 0)
         time.sleep(0.02)
     return not uid_processes(uid)
+
+
+def descendants(pid):
+    """Process ids of every descendant of process ``pid`` (through each thread's
+    ``/proc/<pid>/task/<tid>/children``); unreadable parts are skipped."""
+    out, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children") as fh:
+                    kids = [int(k) for k in fh.read().split()]
+            except (OSError, ValueError):
+                continue
+            out.extend(kids)
+            todo.extend(kids)
+    return out
+
+
+def owned_by(uid):
+    """Process ids whose ``/proc/<pid>`` belongs to ``uid`` (their effective user id)."""
+    pids = []
+    try:
+        with os.scandir("/proc") as entries:
+            for entry in entries:
+                if entry.name.isdigit():
+                    try:
+                        if entry.stat(follow_symlinks=False).st_uid == uid:
+                            pids.append(int(entry.name))
+                    except OSError:
+                        continue
+    except OSError:
+        pass
+    return pids
