@@ -30,13 +30,13 @@ LOADED_BY_PATH = {
     "fork_role_sandbox.py",
     "fork_role_kernel.py",
 }
-#: modules that may spell an ``AUTOGRADER_`` name: where each is defined; and the course's
-#: modules that still name two of them by hand (to be moved onto settings.py's names)
+#: the module that spells every ``AUTOGRADER_`` name, and the modules that still spell
+#: one by hand, each with why (none of them is loaded by path: each can import settings)
 SETTINGS = "settings.py"
 NAMES_ELSEWHERE = {
-    # the course pipeline, being split: nbgrader's environment for a run in the course
-    "course.py",
-    "nbgrader_run.py",
+    # nbgrader's environment for a run in the course: to take CELL_TIMEOUT_ENV and
+    # COURSE_ROOT_ENV from settings.py
+    "nbgrader_run.py": "two names spelled by hand",
 }
 
 
