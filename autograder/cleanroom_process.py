@@ -194,7 +194,7 @@ class Sandbox:
                 tmp_from=self.top if self.disk else None,
             )
         spec = confine.make_spec(
-            limits={**{k: lim[k] for k in confine.LIMIT_KEYS if k in lim}, "cpu_grace_s": 1},
+            limits={k: lim[k] for k in confine.LIMIT_KEYS},
             uid=self.uid,
             cgroups=self.cgroup.join_paths if self.cgroup is not None else (),
             mounts=mounts,

@@ -55,8 +55,6 @@ PRELOAD = (
 )
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-#: size of each fresh temporary folder of a kernel (tmpfs, in bytes)
-KERNEL_TMP_BYTES = 256 << 20
 #: folders of the kernel's environment that it gets empty (its IPython and Jupyter state)
 PRIVATE_ENV = ("IPYTHONDIR", "MPLCONFIGDIR", "TMPDIR", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR")
 #: how long the server waits for a kernel's watcher to report the kernel's process id
@@ -163,7 +161,7 @@ def _watch(kid, limit_s, contained):
             time.sleep(min(wait, 0.05))
 
 
-def _be_watcher(req, control, report_fd, confine, fresh_process):
+def _be_watcher(req, control, report_fd, confine, fresh_process, tmp_bytes):
     """In the server's child: take the kernel's namespaces, fork the kernel, tell the
     server its process id, watch it against its time limit, report how it ended; never
     returns."""
@@ -188,7 +186,7 @@ def _be_watcher(req, control, report_fd, confine, fresh_process):
         ]
         contained = libc is not None and confine.kernel_namespaces(
             libc,
-            KERNEL_TMP_BYTES,
+            tmp_bytes,
             _kept_folders(req, cwd),
             _private_folders(env, confine.TMP_DIRS),
             hide,
@@ -241,11 +239,16 @@ class Role:
     tools : autograder.fork_server.Tools
         The shared server code and the confinement.
     options : dict
-        ``{"preload": bool}``: whether :data:`PRELOAD` is imported before the forks.
+        ``{"preload": bool, "tmp_bytes": int}``: whether :data:`PRELOAD` is imported
+        before the forks, and the size of each fresh temporary folder of a kernel
+        (:data:`autograder.settings.KERNEL_LIMITS`).
     """
 
     def __init__(self, tools, options):
-        self.options = {"preload": bool(options.get("preload", True))}
+        tmp_bytes = options.get("tmp_bytes")
+        if isinstance(tmp_bytes, bool) or not isinstance(tmp_bytes, int) or tmp_bytes <= 0:
+            raise ValueError(f"options must give tmp_bytes, got {options!r:.200}")
+        self.options = {"preload": bool(options.get("preload", True)), "tmp_bytes": tmp_bytes}
         self.common, self.confine = tools.common, tools.confine
         self.children = self.common.Children()
         #: kernel pid -> its watcher: {"watcher": pid, "fd": report pipe, "buf", "eof", "end"}
@@ -291,7 +294,9 @@ class Role:
         watcher = os.fork()
         if watcher == 0:
             os.close(r)
-            _be_watcher(req, control, w, self.confine, self.common.fresh_process)
+            _be_watcher(
+                req, control, w, self.confine, self.common.fresh_process, self.options["tmp_bytes"]
+            )
         os.close(w)
         entry = {"watcher": watcher, "fd": r, "buf": b"", "eof": False, "end": None}
         end = time.monotonic() + REPORT_WAIT_S

@@ -61,7 +61,13 @@ from jupyter_client.provisioning import LocalProvisioner
 from nbgrader.preprocessors import Execute
 
 from .fork_client import ForkServer
-from .settings import KERNEL_FORK_ENV, KERNEL_PRELOAD_ENV, KERNEL_SOCKET_ENV, NOTEBOOK_LIMIT_ENV
+from .settings import (
+    KERNEL_FORK_ENV,
+    KERNEL_LIMITS,
+    KERNEL_PRELOAD_ENV,
+    KERNEL_SOCKET_ENV,
+    NOTEBOOK_LIMIT_ENV,
+)
 
 __all__ = [
     "ENV",
@@ -171,7 +177,10 @@ def start_server():
             try:
                 _server = _adopted() or ForkServer.start(
                     "kernel",
-                    {"preload": os.environ.get(KERNEL_PRELOAD_ENV, "1") != "0"},
+                    {
+                        "preload": os.environ.get(KERNEL_PRELOAD_ENV, "1") != "0",
+                        "tmp_bytes": KERNEL_LIMITS["tmp_bytes"],
+                    },
                     "the kernel fork server",
                     output=True,
                 )

@@ -77,6 +77,7 @@ from .sandbox_users import kill_uid, new_uid
 from .settings import (
     CELL_TIMEOUT_ENV,
     KERNEL_FORK_ENV,
+    KERNEL_LIMITS,
     KERNEL_PRELOAD_ENV,
     KERNEL_SOCKET_ENV,
     NBGRADER_PRELOAD_ENV,
@@ -138,7 +139,10 @@ def _start_server():
         {
             "kernel_socket_env": KERNEL_SOCKET_ENV,
             "nbgrader_preload": os.environ.get(NBGRADER_PRELOAD_ENV, "1") != "0",
-            "kernel": {"preload": os.environ.get(KERNEL_PRELOAD_ENV, "1") != "0"},
+            "kernel": {
+                "preload": os.environ.get(KERNEL_PRELOAD_ENV, "1") != "0",
+                "tmp_bytes": KERNEL_LIMITS["tmp_bytes"],
+            },
         },
         "the sandbox fork server",
         env=lambda home: _env("", 0, 0, home),
@@ -206,7 +210,7 @@ class Confinement:
         return confine.make_spec(
             limits={
                 "cpu_s": cpu_s,
-                "cpu_grace_s": 5,
+                "cpu_grace_s": lim["cpu_grace_s"],
                 "memory_bytes": lim["memory_bytes"],
                 "file_bytes": lim["file_bytes"],
                 "processes": lim["processes"],

@@ -53,6 +53,7 @@ __all__ = [
     "REPLY_MAX_ENV",
     "SANDBOX_LIMITS",
     "CLEANROOM_LIMITS",
+    "KERNEL_LIMITS",
     "cgroups_wanted",
     "sandbox_memory_bytes",
     "sandbox_disk_bytes",
@@ -200,6 +201,7 @@ SANDBOX_LIMITS = {
     "processes": 512,  # processes and threads of the sandbox user (RLIMIT_NPROC)
     # and of its cgroup together (pids.max)
     "memory_bytes": 8 << 30,  # address space of each process (RLIMIT_AS)
+    "cpu_grace_s": 5,  # CPU seconds past the soft limit before the hard one (RLIMIT_CPU)
     "cgroup_memory_bytes": sandbox_memory_bytes(),  # all its processes together
     "file_bytes": 256 << 20,  # largest file written (RLIMIT_FSIZE)
     "disk_bytes": sandbox_disk_bytes(),  # all it writes: course copy, home, /tmp
@@ -211,9 +213,15 @@ SANDBOX_LIMITS = {
     # the longest of those release notebooks
 }
 
+#: limits of one notebook's kernel (the fork server's kernel role is sent them)
+KERNEL_LIMITS = {
+    "tmp_bytes": 256 << 20,  # each of its fresh temporary folders (tmpfs)
+}
+
 #: limits of one clean-room child (one exercise of one student)
 CLEANROOM_LIMITS = {
     "cpu_s": 120,  # CPU seconds of the whole child (RLIMIT_CPU)
+    "cpu_grace_s": 1,  # CPU seconds past the soft limit before the hard one
     "memory_bytes": 4 << 30,  # address space (RLIMIT_AS)
     "cgroup_memory_bytes": cleanroom_memory_bytes(),  # the child and all it starts
     "processes": 16,  # processes and threads of the sandbox user (RLIMIT_NPROC)

@@ -15,6 +15,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from autograder import kernel_fork, protection, sandbox
 from autograder.fork_client import ForkServer
+from autograder.settings import KERNEL_LIMITS
 
 PROBE = """\
 import json, os, sys
@@ -263,7 +264,8 @@ def test_a_server_holding_threads_refuses_to_fork(tmp_path):
         for k, v in os.environ.items()
         if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
     }
-    server = ForkServer.start("kernel", {"preload": True}, "a kernel server", env=lambda _: env)
+    options = {"preload": True, "tmp_bytes": KERNEL_LIMITS["tmp_bytes"]}
+    server = ForkServer.start("kernel", options, "a kernel server", env=lambda _: env)
     try:
         with pytest.raises(OSError, match="cannot fork"):
             if server.ready(120.0):
