@@ -142,7 +142,7 @@ def autograde_class(
         for s in students(root)
     ]
     # one warm process starts every student's nbgrader run with its kernel server
-    # (autograder.sandbox_fork_server) once the class has a few notebooks to grade
+    # (the fork server's sandbox role) once the class has a few notebooks to grade
     notebooks = sum(
         name.endswith(".ipynb")
         for job in jobs

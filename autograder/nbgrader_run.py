@@ -18,6 +18,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from . import PACKAGE_DIR, REPO_ROOT
+from .settings import CELL_TIMEOUT_ENV, COURSE_ROOT_ENV
 
 __all__ = [
     "GRADEBOOK",
@@ -49,8 +50,8 @@ def nbgrader_env(timeout=None, extra=None):
     # nbgrader calls the `alembic` script of its environment: put that on PATH
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     if timeout is not None:
-        env["AUTOGRADER_CELL_TIMEOUT"] = str(int(timeout))
-    env.pop("AUTOGRADER_COURSE_ROOT", None)
+        env[CELL_TIMEOUT_ENV] = str(int(timeout))
+    env.pop(COURSE_ROOT_ENV, None)
     env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
     if extra:
         env.update(extra)

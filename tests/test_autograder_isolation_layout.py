@@ -17,10 +17,7 @@ from autograder import PACKAGE_DIR
 #: the most lines of one module
 MAX_LINES = 600
 #: modules allowed past MAX_LINES, each with why
-LONG_MODULES = {
-    # being split by responsibility; this exception goes with that work
-    "course.py": "the course pipeline, being split",
-}
+LONG_MODULES = {}
 #: the one fork-server program, and the modules it loads by path (standard library only)
 SERVER = "fork_server.py"
 LOADED_BY_PATH = {
@@ -33,11 +30,7 @@ LOADED_BY_PATH = {
 #: the module that spells every ``AUTOGRADER_`` name, and the modules that still spell
 #: one by hand, each with why (none of them is loaded by path: each can import settings)
 SETTINGS = "settings.py"
-NAMES_ELSEWHERE = {
-    # nbgrader's environment for a run in the course: to take CELL_TIMEOUT_ENV and
-    # COURSE_ROOT_ENV from settings.py
-    "nbgrader_run.py": "two names spelled by hand",
-}
+NAMES_ELSEWHERE = {}
 
 
 def _modules():
