@@ -88,8 +88,10 @@ def test_seed_image_interval_against_a_brute_force_bootstrap():
     assert out["seed_sd"] == pytest.approx(np.std(b.mean(1) - a.mean(1), ddof=1))
     for key, seeds_too in (("images", False), ("images_and_seeds", True)):
         lo, hi = _brute_force(a, b, 4000, np.random.default_rng(2), seeds_too)
-        assert out[key][0] == pytest.approx(lo, abs=0.006)
-        assert out[key][1] == pytest.approx(hi, abs=0.006)
+        # with three seeds the seed draw is coarse, so its quantiles move more between draws
+        tol = 0.006 if key == "images" else 0.02
+        assert out[key][0] == pytest.approx(lo, abs=tol)
+        assert out[key][1] == pytest.approx(hi, abs=tol)
     assert out["images_and_seeds"][1] - out["images_and_seeds"][0] >= (
         out["images"][1] - out["images"][0]
     )
@@ -113,7 +115,8 @@ def test_summarise_reads_every_comparison():
     for name in ("lpft_vs_ft", "probe_vs_ft", "lpft_vs_probe"):
         for d in ("id", "ood"):
             r = out[name][d]
-            assert r["images"][0] <= r["gain"] <= r["images"][1] or r["m"] > 1
+            assert r["images"][0] <= r["images"][1]
+            assert r["images_and_seeds"][0] <= r["gain"] <= r["images_and_seeds"][1]
     assert out["lpft_vs_ft"]["id"]["gain"] == pytest.approx(
         out["acc"]["lpft"]["id"] - out["acc"]["ft"]["id"]
     )
