@@ -379,11 +379,13 @@ _CODE_MODULES = ("marshal", "codeop", "runpy", "importlib")
 
 
 def runtime_code_calls(source):
-    """What the answer ``source`` names that runs code built at run time: calls of
-    ``exec``, ``eval``, ``compile`` or ``__import__`` (by name or as an attribute, as
-    ``builtins.exec``) and imports of :data:`_CODE_MODULES`, each once, in order. Read
-    from the source, so no report of the child can hide it (code that reaches these
-    names by a computed string is seen at run time instead, :attr:`CellVerdict.compiled`)."""
+    """What the answer ``source`` names that runs code built at run time: calls of the
+    built-ins ``exec``, ``eval``, ``compile`` or ``__import__`` (by name, or as an attribute
+    of the ``builtins`` module under any alias, as ``builtins.exec``) and imports of
+    :data:`_CODE_MODULES`, each once, in order. A method of another object that shares a
+    name (``model.eval()``, ``re.compile(...)``) is not one of them. Read from the source,
+    so no report of the child can hide it (code that reaches these names by a computed
+    string is seen at run time instead, :attr:`CellVerdict.compiled`)."""
     if not isinstance(source, str):
         raise ValueError(f"source must be Python source text, got {type(source).__name__}")
     found = []
@@ -391,20 +393,27 @@ def runtime_code_calls(source):
         tree = ast.parse(source)
     except SyntaxError:
         return found
+    builtins_names = {"builtins", "__builtins__"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            builtins_names.update(a.asname for a in node.names if a.name == "builtins" and a.asname)
     for node in ast.walk(tree):
         name = None
         if isinstance(node, ast.Call):
             f = node.func
-            name = (
-                f.id
-                if isinstance(f, ast.Name)
-                else f.attr
-                if isinstance(f, ast.Attribute)
-                else None
-            )
+            if isinstance(f, ast.Name):
+                name = f.id
+            elif (
+                isinstance(f, ast.Attribute)
+                and isinstance(f.value, ast.Name)
+                and f.value.id in builtins_names
+            ):
+                name = f.attr
             name = name if name in _RUNTIME_CODE else None
         elif isinstance(node, ast.Import):
             name = next((a.name for a in node.names if a.name.split(".")[0] in _CODE_MODULES), None)
+        elif isinstance(node, ast.ImportFrom) and node.module == "builtins":
+            name = next((a.name for a in node.names if a.name in _RUNTIME_CODE), None)
         elif isinstance(node, ast.ImportFrom) and node.module:
             name = node.module if node.module.split(".")[0] in _CODE_MODULES else None
         if name is not None:

@@ -16,7 +16,7 @@ import pytest
 from autograder import codec, wire
 from autograder.build import solution_source
 from autograder.cleanroom import runtime_code_calls, verify_source
-from autograder.exercises import load
+from autograder.exercises import EXERCISES, load
 
 
 def _report():
@@ -164,7 +164,25 @@ def test_code_built_at_run_time_is_named_from_the_source():
         "import marshal",
         "eval()",
     ]
-    assert runtime_code_calls(solution_source(load("rank_bound"))) == []
+    assert runtime_code_calls("import builtins as b\nb.exec('1')\n") == ["exec()"]
+    assert runtime_code_calls("from builtins import eval as e\ne('1')\n") == ["eval()"]
+
+
+def test_methods_named_like_a_builtin_are_not_code_built_at_run_time():
+    honest = (
+        "import re, torch\n"
+        "def f(model, x):\n"
+        "    model.eval()\n"
+        "    pattern = re.compile('a+')\n"
+        "    fast = torch.compile(model)\n"
+        "    return fast(x), pattern\n"
+    )
+    assert runtime_code_calls(honest) == []
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_no_reference_solution_is_named_for_code_built_at_run_time(name):
+    assert runtime_code_calls(solution_source(load(name))) == []
 
 
 SPEC = load("rank_bound")
