@@ -204,14 +204,14 @@ zoo: $(STAMP) data
 zoo-table: $(STAMP) data
 	$(PY) -m repeval_ref.zoo table --out benchmarks/results/zoo_table.json
 
-# The measured studies the book's noise, LP-FT and attentive-probe pages read
+# The measured studies the book's noise, LP-FT, attentive-probe and RankMe pages read
 # (repeval_ref/studies): the training-seed spread of the small CNN, LP-FT against fine-tuning
 # over three seeds (the zoo's self-supervised ViTs; EfficientNet-Lite0 on corrupted garments),
-# and each read-out's gain over the random ViT. Full budget, one thread, lowest priority; writes
-# benchmarks/results/studies/*.json (CPU seconds of each study in its record, about 40 minutes
-# in all on 2 cores); `python -m repeval_ref.studies run NAME --budget small --out DIR` is the
-# reduced run the tests repeat.
-STUDY_NAMES = seed_spread lpft_kumar readout_selectivity
+# each read-out's gain over the random ViT, and RankMe over a sweep of short SimCLR runs. Full
+# budget and then the small one the tests compare with, one thread, low priority; writes
+# benchmarks/results/studies/*.json (each record holds its CPU seconds; about an hour in all
+# on 2 cores).
+STUDY_NAMES = seed_spread lpft_kumar readout_selectivity rankme_family
 studies: $(STAMP) data
 	@for s in $(STUDY_NAMES); do \
 	  OMP_NUM_THREADS=1 nice -n 10 $(PY) -m repeval_ref.studies run $$s --budget full --out benchmarks/results/studies || exit 1; \

@@ -1,6 +1,6 @@
 """Measured studies behind the book's comparative claims, run once and shipped as results.
 
-Book: the noise, LP-FT and attentive-probe chapters read the JSON files these studies write
+Book: the noise, LP-FT, attentive-probe and RankMe chapters read the JSON files these studies write
 under ``benchmarks/results/studies/``; no page retrains. Each study is one module with
 
 * ``SETTINGS``: ``{"full": dict, "small": dict}``, the budgets (``full`` is what the book
@@ -21,7 +21,7 @@ import importlib
 __all__ = ["STUDIES", "study_module", "load_result", "flags_to_array", "array_to_flags"]
 
 #: The studies, in the order ``make studies`` runs them.
-STUDIES = ("seed_spread", "lpft_kumar", "readout_selectivity")
+STUDIES = ("seed_spread", "lpft_kumar", "readout_selectivity", "rankme_family")
 
 
 def study_module(name):
