@@ -27,9 +27,13 @@ PACKAGE_DIR = pathlib.Path(repeval_ref.__file__).parent
 
 #: ``python -m`` entry points: they only run a module of a higher floor, and nothing
 #: imports them.
-ENTRY_POINTS = {"repeval_ref.zoo.__main__", "repeval_ref.cli.__main__"}
+ENTRY_POINTS = {
+    "repeval_ref.zoo.__main__",
+    "repeval_ref.cli.__main__",
+    "repeval_ref.studies.__main__",
+}
 
-FLOORS = ["formulas", "torch", "zoo", "backbones", "cli"]
+FLOORS = ["formulas", "torch", "zoo", "studies", "backbones", "cli"]
 
 
 def _modules():
@@ -99,7 +103,7 @@ def _graph():
 def _floor(name):
     parts = name.split(".")
     top = parts[1] if len(parts) > 1 else ""
-    if top in ("torch", "zoo", "backbones", "cli"):
+    if top in FLOORS[1:]:
         return FLOORS.index(top)
     return 0  # the formulas, the datasets and the package's own __init__
 
