@@ -62,21 +62,16 @@ _ZOO_FULL = {
 }
 
 _KUMAR_FULL = {
+    **_ZOO_FULL,
     "encoders": ["efficientnet_lite0"],
     "ood": "fashion_corrupted",
     "fit": 2000,
     "val": 500,
-    "split_seed": 0,
     "test": 2000,
-    "test_seed": 1,
-    "seeds": [0, 1, 2],
     "steps": 150,
     "batch_size": 32,
-    "weight_decay": 0.05,
     "eval_every": 50,
     "lrs": [3e-5, 1e-4, 3e-4],
-    "probe_steps": 1000,
-    "probe_lrs": [3e-3, 1e-2, 3e-2],
     "image_size": 64,
 }
 

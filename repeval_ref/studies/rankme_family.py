@@ -21,6 +21,8 @@ import time
 
 import numpy as np
 
+from ._common import check_settings_keys, evaluation_split, probe_predictions
+
 __all__ = ["SETTINGS", "run", "spearman_interval", "summarise"]
 
 SETTINGS = {
@@ -111,23 +113,15 @@ def spearman_interval(x, y, n_boot, rng, level=0.95):
 
 
 def _check_settings(settings):
-    if not isinstance(settings, dict):
-        raise ValueError(f"settings must be a dict, got {type(settings).__name__}")
-    missing = sorted(set(SETTINGS["full"]) - set(settings))
-    if missing:
-        raise ValueError(f"settings lacks {missing}")
+    check_settings_keys(settings, SETTINGS["full"])
     runs = len(settings["temperatures"]) * len(settings["proj_dims"])
     if runs < 3:
         raise ValueError(f"settings: the sweep has {runs} runs; a rank correlation needs >= 3")
 
 
 def _probe_acc(htr, ytr, hte, yte, Cs):
-    from ..linear_probe import linear_probe_warm_path
-
-    n = htr.shape[0]
-    keep = htr[np.random.default_rng(0).permutation(n)[n // 5 :]].std(axis=0) > 0
-    best_c, _, pred = linear_probe_warm_path(htr[:, keep], ytr, hte[:, keep], yte, Cs, seed=0)
-    return float(np.mean(pred == yte)), float(best_c)
+    pred, best_c = probe_predictions(htr, ytr, hte, yte, Cs)
+    return float(np.mean(pred == yte)), best_c
 
 
 def run(settings, log=None):
@@ -145,9 +139,7 @@ def run(settings, log=None):
     import torch
 
     from .. import zoo
-    from ..datasets import fashion_mnist
     from ..labelfree import rankme
-    from ..zoo.evaluate import subset_indices
     from ..zoo.extraction import extract
     from ..zoo.inputs import to_tensor
     from ..zoo.registry import build_encoder
@@ -156,11 +148,9 @@ def run(settings, log=None):
 
     _check_settings(settings)
     deterministic_torch()
-    px_tr, y_tr = fashion_mnist("train")
-    px_te, y_te = fashion_mnist("test")
-    tr = subset_indices(len(y_tr), settings["eval_train"], settings["subset_seed"])
-    te = subset_indices(len(y_te), settings["eval_test"], settings["subset_seed"] + 1)
-    ytr, yte = np.asarray(y_tr[tr]), np.asarray(y_te[te])
+    split = evaluation_split(settings["eval_train"], settings["eval_test"], settings["subset_seed"])
+    px_tr, y_tr, px_te, y_te, tr, te = split
+    ytr, yte = y_tr[tr], y_te[te]
     xtr, xte = to_tensor(px_tr[tr]), to_tensor(px_te[te])
     runs = []
     for temperature, proj_dim in itertools.product(settings["temperatures"], settings["proj_dims"]):
@@ -243,26 +233,12 @@ def summarise(record, n_boot=2000, seed=0, level=0.95):
         raise ValueError("record must be a record of run() with 'runs' and 'zoo'")
     runs, zoo_rows = record["runs"], record["zoo"]
     acc = [r["probe"] for r in runs]
+    pairs = {
+        "within_backbone": ([r["rankme_backbone"] for r in runs], acc),
+        "within_projector": ([r["rankme_projector"] for r in runs], acc),
+        "across_zoo": ([r["rankme_backbone"] for r in zoo_rows], [r["probe"] for r in zoo_rows]),
+    }
     return {
-        "within_backbone": spearman_interval(
-            [r["rankme_backbone"] for r in runs],
-            acc,
-            n_boot,
-            np.random.default_rng([seed, 0]),
-            level,
-        ),
-        "within_projector": spearman_interval(
-            [r["rankme_projector"] for r in runs],
-            acc,
-            n_boot,
-            np.random.default_rng([seed, 1]),
-            level,
-        ),
-        "across_zoo": spearman_interval(
-            [r["rankme_backbone"] for r in zoo_rows],
-            [r["probe"] for r in zoo_rows],
-            n_boot,
-            np.random.default_rng([seed, 2]),
-            level,
-        ),
+        key: spearman_interval(x, y, n_boot, np.random.default_rng([seed, i]), level)
+        for i, (key, (x, y)) in enumerate(pairs.items())
     }

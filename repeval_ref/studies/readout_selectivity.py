@@ -29,6 +29,7 @@ import time
 import numpy as np
 
 from . import array_to_flags
+from ._common import check_settings_keys, evaluation_split
 
 __all__ = ["SETTINGS", "READOUTS", "run", "contrast_interval", "summarise"]
 
@@ -106,9 +107,9 @@ def contrast_interval(flags, weights, n_boot, rng, level=0.95):
     ----------
     flags : sequence of array_like, each of shape (m, n), 0/1 or bool
     weights : sequence of float, one per array of ``flags``
-    n_boot : int, >= 1
-    rng : numpy.random.Generator or int
-    level : float in (0, 1), default 0.95
+    n_boot, rng, level
+        The replicates, their generator (or its seed) and the interval's level, as for
+        :func:`repeval_ref.studies.rankme_family.spearman_interval`.
 
     Returns
     -------
@@ -164,11 +165,7 @@ def contrast_interval(flags, weights, n_boot, rng, level=0.95):
 
 
 def _check_settings(settings):
-    if not isinstance(settings, dict):
-        raise ValueError(f"settings must be a dict, got {type(settings).__name__}")
-    missing = sorted(set(SETTINGS["full"]) - set(settings))
-    if missing:
-        raise ValueError(f"settings lacks {missing}")
+    check_settings_keys(settings, SETTINGS["full"])
     seeds = settings["seeds"]
     if not isinstance(seeds, list) or not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(
@@ -322,18 +319,15 @@ def run(settings, log=None):
         and ``cpu_seconds``; ``n_train``, ``n_test``, ``n_fit``, ``n_val``.
     """
 
-    from ..datasets import fashion_mnist
     from ..torch.tuning import carve_validation
-    from ..zoo.evaluate import subset_indices
     from ..zoo.inputs import to_tensor
     from ..zoo.train import deterministic_torch
 
     _check_settings(settings)
     deterministic_torch()
-    px_tr, y_tr = fashion_mnist("train")
-    px_te, y_te = fashion_mnist("test")
-    tr = subset_indices(len(y_tr), settings["train"], settings["subset_seed"])
-    te = subset_indices(len(y_te), settings["test"], settings["subset_seed"] + 1)
+    px_tr, y_tr, px_te, y_te, tr, te = evaluation_split(
+        settings["train"], settings["test"], settings["subset_seed"]
+    )
     lb = settings["last_block"]
     FIT, VAL = carve_validation(len(tr), lb["fit"], lb["val"], seed=lb["split_seed"])
     ytr = np.asarray(y_tr[tr], dtype=np.int64)

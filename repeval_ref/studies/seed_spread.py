@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 from . import array_to_flags
+from ._common import check_settings_keys, evaluation_split, probe_predictions
 
 __all__ = ["SETTINGS", "run", "seed_sd", "summarise"]
 
@@ -103,11 +104,7 @@ def seed_sd(accuracies, level=0.95):
 
 
 def _check_settings(settings):
-    if not isinstance(settings, dict):
-        raise ValueError(f"settings must be a dict, got {type(settings).__name__}")
-    missing = sorted(set(SETTINGS["full"]) - set(settings))
-    if missing:
-        raise ValueError(f"settings lacks {missing}")
+    check_settings_keys(settings, SETTINGS["full"])
     seeds = settings["seeds"]
     if (
         not isinstance(seeds, list)
@@ -132,16 +129,10 @@ def _features(encoder, images):
 
 def _readouts(htr, ytr, hte, yte, settings):
     from ..knn import knn_classify
-    from ..linear_probe import linear_probe_warm_path
 
     knn = knn_classify(htr, ytr, hte, settings["k"], settings["tau"], 10)
-    n = htr.shape[0]
-    # columns constant on the probe's fitting rows cannot be standardised
-    keep = htr[np.random.default_rng(0).permutation(n)[n // 5 :]].std(axis=0) > 0
-    best_c, _, pred = linear_probe_warm_path(
-        htr[:, keep], ytr, hte[:, keep], yte, settings["Cs"], seed=0
-    )
-    return {"knn20": knn == yte, "probe": pred == yte}, float(best_c)
+    pred, best_c = probe_predictions(htr, ytr, hte, yte, settings["Cs"])
+    return {"knn20": knn == yte, "probe": pred == yte}, best_c
 
 
 def run(settings, log=None):
@@ -171,18 +162,14 @@ def run(settings, log=None):
 
     import torch
 
-    from ..datasets import fashion_mnist
-    from ..zoo.evaluate import subset_indices
     from ..zoo.registry import build_encoder
     from ..zoo.train import deterministic_torch, train_encoder
 
     _check_settings(settings)
     deterministic_torch()
-    xtr_all, ytr_all = fashion_mnist("train")
-    xte_all, yte_all = fashion_mnist("test")
-    tr = subset_indices(len(ytr_all), settings["eval_train"], settings["subset_seed"])
-    te = subset_indices(len(yte_all), settings["eval_test"], settings["subset_seed"] + 1)
-    ytr, yte = np.asarray(ytr_all[tr]), np.asarray(yte_all[te])
+    split = evaluation_split(settings["eval_train"], settings["eval_test"], settings["subset_seed"])
+    xtr_all, ytr_all, xte_all, yte_all, tr, te = split
+    ytr, yte = ytr_all[tr], yte_all[te]
     runs = []
     for seed in settings["seeds"]:
         c0, t0 = time.process_time(), time.perf_counter()
