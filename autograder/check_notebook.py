@@ -213,25 +213,15 @@ def _score_line(got_visible, max_visible, got_hidden, max_hidden):
 
 def _syntax_errors(nb):
     """One message per solution cell that does not compile (IPython magics allowed)."""
-    from IPython.core.inputtransformer2 import TransformerManager
+    from .notebook_repair import solution_syntax_failures
 
     out = []
-    cells = [
-        c
-        for c in nb.cells
-        if c.cell_type == "code" and c.get("metadata", {}).get("nbgrader", {}).get("solution")
-    ]
-    for i, cell in enumerate(cells, 1):
-        try:
-            compile(
-                TransformerManager().transform_cell(cell.source), f"<solution cell {i}>", "exec"
-            )
-        except SyntaxError as exc:
-            where = f"line {exc.lineno}" if exc.lineno else "somewhere"
-            out.append(
-                f"FAILED: your solution cell {i} has a syntax error on {where}: {exc.msg}"
-                + (f"\n  {exc.text.rstrip()}" if exc.text else "")
-            )
+    for i, exc in solution_syntax_failures(nb):
+        where = f"line {exc.lineno}" if exc.lineno else "somewhere"
+        out.append(
+            f"FAILED: your solution cell {i} has a syntax error on {where}: {exc.msg}"
+            + (f"\n  {exc.text.rstrip()}" if exc.text else "")
+        )
     return out
 
 

@@ -21,6 +21,7 @@ __all__ = [
     "identify",
     "restore_deleted_cells",
     "solution_syntax_errors",
+    "solution_syntax_failures",
 ]
 
 #: the cell id of the grader's note at the top of a notebook
@@ -111,22 +112,32 @@ def identify(nb, index):
     return max(votes, key=votes.get) if votes else None
 
 
-def solution_syntax_errors(nb):
-    """One line per solution cell of ``nb`` that does not compile (magics allowed)."""
+def solution_syntax_failures(nb):
+    """``(i, error)`` for each solution cell ``i`` (counted from 1 among the solution cells
+    of ``nb``) whose source does not compile, IPython magics allowed; ``error`` is the
+    :class:`SyntaxError`."""
     from IPython.core.inputtransformer2 import TransformerManager
 
-    out = []
     cells = [
         c
         for c in nb.cells
         if c.cell_type == "code" and c.get("metadata", {}).get("nbgrader", {}).get("solution")
     ]
+    out = []
     for i, cell in enumerate(cells, 1):
         try:
-            compile(TransformerManager().transform_cell(cell.source), f"<cell {i}>", "exec")
-        except SyntaxError as exc:
-            out.append(
-                f"syntax error in solution cell {i}, line {exc.lineno}: {exc.msg} "
-                "(the notebook does not run; graded as it is)"
+            compile(
+                TransformerManager().transform_cell(cell.source), f"<solution cell {i}>", "exec"
             )
+        except SyntaxError as exc:
+            out.append((i, exc))
     return out
+
+
+def solution_syntax_errors(nb):
+    """One line per solution cell of ``nb`` that does not compile (magics allowed)."""
+    return [
+        f"syntax error in solution cell {i}, line {exc.lineno}: {exc.msg} "
+        "(the notebook does not run; graded as it is)"
+        for i, exc in solution_syntax_failures(nb)
+    ]
