@@ -263,8 +263,7 @@ def _register_assignments(root, assignments, due):
     """Create or update each assignment in the gradebook, with its due date (or none).
 
     What ``nbgrader db assignment add NAME [--duedate=...]`` does, in one gradebook
-    session instead of one nbgrader process per chapter (each costs about 1.5 s of
-    start-up)."""
+    connection instead of one nbgrader process per chapter."""
     from nbgrader.api import Gradebook
 
     with Gradebook(shared_db_url(root)) as gb:
