@@ -213,7 +213,7 @@ def _score_line(got_visible, max_visible, got_hidden, max_hidden):
 
 def _syntax_errors(nb):
     """One message per solution cell that does not compile (IPython magics allowed)."""
-    from .notebook_repair import solution_syntax_failures
+    from .course.notebook_repair import solution_syntax_failures
 
     out = []
     for i, exc in solution_syntax_failures(nb):

@@ -24,7 +24,7 @@ from pathlib import Path
 import nbformat
 
 from .nbgrader_run import GRADEBOOK, shared_db_url
-from .notebook_repair import blank_notebook
+from .course.notebook_repair import blank_notebook
 
 __all__ = ["merge_sandbox", "read_scratch", "run_sandboxes", "sandbox_job", "template_gradebook"]
 
@@ -57,7 +57,7 @@ def sandbox_job(root, student, template, seed, timeout, late_policy):
     of course directory ``root``: their collected files, each chapter's source files and
     release notebooks, the scratch gradebook ``template``, the grading ``seed``, the
     per-cell ``timeout`` and nbgrader's late penalty ``late_policy`` (a value of
-    :data:`autograder.term.LATE_POLICIES`)."""
+    :data:`autograder.course.term.LATE_POLICIES`)."""
     from .sandbox import SANDBOX_LIMITS
 
     root = Path(root)
@@ -197,7 +197,7 @@ def merge_sandbox(root, job, result, issues, late_policy):
     notebooks of that student's exercises go into ``autograded/``; a notebook that had to
     be graded as blank replaces the submitted one (the original is kept under
     ``submitted_original/``). Every problem goes to ``issues``
-    (:class:`autograder.issue_log.IssueLog`)."""
+    (:class:`autograder.course.issue_log.IssueLog`)."""
     from nbgrader.api import Gradebook, MissingEntry
     from nbgrader.utils import parse_utc
     from sqlalchemy.exc import SAWarning

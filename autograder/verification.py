@@ -20,7 +20,7 @@ from pathlib import Path
 import nbformat
 
 from .nbgrader_run import shared_db_url
-from .notebook_repair import add_note
+from .course.notebook_repair import add_note
 from .scheduling import check_workers
 
 __all__ = [
@@ -163,7 +163,7 @@ def verify_answers(root, answers, seed, timeout, issues, late_policy, workers=1,
     course directory ``root``.
 
     The visible tests ran in the kernel too: a notebook where the two scores of that cell
-    differ gets a line in ``issues`` (:class:`autograder.issue_log.IssueLog`), as does an
+    differ gets a line in ``issues`` (:class:`autograder.course.issue_log.IssueLog`), as does an
     answer that imports the reference or the grader, one whose verification failed, one
     that tried something beyond its clean room, and one that runs code it builds at run
     time (kept in ``runtime_code.json`` for the similarity report). The findings become

@@ -26,7 +26,7 @@ import pytest
 
 from autograder import REPO_ROOT
 from autograder.csv_safe import FORMULA_STARTS, safe_cell
-from autograder.issue_log import MAX_PER_NOTEBOOK, MORE_PREFIX
+from autograder.course.issue_log import MAX_PER_NOTEBOOK, MORE_PREFIX
 
 RELEASE = REPO_ROOT / "exercises" / "knn" / "knn_classify.ipynb"
 

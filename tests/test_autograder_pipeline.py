@@ -36,7 +36,7 @@ from autograder.build import solution_source
 from autograder.checks import KERNEL_NOTE, check_points
 from autograder.course import Course
 from autograder.exercises import all_specs, load
-from autograder.export import export_by_notebook
+from autograder.course.export import export_by_notebook
 from autograder.feedback import MATHJAX_FILE
 
 #: a whole class graded by nbgrader: left out of make test-fast

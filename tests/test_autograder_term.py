@@ -436,7 +436,7 @@ def test_issue_log_names_each_problem_once(term):
     assert not (term["course"] / "submitted" / "Bob").exists()
     # bob (on the roster) handed in nothing that could be collected: every chapter of his
     # is flagged, as a missing notebook would be
-    from autograder.term import NOT_SUBMITTED
+    from autograder.course.term import NOT_SUBMITTED
 
     assert (
         sorted(
@@ -513,7 +513,8 @@ def test_feedback_shares_one_mathjax_and_links_the_published_book(term):
 
 def test_late_policy_zero_is_handed_to_nbgrader(tmp_path, monkeypatch):
     from autograder import course as course_mod
-    from autograder import nbgrader_run, term
+    from autograder import nbgrader_run
+    from autograder.course import term
 
     calls = []
 

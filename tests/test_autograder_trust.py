@@ -33,7 +33,7 @@ from autograder.course import Course
 from autograder.dask_tls import cluster_security, grader_tls, have_openssl, make_credentials
 from autograder.exercises import load
 from autograder.scheduling import dask_settings, scheduler_config
-from autograder.term import late_text
+from autograder.course.term import late_text
 
 TLS = pytest.mark.skipif(not have_openssl(), reason="needs the openssl command")
 #: a course set up with nbgrader, or a TLS cluster started: seconds each, left out of

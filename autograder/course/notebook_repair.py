@@ -41,7 +41,7 @@ def add_note(nb, text, cell_id=NOTE_ID):
     ValueError
         If ``text`` or ``cell_id`` is not a non-empty string.
     """
-    from .feedback import note_markdown
+    from ..feedback import note_markdown
 
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"text must be a non-empty note, got {text!r:.80}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .nbgrader_run import GRADEBOOK, gradebook_url
+from ..nbgrader_run import GRADEBOOK, gradebook_url
 from .term import late_text
 
 __all__ = ["submission_lines", "write_feedback"]
@@ -34,7 +34,7 @@ def write_feedback(root, run, book_url, late_policy, log=print):
     list of Path
         The pages, ``feedback/<student>/<assignment>/<notebook>.html``, sorted.
     """
-    from .feedback import make_feedback_offline, mark_submission
+    from ..feedback import make_feedback_offline, mark_submission
 
     root = Path(root)
     proc = run("generate_feedback", "*", "--force")

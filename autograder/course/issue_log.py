@@ -24,7 +24,7 @@ import threading
 import weakref
 from pathlib import Path
 
-from .csv_safe import safe_row, writer
+from ..csv_safe import safe_row, writer
 
 __all__ = ["COLUMNS", "MAX_PER_NOTEBOOK", "MORE_PREFIX", "IssueLog"]
 

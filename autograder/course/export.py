@@ -14,8 +14,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from . import csv_safe
-from .nbgrader_run import gradebook_url
+from .. import csv_safe
+from ..nbgrader_run import gradebook_url
 from .term import NOT_SUBMITTED, late_text
 
 __all__ = ["export_by_notebook", "export_canvas", "export_grades", "summary_table"]
@@ -30,13 +30,13 @@ def export_grades(root, path, run, assignments, issues):
       always in hours), ``flags`` (the problems of ``issues`` for that student and
       assignment), and the student's ``student_total``, ``student_max`` and
       ``student_percent`` over the term; a chapter a student never handed in is first
-      recorded in ``issues`` (:data:`autograder.term.NOT_SUBMITTED`);
+      recorded in ``issues`` (:data:`autograder.course.term.NOT_SUBMITTED`);
     * ``<name>_by_notebook.csv``: one row per student and notebook (:func:`export_by_notebook`);
     * ``<name>_canvas.csv``: Canvas's gradebook layout (:func:`export_canvas`).
 
     ``run(*nbgrader_args)`` runs nbgrader on the course
     (:meth:`autograder.course.Course.nbgrader`); ``issues`` is the course's
-    :class:`autograder.issue_log.IssueLog`.
+    :class:`autograder.course.issue_log.IssueLog`.
 
     Returns
     -------

@@ -3,11 +3,11 @@
 Every byte of a submission is hostile: only regular files are read, never through a
 link, each capped (:mod:`autograder.safe_files`); one submission that cannot be read never
 stops the others. Whatever is wrong with a submission gets a line in the issue log
-(``grading_issues.csv``, :class:`autograder.issue_log.IssueLog`):
+(``grading_issues.csv``, :class:`autograder.course.issue_log.IssueLog`):
 
 * a notebook that is not valid notebook JSON, that cannot be matched to an exercise, or
   that is missing is replaced by the blank release notebook with a note at the top
-  explaining why (:func:`autograder.notebook_repair.blank_notebook`); it is graded (zero)
+  explaining why (:func:`autograder.course.notebook_repair.blank_notebook`); it is graded (zero)
   like any other;
 * a renamed notebook is matched to its exercise through the nbgrader cell ids it carries,
   and read-only cells a student deleted are put back from the release;
@@ -28,7 +28,7 @@ from pathlib import Path
 import nbformat
 
 from .issue_log import IssueLog
-from .nbgrader_run import exercise_index
+from ..nbgrader_run import exercise_index
 from .notebook_repair import (
     add_note,
     blank_notebook,
@@ -36,7 +36,7 @@ from .notebook_repair import (
     restore_deleted_cells,
     solution_syntax_errors,
 )
-from .safe_files import (
+from ..safe_files import (
     MAX_FILE_BYTES,
     Refused,
     open_regular,
@@ -190,7 +190,7 @@ def collect_folder(
         Where every problem is recorded (flushed before returning).
     times : dict, optional
         ``{(student, assignment or None): datetime}``, the instructor's submission times
-        (:func:`autograder.term.read_submission_times`).
+        (:func:`autograder.course.term.read_submission_times`).
     submitted_at : datetime, optional
         One submission time for everyone without a row in ``times``; without either, a
         submission's time is when its files reached this machine.

@@ -13,7 +13,7 @@ import json
 import shutil
 from pathlib import Path
 
-from .nbgrader_run import GRADEBOOK, gradebook_url, shared_db_url
+from ..nbgrader_run import GRADEBOOK, gradebook_url, shared_db_url
 
 __all__ = [
     "LATE_POLICIES",
@@ -152,7 +152,7 @@ def book_url(term, repo):
     """Where the feedback pages send students to read a chapter: the ``book_url`` of
     ``term``, else the GitHub Pages address of repository ``repo``
     (:func:`autograder.feedback.default_book_url`)."""
-    from .feedback import default_book_url
+    from ..feedback import default_book_url
 
     return term.get("book_url") or default_book_url(repo)
 
@@ -223,7 +223,7 @@ def set_up_term(root, repo, run, assignments=None, due=None, late_policy=None, b
     late_policy = late_policy or term.get("late_policy", "mark")
     if late_policy not in LATE_POLICIES:
         raise ValueError(f"late_policy must be one of {sorted(LATE_POLICIES)}, got {late_policy!r}")
-    from .feedback import check_book_url, default_book_url
+    from ..feedback import check_book_url, default_book_url
 
     book = book or term.get("book_url") or default_book_url(repo)
     if book is not None:

@@ -24,11 +24,11 @@ from pathlib import Path
 
 import nbformat
 
-from . import protection, sandbox_runs
+from .. import protection, sandbox_runs
 from .notebook_repair import blank_notebook
-from .scheduling import check_scheduler, check_workers, dask_settings, scheduler_config
+from ..scheduling import check_scheduler, check_workers, dask_settings, scheduler_config
 from .term import LATE_POLICIES
-from .verification import FORK_FROM
+from ..verification import FORK_FROM
 
 __all__ = ["SEED_LOG", "autograde_class", "read_answers", "students", "submissions"]
 
@@ -93,7 +93,7 @@ def autograde_class(
     timeout : int
         The per-cell timeout of nbgrader's run (seconds).
     late_policy : {"mark", "zero"}
-        The term's late policy (:data:`autograder.term.LATE_POLICIES`).
+        The term's late policy (:data:`autograder.course.term.LATE_POLICIES`).
     issues : IssueLog
         Where every problem is recorded.
     verify : callable
@@ -152,7 +152,7 @@ def autograde_class(
     for job in jobs:
         job["fork_server"] = notebooks >= FORK_FROM
     if scheduler is None and notebooks >= FORK_FROM:
-        from .sandbox import start_sandbox_server
+        from ..sandbox import start_sandbox_server
 
         start_sandbox_server()  # its imports overlap the rest of the set-up
     with dask_settings(dask_config):

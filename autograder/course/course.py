@@ -5,21 +5,21 @@ done by the modules named for them.
 step                             module
 ===============================  ===========================================================
 running nbgrader, the gradebook  :mod:`autograder.nbgrader_run` (and the release)
-the term                         :mod:`autograder.term` (chapters, due dates, late policy,
+the term                         :mod:`autograder.course.term` (chapters, due dates, late policy,
                                  ``term.json``, submission times)
-collecting                       :mod:`autograder.collect` (folders and zip files, the issue
-                                 log), :mod:`autograder.notebook_repair`
-autograding                      :mod:`autograder.autograde` (nbgrader in one sandbox per
+collecting                       :mod:`autograder.course.collect` (folders and zip files, the issue
+                                 log), :mod:`autograder.course.notebook_repair`
+autograding                      :mod:`autograder.course.autograde` (nbgrader in one sandbox per
                                  student, :mod:`autograder.sandbox_runs`, here or on Dask,
                                  :mod:`autograder.scheduling`), :mod:`autograder.verification`
                                  (the clean room's scores, which are recorded)
-feedback                         :mod:`autograder.course_feedback`
-exporting                        :mod:`autograder.export` (nbgrader's CSV annotated, one
+feedback                         :mod:`autograder.course.feedback`
+exporting                        :mod:`autograder.course.export` (nbgrader's CSV annotated, one
                                  row per notebook, Canvas)
 ===============================  ===========================================================
 
 Every problem met on the way is written to ``<course>/grading_issues.csv``
-(:class:`autograder.issue_log.IssueLog`); a failure in one student's submission, or in
+(:class:`autograder.course.issue_log.IssueLog`); a failure in one student's submission, or in
 one notebook, never stops the grading of the others.
 """
 
@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import REPO_ROOT, nbgrader_run
+from .. import REPO_ROOT, nbgrader_run
 from .autograde import autograde_class, students, submissions
 from .collect import collect_folder
-from .course_feedback import write_feedback
+from .feedback import write_feedback
 from .export import export_grades
 from .issue_log import IssueLog
 from .term import (
@@ -43,7 +43,7 @@ from .term import (
     roster,
     set_up_term,
 )
-from .verification import verify_answers
+from ..verification import verify_answers
 
 __all__ = ["ISSUES_FILE", "Course"]
 
@@ -69,7 +69,7 @@ class Course:
     ----------
     submission_times : dict
         The instructor's submission times of the last :meth:`collect`
-        (:func:`autograder.term.read_submission_times`), empty without a times file.
+        (:func:`autograder.course.term.read_submission_times`), empty without a times file.
     submitted_at : datetime or None
         The one submission time of the last :meth:`collect`, if one was given.
     """
@@ -117,7 +117,7 @@ class Course:
     # -- the issue log
     @property
     def issue_log(self):
-        """This course's :class:`autograder.issue_log.IssueLog` (``grading_issues.csv``)."""
+        """This course's :class:`autograder.course.issue_log.IssueLog` (``grading_issues.csv``)."""
         if self._issue_log is None:
             self._issue_log = IssueLog(self.root / ISSUES_FILE, log=lambda line: self.log(line))
         return self._issue_log
@@ -125,7 +125,7 @@ class Course:
     def record_issue(self, student, assignment, notebook, problem):
         """Append a problem to ``grading_issues.csv`` (once: a problem already listed for
         the same student, assignment and notebook is not repeated; past
-        :data:`autograder.issue_log.MAX_PER_NOTEBOOK` for one notebook they are counted
+        :data:`autograder.course.issue_log.MAX_PER_NOTEBOOK` for one notebook they are counted
         in one line). Returns True if the problem was listed."""
         return self.issue_log.record(student, assignment, notebook, problem)
 
@@ -135,7 +135,7 @@ class Course:
 
     # -- the term
     def term(self):
-        """The term's choices (``term.json``, :func:`autograder.term.read_term`); empty
+        """The term's choices (``term.json``, :func:`autograder.course.term.read_term`); empty
         before :meth:`setup`."""
         return read_term(self.root)
 
@@ -201,7 +201,7 @@ class Course:
 
         The submission time nbgrader compares with the due date comes from the
         instructor's side only: the row of ``times`` (a CSV file such as an LMS export,
-        :func:`autograder.term.read_submission_times`), else ``submitted_at`` (one time
+        :func:`autograder.course.term.read_submission_times`), else ``submitted_at`` (one time
         for everyone), else when the files reached this machine (their inode change
         time). A ``timestamp.txt``, a file's modification time or a zip entry's date are
         written by the student's tools and never used; one earlier than the time used by
@@ -216,7 +216,7 @@ class Course:
         exercise by its nbgrader cell ids, so renamed files are found; a notebook that is
         not valid JSON is matched by file name if possible. Every exercise of an assignment
         the student submitted anything for gets a notebook: a missing or unreadable one
-        becomes the blank release with an explanation (:mod:`autograder.collect`). Returns
+        becomes the blank release with an explanation (:mod:`autograder.course.collect`). Returns
         ``{student: [assignments]}``.
         """
         self.submission_times = read_submission_times(times) if times is not None else {}
@@ -242,7 +242,7 @@ class Course:
         gradebook without students, under its own user id when the grader is root); the
         grader merges the results into the real gradebook and ``autograded/`` folder, and
         the clean-room verifier (:meth:`verify`) then records its scores over nbgrader's
-        (:mod:`autograder.autograde`).
+        (:mod:`autograder.course.autograde`).
 
         Parameters
         ----------
@@ -311,7 +311,7 @@ class Course:
     # -- feedback and export
     def feedback(self):
         """Generate feedback HTML for every graded submission, maths typeset offline
-        (:func:`autograder.course_feedback.write_feedback`); returns the pages."""
+        (:func:`autograder.course.feedback.write_feedback`); returns the pages."""
         return write_feedback(
             self.root,
             self.nbgrader,
@@ -333,6 +333,6 @@ class Course:
           column per assignment (a ``Points Possible`` row first), with the term's total
           in Canvas's read-only ``Final Points`` / ``Final Score`` columns.
 
-        (:func:`autograder.export.export_grades`.)
+        (:func:`autograder.course.export.export_grades`.)
         """
         return export_grades(self.root, path, self.nbgrader, self.assignments(), self.issue_log)
