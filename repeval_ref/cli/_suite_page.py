@@ -14,7 +14,7 @@ from ._suite_render import (
     TASK_HEADERS,
     accuracy_headers,
     accuracy_rows,
-    flips,
+    agreement_sentence,
     pair_rows,
     protocol_title,
     settings_text,
@@ -86,20 +86,7 @@ def render_html(suite, heatmap):
                 f"{title}: Kendall's tau-b between tasks' rankings",
             )
         )
-        fl = flips(suite, p)
-        parts.append(
-            "<p>"
-            + e(
-                (
-                    "Task pairs whose rankings may disagree (tau's interval reaches 0): "
-                    + ", ".join(f"{a} / {b}" for a, b in fl)
-                    + "."
-                )
-                if fl
-                else "Every pair of tasks ranks the encoders alike."
-            )
-            + "</p>"
-        )
+        parts.append("<p>" + e(agreement_sentence(suite, p)) + "</p>")
     data = base64.b64encode(heatmap).decode()
     parts += [
         "<h2>Heat map</h2>",

@@ -133,6 +133,69 @@ def flips(suite, p):
     return out
 
 
+def agreement_sentence(suite, p):
+    """One sentence on which pairs of tasks may rank the encoders differently under protocol ``p``.
+
+    It reads what the ranking holds: with bootstrap intervals on tau, a pair is flagged when its
+    interval reaches 0; without them (the low-shot protocol), only tau's sign is known, and the
+    sentence says that no agreement is shown.
+
+    Parameters
+    ----------
+    suite : dict
+        The suite's result, as :func:`repeval_ref.cli.suite.run_suite` returns it.
+    p : str
+        A protocol of ``suite["ranking"]``.
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    ValueError
+        If ``p`` has no ranking in ``suite``.
+    """
+    rk = suite["ranking"].get(p) if isinstance(suite, dict) and "ranking" in suite else None
+    if rk is None:
+        raise ValueError(f"p must be a protocol with a ranking, got {p!r}")
+    n_tasks = len(rk["tasks"])
+    n_pairs = n_tasks * (n_tasks - 1) // 2
+    if n_pairs == 0:
+        return "With a single task there is no pair of tasks to compare."
+    fl = [f"{a} / {b}" for a, b in flips(suite, p)]
+    listed = fl[0] if len(fl) == 1 else ", ".join(fl[:-1]) + " and " + fl[-1] if fl else ""
+    if n_pairs == 1:
+        subject = "The two tasks"
+    elif len(fl) == n_pairs:
+        subject = f"All {n_pairs} pairs of tasks"
+    else:
+        subject = f"{len(fl)} of the {n_pairs} pairs of tasks"
+    if rk["tau_interval"] is not None:
+        if fl:
+            return f"{subject} may rank the encoders differently (tau's 95% interval reaches 0)" + (
+                "." if n_pairs == 1 else f": {listed}."
+            )
+        return (
+            "The two tasks rank the encoders alike beyond the noise: tau's interval lies above 0."
+            if n_pairs == 1
+            else "Every pair of tasks ranks the encoders alike beyond the noise: "
+            f"each of the {n_pairs} tau intervals lies above 0."
+        )
+    if fl:
+        one = n_pairs == 1 or len(fl) == 1
+        return (
+            f"{subject} {'has' if one else 'have'} a tau of 0 or below"
+            + ("" if n_pairs == 1 else f": {listed}")
+            + "; these ranks carry no interval, so no agreement between tasks is shown."
+        )
+    return (
+        ("The two tasks have" if n_pairs == 1 else "Every pair of tasks has")
+        + " a tau above 0, but these ranks carry no interval, so the data do not show that the "
+        "tasks rank the encoders alike."
+    )
+
+
 PAIR_HEADERS = [*LEADERBOARD_PAIR_HEADERS, "separated"]
 
 
@@ -239,17 +302,7 @@ def render_markdown(suite):
             R.md_table(tau_rows(suite, p), ["task"] + rk["tasks"]),
             "",
         ]
-        fl = flips(suite, p)
-        md += [
-            (
-                "Task pairs whose rankings may disagree (tau's interval reaches 0): "
-                + ", ".join(f"{a} / {b}" for a, b in fl)
-                + "."
-            )
-            if fl
-            else "Every pair of tasks ranks the encoders alike (every tau interval above 0).",
-            "",
-        ]
+        md += [agreement_sentence(suite, p), ""]
     md += [
         "## Heat map",
         "",
@@ -396,6 +449,7 @@ __all__ = [
     "accuracy_headers",
     "tau_rows",
     "flips",
+    "agreement_sentence",
     "pair_rows",
     "task_rows",
     "settings_text",
