@@ -69,6 +69,60 @@ def hidden_cell_source(check_name):
     )
 
 
+_FRONT_MATTER = re.compile(r"\A---\n.*?\n---\n", re.DOTALL)
+_H1 = re.compile(r"^#\s+(.+?)\s*$", re.MULTILINE)
+
+
+def chapter_title(chapter, root=REPO_ROOT):
+    """The title (first level-1 heading) of the book page ``book/<chapter>.md``.
+
+    Parameters
+    ----------
+    chapter : str
+        The page's name, e.g. ``"knn"``.
+    root : path-like
+        The repository root.
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    ValueError
+        If ``chapter`` is not a simple name, the page does not exist or has no
+        level-1 heading.
+    """
+    if not isinstance(chapter, str) or not re.fullmatch(r"[A-Za-z0-9_-]+", chapter):
+        raise ValueError(f"chapter must be a page name such as 'knn', got {chapter!r}")
+    path = Path(root) / "book" / f"{chapter}.md"
+    if not path.is_file():
+        raise ValueError(f"chapter {chapter!r}: no page {path}")
+    text = _FRONT_MATTER.sub("", path.read_text(encoding="utf-8"), count=1)
+    m = _H1.search(text)
+    if m is None:
+        raise ValueError(f"chapter {chapter!r}: {path} has no level-1 heading")
+    return m.group(1)
+
+
+def chapter_link(chapter, root=REPO_ROOT):
+    """Where a notebook's chapter link points: the published page
+    ``<book_url>book/<chapter>.html`` (:func:`autograder.feedback.default_book_url`, from
+    ``_config.yml``'s repository), else the page's source ``../../book/<chapter>.md``.
+
+    Raises
+    ------
+    ValueError
+        If ``chapter`` is not a simple page name.
+    """
+    from .feedback import default_book_url
+
+    if not isinstance(chapter, str) or not re.fullmatch(r"[A-Za-z0-9_-]+", chapter):
+        raise ValueError(f"chapter must be a page name such as 'knn', got {chapter!r}")
+    url = default_book_url(root)
+    return f"{url}book/{chapter}.html" if url else f"../../book/{chapter}.md"
+
+
 def total_points(spec):
     return float(spec.VISIBLE_POINTS) + sum(check_points(c) for c in spec.HIDDEN)
 
@@ -84,8 +138,8 @@ def build_notebook(spec):
     rows = "\n".join(f"| hidden | {reg[c][1]} | {reg[c][0]:g} |" for c in spec.HIDDEN)
     header = (
         f"# {spec.TITLE}\n\n"
-        f"**Level:** {spec.LEVEL} · **Chapter:** [{spec.CHAPTER_TITLE}]"
-        f"(../../book/{spec.CHAPTER}.md) · **Points:** {total:g} "
+        f"**Level:** {spec.LEVEL} · **Chapter:** [{chapter_title(spec.CHAPTER)}]"
+        f"({chapter_link(spec.CHAPTER)}) · **Points:** {total:g} "
         f"({float(spec.VISIBLE_POINTS):g} visible, {hidden_pts:g} hidden)\n"
     )
     grading = (

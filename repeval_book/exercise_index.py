@@ -1,8 +1,9 @@
 """Book plumbing: the index of graded exercise notebooks, read from the notebooks.
 
 Not part of the course's formulas. Every notebook under ``exercises/`` opens with a
-statement cell of the form ``**Level:** <level> · **Chapter:** [<title>](../../book/<x>.md)
-· **Points:** ...``. :func:`exercise_index` reads the level and the chapter from that cell
+statement cell of the form ``**Level:** <level> · **Chapter:** [<title>](<link>) · **Points:**
+...``, where the link is the published page ``.../book/<x>.html`` or the source
+``../../book/<x>.md``. :func:`exercise_index` reads the level and the chapter from that cell
 and the points from nbgrader's cell metadata (the ``points`` of every graded cell, split
 into the visible tests a student runs and the hidden ones run at grading), so the
 students' index in ``book/exercises.md`` cannot drift from the notebooks.
@@ -17,7 +18,9 @@ from pathlib import Path
 __all__ = ["exercise_index"]
 
 _LEVEL = re.compile(r"\*\*Level:\*\*\s*([^·*\n]+?)\s*(?:·|$)", re.MULTILINE)
-_CHAPTER = re.compile(r"\*\*Chapter:\*\*\s*\[([^\]]+)\]\(([^)]+\.md)\)")
+_CHAPTER = re.compile(
+    r"\*\*Chapter:\*\*\s*\[([^\]]+)\]\((?:[^)\s]*/)?book/([A-Za-z0-9_-]+)\.(?:md|html)(?:#[^)]*)?\)"
+)
 _TITLE = re.compile(r"^#\s+(.+?)\s*$", re.MULTILINE)
 
 
@@ -28,6 +31,8 @@ def _source(cell):
 
 def exercise_index(root):
     """One row per graded notebook under ``root/exercises``, sorted by path.
+
+    The rows of ``book/exercises.md`` are then put in the book's order of chapters.
 
     Parameters
     ----------
@@ -76,14 +81,13 @@ def exercise_index(root):
                 visible += pts
         if visible + hidden == 0:
             raise ValueError(f"{rel}: no graded cell with points")
-        chapter_file = (path.parent / chapter.group(2)).resolve().relative_to(root.resolve())
         rows.append(
             {
                 "path": rel,
                 "title": title.group(1) if title else path.stem,
                 "level": level.group(1).strip(),
                 "chapter_title": chapter.group(1),
-                "chapter_doc": chapter_file.with_suffix("").as_posix(),
+                "chapter_doc": f"book/{chapter.group(2)}",
                 "points": visible + hidden,
                 "visible_points": visible,
                 "hidden_points": hidden,

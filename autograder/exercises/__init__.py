@@ -8,8 +8,8 @@ A spec is a small Python module in this package with these names (see
 ``LEVEL``          ``"warm-up"``, ``"core"``, ``"interview"`` or ``"research"``
 ``ASSIGNMENT``     nbgrader assignment (the book chapter's short name): the notebook is
                    ``solutions/<ASSIGNMENT>/<NAME>.ipynb``
-``CHAPTER``        book page it belongs to, e.g. ``"knn"`` for ``book/knn.md``
-``CHAPTER_TITLE``  how the link to that page reads
+``CHAPTER``        book page it belongs to, e.g. ``"knn"`` for ``book/knn.md`` (the link in the
+                   notebook reads that page's title and opens the published page)
 ``STATEMENT``      the task in Markdown, with the exact contract
 ``SOLUTION``       code of the solution cell; the part between ``### BEGIN SOLUTION`` and
                    ``### END SOLUTION`` is replaced by a stub in the release
@@ -52,7 +52,6 @@ REQUIRED = (
     "LEVEL",
     "ASSIGNMENT",
     "CHAPTER",
-    "CHAPTER_TITLE",
     "STATEMENT",
     "SOLUTION",
     "VISIBLE_TESTS",

@@ -5,7 +5,6 @@ TITLE = "Forward pass of an attentive probe"
 LEVEL = "interview"
 ASSIGNMENT = "attentive"
 CHAPTER = "attentive"
-CHAPTER_TITLE = "Attentive probes"
 
 STATEMENT = r"""
 A linear probe reads one pooled vector per image. An attentive probe instead lets each of

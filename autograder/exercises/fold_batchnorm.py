@@ -5,7 +5,6 @@ TITLE = "Fold a frozen BatchNorm into the probe"
 LEVEL = "warm-up"
 ASSIGNMENT = "batchnorm"
 CHAPTER = "batchnorm"
-CHAPTER_TITLE = "BatchNorm folding: frozen means evaluation mode"
 
 STATEMENT = r"""
 In evaluation mode a non-affine BatchNorm in front of a probe is a fixed affine map: it

@@ -5,7 +5,6 @@ TITLE = "Frozen means evaluation mode"
 LEVEL = "core"
 ASSIGNMENT = "batchnorm"
 CHAPTER = "batchnorm"
-CHAPTER_TITLE = "BatchNorm folding: frozen means evaluation mode"
 
 STATEMENT = r"""
 Turning off gradients does not freeze an encoder. A BatchNorm layer in training mode

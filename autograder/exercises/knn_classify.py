@@ -5,7 +5,6 @@ TITLE = "Weighted k-NN classifier"
 LEVEL = "warm-up"
 ASSIGNMENT = "knn"
 CHAPTER = "knn"
-CHAPTER_TITLE = "Weighted k-NN"
 
 STATEMENT = r"""
 The k-NN protocol trains nothing: every stored training feature votes for its own label,

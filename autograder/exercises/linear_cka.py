@@ -5,7 +5,6 @@ TITLE = "Linear CKA between two representations"
 LEVEL = "warm-up"
 ASSIGNMENT = "cka"
 CHAPTER = "cka"
-CHAPTER_TITLE = "Comparing representations with CKA"
 
 STATEMENT = r"""
 Do two encoders, or two layers of one encoder, arrange the same samples in the same way?

@@ -5,7 +5,6 @@ TITLE = "A linear probe done right"
 LEVEL = "core"
 ASSIGNMENT = "protocols"
 CHAPTER = "protocols"
-CHAPTER_TITLE = "Protocols: what each one reads"
 
 STATEMENT = r"""
 A probe has a hyperparameter, the inverse regularisation strength `C` of scikit-learn's

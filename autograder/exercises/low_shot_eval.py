@@ -6,7 +6,6 @@ TITLE = "Low-shot evaluation with honest error bars"
 LEVEL = "core"
 ASSIGNMENT = "noise"
 CHAPTER = "noise"
-CHAPTER_TITLE = "Honest error bars"
 
 STATEMENT = r"""
 With only a handful of labelled images per class, *which* images get labelled (the

@@ -5,7 +5,6 @@ TITLE = "Exact top-k from a sharded bank"
 LEVEL = "core"
 ASSIGNMENT = "torchloop"
 CHAPTER = "torchloop"
-CHAPTER_TITLE = "The PyTorch reference loop"
 
 STATEMENT = r"""
 A k-NN evaluation on a large feature bank is often spread over several processes: rank

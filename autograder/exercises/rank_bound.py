@@ -5,7 +5,6 @@ TITLE = "How much can a low-rank representation fit?"
 LEVEL = "interview"
 ASSIGNMENT = "rank"
 CHAPTER = "rank"
-CHAPTER_TITLE = "The rank bound"
 
 STATEMENT = r"""
 A linear probe on representations of rank $r$ produces score matrices of rank at most

@@ -6,7 +6,6 @@ TITLE = "RankMe: the effective rank of embeddings"
 LEVEL = "core"
 ASSIGNMENT = "rankme"
 CHAPTER = "rankme"
-CHAPTER_TITLE = "Label-free checks: RankMe and intrinsic dimension"
 
 STATEMENT = r"""
 Without labels you cannot probe a representation, but you can still see whether it has

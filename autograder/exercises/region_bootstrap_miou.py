@@ -5,7 +5,6 @@ TITLE = "Error bars for a segmentation probe: a bootstrap over regions"
 LEVEL = "core"
 ASSIGNMENT = "encoders"
 CHAPTER = "encoders"
-CHAPTER_TITLE = "Choosing an encoder"
 
 STATEMENT = r"""
 A segmentation probe is scored by mean intersection over union (mIoU) on validation

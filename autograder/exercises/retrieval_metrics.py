@@ -6,7 +6,6 @@ TITLE = "Retrieval metrics, with recall@k done right"
 LEVEL = "core"
 ASSIGNMENT = "retrieval"
 CHAPTER = "retrieval"
-CHAPTER_TITLE = "Retrieval metrics"
 
 STATEMENT = r"""
 When an encoder is used for search, each query ranks a whole corpus by similarity and we

@@ -5,7 +5,6 @@ TITLE = "Leave-one-out for free: choosing the ridge penalty"
 LEVEL = "research"
 ASSIGNMENT = "protocols"
 CHAPTER = "invariances"
-CHAPTER_TITLE = "What each protocol ignores, and leave-one-out for free"
 
 STATEMENT = r"""
 A least-squares probe has a closed form, and so does its leave-one-out error: one

@@ -6,7 +6,6 @@ TITLE = "Feature distortion and LP-FT"
 LEVEL = "research"
 ASSIGNMENT = "lpft"
 CHAPTER = "lpft"
-CHAPTER_TITLE = "Fine-tuning and LP-FT"
 
 STATEMENT = r"""
 Kumar et al. (2022) explain why fine-tuning a good pretrained encoder from a random head

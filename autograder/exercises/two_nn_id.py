@@ -5,7 +5,6 @@ TITLE = "Intrinsic dimension by TwoNN"
 LEVEL = "core"
 ASSIGNMENT = "rankme"
 CHAPTER = "rankme"
-CHAPTER_TITLE = "Label-free checks: RankMe and intrinsic dimension"
 
 STATEMENT = r"""
 Embeddings in $\mathbb{R}^{768}$ often lie near a surface of far fewer dimensions. The

@@ -9,7 +9,6 @@ TITLE = "Error bars for top-1 accuracy: Wilson, McNemar, paired bootstrap"
 LEVEL = "core"
 ASSIGNMENT = "noise"
 CHAPTER = "noise"
-CHAPTER_TITLE = "Honest error bars"
 
 STATEMENT = r"""
 A top-1 accuracy measured on $n$ test images is a binomial proportion, and two models
