@@ -1,4 +1,4 @@
-"""Book plumbing: sentences that read right for zero, one and many, and numbers as a reader writes them.
+"""Book plumbing: sentences that read right for zero, one and many; numbers as readers write them.
 
 A chapter that builds a sentence from computed values (a count, a list of names, an
 interval, a difference) passes them through these helpers before gluing the result, so
@@ -13,7 +13,7 @@ import numbers
 
 import numpy as np
 
-__all__ = ["number", "count_noun", "series", "span", "difference", "verb"]
+__all__ = ["number", "count_noun", "count_of", "series", "span", "difference", "verb"]
 
 
 def _real(value, name):
@@ -81,7 +81,7 @@ def number(value, digits=2):
 
 
 def count_noun(n, singular, plural=None, zero="no"):
-    """``n`` things, spelt for zero, one and many: ``"no encoders"``, ``"1 encoder"``, ``"3 encoders"``.
+    """``n`` things, for 0, 1 and many: ``"no encoders"``, ``"1 encoder"``, ``"3 encoders"``.
 
     Parameters
     ----------
@@ -115,6 +115,48 @@ def count_noun(n, singular, plural=None, zero="no"):
     if n == 1:
         return f"1 {singular}"
     return f"{n:,d} {many}"
+
+
+def count_of(n, total, noun, plural=None):
+    """``n`` of ``total`` things: ``"1 of the 15 pairs"``, ``"all 15 pairs"``.
+
+    Parameters
+    ----------
+    n, total : int (or floats equal to whole numbers)
+        The part and the whole, ``0 <= n <= total``.
+    noun : str
+        The noun for one thing.
+    plural : str, optional
+        The noun for many (default: ``noun + "s"``).
+
+    Returns
+    -------
+    str
+        ``"none of the <total> <plural>"`` for 0 (``"none of the <plural>"`` when ``total``
+        is 1), ``"all <total> <plural>"`` when ``n == total``
+        (``"the one <noun>"`` when both are 1, ``"both <plural>"`` when both are 2), and
+        ``"<n> of the <total> <plural>"`` otherwise. Pair it with :func:`verb` on ``n``.
+
+    Raises
+    ------
+    ValueError
+        If a count is negative or not whole, ``n > total``, or a noun is empty.
+    """
+    n, total = _count(n, "n"), _count(total, "total")
+    if n > total:
+        raise ValueError(f"n must be <= total, got {n} > {total}")
+    for name, word in (("noun", noun), ("plural", plural)):
+        if word is not None and (not isinstance(word, str) or not word.strip()):
+            raise ValueError(f"{name} must be a non-empty string")
+    many = plural if plural is not None else noun + "s"
+    whole = noun if total == 1 else many
+    if n == 0:
+        return f"none of the {total:,d} {whole}" if total != 1 else f"none of the {many}"
+    if n == total:
+        if total == 1:
+            return f"the one {noun}"
+        return f"both {many}" if total == 2 else f"all {total:,d} {many}"
+    return f"{n:,d} of the {total:,d} {whole}"
 
 
 def verb(n, one, many):
@@ -172,7 +214,7 @@ def series(items, empty="none", conjunction="and"):
 
 
 def span(lo, hi, digits=2):
-    """A range for a sentence: ``"between 0.31 and 0.45"``, or ``"exactly 1"`` when both ends read alike.
+    """A range in words: ``"between 0.31 and 0.45"``, or ``"exactly 1"`` when both ends read alike.
 
     Parameters
     ----------
@@ -200,7 +242,7 @@ def span(lo, hi, digits=2):
 
 
 def difference(a, b, digits=2, unit=""):
-    """How ``a`` compares with ``b`` in words: ``"0.42 points higher"``, ``"0.10 lower"``, ``"the same"``.
+    """``a`` against ``b`` in words: ``"0.42 points higher"``, ``"0.10 lower"``, ``"the same"``.
 
     Parameters
     ----------

@@ -1,17 +1,23 @@
-"""Generated sentences read right at the edges: zero, one, many, equal ends, no difference, whole numbers."""
+"""Generated sentences read right at the edges: zero, one, many, equal ends, no difference."""
 
 import math
 
 import numpy as np
 import pytest
 
-from repeval_book.phrasing import count_noun, difference, number, series, span, verb
+from repeval_book.phrasing import count_noun, count_of, difference, number, series, span, verb
 
 
 @pytest.mark.parametrize(
     "n, expected",
-    [(0, "no encoders"), (1, "1 encoder"), (2, "2 encoders"), (1234, "1,234 encoders"),
-     (np.int64(1), "1 encoder"), (3.0, "3 encoders")],
+    [
+        (0, "no encoders"),
+        (1, "1 encoder"),
+        (2, "2 encoders"),
+        (1234, "1,234 encoders"),
+        (np.int64(1), "1 encoder"),
+        (3.0, "3 encoders"),
+    ],
 )
 def test_count_noun_zero_one_many(n, expected):
     assert count_noun(n, "encoder") == expected
@@ -72,3 +78,24 @@ def test_difference_reads_zero_as_the_same():
     assert difference(1.0, 1.25) == "0.25 lower"
     with pytest.raises(ValueError, match="a"):
         difference(float("nan"), 1.0)
+
+
+def test_count_of_reads_none_one_some_both_and_all():
+    assert count_of(0, 15, "pair") == "none of the 15 pairs"
+    assert count_of(1, 15, "pair") == "1 of the 15 pairs"
+    assert count_of(14, 15, "pair") == "14 of the 15 pairs"
+    assert count_of(15, 15, "pair") == "all 15 pairs"
+    assert count_of(2, 2, "task") == "both tasks"
+    assert count_of(1, 1, "task") == "the one task"
+    assert count_of(0, 1, "task") == "none of the tasks"
+    assert count_of(3.0, 1200, "cell") == "3 of the 1,200 cells"
+    assert count_of(1, 3, "analysis", "analyses") == "1 of the 3 analyses"
+    # with verb() on the part, every count reads in agreement
+    for n, total in ((0, 5), (1, 5), (2, 5), (5, 5)):
+        text = f"{count_of(n, total, 'pair')} {verb(n, 'is', 'are')} separated"
+        assert not text.startswith("1 of the 5 pairs are") and "0 of" not in text
+    for bad in ((2, 1), (-1, 3), (1.5, 3)):
+        with pytest.raises(ValueError):
+            count_of(*bad, "pair")
+    with pytest.raises(ValueError, match="noun"):
+        count_of(1, 2, "")
