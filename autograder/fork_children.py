@@ -93,6 +93,31 @@ def fresh_process(env):
         sys.modules["torch"].seed()
 
 
+def import_optional(names):
+    """Import each module of ``names`` that is installed (an answer or a kernel imports a
+    missing one itself); the names imported, in order."""
+    import importlib
+
+    loaded = []
+    for name in names:
+        try:
+            importlib.import_module(name)
+            loaded.append(name)
+        except Exception:  # an optional library
+            pass
+    return loaded
+
+
+def confinement_error(confine, req):
+    """Why the confinement a spawn request ``req`` asks for is refused by
+    ``confine.make_spec`` (None if it is taken)."""
+    try:
+        confine.make_spec(**req.get("confinement"))
+    except (TypeError, ValueError) as exc:
+        return f"confinement: {str(exc)[:200]}"
+    return None
+
+
 def fork_and_become(children, become):
     """Fork a child that runs ``become()`` (which never returns); ``{"pid": int}``."""
     children.reap()

@@ -63,17 +63,8 @@ class Role:
     def preload(self):
         """Put the site-packages on the path (last, never the repository) and import
         :data:`PRELOAD`; the names imported."""
-        import importlib
-
         sys.path[:] = [p for p in sys.path if p and "site-packages" not in p] + [self.site]
-        loaded = []
-        for name in PRELOAD:
-            try:
-                importlib.import_module(name)
-                loaded.append(name)
-            except Exception:  # an optional library: the answer imports it itself
-                pass
-        return loaded
+        return self.common.import_optional(PRELOAD)
 
     def spawn_error(self, req, fds):
         """Why the spawn request ``req`` with the descriptors ``fds`` cannot be served."""
@@ -81,11 +72,7 @@ class Role:
             return "a spawn request needs two pipe ends"
         if not isinstance(req.get("env"), dict) or not isinstance(req.get("program"), str):
             return "a spawn request needs env (a dict) and program (a path)"
-        try:
-            self.confine.make_spec(**req.get("confinement"))
-        except (TypeError, ValueError) as exc:
-            return f"confinement: {str(exc)[:200]}"
-        return None
+        return self.common.confinement_error(self.confine, req)
 
     def spawn(self, req, fds, control):
         return self.common.fork_and_become(

@@ -259,17 +259,8 @@ class Role:
     def preload(self):
         """Import :data:`PRELOAD` (each optional; none when ``preload`` is off); the names
         imported."""
-        import importlib
-
-        if self.loaded is not None:
-            return self.loaded
-        self.loaded = []
-        for name in PRELOAD if self.options["preload"] else ():
-            try:
-                importlib.import_module(name)
-                self.loaded.append(name)
-            except Exception:  # an optional library: the kernel imports it itself
-                pass
+        if self.loaded is None:
+            self.loaded = self.common.import_optional(PRELOAD if self.options["preload"] else ())
         return self.loaded
 
     def spawn_error(self, req, fds):

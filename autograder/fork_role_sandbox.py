@@ -182,11 +182,7 @@ class Role:
             return "argv must be a non-empty list of strings"
         if not isinstance(env, dict):
             return "env must be a dict"
-        try:
-            self.confine.make_spec(**req.get("confinement"))
-        except (TypeError, ValueError) as exc:
-            return f"confinement: {str(exc)[:200]}"
-        return None
+        return self.common.confinement_error(self.confine, req)
 
     def spawn(self, req, fds, control):
         return self.common.fork_and_become(
