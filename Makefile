@@ -248,6 +248,8 @@ publish: book
 #   make exercises                                          specs -> solutions/ -> exercises/
 #   make roster ROSTER=students.csv                         bulk-import the class
 #   make grade SUBMISSIONS=submissions/ GRADES=grades.csv   collect, autograde, feedback, export
+#   TIMES=lms_times.csv (collect, grade): the LMS's submission times (without it, the time
+#   the files reached this machine); ROSTER=students.csv (roster, collect, grade)
 # COURSE is the grading course directory (default: course/, never committed).
 # WORKERS=N (autograde, grade) grades N students at a time, each in a sandbox of its own
 # (default 1); SCHEDULER=tls://host:8786 sends one task per student to a Dask cluster
@@ -262,7 +264,10 @@ COURSE      ?= course
 CELL_TIMEOUT ?= 60
 SUBMISSIONS ?= submissions
 GRADES      ?= grades.csv
-ROSTER      ?= roster.csv
+ROSTER      ?=
+TIMES       ?=
+COLLECT_OPTS = $(if $(TIMES),--times $(call shell_quote,$(TIMES))) \
+  $(if $(ROSTER),--roster $(call shell_quote,$(ROSTER)))
 WORKERS     ?= 1
 SCHEDULER   ?=
 TLS_CA      ?=
@@ -296,10 +301,10 @@ course: $(STAMP)
 	$(AUTOGRADER) setup $(TERM_OPTS)
 
 roster: $(STAMP)
-	$(AUTOGRADER) roster $(call shell_quote,$(ROSTER))
+	$(AUTOGRADER) roster $(call shell_quote,$(or $(ROSTER),roster.csv))
 
 collect: $(STAMP)
-	$(AUTOGRADER) collect $(call shell_quote,$(SUBMISSIONS))
+	$(AUTOGRADER) collect $(call shell_quote,$(SUBMISSIONS)) $(COLLECT_OPTS)
 
 autograde: $(STAMP)
 	$(AUTOGRADER) autograde --workers $(WORKERS) $(DASK_OPTS)
@@ -312,4 +317,4 @@ grades: $(STAMP)
 
 grade: $(STAMP)
 	$(AUTOGRADER) grade-all $(call shell_quote,$(SUBMISSIONS)) $(call shell_quote,$(GRADES)) --workers $(WORKERS) \
-	  $(DASK_OPTS) $(TERM_OPTS)
+	  $(DASK_OPTS) $(TERM_OPTS) $(COLLECT_OPTS)

@@ -12,17 +12,26 @@ Author of exercises::
     autograder release        # solutions/ -> exercises/ (nbgrader generate_assignment)
     autograder checks         # list the registered hidden checks and their points
 
-Instructor (course directory: --course, default ./course)::
+Instructor (course directory: --course, default ./course; every command but setup and
+grade-all refuses a course folder that does not exist)::
 
-    autograder setup --assign knn=2026-03-01T23:59 noise   # the term's chapters, due dates
-                                             # (--late-policy mark|zero; default: all, mark)
+    autograder setup --assign knn=2026-03-01T23:59 noise   # add or update these chapters;
+                                             # the others keep their dates and policies
+                                             # (--replace: these are the whole term;
+                                             #  --late-policy mark|zero: the term's policy;
+                                             #  --chapter-policy knn=zero: one chapter's)
     autograder roster students.csv           # bulk import (id,first_name,last_name,email)
+    autograder roster --remove ID            # files archived under archive/ID/, out of the
+                                             # exports and of later grading runs
     autograder collect submissions/          # <student>/ folders or <student>.zip files
-    autograder autograde [--seed N] [--workers N | --scheduler tls://host:8786
+                                             # (--times LMS.csv, --roster students.csv)
+    autograder autograde [--seed N] [--student ID] [--workers N | --scheduler tls://host:8786
                           --tls-ca-file ca.pem --tls-cert me.pem --tls-key me.key]
-                                             # whole class, one sandbox per student, seed logged
+                                             # one line per student graded; nbgrader's
+                                             # messages go to autograder.log in the course
     autograder feedback                      # HTML, hidden tests removed, maths offline
-    autograder export grades.csv             # + grades_by_notebook.csv, grades_canvas.csv
+    autograder export grades.csv             # + grades_by_notebook.csv, grades_canvas.csv,
+                                             # the current due dates and late policies applied
     autograder similarity                    # similarity.csv + similarity.html (informs only)
     autograder grade-all submissions/ grades.csv   # setup+collect+autograde+feedback+export
                                              # (--workers N: N students graded at a time;
@@ -38,11 +47,67 @@ import time
 from . import REPO_ROOT
 from .check_notebook import cmd_check
 
+#: the course's log file: nbgrader's commands and everything grading processes print
+LOG_FILE = "autograder.log"
 
-def _course(args):
+
+def _course(args, create=False):
+    """The course of ``--course``; unless ``create``, a missing folder is refused (a
+    mistyped ``--course`` must not start a new course)."""
+    from pathlib import Path
+
     from .course import Course
 
-    return Course(args.course, repo=args.repo, timeout=args.timeout)
+    root = Path(args.course)
+    if not create and not root.is_dir():
+        raise ValueError(
+            f"no course folder {root} (a mistyped --course?); create one with "
+            f"`autograder --course {root} setup`"
+        )
+    course = Course(root, repo=args.repo, timeout=args.timeout)
+    course.log = _logger(course.root)
+    return course
+
+
+def _logger(root):
+    """A ``log`` for a course: every line goes to the course's :data:`LOG_FILE`; all but
+    nbgrader's command lines are also printed."""
+
+    def log(line):
+        line = str(line)
+        if root.is_dir():
+            with (root / LOG_FILE).open("a", encoding="utf-8") as fh:
+                fh.write(line.rstrip("\n") + "\n")
+        if not line.startswith("$ nbgrader"):
+            print(line, flush=True)
+
+    return log
+
+
+class _QuietStderr:
+    """While open, what this process and its children write to standard error (nbgrader's
+    warnings, a kernel's messages) goes to the course's :data:`LOG_FILE` instead."""
+
+    def __init__(self, root):
+        self.path = root / LOG_FILE
+
+    def __enter__(self):
+        import os
+
+        sys.stderr.flush()
+        self.saved = os.dup(2)
+        self.fh = self.path.open("ab")
+        os.dup2(self.fh.fileno(), 2)
+        return self
+
+    def __exit__(self, *exc):
+        import os
+
+        sys.stderr.flush()
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+        self.fh.close()
+        return False
 
 
 def cmd_build(args):
@@ -69,46 +134,75 @@ def cmd_checks(args):
     return 0
 
 
+def _pairs(items, what):
+    """``{name: value}`` of ``NAME=VALUE`` items; ValueError naming ``what`` otherwise."""
+    out = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise ValueError(f"{what}: {item!r} is not CHAPTER=VALUE")
+        out[name.strip()] = value.strip()
+    return out
+
+
 def _term_options(args):
-    """(assignments, due, late_policy) from ``--assign knn=2026-03-01T23:59 noise``."""
+    """(assignments, due, late_policy, policies) from ``--assign knn=2026-03-01T23:59
+    noise`` and ``--chapter-policy knn=zero``."""
+    policies = _pairs(getattr(args, "chapter_policy", None), "--chapter-policy")
     if not args.assign:
-        return None, None, args.late_policy
+        return None, None, args.late_policy, policies
     assignments, due = [], {}
     for item in args.assign:
         name, _, when = item.partition("=")
         assignments.append(name.strip())
         if when.strip():
             due[name.strip()] = when.strip()
-    return assignments, due, args.late_policy
+    return assignments, due, args.late_policy, policies
+
+
+def _print_term(course):
+    term = course.term()
+    print(
+        "assignments:",
+        ", ".join(
+            e.chapter
+            + (f" (due {e.due:%Y-%m-%d %H:%M} UTC)" if e.due else "")
+            + (f" [late policy {e.policy}]" if e.policy else "")
+            for e in term.entries
+        ),
+    )
+    print("late policy:", term.late_policy)
+    print("feedback links the book at:", course.book_url() or "nowhere (no --book-url)")
 
 
 def cmd_setup(args):
-    course = _course(args)
-    assignments, due, policy = _term_options(args)
-    names = course.setup(assignments, due=due, late_policy=policy, book_url=args.book_url)
-    dates = course.due_dates()
-    print(
-        "assignments:",
-        ", ".join(f"{a} (due {dates[a]:%Y-%m-%d %H:%M} UTC)" if a in dates else a for a in names),
+    course = _course(args, create=True)
+    assignments, due, policy, policies = _term_options(args)
+    course.setup(
+        assignments,
+        due=due,
+        late_policy=policy,
+        book_url=args.book_url,
+        policies=policies,
+        replace=args.replace,
     )
-    print("late policy:", course.term()["late_policy"])
-    print("feedback links the book at:", course.book_url() or "nowhere (no --book-url)")
+    _print_term(course)
     return 0
 
 
 def cmd_roster(args):
     course = _course(args)
-    if not (course.root / "gradebook.db").exists():
-        course.setup()
-    before = set(course.roster())
-    proc = course.import_roster(args.csv)
-    after = set(course.roster())
-    if proc.stdout.strip():
-        print(proc.stdout.strip())
-    print(
-        f"roster: {len(after)} student{'s' if len(after) != 1 else ''} in the course, "
-        f"{len(after - before)} new from {args.csv}"
-    )
+    if not args.csv and not args.remove:
+        raise ValueError("give a roster CSV to import, or --remove ID")
+    if args.csv:
+        after, new = course.import_roster(args.csv)
+        print(
+            f"roster: {len(after)} student{'s' if len(after) != 1 else ''} in the course, "
+            f"{len(new)} new from {args.csv}"
+        )
+    for student in args.remove or []:
+        where = course.remove_student(student)
+        print(f"removed {student}: files archived in {where}")
     return 0
 
 
@@ -131,12 +225,30 @@ def _time_options(parser):
         action="store_true",
         help="refuse to collect into a course without a roster",
     )
+    parser.add_argument(
+        "--roster",
+        default=None,
+        metavar="CSV",
+        help="import this roster (id, first_name, last_name, email) before collecting",
+    )
+
+
+def _check_folder(folder):
+    from pathlib import Path
+
+    if not Path(folder).is_dir():
+        raise ValueError(f"no submissions folder {folder}")
 
 
 def cmd_collect(args):
     course = _course(args)
+    _check_folder(args.folder)
     if not (course.root / "exercises").exists():
-        course.setup()
+        raise ValueError(
+            f"course {course.root} is not set up: run `autograder --course {args.course} setup`"
+        )
+    if args.roster:
+        course.import_roster(args.roster)
     got = course.collect(
         args.folder,
         times=args.times,
@@ -151,18 +263,43 @@ def cmd_collect(args):
 def cmd_autograde(args):
     course = _course(args)
     dask = _scheduler_options(args)
+    only = sorted(set(args.student)) if args.student else None
+    before = {(g.student, g.assignment, g.notebook): g.score for g in course.grades(only)}
     t0 = time.time()
-    seed = course.autograde(seed=args.seed, workers=args.workers, **dask)
+    with _QuietStderr(course.root):
+        seed = course.autograde(
+            seed=args.seed, workers=args.workers, students=only, progress=print, **dask
+        )
+    graded = only or course.students()
     print(
-        f"autograded {len(course.submissions())} submission(s) in {time.time() - t0:.1f} s "
-        f"(seed {seed}); problems, if any: {course.root / 'grading_issues.csv'}"
+        f"autograded {len(graded)} student(s) in {time.time() - t0:.1f} s "
+        f"(seed {seed}); problems, if any: {course.root / 'grading_issues.csv'}; "
+        f"nbgrader's messages: {course.root / LOG_FILE}"
     )
+    if only is not None:
+        changed = [
+            (g, before.get((g.student, g.assignment, g.notebook)))
+            for g in course.grades(only)
+            if before.get((g.student, g.assignment, g.notebook)) != g.score
+        ]
+        for g, old in changed:
+            was = "-" if old is None else f"{old:g}"
+            print(f"{g.student} {g.assignment}/{g.notebook}: {was} -> {g.score:g}")
+        if not changed:
+            print("no grade changed")
+    # a page older than the grade is never left as it is: it is written again
+    stale = [s for s in graded if (course.root / "feedback" / s).is_dir()]
+    if stale:
+        with _QuietStderr(course.root):
+            pages = course.feedback(stale)
+        print(f"{len(pages)} feedback page(s) of {len(stale)} student(s) written again")
     return 0
 
 
 def cmd_feedback(args):
     course = _course(args)
-    pages = course.feedback()
+    with _QuietStderr(course.root):
+        pages = course.feedback()
     print(f"{len(pages)} feedback page(s) under {course.root / 'feedback'}")
     return 0
 
@@ -191,10 +328,18 @@ def cmd_similarity(args):
 def cmd_grade_all(args):
     from .similarity import DEFAULT_THRESHOLD, similarity_report
 
-    course = _course(args)
+    _check_folder(args.folder)
+    course = _course(args, create=True)
     dask = _scheduler_options(args)
-    assignments, due, policy = _term_options(args)
-    course.setup(assignments, due=due, late_policy=policy, book_url=args.book_url)
+    assignments, due, policy, policies = _term_options(args)
+    course.setup(
+        assignments,
+        due=due,
+        late_policy=policy,
+        book_url=args.book_url,
+        policies=policies,
+        replace=args.replace,
+    )
     if args.roster:
         course.import_roster(args.roster)
     course.collect(
@@ -203,8 +348,9 @@ def cmd_grade_all(args):
         submitted_at=args.submitted_at,
         require_roster=args.require_roster,
     )
-    seed = course.autograde(seed=args.seed, workers=args.workers, **dask)
-    course.feedback()
+    with _QuietStderr(course.root):
+        seed = course.autograde(seed=args.seed, workers=args.workers, progress=print, **dask)
+        course.feedback()
     out = course.export(args.csv)
     sim_csv, sim_html, pairs = similarity_report(
         course.root, threshold=DEFAULT_THRESHOLD, repo=course.repo
@@ -313,6 +459,20 @@ def _add_term(parser):
         "chapter there (default: as set up before, else the GitHub "
         "Pages address that make publish writes to)",
     )
+    parser.add_argument(
+        "--chapter-policy",
+        nargs="+",
+        metavar="CHAPTER=POLICY",
+        default=None,
+        help="a late policy (mark or zero) for one chapter, over the term's "
+        "--late-policy, e.g. knn=zero",
+    )
+    parser.add_argument(
+        "--replace",
+        action="store_true",
+        help="the chapters of --assign become the whole term (without it, they are "
+        "added or updated and every other chapter keeps its due date and policy)",
+    )
 
 
 def build_parser():
@@ -343,8 +503,18 @@ def build_parser():
     s = sub.add_parser("setup", help="create the course directory and its gradebook")
     _add_term(s)
     s.set_defaults(func=cmd_setup)
-    s = sub.add_parser("roster", help="import students from a CSV in one command")
-    s.add_argument("csv")
+    s = sub.add_parser(
+        "roster", help="import students from a CSV in one command, or remove students"
+    )
+    s.add_argument("csv", nargs="?", default=None)
+    s.add_argument(
+        "--remove",
+        nargs="+",
+        metavar="ID",
+        default=None,
+        help="take these students out of the course: their files move to "
+        "archive/<id>/, they leave every export and later grading run",
+    )
     s.set_defaults(func=cmd_roster)
     s = sub.add_parser("collect", help="collect a folder of student folders or zip files")
     s.add_argument("folder")
@@ -352,6 +522,14 @@ def build_parser():
     s.set_defaults(func=cmd_collect)
     s = sub.add_parser("autograde", help="autograde every collected submission")
     s.add_argument("--seed", type=int, default=None, help="grading seed (default: random, logged)")
+    s.add_argument(
+        "--student",
+        action="append",
+        metavar="ID",
+        default=None,
+        help="grade this student only (repeatable): the grades that changed are "
+        "listed and the student's feedback is written again",
+    )
     _add_workers(s)
     s.set_defaults(func=cmd_autograde)
     s = sub.add_parser("feedback", help="generate feedback HTML")
@@ -362,7 +540,6 @@ def build_parser():
     s = sub.add_parser("grade-all", help="setup, collect, autograde, feedback, export")
     s.add_argument("folder")
     s.add_argument("csv")
-    s.add_argument("--roster", default=None)
     s.add_argument("--seed", type=int, default=None)
     _time_options(s)
     _add_workers(s)
@@ -399,8 +576,8 @@ def main(argv=None):
     except RuntimeError as exc:
         print(f"autograder {args.command}: {exc}", file=sys.stderr)
         return 1
-    except ValueError as exc:  # bad input the user gave (a times file, a due date)
-        print(f"autograder {args.command}: {exc}", file=sys.stderr)
+    except (ValueError, OSError) as exc:  # bad input the user gave (a folder, a date)
+        print(f"autograder {args.command}: {exc}".splitlines()[0], file=sys.stderr)
         return 2
 
 

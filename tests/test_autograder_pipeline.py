@@ -35,8 +35,8 @@ from autograder import REPO_ROOT
 from autograder.build import solution_source
 from autograder.checks import KERNEL_NOTE, check_points
 from autograder.course import Course
-from autograder.exercises import all_specs, load
 from autograder.course.export import export_by_notebook
+from autograder.exercises import all_specs, load
 from autograder.feedback import MATHJAX_FILE
 
 #: a whole class graded by nbgrader: left out of make test-fast
@@ -485,7 +485,7 @@ def _with_code_from(nb, code):
 def _scores(course, out):
     """(student, notebook) -> (score, max_score) from the gradebook, as exported per
     notebook (in-process: `nbgrader export` itself is covered by the class fixture)."""
-    with export_by_notebook(course.root, out, course.assignments(), course.issues()).open() as fh:
+    with export_by_notebook(course.grades(), out, course.issues()).open() as fh:
         return {
             (r["student_id"], r["notebook"]): (float(r["score"]), float(r["max_score"]))
             for r in csv.DictReader(fh)

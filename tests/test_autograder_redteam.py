@@ -251,17 +251,14 @@ def _submissions(subs, course_root, marker, secret, port, scheduler_port, root_o
 
 
 def _scores(course):
-    from nbgrader.api import Gradebook, MissingEntry
-
+    """(student, exercise) -> the score the exports give (the raw score the grader recorded,
+    the term's late policy applied), None for a notebook never graded."""
+    grades = {(g.student, g.notebook): g for g in course.grades()}
     out = {}
-    with Gradebook(f"sqlite:///{course.root / 'gradebook.db'}") as gb:
-        for st in gb.students:
-            for ex, chapter in EXERCISES.items():
-                try:  # as nbgrader's export counts it: the late penalty taken off
-                    nb = gb.find_submission_notebook(ex, chapter, st.id)
-                    out[st.id, ex] = max(0.0, nb.score - (nb.late_submission_penalty or 0.0))
-                except MissingEntry:
-                    out[st.id, ex] = None
+    for sid in course.roster():
+        for ex in EXERCISES:
+            g = grades.get((sid, ex))
+            out[sid, ex] = g.score if g is not None and g.graded else None
     return out
 
 

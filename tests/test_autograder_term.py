@@ -511,7 +511,9 @@ def test_feedback_shares_one_mathjax_and_links_the_published_book(term):
             assert said.endswith("On time."), said
 
 
-def test_late_policy_zero_is_handed_to_nbgrader(tmp_path, monkeypatch):
+def test_nbgrader_records_raw_scores_whatever_the_late_policy(tmp_path, monkeypatch):
+    """The late policy is applied when grades are read (exports, feedback), so nbgrader's
+    own penalty stays off even under "zero"."""
     from autograder import course as course_mod
     from autograder import nbgrader_run
     from autograder.course import term
@@ -530,7 +532,7 @@ def test_late_policy_zero_is_handed_to_nbgrader(tmp_path, monkeypatch):
     monkeypatch.setattr(nbgrader_run, "run_nbgrader", fake)
     c.nbgrader("autograde", "*")
     c.nbgrader("export")
-    assert calls[0][-1] == "--LateSubmissionPlugin.penalty_method=zero"
+    assert calls[0][-1] == "--LateSubmissionPlugin.penalty_method=none"
     assert not any("LateSubmission" in a for a in calls[1])
 
 

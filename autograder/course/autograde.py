@@ -25,10 +25,10 @@ from pathlib import Path
 import nbformat
 
 from .. import protection, sandbox_runs
-from .notebook_repair import blank_notebook
 from ..scheduling import check_scheduler, check_workers, dask_settings, scheduler_config
-from .term import LATE_POLICIES
 from ..verification import FORK_FROM
+from .notebook_repair import blank_notebook
+from .term import LATE_POLICIES
 
 __all__ = ["SEED_LOG", "autograde_class", "read_answers", "students", "submissions"]
 
@@ -40,28 +40,32 @@ def submissions(root):
     ``root`` (``submitted/<student>/<assignment>/``), sorted."""
     out = []
     base = Path(root) / "submitted"
-    if base.exists():
-        for sdir in sorted(p for p in base.iterdir() if p.is_dir()):
-            for adir in sorted(p for p in sdir.iterdir() if p.is_dir()):
-                out.append((sdir.name, adir.name))
+    for student in students(root):
+        for adir in sorted(p for p in (base / student).iterdir() if p.is_dir()):
+            out.append((student, adir.name))
     return out
 
 
 def students(root):
     """Ids of the students with a folder under ``submitted/`` of course directory
-    ``root``, sorted."""
+    ``root``, sorted; a student removed from the roster is never among them."""
+    from .roster import removed_ids
+
     base = Path(root) / "submitted"
     if not base.exists():
         return []
-    return sorted(p.name for p in base.iterdir() if p.is_dir())
+    gone = set(removed_ids(root))
+    return sorted(p.name for p in base.iterdir() if p.is_dir() and p.name not in gone)
 
 
-def read_answers(root):
+def read_answers(root, only=None):
     """(student, assignment, notebook) -> the submitted notebook of course directory
-    ``root``, for the verifier (a file that is not a notebook is left out: collecting
-    replaced every unreadable one)."""
+    ``root`` (of the students in ``only`` when given), for the verifier (a file that is
+    not a notebook is left out: collecting replaced every unreadable one)."""
     out = {}
     for student, assignment in submissions(root):
+        if only is not None and student not in only:
+            continue
         for path in sorted((Path(root) / "submitted" / student / assignment).glob("*.ipynb")):
             try:
                 out[student, assignment, path.stem] = nbformat.read(str(path), as_version=4)
@@ -82,6 +86,8 @@ def autograde_class(
     tls=None,
     insecure_scheduler=False,
     log=print,
+    only=None,
+    progress=None,
 ):
     """Autograde every collected submission of course directory ``root``; returns the
     grading seed.
@@ -103,6 +109,11 @@ def autograde_class(
         As :meth:`autograder.course.Course.autograde` takes them.
     log : callable
         Given one line at a time (the seed, and every protection this machine lacks).
+    only : list of str, optional
+        Grade these students only (each must have a submission); the others' grades,
+        notebooks and pages are left as they are.
+    progress : callable, optional
+        Given one line per student graded (``graded 2/30 students: alice``).
 
     Returns
     -------
@@ -134,12 +145,19 @@ def autograde_class(
     gaps = protection.protection_gaps()
     for gap in gaps:
         log(f"WARNING: {gap}")
+    class_ = students(root)
+    if only is not None:
+        missing = sorted(set(only) - set(class_))
+        if missing:
+            raise ValueError(f"student: no submission of {', '.join(missing)} in {root}")
+        class_ = [s for s in class_ if s in set(only)]
+    progress = progress or log
     # the answers as submitted, read before any student code runs
-    answers = read_answers(root)
+    answers = read_answers(root, only=set(class_))
     template = sandbox_runs.template_gradebook(root)
     jobs = [
         sandbox_runs.sandbox_job(root, s, template, seed, timeout, LATE_POLICIES[late_policy])
-        for s in students(root)
+        for s in class_
     ]
     # one warm process starts every student's nbgrader run with its kernel server
     # (the fork server's sandbox role) once the class has a few notebooks to grade
@@ -156,9 +174,9 @@ def autograde_class(
 
         start_sandbox_server()  # its imports overlap the rest of the set-up
     with dask_settings(dask_config):
-        results = sandbox_runs.run_sandboxes(jobs, workers, scheduler)
+        results = _run_with_progress(jobs, workers, scheduler, progress)
     _name_unconfined(jobs, results, gaps, issues)
-    with (root / "autograde.log").open("w") as fh:
+    with (root / "autograde.log").open("w" if only is None else "a") as fh:
         for job in jobs:
             res = results[job["student"]]
             fh.write(
@@ -177,8 +195,58 @@ def autograde_class(
                 answers[job["student"], a, nb] = blank_notebook(
                     root, a, nb, why[0] if why else "Its grading run failed."
                 )
+    progress(f"clean room: verifying {len(answers)} notebook(s)")
+    others = _runtime_code_rows(root, keep=lambda student: student not in set(class_))
     verify(answers, seed, workers=workers)
+    if only is not None:  # the other students' record of run-time code stays
+        _keep_runtime_code(root, others)
     return seed
+
+
+def _runtime_code_rows(root, keep):
+    """The rows of ``runtime_code.json`` whose student ``keep`` accepts."""
+    import json
+
+    from ..similarity import RUNTIME_CODE_NAME
+
+    path = Path(root) / RUNTIME_CODE_NAME
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [r for r in rows if isinstance(r, dict) and keep(r.get("student"))]
+
+
+def _keep_runtime_code(root, rows):
+    """Add ``rows`` (of students not graded in this run) back to ``runtime_code.json``."""
+    from ..similarity import write_runtime_code
+
+    code = {
+        (r["student"], r["assignment"], r["notebook"]): list(r["sources"])
+        for r in [*_runtime_code_rows(root, keep=lambda s: True), *rows]
+    }
+    write_runtime_code(root, code)
+
+
+def _run_with_progress(jobs, workers, scheduler, progress):
+    """:func:`autograder.sandbox_runs.run_sandboxes`, one line to ``progress`` as each
+    student's run ends (on a Dask cluster, once all have ended)."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    total = len(jobs)
+    if scheduler is not None:
+        results = sandbox_runs.run_sandboxes(jobs, workers, scheduler)
+        for done, job in enumerate(jobs, start=1):
+            progress(f"graded {done}/{total} students: {job['student']}")
+        return results
+    results = {}
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(sandbox_runs.run_sandboxes, [job], 1, None) for job in jobs]
+        for done, fut in enumerate(as_completed(futures), start=1):
+            res = fut.result()
+            results.update(res)
+            progress(f"graded {done}/{total} students: {', '.join(res)}")
+    return results
 
 
 def _name_unconfined(jobs, results, gaps, issues):

@@ -28,22 +28,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import REPO_ROOT, nbgrader_run
+from ..verification import verify_answers
 from .autograde import autograde_class, students, submissions
 from .collect import collect_folder
-from .feedback import write_feedback
 from .export import export_grades
+from .feedback import refresh_pages, write_feedback
+from .gradebook import read_grades
 from .issue_log import IssueLog
-from .term import (
-    LATE_POLICIES,
-    book_url,
-    due_dates,
-    parse_due,
-    read_submission_times,
-    read_term,
-    roster,
-    set_up_term,
-)
-from ..verification import verify_answers
+from .roster import active_roster, import_roster, remove_student
+from .term import book_url, parse_due, read_submission_times, set_up_term, term_record
 
 __all__ = ["ISSUES_FILE", "Course"]
 
@@ -85,10 +78,10 @@ class Course:
     # -- nbgrader and the course's folders
     def nbgrader(self, *args, env_extra=None):
         """Run nbgrader with ``args`` on this course (:func:`autograder.nbgrader_run.
-        run_nbgrader`); ``autograde`` gets the term's late policy."""
-        if args and args[0] == "autograde":  # the term's late policy
-            policy = LATE_POLICIES[self.term().get("late_policy", "mark")]
-            args = (*args, f"--LateSubmissionPlugin.penalty_method={policy}")
+        run_nbgrader`); ``autograde`` records raw scores (no late penalty: the term's late
+        policy is applied when grades are read, :meth:`grades`)."""
+        if args and args[0] == "autograde":  # raw scores: the policy applies on reading
+            args = (*args, "--LateSubmissionPlugin.penalty_method=none")
         return nbgrader_run.run_nbgrader(
             self.root, *args, timeout=self.timeout, env_extra=env_extra, log=self.log
         )
@@ -135,39 +128,50 @@ class Course:
 
     # -- the term
     def term(self):
-        """The term's choices (``term.json``, :func:`autograder.course.term.read_term`); empty
-        before :meth:`setup`."""
-        return read_term(self.root)
+        """The term (:class:`autograder.course.records.Term`, from ``term.json``); before
+        :meth:`setup`, the course's chapters with no due dates."""
+        chapters = self.assignments() if (self.root / "solutions").is_dir() else []
+        return term_record(self.root, chapters)
 
     def due_dates(self):
         """Dict assignment -> aware UTC due date (assignments without one are left out)."""
-        return due_dates(self.term())
+        return {e.chapter: e.due for e in self.term().entries if e.due is not None}
 
     def book_url(self):
         """Where the feedback pages send students to read a chapter: the ``book_url`` of
         the course (:meth:`setup`), else the GitHub Pages address of the repository."""
-        return book_url(self.term(), self.repo)
+        return book_url({"book_url": self.term().book_url}, self.repo)
 
-    def setup(self, assignments=None, due=None, late_policy=None, book_url=None):
+    def setup(
+        self,
+        assignments=None,
+        due=None,
+        late_policy=None,
+        book_url=None,
+        policies=None,
+        replace=False,
+    ):
         """Create the course directory and register the term's assignments in its gradebook.
 
         Parameters
         ----------
         assignments : list of str, optional
-            The chapters (assignment folders of ``solutions/``) given this term. Default:
-            those of an earlier ``setup`` of this course (``term.json``), else all.
+            Chapters (assignment folders of ``solutions/``) to add to the term, or to
+            update; every other chapter of the term keeps its due date and policy. The
+            first setup without any: all chapters.
         due : dict, optional
             Assignment -> due date (text such as ``"2026-03-01 23:59"``, UTC unless an
-            offset is given); recorded in the gradebook, where nbgrader compares it with
-            each submission's timestamp.
+            offset is given).
         late_policy : {"mark", "zero"}, optional
-            ``"mark"`` (default) marks late submissions in the exports and keeps their
-            points; ``"zero"`` gives them 0 (nbgrader's late penalty "zero").
+            The term's policy (default: as before, else ``"mark"``): ``"mark"`` keeps a
+            late notebook's points and reports the lateness; ``"zero"`` gives it 0.
         book_url : str, optional
-            Where students read the book: the feedback pages link each statement's
-            chapter there. Default: as set up before, else the GitHub Pages address of
-            the repository (:func:`autograder.feedback.default_book_url`), where
-            ``make publish`` puts it.
+            Where students read the book (default: as set up before, else the GitHub
+            Pages address of the repository).
+        policies : dict, optional
+            Assignment -> its own late policy, over the term's.
+        replace : bool
+            The chapters named are the whole term (others are dropped).
 
         Returns
         -------
@@ -177,23 +181,50 @@ class Course:
         Raises
         ------
         ValueError
-            If an assignment is not a folder of ``solutions/``, a due date names an
-            assignment that is not assigned or is not a date, or the late policy is unknown.
+            If an assignment is not a folder of ``solutions/``, a due date or policy names
+            an assignment that is not assigned, a date is not a date, or a policy is
+            unknown.
+
+        Existing feedback pages get the new submission and score lines at once
+        (:func:`autograder.course.feedback.refresh_pages`); the exports read the term when
+        they are written.
         """
-        set_up_term(self.root, self.repo, self.nbgrader, assignments, due, late_policy, book_url)
+        set_up_term(
+            self.root,
+            self.repo,
+            self.nbgrader,
+            assignments,
+            due,
+            late_policy,
+            book_url,
+            policies=policies,
+            replace=replace,
+        )
+        if (self.root / "feedback").is_dir():
+            refresh_pages(self.root, self.grades())
         return self.assignments()
 
     # -- roster
     def roster(self):
-        """Student ids in the gradebook (imported with :meth:`import_roster`), sorted."""
-        return roster(self.root)
+        """Ids of the class (:func:`autograder.course.roster.active_roster`), sorted."""
+        return [e.id for e in active_roster(self.root)]
 
     def import_roster(self, csv_path):
-        """Add every student of a CSV (columns id, first_name, last_name, email) at once."""
-        proc = self.nbgrader("db", "student", "import", str(Path(csv_path).resolve()))
-        if proc.returncode != 0:
-            raise RuntimeError("nbgrader db student import failed:\n" + proc.stdout + proc.stderr)
-        return proc
+        """Add every student of a roster CSV (columns id, first_name, last_name, email);
+        returns ``(class, new ids)`` (:func:`autograder.course.roster.import_roster`)."""
+        return import_roster(self.root, csv_path)
+
+    def remove_student(self, student):
+        """Archive ``student``'s files and take them out of the class
+        (:func:`autograder.course.roster.remove_student`); returns the archive folder."""
+        mine = self.grades([student]) if (self.root / nbgrader_run.GRADEBOOK).exists() else []
+        return remove_student(self.root, student, mine)
+
+    def grades(self, students=None):
+        """Every notebook's grade of the class (or of ``students``) as
+        :class:`autograder.course.records.Grade` records, the term's current due dates and
+        late policies applied (:func:`autograder.course.gradebook.read_grades`)."""
+        return read_grades(self.root, self.term(), self.roster() if students is None else students)
 
     # -- collect
     def collect(self, folder, times=None, submitted_at=None, require_roster=False):
@@ -234,7 +265,16 @@ class Course:
         )
 
     # -- autograde
-    def autograde(self, seed=None, workers=1, scheduler=None, tls=None, insecure_scheduler=False):
+    def autograde(
+        self,
+        seed=None,
+        workers=1,
+        scheduler=None,
+        tls=None,
+        insecure_scheduler=False,
+        students=None,
+        progress=None,
+    ):
         """Autograde every collected submission; returns the grading seed.
 
         Each student's notebooks are run by nbgrader in a throwaway course of their own
@@ -264,6 +304,10 @@ class Course:
         insecure_scheduler : bool
             Accept a scheduler without authentication (``tcp://``): only for a cluster
             that no student code can reach.
+        students : list of str, optional
+            Grade these students only; nobody else's grades or pages change.
+        progress : callable, optional
+            Given one line per student graded (default: the course's ``log``).
 
         Returns
         -------
@@ -279,7 +323,7 @@ class Course:
         return autograde_class(
             self.root,
             self.timeout,
-            self.term().get("late_policy", "mark"),
+            "mark",  # raw scores are recorded; the policy applies when they are read
             self.issue_log,
             self.verify,
             seed=seed,
@@ -288,6 +332,8 @@ class Course:
             tls=tls,
             insecure_scheduler=insecure_scheduler,
             log=self.log,
+            only=students,
+            progress=progress,
         )
 
     def verify(self, answers, seed, workers=1):
@@ -303,36 +349,41 @@ class Course:
             seed,
             self.timeout,
             self.issue_log,
-            self.term().get("late_policy", "mark"),
+            "mark",
             workers=workers,
             log=self.log,
         )
 
     # -- feedback and export
-    def feedback(self):
-        """Generate feedback HTML for every graded submission, maths typeset offline
-        (:func:`autograder.course.feedback.write_feedback`); returns the pages."""
+    def feedback(self, students=None):
+        """Generate feedback HTML for every graded submission (or only ``students``'),
+        maths typeset offline, with submission and score lines after the term's current
+        late policy (:func:`autograder.course.feedback.write_feedback`); returns the pages."""
         return write_feedback(
             self.root,
             self.nbgrader,
             self.book_url(),
-            self.term().get("late_policy", "mark"),
+            self.grades(students),
+            students=students,
             log=self.log,
         )
 
     def export(self, path):
-        """Write the grades of the assigned chapters in three layouts; return their paths.
+        """Write the grades of the class in the assigned chapters in three layouts, the
+        term's current due dates and late policies applied; return their paths
+        (:func:`autograder.course.export.export_grades`).
 
-        * ``path``: nbgrader's CSV (one row per student and assignment, with its
-          ``timestamp``, ``duedate`` and ``late_submission_penalty``), with columns added:
-          ``late`` (``late by 2.50 h`` or empty, always in hours), ``flags`` (the problems of
-          ``grading_issues.csv`` for that student and assignment), and the student's
-          ``student_total``, ``student_max`` and ``student_percent`` over the term;
-        * ``<name>_by_notebook.csv``: one row per student and notebook, with its issues;
-        * ``<name>_canvas.csv``: Canvas's gradebook layout, one row per student and one
-          column per assignment (a ``Points Possible`` row first), with the term's total
-          in Canvas's read-only ``Final Points`` / ``Final Score`` columns.
-
-        (:func:`autograder.course.export.export_grades`.)
+        * ``path``: nbgrader's export's columns (one row per student and assignment), with
+          ``late``, ``flags`` and the student's ``student_total``, ``student_max`` and
+          ``student_percent`` added;
+        * ``<name>_by_notebook.csv``: one row per student and notebook;
+        * ``<name>_canvas.csv``: Canvas's gradebook layout.
         """
-        return export_grades(self.root, path, self.nbgrader, self.assignments(), self.issue_log)
+        return export_grades(
+            self.root,
+            path,
+            self.grades(),
+            active_roster(self.root),
+            self.term().chapters,
+            self.issue_log,
+        )

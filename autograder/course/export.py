@@ -15,28 +15,67 @@ import csv
 from pathlib import Path
 
 from .. import csv_safe
-from ..nbgrader_run import gradebook_url
-from .term import NOT_SUBMITTED, late_text
+from .records import Grade, RosterEntry
+from .term import NOT_SUBMITTED
 
-__all__ = ["export_by_notebook", "export_canvas", "export_grades", "summary_table"]
+__all__ = ["chapter_rows", "export_by_notebook", "export_canvas", "export_grades", "summary_table"]
+
+#: the columns of the grades CSV: nbgrader's export's, then the term's
+GRADE_COLUMNS = [
+    "assignment",
+    "duedate",
+    "timestamp",
+    "student_id",
+    "last_name",
+    "first_name",
+    "email",
+    "raw_score",
+    "late_submission_penalty",
+    "score",
+    "max_score",
+    "late",
+    "flags",
+    "student_total",
+    "student_max",
+    "student_percent",
+]
 
 
-def export_grades(root, path, run, assignments, issues):
+def _check(grades, roster):
+    if any(not isinstance(g, Grade) for g in grades):
+        raise ValueError("grades must hold Grade records")
+    if any(not isinstance(e, RosterEntry) for e in roster):
+        raise ValueError("roster must hold RosterEntry records")
+
+
+def export_grades(root, path, grades, roster, assignments, issues):
     """Write the grades of course directory ``root`` in three layouts; return their paths.
 
-    * ``path``: nbgrader's CSV (one row per student and assignment, with its
-      ``timestamp``, ``duedate`` and ``late_submission_penalty``), rows of the
-      ``assignments`` only, with columns added: ``late`` (``late by 2.50 h`` or empty,
-      always in hours), ``flags`` (the problems of ``issues`` for that student and
-      assignment), and the student's ``student_total``, ``student_max`` and
-      ``student_percent`` over the term; a chapter a student never handed in is first
-      recorded in ``issues`` (:data:`autograder.course.term.NOT_SUBMITTED`);
+    * ``path``: nbgrader's export's columns (one row per student and assignment, with its
+      ``timestamp``, ``duedate``, ``raw_score``, ``late_submission_penalty`` and
+      ``score``), with columns added: ``late`` (``late by 2.50 h`` or empty, always in
+      hours), ``flags`` (the problems of ``issues`` for that student and assignment), and
+      the student's ``student_total``, ``student_max`` and ``student_percent`` over the
+      term; a chapter a student never handed in is first recorded in ``issues``
+      (:data:`autograder.course.term.NOT_SUBMITTED`);
     * ``<name>_by_notebook.csv``: one row per student and notebook (:func:`export_by_notebook`);
     * ``<name>_canvas.csv``: Canvas's gradebook layout (:func:`export_canvas`).
 
-    ``run(*nbgrader_args)`` runs nbgrader on the course
-    (:meth:`autograder.course.Course.nbgrader`); ``issues`` is the course's
-    :class:`autograder.course.issue_log.IssueLog`.
+    Parameters
+    ----------
+    root : path
+        The course directory.
+    path : path
+        The grades CSV to write (its folder is created).
+    grades : list of Grade
+        Every notebook's grade (:func:`autograder.course.gradebook.read_grades`), the late
+        policy applied (:attr:`Grade.score`).
+    roster : list of RosterEntry
+        The class: exactly these students are exported.
+    assignments : list of str
+        The term's chapters, in column order.
+    issues : IssueLog
+        The course's :class:`autograder.course.issue_log.IssueLog`.
 
     Returns
     -------
@@ -45,17 +84,27 @@ def export_grades(root, path, run, assignments, issues):
 
     Raises
     ------
-    RuntimeError
-        If nbgrader's export fails.
+    ValueError
+        If ``grades`` or ``roster`` hold other things than their records.
     """
+    grades, roster = list(grades), list(roster)
+    _check(grades, roster)
     path = Path(path).resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
-    proc = run("export", f"--to={path}")
-    if proc.returncode != 0 or not path.exists():
-        raise RuntimeError("nbgrader export failed:\n" + proc.stdout + proc.stderr)
-    rows = _annotate_export(Path(root), path, assignments, issues)
+    root = Path(root)
+    people = {e.id for e in roster}
+    grades = [g for g in grades if g.student in people and g.assignment in set(assignments)]
+    for e in roster:  # a chapter never handed in is flagged like a missing notebook
+        for a in assignments:
+            if not (root / "submitted" / e.id / a).is_dir():
+                issues.record(e.id, a, "*", NOT_SUBMITTED)
+    rows = chapter_rows(grades, roster, assignments, _flags(issues.rows()))
+    with path.open("w", newline="") as fh:
+        w = csv_safe.dict_writer(fh, GRADE_COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
     detail = path.with_name(path.stem + "_by_notebook.csv")
-    export_by_notebook(root, detail, assignments, issues.rows())
+    export_by_notebook(grades, detail, issues.rows())
     canvas = path.with_name(path.stem + "_canvas.csv")
     export_canvas(rows, canvas, assignments)
     return path, detail, canvas
@@ -76,47 +125,52 @@ def _flags(rows):
     return flags
 
 
-def _annotate_export(root, path, assignments, issues):
-    """Add the term's columns to nbgrader's export at ``path``; return its rows."""
-    with path.open(newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    assigned = set(assignments)
-    rows = [r for r in rows if r["assignment"] in assigned]
-    for r in rows:  # a chapter never handed in is flagged like a missing notebook
-        if not (root / "submitted" / r["student_id"] / r["assignment"]).is_dir():
-            issues.record(r["student_id"], r["assignment"], "*", NOT_SUBMITTED)
-    flags = _flags(issues.rows())
-    totals = {}
-    for r in rows:
-        t = totals.setdefault(r["student_id"], [0.0, 0.0])
-        t[0] += float(r["score"] or 0)
-        t[1] += float(r["max_score"] or 0)
-    for r in rows:
-        r["late"] = late_text(r.get("timestamp"), r.get("duedate"))
-        r["flags"] = " | ".join(flags.get((r["student_id"], r["assignment"]), []))
-        got, top = totals[r["student_id"]]
-        r["student_total"] = f"{got:g}"
-        r["student_max"] = f"{top:g}"
-        r["student_percent"] = f"{100.0 * got / top:.1f}" if top else ""
-    fields = (
-        list(rows[0])
-        if rows
-        else [
-            "assignment",
-            "student_id",
-            "score",
-            "max_score",
-            "late",
-            "flags",
-            "student_total",
-            "student_max",
-            "student_percent",
-        ]
-    )
-    with path.open("w", newline="") as fh:
-        w = csv_safe.dict_writer(fh, fields)
-        w.writeheader()
-        w.writerows(rows)
+def _when(t):
+    """A time as nbgrader's export writes it (naive UTC), or ``""``."""
+    return "" if t is None else str(t.replace(tzinfo=None))
+
+
+def chapter_rows(grades, roster, assignments, flags=None):
+    """One row (a dict of :data:`GRADE_COLUMNS`) per student of ``roster`` and chapter of
+    ``assignments``, summing that chapter's ``grades`` (raw score, late penalty, score
+    after the late policy, maximum), with the student's term totals; ``flags`` maps
+    (student, assignment) to its problems."""
+    flags = flags or {}
+    by = {}
+    for g in grades:
+        by.setdefault((g.student, g.assignment), []).append(g)
+    rows = []
+    for e in sorted(roster, key=lambda e: e.id):
+        mine = []
+        for a in assignments:
+            gs = by.get((e.id, a), [])
+            first = gs[0] if gs else None
+            raw = sum(g.raw_score for g in gs)
+            score = sum(g.score for g in gs)
+            mine.append(
+                {
+                    "assignment": a,
+                    "duedate": _when(first.due) if first else "",
+                    "timestamp": _when(first.submitted) if first else "",
+                    "student_id": e.id,
+                    "last_name": e.last_name,
+                    "first_name": e.first_name,
+                    "email": e.email,
+                    "raw_score": f"{raw:g}",
+                    "late_submission_penalty": f"{raw - score:g}",
+                    "score": f"{score:g}",
+                    "max_score": f"{sum(g.max_score for g in gs):g}",
+                    "late": first.late if first else "",
+                    "flags": " | ".join(flags.get((e.id, a), [])),
+                }
+            )
+        got = sum(float(r["score"]) for r in mine)
+        top = sum(float(r["max_score"]) for r in mine)
+        for r in mine:
+            r["student_total"] = f"{got:g}"
+            r["student_max"] = f"{top:g}"
+            r["student_percent"] = f"{100.0 * got / top:.1f}" if top else ""
+        rows += mine
     return rows
 
 
@@ -177,42 +231,44 @@ def export_canvas(rows, path, assignments):
     return path
 
 
-def export_by_notebook(root, path, assignments, issue_rows):
-    """Write one row per student and notebook of the ``assignments`` in the gradebook of
-    course directory ``root`` to ``path``: ``student_id, assignment, notebook, score,
-    max_score, issues`` (the problems of ``issue_rows``, the rows of
-    ``grading_issues.csv``, for that notebook); a notebook without a submission scores 0.
-    Returns ``path``."""
-    from nbgrader.api import Gradebook, MissingEntry
-
+def export_by_notebook(grades, path, issue_rows):
+    """Write one row per :class:`Grade` of ``grades`` to ``path``: ``student_id,
+    assignment, notebook, score`` (after the late policy), ``max_score, raw_score, late,
+    issues`` (the problems of ``issue_rows``, the rows of ``grading_issues.csv``, for that
+    notebook); a notebook without a submission scores 0. Returns ``path``."""
+    grades = list(grades)
+    _check(grades, [])
     path = Path(path)
     issues = {}
     for row in issue_rows:
         issues.setdefault((row["student_id"], row["notebook"]), []).append(row["problem"])
-    assigned = set(assignments)
-    with Gradebook(gradebook_url(root)) as gb, path.open("w", newline="") as fh:
+    with path.open("w", newline="") as fh:
         w = csv_safe.writer(fh)
-        w.writerow(["student_id", "assignment", "notebook", "score", "max_score", "issues"])
-        for assignment in gb.assignments:
-            if assignment.name not in assigned:
-                continue
-            for student in gb.students:
-                for nb in assignment.notebooks:
-                    try:
-                        sub = gb.find_submission_notebook(nb.name, assignment.name, student.id)
-                        score = sub.score
-                    except MissingEntry:
-                        score = 0.0
-                    w.writerow(
-                        [
-                            student.id,
-                            assignment.name,
-                            nb.name,
-                            f"{score:g}",
-                            f"{nb.max_score:g}",
-                            " | ".join(issues.get((student.id, nb.name), [])),
-                        ]
-                    )
+        w.writerow(
+            [
+                "student_id",
+                "assignment",
+                "notebook",
+                "score",
+                "max_score",
+                "raw_score",
+                "late",
+                "issues",
+            ]
+        )
+        for g in sorted(grades, key=lambda g: (g.assignment, g.student, g.notebook)):
+            w.writerow(
+                [
+                    g.student,
+                    g.assignment,
+                    g.notebook,
+                    f"{g.score:g}",
+                    f"{g.max_score:g}",
+                    f"{g.raw_score:g}",
+                    g.late,
+                    " | ".join(issues.get((g.student, g.notebook), [])),
+                ]
+            )
     return path
 
 

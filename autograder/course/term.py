@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 from ..nbgrader_run import GRADEBOOK, gradebook_url, shared_db_url
+from .records import Term, TermEntry, late_hours_text
 
 __all__ = [
     "LATE_POLICIES",
@@ -28,6 +29,7 @@ __all__ = [
     "read_term",
     "roster",
     "set_up_term",
+    "term_record",
     "utc",
 ]
 
@@ -74,9 +76,7 @@ def late_text(timestamp, duedate):
         delay = (parse_due(timestamp) - parse_due(duedate)).total_seconds()
     except ValueError:
         return ""
-    if delay <= 0:
-        return ""
-    return f"late by {max(delay / 3600, 0.01):.2f} h"
+    return late_hours_text(delay)
 
 
 def read_submission_times(path):
@@ -140,6 +140,27 @@ def read_term(root):
     return json.loads(path.read_text())
 
 
+def term_record(root, chapters=None):
+    """The term of course directory ``root`` as a :class:`autograder.course.records.Term`
+    (``term.json``); before any setup, ``chapters`` (default none) with no due dates and
+    the policy ``mark``."""
+    data = read_term(root)
+    if not data:
+        return Term(tuple(TermEntry(c) for c in (chapters or [])))
+    return Term(
+        tuple(
+            TermEntry(
+                a,
+                parse_due(v["due"]) if v.get("due") else None,
+                v.get("policy") or None,
+            )
+            for a, v in data.get("assignments", {}).items()
+        ),
+        data.get("late_policy", "mark"),
+        data.get("book_url"),
+    )
+
+
 def due_dates(term):
     """Dict assignment -> aware UTC due date of ``term`` (:func:`read_term`); assignments
     without one are left out."""
@@ -168,7 +189,17 @@ def roster(root):
         return sorted(st.id for st in gb.students)
 
 
-def set_up_term(root, repo, run, assignments=None, due=None, late_policy=None, book=None):
+def set_up_term(
+    root,
+    repo,
+    run,
+    assignments=None,
+    due=None,
+    late_policy=None,
+    book=None,
+    policies=None,
+    replace=False,
+):
     """Create course directory ``root`` for the chapters ``assignments`` of ``repo``,
     register them with their due dates in its gradebook and write ``term.json``.
 
@@ -180,9 +211,11 @@ def set_up_term(root, repo, run, assignments=None, due=None, late_policy=None, b
     run : callable
         ``run(*nbgrader_args)`` runs nbgrader on ``root`` and returns the finished
         process (:meth:`autograder.course.Course.nbgrader`).
-    assignments, due, late_policy, book :
+    assignments, due, late_policy, book, policies, replace :
         As :meth:`autograder.course.Course.setup` takes them (``book`` is its
-        ``book_url``); what is not given is kept from ``term.json``.
+        ``book_url``). Without ``replace``, the chapters named are added to the term or
+        updated, and every other chapter keeps its due date and policy; with it, the
+        chapters named are the whole term. What is not given is kept from ``term.json``.
 
     Returns
     -------
@@ -200,16 +233,35 @@ def set_up_term(root, repo, run, assignments=None, due=None, late_policy=None, b
     root, repo = Path(root), Path(repo)
     available = sorted(p.name for p in (repo / "solutions").iterdir() if p.is_dir())
     term = read_term(root)
-    if assignments is None:
-        assignments = list(term.get("assignments", {})) or available
-    assignments = sorted(dict.fromkeys(str(a) for a in assignments))
+    if replace and not assignments:
+        raise ValueError("assignments: replacing the term needs the chapters of the new term")
+    old_entries = {} if replace else dict(term.get("assignments", {}))
+    named = [str(a) for a in assignments or []]
+    if not old_entries and not named:
+        named = available
+    assignments = sorted(dict.fromkeys([*old_entries, *named]))
     unknown = [a for a in assignments if a not in available]
     if unknown or not assignments:
         raise ValueError(
             f"assignments: unknown chapter(s) {unknown or '(none given)'}; "
             f"choose from {', '.join(available)}"
         )
-    old_due = {a: v.get("due") for a, v in term.get("assignments", {}).items()}
+    old_due = {a: v.get("due") for a, v in old_entries.items()}
+    policies = {
+        **{a: v.get("policy") for a, v in old_entries.items() if v.get("policy")},
+        **{str(k): v for k, v in (policies or {}).items()},
+    }
+    stray = sorted(set(policies) - set(assignments))
+    if stray:
+        raise ValueError(
+            f"policies: {', '.join(stray)} is not among the assigned chapters "
+            f"({', '.join(assignments)})"
+        )
+    for a, p in policies.items():
+        if p not in LATE_POLICIES:
+            raise ValueError(
+                f"policies: {a}={p!r}; a late policy is one of {sorted(LATE_POLICIES)}"
+            )
     due = {
         **{a: d for a, d in old_due.items() if a in assignments and d},
         **{str(k): v for k, v in (due or {}).items()},
@@ -248,7 +300,10 @@ def set_up_term(root, repo, run, assignments=None, due=None, late_policy=None, b
     (root / TERM_FILE).write_text(
         json.dumps(
             {
-                "assignments": {a: {"due": due.get(a)} for a in assignments},
+                "assignments": {
+                    a: {"due": due.get(a), **({"policy": policies[a]} if a in policies else {})}
+                    for a in assignments
+                },
                 "late_policy": late_policy,
                 "book_url": book,
             },
