@@ -469,7 +469,7 @@ def row_knn(cfg, reps, tmp):
             "GPU: exact bfloat16 search (50,000 queries, 1,281,167 x 768 bank)",
             "2x the bfloat16 matrix-product bound",
             status="pending",
-            note="not measured: no GPU was lent to this task; on a CUDA machine run "
+            note="not measured in this CPU run; the GPU script measures it on a CUDA machine: "
             "`python benchmarks/gpu/run_gpu.py --sweep --out benchmarks/gpu/results_h200.json` "
             "(goal: seconds_total <= 2 x seconds_at_matmul_bound)",
         ),
@@ -502,9 +502,9 @@ def row_knn(cfg, reps, tmp):
         "rows_without_tie": int(no_tie.sum()),
         "differing_rows_without_tie": n_diff_no_tie,
         "note": (
-            f"{nq:,} queries instead of the issue's 10,000, to fit make bench in 20 "
+            f"{nq:,} queries instead of the specified 10,000, to fit make bench in 20 "
             "minutes: throughput is per query and knn_classify's memory does not grow "
-            "with the number of queries; the memory goal is taken against the issue's "
+            "with the number of queries; the memory goal is taken against the specified "
             f"{c['goal_n_query']:,}-query matrix. Times are end to end from the raw "
             "float32 arrays (normalising, building the faiss index, searching, voting)."
             if nq != c["goal_n_query"]
@@ -1492,7 +1492,7 @@ def row_suite(cfg, reps, tmp):
         _line(
             "suite",
             "repeval suite from nothing cached",
-            "goal of the issue",
+            "the stated goal",
             _fmt_s(t_cold),
             None,
             None,
@@ -1533,7 +1533,7 @@ def row_suite(cfg, reps, tmp):
         "status": "measured",
         "size": size,
         "subject": "repeval_ref.cli.main(['suite', ...])",
-        "competitor": "the issue's goals",
+        "competitor": "the stated goals",
         "measurements": S,
         "note": f"{reps} repetition(s) of each side"
         + (f"; the cold run's tables are kept in {', '.join(kept)}" if kept else ""),
