@@ -226,11 +226,14 @@ calibration: $(STAMP) data
 	OMP_NUM_THREADS=1 $(PY) -W ignore -m repeval_ref.datasets.calibration
 
 # The interview questions of every chapter as an Anki deck (genanki, the book extra), from the
-# same chapter sources as book/interview.md. The glued numbers in the answers are read from the
-# executed chapters, so the book is built first (an unchanged book only re-renders).
+# same chapter sources as book/interview.md, in a few seconds: the numbers the answers quote
+# come from book/_data/interview_glue.json, which `make book` refreshes from the executed
+# chapters, so no chapter runs. Needs the student install and the book extra (installed
+# here when missing). The built book also carries the deck (_static/repeval-interview.apkg).
 DECK ?= _build/repeval-interview.apkg
-deck: book
-	$(PY) -m repeval_book.interview $(DECK) --root . --build _build
+deck: $(STUDENT_STAMP)
+	@$(PY) -c "import genanki, myst_nb" 2>/dev/null || $(PY) -m pip install --quiet -c constraints.txt -e ".[book]"
+	$(PY) -m repeval_book.interview $(DECK) --root .
 
 clean:
 	rm -rf _build

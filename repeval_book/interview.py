@@ -1,7 +1,9 @@
 """Book plumbing: the interview questions of every chapter, gathered from one source.
 
-Not part of the course's formulas. Each chapter of the book ends with a section headed
-"Interview questions" whose questions are sphinx-design dropdowns::
+Not part of the course's formulas. A chapter's interview questions are sphinx-design
+dropdowns whose title starts with ``Interview:``, wherever they stand in the chapter (most
+chapters close with a section "Interview questions"; the introduction's are under
+"Questions to test yourself")::
 
     :::{dropdown} Interview: <question, MyST inline markup>
     <answer, MyST>
@@ -9,10 +11,12 @@ Not part of the course's formulas. Each chapter of the book ends with a section 
 
 :func:`collect_questions` reads the chapters listed in ``_toc.yml`` with MyST's own
 markdown parser (so code cells, nested fences and comments are handled as the book's
-build handles them) and returns one :class:`Question` per dropdown under such a
-heading. ``book/interview.md`` renders them with :func:`interview_markdown`, and
-``make deck`` writes the same questions as an Anki package with :func:`write_deck`, so
-a question edited in its chapter changes in both places.
+build handles them) and returns one :class:`Question` per such dropdown.
+``book/interview.md`` renders them with :func:`interview_markdown`, and ``make deck``
+writes the same questions as an Anki package (:mod:`repeval_book.interview_deck`), so a
+question edited in its chapter changes in both places. An answer read on its own page
+cannot point "above" or at "this chapter": :func:`standalone` turns such words into a
+link to the chapter.
 
 The section a question links to is the chapter section whose text is closest to the
 question and its answer (TF-IDF cosine similarity, scikit-learn), unless the answer
@@ -22,11 +26,10 @@ names one explicitly with a MyST comment line ``% explains: <heading anchor>``.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import html
-import json
 import re
 from pathlib import Path
+
+from .interview_deck import DECK_NAME, deck_fields, write_deck
 
 __all__ = [
     "SHEET",
@@ -37,27 +40,32 @@ __all__ = [
     "deck_fields",
     "write_deck",
     "count_dropdowns_regex",
+    "chapter_titles",
+    "standalone",
+    "local_references",
+    "plain_title",
     "DECK_NAME",
 ]
 
-DECK_NAME = "repeval: evaluating learned representations"
-
 #: Figures of the formula sheet that no module of the package holds, because no function
-#: uses them: ImageNet-1k's sizes as seed 000 gives them ("1.28 million training
-#: photographs in 1,000 classes", "its 50,000 validation images"), the low-shot label
-#: fractions of Zhai et al. (2019) that SimCLR adopted (seed 000, "1 or 10 percent"), and
-#: the typical top-1 accuracy at which the book quotes a standard error (as in
-#: ``book/protocols.md`` and ``book/noise.md``). The k-NN and probe defaults are read from
-#: the package itself (``repeval_ref.zoo.evaluate.PROTOCOL``, function signatures).
+#: uses them: ImageNet-1k's sizes (1.28 million training photographs in 1,000 classes and
+#: 50,000 validation images; Russakovsky et al., 2015), the low-shot label fractions of
+#: Zhai et al. (2019) that SimCLR adopted (1 and 10 percent; Chen et al., 2020), the
+#: typical top-1 accuracy at which the book quotes a standard error (as in
+#: ``book/protocols.md`` and ``book/noise.md``), and the ranked list (gains in rank order)
+#: on which the sheet works out nDCG and average precision. The k-NN and probe defaults
+#: are read from the package itself (``repeval_ref.zoo.evaluate.PROTOCOL``, function
+#: signatures).
 SHEET = {
     "imagenet_train_images": 1_280_000,
     "imagenet_classes": 1000,
     "imagenet_val_images": 50_000,
     "low_shot_fractions": (0.01, 0.10),
     "typical_top1": 0.80,
+    "ranked_gains": (2, 0, 1, 0, 2),
+    "ndcg_cutoff": 3,
 }
 
-_INTERVIEW = re.compile(r"^\s*interview questions\s*$", re.IGNORECASE)
 _NOT_EXPLAINING = re.compile(
     r"^(interview questions|what to remember|exercises?|further reading"
     r"|questions to test yourself)$",
@@ -209,22 +217,16 @@ def _chapter_questions(path, docname, md):
     tokens = md.parse(text)
     sections = _sections(tokens)
     chapter = next((s["title"] for s in sections if s["level"] == 1), docname)
-    found, level, in_interview = [], None, False
-    for i, tok in enumerate(tokens):
-        if tok.type == "heading_open":
-            lev = int(tok.tag[1])
-            if in_interview and lev <= level:
-                in_interview = False
-            if _INTERVIEW.match(tokens[i + 1].content):
-                in_interview, level = True, lev
+    found = []
+    for tok in tokens:
+        if tok.type != "colon_fence":
             continue
-        if in_interview and tok.type == "colon_fence":
-            m = _DROPDOWN.match(tok.info.strip())
-            if m:
-                body = "\n".join(
-                    ln for ln in tok.content.splitlines() if not re.match(r"^:[\w-]+:", ln)
-                )
-                found.append((_PREFIX.sub("", m.group(1).strip()), body.strip(), tok.map[0] + 1))
+        m = _DROPDOWN.match(tok.info.strip())
+        if m and _PREFIX.match(m.group(1).strip()):
+            body = "\n".join(
+                ln for ln in tok.content.splitlines() if not re.match(r"^:[\w-]+:", ln)
+            )
+            found.append((_PREFIX.sub("", m.group(1).strip()), body.strip(), tok.map[0] + 1))
     if not found:
         return []
     guesses = _best_sections(sections, lines, [q + "\n" + a for q, a, _ in found])
@@ -255,8 +257,8 @@ def collect_questions(root):
     Returns
     -------
     list of Question
-        One per ``{dropdown}`` under a heading "Interview questions" (any level; the
-        section ends at the next heading of the same or a higher level).
+        One per top-level ``{dropdown}`` whose title starts with ``Interview:`` (in a
+        chapter's text, not inside a code cell or another directive), in chapter order.
 
     Raises
     ------
@@ -273,11 +275,10 @@ def collect_questions(root):
 
 
 def count_dropdowns_regex(text):
-    """Dropdowns under "Interview questions" headings, counted with plain regexes.
+    """Interview dropdowns of a chapter, counted with plain regexes.
 
-    An independent count for the tests: lines inside backtick fences are skipped, a
-    heading ``#``-line that reads "Interview questions" opens a section that the next
-    heading of the same or a higher level closes, and each ``:::{dropdown}`` line in it
+    An independent count for the tests: lines inside backtick fences are skipped, and
+    each remaining line that opens a ``{dropdown}`` fence titled ``Interview: ...``
     counts once.
 
     Parameters
@@ -288,10 +289,15 @@ def count_dropdowns_regex(text):
     Returns
     -------
     int
+
+    Raises
+    ------
+    ValueError
+        If ``text`` is not a str.
     """
     if not isinstance(text, str):
         raise ValueError(f"text must be a str, got {type(text).__name__}")
-    count, fence, level = 0, None, None
+    count, fence = 0, None
     for line in text.splitlines():
         f = re.match(r"^(`{3,})", line)
         if f:
@@ -300,18 +306,134 @@ def count_dropdowns_regex(text):
             elif line.strip() == fence:
                 fence = None
             continue
-        if fence:
-            continue
-        h = re.match(r"^(#{1,6})\s+(.*?)\s*$", line)
-        if h:
-            if level is not None and len(h.group(1)) <= level:
-                level = None
-            if h.group(2).lower() == "interview questions":
-                level = len(h.group(1))
-            continue
-        if level is not None and re.match(r"^:{3,}\{dropdown\}", line):
+        if fence is None and re.match(r"^:{3,}\{dropdown\}\s*interview:", line, re.IGNORECASE):
             count += 1
     return count
+
+
+def chapter_titles(root):
+    """The first heading of every document in ``_toc.yml``, as plain text.
+
+    Parameters
+    ----------
+    root : str or path-like
+        The book's root directory.
+
+    Returns
+    -------
+    dict of str -> str
+        Document name -> title (documents without a level-1 heading are left out).
+
+    Raises
+    ------
+    ValueError
+        If ``root`` has no ``_toc.yml``.
+    """
+    md = _parser()
+    out = {}
+    for docname in toc_documents(root):
+        path = Path(root) / f"{docname}.md"
+        if not path.is_file():
+            continue
+        tokens = md.parse(path.read_text(encoding="utf-8"))
+        title = next((s["title"] for s in _sections(tokens) if s["level"] == 1), None)
+        if title is not None:
+            out[docname] = plain_title(title)
+    return out
+
+
+#: Words that point at a place on the chapter's own page: "above"/"below" after a noun or
+#: before punctuation, "as/see/shown above", a sentence that opens with "Above,", and
+#: "this chapter" or "this page". Comparisons ("far below its fine-tuning", "well above
+#: zero") and a network's layers ("the layer below") are not matched.
+_PLACE_NOUNS = (
+    r"example|examples|figure|figures|table|tables|grid|zoo|data|readings?|plots?|panels?|run|"
+    r"runs|experiment|cell|code|case|numbers|curves?|results?|values|ring|encoders?|draws|"
+    r"images|CNN|section|sections|one|ones|output|setting"
+)
+_LOCAL = re.compile(
+    r"(?P<verb>\b(?:as|see|shown|listed|given|computed|plotted|measured|defined)\s+)"
+    r"(?P<w1>above|below)\b"
+    r"|(?P<noun>\b(?:" + _PLACE_NOUNS + r")\)?\s+)(?P<w2>above|below)\b"
+    r"|(?P<punct>\b(?!(?:layers?|blocks?|heads?|levels?|far|well|just|much|slightly)\b)"
+    r"[\w'),]+\s+)(?P<w3>above|below)(?=\s*[,.;:)?!]|\s*$)"
+    r"|(?P<start>(?:^|(?<=[.!?]\s)|(?<=\())(?P<w4>Above|Below),)"
+    r"|(?P<this>\b[Tt]his (?:chapter|page)\b)",
+    re.MULTILINE,
+)
+_MD_LINK = re.compile(r"\[[^\]]*\]\([^)]*\)|\{[a-z:]+\}`[^`]*`|\$[^$]*\$")
+
+
+def local_references(markup):
+    """The places where ``markup`` points at its chapter's page ("above", "this chapter").
+
+    Links, roles and maths are skipped, so a reference that is already a link is not one.
+
+    Parameters
+    ----------
+    markup : str
+        MyST text.
+
+    Returns
+    -------
+    list of str
+        The matched words, in order.
+
+    Raises
+    ------
+    ValueError
+        If ``markup`` is not a str.
+    """
+    if not isinstance(markup, str):
+        raise ValueError(f"markup must be a str, got {type(markup).__name__}")
+    bare = _MD_LINK.sub(lambda m: " " * len(m.group(0)), markup)
+    return [m.group(0).strip() for m in _LOCAL.finditer(bare)]
+
+
+def standalone(markup, chapter):
+    """Rewrite an answer so that it reads on a page of its own.
+
+    Each reference :func:`local_references` finds becomes one to ``chapter``: "the
+    example above" reads "the example in the chapter <chapter>", "Above," reads "In the
+    chapter <chapter>,", "this chapter" reads "the chapter <chapter>".
+
+    Parameters
+    ----------
+    markup : str
+        The answer (MyST).
+    chapter : str
+        MyST inline markup that names the chapter (a link, or an emphasised title).
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    ValueError
+        If ``markup`` or ``chapter`` is not a str.
+    """
+    if not isinstance(markup, str) or not isinstance(chapter, str):
+        raise ValueError("markup and chapter must be str")
+    skip = [m.span() for m in _MD_LINK.finditer(markup)]
+
+    def fix(m):
+        if any(a <= m.start() < b for a, b in skip):
+            return m.group(0)
+        if m.group("verb"):
+            verb = m.group("verb")
+            return (
+                f"{verb}the chapter {chapter}"
+                if verb.strip().lower() == "see"
+                else f"{verb}in the chapter {chapter}"
+            )
+        if m.group("noun") or m.group("punct"):
+            return f"{m.group('noun') or m.group('punct')}in the chapter {chapter}"
+        if m.group("start"):
+            return f"In the chapter {chapter},"
+        return f"the chapter {chapter}"
+
+    return _LOCAL.sub(fix, markup)
 
 
 # ---------------------------------------------------------------- the book's page
@@ -361,9 +483,10 @@ def interview_markdown(questions, here="book/interview"):
     Returns
     -------
     str
-        For each chapter, a level-2 heading with a link to the chapter, then one
-        dropdown per question whose body is the answer followed by a link to the
-        section that explains it. Glue roles point at the chapter that glued them.
+        For each chapter, a level-2 heading (its title), then one dropdown per question
+        whose body is the answer (made to stand alone by :func:`standalone`, with links
+        to the chapter) followed by a link to the section that explains it. Glue roles
+        point at the chapter that glued them.
     """
     if isinstance(questions, (str, bytes)):
         raise ValueError("questions must be a sequence of Question")
@@ -373,183 +496,65 @@ def interview_markdown(questions, here="book/interview"):
             raise ValueError(f"questions must hold Question objects, got {type(q).__name__}")
         if q.docname != current:
             current = q.docname
-            chapter_link = _link(dataclasses.replace(q, anchor=""), here).rstrip("#")
-            parts.append(f"## {q.chapter}\n\nFrom [the chapter]({chapter_link}).\n")
+            parts.append(f"## {q.chapter}\n")
+        chapter_link = _link(dataclasses.replace(q, anchor=""), here).rstrip("#")
         question = _cross_doc(q.question, q.docname, here)
-        answer = _cross_doc(q.answer, q.docname, here)
+        answer = standalone(
+            _cross_doc(q.answer, q.docname, here), f"[{plain_title(q.chapter)}]({chapter_link})"
+        )
         # the wrapping fence is longer than any colon fence inside the answer
         fence = ":" * max([3] + [len(m) + 1 for m in re.findall(r"^:{3,}", answer, re.M)])
         parts.append(
             f"{fence}{{dropdown}} {question}\n{answer}\n\n"
-            f"Explained in [{_plain_title(q.section)}]({_link(q, here)}).\n{fence}\n"
+            f"Explained in [{plain_title(q.section)}]({_link(q, here)}).\n{fence}\n"
         )
     return "\n".join(parts)
 
 
-def _plain_title(title):
+def plain_title(title):
+    """A heading's MyST markup as plain text (roles by their argument, no brackets).
+
+    Parameters
+    ----------
+    title : str
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    ValueError
+        If ``title`` is not a str.
+    """
+    if not isinstance(title, str):
+        raise ValueError(f"title must be a str, got {type(title).__name__}")
     return _ROLE.sub(lambda m: m.group(2), title).replace("[", "").replace("]", "")
 
 
 # ---------------------------------------------------------------- the deck
 
 
-def _glue_values(build_dir, docname):
-    path = Path(build_dir) / "jupyter_execute" / f"{docname}.glue.json"
-    if not path.is_file():
-        return None
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-def _deck_text(markup, glued, docname, missing):
-    """MyST inline/block markup -> HTML for Anki, maths as MathJax delimiters."""
-    from markdown_it import MarkdownIt
-    from myst_nb.core.variables import format_plain_text
-
-    maths = []
-
-    def keep(tex, display):
-        maths.append((r"\[" + tex + r"\]") if display else (r"\(" + tex + r"\)"))
-        return f"REPEVALMATH{len(maths) - 1}X"  # letters only: markdown leaves it alone
-
-    def glue(m):
-        role, arg = m.groups()
-        key, _, fmt = arg.partition(":") if role == "glue:text" else (arg, "", "")
-        key = key.split("::")[-1]
-        if glued is None or key not in glued:
-            if missing == "raise":
-                raise ValueError(
-                    f"{docname}: no glued value {key!r}; build the book first "
-                    f"(make book) so that _build/jupyter_execute has it"
-                )
-            return "[value in the chapter]"
-        return format_plain_text(glued[key]["data"]["text/plain"], fmt or "s")
-
-    text = _GLUE.sub(glue, markup)
-    text = re.sub(r"\$\$(.+?)\$\$", lambda m: keep(m.group(1), True), text, flags=re.DOTALL)
-    text = re.sub(r"(?<![\\$])\$(?!\s)(.+?)(?<![\s\\])\$", lambda m: keep(m.group(1), False), text)
-    text = re.sub(r"\{math\}`([^`]+)`", lambda m: keep(m.group(1), False), text)
-
-    def role(m):
-        name, arg = m.groups()
-        shown = re.match(r"^(.*?)\s*<([^>]+)>$", arg, re.DOTALL)
-        if shown:
-            return shown.group(1)
-        if name == "prf:ref":
-            return "the chapter's " + arg.split("-")[0].replace("thm", "theorem").replace(
-                "prop", "proposition"
-            ).replace("lem", "lemma").replace("def", "definition")
-        return arg
-
-    text = _ROLE.sub(role, text)
-    rendered = MarkdownIt("commonmark").render(text).strip()
-    return re.sub(
-        r"REPEVALMATH(\d+)X", lambda m: html.escape(maths[int(m.group(1))], quote=False), rendered
-    )
-
-
-def deck_fields(questions, build_dir="_build", missing="raise"):
-    """Front and back of each card, as HTML with Anki's MathJax delimiters.
-
-    Parameters
-    ----------
-    questions : sequence of Question
-    build_dir : str or path-like, default "_build"
-        The book's build directory; glued numbers are read from
-        ``<build_dir>/jupyter_execute/<docname>.glue.json``.
-    missing : {"raise", "placeholder"}
-        What to do when a glued value is not there: raise ValueError, or put a
-        placeholder sentence in its place.
-
-    Returns
-    -------
-    list of (str, str, str)
-        ``(front, back, tag)`` per question; the tag is the chapter's file stem.
-    """
-    if missing not in ("raise", "placeholder"):
-        raise ValueError(f"missing must be 'raise' or 'placeholder', got {missing!r}")
-    out, cache = [], {}
-    for q in questions:
-        if q.docname not in cache:
-            cache[q.docname] = _glue_values(build_dir, q.docname)
-        glued = cache[q.docname]
-        front = _deck_text(q.question, glued, q.docname, missing)
-        back = _deck_text(q.answer, glued, q.docname, missing)
-        where = _deck_text(f"{q.chapter}: {_plain_title(q.section)}", glued, q.docname, missing)
-        back += f"<p><i>{where.removeprefix('<p>').removesuffix('</p>')}</i></p>"
-        out.append((front, back, Path(q.docname).name))
-    return out
-
-
-def _stable_id(text):
-    """A 31-bit-range positive integer from ``text`` (genanki's model and deck ids)."""
-    return (1 << 30) + int(hashlib.sha256(text.encode()).hexdigest(), 16) % (1 << 30)
-
-
-def write_deck(questions, path, build_dir="_build", missing="raise"):
-    """Write the questions as an Anki package (``.apkg``) with genanki.
-
-    Parameters
-    ----------
-    questions : sequence of Question
-    path : str or path-like
-        The ``.apkg`` file to write.
-    build_dir, missing :
-        As in :func:`deck_fields`.
-
-    Returns
-    -------
-    int
-        Number of notes written (one per question).
-
-    Notes
-    -----
-    Deck and model ids are hashes of fixed names and each note's GUID a hash of its
-    chapter and question, so rebuilding gives the same ids and Anki updates the notes
-    a student already has instead of duplicating them.
-    """
-    import genanki
-
-    if not str(path).endswith(".apkg"):
-        raise ValueError(f"path must end in .apkg, got {str(path)!r}")
-    model = genanki.Model(
-        _stable_id("repeval interview model"),
-        "repeval interview question",
-        fields=[{"name": "Question"}, {"name": "Answer"}],
-        templates=[
-            {
-                "name": "Card 1",
-                "qfmt": "{{Question}}",
-                "afmt": "{{FrontSide}}<hr id=answer>{{Answer}}",
-            }
-        ],
-    )
-    deck = genanki.Deck(_stable_id(DECK_NAME), DECK_NAME)
-    fields = deck_fields(questions, build_dir, missing)
-    for q, (front, back, tag) in zip(questions, fields):
-        deck.add_note(
-            genanki.Note(
-                model=model,
-                fields=[front, back],
-                tags=[tag],
-                guid=genanki.guid_for(q.docname, q.question),
-            )
-        )
-    genanki.Package(deck).write_to_file(str(path))
-    return len(fields)
-
-
 def main(argv=None):
-    """``python -m repeval_book.interview OUT.apkg [--root .] [--build _build]``."""
+    """``python -m repeval_book.interview OUT.apkg [--root .] [--values FILE]``.
+
+    Writes the Anki deck from the chapters' questions and the committed glued values
+    (``book/_data/interview_glue.json``); no chapter is executed.
+    """
     import argparse
+
+    from .glued_values import VALUES_PATH, read_values
+    from .interview import collect_questions  # not __main__'s copy of the classes
 
     parser = argparse.ArgumentParser(
         description="Write the book's interview questions as an Anki deck."
     )
     parser.add_argument("out")
     parser.add_argument("--root", default=".")
-    parser.add_argument("--build", default="_build")
+    parser.add_argument("--values", default=None, help=f"default: ROOT/{VALUES_PATH}")
     args = parser.parse_args(argv)
-    n = write_deck(collect_questions(args.root), args.out, args.build)
+    values = read_values(args.values or Path(args.root) / VALUES_PATH)
+    n = write_deck(collect_questions(args.root), args.out, values)
     print(f"{args.out}: {n} notes")
 
 

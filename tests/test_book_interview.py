@@ -1,30 +1,37 @@
-"""The interview page's generator, the Anki deck and the exercise index.
+"""The interview page's generator and the exercise index.
 
-The question count is checked three ways: the generator (MyST's parser), an independent
-regex count over the chapter sources, and the notes in the SQLite collection inside the
-written ``.apkg``.
+The question count is checked two ways here, the generator (MyST's parser) against an
+independent regex count over the chapter sources; ``tests/test_book_deck.py`` checks the
+Anki deck. The page must stand alone: no answer may point "above" or at "this chapter"
+without a link, and its formula sheet's retrieval formulas are recomputed from their text.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
-import sqlite3
-import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
+from test_book_browser import browser as _chromium  # noqa: F401 (a fixture: Chromium)
+from test_book_browser import site as _served_book  # noqa: F401 (a fixture: the built book)
 
 from repeval_book.exercise_index import exercise_index
 from repeval_book.interview import (
+    SHEET,
     Question,
+    chapter_titles,
     collect_questions,
     count_dropdowns_regex,
-    deck_fields,
     interview_markdown,
+    local_references,
+    plain_title,
+    standalone,
     toc_documents,
-    write_deck,
 )
+from repeval_ref.retrieval import ranking_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 pytest.importorskip("myst_parser")
@@ -88,7 +95,11 @@ Bank memory blocks half precision.
 # :::{dropdown} Interview: not a question, inside code
 ```
 
-## Interview questions
+:::{dropdown} A dropdown without the prefix is not a question
+x
+:::
+
+## Questions to test yourself
 
 :::{dropdown} Interview: Why does a small temperature sharpen the votes?
 Because the softmax of the votes with temperature $\\tau$ favours the nearest neighbours.
@@ -96,14 +107,14 @@ Because the softmax of the votes with temperature $\\tau$ favours the nearest ne
 
 ::::{dropdown} Interview: How much memory does the bank take?
 :open:
-Half precision halves the bank memory: {glue:text}`bank_gb:.1f` GB.
+Half precision halves the bank memory: {glue:text}`bank_gb:.1f` GB, as in the example above.
 % explains: #memory-of-the-bank
 ::::
 
 ## What to remember
 
-:::{dropdown} Interview: after the section, not counted
-x
+:::{dropdown} Interview: A question under another heading counts too
+Yes: the prefix marks it.
 :::
 """
 
@@ -113,69 +124,111 @@ def test_sections_code_cells_and_explicit_anchor(tmp_path):
     assert [q.question for q in qs] == [
         "Why does a small temperature sharpen the votes?",
         "How much memory does the bank take?",
+        "A question under another heading counts too",
     ]
-    assert count_dropdowns_regex(SMALL) == 2
+    assert count_dropdowns_regex(SMALL) == 3
     assert qs[0].anchor == "the-temperature--sharpens-votes"  # MyST drops maths from slugs
     assert qs[1].anchor == "memory-of-the-bank"
     assert "explains" not in qs[1].answer and ":open:" not in qs[1].answer
     page = interview_markdown(qs, here="book/interview")
     assert "{glue:text}`ch.md::bank_gb:.1f`" in page
     assert "(ch.md#memory-of-the-bank)" in page
+    # the answer's "the example above" now names the chapter, with a link to it
+    assert "as in the example in the chapter [Title](ch.md)." in page
+    assert "From [the chapter]" not in page  # no filler line under the chapter headings
     nested = Question("book/ch", "T", "Q?", "A.\n\n::::{note}\nx\n::::", "S", "s", 1)
     assert ":::::{dropdown} Q?" in interview_markdown([nested])
     with pytest.raises(ValueError, match="explains"):
         _chapter(tmp_path, SMALL.replace("#memory-of-the-bank", "#nowhere"))
+    assert chapter_titles(tmp_path) == {"book/ch": "Title"}
 
 
-def test_deck_text_maths_and_glue(tmp_path):
-    qs = _chapter(tmp_path, SMALL)
-    glue_dir = tmp_path / "_build" / "jupyter_execute" / "book"
-    glue_dir.mkdir(parents=True)
-    (glue_dir / "ch.glue.json").write_text(
-        json.dumps({"bank_gb": {"data": {"text/plain": "2.4576"}}})
-    )
-    (front0, back0, tag), (front1, back1, _) = deck_fields(qs, tmp_path / "_build")
-    assert tag == "ch"
-    assert r"\(\tau\)" in back0 and "$" not in back0
-    assert "2.5 GB" in back1
-    with pytest.raises(ValueError, match="glued value"):
-        deck_fields(qs, tmp_path / "nowhere")
-    assert "[value in the chapter]" in deck_fields(qs, tmp_path / "nowhere", "placeholder")[1][1]
+@pytest.mark.parametrize(
+    ("text", "found", "rewritten"),
+    [
+        (
+            "as with the disk and ring above.",
+            ["ring above"],
+            "as with the disk and ring in the chapter C.",
+        ),
+        (
+            "in the example above it is 0.6",
+            ["example above"],
+            "in the example in the chapter C it is 0.6",
+        ),
+        ("Above, L-BFGS ran.", ["Above,"], "In the chapter C, L-BFGS ran."),
+        ("(500 images, above)", ["images, above"], "(500 images, in the chapter C)"),
+        ("see above.", ["see above"], "see the chapter C."),
+        ("On the example of this chapter.", ["this chapter"], "On the example of the chapter C."),
+        # comparisons, network layers, links and maths are not references to the page
+        ("far below its fine-tuning", [], None),
+        ("scores well above zero.", [], None),
+        ("The layer below, h, keeps more.", [], None),
+        ("[the grid above](knn.md#grid) shows it", [], None),
+        ("$x$ above $y$", [], None),
+    ],
+)
+def test_local_references_are_found_and_rewritten(text, found, rewritten):
+    assert local_references(text) == found
+    out = standalone(text, "C")
+    assert out == (rewritten if rewritten is not None else text)
+    assert local_references(out) == []
 
 
-def test_deck_notes_equal_the_books_questions(tmp_path, questions):
-    out = tmp_path / "deck.apkg"
-    n = write_deck(questions, out, ROOT / "_build", missing="placeholder")
-    assert n == len(questions)
-    with zipfile.ZipFile(out) as z:
-        z.extract("collection.anki2", tmp_path)
-    con = sqlite3.connect(tmp_path / "collection.anki2")
-    try:
-        rows = con.execute("select guid, flds, tags from notes").fetchall()
-        n_cards = con.execute("select count(*) from cards").fetchone()[0]
-    finally:
-        con.close()
-    assert (
-        len(rows)
-        == n_cards
-        == len(questions)
-        == sum(count_dropdowns_regex(t) for t in _book_sources().values())
-    )
-    fronts = [flds.split("\x1f")[0] for _, flds, _ in rows]
-    assert len(set(fronts)) == len(fronts)
-    assert any(r"\(" in f for f in fronts) and not any("$" in f for f in fronts)
-    # deterministic ids: a second build gives the same note GUIDs
-    out2 = tmp_path / "again.apkg"
-    write_deck(questions, out2, ROOT / "_build", missing="placeholder")
-    with zipfile.ZipFile(out2) as z:
-        z.extract("collection.anki2", tmp_path / "again")
-    con = sqlite3.connect(tmp_path / "again" / "collection.anki2")
-    try:
-        assert sorted(g for g, _, _ in rows) == sorted(
-            g for (g,) in con.execute("select guid from notes")
-        )
-    finally:
-        con.close()
+def test_every_collected_answer_stands_alone(questions):
+    """On the interview page no answer points at a place on its chapter's page."""
+    assert local_references(interview_markdown(questions, here="book/interview")) == []
+    # each rewritten reference links to the chapter it came from
+    for q in questions:
+        if local_references(q.answer):
+            block = interview_markdown([q], here="book/interview")
+            link = f"the chapter [{plain_title(q.chapter)}]({Path(q.docname).name}.md)"
+            assert block.count(link) == len(local_references(q.answer)), q.question
+
+
+def test_the_intro_and_every_chapter_with_questions_are_collected(questions):
+    docs = {q.docname for q in questions}
+    by_regex = {d for d, t in _book_sources().items() if count_dropdowns_regex(t)}
+    assert docs == by_regex
+    assert "book/intro" in docs  # its questions sit under "Questions to test yourself"
+
+
+def _ndcg_ap_from_the_sheet(gains, k):
+    """nDCG@k and AP exactly as the formula sheet writes them, for gains in rank order."""
+    g = [float(x) for x in gains]
+    dcg = sum(gj / math.log2(j + 1) for j, gj in enumerate(g[:k], start=1))
+    ideal = sorted(g, reverse=True)
+    idcg = sum(gj / math.log2(j + 1) for j, gj in enumerate(ideal[:k], start=1))
+    rel = [x > 0 for x in g]
+    hits, total = 0, 0.0
+    for j, r in enumerate(rel, start=1):
+        if r:
+            hits += 1
+            total += hits / j  # precision@j at each relevant rank
+    return dcg / idcg, total / sum(rel)
+
+
+def test_formula_sheet_ndcg_and_ap_match_the_package():
+    source = (ROOT / "book" / "interview.md").read_text(encoding="utf-8")
+    # the sheet writes the package's conventions: log2 discount, gains as given, AP over R_q
+    assert r"\frac{g_j}{\log_2(j + 1)}" in source
+    assert r"\mathrm{nDCG@}k = \frac{\mathrm{DCG@}k}{\mathrm{IDCG@}k}" in source
+    assert r"\frac{1}{|R_q|} \sum_{j :\, \mathrm{rel}_j = 1} \mathrm{precision@}j" in source
+    rng = np.random.default_rng(0)
+    cases = [(SHEET["ranked_gains"], SHEET["ndcg_cutoff"])]
+    cases += [(tuple(rng.integers(0, 4, size=7)), int(rng.integers(1, 8))) for _ in range(30)]
+    for gains, k in cases:
+        if not any(gains):
+            continue
+        n = len(gains)
+        scores = -np.arange(n, dtype=float)[None, :]  # rank order = item order
+        got = ranking_metrics(scores, np.array([gains], dtype=float), ks=(k,))
+        ndcg, ap = _ndcg_ap_from_the_sheet(gains, k)
+        assert got[f"ndcg@{k}"] == pytest.approx(ndcg, rel=1e-12), (gains, k)
+        assert got["map"] == pytest.approx(ap, rel=1e-12), gains
+    # ties: equal scores are ranked by item index (the sheet says so)
+    tied = ranking_metrics(np.zeros((1, 4)), np.array([[0.0, 1.0, 0.0, 1.0]]), ks=(2,))
+    assert tied["map"] == pytest.approx(_ndcg_ap_from_the_sheet((0, 1, 0, 1), 2)[1])
 
 
 def test_exercise_index_reads_points_from_nbgrader_metadata():
@@ -213,24 +266,82 @@ def test_bad_input(tmp_path):
         count_dropdowns_regex(None)
     with pytest.raises(ValueError, match="questions"):
         interview_markdown("abc")
-    with pytest.raises(ValueError, match="missing"):
-        deck_fields([], missing="ignore")
-    with pytest.raises(ValueError, match="apkg"):
-        write_deck([], tmp_path / "deck.zip")
+    with pytest.raises(ValueError, match="markup"):
+        local_references(None)
+    with pytest.raises(ValueError, match="markup"):
+        standalone("x", None)
     assert isinstance(Question("a", "b", "c", "d", "e", "f", 1), Question)
+
+
+def _built_html():
+    import os
+
+    html_dir = Path(os.environ.get("REPEVAL_BOOK_HTML", ROOT / "_build" / "html"))
+    if not (html_dir / "book" / "interview.html").is_file():
+        pytest.skip("the book is not built (make book)")
+    return html_dir
 
 
 def test_built_interview_page_links_resolve_and_holds_every_question(questions):
     """On a built book (skipped without one): every section link lands on an existing id."""
-    import os
-
-    html_dir = Path(os.environ.get("REPEVAL_BOOK_HTML", ROOT / "_build" / "html")) / "book"
-    page = html_dir / "interview.html"
-    if not page.is_file():
-        pytest.skip("the book is not built (make book)")
-    text = page.read_text(encoding="utf-8")
+    html_dir = _built_html() / "book"
+    text = (html_dir / "interview.html").read_text(encoding="utf-8")
     assert text.count("<details") == len(questions)
     links = re.findall(r'href="([\w-]+\.html)#([^"]+)"', text)
     assert len(links) >= len(questions)
     for target, anchor in links:
         assert f'id="{anchor}"' in (html_dir / target).read_text(encoding="utf-8"), (target, anchor)
+
+
+def test_built_interview_page_prints_its_answers_and_offers_the_deck(questions):
+    """The page loads the print stylesheet and script, and its deck link resolves."""
+    html_dir = _built_html()
+    text = (html_dir / "book" / "interview.html").read_text(encoding="utf-8")
+    css = re.search(r'href="(\.\./_static/repeval-print\.css)[^"]*"', text)
+    js = re.search(r'src="(\.\./_static/repeval-print\.js)[^"]*"', text)
+    assert css and js
+    sheet = (html_dir / "book" / css.group(1)).read_text(encoding="utf-8")
+    printed = sheet[sheet.index("@media print") :]
+    assert "details.sd-dropdown" in printed and "details-content" in printed
+    script = (html_dir / "book" / js.group(1)).read_text(encoding="utf-8")
+    assert "beforeprint" in script and 'setAttribute("open"' in script
+    deck = re.search(r'href="(\.\./_static/repeval-interview\.apkg)"', text)
+    assert deck and (html_dir / "book" / deck.group(1)).stat().st_size > 1000
+    # the formula sheet's worked example shows what the package computed
+    gains = np.array([SHEET["ranked_gains"]], dtype=float)
+    k = SHEET["ndcg_cutoff"]
+    got = ranking_metrics(-np.arange(gains.shape[1], dtype=float)[None, :], gains, ks=(k,))
+    assert f"{got[f'ndcg@{k}']:.3f}" in text and f"{got['map']:.3f}" in text
+
+
+_ANSWER_HEIGHTS = """
+Array.from(document.querySelectorAll('details.sd-dropdown')).map((d) => {
+  const body = d.querySelector('.sd-summary-content');
+  return body ? body.getBoundingClientRect().height : -1;
+})
+"""
+
+
+@pytest.mark.slow
+def test_printed_interview_page_shows_every_answer(questions, site, browser):
+    """In Chromium: closed on screen, every answer laid out under print media, and the
+    print script opens the dropdowns before printing and closes them afterwards."""
+    _built_html()
+    browser.call("Page.navigate", url=f"{site}/book/interview.html")
+    browser.wait_event("Page.loadEventFired", timeout=60)
+    on_screen = browser.evaluate(_ANSWER_HEIGHTS)
+    assert len(on_screen) == len(questions) and all(h == 0 for h in on_screen)
+    browser.call("Emulation.setEmulatedMedia", media="print")
+    printed = browser.evaluate(_ANSWER_HEIGHTS)
+    assert all(h > 0 for h in printed), printed
+    browser.call("Emulation.setEmulatedMedia", media="screen")
+    opened = browser.evaluate(
+        "window.dispatchEvent(new Event('beforeprint'));"
+        "document.querySelectorAll('details.sd-dropdown[open]').length"
+    )
+    assert opened == len(questions)
+    closed = browser.evaluate(
+        "window.dispatchEvent(new Event('afterprint'));"
+        "document.querySelectorAll('details.sd-dropdown[open]').length"
+    )
+    assert closed == 0
