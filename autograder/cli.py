@@ -306,7 +306,12 @@ def cmd_feedback(args):
 
 def cmd_export(args):
     course = _course(args)
-    for p in course.export(args.csv):
+    out = course.export(args.csv)
+    if args.canvas_template:  # the grades written into the instructor's Canvas export
+        from .course.canvas import canvas_from_template
+
+        canvas_from_template(out[0], args.canvas_template, out[2], log=print)
+    for p in out:
         print(p)
     return 0
 
@@ -536,6 +541,13 @@ def build_parser():
     s.set_defaults(func=cmd_feedback)
     s = sub.add_parser("export", help="export grades as CSV")
     s.add_argument("csv")
+    s.add_argument(
+        "--canvas-template",
+        default=None,
+        metavar="PATH",
+        help="Canvas's own gradebook export: <csv>_canvas.csv is that file with the "
+        "grades written into the chapters' assignment columns",
+    )
     s.set_defaults(func=cmd_export)
     s = sub.add_parser("grade-all", help="setup, collect, autograde, feedback, export")
     s.add_argument("folder")

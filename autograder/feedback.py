@@ -7,9 +7,13 @@
 * :func:`make_maths_offline` rewrites a generated feedback page: nbgrader's template loads
   MathJax 2 from a CDN; the page instead loads MathJax 3 (``tex-svg.js``, which embeds
   its fonts) from a local copy, taken from the ``sphinx-mathjax-offline`` package that
-  the book's tool chain installs. :func:`make_feedback_offline` keeps ONE copy per
-  course, ``feedback/mathjax-tex-svg.js``, that every page loads by a relative path
-  (2 MB once instead of once per student and assignment).
+  the book's tool chain installs. :func:`make_feedback_offline` keeps one copy in each
+  student's folder, ``feedback/<student>/mathjax-tex-svg.js`` (a hard link to one file
+  where the file system allows it), that the student's pages load by a relative path, so
+  a student's folder handed out alone still typesets its maths.
+* :func:`autograder.feedback_layout.make_readable` lets every finding wrap inside the
+  page (no box that scrolls sideways, at a phone's width too) and names each graded cell
+  in the page's summary by what its check tests instead of nbgrader's "Test cell".
 * :func:`make_feedback_offline` also points the statement's chapter link
   (``../../book/<chapter>.md``, right inside ``exercises/``) at the published book
   (``book_url/book/<chapter>.html``; the course's ``book_url``, by default the GitHub
@@ -26,7 +30,9 @@ so a page is made safe to open before anything else is done to it:
   :class:`~nbconvert.preprocessors.SanitizeHTML`: it drops every output type that could
   run code (JavaScript, widgets, SVG, any type it does not know) and passes HTML and
   Markdown outputs through :func:`clean_html`; a raw cell too. An execution count that is
-  not a number is removed (the template prints it unescaped);
+  not a number is removed (the template prints it unescaped). An output left with
+  nothing to show is dropped (no empty ``Out`` box), as is a graded test cell's bare
+  returned score, which the cell's heading already states;
 * :func:`secure_page` passes the whole rendered ``<body>`` through :func:`clean_html`
   (bleach, the library nbconvert's sanitiser is built on, with the tags and attributes
   that nbconvert's own markup uses: no script, no event handler, no ``javascript:`` link,
@@ -54,6 +60,7 @@ from pathlib import Path
 from nbconvert.preprocessors.sanitize import SanitizeHTML
 from nbgrader import utils
 from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Bool
 
 MATHJAX_FILE = "mathjax-tex-svg.js"
 
@@ -61,6 +68,8 @@ _CDN_BLOCK = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configurat
 _ANY_CDN_SCRIPT = re.compile(
     r"<script[^>]+src=\"https?://[^\"]*mathjax[^\"]*\"[^>]*>\s*</script>", re.I | re.S
 )
+
+_LOCAL_SCRIPT = re.compile(r'<script src="[^"<>]*' + re.escape(MATHJAX_FILE) + r'"></script>')
 
 OFFLINE_MATHJAX = f"""<!-- MathJax 3, loaded from a local copy (autograder.feedback) -->
 <script>
@@ -228,7 +237,13 @@ class SafeOutputs(SanitizeHTML):
     cell is cleaned too. A Markdown cell's source is left alone: its rendered HTML is
     cleaned with the rest of the page (:func:`secure_page`), so its code spans keep their
     ``<`` and ``>``. An execution count that is not an integer is removed.
+
+    Enabled by default: nbconvert's sanitiser is off until enabled, and nbgrader
+    registers a converter's preprocessors as they are, so without this it would be
+    listed in the configuration and never run.
     """
+
+    enabled = Bool(True).tag(config=True)
 
     def preprocess_cell(self, cell, resources, cell_index):
         if cell.cell_type == "markdown":
@@ -239,7 +254,11 @@ class SafeOutputs(SanitizeHTML):
             for out in cell.get("outputs", []):
                 if "execution_count" in out and not _is_count(out["execution_count"]):
                     out["execution_count"] = None
-        return super().preprocess_cell(cell, resources, cell_index)
+        cell, resources = super().preprocess_cell(cell, resources, cell_index)
+        if cell.cell_type == "code":
+            test = utils.is_grade(cell) and not utils.is_solution(cell)
+            cell.outputs = [o for o in cell.outputs if _shows_something(o, test)]
+        return cell, resources
 
     def sanitize_html_tags(self, html_str):
         return clean_html(html_str)
@@ -247,6 +266,34 @@ class SafeOutputs(SanitizeHTML):
 
 def _is_count(value):
     return value is None or (isinstance(value, int) and not isinstance(value, bool))
+
+
+_NUMBER = re.compile(r"\s*-?\d+(\.\d*)?([eE][-+]?\d+)?\s*\Z")
+
+
+def _shows_something(output, graded_test):
+    """False for an output the page would show as an empty box (a stream with no text,
+    data with nothing left after sanitising, HTML that cleans to nothing) and, in a graded
+    test cell, for the bare number the cell returned (its score, stated in the heading)."""
+    kind = output.get("output_type")
+    if kind == "stream":
+        return bool(str(output.get("text", "")).strip())
+    if kind not in ("execute_result", "display_data"):
+        return True
+    data = output.get("data", {})
+    shown = {k: v for k, v in data.items() if k.startswith("image/") or _text(v).strip()}
+    if any(k.startswith("text/html") for k in shown):
+        html_text = re.sub(r"<[^>]*>", "", _text(shown["text/html"]))
+        if not html_text.strip() and "<img" not in _text(shown["text/html"]):
+            shown.pop("text/html")
+    if not shown:
+        return False
+    plain = _text(shown.get("text/plain", ""))
+    return not (graded_test and list(shown) == ["text/plain"] and _NUMBER.match(plain))
+
+
+def _text(value):
+    return "".join(value) if isinstance(value, list) else str(value)
 
 
 _HEAD = re.compile(r"<head(\s[^>]*)?>", re.I)
@@ -333,14 +380,26 @@ def mathjax_source():
     return None
 
 
-def _copy_mathjax(folder):
-    """Put the MathJax bundle into ``folder`` (once); return its path or None."""
+def _copy_mathjax(folder, like=None):
+    """Put the MathJax bundle into ``folder`` (once): a hard link to ``like`` (an earlier
+    copy) where the file system allows it, else a copy. Returns its path or None."""
     src = mathjax_source()
     if src is None:
         return None
     target = Path(folder) / MATHJAX_FILE
-    if not target.exists() or target.stat().st_size != src.stat().st_size:
-        shutil.copyfile(src, target)
+    if target.is_symlink():
+        target.unlink()
+    if target.exists() and target.stat().st_size == src.stat().st_size:
+        return target
+    if target.exists():
+        target.unlink()
+    if like is not None and Path(like).is_file() and not Path(like).is_symlink():
+        try:
+            os.link(like, target)
+            return target
+        except OSError:
+            pass
+    shutil.copyfile(src, target)
     return target
 
 
@@ -357,6 +416,8 @@ def make_maths_offline(html_path, mathjax_dir=None):
     script = OFFLINE_MATHJAX.replace(f'src="{MATHJAX_FILE}"', f'src="{rel}"')
     new, n = _CDN_BLOCK.subn(lambda m: script, text)
     new, n2 = _ANY_CDN_SCRIPT.subn("", new)
+    # a page made offline before: its bundle's path follows the copy's new place
+    new = _LOCAL_SCRIPT.sub(lambda m: f'<script src="{rel}"></script>', new)
     _copy_mathjax(folder)
     if new != text:
         html_path.write_text(new, encoding="utf-8")
@@ -446,27 +507,45 @@ def link_chapters(html_path, book_root=None, book_url=None):
 
 
 def make_feedback_offline(feedback_dir, book_root=None, book_url=None):
-    """Post-process every feedback page under ``feedback_dir``: its body cleaned and its
-    Content-Security-Policy added first (:func:`secure_page`), one shared MathJax copy
-    (``feedback_dir/mathjax-tex-svg.js``; copies inside student folders are removed),
-    chapter links to the book (``book_url``, else a copy at ``book_root``, see
-    :func:`link_chapters`), styled tables; a page that :func:`secure_page` cannot read
-    as nbgrader's page is removed. Returns the pages whose maths changed.
+    """Post-process every feedback page under ``feedback_dir``
+    (``feedback_dir/<student>/<assignment>/<notebook>.html``).
+
+    Each page: its body cleaned and its Content-Security-Policy added first
+    (:func:`secure_page`); its maths from ``feedback_dir/<student>/mathjax-tex-svg.js``
+    (one copy per student, hard links to one file where possible, so that each student's
+    folder is complete on its own; a copy elsewhere, in ``feedback_dir`` or an assignment
+    folder, is removed); chapter links to the book (``book_url``, else a copy at
+    ``book_root``, see :func:`link_chapters`); styled tables; findings that wrap and a
+    summary that names each check (:func:`~autograder.feedback_layout.make_readable`). A page that
+    :func:`secure_page` cannot read as nbgrader's page is removed.
+
+    Returns
+    -------
+    list of Path
+        The pages whose maths changed.
     """
     feedback_dir = Path(feedback_dir)
-    changed = []
+    shared = feedback_dir / MATHJAX_FILE
+    if shared.exists() or shared.is_symlink():
+        shared.unlink()
+    from .feedback_layout import make_readable
+
+    changed, first = [], None
     for page in sorted(feedback_dir.glob("*/*/*.html")):
         stray = page.parent / MATHJAX_FILE
-        if stray.exists():
+        if stray.exists() or stray.is_symlink():
             stray.unlink()
         try:
             secure_page(page)
         except ValueError:  # not a page nbgrader's template wrote: never handed out as is
             page.unlink()
             continue
-        if make_maths_offline(page, mathjax_dir=feedback_dir):
+        student = page.parent.parent
+        first = _copy_mathjax(student, like=first) or first
+        if make_maths_offline(page, mathjax_dir=student):
             changed.append(page)
         link_chapters(page, book_root=book_root, book_url=book_url)
+        make_readable(page)
     return changed
 
 

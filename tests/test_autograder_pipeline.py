@@ -292,9 +292,10 @@ def test_feedback_hides_tests_and_renders_maths_offline(graded):
         assert "grade('" not in text, page
         assert KERNEL_NOTE not in text, page  # the clean room's findings replaced it
         assert "cdnjs" not in raw and "cdn.jsdelivr" not in raw, page
-        # one shared copy per course, loaded by a relative path
-        assert f'src="../../{MATHJAX_FILE}"' in raw and not (page.parent / MATHJAX_FILE).exists()
-    assert (graded["course"].root / "feedback" / MATHJAX_FILE).stat().st_size > 10**6
+        # one copy in each student's folder, loaded by a relative path
+        assert f'src="../{MATHJAX_FILE}"' in raw and not (page.parent / MATHJAX_FILE).exists()
+        assert (page.parent.parent / MATHJAX_FILE).stat().st_size > 10**6
+    assert not (graded["course"].root / "feedback" / MATHJAX_FILE).exists()
 
 
 def test_feedback_names_each_mistake(graded):

@@ -478,23 +478,24 @@ def test_similarity_flags_pasted_and_shared_answers_only(term):
     assert float(grades["carol", "rank"]["score"]) == float(grades["alice", "rank"]["score"])
 
 
-def test_feedback_shares_one_mathjax_and_links_the_published_book(term):
-    """One MathJax copy; each chapter link goes to the published book (the course's
-    book_url, by default the GitHub Pages address), never into the instructor's clone;
-    each page states the submission time and, for carol, her lateness in hours."""
+def test_feedback_carries_mathjax_per_student_and_links_the_published_book(term):
+    """One MathJax copy in each student's folder, which the student's pages load; each
+    chapter link goes to the published book (the course's book_url, by default the
+    GitHub Pages address), never into the instructor's clone; each page states the
+    submission time and, for carol, her lateness in hours."""
     from autograder.feedback import MATHJAX_FILE
 
     feedback = term["course"] / "feedback"
     pages = sorted(feedback.glob("*/*/*.html"))
     assert pages
-    assert (feedback / MATHJAX_FILE).stat().st_size > 10**6
-    assert not list(feedback.glob(f"*/*/{MATHJAX_FILE}")) and not list(
-        feedback.glob(f"*/{MATHJAX_FILE}")
-    )
+    assert not (feedback / MATHJAX_FILE).exists()
+    assert not list(feedback.glob(f"*/*/{MATHJAX_FILE}"))
     for page in pages:
         raw = page.read_text(encoding="utf-8")
         src = re.search(r'<script src="([^"]*' + re.escape(MATHJAX_FILE) + ')"', raw).group(1)
-        assert (page.parent / src).resolve() == (feedback / MATHJAX_FILE).resolve()
+        bundle = page.parent.parent / MATHJAX_FILE
+        assert (page.parent / src).resolve() == bundle.resolve()
+        assert bundle.stat().st_size > 10**6
         links = re.findall(r'href="([^"]*book/[a-z_]+\.(?:md|html))', raw)
         assert links, page
         chapter = page.parent.name
