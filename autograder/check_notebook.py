@@ -4,11 +4,18 @@ room, each failure named by its test, line and expectation, and one score line.
 
 :func:`cmd_check` is what :mod:`autograder.cli` runs; it returns the exit status (0: every
 test passes; 1: a test fails or a cell was edited; 2: no such notebook).
+
+Where the grader's verdict is known without running anything, it is the verdict: an answer
+that imports the reference package or the grader scores 0 on every test when graded, so
+``check`` says so once and exits 1 without running its tests in a kernel where the import
+would work. In the kernel ``check`` starts (never in a grading kernel) a failed ``assert``
+also reports the values its comparison got (:data:`_PROBE_SOURCE`).
 """
 
 from __future__ import annotations
 
 import sys
+import tempfile
 from pathlib import Path
 
 from . import NBGRADER_CONFIG
@@ -43,10 +50,34 @@ def cmd_check(args):
             "undefined."
         )
         return 1
+    verdict = _reference_verdict(nb)
+    if verdict is not None:
+        print(verdict)
+        return 1
+    print(
+        f"Running {path} from top to bottom in a fresh Python kernel, as the grader does; "
+        f"each cell may take up to {args.timeout} s before it is stopped"
+        + (", then the hidden checks run on your code." if args.hidden else "."),
+        flush=True,
+    )
     cfg = PyFileConfigLoader(NBGRADER_CONFIG.name, path=str(NBGRADER_CONFIG.parent)).load_config()
     cfg.Execute.timeout = args.timeout
-    validator = Validator(config=cfg)
-    results = _quiet_kernel(validator.validate, str(path.resolve()))
+    with tempfile.TemporaryDirectory(prefix="autograder-check-") as tmp:
+        probe, record = Path(tmp, "assert_probe.py"), Path(tmp, "imports.txt")
+        probe.write_text(
+            f"{_PROBE_SOURCE}\n_autograder_install({str(record)!r}, {_FORBIDDEN!r})\n"
+            "del _autograder_install\n"
+        )
+        cfg.Execute.extra_arguments = [
+            "--HistoryManager.hist_file=:memory:",
+            f"--InteractiveShellApp.exec_files={probe}",
+        ]
+        validator = Validator(config=cfg)
+        results = _quiet_kernel(validator.validate, str(path.resolve()))
+        imported = _imported_by_answer(nb, record)
+    if imported:  # the grader refuses the import: every test of the notebook scores 0
+        print(_reference_verdict(nb, imported))
+        return 1
     by_source = {c.source.strip(): c for c in nb.cells}
     status = 0
     if results.get("type_changed"):
@@ -83,8 +114,10 @@ def cmd_check(args):
         got_visible = None  # nbgrader does not run the tests of an edited notebook
     got_hidden = max_hidden = None
     if args.hidden:
-        hidden_status, got_hidden, max_hidden = _run_hidden_isolated(path, args.timeout)
+        hidden_status, got_hidden, max_hidden, whole = _run_hidden_isolated(path, args.timeout)
         status = max(status, hidden_status)
+        if whole and got_visible is not None:
+            got_visible = 0.0  # the grader scores every test of this notebook 0
     print(_score_line(got_visible, max_visible, got_hidden, max_hidden))
     if status == 0:
         print(
@@ -98,6 +131,11 @@ def cmd_check(args):
         )
     return status
 
+
+#: the packages an answer may not import (the clean room refuses them)
+_FORBIDDEN = ("repeval_ref", "autograder")
+#: how the kernel's assert probe marks the lines it adds to a failed assert's message
+_MARK = "[check] "
 
 #: the kernel's warning about TCP without encryption: local kernels always use TCP here
 _KERNEL_NOISE = ("Kernel is running over TCP without encryption",)
@@ -182,6 +220,11 @@ def _describe_failure(cell, source, error):
             condition = re.split(r",\s*(?:f?[\"'])", condition, maxsplit=1)[0]
             condition = condition.rstrip("\\ ").rstrip(",").strip()
             out.append(f"  expected: {condition}")
+    probed = [line[len(_MARK) :] for line in lines if line.startswith(_MARK)]
+    if probed:  # the kernel's probe: the values the condition saw
+        out += [f"  {p}" for p in probed]
+        said = [line for line in lines if line.strip() and not line.startswith(_MARK)]
+        last = next((line for line in reversed(said) if "AssertionError" in line), last).strip()
     if last.startswith("AssertionError"):
         message = last[len("AssertionError") :].lstrip(": ").strip()
         if message:
@@ -235,7 +278,7 @@ def _run_hidden_isolated(path, timeout):
 
     from .build import grade_ids
     from .checks import format_findings, grading_seed, run_check_isolated
-    from .cleanroom import solution_source, verify_notebook
+    from .cleanroom import imports_reference, solution_source, verify_notebook
     from .exercises import all_specs
 
     nb = nbformat.read(str(path), as_version=4)
@@ -243,10 +286,16 @@ def _run_hidden_isolated(path, timeout):
     spec = next((s for s in all_specs() if f"{s.NAME}_solution" in ids), None)
     if spec is None:
         print("hidden checks: this notebook is not one of the course's exercises")
-        return 1, 0.0, 0.0
+        return 1, 0.0, 0.0, False
     seed = grading_seed()
     limits = {"call_s": max(1.0, 0.8 * timeout), "start_s": float(timeout)}
-    verdicts = {v.grade_id: v for v in verify_notebook(spec, nb, seed, limits)}
+    cells = verify_notebook(spec, nb, seed, limits)
+    verdicts = {v.grade_id: v for v in cells}
+    if imports_reference(cells) or any(v.failure for v in cells):
+        # one verdict for the whole notebook, as the grader gives it: said once
+        print("FAILED: " + cells[0].message)
+        total = sum(float(verdicts[g].max_points) for g in grade_ids(spec).values())
+        return 1, 0.0, total, True
     status = 0
     got = total = 0.0
     for check, gid in grade_ids(spec).items():
@@ -264,4 +313,233 @@ def _run_hidden_isolated(path, timeout):
         total += v.max_points
         if points < v.max_points:
             status = 1
-    return status, got, total
+    return status, got, total, False
+
+
+def _imported_by_answer(nb, record):
+    """The packages the grader refuses that the kernel imported while it ran the
+    notebook's code, once each, from the probe's ``record`` (lines ``package
+    cell-sha256``): the hidden-test cells of an instructor's source notebook, which call
+    the grader, aside (a release notebook's are comments only)."""
+    import hashlib
+
+    if not record.is_file():
+        return []
+    hidden = {
+        hashlib.sha256(c.source.encode()).hexdigest()
+        for c in nb.cells
+        if c.cell_type == "code" and "### BEGIN HIDDEN TESTS" in c.source
+    }
+    pairs = [line.split() for line in record.read_text().splitlines()]
+    return list(dict.fromkeys(p[0] for p in pairs if len(p) == 2 and p[1] not in hidden))
+
+
+def _reference_verdict(nb, names=None):
+    """The grader's verdict on an answer that imports the reference package or the
+    grader (every test scores 0), with its score line: ``names`` are the packages its
+    kernel imported, or None to read them from its ``import`` statements; None when
+    there are none."""
+    from .checks import check_points
+    from .cleanroom import forbidden_message, solution_source, static_imports
+    from .exercises import all_specs
+
+    names = static_imports(solution_source(nb)) if names is None else names
+    if not names:
+        return None
+    ids = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id", "") for c in nb.cells}
+    spec = next((s for s in all_specs() if f"{s.NAME}_solution" in ids), None)
+    line = f"FAILED: {forbidden_message(names)} (as graded)."
+    if spec is None:
+        return line
+    hidden = sum(check_points(c) for c in spec.HIDDEN)
+    return (
+        f"{line}\nSCORE: visible tests 0 / {float(spec.VISIBLE_POINTS):g}; hidden checks "
+        f"0 / {hidden:g}; total 0 / {float(spec.VISIBLE_POINTS) + hidden:g} points"
+    )
+
+
+#: Loaded into the kernel ``check`` starts (``InteractiveShellApp.exec_files``), never into a
+#: grading kernel: an IPython AST transformer that rewrites each ``assert`` so that, when it
+#: fails, its message gains a ``[check] got: ...`` line with the values of its comparison
+#: (each operand evaluated once, in its order, short-circuits kept).
+_PROBE_SOURCE = r'''"""Loaded into the kernel of ``autograder check`` only: a failed
+``assert`` also says what its comparison got (the grader's kernels never load it)."""
+
+
+def _autograder_install(record, forbidden):
+    import ast
+    import sys
+
+    shell = get_ipython()  # noqa: F821  (the kernel's shell)
+    mark = "[check] "
+
+    import hashlib
+
+    class Watch:
+        """Notes, in the file ``record``, each import of a package the grader refuses,
+        with the SHA-256 of the cell that ran it."""
+
+        cell = ""
+
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in forbidden:
+                with open(record, "a") as fh:
+                    fh.write(f"{name.split('.')[0]} {self.cell}\n")
+            return None
+
+        def started(self, info):
+            self.cell = hashlib.sha256(info.raw_cell.encode()).hexdigest()
+
+    watch = Watch()
+    sys.meta_path.insert(0, watch)
+    shell.events.register("pre_run_cell", watch.started)
+
+    class Probe:
+        def __init__(self):
+            self.seen = {}
+            self.descs = {}
+
+        def rec(self, key, value):
+            self.seen[key] = value
+            return value
+
+        def clear(self, k):
+            for key in [key for key in self.seen if key[0] == k]:
+                del self.seen[key]
+            return False
+
+        def show(self, value):
+            try:
+                np = sys.modules.get("numpy")
+                if np is not None and isinstance(value, np.ndarray):
+                    with np.printoptions(threshold=12, edgeitems=3, precision=8):
+                        text = repr(value)
+                else:
+                    text = repr(value)
+            except Exception:
+                text = f"<a {type(value).__name__} that cannot be printed>"
+            text = " ".join(text.split())
+            return text if len(text) <= 200 else text[:197] + "..."
+
+        def value(self, part):  # part: ("const", src) or ("plain", src, key)
+            if part[0] == "const" or part[2] not in self.seen:
+                return None
+            return f"{part[1]} = {self.show(self.seen[part[2]])}"
+
+        def lines(self, desc):
+            """The ``got:`` line of one comparison: the value of each operand that is not
+            a literal and was evaluated (the condition itself is the expectation)."""
+            kind = desc[0]
+            if kind == "isinstance":
+                if desc[2] not in self.seen:
+                    return []
+                t = type(self.seen[desc[2]])
+                name = t.__qualname__
+                if t.__module__ != "builtins":
+                    name = f"{t.__module__}.{name}"
+                return [f"got: {desc[1]} of type {name}"]
+            shown = []
+            for p in desc[2] if kind == "compare" else desc[2:4]:
+                shown += [p[1], p[2]] if p[0] == "abs" else [p]
+            got = [v for v in map(self.value, shown) if v]
+            return ["got: " + "; ".join(got)] if got else []
+
+        def explain(self, k, mode, message):
+            descs = self.descs.get(k, [])
+            marked = [g for g in range(len(descs)) if (k, g, "m") in self.seen]
+            extra = []
+            for g in marked[-1:] if mode == "last" else marked:
+                if descs[g] is not None:
+                    extra += [mark + line for line in self.lines(descs[g]) if line]
+            if not extra:
+                return message
+            # the probe's lines start lines of their own, after the test's message if any
+            return "\n".join(["" if message is None else str(message), *extra])
+
+    probe = Probe()
+    shell.user_ns["_autograder_probe"] = probe
+    closeness = {"allclose": "close to", "isclose": "close to", "array_equal": "equal to",
+                 "equal": "equal to", "array_equiv": "equal to"}
+
+    class Rewrite(ast.NodeTransformer):
+        count = 0
+
+        def call(self, method, *args):
+            return ast.Call(
+                ast.Attribute(ast.Name("_autograder_probe", ast.Load()), method, ast.Load()),
+                list(args), [])
+
+        def const(self, node):
+            try:
+                ast.literal_eval(node)
+                return True
+            except Exception:
+                return False
+
+        def part(self, node, key):
+            """(description, node to evaluate in its place) of one operand."""
+            src = ast.unparse(node)
+            if self.const(node):
+                return ("const", src), node
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id == "abs" and len(node.args) == 1 and not node.keywords
+                    and isinstance(node.args[0], ast.BinOp)
+                    and isinstance(node.args[0].op, ast.Sub)):
+                a, na = self.part(node.args[0].left, key + ("a",))
+                b, nb = self.part(node.args[0].right, key + ("b",))
+                new = ast.Call(node.func, [ast.BinOp(na, ast.Sub(), nb)], [])
+                return ("abs", a, b), new
+            return ("plain", src, key), self.call("rec", ast.Constant(key), node)
+
+        def group(self, node, key):
+            if isinstance(node, ast.Compare):
+                parts, nodes = zip(*(self.part(n, key + (j,)) for j, n in
+                                     enumerate([node.left, *node.comparators])))
+                ops = [ast.unparse(ast.Compare(ast.Name("a"), [op], [ast.Name("b")]))[2:-2]
+                       for op in node.ops]
+                new = ast.Compare(nodes[0], node.ops, list(nodes[1:]))
+                return ("compare", ops, list(parts)), new
+            f = getattr(node, "func", None)
+            if isinstance(node, ast.Call) and len(node.args) >= 2:
+                if isinstance(f, ast.Name) and f.id == "isinstance":
+                    new = ast.Call(f, [self.call("rec", ast.Constant(key), node.args[0]),
+                                       *node.args[1:]], node.keywords)
+                    return ("isinstance", ast.unparse(node.args[0]), key,
+                            ast.unparse(node.args[1])), new
+                name = getattr(f, "attr", None)
+                if name in closeness:
+                    a, na = self.part(node.args[0], key + (0,))
+                    b, nb = self.part(node.args[1], key + (1,))
+                    if a[0] != "plain" or b[0] == "abs":
+                        return None, node
+                    new = ast.Call(f, [na, nb, *node.args[2:]], node.keywords)
+                    return ("close", closeness[name], a, b), new
+            return None, node
+
+        def visit_Assert(self, node):
+            try:
+                Rewrite.count += 1
+                k = Rewrite.count
+                test = node.test
+                if isinstance(test, ast.BoolOp):
+                    values, mode = test.values, "last" if isinstance(test.op, ast.And) else "all"
+                else:
+                    values, mode = [test], "all"
+                descs, news = [], []
+                for g, v in enumerate(values):
+                    desc, new = self.group(v, (k, g))
+                    descs.append(desc)
+                    news.append(ast.BoolOp(ast.Or(), [self.call("rec", ast.Constant((k, g, "m")),
+                                                                ast.Constant(None)), new]))
+                body = ast.BoolOp(test.op, news) if isinstance(test, ast.BoolOp) else news[0]
+                new_test = ast.BoolOp(ast.Or(), [self.call("clear", ast.Constant(k)), body])
+                probe.descs[k] = descs
+                msg = self.call("explain", ast.Constant(k), ast.Constant(mode),
+                                node.msg or ast.Constant(None))
+                out = ast.copy_location(ast.Assert(new_test, msg), node)
+                return ast.fix_missing_locations(out)
+            except Exception:
+                return node
+
+    shell.ast_transformers.append(Rewrite())
+'''

@@ -11,6 +11,15 @@ stops the others. Whatever is wrong with a submission gets a line in the issue l
   like any other;
 * a renamed notebook is matched to its exercise through the nbgrader cell ids it carries,
   and read-only cells a student deleted are put back from the release;
+* of several files for one exercise (the blank download beside ``knn_classify (1).ipynb``)
+  the one whose solution cells hold an answer is graded, then the newest; one line names
+  every copy;
+* a notebook that carries none of the release's cell ids (a fresh notebook holding the
+  function) is graded as the blank exercise, with a line telling the student to paste the
+  function into the released notebook;
+* a zip file that cannot be read is graded as the blank exercise of every assigned chapter
+  the student has no earlier submission of; an earlier submission is kept and graded, and a
+  line names it;
 * the submission time nbgrader compares with the due date is the instructor's (an LMS
   export, one time for everyone) or when the files reached this machine; a time the
   submission carries is never used, and one much earlier than the time used is named.
@@ -27,15 +36,7 @@ from pathlib import Path
 
 import nbformat
 
-from .issue_log import IssueLog
 from ..nbgrader_run import exercise_index
-from .notebook_repair import (
-    add_note,
-    blank_notebook,
-    identify,
-    restore_deleted_cells,
-    solution_syntax_errors,
-)
 from ..safe_files import (
     MAX_FILE_BYTES,
     Refused,
@@ -45,9 +46,40 @@ from ..safe_files import (
     walk_regular,
     zip_members,
 )
+from .issue_log import IssueLog
+from .notebook_repair import (
+    NOTE_ID,
+    add_note,
+    answered_cells,
+    blank_notebook,
+    defined_functions,
+    identify,
+    restore_deleted_cells,
+    solution_syntax_errors,
+)
 from .term import fmt_time, parse_due, utc
 
-__all__ = ["collect_folder", "roster_problem", "stated_timestamp", "student_files"]
+__all__ = [
+    "KEPT_NOTE_ID",
+    "Unreadable",
+    "collect_folder",
+    "roster_problem",
+    "stated_timestamp",
+    "student_files",
+]
+
+#: the cell id of the note put atop an earlier submission kept in place of an unreadable one
+KEPT_NOTE_ID = NOTE_ID + "-kept"
+#: how each copy of an exercise is described, by its level (:class:`_Copy`)
+_STATE = {2: "answered", 1: "not the released notebook", 0: "unanswered"}
+#: copies named one by one in the line about several files for one exercise
+_COPIES_LISTED = 5
+
+
+class Unreadable(Refused):
+    """A zip file that is not a zip file, or breaks while it is read (a truncated upload);
+    ``str()`` is the reason. A zip refused for its size or members is a plain
+    :class:`~autograder.safe_files.Refused`."""
 
 
 def student_files(entry, refused):
@@ -66,7 +98,8 @@ def student_files(entry, refused):
     Raises
     ------
     autograder.safe_files.Refused
-        For a zip file that is not read, or not read to its end.
+        For a zip file that is not read, or not read to its end; :class:`Unreadable`
+        where it is not a zip file or breaks while it is read.
     """
 
     def kept(name):  # editor and archiver leftovers are not submissions
@@ -104,7 +137,7 @@ def student_files(entry, refused):
                         _dt.datetime(*info.date_time, tzinfo=_dt.timezone.utc),
                     )
         except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as exc:
-            raise Refused(f"is not a readable zip file ({type(exc).__name__})") from None
+            raise Unreadable(f"is not a readable zip file ({type(exc).__name__})") from None
 
 
 def stated_timestamp(entry, assignment):
@@ -152,13 +185,34 @@ class _Course:
     issues: IssueLog
     times: dict  # (student, assignment or None) -> the instructor's time
     submitted_at: _dt.datetime | None
+    releases: dict = dataclasses.field(default_factory=dict)  # exercise -> release node
+    functions: dict = dataclasses.field(default_factory=dict)  # exercise -> graded names
+
+
+@dataclasses.dataclass
+class _Copy:
+    """One file handed in for an exercise (``nb`` is dropped once another copy wins)."""
+
+    fname: str
+    nb: object
+    level: int  # 2: an answered solution cell, 1: not the released notebook, 0: the stub
+    claim: _dt.datetime  # the time the file carries (orders the student's own copies)
+    when: _dt.datetime
+
+    def key(self, exercise):
+        """The copy graded is the largest: answered first, then the newest."""
+        return (self.level, self.claim, self.when, self.fname == f"{exercise}.ipynb", self.fname)
+
+    def described(self):
+        return f"{self.fname!r} ({_STATE[self.level]}, modified {fmt_time(self.claim)[:16]} UTC)"
 
 
 @dataclasses.dataclass
 class _Taken:
     """What one student's files gave so far."""
 
-    found: dict = dataclasses.field(default_factory=dict)  # exercise -> notebook node
+    found: dict = dataclasses.field(default_factory=dict)  # exercise -> the best _Copy
+    others: dict = dataclasses.field(default_factory=dict)  # exercise -> [_Copy], not graded
     problems: dict = dataclasses.field(default_factory=dict)  # exercise -> reason
     times: dict = dataclasses.field(default_factory=dict)  # assignment -> latest arrival
     claims: dict = dataclasses.field(default_factory=dict)  # assignment -> latest claim
@@ -287,9 +341,11 @@ def _collect_one(course, entry, student):
         for fname, data, when, claim in student_files(entry, refused):
             _take_file(course, student, taken, fname, data, when, claim)
     except Refused as why:  # a zip file not read (to its end): nothing of it is kept
-        record(student, "*", "*", f"{entry.name} {why}")
         taken = _Taken()
         refused = []
+        _broken_zip(course, entry, student, taken, why)
+    for ex in list(taken.found):
+        _finish(course, student, taken, ex)
     for name, why in refused:
         ex = Path(name).stem if Path(name).stem in index else None
         record(student, index[ex] if ex else "?", ex or name, f"{name} {why}")
@@ -324,7 +380,7 @@ def _collect_one(course, entry, student):
         (dest / "timestamp.txt").write_text(fmt_time(when))
         for ex in sorted(e for e, aa in index.items() if aa == a):
             if ex in taken.found:
-                nbformat.write(taken.found[ex], str(dest / f"{ex}.ipynb"))
+                nbformat.write(taken.found[ex].nb, str(dest / f"{ex}.ipynb"))
                 continue
             reason = taken.problems.get(ex, "No notebook for this exercise was submitted.")
             record(student, a, ex, reason)
@@ -350,7 +406,10 @@ def _take_file(course, student, taken, fname, data, when, claim):
             f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]})."
         )
         return
-    ex = identify(nb, index) or stem
+    ex = identify(nb, index)
+    fresh = ex is None  # none of the release's cell ids: not the released notebook
+    if fresh:
+        ex = stem or _by_function(course, nb)
     if ex is None:
         other = identify(nb, course.everything)
         if other is not None:
@@ -368,14 +427,105 @@ def _take_file(course, student, taken, fname, data, when, claim):
     a = index[ex]
     taken.times[a] = max(taken.times.get(a, when), when)
     taken.claims[a] = max(taken.claims.get(a, claim), claim)
+    level = 1 if fresh else (2 if answered_cells(nb, _release(course, ex)) else 0)
+    copy = _Copy(fname, nb, level, claim, when)
+    best = taken.found.get(ex)
+    if best is not None and best.key(ex) > copy.key(ex):
+        best, copy = copy, best
+    if best is not None:  # only the copy graded keeps its notebook in memory
+        best.nb = None
+        taken.others.setdefault(ex, []).append(best)
+    taken.found[ex] = copy
+    taken.problems.pop(ex, None)
+
+
+def _release(course, ex):
+    """The release notebook of exercise ``ex`` (read once per collection)."""
+    if ex not in course.releases:
+        path = course.root / "exercises" / course.index[ex] / f"{ex}.ipynb"
+        course.releases[ex] = nbformat.read(str(path), as_version=4)
+    return course.releases[ex]
+
+
+def _graded_functions(course, ex):
+    """The names of the functions exercise ``ex`` grades (empty when it has no spec)."""
+    if ex not in course.functions:
+        from ..exercises import load
+
+        try:
+            hidden = load(ex).HIDDEN
+        except Exception:  # an exercise of the course without a spec here: no names
+            hidden = ()
+        course.functions[ex] = list(dict.fromkeys(c.split("/", 1)[0] for c in hidden))
+    return course.functions[ex]
+
+
+def _by_function(course, nb):
+    """The assigned exercise whose graded functions notebook ``nb`` defines the most of
+    (at least one), or None."""
+    defined = set(defined_functions(nb))
+    if not defined:
+        return None
+    votes = {ex: len(defined & set(_graded_functions(course, ex))) for ex in course.index}
+    best = max(votes, key=votes.get, default=None)
+    return best if best is not None and votes[best] else None
+
+
+def _paste_hint(course, ex, copy):
+    """Why a notebook without the release's cell ids is graded blank, and what to do."""
+    a = course.index[ex]
+    names = [n for n in _graded_functions(course, ex) if n in defined_functions(copy.nb)]
+    what = (
+        "your function" + ("s " if len(names) > 1 else " ") + ", ".join(names)
+        if names
+        else "your code"
+    )
+    return (
+        f"Your file {copy.fname} is not the released notebook of this exercise: none of "
+        "its cells carries the release's cell ids, so the grader cannot find your answer "
+        f"in it. Paste {what} into the solution cell of the released notebook "
+        f"exercises/{a}/{ex}.ipynb and hand that notebook in."
+    )
+
+
+def _finish(course, student, taken, ex):
+    """Prepare the copy of exercise ``ex`` that is graded: name every copy when there were
+    several, give a notebook that is not the released one the paste hint (graded as the
+    blank exercise), put deleted read-only cells back, log syntax errors, add the note."""
+    record, a = course.issues.record, course.index[ex]
+    copy, others = taken.found[ex], taken.others.get(ex, [])
+    renamed = copy.fname != f"{ex}.ipynb" and copy.level != 1  # the hint names the file
     notes = []
-    if fname != f"{ex}.ipynb":
-        record(student, a, ex, f"submitted as {fname}; graded as {ex}.ipynb")
-        notes.append(f"Your file {fname} was recognised as {ex}.ipynb and graded as such.")
-    if ex in taken.found:
-        record(student, a, ex, f"several files for this exercise; used {fname}")
-    release = nbformat.read(str(course.root / "exercises" / a / f"{ex}.ipynb"), as_version=4)
-    restored = restore_deleted_cells(nb, release)
+    if others:
+        shown = sorted(others, key=lambda c: c.key(ex), reverse=True)[:_COPIES_LISTED]
+        more = len(others) - len(shown)
+        record(
+            student,
+            a,
+            ex,
+            f"{len(others) + 1} files for this exercise: graded {copy.described()}"
+            + (f" as {ex}.ipynb" if renamed else "")
+            + ", not "
+            + ", ".join(c.described() for c in shown)
+            + (f" and {more:,} more" if more else "")
+            + "; a copy with an answered solution cell is preferred, then the newest",
+        )
+        notes.append(
+            f"You handed in {len(others) + 1} files for this exercise: {copy.fname} "
+            f"({_STATE[copy.level]}) was graded, not "
+            + ", ".join(f"{c.fname} ({_STATE[c.level]})" for c in shown)
+            + (f" and {more:,} more" if more else "")
+            + ". The grader takes a copy whose solution cell holds an answer, then the newest."
+        )
+    elif renamed:
+        record(student, a, ex, f"submitted as {copy.fname}; graded as {ex}.ipynb")
+        notes.append(f"Your file {copy.fname} was recognised as {ex}.ipynb and graded as such.")
+    if copy.level == 1:  # graded as the blank exercise, the hint as its note and line
+        taken.problems[ex] = _paste_hint(course, ex, copy)
+        del taken.found[ex]
+        return
+    nb = copy.nb
+    restored = restore_deleted_cells(nb, _release(course, ex))
     if restored:
         record(
             student,
@@ -391,5 +541,57 @@ def _take_file(course, student, taken, fname, data, when, claim):
         record(student, a, ex, line)
     if notes:
         add_note(nb, " ".join(notes))
-    taken.found[ex] = nb
-    taken.problems.pop(ex, None)
+
+
+def _broken_zip(course, entry, student, taken, why):
+    """A zip file ``entry`` that was not read (``why``, :class:`~autograder.safe_files.Refused`):
+    for every assigned chapter with an earlier submission of ``student`` in ``submitted/``,
+    a line naming the submission kept (and a note atop its notebooks); where there is none
+    and the file is :class:`Unreadable`, every exercise of the chapter is graded as the
+    blank exercise with the reason (into ``taken.problems``). A zip refused for its size
+    or members, with nothing kept, gets one line."""
+    record = course.issues.record
+    text = f"{entry.name} {why}"
+    # safe_files says so of a file that has no zip end record
+    unreadable = isinstance(why, Unreadable) or str(why).startswith("is not a readable zip")
+    kept_any = False
+    for a in sorted(set(course.index.values())):
+        earlier = course.root / "submitted" / student / a
+        kept = sorted(p for p in earlier.glob("*.ipynb")) if earlier.is_dir() else []
+        if kept:
+            kept_any = True
+            stamp = earlier / "timestamp.txt"
+            try:
+                when = f"{parse_due(stamp.read_text()[:40].strip()):%Y-%m-%d %H:%M} UTC"
+            except (OSError, ValueError):
+                when = "at a time not recorded"
+            names = ", ".join(p.name for p in kept)
+            record(
+                student,
+                a,
+                "*",
+                f"{text}: nothing in it was collected; the earlier submission of {a} "
+                f"({names}, submitted {when}) is kept and graded",
+            )
+            for path in kept:
+                try:
+                    nb = nbformat.read(str(path), as_version=4)
+                except Exception:  # graded as it is; the line above names it
+                    continue
+                add_note(
+                    nb,
+                    f"Your latest file {entry.name} {why}, so nothing in it could be read. "
+                    f"This is your earlier submission of {a}, submitted {when}, graded in "
+                    "its place.",
+                    cell_id=KEPT_NOTE_ID,
+                )
+                nbformat.write(nb, str(path))
+        elif unreadable:
+            taken.times[a] = utc(entry.lstat().st_ctime)
+            for ex in (e for e, aa in course.index.items() if aa == a):
+                taken.problems[ex] = (
+                    f"Your file {entry.name} {why}: nothing in it could be collected, and "
+                    f"no earlier submission of {a} was collected before."
+                )
+    if not kept_any and not (unreadable and course.index):
+        record(student, "*", "*", f"{text}: nothing in it was collected")

@@ -17,7 +17,9 @@ import nbformat
 __all__ = [
     "NOTE_ID",
     "add_note",
+    "answered_cells",
     "blank_notebook",
+    "defined_functions",
     "identify",
     "restore_deleted_cells",
     "solution_syntax_errors",
@@ -110,6 +112,69 @@ def identify(nb, index):
             if gid.startswith(name + "_"):
                 votes[name] = votes.get(name, 0) + 1
     return max(votes, key=votes.get) if votes else None
+
+
+def answered_cells(nb, release):
+    """How many solution cells of notebook ``nb`` hold an answer: a cell whose grade id is a
+    solution cell of its release notebook ``release`` and whose source (blank lines and
+    surrounding spaces aside) differs from the release's stub.
+
+    Raises
+    ------
+    ValueError
+        If ``nb`` or ``release`` is not a notebook (no ``cells``).
+    """
+    for name, value in (("nb", nb), ("release", release)):
+        if not hasattr(value, "get") or not isinstance(value.get("cells"), list):
+            raise ValueError(
+                f"{name} must be a notebook node with cells, got {type(value).__name__}"
+            )
+
+    def text(cell):
+        return "\n".join(line.rstrip() for line in cell.get("source", "").strip().splitlines())
+
+    stubs = {
+        _grade_id(c): text(c)
+        for c in release["cells"]
+        if c.get("metadata", {}).get("nbgrader", {}).get("solution")
+    }
+    return sum(
+        1
+        for c in nb["cells"]
+        if c.get("metadata", {}).get("nbgrader", {}).get("solution")
+        and _grade_id(c) in stubs
+        and text(c) != stubs[_grade_id(c)]
+    )
+
+
+def defined_functions(nb):
+    """The names of the functions (``def`` and ``async def``) defined at the top level of
+    the code cells of notebook ``nb``, in order, once each; a cell that does not compile
+    is skipped (IPython magics allowed).
+
+    Raises
+    ------
+    ValueError
+        If ``nb`` is not a notebook (no ``cells``).
+    """
+    import ast
+
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    if not hasattr(nb, "get") or not isinstance(nb.get("cells"), list):
+        raise ValueError(f"nb must be a notebook node with cells, got {type(nb).__name__}")
+    names = []
+    for cell in nb["cells"]:
+        if cell.get("cell_type") != "code":
+            continue
+        try:
+            tree = ast.parse(TransformerManager().transform_cell(cell.get("source", "")))
+        except (SyntaxError, ValueError):
+            continue
+        names += [
+            n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+        ]
+    return list(dict.fromkeys(names))
 
 
 def solution_syntax_failures(nb):
