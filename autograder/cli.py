@@ -261,8 +261,8 @@ def cmd_collect(args):
 
 
 def cmd_autograde(args):
-    course = _course(args)
     dask = _scheduler_options(args)
+    course = _course(args)
     only = sorted(set(args.student)) if args.student else None
     before = {(g.student, g.assignment, g.notebook): g.score for g in course.grades(only)}
     t0 = time.time()
@@ -333,9 +333,9 @@ def cmd_similarity(args):
 def cmd_grade_all(args):
     from .similarity import DEFAULT_THRESHOLD, similarity_report
 
+    dask = _scheduler_options(args)
     _check_folder(args.folder)
     course = _course(args, create=True)
-    dask = _scheduler_options(args)
     assignments, due, policy, policies = _term_options(args)
     course.setup(
         assignments,

@@ -262,8 +262,12 @@ def test_removed_student_is_archived_and_stays_out(graded, tmp_path):
     # and no later grading run grades him, even with his folder back in submitted/
     (course / "submitted" / "ben").mkdir()
     shutil.copytree(archived[0].parent, course / "submitted" / "ben" / "rank")
+    ann_page = _page(course, "ann")
+    old_page = ann_page.stat().st_mtime_ns
     out = _run(course, "autograde", "--seed", "7").stdout
     assert "graded 1/1 students: ann" in out and "ben" not in out, out
+    # ann's page would be older than her new grade: it is written again
+    assert ann_page.stat().st_mtime_ns > old_page and "written again" in out, out
     absent()
     # a removed student cannot be removed twice, nor an unknown one
     again = _run(course, "roster", "--remove", "ben", check=False)
