@@ -117,7 +117,7 @@ def merge_topk(shard_vals, shard_idx, offsets, k):
 WRONG = {
     "local_indices": (
         LOCAL_INDICES,
-        {"matches_whole_bank", "ties_across_shards", "short_and_empty_shards", "properties"},
+        {"matches_whole_bank"},
         "offset",
     ),
     "larger_index_on_ties": (ARGSORT_UNSTABLE, {"ties_across_shards"}, "smaller *global* index"),

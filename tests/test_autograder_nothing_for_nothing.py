@@ -5,6 +5,10 @@
   unchanged, and returning zeros shaped like the reference's output (computed on copies,
   so the caller's arrays and generator are untouched, or on the caller's own arguments,
   so that the reference's side effects, generator draws and ``ValueError``\\ s happen).
+  The same holds for outputs of the reference's shape filled with NaN, with constants
+  (3.0 for a number, ones for an array) and with values made from the inputs' sizes
+  alone (``1 / len(x)``, ``len(x)``), on every seed: no tolerance test lets a NaN
+  through, and every check's inputs make a constant or a size a wrong answer.
 * A solution that mutates its input on any option path of the contract loses the
   mutation check's points (``rankme`` with ``Z -= Z.mean(0)`` under ``center=True``).
 * Every edge case an exercise's statement names is built into the check's inputs on
@@ -26,6 +30,8 @@ from autograder.exercises import all_specs, load
 GRADED = sorted({c.split("/", 1)[0] for s in all_specs() for c in s.HIDDEN})
 SEEDS = (3, 1234, 987654)
 KINDS = ("none", "first_argument", "zeros", "zeros_after_reference")
+#: outputs shaped like the reference's, filled with values that compute nothing
+FILLED = ("nan", "constant", "from_shapes")
 
 
 def test_eighteen_graded_functions():
@@ -52,6 +58,57 @@ def _zeros_like(x):
     return x
 
 
+def _filled_like(x, kind, sizes, counter):
+    """``x`` (the reference's output) with every number replaced: NaN (``"nan"``), a
+    constant (``"constant"``: 3.0, 1, ones) or a value made from the sizes of the
+    arguments alone (``"from_shapes"``: ``k / n`` and ``n`` for the k-th number, with
+    ``n`` the length of one argument)."""
+    import torch
+
+    def number(is_int):
+        counter[0] += 1
+        n = sizes[counter[0] % len(sizes)]
+        if kind == "nan":
+            return float("nan")
+        if kind == "constant":
+            return 1 if is_int else 3.0
+        return n if is_int else counter[0] / n
+
+    if isinstance(x, torch.Tensor):
+        if kind == "nan":
+            return torch.full_like(x, float("nan"))
+        if kind == "constant":
+            return torch.ones_like(x)
+        return torch.full_like(x, 1.0 / sizes[0])
+    if isinstance(x, dict):
+        return {k: _filled_like(v, kind, sizes, counter) for k, v in x.items()}
+    if isinstance(x, (tuple, list)):
+        return type(x)(_filled_like(v, kind, sizes, counter) for v in x)
+    if isinstance(x, np.ndarray):
+        if np.issubdtype(x.dtype, np.integer) or x.dtype == bool:
+            if kind == "nan":
+                return np.full(x.shape, np.nan)
+            if kind == "constant":
+                return np.ones_like(x)
+            return (np.arange(x.size) % 2).reshape(x.shape).astype(x.dtype)
+        if kind == "from_shapes":
+            return np.full(x.shape, 1.0 / sizes[0])
+        return np.full(x.shape, np.nan if kind == "nan" else 1.0)
+    if isinstance(x, bool):
+        return x
+    if isinstance(x, (int, np.integer)):
+        return number(True)
+    if isinstance(x, (float, np.floating)):
+        return number(False)
+    return x
+
+
+def _sizes(args):
+    sizes = [len(a) for a in args if hasattr(a, "__len__") and len(a)]
+    sizes += [int(a) for a in args if isinstance(a, int) and not isinstance(a, bool) and a > 0]
+    return sizes or [1]
+
+
 def _degenerate(kind, name):
     ref = getattr(repeval_ref, name)
     state = {}
@@ -63,6 +120,14 @@ def _degenerate(kind, name):
             return args[0]
         if kind == "zeros_after_reference":
             return _zeros_like(ref(*args, **kwargs))
+        if kind in FILLED:
+            sizes = _sizes(args)
+            try:  # the reference on copies gives the shape; the caller sees no side effect
+                out = ref(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+                state["last"] = _filled_like(out, kind, sizes, [0])
+            except Exception:
+                pass
+            return state.get("last")
         try:  # "zeros": the reference runs on copies, the caller sees no side effect
             state["last"] = _zeros_like(ref(*copy.deepcopy(args), **copy.deepcopy(kwargs)))
         except Exception:
@@ -87,6 +152,24 @@ def test_answers_that_compute_nothing_score_zero(name, kind):
     checks = [c for c in registry() if c.split("/", 1)[0] == name]
     assert checks
     for seed in SEEDS[:2]:
+        for check in checks:
+            findings = run_check(check, _degenerate(kind, name), seed)
+            assert sum(f.points for f in findings) == 0, format_findings(check, findings, seed)
+
+
+@pytest.mark.parametrize(
+    "name,kind",
+    [
+        pytest.param(name, kind, marks=pytest.mark.slow)
+        if name == "linear_probe_done_right"
+        else (name, kind)
+        for kind in FILLED
+        for name in GRADED
+    ],
+)
+def test_filled_answers_score_zero_on_every_seed(name, kind):
+    checks = [c for c in registry() if c.split("/", 1)[0] == name]
+    for seed in SEEDS:
         for check in checks:
             findings = run_check(check, _degenerate(kind, name), seed)
             assert sum(f.points for f in findings) == 0, format_findings(check, findings, seed)
@@ -151,7 +234,8 @@ def test_rankme_centring_in_place_is_named_with_its_option():
 
 
 def test_squared_singular_values_are_not_told_to_centre():
-    """center_option isolates the centring with the student's own function."""
+    """center_option isolates the centring with the student's own function and credits
+    it: the squared singular values are matches_reference's mistake."""
 
     def rankme(Z, center=False, eps=1e-7):
         Z = np.asarray(Z, float)
@@ -163,7 +247,8 @@ def test_squared_singular_values_are_not_told_to_centre():
 
     for seed in SEEDS:
         f = run_check("rankme/center_option", rankme, seed)
-        assert f[0].points == 0
+        # the centring is right: its point is kept, the slip is charged by the value
+        assert f[0].points == check_points("rankme/center_option")
         assert "centring itself is right" in f[0].message
         assert "should subtract the column means" not in f[0].message
         main = run_check("rankme/matches_reference", rankme, seed)

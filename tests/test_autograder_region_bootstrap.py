@@ -150,37 +150,19 @@ def region_bootstrap_miou(counts, regions, n_boot, rng, level=0.95):
 WRONG = {
     "tile_bootstrap": (
         TILE_BOOTSTRAP,
-        {
-            "matches_reference",
-            "regions_not_contiguous",
-            "absent_classes",
-            "single_multinomial_call",
-            "properties",
-        },
+        {"matches_reference", "absent_classes", "single_multinomial_call"},
         "resamples tiles",
     ),
     "per_tile_mean": (
         PER_TILE_MEAN,
-        {
-            "matches_reference",
-            "regions_not_contiguous",
-            "absent_classes",
-            "single_multinomial_call",
-            "properties",
-        },
+        {"matches_reference", "absent_classes"},
         "average of the tiles' own mIoUs",
     ),
     "bincount_regions": (BINCOUNT_REGIONS, {"regions_not_contiguous"}, "np.unique(regions)"),
     "zeros_counted": (ZEROS_COUNTED, {"absent_classes"}, "counted the class as IoU 0"),
     "choice_loop": (
         CHOICE_LOOP,
-        {
-            "matches_reference",
-            "regions_not_contiguous",
-            "absent_classes",
-            "single_multinomial_call",
-            "properties",
-        },
+        {"matches_reference", "absent_classes", "single_multinomial_call"},
         "rng.multinomial(R",
     ),
 }

@@ -242,11 +242,56 @@ def differs(got, want, rtol=1e-9, atol=1e-12):
         return f"returned {_short(got)}, expected a number or numeric array"
     if g.shape != w.shape:
         return f"shape {g.shape}, expected {w.shape}"
-    if not np.allclose(g, w, rtol=rtol, atol=atol, equal_nan=True):
+    bad = ~_close_mask(g, w, rtol, atol)
+    if bad.any():
         if g.ndim == 0:
             return f"{float(g):.8g} instead of {float(w):.8g}"
-        return f"{int(np.sum(~np.isclose(g, w, rtol=rtol, atol=atol)))} of {g.size} values differ"
+        return f"{int(np.sum(bad))} of {g.size} values differ"
     return None
+
+
+def _close_mask(g, w, rtol, atol):
+    """Elementwise ``|g - w| <= atol + rtol |w|`` where ``w`` is finite; where ``w`` is
+    not finite (NaN, +inf, -inf), ``g`` must be the same non-finite value. A NaN or an
+    infinity of the answer never passes against a finite reference."""
+    finite = np.isfinite(w)
+    with np.errstate(invalid="ignore", over="ignore"):
+        near = np.abs(g - w) <= atol + rtol * np.abs(w)
+    same = (np.isnan(g) & np.isnan(w)) | (np.isinf(w) & (g == w))
+    return np.where(finite, near & np.isfinite(g), same)
+
+
+def close(got, want, atol=1e-12, rtol=0.0):
+    """Whether the number(s) ``got`` equal ``want`` within ``atol + rtol |want|``,
+    elementwise and of the same shape.
+
+    The tolerance test of every check: a non-finite value of ``got`` (NaN, inf) passes
+    only where ``want`` holds the same non-finite value, so an answer of NaNs is never
+    "within tolerance" (``abs(nan - w) > tol`` is False, which a test written as
+    "differs when the gap exceeds tol" would take for agreement).
+
+    Parameters
+    ----------
+    got, want : float or array_like
+        The answer's and the reference's values.
+    atol, rtol : float
+        Absolute and relative tolerances, both >= 0.
+
+    Returns
+    -------
+    bool
+        False also when ``got`` is not numeric or its shape differs.
+    """
+    if atol < 0 or rtol < 0:
+        raise ValueError(f"atol and rtol must be >= 0, got {atol!r} and {rtol!r}")
+    try:
+        g = np.asarray(got, dtype=float)
+        w = np.asarray(want, dtype=float)
+    except (TypeError, ValueError):
+        return False
+    if g.shape != w.shape:
+        return False
+    return bool(np.all(_close_mask(g, w, rtol, atol)))
 
 
 def _short(x):

@@ -88,6 +88,30 @@ def _close(a, b):
     return a.shape == b.shape and np.allclose(a, b, rtol=1e-7, atol=1e-9)
 
 
+#: slips of the forward pass that are matches_reference's to charge (the head split, the
+#: score scale, W_O transposed): the checks of the prefix and of the softmax's stability
+#: accept them, so one slip is not charged three times
+OTHER_SLIPS = (
+    dict(split="interleaved"),
+    dict(scale="none"),
+    dict(scale="d"),
+    dict(wo_transposed=True),
+)
+
+
+def _right_but_for_other_slips(args, logits, A):
+    """Whether (logits, A) is the definition on ``args``, or the definition with one of
+    :data:`OTHER_SLIPS`, all computed with the prefix dropped and a stable softmax."""
+    want_l, want_A = _ref(*args)
+    if _close(logits, want_l) and _close(A, want_A):
+        return True
+    for kw in OTHER_SLIPS:
+        slip_l, slip_A = _variant(*args, **kw)
+        if _close(logits, slip_l) and _close(A, slip_A):
+            return True
+    return False
+
+
 def _diagnose(args, logits, A):
     """A sentence naming the mistake that reproduces the student's numbers, if any."""
     H, q, Wk, Wv, Wo, W_cls, h, n_prefix = args
@@ -190,7 +214,7 @@ def prefix_dropped(fn, rng):
                     f"expected (B, n_heads, T - n_prefix) = {want_A.shape}.",
                 )
             ]
-        if not (_close(logits, want_l) and _close(A, want_A)):
+        if not _right_but_for_other_slips(args, logits, A):
             last_l, last_A = _variant(*args, drop="last")
             if _close(logits, last_l) and _close(A, last_A):
                 msg = (
@@ -238,7 +262,7 @@ def stable_softmax(fn, rng):
                 "exponent is <= 0.",
             )
         ]
-    ok = _close(logits, want_l) and _close(A, want_A)
+    ok = _right_but_for_other_slips(args, logits, A)
     return [
         finding(
             "stable softmax",

@@ -52,6 +52,17 @@ def _rule(train_h, train_y, test_h, k, tau, n_classes, *, weighted=True):
     return np.argmax(votes, axis=1)
 
 
+def _other_slip(got, train_h, train_y, test_h, k, tau, n_classes):
+    """Whether ``got`` is the rule with k - 1 or k + 1 neighbours or with one vote each:
+    slips that matches_reference charges, accepted by the checks of the ties and of the
+    properties so that one slip is not charged again. 1-NN (k ignored) is not one."""
+    variants = [
+        _rule(train_h, train_y, test_h, kk, tau, n_classes) for kk in (k - 1, k + 1) if kk > 1
+    ]
+    variants.append(_rule(train_h, train_y, test_h, k, tau, n_classes, weighted=False))
+    return any(count_mismatches(got, v) == 0 for v in variants)
+
+
 def _diagnose(got, train_h, train_y, test_h, k, tau, n_classes):
     """The cause of wrong predictions ``got``, when they equal a typical mistake's.
 
@@ -140,21 +151,37 @@ def matches_reference(fn, rng):
     return [finding("matches the reference", False, 3, msg)]
 
 
+def _near_votes(rng, q, near, tau, K):
+    """A bank where, at this tau, the k = ``near`` weighted vote differs from 1-NN and
+    from an unweighted vote. Each query has one row at cosine 0.99 (label A), two at
+    0.99 - tau / 2 (label B != A: votes 2 exp(-1/2) > 1, so B wins), and ``near`` - 3 at
+    0.99 - 40 tau (other labels, next to no weight); 60 more rows point elsewhere."""
+    n_test, d = q.shape
+    rows, labels = [], []
+    for t in range(n_test):
+        a, b, c = (int(v) for v in rng.choice(K, size=3, replace=False))
+        cos = [0.99, 0.99 - tau / 2, 0.99 - tau / 2] + [0.99 - 40 * tau] * (near - 3)
+        for j, cj in enumerate(cos):
+            u = rng.normal(size=d)
+            u -= (u @ q[t]) * q[t]
+            u /= np.linalg.norm(u)
+            rows.append(cj * q[t] + np.sqrt(1.0 - cj * cj) * u)  # cosine cj exactly
+            labels.append(a if j == 0 else b if j < 3 else c)
+    far = rng.normal(size=(60, d))
+    train_h = np.vstack([np.array(rows), far / np.linalg.norm(far, axis=1, keepdims=True)])
+    train_y = np.concatenate([labels, rng.integers(0, K, size=60)]).astype(np.int64)
+    order = rng.permutation(len(train_y))
+    return train_h[order], train_y[order]
+
+
 @register(f"{EX}/small_tau", points=2, summary="no overflow at tau = 1e-3 and 1e-4")
 def small_tau(fn, rng):
     d, K, n_test, near = 16, 5, 30, 6
     q = rng.normal(size=(n_test, d))
     q /= np.linalg.norm(q, axis=1, keepdims=True)
-    # each query has `near` very similar training rows with random labels ...
-    close = np.repeat(q, near, axis=0) + 0.08 * rng.normal(size=(n_test * near, d))
-    close_y = rng.integers(0, K, size=n_test * near)
-    # ... and the rest of the bank points elsewhere
-    far = rng.normal(size=(60, d))
-    train_h = np.vstack([close, far])
-    train_y = np.concatenate([close_y, rng.integers(0, K, size=60)])
-    train_h /= np.linalg.norm(train_h, axis=1, keepdims=True)
     out = []
     for tau, pts in ((1e-3, 1.0), (1e-4, 1.0)):
+        train_h, train_y = _near_votes(rng, q, near, tau, K)
         want = _ref(train_h, train_y, q, near, tau, K)
         got, warns = _predict(fn, train_h.copy(), train_y.copy(), q.copy(), near, tau, K)
         miss = count_mismatches(got, want)
@@ -172,8 +199,10 @@ def small_tau(fn, rng):
         else:
             msg = (
                 f"{miss} of {n_test} predictions differ at tau = {tau:g} (no overflow "
-                "warning was raised), where the rule is almost 1-NN: the most similar "
-                "of the k neighbours should decide."
+                "warning was raised). Each query has one neighbour at cosine 0.99 and "
+                "two of another class tau / 2 lower: weighted by exp(s / tau) the two "
+                "outvote the one (2 exp(-1/2) > 1), so the k neighbours vote with "
+                "these weights, not the nearest alone and not one vote each."
             )
             msg += _diagnose(got, train_h, train_y, q, near, tau, K)
         out.append(finding(f"tau = {tau:g}", ok, pts, msg))
@@ -185,11 +214,16 @@ def small_tau(fn, rng):
 )
 def k_larger_than_bank(fn, rng):
     K, d = 3, 5
-    train_h, train_y = _clusters(rng, 12, d, K, spread=1.5)
-    test_h, _ = _clusters(rng, 10, d, K, spread=1.5)
-    # unit rows, so that only the handling of k is tested here
-    train_h /= np.linalg.norm(train_h, axis=1, keepdims=True)
-    test_h /= np.linalg.norm(test_h, axis=1, keepdims=True)
+    for _ in range(50):  # a bank where every feature voting differs from the nearest alone
+        train_h, train_y = _clusters(rng, 12, d, K, spread=1.5)
+        test_h, _ = _clusters(rng, 10, d, K, spread=1.5)
+        # unit rows, so that only the handling of k is tested here
+        train_h /= np.linalg.norm(train_h, axis=1, keepdims=True)
+        test_h /= np.linalg.norm(test_h, axis=1, keepdims=True)
+        if not np.array_equal(
+            _ref(train_h, train_y, test_h, 12, 0.3, K), _ref(train_h, train_y, test_h, 1, 0.3, K)
+        ):
+            break
     try:  # first a k inside the bank: a failure there is not about k > n_train
         _predict(fn, train_h.copy(), train_y.copy(), test_h.copy(), 5, 0.3, K)
     except StudentError as exc:
@@ -279,42 +313,49 @@ def ties(fn, rng):
     summary="duplicated bank rows tied at the k-th place: the smaller indices are kept",
 )
 def ties_at_kth(fn, rng):
-    # For every query the bank holds three exact copies of one row, the most similar to
-    # the query, at scattered indices i1 < i2 < i3 with labels (A, A, B), B < A, among
-    # dissimilar filler rows. With k = 2 the rule keeps i1 and i2 (label A wins); keeping
-    # i3 instead (as np.argpartition may, or a reversed sort) gives a tie A-B, which goes
-    # to the smaller label B.
+    # For every query the bank holds five exact copies of one row, the most similar to
+    # the query, at scattered indices i1 < ... < i5 with labels (B, A, A, B, B), A != B,
+    # among dissimilar filler rows. With k = 3 the rule keeps i1, i2, i3 (label A wins
+    # two votes to one); keeping other copies (as np.argpartition may, or a reversed
+    # sort) or a single neighbour (1-NN, k ignored) gives B.
     d, K, n_q, n_fill = 6, 5, 24, 50
     q = rng.normal(size=(n_q, d))
     q /= np.linalg.norm(q, axis=1, keepdims=True)
-    n_train = n_fill + 3 * n_q
+    n_train = n_fill + 5 * n_q
     train_h = np.empty((n_train, d))
     train_y = rng.integers(0, K, size=n_train)
     slots = rng.permutation(n_train)
     for t in range(n_q):
-        idx = np.sort(slots[3 * t : 3 * t + 3])
-        train_h[idx] = q[t]  # the same row three times (cosine 1)
-        big = int(rng.integers(1, K))
-        train_y[idx] = [big, big, int(rng.integers(0, big))]
-    fill = slots[3 * n_q :]
+        idx = np.sort(slots[5 * t : 5 * t + 5])
+        train_h[idx] = q[t]  # the same row five times (cosine 1)
+        a, b = (int(v) for v in rng.choice(K, size=2, replace=False))
+        train_y[idx] = [b, a, a, b, b]
+    fill = slots[5 * n_q :]
     filler = rng.normal(size=(len(fill), d))
     # unit rows, so that only the selection among ties is tested here
     train_h[fill] = filler / np.linalg.norm(filler, axis=1, keepdims=True)
-    want = _ref(train_h, train_y, q, 2, 0.1, K)
-    got, _ = _predict(fn, train_h.copy(), train_y.copy(), q.copy(), 2, 0.1, K)
+    want = _ref(train_h, train_y, q, 3, 0.1, K)
+    got, _ = _predict(fn, train_h.copy(), train_y.copy(), q.copy(), 3, 0.1, K)
     miss = count_mismatches(got, want)
     if miss is None:
         raise StudentError(f"knn_classify returned shape {got.shape}, expected ({n_q},)")
+    if miss and _other_slip(got, train_h, train_y, q, 3, 0.1, K):
+        note = (
+            "the ties are kept by the smaller indices, with a number of neighbours or a "
+            "weighting that differs from the rule (see matches_reference)"
+        )
+        return [finding("ties at the k-th place", True, 1, note, note)]
     return [
         finding(
             "ties at the k-th place",
             miss == 0,
             1,
             f"{miss} of {n_q} predictions differ when the bank holds the same row "
-            "three times (labels A, A, B at increasing indices) and k = 2: the rule "
-            "keeps the neighbours with the smaller indices among equal similarities "
-            "(label A wins). np.argpartition picks arbitrarily among ties; select "
-            "with a stable sort, np.argsort(-sims, axis=1, kind='stable')[:, :k].",
+            "five times (labels B, A, A, B, B at increasing indices) and k = 3: the "
+            "rule keeps the k neighbours with the smaller indices among equal "
+            "similarities (label A wins two votes to one). np.argpartition picks "
+            "arbitrarily among ties; select with a stable sort, "
+            "np.argsort(-sims, axis=1, kind='stable')[:, :k].",
         )
     ]
 
@@ -324,11 +365,17 @@ def ties_at_kth(fn, rng):
 )
 def properties(fn, rng):
     K, d = 3, 4
-    train_h, train_y = _clusters(rng, 20, d, K)
-    test_h, _ = _clusters(rng, 7, d, K)
+    for _ in range(50):  # inputs where k and tau change the answer
+        train_h, train_y = _clusters(rng, 20, d, K, spread=1.2)
+        test_h, _ = _clusters(rng, 20, d, K, spread=1.2)
+        want = _ref(train_h, train_y, test_h, 5, 0.07, K)
+        if not (
+            np.array_equal(want, _ref(train_h, train_y, test_h, 1, 0.07, K))
+            or np.array_equal(want, _rule(train_h, train_y, test_h, 5, 0.07, K, weighted=False))
+        ):
+            break
     args = [train_h, train_y, test_h]
     before = frozen_copies(*args)
-    want = _ref(*before, 5, 0.07, K)
     out, _ = call_student(fn, *args, 5, 0.07, K, what="knn_classify")
     problems = []
     changed = mutated(before, args, ["train_h", "train_y", "test_h"])
@@ -342,11 +389,13 @@ def properties(fn, rng):
     else:
         if not np.issubdtype(out.dtype, np.integer):
             problems.append(f"the labels have dtype {out.dtype}, expected an integer dtype")
-        if out.shape != (7,):
-            problems.append(f"the result has shape {out.shape}, expected (7,)")
+        if out.shape != (20,):
+            problems.append(f"the result has shape {out.shape}, expected (20,)")
         elif np.issubdtype(out.dtype, np.number) and (out.min() < 0 or out.max() >= K):
             problems.append("some predicted labels are outside 0 .. n_classes - 1")
     wrong = differs(out, want, rtol=0, atol=0)
+    if wrong and isinstance(out, np.ndarray) and _other_slip(out, *before, 5, 0.07, K):
+        wrong = ""  # k off by one or one vote each: matches_reference's to charge
     return gate(
         [finding("properties", not problems, 1, "; ".join(problems))],
         wrong and f"the predictions: {wrong}",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._framework import StudentError, call_student, finding, register
-from ._helpers import frozen_copies, gate, is_plain_float, mutated, unpack
+from ._helpers import close, frozen_copies, gate, is_plain_float, mutated, unpack
 from ._memo import remembered
 
 EX = "linear_probe_done_right"
@@ -157,8 +157,11 @@ def selection_ignores_test_set(fn, rng):
         _, test_acc = _grid(htr, ytr, hte, y_fake, CS, seed=seed)
         if int(np.argmax(test_acc)) != best:
             break
-    C, _, _ = _call(fn, htr.copy(), ytr.copy(), hte.copy(), y_fake, list(CS), seed=seed)
+    C, acc, _ = _call(fn, htr.copy(), ytr.copy(), hte.copy(), y_fake, list(CS), seed=seed)
     ok = C == CS[best]
+    # a C returned without fitting anything (a constant that happens to be the right one
+    # here) earns nothing: the accuracy must be that of a probe fitted with it
+    wrong = C in CS and _not_a_fit(htr, ytr, hte, y_fake, C, acc, seed)
     tied = [c for c, a in zip(CS, val_acc) if a == val_acc[best]]
     if C in tied[1:] and C != CS[int(np.argmax(test_acc))]:
         msg = (
@@ -172,7 +175,7 @@ def selection_ignores_test_set(fn, rng):
             f"of C = {CS[best]:g}. The test set may only be scored once, after C is "
             "fixed: pick C by validation accuracy on perm[:n // 5] of the training set."
         )
-    return [finding("selection ignores the test set", ok, 2, msg)]
+    return gate([finding("selection ignores the test set", ok, 2, msg)], wrong)
 
 
 @register(
@@ -239,7 +242,28 @@ def properties(fn, rng):
             problems.append(f"test_accuracy = {acc!r} should be a fraction in [0, 1]")
     except (TypeError, ValueError):
         problems.append(f"test_accuracy = {acc!r} is not a number")
-    return [finding("properties", not problems, 1, "; ".join(problems))]
+    findings = [finding("properties", not problems, 1, "; ".join(problems))]
+    if problems:
+        return findings
+    return gate(findings, _not_a_fit(htr, ytr, hte, yte, float(C), float(acc)))
+
+
+def _not_a_fit(htr, ytr, hte, yte, C, acc, seed=0):
+    """Empty when ``acc`` is the test accuracy of a probe fitted with ``C`` by the recipe or
+    one of its common variants (test set standardised with its own statistics, no refit),
+    else why not: a property earns its points with a probe that was fitted, whatever
+    step of the recipe went wrong (those steps are scored by their own checks)."""
+    fits = (
+        _ref(htr, ytr, hte, yte, [C], seed=seed)[1],
+        _ref(htr, ytr, _restandardised(htr, hte), yte, [C], seed=seed)[1],
+        _fitting_rows_only(htr, ytr, hte, yte, C, seed),
+    )
+    if any(close(acc, a, 1e-9) for a in fits):
+        return ""
+    return (
+        f"your test accuracy {acc:.4f} is not that of a logistic regression fitted with "
+        f"C = {C:g} (the recipe gives {fits[0]:.4f})"
+    )
 
 
 @register(
@@ -254,7 +278,9 @@ def ties_to_earliest(fn, rng):
     # finding below is about the choice alone
     C1, acc1, _ = _call(fn, htr.copy(), ytr.copy(), hte.copy(), yte.copy(), [0.1], seed=seed)
     want1 = _ref(htr, ytr, hte, yte, [0.1], seed=seed)
-    if C1 != want1[0] or abs(acc1 - want1[1]) > 1e-9:
+    # the accuracy of a probe fitted with C = 0.1, by the recipe or with a slip in the
+    # standardisation or the refit (scored by their own checks), not of no fit at all
+    if C1 != want1[0] or _not_a_fit(htr, ytr, hte, yte, 0.1, acc1, seed):
         return gate(
             [finding("ties to the earliest C", False, 1, "")],
             f"with the single candidate C = 0.1, (best_C, test_accuracy) = "

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._framework import StudentError, call_student, finding, register
-from ._helpers import differs, frozen_copies, gate, is_plain_float, mutated, unpack
+from ._helpers import close, differs, frozen_copies, gate, is_plain_float, mutated, unpack
 
 EX = "low_shot_eval"
 
@@ -151,6 +151,32 @@ def matches_reference(fn, rng):
     return [finding("matches the reference", True, 3, "")]
 
 
+def _mean_differs(m, data, shots, draws, seed):
+    """How the answer's mean differs from the reference's on ``np.random.default_rng(seed)``
+    ("" when equal). Checks of the supports, the labels and the inputs compare the mean
+    only: the spread is the ddof check's part, so a wrong ``ddof`` is charged once."""
+    wrong = differs(m, _ref(*data, shots, draws, np.random.default_rng(seed))[0])
+    return f"the mean accuracy: {wrong}" if wrong else ""
+
+
+def _no_accuracy(fn, m, data, shots, draws, seed):
+    """Empty when ``m`` (the answer's mean on ``np.random.default_rng(seed)``) is the
+    reference's, or is a mean of accuracies drawn with the generator: a multiple of
+    1 / (n_test n_draws) in [0, 1] that changes with the generator. So other random
+    calls (the random_calls check's part) do not cost the checks of the labels and the
+    inputs; numbers made from the shapes, constants and NaN are neither."""
+    wrong = _mean_differs(m, data, shots, draws, seed)
+    if not wrong:
+        return ""
+    n = len(data[3]) * draws
+    if np.isfinite(m) and 0.0 <= m <= 1.0 and _integral(m, n):
+        for step in (1, 2, 3):  # (two generators may give equal means by chance)
+            other, _, _ = _call(fn, data, shots, draws, np.random.default_rng(seed + step))
+            if other != m:
+                return ""
+    return wrong
+
+
 def _integral(x, n):
     return abs(x * n - round(x * n)) < 1e-6
 
@@ -164,12 +190,21 @@ def ddof(fn, rng):
     # With two draws the accuracies a1, a2 are multiples of 1/n_test, and
     # ddof=1 gives std = |a1 - a2| / sqrt(2) while ddof=0 gives |a1 - a2| / 2, so the
     # student's (mean, std) reveal which one was used, whatever supports were drawn.
+    # An answer equal to the reference (mean and spread) passes at once. Otherwise the two
+    # accuracies read back from (mean, std) must be multiples of 1/n_test in [0, 1] and
+    # the answer must change with the generator: numbers made from the shapes alone
+    # (1 / n_test, ...) do neither.
     data = _data(rng, per_train=5, per_test=8)
     n_test = len(data[3])
+    seen = set()
     for _ in range(8):
-        gen = np.random.default_rng(int(rng.integers(0, 2**31)))
-        m, s, _ = _call(fn, data, 1, 2, gen)
-        if s > 1e-12:
+        seed = int(rng.integers(0, 2**31))
+        m, s, _ = _call(fn, data, 1, 2, np.random.default_rng(seed))
+        seen.add((m, s))
+        want_m, want_s = _ref(*data, 1, 2, np.random.default_rng(seed))
+        if want_s > 1e-12 and close(m, want_m) and close(s, want_s):
+            return [finding("ddof = 1", True, 2, "")]
+        if s > 1e-12 and np.isfinite(s) and len(seen) > 1:
             break
     else:
         return [
@@ -177,9 +212,10 @@ def ddof(fn, rng):
                 "ddof = 1",
                 False,
                 2,
-                "with one shot per class and two draws, your standard deviation was "
-                "0 in 8 runs with different generators: are the supports drawn "
-                "with the rng you were given?",
+                "with one shot per class and two draws, in 8 runs with different "
+                "generators your standard deviation was 0 (or not a number) or your "
+                "result never changed: are the supports drawn with the rng you were "
+                "given, and is the spread computed from the accuracies of the draws?",
             )
         ]
     for gap, passed, msg in (
@@ -193,7 +229,8 @@ def ddof(fn, rng):
             "far one evaluation with one draw can land from another.",
         ),
     ):
-        if _integral(m + gap / 2, n_test) and _integral(m - gap / 2, n_test):
+        hi, lo = m + gap / 2, m - gap / 2
+        if _integral(hi, n_test) and _integral(lo, n_test) and -1e-9 <= lo <= hi <= 1 + 1e-9:
             return [finding("ddof = 1", passed, 2, msg)]
     return [
         finding(
@@ -222,9 +259,10 @@ def random_calls(fn, rng):
     start = _state(np.random.default_rng(seed))
     m, s, _ = _call(fn, data, 2, n_draws, gen)
     if _state(gen) == _state(want):
-        # the right calls earn points only with the right result from them
-        wrong = differs((m, s), _ref(*data, 2, n_draws, np.random.default_rng(seed)))
-        return gate([finding("random calls", True, 2, "")], wrong and f"(mean, std): {wrong}")
+        # the right calls earn points only with the supports they draw, which the mean
+        # shows; the spread is scored by the ddof check alone
+        wrong = _mean_differs(m, data, 2, n_draws, seed)
+        return gate([finding("random calls", True, 2, "")], wrong)
     if _state(gen) == start:
         msg = (
             "your function never used the generator rng it was given, so two graders "
@@ -259,7 +297,7 @@ def labels_not_contiguous(fn, rng):
     m0, s0, _ = _call(fn, plain, 2, 3, np.random.default_rng(seed))
     m, s, _ = _call(fn, renamed, 2, 3, np.random.default_rng(seed))
     ok = m == m0 and s == s0
-    wrong = differs((m0, s0), _ref(*plain, 2, 3, np.random.default_rng(seed)))
+    wrong = _no_accuracy(fn, m0, plain, 2, 3, seed)
     return gate(
         [
             finding(
@@ -273,7 +311,7 @@ def labels_not_contiguous(fn, rng):
                 "classes[argmax] before comparing with test_y.",
             )
         ],
-        wrong and f"with the labels 0 .. 9, (mean, std): {wrong}",
+        wrong and f"with the labels 0 .. 9, {wrong}",
     )
 
 
@@ -297,4 +335,14 @@ def properties(fn, rng):
         )
     elif not (0.0 <= m <= 1.0 and s >= 0.0):
         problems.append("the mean accuracy must lie in [0, 1] and the std be >= 0")
-    return gate([finding("properties", not problems, 1, "; ".join(problems))], differs(out, want))
+    # the mean: a wrong spread costs the ddof check alone, other random calls the
+    # random_calls check
+    data = tuple(before)  # the inputs as they were (the answer may have changed them)
+    try:
+        wrong = _no_accuracy(fn, float(m), data, 2, 3, 0)
+    except (TypeError, ValueError):
+        wrong = differs(m, want[0])
+    return gate(
+        [finding("properties", not problems, 1, "; ".join(problems))],
+        wrong and f"the mean: {wrong}",
+    )

@@ -12,7 +12,16 @@ from __future__ import annotations
 import numpy as np
 
 from ._framework import StudentError, call_student, finding, register
-from ._helpers import differs, frozen_copies, gate, is_plain_float, is_plain_int, mutated, unpack
+from ._helpers import (
+    close,
+    differs,
+    frozen_copies,
+    gate,
+    is_plain_float,
+    is_plain_int,
+    mutated,
+    unpack,
+)
 
 EX = "rank_bound"
 
@@ -34,6 +43,19 @@ def _low_rank(rng, n, d, r, K, counts=None):
     z = centres[y] + 0.5 * rng.normal(size=(len(y), r))
     H = z @ rng.normal(size=(r, d))  # rank r (almost surely)
     return H, y
+
+
+def _no_bias(H, y, K):
+    """The least-squares residual without the bias column (the common slip)."""
+    Y = np.eye(K)[y]
+    return float(np.sum((Y - H @ np.linalg.lstsq(H, Y, rcond=None)[0]) ** 2))
+
+
+def _show(x):
+    try:
+        return f"{float(x):g}"
+    except (TypeError, ValueError):
+        return repr(x)[:40]
 
 
 def _call(fn, H, y, K):
@@ -94,9 +116,7 @@ def matches_reference(fn, rng):
     problems = []
     if not np.isclose(res, want_res, rtol=1e-7, atol=1e-9):
         msg = f"the residual is {res:.6g}, the least-squares minimum is {want_res:.6g}"
-        Y = np.eye(K)[y]
-        no_bias = float(np.sum((Y - H @ np.linalg.lstsq(H, Y, rcond=None)[0]) ** 2))
-        if np.isclose(res, no_bias, rtol=1e-7, atol=1e-9):
+        if np.isclose(res, _no_bias(H, y, K), rtol=1e-7, atol=1e-9):
             msg += (
                 " (yours is the fit without the bias column: append a column of ones "
                 "to H, as the bias is fitted and not penalised)"
@@ -142,13 +162,22 @@ def unbalanced_floor(fn, rng):
 def full_rank_floor_zero(fn, rng):
     K = 4
     H, y = _low_rank(rng, 60, 5, 3, K)  # r + 1 = K
-    res, floor, _ = _call(fn, H, y, K)
+    _, floor, _ = _call(fn, H, y, K)
     H2, y2 = _low_rank(rng, 60, 9, K, K)  # r + 1 = K + 1: K - r - 1 = -1
-    res2, floor2, _ = _call(fn, H2, y2, K)
+    _, floor2, _ = _call(fn, H2, y2, K)
     ok = floor == 0 and floor2 == 0
-    # a constant 0 floor earns nothing: the residuals on the same inputs must be right
-    wrong = differs(res, _ref(H, y, K)[0], rtol=1e-7, atol=1e-9) or differs(
-        res2, _ref(H2, y2, K)[0], rtol=1e-7, atol=1e-9
+    # a constant 0 floor earns nothing: with rank 3 and 7 classes (a positive floor) the
+    # floor or the residual (with or without the bias column) must be right, so that a
+    # mistake in the other part is charged by that part's checks only
+    H3, y3 = _low_rank(rng, 70, 5, 3, 7)
+    res3, floor3, _ = _call(fn, H3, y3, 7)
+    want_res3, want3 = _ref(H3, y3, 7)
+    wrong = (
+        floor3 != want3
+        and not close(res3, want_res3, 1e-9, 1e-7)
+        and not close(res3, _no_bias(H3, y3, 7), 1e-9, 1e-7)
+        and f"with rank 3 and 7 classes, ({res3:.6g}, {floor3:g}) instead of "
+        f"({want_res3:.6g}, {want3})"
     )
     if floor != 0:
         why = (
@@ -161,9 +190,7 @@ def full_rank_floor_zero(fn, rng):
             "sum is empty when K - r - 1 <= 0 (a negative slice count must not wrap "
             "around)."
         )
-    return gate(
-        [finding("no floor when r + 1 >= K", ok, 1, why)], wrong and f"the residual: {wrong}"
-    )
+    return gate([finding("no floor when r + 1 >= K", ok, 1, why)], wrong)
 
 
 @register(f"{EX}/properties", points=1, summary="a Python float and a Python int, inputs untouched")
@@ -183,9 +210,13 @@ def properties(fn, rng):
         problems.append(f"the residual should be a Python float, got {type(res).__name__}")
     if not is_plain_int(floor):
         problems.append(f"the floor should be a Python int, got {type(floor).__name__}")
+    # credited with either part right on these inputs (the floor is positive here): a
+    # mistake in one part is charged by that part's checks, not here as well
+    wrong_res = differs(res, want[0], rtol=1e-7, atol=1e-9)
+    wrong_floor = floor != want[1] and f"{_show(floor)} instead of {want[1]}"
     return gate(
         [finding("properties", not problems, 1, "; ".join(problems))],
-        differs(out, want, rtol=1e-7, atol=1e-9),
+        wrong_res and wrong_floor and f"the residual: {wrong_res}; the floor: {wrong_floor}",
     )
 
 
@@ -201,16 +232,18 @@ def absent_class(fn, rng):
     # the same features with the last class present: there the answer must be right, so
     # that the finding below is about the absent class alone
     full = np.where(np.arange(len(y)) < 9, K - 1, y)
-    res0, floor0, _ = _call(fn, H, full, K)
-    wrong = differs((res0, floor0), _ref(H, full, K), rtol=1e-7, atol=1e-9)
-    if wrong:
+    # (the floor alone: the residual is the same with or without the empty class and
+    # is scored by matches_reference)
+    _, floor0, _ = _call(fn, H, full, K)
+    want0 = _ref(H, full, K)[1]
+    if floor0 != want0:
         return gate(
             [finding("absent class", False, 1, "")],
-            f"with every class present, (residual, floor): {wrong}",
+            f"with every class present, the floor is {floor0:g} instead of {want0}",
         )
     res, floor, _ = _call(fn, H, y, K)
     want_res, want = _ref(H, y, K)
-    ok = floor == want and np.isclose(res, want_res, rtol=1e-7, atol=1e-9)
+    ok = floor == want
     return [
         finding(
             "absent class",

@@ -48,6 +48,22 @@ def _close(a, b):
     return abs(a - b) <= 1e-9 * max(1.0, abs(b))
 
 
+def _not_computed(got, X):
+    """Empty when ``got`` is TwoNN on ``X`` or one of its slips in the formula ((N - 1) /
+    sum, squared distances, the mean of log mu), else how it differs. The checks of the
+    duplicates, the memory and the properties credit such an answer: the slip is
+    matches_reference's to charge; zeros, NaN and constants follow no rule."""
+    want = _ref(X)
+    n = len(X)
+    rules = (want, want * (n - 1) / n, want / 2, 1.0 / want)
+    try:
+        if np.isfinite(float(got)) and any(_close(float(got), r) for r in rules):
+            return ""
+    except (TypeError, ValueError):
+        pass
+    return differs(got, want)
+
+
 @register(
     f"{EX}/matches_reference",
     points=3,
@@ -95,7 +111,7 @@ def duplicates(fn, rng):
     X = _manifold(rng, 50, 2, 4)
     # rejecting every input earns nothing: without the duplicate the estimate must be right
     clean, _ = _call(fn, X)
-    wrong = differs(clean, _ref(X))
+    wrong = _not_computed(clean, X)
     X[17] = X[3]
     try:
         got, _ = _call(fn, X)
@@ -145,7 +161,7 @@ def no_n_by_n_matrix(fn, rng):
                 f"on {N_MEMORY} Gaussian points in R^3 you returned {got}, not a finite number.",
             )
         ]
-    wrong = differs(got, _ref(X))
+    wrong = _not_computed(got, X)
     return gate(
         [
             finding(
@@ -185,4 +201,5 @@ def properties(fn, rng):
             "rotating, scaling and translating the points changed the estimate; "
             "ratios of Euclidean distances ignore all three"
         )
-    return gate([finding("properties", not problems, 1, "; ".join(problems))], differs(out, want))
+    wrong = differs(out, want) and _not_computed(out, before[0])
+    return gate([finding("properties", not problems, 1, "; ".join(problems))], wrong)
