@@ -85,10 +85,10 @@ def cell_labels(notebook):
 
 
 def make_readable(html_path, labels=None):
-    """Make one feedback page readable at any width: :data:`READABLE_STYLE` last in its
-    ``<head>`` (after every style it overrides) with :data:`VIEWPORT`, and each graded cell named by what it
-    tests, in the summary at the top (nbgrader writes "Test cell" for every one) and in
-    the cell's heading.
+    """Make one feedback page readable at any width: :data:`VIEWPORT` and
+    :data:`READABLE_STYLE` last in its ``<head>`` (after every style it overrides), and
+    each graded cell named by what it tests, in the summary at the top (nbgrader writes
+    "Test cell" for every one) and in the cell's heading.
 
     Parameters
     ----------
