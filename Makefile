@@ -253,6 +253,8 @@ publish: book
 #   make grade SUBMISSIONS=submissions/ GRADES=grades.csv   collect, autograde, feedback, export
 #   TIMES=lms_times.csv (collect, grade): the LMS's submission times (without it, the time
 #   the files reached this machine); ROSTER=students.csv (roster, collect, grade)
+#   make grades GRADES=grades.csv CANVAS=canvas_export.csv   the grades written into the
+#   instructor's own Canvas gradebook export (grades_canvas.csv beside GRADES)
 # COURSE is the grading course directory (default: course/, never committed).
 # WORKERS=N (autograde, grade) grades N students at a time, each in a sandbox of its own
 # (default 1); SCHEDULER=tls://host:8786 sends one task per student to a Dask cluster
@@ -269,6 +271,7 @@ SUBMISSIONS ?= submissions
 GRADES      ?= grades.csv
 ROSTER      ?=
 TIMES       ?=
+CANVAS      ?=
 COLLECT_OPTS = $(if $(TIMES),--times $(call shell_quote,$(TIMES))) \
   $(if $(ROSTER),--roster $(call shell_quote,$(ROSTER)))
 WORKERS     ?= 1
@@ -316,7 +319,8 @@ feedback: $(STAMP)
 	$(AUTOGRADER) feedback
 
 grades: $(STAMP)
-	$(AUTOGRADER) export $(call shell_quote,$(GRADES))
+	$(AUTOGRADER) export $(call shell_quote,$(GRADES)) \
+	  $(if $(CANVAS),--canvas-template $(call shell_quote,$(CANVAS)))
 
 grade: $(STAMP)
 	$(AUTOGRADER) grade-all $(call shell_quote,$(SUBMISSIONS)) $(call shell_quote,$(GRADES)) --workers $(WORKERS) \
