@@ -15,8 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_book_browser import browser as _chromium  # noqa: F401 (a fixture: Chromium)
-from test_book_browser import site as _served_book  # noqa: F401 (a fixture: the built book)
+from test_book_browser import browser, site  # noqa: F401 (fixtures: Chromium, the built book)
 
 from repeval_book.exercise_index import exercise_index
 from repeval_book.interview import (
@@ -314,33 +313,37 @@ def test_built_interview_page_prints_its_answers_and_offers_the_deck(questions):
     assert f"{got[f'ndcg@{k}']:.3f}" in text and f"{got['map']:.3f}" in text
 
 
+# per dropdown, how much taller than its question it is (0 when the answer is not laid out)
 _ANSWER_HEIGHTS = """
 Array.from(document.querySelectorAll('details.sd-dropdown')).map((d) => {
   const body = d.querySelector('.sd-summary-content');
-  return body ? body.getBoundingClientRect().height : -1;
+  if (!body || !body.checkVisibility()) { return 0; }
+  const question = d.querySelector('summary').getBoundingClientRect().height;
+  return d.getBoundingClientRect().height - question;
 })
 """
 
 
 @pytest.mark.slow
-def test_printed_interview_page_shows_every_answer(questions, site, browser):
+def test_printed_interview_page_shows_every_answer(questions, request):
     """In Chromium: closed on screen, every answer laid out under print media, and the
     print script opens the dropdowns before printing and closes them afterwards."""
     _built_html()
-    browser.call("Page.navigate", url=f"{site}/book/interview.html")
-    browser.wait_event("Page.loadEventFired", timeout=60)
-    on_screen = browser.evaluate(_ANSWER_HEIGHTS)
+    url, chromium = request.getfixturevalue("site"), request.getfixturevalue("browser")
+    chromium.call("Page.navigate", url=f"{url}/book/interview.html")
+    chromium.wait_event("Page.loadEventFired", timeout=60)
+    on_screen = chromium.evaluate(_ANSWER_HEIGHTS)
     assert len(on_screen) == len(questions) and all(h == 0 for h in on_screen)
-    browser.call("Emulation.setEmulatedMedia", media="print")
-    printed = browser.evaluate(_ANSWER_HEIGHTS)
+    chromium.call("Emulation.setEmulatedMedia", media="print")
+    printed = chromium.evaluate(_ANSWER_HEIGHTS)
     assert all(h > 0 for h in printed), printed
-    browser.call("Emulation.setEmulatedMedia", media="screen")
-    opened = browser.evaluate(
+    chromium.call("Emulation.setEmulatedMedia", media="screen")
+    opened = chromium.evaluate(
         "window.dispatchEvent(new Event('beforeprint'));"
         "document.querySelectorAll('details.sd-dropdown[open]').length"
     )
     assert opened == len(questions)
-    closed = browser.evaluate(
+    closed = chromium.evaluate(
         "window.dispatchEvent(new Event('afterprint'));"
         "document.querySelectorAll('details.sd-dropdown[open]').length"
     )
