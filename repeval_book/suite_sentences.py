@@ -30,18 +30,21 @@ def _names(items, name):
     return items
 
 
-def tau_interval_counts(n_above, n_zero, n_below):
+def tau_interval_counts(n_above, n_zero, n_below, lead=None):
     """How many pairs of tasks have a tau interval above, across and below zero.
 
     Parameters
     ----------
     n_above, n_zero, n_below : int
         Pairs whose interval lies entirely above zero, contains zero, lies entirely below.
+    lead : str, optional
+        Words put in front, such as ``"Under the k-NN"``: the sentence then reads
+        "Under the k-NN, of the <total> pairs of tasks, ...".
 
     Returns
     -------
     str
-        A sentence starting "Of the <total> pairs of tasks".
+        A sentence starting "Of the <total> pairs of tasks" (or with ``lead``).
 
     Raises
     ------
@@ -73,7 +76,10 @@ def tau_interval_counts(n_above, n_zero, n_below):
         if n_below
         else "none lies entirely below zero, which would be a reversal"
     )
-    return f"Of the {count_noun(total, 'pair')} of tasks, {above}; {zero}; and {below}."
+    if lead is not None and (not isinstance(lead, str) or not lead.strip()):
+        raise ValueError("lead must be a non-empty string")
+    start = f"{lead}, of the" if lead else "Of the"
+    return f"{start} {count_noun(total, 'pair')} of tasks, {above}; {zero}; and {below}."
 
 
 def others_reaching(names):

@@ -49,6 +49,13 @@ def test_tau_interval_counts_reads_right_and_adds_up(above, zero, below):
     assert text[0].isupper() and text.endswith(".")
 
 
+def test_tau_interval_counts_takes_a_lead():
+    text = tau_interval_counts(2, 1, 0, lead="Under the k-NN")
+    assert text.startswith("Under the k-NN, of the 3 pairs of tasks, 2 have an interval")
+    with pytest.raises(ValueError, match="lead"):
+        tau_interval_counts(1, 0, 0, lead="")
+
+
 def test_tau_interval_counts_refuses_nothing_and_negatives():
     with pytest.raises(ValueError):
         tau_interval_counts(0, 0, 0)
