@@ -23,8 +23,8 @@ from pathlib import Path
 
 import nbformat
 
-from .nbgrader_run import GRADEBOOK, shared_db_url
 from .course.notebook_repair import blank_notebook
+from .nbgrader_run import GRADEBOOK, shared_db_url
 
 __all__ = ["merge_sandbox", "read_scratch", "run_sandboxes", "sandbox_job", "template_gradebook"]
 

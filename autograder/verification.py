@@ -19,8 +19,8 @@ from pathlib import Path
 
 import nbformat
 
-from .nbgrader_run import shared_db_url
 from .course.notebook_repair import add_note
+from .nbgrader_run import shared_db_url
 from .scheduling import check_workers
 
 __all__ = [

@@ -25,8 +25,8 @@ import nbformat
 import pytest
 
 from autograder import REPO_ROOT
-from autograder.csv_safe import FORMULA_STARTS, safe_cell
 from autograder.course.issue_log import MAX_PER_NOTEBOOK, MORE_PREFIX
+from autograder.csv_safe import FORMULA_STARTS, safe_cell
 
 RELEASE = REPO_ROOT / "exercises" / "knn" / "knn_classify.ipynb"
 

@@ -8,9 +8,9 @@ import zipfile
 
 import pytest
 
+from autograder.course.issue_log import MAX_PER_NOTEBOOK, IssueLog
 from autograder.csv_safe import dict_writer, safe_cell, writer
 from autograder.feedback import clean_html, note_markdown
-from autograder.course.issue_log import MAX_PER_NOTEBOOK, IssueLog
 from autograder.safe_files import Refused, open_zip, rebuild_folder, zip_members
 
 

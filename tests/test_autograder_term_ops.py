@@ -269,6 +269,14 @@ def test_removed_student_is_archived_and_stays_out(graded, tmp_path):
     # ann's page would be older than her new grade: it is written again
     assert ann_page.stat().st_mtime_ns > old_page and "written again" in out, out
     absent()
+    # a new hand-in of his is not collected, and says why in one line
+    subs = tmp_path / "late_subs"
+    shutil.copytree(archived[0].parent, subs / "ben" / "rank")
+    shutil.rmtree(course / "submitted" / "ben")
+    _run(course, "collect", str(subs))
+    assert not (course / "submitted" / "ben").exists()
+    issues = _rows(course / "grading_issues.csv")
+    assert any(r["student_id"] == "ben" and "removed" in r["problem"] for r in issues), issues
     # a removed student cannot be removed twice, nor an unknown one
     again = _run(course, "roster", "--remove", "ben", check=False)
     assert again.returncode == 2 and "ben" in again.stderr and "Traceback" not in again.stderr

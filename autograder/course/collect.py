@@ -226,6 +226,7 @@ def collect_folder(
     times=None,
     submitted_at=None,
     roster=(),
+    removed=(),
     require_roster=False,
     log=print,
 ):
@@ -251,6 +252,9 @@ def collect_folder(
     roster : collection of str
         The course's student ids; empty: every folder name is taken as a student id, with
         a line saying so.
+    removed : collection of str
+        Ids of students removed from the course: their folders are not collected (one line
+        each).
     require_roster : bool
         Refuse to collect without a roster.
     log : callable
@@ -300,7 +304,11 @@ def collect_folder(
         if entry.name.startswith("."):
             continue
         student = entry.stem if entry.suffix == ".zip" else entry.name
-        why = roster_problem(student, roster)
+        why = (
+            f"{student!r} was removed from the course (roster --remove): not collected"
+            if student in removed
+            else roster_problem(student, roster)
+        )
         if why:
             issues.record(student, "*", "*", why)
             continue

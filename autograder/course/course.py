@@ -35,7 +35,7 @@ from .export import export_grades
 from .feedback import refresh_pages, write_feedback
 from .gradebook import read_grades
 from .issue_log import IssueLog
-from .roster import active_roster, import_roster, remove_student
+from .roster import active_roster, import_roster, imported_ids, remove_student, removed_ids
 from .term import book_url, parse_due, read_submission_times, set_up_term, term_record
 
 __all__ = ["ISSUES_FILE", "Course"]
@@ -259,7 +259,8 @@ class Course:
             self.issue_log,
             times=self.submission_times if times is not None else None,
             submitted_at=self.submitted_at,
-            roster=self.roster(),
+            roster=imported_ids(self.root),
+            removed=removed_ids(self.root),
             require_roster=require_roster,
             log=self.log,
         )

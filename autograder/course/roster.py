@@ -28,6 +28,7 @@ from .records import RosterEntry
 __all__ = [
     "ARCHIVE",
     "ROSTER_FILE",
+    "imported_ids",
     "active_roster",
     "import_roster",
     "read_roster_csv",
@@ -105,6 +106,14 @@ def _save(root, entries, removed):
         "removed": removed,
     }
     (Path(root) / ROSTER_FILE).write_text(json.dumps(data, indent=2) + "\n")
+
+
+def imported_ids(root):
+    """Ids of the imported roster (``roster.json``) of course directory ``root``, less the
+    removed ones, sorted; empty when no roster was ever imported (collect then takes every
+    folder name as a student id)."""
+    entries, removed = _load(root)
+    return sorted(e.id for e in entries or () if e.id not in removed)
 
 
 def removed_ids(root):
