@@ -57,13 +57,13 @@ from .notebook_repair import (
     restore_deleted_cells,
     solution_syntax_errors,
 )
+from .roster import roster_problem
 from .term import fmt_time, parse_due, utc
 
 __all__ = [
     "KEPT_NOTE_ID",
     "Unreadable",
     "collect_folder",
-    "roster_problem",
     "stated_timestamp",
     "student_files",
 ]
@@ -155,24 +155,6 @@ def stated_timestamp(entry, assignment):
             except (Refused, UnicodeDecodeError, ValueError):
                 return None
     return None
-
-
-def roster_problem(student, roster):
-    """Why a submission folder named ``student`` cannot be matched to ``roster`` (a set of
-    ids; empty: no roster), or None if it can."""
-    if not roster or student in roster:
-        return None
-    close = [r for r in roster if r.lower() == student.lower()]
-    if close:
-        return (
-            f"the folder {student!r} is not on the roster, but {close[0]!r} is (the "
-            f"case differs): not graded. Rename it to {close[0]!r} and collect "
-            "again."
-        )
-    return (
-        f"the folder {student!r} matches no student id of the roster: not graded. "
-        "Fix the folder name or add the student to the roster, then collect again."
-    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -33,6 +33,7 @@ __all__ = [
     "import_roster",
     "read_roster_csv",
     "removed_ids",
+    "roster_problem",
     "remove_student",
 ]
 
@@ -114,6 +115,24 @@ def imported_ids(root):
     folder name as a student id)."""
     entries, removed = _load(root)
     return sorted(e.id for e in entries or () if e.id not in removed)
+
+
+def roster_problem(student, roster):
+    """Why a submission folder named ``student`` cannot be matched to ``roster`` (a set of
+    ids; empty: no roster), or None if it can (one line, saying what to do)."""
+    if not roster or student in roster:
+        return None
+    close = [r for r in roster if r.lower() == student.lower()]
+    if close:
+        return (
+            f"the folder {student!r} is not on the roster, but {close[0]!r} is (the "
+            f"case differs): not graded. Rename it to {close[0]!r} and collect "
+            "again."
+        )
+    return (
+        f"the folder {student!r} matches no student id of the roster: not graded. "
+        "Fix the folder name or add the student to the roster, then collect again."
+    )
 
 
 def removed_ids(root):
