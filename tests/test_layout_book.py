@@ -23,6 +23,12 @@ BOOK_MODULES = (
     "repeval_book.exercise_index",
     "repeval_book.sphinx_ext",
     "repeval_book.sphinx_generated_pages",
+    "repeval_book.sphinx_deck",
+    "repeval_book.phrasing",
+    "repeval_book.suite_sentences",
+    "repeval_book.bench_tables",
+    "repeval_book.interview_deck",
+    "repeval_book.glued_values",
 )
 
 
