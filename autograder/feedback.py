@@ -424,7 +424,18 @@ def make_maths_offline(html_path, mathjax_dir=None):
     return bool(n or n2)
 
 
-_CHAPTER_LINK = re.compile(r'href="(?:\.\./)+book/([A-Za-z0-9_-]+)\.md(#[^"]*)?"')
+_CHAPTER_LINK = r'href="{prefix}book/([A-Za-z0-9_-]+)\.{suffix}(#[^"]*)?"'
+
+
+def _chapter_link():
+    """A statement's chapter link: ``../../book/<chapter>.md``, or the published page
+    ``<default book url>book/<chapter>.html`` that the built notebooks carry."""
+    relative = _CHAPTER_LINK.format(prefix=r"(?:\.\./)+", suffix="md")
+    url = default_book_url()
+    if not url:
+        return re.compile(relative)
+    published = _CHAPTER_LINK.format(prefix=re.escape(url), suffix="html")
+    return re.compile(f"{relative}|{published}")
 
 TABLE_STYLE = """<style id="autograder-tables">
 .rendered_html table, .text_cell_render table { border-collapse: collapse; margin: 0.6em 0; }
@@ -480,7 +491,8 @@ def check_book_url(url):
 
 
 def link_chapters(html_path, book_root=None, book_url=None):
-    """Point the page's ``../../book/<chapter>.md`` links at the book:
+    """Point the page's chapter links (``../../book/<chapter>.md`` or the default published
+    page) at the book:
     ``book_url/book/<chapter>.html`` (the published book), else a relative path to
     ``book_root/book/<chapter>.html`` (a copy of the built book handed out with the
     feedback); with neither, the link is removed and its text kept. Returns the links
@@ -489,16 +501,17 @@ def link_chapters(html_path, book_root=None, book_url=None):
     text = html_path.read_text(encoding="utf-8")
 
     def target(m):
-        page = f"book/{m.group(1)}.html"
+        chapter, anchor = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+        page = f"book/{chapter}.html"
         if book_url:
             where = book_url.rstrip("/") + "/" + page
         elif book_root is not None:
             where = os.path.relpath(Path(book_root) / page, html_path.parent).replace(os.sep, "/")
         else:
             return 'data-chapter-link-removed="1"'
-        return f'href="{where}{m.group(2) or ""}"'
+        return f'href="{where}{anchor or ""}"'
 
-    new, n = _CHAPTER_LINK.subn(target, text)
+    new, n = _chapter_link().subn(target, text)
     if 'id="autograder-tables"' not in new and "</head>" in new:
         new = new.replace("</head>", TABLE_STYLE + "\n</head>", 1)
     if new != text:

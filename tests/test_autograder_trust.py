@@ -349,6 +349,12 @@ def test_feedback_links_the_published_book_and_states_the_submission(tmp_path):
     assert "../" not in text.split("<body>", 1)[1].split("mathjax", 1)[0]
     page.write_text(html)
     assert link_chapters(page) == 1 and "href" not in page.read_text().split("<body>", 1)[1]
+    # a statement built by `autograder build` links the default published page: the
+    # course's own book_url replaces it too
+    published = default_book_url() + "book/rank.html#the-floor"
+    page.write_text(html.replace("../../book/rank.md#the-floor", published))
+    assert link_chapters(page, book_url="https://example.org/book/") == 1
+    assert 'href="https://example.org/book/book/rank.html#the-floor"' in page.read_text()
     assert mark_submission(
         page, "Submitted 2026-01-11 00:29 UTC, due 2026-01-10 23:59 UTC. Late by 0.50 h."
     )
