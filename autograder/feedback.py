@@ -437,6 +437,7 @@ def _chapter_link():
     published = _CHAPTER_LINK.format(prefix=re.escape(url), suffix="html")
     return re.compile(f"{relative}|{published}")
 
+
 TABLE_STYLE = """<style id="autograder-tables">
 .rendered_html table, .text_cell_render table { border-collapse: collapse; margin: 0.6em 0; }
 .rendered_html th, .rendered_html td, .text_cell_render th, .text_cell_render td {
