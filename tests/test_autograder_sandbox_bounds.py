@@ -334,11 +334,27 @@ def test_the_sandbox_cannot_write_more_than_its_disk(graded):
         assert all(n * (1 << 20) <= DISK for n in counts), counts
 
 
+def _orphaned(group):
+    """Whether a cgroup named ``autograder-<label>-<creator pid>-<token>`` outlived the
+    process that made it (a live creator is another test's grading, still running)."""
+    parts = group.split("-")
+    if len(parts) < 4 or not parts[0] == "autograder" or not parts[-2].isdigit():
+        return group.startswith("autograder-")
+    return not os.path.exists(f"/proc/{parts[-2]}")
+
+
+def test_orphaned_names_a_group_whose_maker_is_gone():
+    assert not _orphaned(f"autograder-cleanroom-{os.getpid()}-00ff00ff")
+    assert _orphaned("autograder-cleanroom-999999999-00ff00ff")
+    assert _orphaned("autograder-oddname")
+    assert not _orphaned("user.slice")
+
+
 def test_nothing_of_a_sandbox_survives_autograde(graded):
     assert graded["left"] == [], graded["left"]
-    assert not [g for g in graded["new_groups"] if g.startswith("autograder-")], graded[
-        "new_groups"
-    ]
+    # every group the run made is gone once its grader exited (groups of a grading that
+    # runs beside this one, in another test process, belong to a live process)
+    assert not [g for g in graded["new_groups"] if _orphaned(g)], graded["new_groups"]
     ours = tempfile.gettempdir().rstrip("/") + "/"  # another test run's sandboxes may be live
     assert not [m for m in graded["mounts"] if m.startswith(ours) and "autograder-sandbox-" in m], (
         graded["mounts"]
