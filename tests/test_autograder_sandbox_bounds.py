@@ -338,7 +338,7 @@ def _orphaned(group):
     """Whether a cgroup named ``autograder-<label>-<creator pid>-<token>`` outlived the
     process that made it (a live creator is another test's grading, still running)."""
     parts = group.split("-")
-    if len(parts) < 4 or not parts[0] == "autograder" or not parts[-2].isdigit():
+    if len(parts) < 4 or parts[0] != "autograder" or not parts[-2].isdigit():
         return group.startswith("autograder-")
     return not os.path.exists(f"/proc/{parts[-2]}")
 

@@ -99,7 +99,7 @@ def test_ordinary_prose_and_scripts_pass():
         "<p>On this task the probe looks at the box; the seed of each run is fixed; a tissue "
         "sample; 30 issues of a journal are not numbered here; Kendall’s tau.</p>"
         "<p>Oquab et al. (2023) report 86.5; see the noise page.</p>"
-        '<script>var s = "issue {0} tests/test_x.py";</script>'.format(30)
+        f'<script>var s = "issue {30} tests/test_x.py";</script>'
     )
     assert bookkeeping(good) == []
 
