@@ -175,7 +175,8 @@ def _print_term(course):
     print("feedback links the book at:", course.book_url() or "nowhere (no --book-url)")
 
 
-def cmd_setup(args):
+def _setup_course(args):
+    """The course of ``args`` (created if missing) with the term its options set."""
     course = _course(args, create=True)
     assignments, due, policy, policies = _term_options(args)
     course.setup(
@@ -186,6 +187,11 @@ def cmd_setup(args):
         policies=policies,
         replace=args.replace,
     )
+    return course
+
+
+def cmd_setup(args):
+    course = _setup_course(args)
     _print_term(course)
     return 0
 
@@ -335,16 +341,7 @@ def cmd_grade_all(args):
 
     dask = _scheduler_options(args)
     _check_folder(args.folder)
-    course = _course(args, create=True)
-    assignments, due, policy, policies = _term_options(args)
-    course.setup(
-        assignments,
-        due=due,
-        late_policy=policy,
-        book_url=args.book_url,
-        policies=policies,
-        replace=args.replace,
-    )
+    course = _setup_course(args)
     if args.roster:
         course.import_roster(args.roster)
     course.collect(
